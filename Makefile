@@ -1,0 +1,39 @@
+# gpucloud: the two commands that matter are `make run` (the whole stack on this machine) and
+# `make test` (every test). Both install missing system packages first.
+GO      ?= go
+BIN     := bin
+GOFLAGS ?=
+
+.PHONY: all deps build run test test-go test-c generate check-generated vet fmt clean bench-api
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+run: deps
+	$(GO) run ./deploy/localstack
+
+# Every test: Go packages (against real PostgreSQL and libvirt's test driver) and the C guest
+# library's tests (against a gpuserverd on its simulated backend).
+test: deps vet check-generated
+	$(GO) test -count=1 -timeout 20m ./...
+
+vet:
+	$(GO) vet ./...
+
+generate:
+	$(GO) generate ./...
+
+# Generated files must match their sources; CI fails when someone forgot `make generate`.
+check-generated:
+	@./scripts/check-generated.sh
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN) .data

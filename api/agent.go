@@ -1,0 +1,139 @@
+// Package api holds the JSON contract between the apiserver and the platform's daemons (hostd,
+// gpuserverd). Both sides import these types, so a field renamed on one side is renamed on the
+// other. The public REST resources live with the apiserver and the SDK; this is the agent API.
+//
+// Daemons authenticate with the credential the operator got when creating the host or GPU server
+// (POST /v1/hosts, POST /v1/gpu-servers), sent as "Authorization: Bearer <credential>".
+//
+//	POST /v1/agent/host/heartbeat              HostReport        -> HostAck
+//	GET  /v1/agent/host/instances              -                 -> DesiredInstances
+//	PUT  /v1/agent/host/instances/{id}/status  InstanceObserved  -> 204
+//	POST /v1/agent/host/instances/{id}/token   -                 -> SessionToken (renewal)
+//	POST /v1/agent/gpu-server/heartbeat        GPUServerReport   -> GPUServerAck
+package api
+
+import "time"
+
+// HostCapacity is what a VM host offers.
+type HostCapacity struct {
+	VCPUs     int `json:"vcpus"`
+	MemoryMiB int `json:"memory_mib"`
+	DiskGiB   int `json:"disk_gib"`
+	// InfiniBandVFs is the number of SR-IOV virtual functions the host can give to VMs (0: no IB).
+	InfiniBandVFs int `json:"infiniband_vfs"`
+}
+
+// HostReport is hostd's registration and heartbeat; the first one registers the host.
+type HostReport struct {
+	Hostname   string       `json:"hostname"`
+	Hypervisor string       `json:"hypervisor"` // libvirt URI in use, e.g. "qemu:///system"
+	Capacity   HostCapacity `json:"capacity"`
+	Version    string       `json:"version"`
+}
+
+// HostAck answers a heartbeat.
+type HostAck struct {
+	HostID          string        `json:"host_id"`
+	Cordoned        bool          `json:"cordoned"`
+	HeartbeatPeriod time.Duration `json:"heartbeat_period_ns"`
+}
+
+// Desired states of an instance as the apiserver wants it on a host.
+const (
+	DesiredRunning = "running"
+	DesiredStopped = "stopped"
+	DesiredDeleted = "deleted"
+)
+
+// Observed states a daemon reports.
+const (
+	ObservedProvisioning = "provisioning"
+	ObservedRunning      = "running"
+	ObservedStopped      = "stopped"
+	ObservedDeleted      = "deleted"
+	ObservedFailed       = "failed"
+)
+
+// InstanceSpec is the machine a VM gets.
+type InstanceSpec struct {
+	VCPUs     int    `json:"vcpus"`
+	MemoryMiB int    `json:"memory_mib"`
+	DiskGiB   int    `json:"disk_gib"`
+	Image     string `json:"image"`
+	SSHKey    string `json:"ssh_key,omitempty"`
+}
+
+// GPUGrant is the GPU capacity reserved for an instance and how its guest library reaches it.
+type GPUGrant struct {
+	GPUServerID string   `json:"gpu_server_id"`
+	Endpoints   []string `json:"endpoints"` // host:port of gpuserverd, in preference order
+	GPUUUIDs    []string `json:"gpu_uuids"`
+	Model       string   `json:"model"`
+	Tier        string   `json:"tier"`         // "dedicated" or "shared"
+	MemoryQuota uint64   `json:"memory_quota"` // bytes per GPU; 0 = whole GPU
+}
+
+// SessionToken admits a guest library to gpuserverd (see internal/sessiontoken).
+type SessionToken struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// DesiredInstance is one instance placed on the asking host, as the apiserver wants it.
+type DesiredInstance struct {
+	ID           string `json:"id"`
+	TenantID     string `json:"tenant_id"`
+	Name         string `json:"name"`
+	DesiredState string `json:"desired_state"`
+	// RebootGeneration grows by one per reboot request; a host reboots a running VM whose
+	// last observed generation is lower.
+	RebootGeneration int64        `json:"reboot_generation"`
+	Spec             InstanceSpec `json:"spec"`
+	GPU              *GPUGrant    `json:"gpu,omitempty"`
+	Token            SessionToken `json:"session_token"`
+	// PartitionKey is the InfiniBand partition of the tenant (0x0001-0x7fff).
+	PartitionKey uint16 `json:"partition_key"`
+}
+
+// DesiredInstances lists every instance placed on the host that is not yet deleted there.
+type DesiredInstances struct {
+	Instances []DesiredInstance `json:"instances"`
+}
+
+// InstanceObserved is what a host reports about one instance.
+type InstanceObserved struct {
+	State            string `json:"state"`
+	Reason           string `json:"reason,omitempty"` // why, when State is failed
+	RebootGeneration int64  `json:"reboot_generation"`
+	VFPCIAddress     string `json:"vf_pci_address,omitempty"`
+	ConsoleLogTail   string `json:"console_log_tail,omitempty"`
+}
+
+// GPUInfo is one GPU a GPU server owns.
+type GPUInfo struct {
+	Index       int    `json:"index"`
+	UUID        string `json:"uuid"`
+	Name        string `json:"name"` // NVML product name, e.g. "NVIDIA H100 80GB HBM3"
+	MemoryBytes uint64 `json:"memory_bytes"`
+	PCIBusID    string `json:"pci_bus_id"`
+	Healthy     bool   `json:"healthy"`
+}
+
+// GPUServerReport is gpuserverd's registration and heartbeat.
+type GPUServerReport struct {
+	Hostname string    `json:"hostname"`
+	Endpoint string    `json:"endpoint"` // host:port the guest library dials
+	Backend  string    `json:"backend"`  // "cuda" or "simulated"
+	GPUs     []GPUInfo `json:"gpus"`
+	Version  string    `json:"version"`
+	// ActiveSessions lists session ids currently served, so the apiserver can spot leaks.
+	ActiveSessions []string `json:"active_sessions"`
+}
+
+// GPUServerAck answers a heartbeat. The session-token public key lets gpuserverd verify tokens offline.
+type GPUServerAck struct {
+	GPUServerID     string        `json:"gpu_server_id"`
+	Cordoned        bool          `json:"cordoned"`
+	HeartbeatPeriod time.Duration `json:"heartbeat_period_ns"`
+	TokenPublicKey  string        `json:"token_public_key"` // base64 Ed25519 public key
+}

@@ -1,0 +1,81 @@
+// Command localstack runs the whole platform on one machine: a private PostgreSQL in .data/ (or
+// the database at GPUCLOUD_DATABASE_URL), migrated, then the platform's services on embedded
+// defaults where hardware is missing. Ctrl-C stops everything cleanly.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"gpucloud/internal/pglocal"
+	"gpucloud/migrations"
+)
+
+func main() {
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(logger)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, logger); err != nil {
+		logger.Error("localstack failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, logger *slog.Logger) error {
+	dbURL := os.Getenv("GPUCLOUD_DATABASE_URL")
+	if dbURL == "" {
+		cluster, err := pglocal.Start(ctx, filepath.Join(".data", "pg"), pglocal.Options{Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = cluster.Stop(sctx)
+		}()
+		if err := ensureDatabase(ctx, cluster.URL("postgres"), "gpucloud"); err != nil {
+			return err
+		}
+		dbURL = cluster.URL("gpucloud")
+	}
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	defer db.Close()
+	if err := migrations.Up(ctx, db); err != nil {
+		return err
+	}
+	fmt.Printf("\ngpucloud local stack is up\n  database: %s\n  press Ctrl-C to stop\n\n", dbURL)
+	<-ctx.Done()
+	logger.Info("shutting down")
+	return nil
+}
+
+func ensureDatabase(ctx context.Context, adminURL, name string) error {
+	db, err := sql.Open("pgx", adminURL)
+	if err != nil {
+		return fmt.Errorf("open admin database: %w", err)
+	}
+	defer db.Close()
+	var exists bool
+	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if !exists {
+		if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return nil
+}
