@@ -1,0 +1,328 @@
+package sim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// Context is one simulated CUDA context.
+type Context struct {
+	b       *Backend
+	ordinal int
+	mem     *memory
+
+	mu        sync.Mutex
+	nextH     backend.Handle
+	streams   map[backend.Handle]*stream // 0: the default stream
+	events    map[backend.Handle]*event
+	modules   map[backend.Handle]*module
+	functions map[backend.Handle]*kernel
+	asyncErr  error // sticky: the first error of work run asynchronously
+}
+
+func newContext(b *Backend, ordinal int) *Context {
+	return &Context{
+		b: b, ordinal: ordinal, mem: newMemory(ordinal), nextH: 1,
+		streams: map[backend.Handle]*stream{0: newStream()},
+		events:  map[backend.Handle]*event{}, modules: map[backend.Handle]*module{},
+		functions: map[backend.Handle]*kernel{},
+	}
+}
+
+func (c *Context) handle() backend.Handle {
+	h := c.nextH
+	c.nextH++
+	return h
+}
+
+func (c *Context) stream(h backend.Handle) (*stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.streams[h]
+	if !ok {
+		return nil, fmt.Errorf("stream %d: %w", h, backend.ErrInvalidHandle)
+	}
+	return s, nil
+}
+
+func (c *Context) event(h backend.Handle) (*event, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.events[h]
+	if !ok {
+		return nil, fmt.Errorf("event %d: %w", h, backend.ErrInvalidHandle)
+	}
+	return e, nil
+}
+
+func (c *Context) fail(err error) {
+	c.mu.Lock()
+	if c.asyncErr == nil {
+		c.asyncErr = err
+	}
+	c.mu.Unlock()
+}
+
+func (c *Context) stickyErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.asyncErr
+}
+
+// run enqueues fn on the stream; a synchronous call waits for it and returns its error.
+func (c *Context) run(h backend.Handle, async bool, fn func() error) error {
+	s, err := c.stream(h)
+	if err != nil {
+		return err
+	}
+	if async {
+		s.enqueue(func() {
+			if err := fn(); err != nil {
+				c.fail(err)
+			}
+		})
+		return nil
+	}
+	var ferr error
+	done := make(chan struct{})
+	s.enqueue(func() { ferr = fn(); close(done) })
+	<-done
+	return ferr
+}
+
+func (c *Context) MemAlloc(bytes uint64) (uint64, error) {
+	if err := c.b.reserve(c.ordinal, bytes); err != nil {
+		return 0, fmt.Errorf("allocate %d bytes: %w", bytes, err)
+	}
+	return c.mem.add(bytes), nil
+}
+
+func (c *Context) MemFree(ptr uint64) error {
+	n, err := c.mem.remove(ptr)
+	if err != nil {
+		return err
+	}
+	c.b.release(c.ordinal, n)
+	return nil
+}
+
+func (c *Context) MemGetInfo() (uint64, uint64, error) {
+	return c.b.free(c.ordinal), c.b.devices[c.ordinal].TotalMemory, nil
+}
+
+func (c *Context) HostAlloc(bytes int) ([]byte, error) { return make([]byte, bytes), nil }
+func (c *Context) HostFree([]byte) error               { return nil }
+
+func (c *Context) MemcpyHtoD(dst uint64, src []byte, h backend.Handle, async bool) error {
+	d, err := c.mem.view(dst, uint64(len(src)))
+	if err != nil {
+		return err
+	}
+	return c.run(h, async, func() error { copy(d, src); return nil })
+}
+
+func (c *Context) MemcpyDtoH(dst []byte, src uint64, h backend.Handle, async bool) error {
+	s, err := c.mem.view(src, uint64(len(dst)))
+	if err != nil {
+		return err
+	}
+	return c.run(h, async, func() error { copy(dst, s); return nil })
+}
+
+func (c *Context) MemcpyDtoD(dst, src, n uint64, h backend.Handle, async bool) error {
+	d, err := c.mem.view(dst, n)
+	if err != nil {
+		return err
+	}
+	s, err := c.mem.view(src, n)
+	if err != nil {
+		return err
+	}
+	return c.run(h, async, func() error { copy(d, s); return nil })
+}
+
+func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, h backend.Handle, async bool) error {
+	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
+		return fmt.Errorf("memset element size %d: %w", elemSize, backend.ErrInvalidValue)
+	}
+	d, err := c.mem.view(dst, count*uint64(elemSize))
+	if err != nil {
+		return err
+	}
+	return c.run(h, async, func() error {
+		var pat [4]byte
+		binary.LittleEndian.PutUint32(pat[:], value)
+		for i := 0; i < len(d); i += elemSize {
+			copy(d[i:i+elemSize], pat[:elemSize])
+		}
+		return nil
+	})
+}
+
+func (c *Context) StreamCreate(flags uint32) (backend.Handle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.handle()
+	c.streams[h] = newStream()
+	return h, nil
+}
+
+func (c *Context) StreamDestroy(h backend.Handle) error {
+	c.mu.Lock()
+	s, ok := c.streams[h]
+	if ok && h != 0 {
+		delete(c.streams, h)
+	}
+	c.mu.Unlock()
+	if !ok || h == 0 {
+		return fmt.Errorf("destroy stream %d: %w", h, backend.ErrInvalidHandle)
+	}
+	s.stop() // CUDA lets pending work finish
+	return nil
+}
+
+func (c *Context) StreamSynchronize(h backend.Handle) error {
+	s, err := c.stream(h)
+	if err != nil {
+		return err
+	}
+	s.sync()
+	return c.stickyErr()
+}
+
+func (c *Context) StreamQuery(h backend.Handle) error {
+	s, err := c.stream(h)
+	if err != nil {
+		return err
+	}
+	if err := c.stickyErr(); err != nil {
+		return err
+	}
+	if !s.idle() {
+		return backend.ErrNotReady
+	}
+	return nil
+}
+
+func (c *Context) StreamWaitEvent(h, ev backend.Handle) error {
+	s, err := c.stream(h)
+	if err != nil {
+		return err
+	}
+	e, err := c.event(ev)
+	if err != nil {
+		return err
+	}
+	if r := e.current(); r != nil {
+		s.enqueue(func() { <-r.done })
+	}
+	return nil
+}
+
+func (c *Context) EventCreate(flags uint32) (backend.Handle, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.handle()
+	c.events[h] = &event{}
+	return h, nil
+}
+
+func (c *Context) EventDestroy(h backend.Handle) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.events[h]; !ok {
+		return fmt.Errorf("destroy event %d: %w", h, backend.ErrInvalidHandle)
+	}
+	delete(c.events, h)
+	return nil
+}
+
+func (c *Context) EventRecord(ev, h backend.Handle) error {
+	e, err := c.event(ev)
+	if err != nil {
+		return err
+	}
+	s, err := c.stream(h)
+	if err != nil {
+		return err
+	}
+	r := &record{done: make(chan struct{})}
+	e.mu.Lock()
+	e.last = r
+	e.mu.Unlock()
+	s.enqueue(func() { r.at = time.Now(); close(r.done) })
+	return nil
+}
+
+func (c *Context) EventSynchronize(ev backend.Handle) error {
+	e, err := c.event(ev)
+	if err != nil {
+		return err
+	}
+	if r := e.current(); r != nil {
+		<-r.done
+	}
+	return c.stickyErr()
+}
+
+func (c *Context) EventQuery(ev backend.Handle) error {
+	e, err := c.event(ev)
+	if err != nil {
+		return err
+	}
+	if !e.current().complete() {
+		return backend.ErrNotReady
+	}
+	return nil
+}
+
+func (c *Context) EventElapsedTime(start, end backend.Handle) (float32, error) {
+	var rs [2]*record
+	for i, h := range []backend.Handle{start, end} {
+		e, err := c.event(h)
+		if err != nil {
+			return 0, err
+		}
+		if rs[i] = e.current(); rs[i] == nil {
+			return 0, fmt.Errorf("event %d never recorded: %w", h, backend.ErrInvalidHandle)
+		}
+		if !rs[i].complete() {
+			return 0, backend.ErrNotReady
+		}
+	}
+	return float32(rs[1].at.Sub(rs[0].at).Seconds() * 1000), nil
+}
+
+func (c *Context) Synchronize() error {
+	c.mu.Lock()
+	all := make([]*stream, 0, len(c.streams))
+	for _, s := range c.streams {
+		all = append(all, s)
+	}
+	c.mu.Unlock()
+	for _, s := range all {
+		s.sync()
+	}
+	return c.stickyErr()
+}
+
+// Close waits for pending work, stops the streams and frees every allocation.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	streams := c.streams
+	c.streams = map[backend.Handle]*stream{}
+	c.mu.Unlock()
+	for _, s := range streams {
+		s.stop()
+	}
+	c.mem.mu.Lock()
+	used := c.mem.used
+	c.mem.alloc, c.mem.bases, c.mem.used = map[uint64]*allocation{}, nil, 0
+	c.mem.mu.Unlock()
+	c.b.release(c.ordinal, used)
+	return nil
+}

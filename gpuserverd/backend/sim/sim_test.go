@@ -1,0 +1,158 @@
+package sim
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+func newCtx(t *testing.T, mem uint64) (*Backend, backend.Context) {
+	t.Helper()
+	b := New(1, mem)
+	c, err := b.NewContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return b, c
+}
+
+func f32s(v ...float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func TestRegisteredAsSimulated(t *testing.T) {
+	b, err := backend.Open(Kind)
+	if err != nil || b.Kind() != "simulated" {
+		t.Fatalf("Open(simulated) = %v, %v", b, err)
+	}
+}
+
+func TestMemoryCopiesAndBounds(t *testing.T) {
+	b, c := newCtx(t, 1<<20)
+	p, err := c.MemAlloc(1000)
+	if err != nil || p < addressBase {
+		t.Fatalf("alloc = %#x, %v", p, err)
+	}
+	if err := c.MemcpyHtoD(p+8, []byte{1, 2, 3, 4}, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := c.MemAlloc(16)
+	if err := c.MemcpyDtoD(q, p+8, 4, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Memset(q+4, 0xaabb, 2, 2, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 8)
+	if err := c.MemcpyDtoH(out, q, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	if want := []byte{1, 2, 3, 4, 0xbb, 0xaa, 0xbb, 0xaa}; string(out) != string(want) {
+		t.Fatalf("device bytes %v, want %v", out, want)
+	}
+	if err := c.MemcpyHtoD(p+999, []byte{1, 2}, 0, false); !errors.Is(err, backend.ErrInvalidValue) {
+		t.Fatalf("copy past the end: %v", err)
+	}
+	if _, err := c.MemAlloc(2 << 20); !errors.Is(err, backend.ErrOutOfMemory) {
+		t.Fatalf("over capacity: %v", err)
+	}
+	if free, total, _ := c.MemGetInfo(); total != 1<<20 || free != 1<<20-1016 {
+		t.Fatalf("meminfo free %d total %d", free, total)
+	}
+	if err := c.MemFree(p + 8); !errors.Is(err, backend.ErrInvalidValue) {
+		t.Fatalf("free of interior pointer: %v", err)
+	}
+	c.Close()
+	if free := b.free(0); free != 1<<20 {
+		t.Fatalf("after Close %d bytes still held", 1<<20-free)
+	}
+}
+
+func TestKernelsAndStreams(t *testing.T) {
+	_, c := newCtx(t, 1<<20)
+	mod, err := c.ModuleLoadData([]byte("GPUSIM-MODULE 1\nkernel vector_add_f32\nkernel spin\nglobal counter 4\n\x00"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ModuleGetFunction(mod, "nope"); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("unknown kernel: %v", err)
+	}
+	add, _ := c.ModuleGetFunction(mod, "vector_add_f32")
+	layout, _ := c.ParamLayout(add)
+	if len(layout) != 4 || layout[3].Offset != 24 {
+		t.Fatalf("layout %+v", layout)
+	}
+	a, _ := c.MemAlloc(12)
+	bb, _ := c.MemAlloc(12)
+	out, _ := c.MemAlloc(12)
+	c.MemcpyHtoD(a, f32s(1, 2, 3), 0, false)
+	c.MemcpyHtoD(bb, f32s(10, 20, 30), 0, false)
+	params := make([]byte, 28)
+	binary.LittleEndian.PutUint64(params[0:], a)
+	binary.LittleEndian.PutUint64(params[8:], bb)
+	binary.LittleEndian.PutUint64(params[16:], out)
+	binary.LittleEndian.PutUint32(params[24:], 3)
+
+	// A spin on a stream keeps it busy: the query says not ready, the event completes after.
+	spinF, _ := c.ModuleGetFunction(mod, "spin")
+	s, _ := c.StreamCreate(0)
+	ev, _ := c.EventCreate(0)
+	sp := make([]byte, 8)
+	binary.LittleEndian.PutUint64(sp, uint64(50*time.Millisecond))
+	one := [3]uint32{1, 1, 1}
+	if err := c.LaunchKernel(backend.LaunchConfig{Function: spinF, Grid: one, Block: one, Stream: s, Params: sp}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.LaunchKernel(backend.LaunchConfig{Function: add, Grid: one, Block: [3]uint32{32, 1, 1}, Stream: s, Params: params}); err != nil {
+		t.Fatal(err)
+	}
+	c.EventRecord(ev, s)
+	if err := c.StreamQuery(s); !errors.Is(err, backend.ErrNotReady) {
+		t.Fatalf("busy stream query: %v", err)
+	}
+	if err := c.EventQuery(ev); !errors.Is(err, backend.ErrNotReady) {
+		t.Fatalf("pending event query: %v", err)
+	}
+	if err := c.EventSynchronize(ev); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 12)
+	c.MemcpyDtoH(got, out, 0, false)
+	if string(got) != string(f32s(11, 22, 33)) {
+		t.Fatalf("vector_add gave %v", got)
+	}
+	// A kernel touching unallocated memory fails at the next synchronisation, and stays failed.
+	binary.LittleEndian.PutUint64(params[16:], 0x1000)
+	if err := c.LaunchKernel(backend.LaunchConfig{Function: add, Grid: one, Block: [3]uint32{32, 1, 1}, Params: params}); err != nil {
+		t.Fatalf("launch returns before running: %v", err)
+	}
+	if err := c.Synchronize(); !errors.Is(err, backend.ErrIllegalAddress) {
+		t.Fatalf("sync after bad kernel: %v", err)
+	}
+}
+
+func TestModuleImages(t *testing.T) {
+	_, c := newCtx(t, 1<<20)
+	ptx := ".version 8.0\n.target sm_90\n.visible .entry saxpy_f32(\n.param .f32 a)\n{}\n"
+	m, err := c.ModuleLoadData([]byte(ptx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ModuleGetFunction(m, "saxpy_f32"); err != nil {
+		t.Fatalf("PTX entry: %v", err)
+	}
+	for _, bad := range []string{"\x7fELF garbage", "GPUSIM-MODULE 1\nglobal g -4\n", "GPUSIM-MODULE 1\nwhat\n"} {
+		if _, err := c.ModuleLoadData([]byte(bad)); !errors.Is(err, backend.ErrInvalidImage) {
+			t.Errorf("image %q: %v", bad, err)
+		}
+	}
+}
