@@ -1,0 +1,7 @@
+package main
+
+// The GPU backends this binary can run. The real CUDA backend joins this list as
+// _ "gpucloud/gpuserverd/backend/cuda".
+import (
+	_ "gpucloud/gpuserverd/backend/sim"
+)

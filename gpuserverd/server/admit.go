@@ -1,0 +1,170 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
+	"gpucloud/internal/sessiontoken"
+)
+
+// CUDA_ERROR_DEVICE_UNAVAILABLE: what a refused second session on a dedicated GPU gets.
+const errDeviceUnavailable backend.Result = 46
+
+// gpuUse counts the sessions on one GPU, by tier.
+type gpuUse struct {
+	dedicated bool
+	sessions  int
+}
+
+// refusal is a handshake refused: the code and message the client gets.
+type refusal struct {
+	code   backend.Result
+	reason string // metric label
+	msg    string
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+// handle runs one connection: handshake, admission, worker.
+func (s *Server) handle(ctx context.Context, conn net.Conn) {
+	defer conn.Close()
+	log := s.log.With("remote", conn.RemoteAddr().String())
+	conn.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	claims, ordinals, err := s.handshake(conn)
+	if err != nil {
+		var r *refusal
+		if !errors.As(err, &r) {
+			log.Info("handshake failed", "err", err)
+			return
+		}
+		s.count(r.reason)
+		log.Warn("session refused", "reason", r.reason, "err", r.msg)
+		frame := wire.AppendFrame(nil, &wire.HelloReply{Result: int32(r.code), Version: wire.Version,
+			Message: truncate(r.msg, 1024)}, 0, 0)
+		conn.Write(frame)
+		return
+	}
+	conn.SetDeadline(time.Time{})
+	defer s.release(claims)
+	s.count("")
+	if err := s.runWorker(ctx, conn, claims, ordinals, log); err != nil {
+		log.Error("worker", "session", claims.SessionID, "err", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func (s *Server) count(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reason == "" {
+		s.metrics.accepted++
+		return
+	}
+	s.metrics.refused++
+	s.metrics.refusedBy[reason]++
+}
+
+// handshake reads Hello, verifies the token and admits the session, all before any GPU work.
+func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
+	var c sessiontoken.Claims
+	var hb [wire.HeaderSize]byte
+	if _, err := io.ReadFull(conn, hb[:]); err != nil {
+		return c, nil, fmt.Errorf("reading hello: %w", err)
+	}
+	h, err := wire.ParseHeader(hb[:])
+	if err != nil {
+		return c, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
+	}
+	if h.Type != wire.TypeHello {
+		return c, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
+	}
+	p := make([]byte, h.Length)
+	if _, err := io.ReadFull(conn, p); err != nil {
+		return c, nil, fmt.Errorf("reading hello: %w", err)
+	}
+	var hello wire.Hello
+	if err := hello.Decode(p); err != nil {
+		return c, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
+	}
+	if hello.Version != wire.Version {
+		return c, nil, &refusal{backend.ErrNotSupported, "version",
+			fmt.Sprintf("protocol version %d not supported; this server speaks %d", hello.Version, wire.Version)}
+	}
+	c, err = sessiontoken.Verify(s.cfg.PublicKey, hello.Token, s.cfg.ServerID, time.Now())
+	if err != nil {
+		return c, nil, &refusal{backend.ErrNotPermitted, "token", "session token refused: " + err.Error()}
+	}
+	ordinals, err := s.ordinals(c.GPUs)
+	if err != nil {
+		return c, nil, err
+	}
+	return c, ordinals, s.admit(c)
+}
+
+// ordinals maps the token's GPU UUIDs to this server's device ordinals.
+func (s *Server) ordinals(uuids []string) ([]int, error) {
+	var out []int
+	for _, u := range uuids {
+		found := -1
+		for _, d := range s.devices {
+			if d.UUID == u {
+				found = d.Ordinal
+			}
+		}
+		if found < 0 {
+			return nil, &refusal{backend.ErrNoDevice, "gpu", fmt.Sprintf("token grants GPU %s, which this server does not have", u)}
+		}
+		out = append(out, found)
+	}
+	return out, nil
+}
+
+// admit applies the tiers: a dedicated session takes its GPUs whole; shared sessions share.
+func (s *Server) admit(c sessiontoken.Claims) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range c.GPUs {
+		use := s.gpus[u]
+		if use == nil || use.sessions == 0 {
+			continue
+		}
+		if use.dedicated || c.Tier == sessiontoken.TierDedicated {
+			return &refusal{errDeviceUnavailable, "busy",
+				fmt.Sprintf("GPU %s is in use by another session and tier %s cannot share it", u, c.Tier)}
+		}
+	}
+	for _, u := range c.GPUs {
+		use := s.gpus[u]
+		if use == nil {
+			use = &gpuUse{}
+			s.gpus[u] = use
+		}
+		use.sessions++
+		use.dedicated = c.Tier == sessiontoken.TierDedicated
+	}
+	return nil
+}
+
+func (s *Server) release(c sessiontoken.Claims) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range c.GPUs {
+		if use := s.gpus[u]; use != nil {
+			if use.sessions--; use.sessions <= 0 {
+				delete(s.gpus, u)
+			}
+		}
+	}
+}

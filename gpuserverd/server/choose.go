@@ -1,0 +1,34 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// OpenBackend resolves --backend: "cuda" and "simulated" open that kind; "auto" takes cuda when
+// it is registered and sees at least one device, and otherwise falls back to the simulated
+// backend with a loud warning, never silently.
+func OpenBackend(kind string, log *slog.Logger) (backend.Backend, error) {
+	switch kind {
+	case "cuda", "simulated":
+		return backend.Open(kind)
+	case "auto":
+	default:
+		return nil, fmt.Errorf("--backend %q: want auto, cuda or simulated", kind)
+	}
+	var why string
+	if b, err := backend.Open("cuda"); err != nil {
+		why = err.Error()
+	} else if devs, err := b.Devices(); err != nil {
+		why = fmt.Sprintf("cuda backend cannot list devices: %v", err)
+	} else if len(devs) == 0 {
+		why = "cuda backend sees no GPU"
+	} else {
+		return b, nil
+	}
+	log.Warn("NO GPU BACKEND: falling back to the SIMULATED backend, a test double that runs kernels on the CPU; "+
+		"pass --backend cuda on a GPU server", "reason", why)
+	return backend.Open("simulated")
+}

@@ -1,0 +1,148 @@
+// Package server is gpuserverd's front door: it accepts guest connections, verifies each
+// session's token before any GPU work, admits it under its tier's rules, and hands the connection
+// to a worker process of its own. It writes a usage record when the worker ends and serves the
+// records, metrics and health over HTTP.
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/usage"
+)
+
+// Config configures a Server.
+type Config struct {
+	ServerID  string // this GPU server's id: the audience its tokens must name
+	Listen    string // guest connections, e.g. ":7070"
+	Admin     string // HTTP: /usage, /metrics, /healthz
+	PublicKey ed25519.PublicKey
+	// BackendKind is the resolved backend ("cuda" or "simulated") workers open.
+	BackendKind string
+	// WorkerCommand starts a worker process, e.g. {"/usr/bin/gpuserverd", "worker"}.
+	WorkerCommand []string
+	DataDir       string
+	Log           *slog.Logger
+	// HandshakeTimeout bounds how long a new connection may take to present its token.
+	HandshakeTimeout time.Duration
+}
+
+// Server serves sessions.
+type Server struct {
+	cfg     Config
+	b       backend.Backend
+	devices []backend.Device
+	usage   *usage.Log
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[int]*session // by worker pid
+	gpus     map[string]*gpuUse
+	metrics  counters
+
+	ln      net.Listener
+	adminLn net.Listener
+	wg      sync.WaitGroup
+}
+
+type counters struct {
+	accepted, refused, ended, usageErrors uint64
+	refusedBy                             map[string]uint64
+}
+
+// New opens the usage log and the device inventory; b is the backend chosen for this server.
+func New(cfg Config, b backend.Backend) (*Server, error) {
+	if cfg.ServerID == "" || len(cfg.PublicKey) != ed25519.PublicKeySize || len(cfg.WorkerCommand) == 0 {
+		return nil, errors.New("server: ServerID, a 32-byte Ed25519 PublicKey and WorkerCommand are required")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = 10 * time.Second
+	}
+	devs, err := b.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("server: listing devices: %w", err)
+	}
+	ul, err := usage.Open(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
+		sessions: map[int]*session{}, gpus: map[string]*gpuUse{},
+		metrics: counters{refusedBy: map[string]uint64{}}}, nil
+}
+
+// Listen binds both ports; Addr and AdminAddr are valid after it.
+func (s *Server) Listen() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("server: listen %s: %w", s.cfg.Listen, err)
+	}
+	aln, err := net.Listen("tcp", s.cfg.Admin)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("server: admin listen %s: %w", s.cfg.Admin, err)
+	}
+	s.ln, s.adminLn = ln, aln
+	return nil
+}
+
+// Addr is the guest listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// AdminAddr is the HTTP listener's address.
+func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
+
+// Serve runs until ctx ends, then waits for sessions' workers to finish.
+func (s *Server) Serve(ctx context.Context) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(s.adminLn)
+	go func() {
+		<-ctx.Done()
+		s.ln.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		hs.Shutdown(sctx)
+	}()
+	s.log.Info("gpuserverd serving", "addr", s.ln.Addr(), "admin", s.adminLn.Addr(),
+		"backend", s.b.Kind(), "gpus", len(s.devices), "server_id", s.cfg.ServerID)
+	var err error
+	for {
+		conn, aerr := s.ln.Accept()
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("server: accept: %w", aerr)
+			}
+			break
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(ctx, conn)
+		}()
+	}
+	s.wg.Wait()
+	s.usage.Close()
+	return err
+}
+
+// ActiveSessions lists the session ids being served.
+func (s *Server) ActiveSessions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var ids []string
+	for _, se := range s.sessions {
+		ids = append(ids, se.claims.SessionID)
+	}
+	return ids
+}

@@ -1,0 +1,123 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"gpucloud/api"
+	"gpucloud/gpuserverd/worker"
+	"gpucloud/internal/sessiontoken"
+)
+
+// session is a running worker.
+type session struct {
+	claims sessiontoken.Claims
+	pid    int
+	start  time.Time
+
+	mu   sync.Mutex
+	last worker.Snapshot
+}
+
+// runWorker hands conn to a new worker process and waits for it; the usage record is written
+// whether the worker ends cleanly or is killed.
+func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Claims, ordinals []int, log *slog.Logger) error {
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		return fmt.Errorf("connection is %T, not TCP", conn)
+	}
+	connFile, err := tcp.File() // a duplicate the child inherits
+	if err != nil {
+		return fmt.Errorf("connection fd: %w", err)
+	}
+	defer connFile.Close()
+	statsR, statsW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("stats pipe: %w", err)
+	}
+	defer statsR.Close()
+	cfg, _ := json.Marshal(worker.Config{
+		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
+		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals,
+	})
+	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
+	cmd.Stdin = bytes.NewReader(cfg)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.ExtraFiles = []*os.File{connFile, statsW} // fds 3 and 4
+	// A worker must not outlive gpuserverd: its session could no longer be metered.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		statsW.Close()
+		return fmt.Errorf("starting worker: %w", err)
+	}
+	statsW.Close()
+	connFile.Close()
+	conn.Close() // the worker owns the connection now
+
+	se := &session{claims: c, pid: cmd.Process.Pid, start: time.Now()}
+	s.mu.Lock()
+	s.sessions[se.pid] = se
+	s.mu.Unlock()
+	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
+	log.Info("session started")
+
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
+	defer stop()
+	sc := bufio.NewScanner(statsR)
+	for sc.Scan() {
+		var snap worker.Snapshot
+		if json.Unmarshal(sc.Bytes(), &snap) == nil {
+			se.mu.Lock()
+			se.last = snap
+			se.mu.Unlock()
+		}
+	}
+	werr := cmd.Wait()
+	end := time.Now()
+	s.mu.Lock()
+	delete(s.sessions, se.pid)
+	s.metrics.ended++
+	s.mu.Unlock()
+	log.Info("session ended", "worker_exit", werr, "seconds", end.Sub(se.start).Seconds())
+	if err := s.record(se, end); err != nil {
+		s.mu.Lock()
+		s.metrics.usageErrors++
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// record writes the session's usage record.
+func (s *Server) record(se *session, end time.Time) error {
+	se.mu.Lock()
+	snap := se.last
+	se.mu.Unlock()
+	c := se.claims
+	model := ""
+	for _, d := range s.devices {
+		if len(c.GPUs) > 0 && d.UUID == c.GPUs[0] {
+			model = d.Name
+		}
+	}
+	_, err := s.usage.Append(func(seq int) api.UsageRecord {
+		return api.UsageRecord{
+			ID: fmt.Sprintf("%s/%s/%d", s.cfg.ServerID, c.SessionID, seq), Kind: api.UsageGPU,
+			Source: s.cfg.ServerID, TenantID: c.TenantID, InstanceID: c.InstanceID, SessionID: c.SessionID,
+			Start: se.start.UTC(), End: end.UTC(), GPUModel: model, Tier: c.Tier, GPUCount: len(c.GPUs),
+			MemoryQuota: c.MemoryQuota, MemoryPeakBytes: snap.MemoryPeakBytes,
+			MemoryAvgBytes: snap.MemoryAvgBytes, BytesMoved: snap.BytesMoved,
+		}
+	})
+	return err
+}

@@ -1,0 +1,323 @@
+package worker
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
+)
+
+// serveOne reads one request and answers it (unless sent without waiting for a reply).
+func (s *Session) serveOne() error {
+	var hb [wire.HeaderSize]byte
+	s.conn.SetReadDeadline(time.Time{}) // idle sessions may wait as long as they like
+	if _, err := io.ReadFull(s.r, hb[:]); err != nil {
+		return err
+	}
+	h, err := wire.ParseHeader(hb[:])
+	if err != nil {
+		return err
+	}
+	s.conn.SetReadDeadline(time.Now().Add(frameTimeout))
+	// Host-to-device data lands straight in a pinned staging slot.
+	var sl *slot
+	buf := s.buf
+	if h.Type == wire.TypeMemcpyHtoD {
+		if d, err := s.dev(); err == nil && int(h.Length) <= len(d.ring.slots[0].buf) {
+			if sl, err = d.ring.take(); err != nil {
+				s.pending = s.takePending(err)
+			} else {
+				buf = sl.buf
+			}
+		}
+	}
+	if cap(buf) < int(h.Length) {
+		buf = make([]byte, h.Length)
+		if h.Length <= 1<<20 {
+			s.buf = buf
+		}
+	}
+	buf = buf[:h.Length]
+	if _, err := io.ReadFull(s.r, buf); err != nil {
+		return fmt.Errorf("reading %s payload: %w", h.Type, err)
+	}
+	m, err := wire.Decode(h.Type, buf)
+	if err != nil {
+		return err
+	}
+	noReply := h.Flags&wire.FlagNoReply != 0
+	answer, err := s.handle(m, h, sl)
+	if err != nil {
+		return err
+	}
+	if answer == nil {
+		return nil // already answered (streamed replies)
+	}
+	if noReply {
+		if r := resultOf(answer); r != 0 && s.pending == nil {
+			s.pending = backend.Result(r)
+		}
+		return nil
+	}
+	return s.reply(h.Request, answer, 0)
+}
+
+// resultOf extracts the result field every reply carries.
+func resultOf(m wire.Message) int32 {
+	switch r := m.(type) {
+	case *wire.Status:
+		return r.Result
+	case *wire.HandleReply:
+		return r.Result
+	case *wire.ValueReply:
+		return r.Result
+	}
+	return 0
+}
+
+func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message, error) {
+	switch m := m.(type) {
+	case *wire.Hello:
+		return nil, fmt.Errorf("%w: Hello after the handshake", wire.ErrDecode)
+	case *wire.DriverVersion:
+		v, err := s.b.DriverVersion()
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.DeviceInfo:
+		return s.deviceInfo(m), nil
+	case *wire.DeviceAttribute:
+		if int(m.Ordinal) >= len(s.cfg.Devices) {
+			return &wire.ValueReply{Result: int32(backend.ErrInvalidDevice)}, nil
+		}
+		v, err := s.b.DeviceAttribute(s.cfg.Devices[m.Ordinal], m.Attribute)
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.SetDevice:
+		if int(m.Ordinal) >= len(s.cfg.Devices) {
+			return status(fmt.Errorf("device %d of %d granted: %w", m.Ordinal, len(s.cfg.Devices), backend.ErrInvalidDevice)), nil
+		}
+		s.current = int(m.Ordinal)
+		return status(nil), nil
+	}
+	d, err := s.dev()
+	if err != nil {
+		if _, ok := m.(*wire.MemcpyDtoH); ok {
+			return &wire.MemcpyDtoHData{Result: int32(backend.ResultOf(err))}, nil
+		}
+		return status(err), nil
+	}
+	c := d.ctx
+	switch m := m.(type) {
+	case *wire.Synchronize:
+		return status(s.takePending(c.Synchronize())), nil
+	case *wire.MemAlloc:
+		return s.memAlloc(d, m.Bytes), nil
+	case *wire.MemFree:
+		err := c.MemFree(m.Ptr)
+		if err == nil {
+			s.Stats.memory(-int64(d.allocs[m.Ptr]))
+			d.used -= d.allocs[m.Ptr]
+			delete(d.allocs, m.Ptr)
+		}
+		return status(err), nil
+	case *wire.MemGetInfo:
+		free, total, err := c.MemGetInfo()
+		if q := s.cfg.MemoryQuota; q > 0 {
+			total, free = min(total, q), min(free, q-min(q, d.used))
+		}
+		return &wire.MemGetInfoReply{Result: int32(backend.ResultOf(err)), Free: free, Total: total}, nil
+	case *wire.MemcpyHtoD:
+		return s.memcpyHtoD(d, m, h, sl), nil
+	case *wire.MemcpyDtoH:
+		return nil, s.memcpyDtoH(d, m, h.Request)
+	case *wire.MemcpyDtoD:
+		err := c.MemcpyDtoD(m.Dst, m.Src, m.Bytes, backend.Handle(m.Stream), m.Async != 0)
+		return s.syncStatus(err, m.Async == 0), nil
+	case *wire.Memset:
+		err := c.Memset(m.Dst, m.Value, int(m.ElemSize), m.Count, backend.Handle(m.Stream), m.Async != 0)
+		return s.syncStatus(err, m.Async == 0), nil
+	case *wire.ModuleLoad:
+		hd, err := c.ModuleLoadData(m.Image)
+		return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: uint64(hd)}, nil
+	case *wire.ModuleUnload:
+		return status(c.ModuleUnload(backend.Handle(m.Module))), nil
+	case *wire.ModuleGetFunction:
+		hd, err := c.ModuleGetFunction(backend.Handle(m.Module), m.Name)
+		return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: uint64(hd)}, nil
+	case *wire.ModuleGetGlobal:
+		p, n, err := c.ModuleGetGlobal(backend.Handle(m.Module), m.Name)
+		return &wire.ModuleGetGlobalReply{Result: int32(backend.ResultOf(err)), Ptr: p, Bytes: n}, nil
+	case *wire.FuncParamLayout:
+		ps, err := c.ParamLayout(backend.Handle(m.Function))
+		r := &wire.FuncParamLayoutReply{Result: int32(backend.ResultOf(err))}
+		for _, p := range ps {
+			r.Offsets, r.Sizes = append(r.Offsets, p.Offset), append(r.Sizes, p.Size)
+		}
+		return r, nil
+	case *wire.FuncGetAttribute:
+		v, err := c.FuncGetAttribute(backend.Handle(m.Function), m.Attribute)
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.LaunchKernel:
+		return status(c.LaunchKernel(backend.LaunchConfig{
+			Function: backend.Handle(m.Function), Grid: [3]uint32{m.GridX, m.GridY, m.GridZ},
+			Block: [3]uint32{m.BlockX, m.BlockY, m.BlockZ}, SharedMemBytes: m.SharedMem,
+			Stream: backend.Handle(m.Stream), Params: m.Params,
+		})), nil
+	case *wire.StreamCreate:
+		hd, err := c.StreamCreate(m.Flags)
+		return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: uint64(hd)}, nil
+	case *wire.StreamDestroy:
+		return status(c.StreamDestroy(backend.Handle(m.Stream))), nil
+	case *wire.StreamSynchronize:
+		return status(s.takePending(c.StreamSynchronize(backend.Handle(m.Stream)))), nil
+	case *wire.StreamQuery:
+		return status(s.takePending(c.StreamQuery(backend.Handle(m.Stream)))), nil
+	case *wire.StreamWaitEvent:
+		return status(c.StreamWaitEvent(backend.Handle(m.Stream), backend.Handle(m.Event))), nil
+	case *wire.EventCreate:
+		hd, err := c.EventCreate(m.Flags)
+		return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: uint64(hd)}, nil
+	case *wire.EventDestroy:
+		return status(c.EventDestroy(backend.Handle(m.Event))), nil
+	case *wire.EventRecord:
+		return status(c.EventRecord(backend.Handle(m.Event), backend.Handle(m.Stream))), nil
+	case *wire.EventSynchronize:
+		return status(s.takePending(c.EventSynchronize(backend.Handle(m.Event)))), nil
+	case *wire.EventQuery:
+		return status(s.takePending(c.EventQuery(backend.Handle(m.Event)))), nil
+	case *wire.EventElapsedTime:
+		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
+		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil
+	}
+	return nil, fmt.Errorf("%w: %s is not a request", wire.ErrDecode, h.Type)
+}
+
+// syncStatus answers a copy or memset: a synchronous one also reports earlier async errors.
+func (s *Session) syncStatus(err error, sync bool) *wire.Status {
+	if sync {
+		err = s.takePending(err)
+	}
+	return status(err)
+}
+
+func (s *Session) deviceInfo(m *wire.DeviceInfo) wire.Message {
+	if int(m.Ordinal) >= len(s.cfg.Devices) {
+		return &wire.DeviceInfoReply{Result: int32(backend.ErrInvalidDevice)}
+	}
+	devs, err := s.b.Devices()
+	if err != nil {
+		return &wire.DeviceInfoReply{Result: int32(backend.ResultOf(err))}
+	}
+	ord := s.cfg.Devices[m.Ordinal]
+	if ord >= len(devs) {
+		return &wire.DeviceInfoReply{Result: int32(backend.ErrInvalidDevice)}
+	}
+	d := devs[ord]
+	total := d.TotalMemory
+	if q := s.cfg.MemoryQuota; q > 0 {
+		total = min(total, q) // a shared-tier session sees its share as the device's memory
+	}
+	uuid, _ := hex.DecodeString(strings.ReplaceAll(strings.TrimPrefix(d.UUID, "GPU-"), "-", ""))
+	if len(uuid) != 16 {
+		uuid = make([]byte, 16)
+	}
+	return &wire.DeviceInfoReply{Name: d.Name, UUID: uuid, TotalMemory: total,
+		Major: int32(d.Major), Minor: int32(d.Minor), PCIBusID: d.PCIBusID}
+}
+
+// memAlloc enforces the session's memory quota before the device sees the request.
+func (s *Session) memAlloc(d *device, bytes uint64) wire.Message {
+	if q := s.cfg.MemoryQuota; q > 0 && (bytes > q || d.used > q-bytes) {
+		return &wire.HandleReply{Result: int32(backend.ErrOutOfMemory)}
+	}
+	p, err := d.ctx.MemAlloc(bytes)
+	if err == nil {
+		d.allocs[p] = bytes
+		d.used += bytes
+		s.Stats.memory(int64(bytes))
+	}
+	return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: p}
+}
+
+func (s *Session) memcpyHtoD(d *device, m *wire.MemcpyHtoD, h wire.Header, sl *slot) wire.Message {
+	stream, async := backend.Handle(m.Stream), m.Async != 0
+	s.Stats.moved(len(m.Data))
+	if sl == nil { // not staged: copy synchronously from the frame buffer we reuse
+		return s.syncStatus(d.ctx.MemcpyHtoD(m.Dst, m.Data, stream, false), true)
+	}
+	if err := d.ctx.MemcpyHtoD(m.Dst, m.Data, stream, true); err != nil {
+		return status(err)
+	}
+	if err := d.ring.busy(sl, stream); err != nil {
+		return status(err)
+	}
+	if h.Flags&wire.FlagNoReply != 0 || async {
+		return status(nil)
+	}
+	return status(s.takePending(d.ctx.StreamSynchronize(stream)))
+}
+
+// memcpyDtoH streams the data back in chunks, copying chunk n+1 to a staging slot while chunk n
+// goes out on the socket. An async copy is answered the same way: the data must travel anyway.
+func (s *Session) memcpyDtoH(d *device, m *wire.MemcpyDtoH, req uint32) error {
+	stream := backend.Handle(m.Stream)
+	fail := func(err error) error {
+		return s.reply(req, &wire.MemcpyDtoHData{Result: int32(backend.ResultOf(err))}, 0)
+	}
+	if err := s.takePending(nil); err != nil {
+		return fail(err)
+	}
+	type inflight struct {
+		sl *slot
+		n  int
+	}
+	var prev *inflight
+	send := func(f *inflight, more bool) error {
+		if err := d.ctx.EventSynchronize(f.sl.event); err != nil {
+			return fail(err)
+		}
+		f.sl.pending = false
+		flags := uint16(0)
+		if more {
+			flags = wire.FlagMore
+		}
+		s.out = wire.AppendFrame(s.out[:0], &wire.MemcpyDtoHData{Data: f.sl.buf[:f.n]}, flags, req)
+		if _, err := s.w.Write(s.out); err != nil {
+			return err
+		}
+		if !more {
+			return s.w.Flush()
+		}
+		return nil
+	}
+	s.Stats.moved(int(m.Bytes))
+	for off := uint64(0); off < m.Bytes || (m.Bytes == 0 && off == 0); {
+		n := int(min(m.Bytes-off, wire.MaxChunk))
+		sl, err := d.ring.take()
+		if err != nil {
+			return fail(err)
+		}
+		if err := d.ctx.MemcpyDtoH(sl.buf[:n], m.Src+off, stream, true); err != nil {
+			if prev != nil {
+				_ = d.ctx.EventSynchronize(prev.sl.event)
+			}
+			return fail(err)
+		}
+		if err := d.ring.busy(sl, stream); err != nil {
+			return fail(err)
+		}
+		if prev != nil {
+			if err := send(prev, true); err != nil {
+				return err
+			}
+		}
+		prev = &inflight{sl, n}
+		off += uint64(n)
+		if m.Bytes == 0 {
+			break
+		}
+	}
+	return send(prev, false)
+}

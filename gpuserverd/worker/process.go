@@ -1,0 +1,67 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// File descriptors a worker process inherits from the server (exec.Cmd.ExtraFiles start at 3).
+const (
+	ConnFD  = 3 // the client's connection, handshake already read
+	StatsFD = 4 // JSON lines of Snapshot, one per StatsPeriod and a last one at the end
+)
+
+// StatsPeriod is how often a worker reports its usage figures to the server.
+const StatsPeriod = time.Second
+
+// Main is the worker process: config on stdin, connection on fd 3, stats to fd 4.
+func Main(ctx context.Context, log *slog.Logger) error {
+	var cfg Config
+	if err := json.NewDecoder(io.LimitReader(os.Stdin, 1<<20)).Decode(&cfg); err != nil {
+		return fmt.Errorf("worker: reading config from stdin: %w", err)
+	}
+	connFile := os.NewFile(ConnFD, "conn")
+	conn, err := net.FileConn(connFile)
+	if err != nil {
+		return fmt.Errorf("worker: connection on fd %d: %w", ConnFD, err)
+	}
+	connFile.Close()
+	statsOut := os.NewFile(StatsFD, "stats")
+	defer statsOut.Close()
+
+	b, err := backend.Open(cfg.Backend)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
+	s := NewSession(cfg, b, conn, log)
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		enc := json.NewEncoder(statsOut)
+		t := time.NewTicker(StatsPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = enc.Encode(s.Stats.Snapshot())
+			}
+		}
+	}()
+	err = s.Serve(ctx)
+	close(done)
+	<-exited
+	_ = json.NewEncoder(statsOut).Encode(s.Stats.Snapshot())
+	log.Info("session ended", "err", err)
+	return err
+}

@@ -1,0 +1,164 @@
+// Package worker serves one session: it runs in its own process (gpuserverd worker), holds the
+// session's CUDA contexts and answers the guest library's calls on the connection it was handed.
+// When the connection ends the process closes its contexts and exits, and the driver frees what
+// is left; if the process dies instead, the driver frees everything all the same.
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
+)
+
+// Config is what the server hands a worker about its session.
+type Config struct {
+	Backend     string `json:"backend"`
+	SessionID   string `json:"session_id"`
+	TenantID    string `json:"tenant_id"`
+	Tier        string `json:"tier"`
+	MemoryQuota uint64 `json:"memory_quota"` // bytes per GPU; 0 = the whole GPU
+	// Devices are the backend ordinals of the granted GPUs; the guest sees them as 0..n-1.
+	Devices []int `json:"devices"`
+}
+
+// device is the session's state on one granted GPU, created on first use.
+type device struct {
+	ordinal int
+	ctx     backend.Context
+	ring    *ring
+	allocs  map[uint64]uint64 // ptr -> bytes, for the quota
+	used    uint64
+}
+
+// Session serves one connection.
+type Session struct {
+	cfg     Config
+	b       backend.Backend
+	conn    net.Conn
+	r       *bufio.Reader
+	w       *bufio.Writer
+	log     *slog.Logger
+	devs    []*device
+	current int
+	pending error // first error of a call sent without waiting; surfaces at the next sync
+	buf     []byte
+	out     []byte
+	Stats   *Stats
+}
+
+// NewSession prepares to serve conn.
+func NewSession(cfg Config, b backend.Backend, conn net.Conn, log *slog.Logger) *Session {
+	return &Session{
+		cfg: cfg, b: b, conn: conn, log: log,
+		r:     bufio.NewReaderSize(conn, 256<<10),
+		w:     bufio.NewWriterSize(conn, 256<<10),
+		devs:  make([]*device, len(cfg.Devices)),
+		Stats: newStats(),
+	}
+}
+
+// Serve answers the handshake and then calls until the client goes away or ctx ends.
+func (s *Session) Serve(ctx context.Context) error {
+	defer s.close()
+	go func() { <-ctx.Done(); s.conn.Close() }()
+	hello := &wire.HelloReply{Version: wire.Version, SessionID: s.cfg.SessionID, Tier: s.cfg.Tier,
+		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices))}
+	if err := s.reply(0, hello, 0); err != nil {
+		return fmt.Errorf("handshake reply: %w", err)
+	}
+	for {
+		err := s.serveOne()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "connection reset") {
+			return nil
+		}
+		if errors.Is(err, wire.ErrDecode) {
+			s.log.Warn("refusing malformed frame", "err", err)
+			_ = s.reply(0, &wire.ProtocolError{Message: truncate(err.Error(), 1024)}, 0)
+		}
+		return err
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// dev returns the current device, creating its context on first use.
+func (s *Session) dev() (*device, error) {
+	if s.current >= len(s.devs) {
+		return nil, backend.ErrInvalidDevice
+	}
+	if d := s.devs[s.current]; d != nil {
+		return d, nil
+	}
+	ord := s.cfg.Devices[s.current]
+	c, err := s.b.NewContext(ord)
+	if err != nil {
+		return nil, fmt.Errorf("context on device %d: %w", ord, err)
+	}
+	d := &device{ordinal: ord, ctx: c, allocs: map[uint64]uint64{}}
+	d.ring, err = newRing(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	s.devs[s.current] = d
+	return d, nil
+}
+
+func (s *Session) close() {
+	for _, d := range s.devs {
+		if d == nil {
+			continue
+		}
+		d.ring.free()
+		if err := d.ctx.Close(); err != nil {
+			s.log.Warn("closing context", "device", d.ordinal, "err", err)
+		}
+		s.Stats.memory(-int64(d.used))
+	}
+	s.Stats.end()
+}
+
+// reply writes one frame and flushes it unless more frames follow at once.
+func (s *Session) reply(req uint32, m wire.Message, flags uint16) error {
+	s.out = wire.AppendFrame(s.out[:0], m, flags, req)
+	if _, err := s.w.Write(s.out); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
+
+// takePending returns and clears the deferred error of earlier asynchronous calls.
+func (s *Session) takePending(err error) error {
+	if err == nil && s.pending != nil {
+		err, s.pending = s.pending, nil
+	}
+	return err
+}
+
+func status(err error) *wire.Status {
+	st := &wire.Status{Result: int32(backend.ResultOf(err))}
+	if err != nil {
+		st.Message = truncate(err.Error(), 1024)
+	}
+	return st
+}
+
+// deadline bounds how long a stalled client may hold a half-sent frame.
+const frameTimeout = 5 * time.Minute
