@@ -5,6 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define GW_VERSION 1
+#define GW_HEADER_SIZE 12
+#define GW_MAX_FRAME 67108868
+#define GW_MAX_CHUNK 4194304
+#define GW_FLAG_NO_REPLY 1
+#define GW_FLAG_MORE 2
+
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */
 uint32_t gw_u32_at(const uint8_t *p, uint32_t i);

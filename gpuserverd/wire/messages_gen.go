@@ -6,6 +6,16 @@ import "math"
 
 var _ = math.Float32bits
 
+// Protocol constants.
+const (
+	Version     = 1
+	HeaderSize  = 12
+	MaxFrame    = 67108868
+	MaxChunk    = 4194304
+	FlagNoReply = 1
+	FlagMore    = 2
+)
+
 // Message types.
 const (
 	TypeHello                Type = 1

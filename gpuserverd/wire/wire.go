@@ -12,26 +12,6 @@ import (
 	"io"
 )
 
-// Version is the protocol version a Hello carries; the server refuses others.
-const Version = 1
-
-// Limits.
-const (
-	HeaderSize = 12
-	// MaxFrame bounds a frame's payload: the largest module image plus its length prefix.
-	MaxFrame = 64<<20 + 4
-	// MaxChunk is the most data one MemcpyHtoD or MemcpyDtoHData frame carries.
-	MaxChunk = 4 << 20
-)
-
-// Frame flags.
-const (
-	// FlagNoReply marks a request the sender does not wait on (asynchronous CUDA calls).
-	FlagNoReply uint16 = 1 << 0
-	// FlagMore marks a reply frame followed by more frames answering the same request.
-	FlagMore uint16 = 1 << 1
-)
-
 // Type identifies a message.
 type Type uint16
 
