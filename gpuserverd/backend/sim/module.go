@@ -18,7 +18,8 @@ import (
 //	global counter 4           a device global of 4 bytes, zero-initialised
 //
 // A PTX image is accepted too: its ".entry <name>" directives name the kernels, so a test program
-// can load the same PTX it would give a real GPU; only built-in names can be launched.
+// can load the same PTX it would give a real GPU; only built-in names can be launched. Inside a
+// fat binary (or any container) the text is found wherever it starts.
 const imageMagic = "GPUSIM-MODULE 1"
 
 // MaxGlobal bounds a declared global's size.
@@ -35,9 +36,11 @@ var ptxEntry = regexp.MustCompile(`\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)`)
 func parseImage(image []byte) (kernels []string, globals map[string]uint64, err error) {
 	image = bytes.TrimRight(image, "\x00") // cuModuleLoadData images are often NUL-terminated
 	globals = map[string]uint64{}
+	// A fat binary or other container may carry the text after its own header.
+	at := bytes.Index(image, []byte(imageMagic))
 	switch {
-	case bytes.HasPrefix(image, []byte(imageMagic)):
-		sc := bufio.NewScanner(bytes.NewReader(image))
+	case at >= 0:
+		sc := bufio.NewScanner(bytes.NewReader(image[at:]))
 		sc.Scan()
 		for n := 2; sc.Scan(); n++ {
 			w := strings.Fields(sc.Text())

@@ -1,0 +1,336 @@
+/* Driver version, devices and contexts. Contexts are local: the server keeps one context per
+ * granted device for the whole session, and a guest context names which device it acts on. */
+#include "guest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct devinfo {
+    int loaded;
+    char name[257];
+    CUuuid uuid;
+    uint64_t total;
+    int major, minor;
+    char pci[65];
+};
+static struct devinfo devs[GC_MAX_DEVICES];
+static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static CUresult value_reply(uint16_t type, const uint8_t *b, size_t n, int *out) {
+    struct gc_reply r;
+    CUresult rc = gc_call(type, b, n, GW_TYPE_VALUE_REPLY, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_value_reply v;
+    char err[128];
+    if (gw_value_reply_decode(&v, r.p, r.n, err, sizeof err) != 0) return gc_transport_error(err);
+    if (v.result == 0 && out) *out = v.value;
+    return (CUresult)v.result;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *version) {
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    if (gc_ensure_init() != CUDA_SUCCESS) {
+        *version = CUDA_VERSION; /* CUDA answers this one before cuInit too */
+        return CUDA_SUCCESS;
+    }
+    struct gw_driver_version m = {0};
+    GC_ENCODE(driver_version, m, b);
+    return value_reply(GW_TYPE_DRIVER_VERSION, b, b_n, version);
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count) {
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    *count = gc.device_count;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_device(CUdevice d) {
+    CUresult rc = gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    return d < 0 || d >= gc.device_count ? CUDA_ERROR_INVALID_DEVICE : CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(ordinal);
+    if (rc == CUDA_SUCCESS) *device = ordinal;
+    return rc;
+}
+
+static CUresult info(CUdevice d, struct devinfo **out) {
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&dev_mu);
+    struct devinfo *di = &devs[d];
+    if (!di->loaded) {
+        struct gw_device_info m = {.ordinal = (uint32_t)d};
+        uint8_t b[8];
+        size_t n = gw_device_info_size(&m);
+        gw_device_info_encode(&m, b);
+        struct gc_reply r;
+        pthread_mutex_lock(&gc.mu);
+        rc = gc_xfer_locked(GW_TYPE_DEVICE_INFO, 0, b, n, NULL, 0, GW_TYPE_DEVICE_INFO_REPLY, &r);
+        struct gw_device_info_reply dr;
+        char err[128];
+        if (rc == CUDA_SUCCESS && gw_device_info_reply_decode(&dr, r.p, r.n, err, sizeof err) != 0)
+            rc = gc_transport_error(err);
+        if (rc == CUDA_SUCCESS && dr.result != 0) rc = (CUresult)dr.result;
+        if (rc == CUDA_SUCCESS) {
+            snprintf(di->name, sizeof di->name, "%.*s", (int)dr.name_len, dr.name);
+            memcpy(di->uuid.bytes, dr.uuid, dr.uuid_len == 16 ? 16 : 0);
+            snprintf(di->pci, sizeof di->pci, "%.*s", (int)dr.pci_bus_id_len, dr.pci_bus_id);
+            di->total = dr.total_memory;
+            di->major = dr.major;
+            di->minor = dr.minor;
+            di->loaded = 1;
+        }
+        pthread_mutex_unlock(&gc.mu);
+    }
+    pthread_mutex_unlock(&dev_mu);
+    *out = di;
+    return rc;
+}
+
+EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    struct devinfo *di;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = info(d, &di);
+    if (rc == CUDA_SUCCESS) snprintf(name, len, "%s", di->name);
+    return rc;
+}
+
+EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice d) {
+    struct devinfo *di;
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = info(d, &di);
+    if (rc == CUDA_SUCCESS) *uuid = di->uuid;
+    return rc;
+}
+ALIAS(cuDeviceGetUuid, cuDeviceGetUuid_v2);
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    struct devinfo *di;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = info(d, &di);
+    if (rc == CUDA_SUCCESS) *bytes = di->total;
+    return rc;
+}
+ALIAS(cuDeviceTotalMem, cuDeviceTotalMem_v2);
+
+EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice d) {
+    struct devinfo *di;
+    if (!major || !minor) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = info(d, &di);
+    if (rc == CUDA_SUCCESS) {
+        *major = di->major;
+        *minor = di->minor;
+    }
+    return rc;
+}
+
+EXPORT CUresult cuDeviceGetPCIBusId(char *pci, int len, CUdevice d) {
+    struct devinfo *di;
+    if (!pci || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = info(d, &di);
+    if (rc == CUDA_SUCCESS) snprintf(pci, len, "%s", di->pci);
+    return rc;
+}
+
+/* Attributes do not change; frameworks ask for them often, so they are cached. */
+#define MAX_ATTR 160
+static int attr_val[GC_MAX_DEVICES][MAX_ATTR];
+static unsigned char attr_ok[GC_MAX_DEVICES][MAX_ATTR];
+
+EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice d) {
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    int a = (int)attr;
+    if (a > 0 && a < MAX_ATTR && __atomic_load_n(&attr_ok[d][a], __ATOMIC_ACQUIRE)) {
+        *pi = attr_val[d][a];
+        return CUDA_SUCCESS;
+    }
+    struct gw_device_attribute m = {.ordinal = (uint32_t)d, .attribute = a};
+    GC_ENCODE(device_attribute, m, b);
+    rc = value_reply(GW_TYPE_DEVICE_ATTRIBUTE, b, b_n, pi);
+    if (rc == CUDA_SUCCESS && a > 0 && a < MAX_ATTR) {
+        attr_val[d][a] = *pi;
+        __atomic_store_n(&attr_ok[d][a], 1, __ATOMIC_RELEASE);
+    }
+    return rc;
+}
+
+/* ---- contexts ---- */
+
+#define CTX_STACK 32
+static __thread struct CUctx_st *stack[CTX_STACK];
+static __thread int depth;
+static struct CUctx_st primary[GC_MAX_DEVICES];
+static int primary_refs[GC_MAX_DEVICES];
+static unsigned primary_flags[GC_MAX_DEVICES];
+
+static int valid_ctx(struct CUctx_st *c) { return c && c->magic == GC_CTX_MAGIC; }
+
+CUresult gc_current_device(int *dev) {
+    CUresult rc = gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    if (depth == 0 || !valid_ctx(stack[depth - 1])) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = stack[depth - 1]->device;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&dev_mu);
+    primary[d].magic = GC_CTX_MAGIC;
+    primary[d].device = d;
+    primary[d].primary = 1;
+    primary_refs[d]++;
+    pthread_mutex_unlock(&dev_mu);
+    *pctx = &primary[d];
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&dev_mu);
+    rc = primary_refs[d] > 0 ? (primary_refs[d]--, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_unlock(&dev_mu);
+    return rc;
+}
+ALIAS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
+
+EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&dev_mu);
+    primary_refs[d] = 0;
+    pthread_mutex_unlock(&dev_mu);
+    return CUDA_SUCCESS;
+}
+ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
+
+EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned flags) {
+    CUresult rc = check_device(d);
+    if (rc == CUDA_SUCCESS) primary_flags[d] = flags;
+    return rc;
+}
+ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
+
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&dev_mu);
+    *flags = primary_flags[d];
+    *active = primary_refs[d] > 0;
+    pthread_mutex_unlock(&dev_mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult push(struct CUctx_st *c) {
+    if (depth == CTX_STACK) return CUDA_ERROR_INVALID_VALUE;
+    stack[depth++] = c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
+    (void)flags;
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_device(d);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct CUctx_st *c = calloc(1, sizeof *c);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    c->magic = GC_CTX_MAGIC;
+    c->device = d;
+    rc = push(c);
+    if (rc != CUDA_SUCCESS) {
+        free(c);
+        return rc;
+    }
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+ALIAS(cuCtxCreate, cuCtxCreate_v2);
+
+EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned flags, CUdevice d) {
+    (void)params;
+    (void)n;
+    return cuCtxCreate_v2(pctx, flags, d);
+}
+
+EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned flags, CUdevice d) {
+    (void)params;
+    return cuCtxCreate_v2(pctx, flags, d);
+}
+
+EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    if (!valid_ctx(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    for (int i = 0; i < depth; i++) /* drop it from this thread's stack */
+        if (stack[i] == ctx) {
+            memmove(&stack[i], &stack[i + 1], (depth - i - 1) * sizeof stack[0]);
+            depth--;
+            i--;
+        }
+    ctx->magic = 0;
+    free(ctx);
+    return CUDA_SUCCESS;
+}
+ALIAS(cuCtxDestroy, cuCtxDestroy_v2);
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    return push(ctx);
+}
+ALIAS(cuCtxPushCurrent, cuCtxPushCurrent_v2);
+
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
+    if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext c = stack[--depth];
+    if (pctx) *pctx = c;
+    return CUDA_SUCCESS;
+}
+ALIAS(cuCtxPopCurrent, cuCtxPopCurrent_v2);
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    if (ctx == NULL) {
+        if (depth > 0) depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth == 0) return push(ctx);
+    stack[depth - 1] = ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
+    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    *pctx = depth ? stack[depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
+    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    return gc_current_device(device);
+}
+
+EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    *version = 3020;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) {
+    struct gw_synchronize m = {0};
+    GC_ENCODE(synchronize, m, b);
+    return gc_call_status(GW_TYPE_SYNCHRONIZE, 0, b, b_n);
+}

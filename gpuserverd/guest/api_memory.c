@@ -1,0 +1,269 @@
+/* Device and host memory, copies and memsets. Host-to-device data goes out in chunks the server
+ * stages through pinned buffers; device-to-host data comes back the same way, straight into the
+ * caller's buffer. */
+#include "guest.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocation tracking ---- */
+
+struct range {
+    CUdeviceptr base;
+    size_t size;
+};
+static struct range *ranges;
+static size_t nranges, cranges;
+static pthread_mutex_t ranges_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void gc_track_alloc(CUdeviceptr p, size_t n) {
+    pthread_mutex_lock(&ranges_mu);
+    if (nranges == cranges) {
+        size_t c = cranges ? 2 * cranges : 64;
+        struct range *r = realloc(ranges, c * sizeof *r);
+        if (!r) goto out;
+        ranges = r;
+        cranges = c;
+    }
+    ranges[nranges++] = (struct range){p, n};
+out:
+    pthread_mutex_unlock(&ranges_mu);
+}
+
+void gc_untrack_alloc(CUdeviceptr p) {
+    pthread_mutex_lock(&ranges_mu);
+    for (size_t i = 0; i < nranges; i++)
+        if (ranges[i].base == p) {
+            ranges[i] = ranges[--nranges];
+            break;
+        }
+    pthread_mutex_unlock(&ranges_mu);
+}
+
+int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
+    int found = 0;
+    pthread_mutex_lock(&ranges_mu);
+    for (size_t i = 0; i < nranges && !found; i++)
+        if (p >= ranges[i].base && p - ranges[i].base < ranges[i].size + (ranges[i].size == 0)) {
+            if (base) *base = ranges[i].base;
+            if (size) *size = ranges[i].size;
+            found = 1;
+        }
+    pthread_mutex_unlock(&ranges_mu);
+    return found;
+}
+
+uint64_t gc_stream_handle(CUstream s) {
+    uintptr_t v = (uintptr_t)s;
+    return v <= 2 ? 0 : v >> 8; /* 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the default stream */
+}
+
+CUstream gc_stream_ptr(uint64_t h) { return (CUstream)(uintptr_t)(h << 8); }
+
+/* ---- allocation ---- */
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
+    if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_mem_alloc m = {.bytes = bytes};
+    GC_ENCODE(mem_alloc, m, b);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEM_ALLOC, 0, b, b_n, NULL, 0, GW_TYPE_HANDLE_REPLY, &r);
+    struct gw_handle_reply hr;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_handle_reply_decode(&hr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)hr.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc == CUDA_SUCCESS) {
+        *dptr = hr.handle;
+        gc_track_alloc(hr.handle, bytes);
+    }
+    return rc;
+}
+ALIAS(cuMemAlloc, cuMemAlloc_v2);
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+    if (p == 0) return CUDA_SUCCESS;
+    struct gw_mem_free m = {.ptr = p};
+    GC_ENCODE(mem_free, m, b);
+    CUresult rc = gc_call_status(GW_TYPE_MEM_FREE, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) gc_untrack_alloc(p);
+    return rc;
+}
+ALIAS(cuMemFree, cuMemFree_v2);
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
+    if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_mem_get_info m = {0};
+    GC_ENCODE(mem_get_info, m, b);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEM_GET_INFO, 0, b, b_n, NULL, 0, GW_TYPE_MEM_GET_INFO_REPLY, &r);
+    struct gw_mem_get_info_reply mr;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_mem_get_info_reply_decode(&mr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)mr.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc == CUDA_SUCCESS) {
+        *free = mr.free;
+        *total = mr.total;
+    }
+    return rc;
+}
+ALIAS(cuMemGetInfo, cuMemGetInfo_v2);
+
+EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr p) {
+    CUresult rc = gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    return gc_find_alloc(p, pbase, psize) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
+
+/* Host "pinned" memory is ordinary page-aligned memory here: over TCP every copy goes through
+ * the socket anyway, and the server's staging buffers are the pinned ones. */
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
+    (void)flags;
+    if (!pp || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    return posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAlloc(pp, bytes, 0); }
+ALIAS(cuMemAllocHost, cuMemAllocHost_v2);
+
+EXPORT CUresult cuMemFreeHost(void *p) {
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+/* ---- copies ---- */
+
+static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async) {
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    size_t off = 0;
+    struct gc_reply r;
+    while (rc == CUDA_SUCCESS) {
+        size_t chunk = n - off < GW_MAX_CHUNK ? n - off : GW_MAX_CHUNK;
+        int last = off + chunk == n;
+        struct gw_memcpy_hto_d m = {.dst = dst + off, .stream = gc_stream_handle(s), .async = (uint32_t)async,
+                                    .data = (const char *)src + off, .data_len = (uint32_t)chunk};
+        uint8_t head[32];
+        uint8_t *end = gw_memcpy_hto_d_encode_head(&m, head);
+        uint16_t flags = (async || !last) ? GW_FLAG_NO_REPLY : 0;
+        rc = gc_xfer_locked(GW_TYPE_MEMCPY_HTO_D, flags, head, end - head, m.data, chunk, GW_TYPE_STATUS, &r);
+        off += chunk;
+        if (last) break;
+    }
+    if (rc == CUDA_SUCCESS && !async) {
+        struct gw_status st;
+        char err[128];
+        rc = gw_status_decode(&st, r.p, r.n, err, sizeof err) == 0 ? (CUresult)st.result : gc_transport_error(err);
+    }
+    pthread_mutex_unlock(&gc.mu);
+    return rc;
+}
+
+/* dtoh always waits for the data (an async copy to host memory must land somewhere the caller
+ * owns; finishing early is within CUDA's contract). */
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async) {
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
+    struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
+    GC_ENCODE(memcpy_dto_h, m, b);
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEMCPY_DTO_H, 0, b, b_n, NULL, 0, 0, NULL);
+    size_t off = 0;
+    while (rc == CUDA_SUCCESS) {
+        uint8_t h[GW_HEADER_SIZE + 8];
+        if (gc_read_full(h, sizeof h) != 0) {
+            rc = gc_transport_error("reading copied data");
+            break;
+        }
+        uint32_t len = gw_u32_at(h, 0), type = h[4] | h[5] << 8, flags = h[6] | h[7] << 8;
+        int32_t result = (int32_t)gw_u32_at(h, 3);
+        uint32_t dlen = gw_u32_at(h, 4);
+        if (type != GW_TYPE_MEMCPY_DTO_H_DATA || len != 8 + dlen || dlen > n - off) {
+            rc = gc_transport_error("malformed MemcpyDtoHData frame");
+            break;
+        }
+        if (gc_read_full((char *)dst + off, dlen) != 0) {
+            rc = gc_transport_error("reading copied data");
+            break;
+        }
+        off += dlen;
+        if (!(flags & GW_FLAG_MORE)) {
+            rc = (CUresult)result;
+            if (rc == CUDA_SUCCESS && off != n) rc = gc_transport_error("short device-to-host copy");
+            break;
+        }
+    }
+    pthread_mutex_unlock(&gc.mu);
+    return rc;
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async) {
+    struct gw_memcpy_dto_d m = {.dst = dst, .src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
+    GC_ENCODE(memcpy_dto_d, m, b);
+    return gc_call_status(GW_TYPE_MEMCPY_DTO_D, async ? GW_FLAG_NO_REPLY : 0, b, b_n);
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) { return htod(dst, src, n, NULL, 0); }
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { return dtoh(dst, src, n, NULL, 0); }
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return dtod(dst, src, n, NULL, 0); }
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) { return htod(dst, src, n, s, 1); }
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) { return dtoh(dst, src, n, s, 1); }
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return dtod(dst, src, n, s, 1); }
+ALIAS(cuMemcpyHtoD, cuMemcpyHtoD_v2);
+ALIAS(cuMemcpyDtoH, cuMemcpyDtoH_v2);
+ALIAS(cuMemcpyDtoD, cuMemcpyDtoD_v2);
+ALIAS(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2);
+ALIAS(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2);
+ALIAS(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2);
+
+/* Unified addressing: a pointer inside a device allocation is device memory, any other is host. */
+static CUresult any_copy(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async) {
+    int dd = gc_find_alloc(dst, NULL, NULL), sd = gc_find_alloc(src, NULL, NULL);
+    if (dd && sd) return dtod(dst, src, n, s, async);
+    if (dd) return htod(dst, (const void *)(uintptr_t)src, n, s, async);
+    if (sd) return dtoh((void *)(uintptr_t)dst, src, n, s, async);
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return any_copy(dst, src, n, NULL, 0); }
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) { return any_copy(dst, src, n, s, 1); }
+
+/* ---- memsets ---- */
+
+static CUresult memset_n(CUdeviceptr dst, uint32_t v, uint32_t elem, size_t count, CUstream s, int async) {
+    struct gw_memset m = {.dst = dst, .value = v, .elem_size = elem, .count = count, .stream = gc_stream_handle(s), .async = (uint32_t)async};
+    GC_ENCODE(memset, m, b);
+    return gc_call_status(GW_TYPE_MEMSET, async ? GW_FLAG_NO_REPLY : 0, b, b_n);
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { return memset_n(d, v, 1, n, NULL, 0); }
+EXPORT CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) { return memset_n(d, v, 2, n, NULL, 0); }
+EXPORT CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) { return memset_n(d, v, 4, n, NULL, 0); }
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_n(d, v, 1, n, s, 1); }
+EXPORT CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) { return memset_n(d, v, 2, n, s, 1); }
+EXPORT CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) { return memset_n(d, v, 4, n, s, 1); }
+ALIAS(cuMemsetD8, cuMemsetD8_v2);
+ALIAS(cuMemsetD16, cuMemsetD16_v2);
+ALIAS(cuMemsetD32, cuMemsetD32_v2);

@@ -1,0 +1,119 @@
+/* Error names and strings, and cuGetProcAddress. */
+#include "guest.h"
+
+#include <string.h>
+
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_DEVICE_UNAVAILABLE, "CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"},
+    {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "a PTX JIT compilation failed"},
+    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+EXPORT CUresult cuGetErrorName(CUresult code, const char **s) {
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == code) {
+            *s = errors[i].name;
+            return CUDA_SUCCESS;
+        }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult code, const char **s) {
+    if (!s) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == code) {
+            *s = errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    *s = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The alias names the table takes the address of (defined in the other files). */
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+extern void cuDeviceGetUuid(void), cuDeviceTotalMem(void), cuDevicePrimaryCtxRelease(void),
+    cuDevicePrimaryCtxReset(void), cuDevicePrimaryCtxSetFlags(void), cuCtxCreate(void), cuCtxDestroy(void),
+    cuCtxPushCurrent(void), cuCtxPopCurrent(void), cuMemAlloc(void), cuMemFree(void), cuMemGetInfo(void),
+    cuMemGetAddressRange(void), cuMemAllocHost(void), cuMemcpyHtoD(void), cuMemcpyDtoH(void),
+    cuMemcpyDtoD(void), cuMemcpyHtoDAsync(void), cuMemcpyDtoHAsync(void), cuMemcpyDtoDAsync(void),
+    cuMemsetD8(void), cuMemsetD16(void), cuMemsetD32(void), cuModuleGetGlobal(void), cuStreamDestroy(void),
+    cuEventDestroy(void), cuEventElapsedTime_v2(void);
+
+struct proc {
+    const char *name;
+    int version; /* 0: the exact exported name */
+    void *fn;
+};
+
+static const struct proc procs[] = {
+#define E(name) {#name, 0, (void *)&name},
+#define V(name, ver, target) {#name, ver, (void *)&target},
+#include "exports.def"
+#undef E
+#undef V
+};
+
+static void *lookup(const char *symbol, int version, int *too_new) {
+    const struct proc *best = NULL, *exact = NULL;
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
+        const struct proc *p = &procs[i];
+        if (strcmp(p->name, symbol) != 0) continue;
+        if (p->version == 0) exact = p;
+        else if (p->version <= version && (!best || p->version > best->version)) best = p;
+        else if (p->version > version) *too_new = 1;
+    }
+    if (best) return best->fn;
+    return exact ? exact->fn : NULL;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+    (void)flags; /* one default stream: per-thread and legacy lookups get the same functions */
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    char name[128];
+    size_t n = strlen(symbol);
+    if (n >= sizeof name) n = sizeof name - 1;
+    memcpy(name, symbol, n);
+    name[n] = 0;
+    int too_new = 0;
+    void *fn = lookup(name, cudaVersion, &too_new);
+    if (!fn && n > 5 && (!strcmp(name + n - 5, "_ptds") || !strcmp(name + n - 5, "_ptsz"))) {
+        name[n - 5] = 0;
+        fn = lookup(name, cudaVersion, &too_new);
+    }
+    *pfn = fn;
+    if (status)
+        *status = fn ? CU_GET_PROC_ADDRESS_SUCCESS
+                     : too_new ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+}

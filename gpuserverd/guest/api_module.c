@@ -1,0 +1,342 @@
+/* Modules, libraries, functions and launches. */
+#include "guest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* image_size works out how many bytes a module image spans: cuModuleLoadData gets a bare pointer. */
+#define FATBIN_MAGIC 0xBA55ED50u
+#define FATBIN_WRAPPER_MAGIC 0x466243b1u
+
+static size_t image_size(const void *image) {
+    const uint8_t *p = image;
+    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) { /* 64-bit cubin */
+        uint64_t shoff, phoff;
+        uint16_t shentsize, shnum, phentsize, phnum;
+        memcpy(&phoff, p + 0x20, 8);
+        memcpy(&shoff, p + 0x28, 8);
+        memcpy(&phentsize, p + 0x36, 2);
+        memcpy(&phnum, p + 0x38, 2);
+        memcpy(&shentsize, p + 0x3a, 2);
+        memcpy(&shnum, p + 0x3c, 2);
+        size_t end = shoff + (size_t)shentsize * shnum, ph = phoff + (size_t)phentsize * phnum;
+        return end > ph ? end : ph;
+    }
+    uint32_t magic;
+    memcpy(&magic, p, 4);
+    if (magic == FATBIN_MAGIC) { /* u32 magic, u16 version, u16 header size, u64 body size */
+        uint16_t hsize;
+        uint64_t body;
+        memcpy(&hsize, p + 6, 2);
+        memcpy(&body, p + 8, 8);
+        return hsize + body;
+    }
+    return strlen((const char *)p) + 1; /* PTX or other text, NUL-terminated */
+}
+
+/* Unwraps the fat-binary wrapper nvcc emits ({magic, version, data, filename}). */
+static const void *unwrap(const void *image) {
+    uint32_t magic;
+    memcpy(&magic, image, 4);
+    if (magic == FATBIN_WRAPPER_MAGIC) {
+        const void *data;
+        memcpy(&data, (const uint8_t *)image + 8, sizeof data);
+        return data;
+    }
+    return image;
+}
+
+static CUresult load(struct CUmod_st **out, const void *image, size_t n) {
+    if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+    if (n > GW_MAX_FRAME - 4) return CUDA_ERROR_INVALID_IMAGE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_module_load m = {.image = image, .image_len = (uint32_t)n};
+    uint8_t head[8];
+    uint8_t *end = gw_module_load_encode_head(&m, head);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MODULE_LOAD, 0, head, end - head, image, n, GW_TYPE_HANDLE_REPLY, &r);
+    struct gw_handle_reply hr;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_handle_reply_decode(&hr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)hr.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct CUmod_st *mod = calloc(1, sizeof *mod);
+    if (!mod) return CUDA_ERROR_OUT_OF_MEMORY;
+    mod->handle = hr.handle;
+    *out = mod;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    if (!image) return CUDA_ERROR_INVALID_VALUE;
+    image = unwrap(image);
+    return load(module, image, image_size(image));
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned n, CUjit_option *o, void **v) {
+    (void)n; (void)o; (void)v; /* JIT options tune the server-side compile; none change meaning */
+    return cuModuleLoadData(module, image);
+}
+
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) { return cuModuleLoadData(module, fatCubin); }
+
+static CUresult read_file(const char *path, void **data, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    if (len < 0 || len > GW_MAX_FRAME - 8) {
+        fclose(f);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        fclose(f);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    size_t got = fread(buf, 1, len, f);
+    fclose(f);
+    buf[got] = 0;
+    *data = buf;
+    *n = got + 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
+    if (!fname) return CUDA_ERROR_INVALID_VALUE;
+    void *data;
+    size_t n;
+    CUresult rc = read_file(fname, &data, &n);
+    if (rc == CUDA_SUCCESS) {
+        rc = load(module, data, n);
+        free(data);
+    }
+    return rc;
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule mod) {
+    if (!mod) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_module_unload m = {.module = mod->handle};
+    GC_ENCODE(module_unload, m, b);
+    CUresult rc = gc_call_status(GW_TYPE_MODULE_UNLOAD, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) free(mod);
+    return rc;
+}
+
+static CUresult handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out) {
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, 0, b, n, NULL, 0, GW_TYPE_HANDLE_REPLY, &r);
+    struct gw_handle_reply hr;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_handle_reply_decode(&hr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)hr.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc == CUDA_SUCCESS) *out = hr.handle;
+    return rc;
+}
+
+/* Exposed for streams.c and events.c, which also get handles back. */
+CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out) { return handle_call(type, b, n, out); }
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule mod, const char *name) {
+    if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
+    if (!mod) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_module_get_function m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
+    if (m.name_len > 1024) return CUDA_ERROR_INVALID_VALUE;
+    GC_ENCODE(module_get_function, m, b);
+    uint64_t h;
+    CUresult rc = handle_call(GW_TYPE_MODULE_GET_FUNCTION, b, b_n, &h);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct CUfunc_st *f = calloc(1, sizeof *f);
+    if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
+    f->handle = h;
+    *hfunc = f;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    if (!mod) return CUDA_ERROR_INVALID_HANDLE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_module_get_global m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
+    if (m.name_len > 1024) return CUDA_ERROR_INVALID_VALUE;
+    GC_ENCODE(module_get_global, m, b);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MODULE_GET_GLOBAL, 0, b, b_n, NULL, 0, GW_TYPE_MODULE_GET_GLOBAL_REPLY, &r);
+    struct gw_module_get_global_reply gr;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_module_get_global_reply_decode(&gr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)gr.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc == CUDA_SUCCESS) {
+        if (dptr) *dptr = gr.ptr;
+        if (bytes) *bytes = gr.bytes;
+        gc_track_alloc(gr.ptr, gr.bytes);
+    }
+    return rc;
+}
+ALIAS(cuModuleGetGlobal, cuModuleGetGlobal_v2);
+
+/* ---- libraries: a library is a module loaded in the current context; a kernel is a function ---- */
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned njo,
+                                  CUlibraryOption *lo, void **lv, unsigned nlo) {
+    (void)jo; (void)jv; (void)njo; (void)lo; (void)lv; (void)nlo;
+    if (!lib || !code) return CUDA_ERROR_INVALID_VALUE;
+    struct CUlib_st *l = calloc(1, sizeof *l);
+    if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = cuModuleLoadData(&l->mod, code);
+    if (rc != CUDA_SUCCESS) {
+        free(l);
+        return rc;
+    }
+    *lib = l;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_option *jo, void **jv, unsigned njo,
+                                      CUlibraryOption *lo, void **lv, unsigned nlo) {
+    if (!path) return CUDA_ERROR_INVALID_VALUE;
+    void *data;
+    size_t n;
+    CUresult rc = read_file(path, &data, &n);
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = cuLibraryLoadData(lib, data, jo, jv, njo, lo, lv, nlo);
+    free(data);
+    return rc;
+}
+
+EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
+    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = cuModuleUnload(lib->mod);
+    if (rc == CUDA_SUCCESS) free(lib);
+    return rc;
+}
+
+EXPORT CUresult cuLibraryGetModule(CUmodule *mod, CUlibrary lib) {
+    if (!mod) return CUDA_ERROR_INVALID_VALUE;
+    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+    *mod = lib->mod;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary lib, const char *name) {
+    if (!kernel) return CUDA_ERROR_INVALID_VALUE;
+    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+    return cuModuleGetFunction((CUfunction *)kernel, lib->mod, name);
+}
+
+EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
+    if (!func) return CUDA_ERROR_INVALID_VALUE;
+    if (!kernel) return CUDA_ERROR_INVALID_HANDLE;
+    *func = (CUfunction)kernel;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attr, CUfunction f) {
+    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_func_get_attribute m = {.function = f->handle, .attribute = (int32_t)attr};
+    GC_ENCODE(func_get_attribute, m, b);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_FUNC_GET_ATTRIBUTE, 0, b, b_n, NULL, 0, GW_TYPE_VALUE_REPLY, &r);
+    struct gw_value_reply v;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_value_reply_decode(&v, r.p, r.n, err, sizeof err) == 0 ? (CUresult)v.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc == CUDA_SUCCESS) *pi = v.value;
+    return rc;
+}
+
+/* ---- launches ---- */
+
+/* layout fetches the function's parameter offsets and sizes once. Caller holds gc.mu. */
+static CUresult layout_locked(struct CUfunc_st *f) {
+    if (f->layout_loaded) return CUDA_SUCCESS;
+    struct gw_func_param_layout m = {.function = f->handle};
+    GC_ENCODE(func_param_layout, m, b);
+    struct gc_reply r;
+    CUresult rc = gc_xfer_locked(GW_TYPE_FUNC_PARAM_LAYOUT, 0, b, b_n, NULL, 0, GW_TYPE_FUNC_PARAM_LAYOUT_REPLY, &r);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_func_param_layout_reply lr;
+    char err[128];
+    if (gw_func_param_layout_reply_decode(&lr, r.p, r.n, err, sizeof err) != 0) return gc_transport_error(err);
+    if (lr.result != 0) return (CUresult)lr.result;
+    if (lr.offsets_count != lr.sizes_count) return gc_transport_error("parameter layout with unequal lists");
+    f->offsets = calloc(lr.offsets_count + 1, sizeof *f->offsets);
+    f->sizes = calloc(lr.offsets_count + 1, sizeof *f->sizes);
+    if (!f->offsets || !f->sizes) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < lr.offsets_count; i++) {
+        f->offsets[i] = gw_u32_at(lr.offsets, i);
+        f->sizes[i] = gw_u32_at(lr.sizes, i);
+        if (f->offsets[i] + (uint64_t)f->sizes[i] > 32768) return gc_transport_error("parameter layout past 32 KiB");
+    }
+    f->nparams = lr.offsets_count;
+    f->layout_loaded = 1;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
+    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    uint8_t packed[32768];
+    const void *pbuf = packed;
+    size_t plen = 0;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS && params) {
+        rc = layout_locked(f);
+        for (uint32_t i = 0; rc == CUDA_SUCCESS && i < f->nparams; i++) {
+            memcpy(packed + f->offsets[i], params[i], f->sizes[i]);
+            size_t end = f->offsets[i] + f->sizes[i];
+            if (end > plen) plen = end;
+        }
+    } else if (rc == CUDA_SUCCESS && extra) {
+        size_t *size = NULL;
+        pbuf = NULL;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) pbuf = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = extra[i + 1];
+            else { rc = CUDA_ERROR_INVALID_VALUE; break; }
+        }
+        if (rc == CUDA_SUCCESS && (!pbuf || !size || *size > sizeof packed)) rc = CUDA_ERROR_INVALID_VALUE;
+        if (rc == CUDA_SUCCESS) plen = *size;
+    }
+    if (rc == CUDA_SUCCESS) {
+        struct gw_launch_kernel m = {.function = f->handle, .grid_x = gx, .grid_y = gy, .grid_z = gz,
+                                     .block_x = bx, .block_y = by, .block_z = bz, .shared_mem = shared,
+                                     .stream = gc_stream_handle(s), .params = pbuf, .params_len = (uint32_t)plen};
+        uint8_t head[64];
+        uint8_t *end = gw_launch_kernel_encode_head(&m, head);
+        /* Asynchronous, as on a GPU: errors surface at the next synchronising call. */
+        rc = gc_xfer_locked(GW_TYPE_LAUNCH_KERNEL, GW_FLAG_NO_REPLY, head, end - head, pbuf, plen, 0, NULL);
+    }
+    pthread_mutex_unlock(&gc.mu);
+    return rc;
+}

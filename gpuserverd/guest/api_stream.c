@@ -1,0 +1,111 @@
+/* Streams and events. Recording an event and making a stream wait are asynchronous. */
+#include "guest.h"
+
+CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out);
+
+#define EVENT_PTR(h) ((CUevent)(uintptr_t)((h) << 8))
+#define EVENT_HANDLE(e) ((uint64_t)(uintptr_t)(e) >> 8)
+
+EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
+    if (!ps) return CUDA_ERROR_INVALID_VALUE;
+    struct gw_stream_create m = {.flags = flags};
+    GC_ENCODE(stream_create, m, b);
+    uint64_t h;
+    CUresult rc = gc_handle_call(GW_TYPE_STREAM_CREATE, b, b_n, &h);
+    if (rc == CUDA_SUCCESS) *ps = gc_stream_ptr(h);
+    return rc;
+}
+
+EXPORT CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned flags, int priority) {
+    (void)priority; /* priorities are a scheduling hint */
+    return cuStreamCreate(ps, flags);
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+    if (gc_stream_handle(s) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_stream_destroy m = {.stream = gc_stream_handle(s)};
+    GC_ENCODE(stream_destroy, m, b);
+    return gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n);
+}
+ALIAS(cuStreamDestroy, cuStreamDestroy_v2);
+
+EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    struct gw_stream_synchronize m = {.stream = gc_stream_handle(s)};
+    GC_ENCODE(stream_synchronize, m, b);
+    return gc_call_status(GW_TYPE_STREAM_SYNCHRONIZE, 0, b, b_n);
+}
+
+EXPORT CUresult cuStreamQuery(CUstream s) {
+    struct gw_stream_query m = {.stream = gc_stream_handle(s)};
+    GC_ENCODE(stream_query, m, b);
+    return gc_call_status(GW_TYPE_STREAM_QUERY, 0, b, b_n);
+}
+
+EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
+    (void)flags;
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_stream_wait_event m = {.stream = gc_stream_handle(s), .event = EVENT_HANDLE(e)};
+    GC_ENCODE(stream_wait_event, m, b);
+    return gc_call_status(GW_TYPE_STREAM_WAIT_EVENT, GW_FLAG_NO_REPLY, b, b_n);
+}
+
+EXPORT CUresult cuEventCreate(CUevent *pe, unsigned flags) {
+    if (!pe) return CUDA_ERROR_INVALID_VALUE;
+    struct gw_event_create m = {.flags = flags};
+    GC_ENCODE(event_create, m, b);
+    uint64_t h;
+    CUresult rc = gc_handle_call(GW_TYPE_EVENT_CREATE, b, b_n, &h);
+    if (rc == CUDA_SUCCESS) *pe = EVENT_PTR(h);
+    return rc;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_event_destroy m = {.event = EVENT_HANDLE(e)};
+    GC_ENCODE(event_destroy, m, b);
+    return gc_call_status(GW_TYPE_EVENT_DESTROY, 0, b, b_n);
+}
+ALIAS(cuEventDestroy, cuEventDestroy_v2);
+
+EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_event_record m = {.event = EVENT_HANDLE(e), .stream = gc_stream_handle(s)};
+    GC_ENCODE(event_record, m, b);
+    return gc_call_status(GW_TYPE_EVENT_RECORD, GW_FLAG_NO_REPLY, b, b_n);
+}
+
+EXPORT CUresult cuEventSynchronize(CUevent e) {
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_event_synchronize m = {.event = EVENT_HANDLE(e)};
+    GC_ENCODE(event_synchronize, m, b);
+    return gc_call_status(GW_TYPE_EVENT_SYNCHRONIZE, 0, b, b_n);
+}
+
+EXPORT CUresult cuEventQuery(CUevent e) {
+    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    struct gw_event_query m = {.event = EVENT_HANDLE(e)};
+    GC_ENCODE(event_query, m, b);
+    return gc_call_status(GW_TYPE_EVENT_QUERY, 0, b, b_n);
+}
+
+EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+    if (!ms) return CUDA_ERROR_INVALID_VALUE;
+    if (!start || !end) return CUDA_ERROR_INVALID_HANDLE;
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gw_event_elapsed_time m = {.start = EVENT_HANDLE(start), .end = EVENT_HANDLE(end)};
+    GC_ENCODE(event_elapsed_time, m, b);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_EVENT_ELAPSED_TIME, 0, b, b_n, NULL, 0, GW_TYPE_ELAPSED_REPLY, &r);
+    struct gw_elapsed_reply er;
+    char err[128];
+    if (rc == CUDA_SUCCESS)
+        rc = gw_elapsed_reply_decode(&er, r.p, r.n, err, sizeof err) == 0 ? (CUresult)er.result : gc_transport_error(err);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc == CUDA_SUCCESS) *ms = er.milliseconds;
+    return rc;
+}
+ALIAS(cuEventElapsedTime_v2, cuEventElapsedTime);

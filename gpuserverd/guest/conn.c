@@ -1,0 +1,268 @@
+/* The connection to gpuserverd: configuration, handshake, framing. */
+#include "guest.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+struct gc_state gc = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .init_result = CUDA_ERROR_NOT_INITIALIZED};
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+#define CONFIG_DEFAULT "/etc/gpucloud/guest.conf"
+#define MAX_VALUE 4096
+
+/* Reads key from the key=value config file into out; returns 1 if found. */
+static int config_value(const char *key, char *out, size_t cap) {
+    const char *path = getenv("GPUCLOUD_CONFIG");
+    FILE *f = fopen(path ? path : CONFIG_DEFAULT, "r");
+    if (!f) return 0;
+    char line[MAX_VALUE + 64];
+    int found = 0;
+    size_t klen = strlen(key);
+    while (!found && fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (strncmp(s, key, klen) != 0) continue;
+        char *v = s + klen;
+        while (*v == ' ' || *v == '\t') v++;
+        if (*v != '=') continue;
+        v++;
+        while (*v == ' ' || *v == '\t') v++;
+        v[strcspn(v, "\r\n")] = 0;
+        snprintf(out, cap, "%s", v);
+        found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+static int setting(const char *env, const char *key, char *out, size_t cap) {
+    const char *v = getenv(env);
+    if (v && *v) {
+        snprintf(out, cap, "%s", v);
+        return 1;
+    }
+    return config_value(key, out, cap);
+}
+
+static int dial(const char *endpoint) {
+    char host[256], port[16];
+    const char *colon = strrchr(endpoint, ':');
+    if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= sizeof host) return -1;
+    memcpy(host, endpoint, colon - endpoint);
+    host[colon - endpoint] = 0;
+    if (host[0] == '[') { /* [v6]:port */
+        memmove(host, host + 1, strlen(host));
+        host[strcspn(host, "]")] = 0;
+    }
+    snprintf(port, sizeof port, "%s", colon + 1);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
+    if (getaddrinfo(host, port, &hints, &res) != 0) return -1;
+    int fd = -1;
+    for (ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) continue;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1, buf = 4 << 20;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    }
+    return fd;
+}
+
+static void connect_once(void) {
+    char endpoints[MAX_VALUE], token[MAX_VALUE + 1];
+    if (!setting("GPUCLOUD_ENDPOINT", "endpoint", endpoints, sizeof endpoints) ||
+        !setting("GPUCLOUD_TOKEN", "token", token, sizeof token)) {
+        fprintf(stderr, "gpucloud: no endpoint or token: set GPUCLOUD_ENDPOINT and GPUCLOUD_TOKEN or "
+                        "write them to %s (GPUCLOUD_CONFIG)\n", CONFIG_DEFAULT);
+        gc.init_result = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    /* Endpoints are tried in order, comma-separated. */
+    char *save = NULL;
+    for (char *ep = strtok_r(endpoints, ",", &save); ep && gc.fd < 0; ep = strtok_r(NULL, ",", &save))
+        gc.fd = dial(ep);
+    if (gc.fd < 0) {
+        fprintf(stderr, "gpucloud: cannot reach gpuserverd at %s\n", getenv("GPUCLOUD_ENDPOINT") ? getenv("GPUCLOUD_ENDPOINT") : "(config)");
+        gc.init_result = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    struct gw_hello hello = {.version = GW_VERSION, .token = token, .token_len = (uint32_t)strlen(token)};
+    uint8_t buf[GW_HEADER_SIZE + 8 + MAX_VALUE + 8];
+    size_t n = gw_hello_size(&hello);
+    if (n > sizeof buf) {
+        gc.init_result = CUDA_ERROR_INVALID_VALUE;
+        return;
+    }
+    gw_hello_encode(&hello, buf);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    CUresult rc = gc_xfer_locked(GW_TYPE_HELLO, 0, buf, n, NULL, 0, GW_TYPE_HELLO_REPLY, &r);
+    struct gw_hello_reply hr;
+    char err[256];
+    if (rc == CUDA_SUCCESS && gw_hello_reply_decode(&hr, r.p, r.n, err, sizeof err) != 0) {
+        rc = gc_transport_error(err);
+    }
+    pthread_mutex_unlock(&gc.mu);
+    if (rc != CUDA_SUCCESS) {
+        gc.init_result = rc;
+        return;
+    }
+    if (hr.result != 0) {
+        fprintf(stderr, "gpucloud: gpuserverd refused the session: %.*s\n", (int)hr.message_len, hr.message);
+        gc.init_result = (CUresult)hr.result;
+        return;
+    }
+    gc.device_count = hr.device_count > GC_MAX_DEVICES ? GC_MAX_DEVICES : (int)hr.device_count;
+    gc.init_result = CUDA_SUCCESS;
+}
+
+CUresult gc_ensure_init(void) {
+    return gc.init_result;
+}
+
+EXPORT CUresult cuInit(unsigned int flags) {
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&init_once, connect_once);
+    return gc.init_result;
+}
+
+CUresult gc_transport_error(const char *what) {
+    if (!gc.broken) fprintf(stderr, "gpucloud: connection to gpuserverd lost: %s\n", what);
+    gc.broken = 1;
+    return CUDA_ERROR_UNKNOWN;
+}
+
+static int write_all(struct iovec *iov, int cnt) {
+    while (cnt > 0) {
+        ssize_t w = writev(gc.fd, iov, cnt);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        while (cnt > 0 && (size_t)w >= iov->iov_len) {
+            w -= iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= w;
+        }
+    }
+    return 0;
+}
+
+int gc_read_full(void *p, size_t n) {
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = read(gc.fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        c += r;
+        n -= r;
+    }
+    return 0;
+}
+
+static void put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint32_t req) {
+    h[0] = len; h[1] = len >> 8; h[2] = len >> 16; h[3] = len >> 24;
+    h[4] = type; h[5] = type >> 8; h[6] = flags; h[7] = flags >> 8;
+    h[8] = req; h[9] = req >> 8; h[10] = req >> 16; h[11] = req >> 24;
+}
+
+CUresult gc_read_frame_locked(struct gc_reply *r) {
+    uint8_t h[GW_HEADER_SIZE];
+    if (gc_read_full(h, sizeof h) != 0) return gc_transport_error("reading a reply header");
+    uint32_t len = gw_u32_at(h, 0);
+    r->type = h[4] | h[5] << 8;
+    r->flags = h[6] | h[7] << 8;
+    if (len > GW_MAX_FRAME) return gc_transport_error("reply frame over the size limit");
+    if (len > gc.rcap) {
+        uint8_t *nb = realloc(gc.rbuf, len);
+        if (!nb) return CUDA_ERROR_OUT_OF_MEMORY;
+        gc.rbuf = nb;
+        gc.rcap = len;
+    }
+    if (gc_read_full(gc.rbuf, len) != 0) return gc_transport_error("reading a reply");
+    r->p = gc.rbuf;
+    r->n = len;
+    if (r->type == GW_TYPE_PROTOCOL_ERROR) {
+        struct gw_protocol_error pe;
+        char err[128];
+        if (gw_protocol_error_decode(&pe, r->p, r->n, err, sizeof err) == 0)
+            fprintf(stderr, "gpucloud: gpuserverd closed the session: %.*s\n", (int)pe.message_len, pe.message);
+        return gc_transport_error("protocol error");
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
+                        const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply) {
+    if (gc.broken || gc.fd < 0) return CUDA_ERROR_UNKNOWN;
+    uint8_t h[GW_HEADER_SIZE];
+    uint32_t req = ++gc.next_req;
+    put_header(h, (uint32_t)(head_n + tail_n), type, flags, req);
+    struct iovec iov[3] = {{h, sizeof h}, {(void *)head, head_n}, {(void *)tail, tail_n}};
+    if (write_all(iov, tail_n ? 3 : 2) != 0) return gc_transport_error("sending a request");
+    if ((flags & GW_FLAG_NO_REPLY) || !reply) return CUDA_SUCCESS; /* no reply, or the caller reads it */
+    CUresult rc = gc_read_frame_locked(reply);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (reply->type != want) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "expected %s, got %s", gw_type_name(want), gw_type_name(reply->type));
+        return gc_transport_error(msg);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult gc_call(uint16_t type, const uint8_t *head, size_t n, uint16_t want, struct gc_reply *reply) {
+    pthread_mutex_lock(&gc.mu);
+    CUresult rc = gc_xfer_locked(type, 0, head, n, NULL, 0, want, reply);
+    pthread_mutex_unlock(&gc.mu);
+    return rc;
+}
+
+/* Calls that act on the current context make its device the server's current one first. */
+CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n) {
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_select_device_locked(dev);
+    struct gc_reply r;
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, flags, head, n, NULL, 0, GW_TYPE_STATUS, &r);
+    if (rc == CUDA_SUCCESS && !(flags & GW_FLAG_NO_REPLY)) {
+        struct gw_status st;
+        char err[128];
+        rc = gw_status_decode(&st, r.p, r.n, err, sizeof err) == 0 ? (CUresult)st.result : gc_transport_error(err);
+    }
+    pthread_mutex_unlock(&gc.mu);
+    return rc;
+}
+
+CUresult gc_select_device_locked(int dev) {
+    if (dev == gc.server_device) return CUDA_SUCCESS;
+    struct gw_set_device m = {.ordinal = (uint32_t)dev};
+    uint8_t b[8];
+    size_t n = gw_set_device_size(&m);
+    gw_set_device_encode(&m, b);
+    /* Sent without waiting: a refusal surfaces at the next synchronising call. */
+    CUresult rc = gc_xfer_locked(GW_TYPE_SET_DEVICE, GW_FLAG_NO_REPLY, b, n, NULL, 0, 0, NULL);
+    if (rc == CUDA_SUCCESS) gc.server_device = dev;
+    return rc;
+}

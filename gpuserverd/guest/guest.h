@@ -1,0 +1,94 @@
+/* Internals of the guest library: the one connection to gpuserverd and the local state that
+ * stands in for driver objects (contexts, modules, functions). */
+#ifndef GPUCLOUD_GUEST_H
+#define GPUCLOUD_GUEST_H
+
+#define GPUCLOUD_GUEST_IMPL
+#include "include/cuda.h"
+#include "wire_gen.h"
+#include <pthread.h>
+
+#define EXPORT __attribute__((visibility("default")))
+/* Exports name as another name for target (same signature). */
+#define ALIAS(name, target) EXPORT __typeof__(target) name __attribute__((alias(#target)))
+
+#define GC_MAX_DEVICES 16
+
+struct CUctx_st {
+    uint32_t magic;
+    int device;
+    int primary;
+};
+#define GC_CTX_MAGIC 0x67637478u
+
+struct CUmod_st {
+    uint64_t handle;
+};
+
+/* A function and its parameter layout, fetched from the server on first launch. */
+struct CUfunc_st {
+    uint64_t handle;
+    int layout_loaded;
+    uint32_t nparams;
+    uint32_t *offsets, *sizes;
+};
+
+struct CUlib_st {
+    struct CUmod_st *mod;
+};
+
+/* Transport state; all traffic holds mu. */
+struct gc_state {
+    pthread_mutex_t mu;
+    int fd;
+    int broken;
+    uint32_t next_req;
+    CUresult init_result;
+    int device_count;
+    int server_device; /* the device the server's calls act on */
+    uint8_t *rbuf;
+    size_t rcap;
+};
+extern struct gc_state gc;
+
+/* A reply frame read into gc.rbuf. */
+struct gc_reply {
+    uint16_t type;
+    uint16_t flags;
+    const uint8_t *p;
+    uint32_t n;
+};
+
+CUresult gc_ensure_init(void);
+/* Sends a frame (head, then tail) and, unless flags has GW_FLAG_NO_REPLY, reads the reply of type
+ * want. Caller holds gc.mu. */
+CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
+                        const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply);
+CUresult gc_read_frame_locked(struct gc_reply *r);
+int gc_read_full(void *p, size_t n);
+/* Status-reply call: encodes nothing itself; returns the reply's result. */
+CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n);
+CUresult gc_call(uint16_t type, const uint8_t *head, size_t n, uint16_t want, struct gc_reply *reply);
+CUresult gc_transport_error(const char *what);
+
+/* Current context of the calling thread, and making its device the server's current one. */
+CUresult gc_current_device(int *dev);
+CUresult gc_select_device_locked(int dev);
+
+/* Device allocations, to tell device from host pointers in cuMemcpy. */
+void gc_track_alloc(CUdeviceptr p, size_t n);
+void gc_untrack_alloc(CUdeviceptr p);
+int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+
+/* Streams and events travel as server handles; CUstream 0x1 and 0x2 are the special default streams. */
+uint64_t gc_stream_handle(CUstream s);
+CUstream gc_stream_ptr(uint64_t h);
+
+/* Encode a message with the generated encoder into a stack buffer and call. */
+#define GC_ENCODE(lower, msg, buf)                                                     \
+    uint8_t buf[2200];                                                                 \
+    size_t buf##_n = gw_##lower##_size(&(msg));                                        \
+    if (buf##_n > sizeof buf) return CUDA_ERROR_INVALID_VALUE;                         \
+    gw_##lower##_encode(&(msg), buf)
+
+#endif
