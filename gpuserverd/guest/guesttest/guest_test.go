@@ -1,0 +1,165 @@
+package guest_test
+
+import (
+	"bufio"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gpucloud/internal/sessiontoken"
+)
+
+// TestAPIFamilies runs the C program that exercises every forwarded API family.
+func TestAPIFamilies(t *testing.T) {
+	s := startServer(t)
+	out := s.run(s.token("s-api", sessiontoken.TierDedicated, 0), "api_test")
+	if !strings.Contains(out, "api_test: OK") {
+		t.Fatalf("api_test output:\n%s", out)
+	}
+	var recs = s.usage()
+	waitFor(t, "usage record", func() bool { recs = s.usage(); return len(recs) == 1 })
+	r := recs[0]
+	if r.SessionID != "s-api" || r.TenantID != "tenant-s-api" || r.Tier != "dedicated" ||
+		r.GPUModel != "Simulated GPU (test double)" || r.BytesMoved < 20<<20 || r.MemoryPeakBytes < 20<<20 ||
+		!r.End.After(r.Start) || r.ID != serverID+"/s-api/1" {
+		t.Fatalf("usage record %+v", r)
+	}
+}
+
+func TestProcAddressFindsEveryExport(t *testing.T) {
+	s := startServer(t)
+	dir := buildAll(t)
+	nm, err := exec.Command("nm", "-D", "--defined-only", dir+"/libcuda.so.1").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(nm), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[1] == "T" {
+			names = append(names, f[2])
+		}
+	}
+	if len(names) < 100 {
+		t.Fatalf("only %d exported functions", len(names))
+	}
+	cmd := s.client("unused", "procaddr_test")
+	cmd.Stdin = strings.NewReader(strings.Join(names, "\n"))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "procaddr_test: OK") {
+		t.Fatalf("procaddr_test: %v\n%s", err, out)
+	}
+}
+
+func TestRefusedTokens(t *testing.T) {
+	s := startServer(t)
+	other := startServer(t) // same claims, signed by another key
+	cases := []struct {
+		name, token, want, log string
+	}{
+		{"forged", other.token("s-forged", sessiontoken.TierShared, 1<<20), "INIT 800", "bad token signature"},
+		{"expired", s.token("s-old", sessiontoken.TierShared, 1<<20, func(c *sessiontoken.Claims) {
+			c.IssuedAt -= 7200
+			c.ExpiresAt = c.IssuedAt + 60
+		}), "INIT 800", "token expired"},
+		{"other server", s.token("s-foreign", sessiontoken.TierShared, 1<<20, func(c *sessiontoken.Claims) {
+			c.GPUServer = "gs-elsewhere"
+		}), "INIT 800", "another GPU server"},
+		{"unknown gpu", s.token("s-gpu", sessiontoken.TierShared, 1<<20, func(c *sessiontoken.Claims) {
+			c.GPUs = []string{"GPU-deadbeef"}
+		}), "INIT 100", "does not have"},
+		{"garbage", "not-a-token", "INIT 800", "malformed token"},
+	}
+	for _, tc := range cases {
+		out := s.run(tc.token, "probe", "init")
+		if !strings.Contains(out, tc.want) || !strings.Contains(out, tc.log) {
+			t.Errorf("%s: got %q, want %q and the reason %q", tc.name, out, tc.want, tc.log)
+		}
+	}
+	if m := s.get("/metrics"); !strings.Contains(m, `gpuserverd_sessions_refused_total{reason="token"} 4`) ||
+		len(s.workers()) != 0 {
+		t.Fatalf("refusals not counted or a worker was started:\n%s", m)
+	}
+}
+
+// hold starts a probe holding memory and waits until it has it.
+func hold(t *testing.T, s *gpuserverd, token string, mib string) (*exec.Cmd, *bufio.Reader, func(string)) {
+	t.Helper()
+	cmd := s.client(token, "probe", "hold", mib)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); err != nil || line != "HELD\n" {
+		t.Fatalf("probe hold: %q %v", line, err)
+	}
+	return cmd, r, func(s string) { stdin.Write([]byte(s)) }
+}
+
+func TestDedicatedTierAdmitsOneSession(t *testing.T) {
+	s := startServer(t)
+	_, r, send := hold(t, s, s.token("s-first", sessiontoken.TierDedicated, 0), "8")
+	if out := s.run(s.token("s-second", sessiontoken.TierDedicated, 0), "probe", "init"); !strings.Contains(out, "INIT 46") ||
+		!strings.Contains(out, "in use by another session") {
+		t.Fatalf("second dedicated session: %q", out)
+	}
+	if out := s.run(s.token("s-shared", sessiontoken.TierShared, 1<<20), "probe", "init"); !strings.Contains(out, "INIT 46") {
+		t.Fatalf("shared session on a dedicated GPU: %q", out)
+	}
+	send("go\n")
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("first session after refusals: %q", line)
+	}
+}
+
+func TestSharedQuotaIsPerSession(t *testing.T) {
+	s := startServer(t)
+	// A neighbour holds 8 MiB on the same GPU under its own quota.
+	_, r, send := hold(t, s, s.token("s-neighbour", sessiontoken.TierShared, 16<<20), "8")
+	out := s.run(s.token("s-greedy", sessiontoken.TierShared, 40<<20), "probe", "quota", "8")
+	if !strings.Contains(out, "BLOCKS 5 CUDA_ERROR_OUT_OF_MEMORY total 41943040") {
+		t.Fatalf("greedy session: %q", out)
+	}
+	send("go\n")
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("neighbour after the other's out-of-memory: %q", line)
+	}
+}
+
+func TestKilledWorkerFreesAndServerGoesOn(t *testing.T) {
+	s := startServer(t)
+	cmd, r, send := hold(t, s, s.token("s-doomed", sessiontoken.TierDedicated, 0), "32")
+	var pids []int
+	waitFor(t, "one worker", func() bool { pids = s.workers(); return len(pids) == 1 })
+	waitFor(t, "memory in metrics", func() bool {
+		return strings.Contains(s.get("/metrics"), "gpuserverd_session_memory_bytes 33554432")
+	})
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	send("go\n")
+	line, _ := r.ReadString('\n')
+	cmd.Wait()
+	if !strings.HasPrefix(line, "LOST 999") {
+		t.Fatalf("client of a killed worker: %q", line)
+	}
+	waitFor(t, "session cleared", func() bool {
+		m := s.get("/metrics")
+		return strings.Contains(m, "gpuserverd_sessions_active 0") && strings.Contains(m, "gpuserverd_session_memory_bytes 0")
+	})
+	recs := s.usage()
+	if len(recs) != 1 || recs[0].SessionID != "s-doomed" || recs[0].MemoryPeakBytes != 32<<20 {
+		t.Fatalf("usage after kill: %+v", recs)
+	}
+	// The GPU is free again: a new dedicated session is admitted and works.
+	out := s.run(s.token("s-next", sessiontoken.TierDedicated, 0), "probe", "quota", "1024")
+	if !strings.Contains(out, "BLOCKS 16 CUDA_ERROR_OUT_OF_MEMORY") {
+		t.Fatalf("next session on the freed GPU: %q", out)
+	}
+	waitFor(t, "second record", func() bool { return len(s.usage()) == 2 })
+	_ = time.Second
+}

@@ -1,0 +1,46 @@
+/* A small client for the server-side tests:
+ *   probe init            prints "INIT <code> <name>"
+ *   probe hold <MiB>      allocates and fills MiB, prints "HELD", then waits for a line on stdin
+ *                         and checks the memory still holds its pattern ("INTACT" or the error)
+ *   probe quota <MiB>     allocates MiB-sized blocks until one fails; prints "BLOCKS <n> <name>" */
+#include "check.h"
+
+#include <string.h>
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    CUresult rc = cuInit(0);
+    if (!strcmp(argv[1], "init")) {
+        printf("INIT %d %s\n", rc, errname(rc));
+        return 0;
+    }
+    CHECK(rc);
+    CUcontext ctx;
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK(cuCtxSetCurrent(ctx));
+    size_t mib = argc > 2 ? strtoul(argv[2], NULL, 10) : 1, n = mib << 20;
+    if (!strcmp(argv[1], "hold")) {
+        CUdeviceptr p;
+        CHECK(cuMemAlloc(&p, n));
+        CHECK(cuMemsetD32(p, 0x600dcafe, n / 4));
+        printf("HELD\n");
+        fflush(stdout);
+        char line[16];
+        if (!fgets(line, sizeof line, stdin)) return 3;
+        unsigned v = 0;
+        rc = cuMemcpyDtoH(&v, p + n - 4, 4);
+        if (rc == CUDA_SUCCESS && v == 0x600dcafe) printf("INTACT\n");
+        else printf("LOST %d %s\n", rc, errname(rc));
+        return 0;
+    }
+    if (!strcmp(argv[1], "quota")) {
+        int blocks = 0;
+        CUdeviceptr p;
+        while (blocks < 1000 && (rc = cuMemAlloc(&p, n)) == CUDA_SUCCESS) blocks++;
+        size_t free, total;
+        CHECK(cuMemGetInfo(&free, &total));
+        printf("BLOCKS %d %s total %zu\n", blocks, errname(rc), total);
+        return 0;
+    }
+    return 2;
+}

@@ -1,0 +1,42 @@
+/* cuGetProcAddress must find every exported function by name: the names come on stdin (the
+ * library's dynamic symbols), and each must resolve to the function dlsym finds. */
+#define _GNU_SOURCE
+#include "check.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+int main(void) {
+    char name[256];
+    int n = 0;
+    while (scanf("%255s", name) == 1) {
+        void *fn = NULL, *direct = dlsym(RTLD_DEFAULT, name);
+        CUdriverProcAddressQueryResult st;
+        /* cudaVersion 0: the exact name, before any versioned remapping applies. */
+        CHECK(cuGetProcAddress(name, &fn, 0, CU_GET_PROC_ADDRESS_DEFAULT, &st));
+        if (fn != direct || st != CU_GET_PROC_ADDRESS_SUCCESS) {
+            fprintf(stderr, "cuGetProcAddress(%s) = %p, dlsym = %p\n", name, fn, direct);
+            return 1;
+        }
+        n++;
+    }
+    /* Versioned lookups of plain names get the versioned implementations. */
+    void *fn, *v2 = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    CHECK(cuGetProcAddress("cuMemAlloc", &fn, 12000, 0, NULL));
+    EXPECT(fn == v2);
+    CHECK(cuGetProcAddress("cuCtxCreate", &fn, 13000, 0, NULL));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v4"));
+    CHECK(cuGetProcAddress("cuCtxCreate", &fn, 11000, 0, NULL));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v2"));
+    CHECK(cuGetProcAddress("cuStreamSynchronize_ptsz", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuStreamSynchronize"));
+    CUdriverProcAddressQueryResult st;
+    EXPECT_RC(cuGetProcAddress("cuNoSuchFunction", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    EXPECT(fn == NULL && st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    /* The v1 entry point (4 arguments) as the runtime of CUDA 11 calls it. */
+    CUresult (*v1)(const char *, void **, int, cuuint64_t) = dlsym(RTLD_DEFAULT, "cuGetProcAddress");
+    CHECK(v1("cuInit", &fn, 11000, 0));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuInit"));
+    printf("procaddr_test: OK %d names\n", n);
+    return 0;
+}
