@@ -73,6 +73,30 @@ func (c *Context) stickyErr() error {
 	return c.asyncErr
 }
 
+// enqueue queues fn on stream h with the legacy default stream's ordering: work on stream 0
+// waits for everything queued before it on blocking streams, and work on a blocking stream waits
+// for what stream 0 had queued. Non-blocking streams order only against themselves.
+func (c *Context) enqueue(h backend.Handle, s *stream, fn func()) {
+	var waits []chan struct{}
+	c.mu.Lock()
+	if h == 0 {
+		for hh, o := range c.streams {
+			if hh != 0 && o.blocking {
+				waits = append(waits, o.marker())
+			}
+		}
+	} else if s.blocking {
+		waits = append(waits, c.streams[0].marker())
+	}
+	c.mu.Unlock()
+	s.enqueue(func() {
+		for _, w := range waits {
+			<-w
+		}
+		fn()
+	})
+}
+
 // run enqueues fn on the stream; a synchronous call waits for it and returns its error.
 func (c *Context) run(h backend.Handle, async bool, fn func() error) error {
 	s, err := c.stream(h)
@@ -80,7 +104,7 @@ func (c *Context) run(h backend.Handle, async bool, fn func() error) error {
 		return err
 	}
 	if async {
-		s.enqueue(func() {
+		c.enqueue(h, s, func() {
 			if err := fn(); err != nil {
 				c.fail(err)
 			}
@@ -89,7 +113,7 @@ func (c *Context) run(h backend.Handle, async bool, fn func() error) error {
 	}
 	var ferr error
 	done := make(chan struct{})
-	s.enqueue(func() { ferr = fn(); close(done) })
+	c.enqueue(h, s, func() { ferr = fn(); close(done) })
 	<-done
 	return ferr
 }
@@ -168,6 +192,7 @@ func (c *Context) StreamCreate(flags uint32) (backend.Handle, error) {
 	defer c.mu.Unlock()
 	h := c.handle()
 	c.streams[h] = newStream()
+	c.streams[h].blocking = flags&1 == 0 // CU_STREAM_NON_BLOCKING
 	return h, nil
 }
 
@@ -218,7 +243,7 @@ func (c *Context) StreamWaitEvent(h, ev backend.Handle) error {
 		return err
 	}
 	if r := e.current(); r != nil {
-		s.enqueue(func() { <-r.done })
+		c.enqueue(h, s, func() { <-r.done })
 	}
 	return nil
 }
@@ -254,7 +279,7 @@ func (c *Context) EventRecord(ev, h backend.Handle) error {
 	e.mu.Lock()
 	e.last = r
 	e.mu.Unlock()
-	s.enqueue(func() { r.at = time.Now(); close(r.done) })
+	c.enqueue(h, s, func() { r.at = time.Now(); close(r.done) })
 	return nil
 }
 

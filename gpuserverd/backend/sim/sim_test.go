@@ -156,3 +156,33 @@ func TestModuleImages(t *testing.T) {
 		}
 	}
 }
+
+// The legacy default stream orders against blocking streams but not against non-blocking ones.
+func TestDefaultStreamSemantics(t *testing.T) {
+	_, c := newCtx(t, 1<<20)
+	mod, _ := c.ModuleLoadData([]byte("GPUSIM-MODULE 1\nkernel spin\n"))
+	spinF, _ := c.ModuleGetFunction(mod, "spin")
+	sp := make([]byte, 8)
+	binary.LittleEndian.PutUint64(sp, uint64(80*time.Millisecond))
+	one := [3]uint32{1, 1, 1}
+	blocking, _ := c.StreamCreate(0)
+	nonBlocking, _ := c.StreamCreate(1)
+	p, _ := c.MemAlloc(4)
+
+	c.LaunchKernel(backend.LaunchConfig{Function: spinF, Grid: one, Block: one, Stream: blocking, Params: sp})
+	start := time.Now()
+	if err := c.Memset(p, 1, 4, 1, 0, false); err != nil { // on stream 0: waits for the spin
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 60*time.Millisecond {
+		t.Fatalf("default-stream memset did not wait for the blocking stream (%v)", d)
+	}
+	long := make([]byte, 8)
+	binary.LittleEndian.PutUint64(long, uint64(400*time.Millisecond))
+	c.LaunchKernel(backend.LaunchConfig{Function: spinF, Grid: one, Block: one, Stream: nonBlocking, Params: long})
+	c.Memset(p, 2, 4, 1, 0, false)
+	// Had the memset waited, the non-blocking stream would be idle by now.
+	if err := c.StreamQuery(nonBlocking); !errors.Is(err, backend.ErrNotReady) {
+		t.Fatalf("default-stream memset waited for a non-blocking stream: query %v", err)
+	}
+}

@@ -8,10 +8,11 @@ import (
 
 // stream runs its work in order on its own goroutine, as a GPU stream runs on the device.
 type stream struct {
-	work    chan func()
-	pending atomic.Int64
-	closed  sync.Once
-	exited  chan struct{}
+	blocking bool // synchronises with the legacy default stream
+	work     chan func()
+	pending  atomic.Int64
+	closed   sync.Once
+	exited   chan struct{}
 }
 
 func newStream() *stream {
@@ -31,12 +32,15 @@ func (s *stream) enqueue(fn func()) {
 	s.work <- fn
 }
 
-// sync waits until everything enqueued so far has run.
-func (s *stream) sync() {
+// marker returns a channel closed once everything enqueued so far has run.
+func (s *stream) marker() chan struct{} {
 	done := make(chan struct{})
 	s.enqueue(func() { close(done) })
-	<-done
+	return done
 }
+
+// sync waits until everything enqueued so far has run.
+func (s *stream) sync() { <-s.marker() }
 
 func (s *stream) idle() bool { return s.pending.Load() == 0 }
 
