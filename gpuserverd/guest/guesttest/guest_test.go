@@ -1,4 +1,4 @@
-package guest_test
+package guesttest
 
 import (
 	"bufio"
