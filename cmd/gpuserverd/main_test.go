@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFlagsAreChecked(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--id", "gs1", "--public-key", "short"}, "--public-key: want 32 bytes"},
+		{[]string{"--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, "--id is required"},
+		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "tpu"}, "want auto, cuda or simulated"},
+	}
+	for _, tc := range cases {
+		err := run(context.Background(), tc.args, slog.Default())
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpuserverd.conf")
+	os.WriteFile(path, []byte("# comment\nid = gs-from-file\nlisten=:9999\n"), 0o600)
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	id := fs.String("id", "", "")
+	listen := fs.String("listen", ":7070", "")
+	fs.String("config", "", "")
+	fs.Parse([]string{"--listen", ":1234"})
+	if err := applyConfig(fs, path); err != nil {
+		t.Fatal(err)
+	}
+	if *id != "gs-from-file" || *listen != ":1234" {
+		t.Fatalf("id %q listen %q: the file fills unset flags, the command line wins", *id, *listen)
+	}
+	os.WriteFile(path, []byte("colour=blue\n"), 0o600)
+	if err := applyConfig(fs, path); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("unknown key: %v", err)
+	}
+}
