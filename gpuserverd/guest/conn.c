@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 struct gc_state gc = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .init_result = CUDA_ERROR_NOT_INITIALIZED};
@@ -128,6 +129,7 @@ static void connect_once(void) {
         return;
     }
     gc.device_count = hr.device_count > GC_MAX_DEVICES ? GC_MAX_DEVICES : (int)hr.device_count;
+    gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }
 
@@ -211,14 +213,68 @@ CUresult gc_read_frame_locked(struct gc_reply *r) {
     return CUDA_SUCCESS;
 }
 
+/* Small frames that expect no reply (launches, event records, async memsets) are batched and go
+ * out with the next call that waits, when the batch fills, or from the flusher thread at most
+ * FLUSH_DELAY_NS after the first of them: one write for many launches, and a launch never waits
+ * long for its frame to leave. */
+#define BATCH_CAP (64 << 10)
+#define BATCH_FRAME_MAX (16 << 10)
+#define FLUSH_DELAY_NS 50000
+static uint8_t batch[BATCH_CAP];
+static size_t batch_n;
+static pthread_cond_t batch_cv = PTHREAD_COND_INITIALIZER;
+
+static int flush_locked(const struct iovec *more, int nmore) {
+    struct iovec iov[4];
+    int n = 0;
+    if (batch_n) iov[n++] = (struct iovec){batch, batch_n};
+    for (int i = 0; i < nmore; i++)
+        if (more[i].iov_len) iov[n++] = more[i];
+    batch_n = 0;
+    return n ? write_all(iov, n) : 0;
+}
+
+static void *flusher(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&gc.mu);
+    for (;;) {
+        while (batch_n == 0) pthread_cond_wait(&batch_cv, &gc.mu);
+        pthread_mutex_unlock(&gc.mu);
+        struct timespec ts = {0, FLUSH_DELAY_NS};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&gc.mu);
+        if (batch_n && !gc.broken && flush_locked(NULL, 0) != 0) gc_transport_error("sending queued calls");
+    }
+    return NULL;
+}
+
+void gc_start_flusher(void) {
+    pthread_t t;
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_create(&t, &a, flusher, NULL);
+    pthread_attr_destroy(&a);
+}
+
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply) {
     if (gc.broken || gc.fd < 0) return CUDA_ERROR_UNKNOWN;
     uint8_t h[GW_HEADER_SIZE];
     uint32_t req = ++gc.next_req;
+    size_t frame = sizeof h + head_n + tail_n;
     put_header(h, (uint32_t)(head_n + tail_n), type, flags, req);
+    if ((flags & GW_FLAG_NO_REPLY) && frame <= BATCH_FRAME_MAX) {
+        if (batch_n + frame > BATCH_CAP && flush_locked(NULL, 0) != 0) return gc_transport_error("sending queued calls");
+        if (batch_n == 0) pthread_cond_signal(&batch_cv);
+        memcpy(batch + batch_n, h, sizeof h);
+        memcpy(batch + batch_n + sizeof h, head, head_n);
+        if (tail_n) memcpy(batch + batch_n + sizeof h + head_n, tail, tail_n);
+        batch_n += frame;
+        return CUDA_SUCCESS;
+    }
     struct iovec iov[3] = {{h, sizeof h}, {(void *)head, head_n}, {(void *)tail, tail_n}};
-    if (write_all(iov, tail_n ? 3 : 2) != 0) return gc_transport_error("sending a request");
+    if (flush_locked(iov, 3) != 0) return gc_transport_error("sending a request");
     if ((flags & GW_FLAG_NO_REPLY) || !reply) return CUDA_SUCCESS; /* no reply, or the caller reads it */
     CUresult rc = gc_read_frame_locked(reply);
     if (rc != CUDA_SUCCESS) return rc;

@@ -612,6 +612,16 @@ func (m *MemcpyHtoD) Append(b []byte) []byte {
 	return b
 }
 
+// AppendHead appends the payload without Data's content (its length included), so a
+// large Data can be written from where it lies.
+func (m *MemcpyHtoD) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	b = putU32(b, uint32(len(m.Data)))
+	return b
+}
+
 // Decode reads the payload p; bytes fields alias p.
 func (m *MemcpyHtoD) Decode(p []byte) error {
 	d := decoder{p: p, msg: "MemcpyHtoD"}
@@ -666,6 +676,14 @@ func (m *MemcpyDtoHData) Append(b []byte) []byte {
 	b = putU32(b, uint32(m.Result))
 	b = putU32(b, uint32(len(m.Data)))
 	b = append(b, m.Data...)
+	return b
+}
+
+// AppendHead appends the payload without Data's content (its length included), so a
+// large Data can be written from where it lies.
+func (m *MemcpyDtoHData) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Data)))
 	return b
 }
 
@@ -758,6 +776,13 @@ func (*ModuleLoad) Type() Type { return TypeModuleLoad }
 func (m *ModuleLoad) Append(b []byte) []byte {
 	b = putU32(b, uint32(len(m.Image)))
 	b = append(b, m.Image...)
+	return b
+}
+
+// AppendHead appends the payload without Image's content (its length included), so a
+// large Image can be written from where it lies.
+func (m *ModuleLoad) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(len(m.Image)))
 	return b
 }
 
@@ -974,6 +999,22 @@ func (m *LaunchKernel) Append(b []byte) []byte {
 	b = putU64(b, m.Stream)
 	b = putU32(b, uint32(len(m.Params)))
 	b = append(b, m.Params...)
+	return b
+}
+
+// AppendHead appends the payload without Params's content (its length included), so a
+// large Params can be written from where it lies.
+func (m *LaunchKernel) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU64(b, m.Stream)
+	b = putU32(b, uint32(len(m.Params)))
 	return b
 }
 

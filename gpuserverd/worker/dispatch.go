@@ -283,8 +283,14 @@ func (s *Session) memcpyDtoH(d *device, m *wire.MemcpyDtoH, req uint32) error {
 		if more {
 			flags = wire.FlagMore
 		}
-		s.out = wire.AppendFrame(s.out[:0], &wire.MemcpyDtoHData{Data: f.sl.buf[:f.n]}, flags, req)
+		// Header and fixed fields, then the data straight from the staging slot.
+		data := &wire.MemcpyDtoHData{Data: f.sl.buf[:f.n]}
+		s.out = wire.AppendHeader(s.out[:0], wire.TypeMemcpyDtoHData, flags, req, 8+f.n)
+		s.out = data.AppendHead(s.out)
 		if _, err := s.w.Write(s.out); err != nil {
+			return err
+		}
+		if _, err := s.w.Write(data.Data); err != nil {
 			return err
 		}
 		if !more {

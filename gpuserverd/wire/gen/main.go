@@ -176,24 +176,15 @@ func genGo(msgs []message, consts []constant) []byte {
 		}
 		p("}\n\n// Type returns Type%s.\nfunc (*%s) Type() Type { return Type%s }\n\n", m.Name, m.Name, m.Name)
 		p("// Append appends the encoded payload to b.\nfunc (m *%s) Append(b []byte) []byte {\n", m.Name)
-		for _, f := range m.Fields {
-			fn := camel(f.Name)
-			switch f.Kind {
-			case "u32":
-				p("\tb = putU32(b, m.%s)\n", fn)
-			case "i32":
-				p("\tb = putU32(b, uint32(m.%s))\n", fn)
-			case "f32":
-				p("\tb = putU32(b, math.Float32bits(m.%s))\n", fn)
-			case "u64":
-				p("\tb = putU64(b, m.%s)\n", fn)
-			case "string", "bytes":
-				p("\tb = putU32(b, uint32(len(m.%s)))\n\tb = append(b, m.%s...)\n", fn, fn)
-			case "u32s":
-				p("\tb = putU32(b, uint32(len(m.%s)))\n\tfor _, v := range m.%s {\n\t\tb = putU32(b, v)\n\t}\n", fn, fn)
-			}
-		}
+		goAppend(p, m.Fields, false)
 		p("\treturn b\n}\n\n")
+		if last := len(m.Fields) - 1; last >= 0 && m.Fields[last].Kind == "bytes" {
+			fn := camel(m.Fields[last].Name)
+			p("// AppendHead appends the payload without %s's content (its length included), so a\n", fn)
+			p("// large %s can be written from where it lies.\nfunc (m *%s) AppendHead(b []byte) []byte {\n", fn, m.Name)
+			goAppend(p, m.Fields, true)
+			p("\treturn b\n}\n\n")
+		}
 		p("// Decode reads the payload p; bytes fields alias p.\nfunc (m *%s) Decode(p []byte) error {\n\td := decoder{p: p, msg: %q}\n", m.Name, m.Name)
 		for _, f := range m.Fields {
 			fn := camel(f.Name)
@@ -217,6 +208,30 @@ func genGo(msgs []message, consts []constant) []byte {
 		p("\treturn d.finish()\n}\n\n")
 	}
 	return b.Bytes()
+}
+
+// goAppend emits the statements appending fields to b; headOnly leaves out the last field's content.
+func goAppend(p func(string, ...any), fields []field, headOnly bool) {
+	for i, f := range fields {
+		fn := camel(f.Name)
+		switch f.Kind {
+		case "u32":
+			p("\tb = putU32(b, m.%s)\n", fn)
+		case "i32":
+			p("\tb = putU32(b, uint32(m.%s))\n", fn)
+		case "f32":
+			p("\tb = putU32(b, math.Float32bits(m.%s))\n", fn)
+		case "u64":
+			p("\tb = putU64(b, m.%s)\n", fn)
+		case "string", "bytes":
+			p("\tb = putU32(b, uint32(len(m.%s)))\n", fn)
+			if !(headOnly && i == len(fields)-1) {
+				p("\tb = append(b, m.%s...)\n", fn)
+			}
+		case "u32s":
+			p("\tb = putU32(b, uint32(len(m.%s)))\n\tfor _, v := range m.%s {\n\t\tb = putU32(b, v)\n\t}\n", fn, fn)
+		}
+	}
 }
 
 func genC(msgs []message, consts []constant) (h, c []byte) {
