@@ -18,14 +18,10 @@ static struct devinfo devs[GC_MAX_DEVICES];
 static pthread_mutex_t dev_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult value_reply(uint16_t type, const uint8_t *b, size_t n, int *out) {
-    struct gc_reply r;
-    CUresult rc = gc_call(type, b, n, GW_TYPE_VALUE_REPLY, &r);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_value_reply v;
-    char err[128];
-    if (gw_value_reply_decode(&v, r.p, r.n, err, sizeof err) != 0) return gc_transport_error(err);
-    if (v.result == 0 && out) *out = v.value;
-    return (CUresult)v.result;
+    CUresult rc = gc_request_global(type, b, n, GW_TYPE_VALUE_REPLY, &v);
+    if (rc == CUDA_SUCCESS) *out = v.value;
+    return rc;
 }
 
 EXPORT CUresult cuDriverGetVersion(int *version) {

@@ -64,20 +64,10 @@ CUstream gc_stream_ptr(uint64_t h) { return (CUstream)(uintptr_t)(h << 8); }
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
     if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_mem_alloc m = {.bytes = bytes};
     GC_ENCODE(mem_alloc, m, b);
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEM_ALLOC, 0, b, b_n, NULL, 0, GW_TYPE_HANDLE_REPLY, &r);
     struct gw_handle_reply hr;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_handle_reply_decode(&hr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)hr.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request(GW_TYPE_MEM_ALLOC, 0, b, b_n, GW_TYPE_HANDLE_REPLY, &hr);
     if (rc == CUDA_SUCCESS) {
         *dptr = hr.handle;
         gc_track_alloc(hr.handle, bytes);
@@ -98,20 +88,10 @@ ALIAS(cuMemFree, cuMemFree_v2);
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
     if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_mem_get_info m = {0};
     GC_ENCODE(mem_get_info, m, b);
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEM_GET_INFO, 0, b, b_n, NULL, 0, GW_TYPE_MEM_GET_INFO_REPLY, &r);
     struct gw_mem_get_info_reply mr;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_mem_get_info_reply_decode(&mr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)mr.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request(GW_TYPE_MEM_GET_INFO, 0, b, b_n, GW_TYPE_MEM_GET_INFO_REPLY, &mr);
     if (rc == CUDA_SUCCESS) {
         *free = mr.free;
         *total = mr.total;

@@ -33,27 +33,20 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
-EXPORT CUresult cuGetErrorName(CUresult code, const char **s) {
+/* describe sets *s to the code's name or text; unknown codes get NULL and an error, as in CUDA. */
+static CUresult describe(CUresult code, const char **s, int text) {
     if (!s) return CUDA_ERROR_INVALID_VALUE;
+    *s = NULL;
     for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
         if (errors[i].code == code) {
-            *s = errors[i].name;
+            *s = text ? errors[i].text : errors[i].name;
             return CUDA_SUCCESS;
         }
-    *s = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
 
-EXPORT CUresult cuGetErrorString(CUresult code, const char **s) {
-    if (!s) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == code) {
-            *s = errors[i].text;
-            return CUDA_SUCCESS;
-        }
-    *s = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
-}
+EXPORT CUresult cuGetErrorName(CUresult code, const char **s) { return describe(code, s, 0); }
+EXPORT CUresult cuGetErrorString(CUresult code, const char **s) { return describe(code, s, 1); }
 
 /* The alias names the table takes the address of (defined in the other files). */
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);

@@ -50,21 +50,11 @@ static const void *unwrap(const void *image) {
 static CUresult load(struct CUmod_st **out, const void *image, size_t n) {
     if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
     if (n > GW_MAX_FRAME - 4) return CUDA_ERROR_INVALID_IMAGE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_module_load m = {.image = image, .image_len = (uint32_t)n};
     uint8_t head[8];
     uint8_t *end = gw_module_load_encode_head(&m, head);
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MODULE_LOAD, 0, head, end - head, image, n, GW_TYPE_HANDLE_REPLY, &r);
     struct gw_handle_reply hr;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_handle_reply_decode(&hr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)hr.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request_tail(GW_TYPE_MODULE_LOAD, head, end - head, image, n, GW_TYPE_HANDLE_REPLY, &hr);
     if (rc != CUDA_SUCCESS) return rc;
     struct CUmod_st *mod = calloc(1, sizeof *mod);
     if (!mod) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -130,25 +120,12 @@ EXPORT CUresult cuModuleUnload(CUmodule mod) {
     return rc;
 }
 
-static CUresult handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out) {
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, 0, b, n, NULL, 0, GW_TYPE_HANDLE_REPLY, &r);
+CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out) {
     struct gw_handle_reply hr;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_handle_reply_decode(&hr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)hr.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request(type, 0, b, n, GW_TYPE_HANDLE_REPLY, &hr);
     if (rc == CUDA_SUCCESS) *out = hr.handle;
     return rc;
 }
-
-/* Exposed for streams.c and events.c, which also get handles back. */
-CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out) { return handle_call(type, b, n, out); }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule mod, const char *name) {
     if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
@@ -157,7 +134,7 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule mod, const char 
     if (m.name_len > 1024) return CUDA_ERROR_INVALID_VALUE;
     GC_ENCODE(module_get_function, m, b);
     uint64_t h;
-    CUresult rc = handle_call(GW_TYPE_MODULE_GET_FUNCTION, b, b_n, &h);
+    CUresult rc = gc_handle_call(GW_TYPE_MODULE_GET_FUNCTION, b, b_n, &h);
     if (rc != CUDA_SUCCESS) return rc;
     struct CUfunc_st *f = calloc(1, sizeof *f);
     if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -169,21 +146,11 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule mod, const char 
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
     if (!name) return CUDA_ERROR_INVALID_VALUE;
     if (!mod) return CUDA_ERROR_INVALID_HANDLE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_module_get_global m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
     if (m.name_len > 1024) return CUDA_ERROR_INVALID_VALUE;
     GC_ENCODE(module_get_global, m, b);
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MODULE_GET_GLOBAL, 0, b, b_n, NULL, 0, GW_TYPE_MODULE_GET_GLOBAL_REPLY, &r);
     struct gw_module_get_global_reply gr;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_module_get_global_reply_decode(&gr, r.p, r.n, err, sizeof err) == 0 ? (CUresult)gr.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request(GW_TYPE_MODULE_GET_GLOBAL, 0, b, b_n, GW_TYPE_MODULE_GET_GLOBAL_REPLY, &gr);
     if (rc == CUDA_SUCCESS) {
         if (dptr) *dptr = gr.ptr;
         if (bytes) *bytes = gr.bytes;
@@ -252,20 +219,10 @@ EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
 EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attr, CUfunction f) {
     if (!pi) return CUDA_ERROR_INVALID_VALUE;
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_func_get_attribute m = {.function = f->handle, .attribute = (int32_t)attr};
     GC_ENCODE(func_get_attribute, m, b);
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_FUNC_GET_ATTRIBUTE, 0, b, b_n, NULL, 0, GW_TYPE_VALUE_REPLY, &r);
     struct gw_value_reply v;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_value_reply_decode(&v, r.p, r.n, err, sizeof err) == 0 ? (CUresult)v.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request(GW_TYPE_FUNC_GET_ATTRIBUTE, 0, b, b_n, GW_TYPE_VALUE_REPLY, &v);
     if (rc == CUDA_SUCCESS) *pi = v.value;
     return rc;
 }

@@ -1,8 +1,6 @@
 /* Streams and events. Recording an event and making a stream wait are asynchronous. */
 #include "guest.h"
 
-CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out);
-
 #define EVENT_PTR(h) ((CUevent)(uintptr_t)((h) << 8))
 #define EVENT_HANDLE(e) ((uint64_t)(uintptr_t)(e) >> 8)
 
@@ -91,20 +89,10 @@ EXPORT CUresult cuEventQuery(CUevent e) {
 EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
     if (!ms) return CUDA_ERROR_INVALID_VALUE;
     if (!start || !end) return CUDA_ERROR_INVALID_HANDLE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
     struct gw_event_elapsed_time m = {.start = EVENT_HANDLE(start), .end = EVENT_HANDLE(end)};
     GC_ENCODE(event_elapsed_time, m, b);
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_EVENT_ELAPSED_TIME, 0, b, b_n, NULL, 0, GW_TYPE_ELAPSED_REPLY, &r);
     struct gw_elapsed_reply er;
-    char err[128];
-    if (rc == CUDA_SUCCESS)
-        rc = gw_elapsed_reply_decode(&er, r.p, r.n, err, sizeof err) == 0 ? (CUresult)er.result : gc_transport_error(err);
-    pthread_mutex_unlock(&gc.mu);
+    CUresult rc = gc_request(GW_TYPE_EVENT_ELAPSED_TIME, 0, b, b_n, GW_TYPE_ELAPSED_REPLY, &er);
     if (rc == CUDA_SUCCESS) *ms = er.milliseconds;
     return rc;
 }

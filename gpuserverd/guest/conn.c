@@ -286,29 +286,40 @@ CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size
     return CUDA_SUCCESS;
 }
 
-CUresult gc_call(uint16_t type, const uint8_t *head, size_t n, uint16_t want, struct gc_reply *reply) {
+static CUresult request(int on_device, uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
+                        const void *tail, size_t tail_n, uint16_t want, void *reply) {
+    int dev = 0;
+    CUresult rc = on_device ? gc_current_device(&dev) : gc_ensure_init();
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gc_reply r;
     pthread_mutex_lock(&gc.mu);
-    CUresult rc = gc_xfer_locked(type, 0, head, n, NULL, 0, want, reply);
+    if (on_device) rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, flags, head, head_n, tail, tail_n, want, &r);
+    if (rc == CUDA_SUCCESS && !(flags & GW_FLAG_NO_REPLY)) {
+        char err[160];
+        if (gw_decode_any(want, reply, r.p, r.n, err, sizeof err) != 0) rc = gc_transport_error(err);
+        else rc = (CUresult) * (const int32_t *)reply; /* every reply starts with its result */
+    }
     pthread_mutex_unlock(&gc.mu);
     return rc;
 }
 
-/* Calls that act on the current context make its device the server's current one first. */
+CUresult gc_request(uint16_t type, uint16_t flags, const uint8_t *head, size_t n, uint16_t want, void *reply) {
+    return request(1, type, flags, head, n, NULL, 0, want, reply);
+}
+
+CUresult gc_request_tail(uint16_t type, const uint8_t *head, size_t n, const void *tail, size_t tail_n,
+                         uint16_t want, void *reply) {
+    return request(1, type, 0, head, n, tail, tail_n, want, reply);
+}
+
+CUresult gc_request_global(uint16_t type, const uint8_t *head, size_t n, uint16_t want, void *reply) {
+    return request(0, type, 0, head, n, NULL, 0, want, reply);
+}
+
 CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n) {
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
-    pthread_mutex_lock(&gc.mu);
-    rc = gc_select_device_locked(dev);
-    struct gc_reply r;
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, flags, head, n, NULL, 0, GW_TYPE_STATUS, &r);
-    if (rc == CUDA_SUCCESS && !(flags & GW_FLAG_NO_REPLY)) {
-        struct gw_status st;
-        char err[128];
-        rc = gw_status_decode(&st, r.p, r.n, err, sizeof err) == 0 ? (CUresult)st.result : gc_transport_error(err);
-    }
-    pthread_mutex_unlock(&gc.mu);
-    return rc;
+    struct gw_status st;
+    return gc_request(type, flags, head, n, GW_TYPE_STATUS, &st);
 }
 
 CUresult gc_select_device_locked(int dev) {

@@ -67,9 +67,20 @@ CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply);
 CUresult gc_read_frame_locked(struct gc_reply *r);
 int gc_read_full(void *p, size_t n);
-/* Status-reply call: encodes nothing itself; returns the reply's result. */
+/* A call on the current context's device: sends the encoded request and, unless it goes without a
+ * reply, decodes the reply (of type want) into *reply and returns its result. Only the reply's
+ * fixed fields may be read afterwards: its strings and bytes point into a buffer the next call
+ * reuses. */
+CUresult gc_request(uint16_t type, uint16_t flags, const uint8_t *head, size_t n, uint16_t want, void *reply);
+/* The same with a tail sent from where it lies (module images). */
+CUresult gc_request_tail(uint16_t type, const uint8_t *head, size_t n, const void *tail, size_t tail_n,
+                         uint16_t want, void *reply);
+/* A call needing no context (driver and device queries). */
+CUresult gc_request_global(uint16_t type, const uint8_t *head, size_t n, uint16_t want, void *reply);
+/* A call answered by HandleReply: stores the handle. */
+CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out);
+/* A call answered by Status. */
 CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n);
-CUresult gc_call(uint16_t type, const uint8_t *head, size_t n, uint16_t want, struct gc_reply *reply);
 CUresult gc_transport_error(const char *what);
 
 /* Current context of the calling thread, and making its device the server's current one. */

@@ -1159,3 +1159,93 @@ int gw_elapsed_reply_decode(struct gw_elapsed_reply *m, const uint8_t *p, size_t
 	return dfinish(&d);
 }
 
+int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	switch (type) {
+	case 1:
+		return gw_hello_decode(m, p, n, err, errlen);
+	case 2:
+		return gw_hello_reply_decode(m, p, n, err, errlen);
+	case 3:
+		return gw_status_decode(m, p, n, err, errlen);
+	case 4:
+		return gw_handle_reply_decode(m, p, n, err, errlen);
+	case 5:
+		return gw_value_reply_decode(m, p, n, err, errlen);
+	case 6:
+		return gw_protocol_error_decode(m, p, n, err, errlen);
+	case 10:
+		return gw_driver_version_decode(m, p, n, err, errlen);
+	case 11:
+		return gw_device_info_decode(m, p, n, err, errlen);
+	case 12:
+		return gw_device_info_reply_decode(m, p, n, err, errlen);
+	case 13:
+		return gw_device_attribute_decode(m, p, n, err, errlen);
+	case 20:
+		return gw_set_device_decode(m, p, n, err, errlen);
+	case 21:
+		return gw_synchronize_decode(m, p, n, err, errlen);
+	case 30:
+		return gw_mem_alloc_decode(m, p, n, err, errlen);
+	case 31:
+		return gw_mem_free_decode(m, p, n, err, errlen);
+	case 32:
+		return gw_mem_get_info_decode(m, p, n, err, errlen);
+	case 33:
+		return gw_mem_get_info_reply_decode(m, p, n, err, errlen);
+	case 34:
+		return gw_memcpy_hto_d_decode(m, p, n, err, errlen);
+	case 35:
+		return gw_memcpy_dto_h_decode(m, p, n, err, errlen);
+	case 36:
+		return gw_memcpy_dto_h_data_decode(m, p, n, err, errlen);
+	case 37:
+		return gw_memcpy_dto_d_decode(m, p, n, err, errlen);
+	case 38:
+		return gw_memset_decode(m, p, n, err, errlen);
+	case 40:
+		return gw_module_load_decode(m, p, n, err, errlen);
+	case 41:
+		return gw_module_unload_decode(m, p, n, err, errlen);
+	case 42:
+		return gw_module_get_function_decode(m, p, n, err, errlen);
+	case 43:
+		return gw_module_get_global_decode(m, p, n, err, errlen);
+	case 44:
+		return gw_module_get_global_reply_decode(m, p, n, err, errlen);
+	case 45:
+		return gw_func_param_layout_decode(m, p, n, err, errlen);
+	case 46:
+		return gw_func_param_layout_reply_decode(m, p, n, err, errlen);
+	case 47:
+		return gw_func_get_attribute_decode(m, p, n, err, errlen);
+	case 48:
+		return gw_launch_kernel_decode(m, p, n, err, errlen);
+	case 50:
+		return gw_stream_create_decode(m, p, n, err, errlen);
+	case 51:
+		return gw_stream_destroy_decode(m, p, n, err, errlen);
+	case 52:
+		return gw_stream_synchronize_decode(m, p, n, err, errlen);
+	case 53:
+		return gw_stream_query_decode(m, p, n, err, errlen);
+	case 54:
+		return gw_stream_wait_event_decode(m, p, n, err, errlen);
+	case 60:
+		return gw_event_create_decode(m, p, n, err, errlen);
+	case 61:
+		return gw_event_destroy_decode(m, p, n, err, errlen);
+	case 62:
+		return gw_event_record_decode(m, p, n, err, errlen);
+	case 63:
+		return gw_event_synchronize_decode(m, p, n, err, errlen);
+	case 64:
+		return gw_event_query_decode(m, p, n, err, errlen);
+	case 65:
+		return gw_event_elapsed_time_decode(m, p, n, err, errlen);
+	case 66:
+		return gw_elapsed_reply_decode(m, p, n, err, errlen);
+	}
+	snprintf(err, errlen, "unknown message type %u", type);
+	return -1;
+}

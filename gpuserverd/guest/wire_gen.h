@@ -438,4 +438,7 @@ size_t gw_elapsed_reply_size(const struct gw_elapsed_reply *m);
 uint8_t *gw_elapsed_reply_encode(const struct gw_elapsed_reply *m, uint8_t *out);
 int gw_elapsed_reply_decode(struct gw_elapsed_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
+/* Decodes a payload of the given type into m, which must point to that type's struct. */
+int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
 #endif

@@ -382,6 +382,13 @@ static int dfinish(struct dec *d) {
 		}
 		C("\treturn dfinish(&d);\n}\n\n")
 	}
+	H("/* Decodes a payload of the given type into m, which must point to that type's struct. */\n")
+	H("int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);\n\n")
+	C("int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {\n\tswitch (type) {\n")
+	for _, m := range msgs {
+		C("\tcase %d:\n\t\treturn gw_%s_decode(m, p, n, err, errlen);\n", m.ID, snake(m.Name))
+	}
+	C("\t}\n\tsnprintf(err, errlen, \"unknown message type %%u\", type);\n\treturn -1;\n}\n")
 	H("#endif\n")
 	return hb.Bytes(), cb.Bytes()
 }
