@@ -69,7 +69,9 @@ func NewSession(cfg Config, b backend.Backend, conn net.Conn, log *slog.Logger) 
 // Serve answers the handshake and then calls until the client goes away or ctx ends.
 func (s *Session) Serve(ctx context.Context) error {
 	defer s.close()
-	go func() { <-ctx.Done(); s.conn.Close() }()
+	defer s.conn.Close()
+	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
+	defer stop()
 	hello := &wire.HelloReply{Version: wire.Version, SessionID: s.cfg.SessionID, Tier: s.cfg.Tier,
 		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices))}
 	if err := s.reply(0, hello, 0); err != nil {
