@@ -191,4 +191,3 @@ func TestMalformedFrameIsRefusedByName(t *testing.T) {
 		t.Fatalf("connection still open: %v", err)
 	}
 }
-
