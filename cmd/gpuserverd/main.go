@@ -22,6 +22,9 @@ import (
 	"gpucloud/gpuserverd/worker"
 )
 
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -48,6 +51,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		pubKey  = fs.String("public-key", "", "the apiserver's Ed25519 session-token public key, base64")
 		kind    = fs.String("backend", "auto", "auto, cuda or simulated")
 		dataDir = fs.String("data-dir", "/var/lib/gpuserverd", "where usage records are kept")
+		apiURL  = fs.String("apiserver", "", "apiserver base URL to send heartbeats to (optional)")
+		cred    = fs.String("credential", "", "this GPU server's agent credential for --apiserver")
+		advert  = fs.String("advertise", "", "host:port guest libraries dial, reported in heartbeats")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,6 +87,12 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	if err := s.Listen(); err != nil {
 		return err
+	}
+	if *apiURL != "" {
+		if *cred == "" {
+			return errors.New("--apiserver needs --credential")
+		}
+		go s.RunHeartbeat(ctx, server.Heartbeat{APIServer: *apiURL, Credential: *cred, Endpoint: *advert, Version: version})
 	}
 	// Tests and scripts read the bound addresses from here (useful with port 0).
 	fmt.Printf("listening %s admin %s\n", s.Addr(), s.AdminAddr())
