@@ -94,11 +94,12 @@ static void connect_once(void) {
         return;
     }
     /* Endpoints are tried in order, comma-separated. */
-    char *save = NULL;
-    for (char *ep = strtok_r(endpoints, ",", &save); ep && gc.fd < 0; ep = strtok_r(NULL, ",", &save))
+    char tried[MAX_VALUE], *save = NULL;
+    snprintf(tried, sizeof tried, "%s", endpoints);
+    for (char *ep = strtok_r(endpoints, ", \t", &save); ep && gc.fd < 0; ep = strtok_r(NULL, ", \t", &save))
         gc.fd = dial(ep);
     if (gc.fd < 0) {
-        fprintf(stderr, "gpucloud: cannot reach gpuserverd at %s\n", getenv("GPUCLOUD_ENDPOINT") ? getenv("GPUCLOUD_ENDPOINT") : "(config)");
+        fprintf(stderr, "gpucloud: cannot reach gpuserverd at %s\n", tried);
         gc.init_result = CUDA_ERROR_NO_DEVICE;
         return;
     }

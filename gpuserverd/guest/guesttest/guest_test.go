@@ -2,6 +2,8 @@ package guesttest
 
 import (
 	"bufio"
+	"os"
+	"path/filepath"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -25,6 +27,34 @@ func TestAPIFamilies(t *testing.T) {
 		r.GPUModel != "Simulated GPU (test double)" || r.BytesMoved < 20<<20 || r.MemoryPeakBytes < 20<<20 ||
 		!r.End.After(r.Start) || r.ID != serverID+"/s-api/1" {
 		t.Fatalf("usage record %+v", r)
+	}
+}
+
+// Threads share the library's one connection.
+func TestThreads(t *testing.T) {
+	s := startServer(t)
+	if out := s.run(s.token("s-threads", sessiontoken.TierDedicated, 0), "threads_test"); !strings.Contains(out, "threads_test: OK") {
+		t.Fatalf("threads_test:\n%s", out)
+	}
+}
+
+// The endpoint and token may come from the config file instead of the environment.
+func TestConfigFile(t *testing.T) {
+	s := startServer(t)
+	conf := filepath.Join(t.TempDir(), "guest.conf")
+	os.WriteFile(conf, []byte("# written by hostd\nendpoint = 127.0.0.1:1, "+s.addr+"\ntoken="+
+		s.token("s-conf", sessiontoken.TierDedicated, 0)+"\n"), 0o600)
+	cmd := s.client("", "probe", "init")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=", "GPUCLOUD_CONFIG="+conf)
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "INIT 0 CUDA_SUCCESS") {
+		t.Fatalf("with the config file (first endpoint unreachable): %q", out)
+	}
+	cmd = s.client("", "probe", "init")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=", "GPUCLOUD_CONFIG=/nonexistent")
+	out, _ = cmd.CombinedOutput()
+	if !strings.Contains(string(out), "INIT 100") || !strings.Contains(string(out), "no endpoint or token") {
+		t.Fatalf("without any configuration: %q", out)
 	}
 }
 

@@ -50,7 +50,7 @@ func buildAll(t *testing.T) string {
 			if name == "wire_test" { // the generated decoders alone, no library
 				step = append(step, "../wire_gen.c")
 			} else {
-				step = append(step, "-L"+dir, "-lcuda", "-ldl")
+				step = append(step, "-L"+dir, "-lcuda", "-ldl", "-pthread")
 			}
 			steps = append(steps, step)
 		}
