@@ -90,4 +90,3 @@ func (s *Server) heartbeat(ctx context.Context, client *http.Client, hb Heartbea
 	}
 	return ack, nil
 }
-

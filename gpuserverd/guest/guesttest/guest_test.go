@@ -3,8 +3,8 @@ package guesttest
 import (
 	"bufio"
 	"os"
-	"path/filepath"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
