@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"gpucloud/internal/sessiontoken"
 )
@@ -186,10 +185,9 @@ func TestKilledWorkerFreesAndServerGoesOn(t *testing.T) {
 		t.Fatalf("usage after kill: %+v", recs)
 	}
 	// The GPU is free again: a new dedicated session is admitted and works.
-	out := s.run(s.token("s-next", sessiontoken.TierDedicated, 0), "probe", "quota", "1024")
-	if !strings.Contains(out, "BLOCKS 16 CUDA_ERROR_OUT_OF_MEMORY") {
+	out := s.run(s.token("s-next", sessiontoken.TierDedicated, 64<<20), "probe", "quota", "16")
+	if !strings.Contains(out, "BLOCKS 4 CUDA_ERROR_OUT_OF_MEMORY") {
 		t.Fatalf("next session on the freed GPU: %q", out)
 	}
 	waitFor(t, "second record", func() bool { return len(s.usage()) == 2 })
-	_ = time.Second
 }
