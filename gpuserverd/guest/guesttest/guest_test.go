@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/internal/sessiontoken"
 )
 
@@ -26,6 +27,17 @@ func TestAPIFamilies(t *testing.T) {
 		r.GPUModel != "Simulated GPU (test double)" || r.BytesMoved < 20<<20 || r.MemoryPeakBytes < 20<<20 ||
 		!r.End.After(r.Start) || r.ID != serverID+"/s-api/1" {
 		t.Fatalf("usage record %+v", r)
+	}
+}
+
+// A token granting two GPUs gives the guest two devices, each with its own contexts and memory.
+func TestTwoGPUs(t *testing.T) {
+	s := startServer(t, "GPUSERVERD_SIM_DEVICES=2")
+	tok := s.token("s-two", sessiontoken.TierDedicated, 0, func(c *sessiontoken.Claims) {
+		c.GPUs = []string{sim.UUID(0), sim.UUID(1)}
+	})
+	if out := s.run(tok, "multigpu_test"); !strings.Contains(out, "multigpu_test: OK") {
+		t.Fatalf("multigpu_test:\n%s", out)
 	}
 }
 

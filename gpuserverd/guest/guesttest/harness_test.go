@@ -79,13 +79,14 @@ type gpuserverd struct {
 
 const serverID = "gs-test"
 
-func startServer(t *testing.T) *gpuserverd {
+func startServer(t *testing.T, env ...string) *gpuserverd {
 	t.Helper()
 	dir := buildAll(t)
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	cmd := exec.Command(filepath.Join(dir, "gpuserverd"), "--id", serverID, "--listen", "127.0.0.1:0",
 		"--admin", "127.0.0.1:0", "--backend", "simulated", "--data-dir", t.TempDir(),
 		"--public-key", base64.StdEncoding.EncodeToString(pub))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = &testWriter{t: t}
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
