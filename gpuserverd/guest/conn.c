@@ -300,6 +300,10 @@ static CUresult request(int on_device, uint16_t type, uint16_t flags, const uint
         char err[160];
         if (gw_decode_any(want, reply, r.p, r.n, err, sizeof err) != 0) rc = gc_transport_error(err);
         else rc = (CUresult) * (const int32_t *)reply; /* every reply starts with its result */
+        if (rc != CUDA_SUCCESS && want == GW_TYPE_STATUS && getenv("GPUCLOUD_DEBUG")) {
+            const struct gw_status *st = reply;
+            fprintf(stderr, "gpucloud: %s failed (%d): %.*s\n", gw_type_name(type), rc, (int)st->message_len, st->message);
+        }
     }
     pthread_mutex_unlock(&gc.mu);
     return rc;

@@ -16,9 +16,16 @@ import (
 // TestAPIFamilies runs the C program that exercises every forwarded API family.
 func TestAPIFamilies(t *testing.T) {
 	s := startServer(t)
-	out := s.run(s.token("s-api", sessiontoken.TierDedicated, 0), "api_test")
-	if !strings.Contains(out, "api_test: OK") {
-		t.Fatalf("api_test output:\n%s", out)
+	cmd := s.client(s.token("s-api", sessiontoken.TierDedicated, 0), "api_test")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_DEBUG=1")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil || !strings.Contains(out, "api_test: OK") {
+		t.Fatalf("api_test: %v\n%s", err, out)
+	}
+	// The server's reason for a refused call reaches the guest.
+	if !strings.Contains(out, "gpucloud: MemFree failed (1): free of 0x") {
+		t.Fatalf("no reason for the double free in:\n%s", out)
 	}
 	var recs = s.usage()
 	waitFor(t, "usage record", func() bool { recs = s.usage(); return len(recs) == 1 })
