@@ -76,10 +76,10 @@ static int dial(const char *endpoint) {
     }
     freeaddrinfo(res);
     if (fd >= 0) {
-        int one = 1, buf = 4 << 20;
+        /* Small calls must not wait for Nagle. Buffer sizes are left to the kernel's autotuning:
+         * setting them caps them at net.core.[rw]mem_max, often far below what autotuning reaches. */
+        int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
     }
     return fd;
 }
