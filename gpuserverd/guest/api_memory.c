@@ -247,3 +247,68 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstre
 ALIAS(cuMemsetD8, cuMemsetD8_v2);
 ALIAS(cuMemsetD16, cuMemsetD16_v2);
 ALIAS(cuMemsetD32, cuMemsetD32_v2);
+
+/* ---- 2-D copies and memsets: one row at a time, rows sent without waiting, then one sync ---- */
+
+/* address of row r of one side of a 2-D copy; *dev says whether it is device memory. */
+static CUresult side(CUmemorytype t, const void *host, CUdeviceptr devp, CUarray arr, size_t x, size_t y,
+                     size_t pitch, size_t r, uintptr_t *addr, int *dev) {
+    if (arr || t == CU_MEMORYTYPE_ARRAY) return CUDA_ERROR_NOT_SUPPORTED; /* arrays are not forwarded yet */
+    uintptr_t base;
+    switch (t) {
+    case CU_MEMORYTYPE_HOST: base = (uintptr_t)host; *dev = 0; break;
+    case CU_MEMORYTYPE_DEVICE: base = devp; *dev = 1; break;
+    case CU_MEMORYTYPE_UNIFIED: base = devp; *dev = gc_find_alloc(devp, NULL, NULL); break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    *addr = base + (y + r) * pitch + x;
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async) {
+    if (!c) return CUDA_ERROR_INVALID_VALUE;
+    if ((c->Height > 1 && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))) return CUDA_ERROR_INVALID_VALUE;
+    int dev, touched_device = 0;
+    CUresult rc = gc_current_device(&dev);
+    for (size_t r = 0; rc == CUDA_SUCCESS && r < c->Height; r++) {
+        uintptr_t src, dst;
+        int sd, dd;
+        rc = side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY, c->srcPitch, r, &src, &sd);
+        if (rc == CUDA_SUCCESS)
+            rc = side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY, c->dstPitch, r, &dst, &dd);
+        if (rc != CUDA_SUCCESS) break;
+        touched_device |= sd | dd;
+        if (sd && dd) rc = dtod(dst, src, c->WidthInBytes, s, 1);
+        else if (dd) rc = htod(dst, (const void *)src, c->WidthInBytes, s, 1);
+        else if (sd) rc = dtoh((void *)dst, src, c->WidthInBytes, s, 1);
+        else memmove((void *)dst, (const void *)src, c->WidthInBytes);
+    }
+    if (rc == CUDA_SUCCESS && !async && touched_device) rc = cuStreamSynchronize(s);
+    return rc;
+}
+
+EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) { return copy2d(c, NULL, 0); }
+EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *c) { return copy2d(c, NULL, 0); }
+EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) { return copy2d(c, s, 1); }
+ALIAS(cuMemcpy2D, cuMemcpy2D_v2);
+ALIAS(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2);
+ALIAS(cuMemcpy2DAsync, cuMemcpy2DAsync_v2);
+
+static CUresult memset2d(CUdeviceptr d, size_t pitch, uint32_t v, uint32_t elem, size_t width, size_t height,
+                         CUstream s, int async) {
+    if (height > 1 && pitch < width * elem) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    for (size_t r = 0; rc == CUDA_SUCCESS && r < height; r++) rc = memset_n(d + r * pitch, v, elem, width, s, 1);
+    if (rc == CUDA_SUCCESS && !async) rc = cuStreamSynchronize(s);
+    return rc;
+}
+
+EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) { return memset2d(d, p, v, 1, w, h, NULL, 0); }
+EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) { return memset2d(d, p, v, 2, w, h, NULL, 0); }
+EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) { return memset2d(d, p, v, 4, w, h, NULL, 0); }
+EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) { return memset2d(d, p, v, 1, w, h, s, 1); }
+EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) { return memset2d(d, p, v, 2, w, h, s, 1); }
+EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) { return memset2d(d, p, v, 4, w, h, s, 1); }
+ALIAS(cuMemsetD2D8, cuMemsetD2D8_v2);
+ALIAS(cuMemsetD2D16, cuMemsetD2D16_v2);
+ALIAS(cuMemsetD2D32, cuMemsetD2D32_v2);

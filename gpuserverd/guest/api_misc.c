@@ -55,7 +55,8 @@ extern void cuDeviceGetUuid(void), cuDeviceTotalMem(void), cuDevicePrimaryCtxRel
     cuCtxPushCurrent(void), cuCtxPopCurrent(void), cuMemAlloc(void), cuMemFree(void), cuMemGetInfo(void),
     cuMemGetAddressRange(void), cuMemAllocHost(void), cuMemcpyHtoD(void), cuMemcpyDtoH(void),
     cuMemcpyDtoD(void), cuMemcpyHtoDAsync(void), cuMemcpyDtoHAsync(void), cuMemcpyDtoDAsync(void),
-    cuMemsetD8(void), cuMemsetD16(void), cuMemsetD32(void), cuModuleGetGlobal(void), cuStreamDestroy(void),
+    cuMemsetD8(void), cuMemsetD16(void), cuMemsetD32(void), cuMemcpy2D(void), cuMemcpy2DUnaligned(void),
+    cuMemcpy2DAsync(void), cuMemsetD2D8(void), cuMemsetD2D16(void), cuMemsetD2D32(void), cuModuleGetGlobal(void), cuStreamDestroy(void),
     cuEventDestroy(void), cuEventElapsedTime_v2(void);
 
 struct proc {

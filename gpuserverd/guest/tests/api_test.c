@@ -130,6 +130,54 @@ static void memory(void) {
     free(back);
 }
 
+/* A 3x4-byte block out of a pitched host image, into a pitched device buffer and back. */
+static void copies_2d(void) {
+    unsigned char img[5][16], back[5][16];
+    for (int r = 0; r < 5; r++)
+        for (int c = 0; c < 16; c++) img[r][c] = (unsigned char)(r * 16 + c);
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, 64 * 4));
+    CHECK(cuMemsetD2D32(d, 64, 0x01010101, 16, 4)); /* 4 rows of 64 bytes */
+    CUDA_MEMCPY2D c = {0};
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = img;
+    c.srcPitch = 16;
+    c.srcXInBytes = 2;
+    c.srcY = 1;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = d;
+    c.dstPitch = 64;
+    c.dstXInBytes = 8;
+    c.WidthInBytes = 4;
+    c.Height = 3;
+    CHECK(cuMemcpy2D(&c));
+    unsigned char dev[4][64];
+    CHECK(cuMemcpyDtoH(dev, d, sizeof dev));
+    EXPECT(dev[0][8] == img[1][2] && dev[2][11] == img[3][5] && dev[0][7] == 1 && dev[0][12] == 1 && dev[3][8] == 1);
+    /* And back through the unified form, asynchronously. */
+    memset(back, 0, sizeof back);
+    CUDA_MEMCPY2D b = {0};
+    b.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    b.srcDevice = d;
+    b.srcPitch = 64;
+    b.srcXInBytes = 8;
+    b.dstMemoryType = CU_MEMORYTYPE_HOST;
+    b.dstHost = back;
+    b.dstPitch = 16;
+    b.WidthInBytes = 4;
+    b.Height = 3;
+    CHECK(cuMemcpy2DAsync(&b, NULL));
+    CHECK(cuCtxSynchronize());
+    EXPECT(back[0][0] == img[1][2] && back[2][3] == img[3][5] && back[0][4] == 0);
+    CHECK(cuMemsetD2D8Async(d, 64, 0xee, 2, 2, NULL));
+    CHECK(cuMemsetD2D16(d + 32, 64, 0xabcd, 1, 2));
+    CHECK(cuMemcpyDtoH(dev, d, sizeof dev));
+    EXPECT(dev[1][1] == 0xee && dev[1][2] == 1 && dev[2][0] == 1 && dev[1][32] == 0xcd && dev[1][33] == 0xab);
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    EXPECT_RC(cuMemcpy2D(&c), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(cuMemFree(d));
+}
+
 static void put_f(float *dst, int n, float base) {
     for (int i = 0; i < n; i++) dst[i] = base + (float)i;
 }
@@ -323,6 +371,7 @@ int main(void) {
     devices();
     contexts(&primary);
     memory();
+    copies_2d();
     modules_and_launches();
     streams_and_events();
     errors();
