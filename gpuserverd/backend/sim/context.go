@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -172,6 +173,9 @@ func (c *Context) MemcpyDtoD(dst, src, n uint64, h backend.Handle, async bool) e
 func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, h backend.Handle, async bool) error {
 	if elemSize != 1 && elemSize != 2 && elemSize != 4 {
 		return fmt.Errorf("memset element size %d: %w", elemSize, backend.ErrInvalidValue)
+	}
+	if count > math.MaxUint64/4 {
+		return fmt.Errorf("memset of %d elements: %w", count, backend.ErrInvalidValue)
 	}
 	d, err := c.mem.view(dst, count*uint64(elemSize))
 	if err != nil {

@@ -65,8 +65,11 @@ func threads(cfg backend.LaunchConfig) uint64 {
 	return t
 }
 
-// floats returns n float32 views of device memory at ptr.
+// floats returns the device memory of n float32s at ptr.
 func (c *Context) floats(ptr uint64, n uint64) ([]byte, error) {
+	if n > math.MaxUint64/4 {
+		return nil, fmt.Errorf("%w (kernel access of %d elements)", backend.ErrIllegalAddress, n)
+	}
 	b, err := c.mem.view(ptr, 4*n)
 	if err != nil {
 		return nil, fmt.Errorf("%w (kernel access)", backend.ErrIllegalAddress)
@@ -118,6 +121,7 @@ func fill(c *Context, cfg backend.LaunchConfig, p args) error {
 }
 
 func matmul(c *Context, cfg backend.LaunchConfig, p args) error {
+	// Sizes are 32-bit, so their products fit in 64 bits.
 	m, n, k := uint64(p.u32(24)), uint64(p.u32(28)), uint64(p.u32(32))
 	A, err1 := c.floats(p.u64(0), m*k)
 	B, err2 := c.floats(p.u64(8), k*n)

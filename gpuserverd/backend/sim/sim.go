@@ -108,7 +108,7 @@ func (b *Backend) DeviceAttribute(ordinal int, attr int32) (int32, error) {
 func (b *Backend) reserve(ordinal int, bytes uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.used[ordinal]+bytes > b.devices[ordinal].TotalMemory {
+	if bytes > b.devices[ordinal].TotalMemory-b.used[ordinal] { // no overflow for any bytes
 		return backend.ErrOutOfMemory
 	}
 	b.used[ordinal] += bytes

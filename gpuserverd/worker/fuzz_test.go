@@ -1,0 +1,51 @@
+package worker
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/gpuserverd/wire"
+)
+
+// FuzzSession feeds arbitrary bytes to a session after its handshake: whatever a tenant sends,
+// the worker must answer or refuse it, never panic (a panic in a stream goroutine would end the
+// fuzzing process). Seeds are valid calls, so mutations reach deep into the dispatcher.
+func FuzzSession(f *testing.F) {
+	image := []byte("GPUSIM-MODULE 1\nkernel vector_add_f32\nkernel matmul_f32\nglobal g 8\n")
+	seed := func(msgs ...wire.Message) []byte {
+		var b []byte
+		for i, m := range msgs {
+			b = wire.AppendFrame(b, m, 0, uint32(i+1))
+		}
+		return b
+	}
+	f.Add(seed(&wire.MemAlloc{Bytes: 64}, &wire.MemcpyHtoD{Dst: 0x7f2c00000000, Data: []byte{1, 2, 3}},
+		&wire.MemcpyDtoH{Src: 0x7f2c00000000, Bytes: 3}))
+	f.Add(seed(&wire.ModuleLoad{Image: image}, &wire.ModuleGetFunction{Module: 1, Name: "matmul_f32"},
+		&wire.MemAlloc{Bytes: 4096}, &wire.LaunchKernel{Function: 7, GridX: 1, GridY: 1, GridZ: 1, BlockX: 1,
+			BlockY: 1, BlockZ: 1, Params: make([]byte, 36)}, &wire.Synchronize{}))
+	f.Add(seed(&wire.StreamCreate{}, &wire.EventCreate{}, &wire.EventRecord{Event: 6, Stream: 5},
+		&wire.StreamWaitEvent{Stream: 5, Event: 6}, &wire.EventElapsedTime{Start: 6, End: 6},
+		&wire.Memset{Dst: 0x7f2c00000000, ElemSize: 4, Count: 1 << 62}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, b := net.Pipe()
+		s := NewSession(Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), b,
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done := make(chan struct{})
+		go func() { s.Serve(context.Background()); close(done) }()
+		go io.Copy(io.Discard, a) // replies
+		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		a.Write(in)
+		a.Close()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("session did not end after its client left")
+		}
+	})
+}
