@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"time"
 
@@ -68,6 +69,10 @@ func NewSession(cfg Config, b backend.Backend, conn net.Conn, log *slog.Logger) 
 
 // Serve answers the handshake and then calls until the client goes away or ctx ends.
 func (s *Session) Serve(ctx context.Context) error {
+	// Every backend call comes from this goroutine on this one OS thread, so a backend may keep
+	// its context current on the thread (CUDA's current context is per thread).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	defer s.close()
 	defer s.conn.Close()
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
