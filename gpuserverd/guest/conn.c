@@ -150,9 +150,12 @@ CUresult gc_transport_error(const char *what) {
     return CUDA_ERROR_UNKNOWN;
 }
 
+/* write_all sends with MSG_NOSIGNAL: a vanished server must give the program an error, not a
+ * SIGPIPE that kills it. */
 static int write_all(struct iovec *iov, int cnt) {
     while (cnt > 0) {
-        ssize_t w = writev(gc.fd, iov, cnt);
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
+        ssize_t w = sendmsg(gc.fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -244,7 +247,8 @@ static void *flusher(void *arg) {
         struct timespec ts = {0, FLUSH_DELAY_NS};
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&gc.mu);
-        if (batch_n && !gc.broken && flush_locked(NULL, 0) != 0) gc_transport_error("sending queued calls");
+        if (gc.broken) batch_n = 0; /* nowhere to send it; calls now fail */
+        else if (batch_n && flush_locked(NULL, 0) != 0) gc_transport_error("sending queued calls");
     }
     return NULL;
 }

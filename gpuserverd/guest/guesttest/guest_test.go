@@ -191,9 +191,9 @@ func TestKilledWorkerFreesAndServerGoesOn(t *testing.T) {
 	}
 	send("go\n")
 	line, _ := r.ReadString('\n')
-	cmd.Wait()
-	if !strings.HasPrefix(line, "LOST 999") {
-		t.Fatalf("client of a killed worker: %q", line)
+	after, _ := r.ReadString('\n')
+	if err := cmd.Wait(); err != nil || !strings.HasPrefix(line, "LOST 999") || after != "AFTER 999 999\n" {
+		t.Fatalf("client of a killed worker: %v %q %q", err, line, after)
 	}
 	waitFor(t, "session cleared", func() bool {
 		m := s.get("/metrics")

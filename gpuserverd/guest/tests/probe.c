@@ -1,11 +1,13 @@
 /* A small client for the server-side tests:
  *   probe init            prints "INIT <code> <name>"
  *   probe hold <MiB>      allocates and fills MiB, prints "HELD", then waits for a line on stdin
- *                         and checks the memory still holds its pattern ("INTACT" or the error)
+ *                         and checks the memory still holds its pattern ("INTACT", or "LOST" with
+ *                         the error and "AFTER" with the results of later calls)
  *   probe quota <MiB>     allocates MiB-sized blocks until one fails; prints "BLOCKS <n> <name>" */
 #include "check.h"
 
 #include <string.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
@@ -27,10 +29,21 @@ int main(int argc, char **argv) {
         fflush(stdout);
         char line[16];
         if (!fgets(line, sizeof line, stdin)) return 3;
+        /* A queued call goes out from the flusher thread, to a server that may be gone: the calls
+         * after it must fail cleanly, not hang or kill the program. */
+        CHECK(cuMemsetD32Async(p, 0, 1, NULL));
+        usleep(100000);
         unsigned v = 0;
         rc = cuMemcpyDtoH(&v, p + n - 4, 4);
-        if (rc == CUDA_SUCCESS && v == 0x600dcafe) printf("INTACT\n");
-        else printf("LOST %d %s\n", rc, errname(rc));
+        if (rc == CUDA_SUCCESS && v == 0x600dcafe) {
+            printf("INTACT\n");
+            return 0;
+        }
+        printf("LOST %d %s\n", rc, errname(rc));
+        /* Later calls fail too, at once. */
+        for (int i = 0; i < 3; i++) rc = cuMemsetD32Async(p, 0, 1, NULL);
+        CUresult sync = cuCtxSynchronize();
+        printf("AFTER %d %d\n", rc, sync);
         return 0;
     }
     if (!strcmp(argv[1], "quota")) {
