@@ -33,12 +33,22 @@ func newServer(t *testing.T) (*Server, ed25519.PrivateKey) {
 // Without a cuda backend registered, auto falls back to the simulated one and says so loudly.
 func TestAutoBackendFallsBackLoudly(t *testing.T) {
 	var logs bytes.Buffer
+	defer func(f func() string) { gpuPresent = f }(gpuPresent)
+	gpuPresent = func() string { return "" }
 	b, err := OpenBackend("auto", slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil || b.Kind() != sim.Kind {
 		t.Fatalf("auto = %v, %v", b, err)
 	}
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "SIMULATED") {
 		t.Fatalf("fallback was quiet: %q", logs.String())
+	}
+	// Where a GPU shows, auto never picks the test double.
+	gpuPresent = func() string { return "/dev/nvidia0" }
+	if _, err := OpenBackend("auto", slog.Default()); err == nil || !strings.Contains(err.Error(), "/dev/nvidia0 exists") {
+		t.Fatalf("auto with a GPU present but no cuda backend: %v", err)
+	}
+	if b, err := OpenBackend("simulated", slog.Default()); err != nil || b.Kind() != sim.Kind {
+		t.Fatalf("simulated asked by name: %v", err)
 	}
 	if _, err := OpenBackend("gpu", slog.Default()); err == nil || !strings.Contains(err.Error(), "auto, cuda or simulated") {
 		t.Fatalf("bad kind: %v", err)
