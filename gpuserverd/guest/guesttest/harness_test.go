@@ -30,6 +30,14 @@ var build struct {
 	err  error
 }
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
 func buildAll(t *testing.T) string {
 	t.Helper()
 	build.once.Do(func() {
