@@ -256,7 +256,7 @@ func (c *Context) EventCreate(flags uint32) (backend.Handle, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.handle()
-	c.events[h] = &event{}
+	c.events[h] = &event{noTiming: flags&0x2 != 0}
 	return h, nil
 }
 
@@ -315,6 +315,9 @@ func (c *Context) EventElapsedTime(start, end backend.Handle) (float32, error) {
 		e, err := c.event(h)
 		if err != nil {
 			return 0, err
+		}
+		if e.noTiming {
+			return 0, fmt.Errorf("event %d was created with timing disabled: %w", h, backend.ErrInvalidHandle)
 		}
 		if rs[i] = e.current(); rs[i] == nil {
 			return 0, fmt.Errorf("event %d never recorded: %w", h, backend.ErrInvalidHandle)

@@ -125,6 +125,12 @@ func TestKernelsAndStreams(t *testing.T) {
 	if err := c.EventSynchronize(ev); err != nil {
 		t.Fatal(err)
 	}
+	untimed, _ := c.EventCreate(0x2)
+	c.EventRecord(untimed, s)
+	c.EventSynchronize(untimed)
+	if _, err := c.EventElapsedTime(ev, untimed); !errors.Is(err, backend.ErrInvalidHandle) {
+		t.Fatalf("elapsed time of an untimed event: %v", err)
+	}
 	got := make([]byte, 12)
 	c.MemcpyDtoH(got, out, 0, false)
 	if string(got) != string(f32s(11, 22, 33)) {

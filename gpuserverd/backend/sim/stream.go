@@ -57,8 +57,9 @@ type record struct {
 }
 
 type event struct {
-	mu   sync.Mutex
-	last *record // nil until first recorded
+	noTiming bool // CU_EVENT_DISABLE_TIMING: cannot be timed
+	mu       sync.Mutex
+	last     *record // nil until first recorded
 }
 
 func (e *event) current() *record {
