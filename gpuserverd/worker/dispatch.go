@@ -50,6 +50,9 @@ func (s *Session) serveOne() error {
 		return err
 	}
 	noReply := h.Flags&wire.FlagNoReply != 0
+	if noReply && h.Type == wire.TypeMemcpyDtoH {
+		return fmt.Errorf("%w: MemcpyDtoH cannot go without a reply: its reply is the data", wire.ErrDecode)
+	}
 	answer, err := s.handle(m, h, sl)
 	if err != nil {
 		return err

@@ -184,10 +184,36 @@ func TestMalformedFrameIsRefusedByName(t *testing.T) {
 	if !strings.Contains(pe.Message, "MemAlloc.bytes: truncated") {
 		t.Fatalf("protocol error %q", pe.Message)
 	}
+	c.checkClosed()
+}
+
+func TestMisusedFramesAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		m     wire.Message
+		flags uint16
+		want  string
+	}{
+		{&wire.MemcpyDtoH{Src: 1, Bytes: 1}, wire.FlagNoReply, "MemcpyDtoH cannot go without a reply"},
+		{&wire.Status{}, 0, "Status is not a request"},
+		{&wire.Hello{Version: 1}, 0, "Hello after the handshake"},
+	} {
+		c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
+		c.send(tc.m, tc.flags)
+		var pe wire.ProtocolError
+		c.read(&pe)
+		if !strings.Contains(pe.Message, tc.want) {
+			t.Errorf("%s: protocol error %q, want %q", tc.m.Type(), pe.Message, tc.want)
+		}
+		c.checkClosed()
+	}
+}
+
+func (c *client) checkClosed() {
+	c.t.Helper()
 	if err := <-c.done; !errors.Is(err, wire.ErrDecode) {
-		t.Fatalf("session ended with %v", err)
+		c.t.Fatalf("session ended with %v", err)
 	}
 	if _, err := c.conn.Read(make([]byte, 1)); err != io.EOF {
-		t.Fatalf("connection still open: %v", err)
+		c.t.Fatalf("connection still open: %v", err)
 	}
 }
