@@ -9,20 +9,42 @@
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_WRAPPER_MAGIC 0x466243b1u
 
+/* elf_size is the extent of a 64-bit ELF image (a cubin): the furthest byte any header table,
+ * section or segment reaches; the tables may sit anywhere in the file. */
+static size_t elf_size(const uint8_t *p) {
+    uint64_t shoff, phoff;
+    uint16_t shentsize, shnum, phentsize, phnum;
+    memcpy(&phoff, p + 0x20, 8);
+    memcpy(&shoff, p + 0x28, 8);
+    memcpy(&phentsize, p + 0x36, 2);
+    memcpy(&phnum, p + 0x38, 2);
+    memcpy(&shentsize, p + 0x3a, 2);
+    memcpy(&shnum, p + 0x3c, 2);
+    size_t end = 0x40;
+    if (shoff + (size_t)shentsize * shnum > end) end = shoff + (size_t)shentsize * shnum;
+    if (phoff + (size_t)phentsize * phnum > end) end = phoff + (size_t)phentsize * phnum;
+    for (uint16_t i = 0; shentsize >= 0x40 && i < shnum; i++) {
+        const uint8_t *sh = p + shoff + (size_t)i * shentsize;
+        uint32_t type;
+        uint64_t off, size;
+        memcpy(&type, sh + 4, 4);
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&size, sh + 0x20, 8);
+        if (type != 8 /* SHT_NOBITS */ && off + size > end) end = off + size;
+    }
+    for (uint16_t i = 0; phentsize >= 0x38 && i < phnum; i++) {
+        const uint8_t *ph = p + phoff + (size_t)i * phentsize;
+        uint64_t off, filesz;
+        memcpy(&off, ph + 0x08, 8);
+        memcpy(&filesz, ph + 0x20, 8);
+        if (off + filesz > end) end = off + filesz;
+    }
+    return end;
+}
+
 static size_t image_size(const void *image) {
     const uint8_t *p = image;
-    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) { /* 64-bit cubin */
-        uint64_t shoff, phoff;
-        uint16_t shentsize, shnum, phentsize, phnum;
-        memcpy(&phoff, p + 0x20, 8);
-        memcpy(&shoff, p + 0x28, 8);
-        memcpy(&phentsize, p + 0x36, 2);
-        memcpy(&phnum, p + 0x38, 2);
-        memcpy(&shentsize, p + 0x3a, 2);
-        memcpy(&shnum, p + 0x3c, 2);
-        size_t end = shoff + (size_t)shentsize * shnum, ph = phoff + (size_t)phentsize * phnum;
-        return end > ph ? end : ph;
-    }
+    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F' && p[4] == 2) return elf_size(p);
     uint32_t magic;
     memcpy(&magic, p, 4);
     if (magic == FATBIN_MAGIC) { /* u32 magic, u16 version, u16 header size, u64 body size */

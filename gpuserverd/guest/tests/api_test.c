@@ -240,6 +240,26 @@ static void modules_and_launches(void) {
     EXPECT(C[0] == 58 && C[1] == 64 && C[2] == 139 && C[3] == 154);
 
     /* Other loaders: Ex, fat binary (wrapped), file, PTX, and the cuLibrary family. */
+    /* A cubin-shaped ELF whose section data lies after its section header table: the library
+     * must send the whole image, not stop at the table. */
+    static unsigned char elf[128 + sizeof sim_image];
+    unsigned long long shoff = 64, soff = 128, ssize = sizeof sim_image;
+    unsigned short shentsize = 64, shnum = 1;
+    unsigned stype = 1; /* SHT_PROGBITS */
+    memcpy(elf, "\x7f" "ELF\x02\x01\x01", 7);
+    memcpy(elf + 0x28, &shoff, 8);
+    memcpy(elf + 0x3a, &shentsize, 2);
+    memcpy(elf + 0x3c, &shnum, 2);
+    memcpy(elf + 64 + 4, &stype, 4);
+    memcpy(elf + 64 + 0x18, &soff, 8);
+    memcpy(elf + 64 + 0x20, &ssize, 8);
+    memcpy(elf + 128, sim_image, sizeof sim_image);
+    CUmodule me;
+    CUfunction fe;
+    CHECK(cuModuleLoadData(&me, elf));
+    CHECK(cuModuleGetFunction(&fe, me, "saxpy_f32"));
+    CHECK(cuModuleUnload(me));
+
     CUmodule m2, m3, m4, m5;
     CHECK(cuModuleLoadDataEx(&m2, sim_image, 0, NULL, NULL));
     static unsigned char fat[16 + sizeof sim_image];
