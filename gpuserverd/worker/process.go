@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"time"
 
@@ -28,12 +27,10 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	if err := json.NewDecoder(io.LimitReader(os.Stdin, 1<<20)).Decode(&cfg); err != nil {
 		return fmt.Errorf("worker: reading config from stdin: %w", err)
 	}
-	connFile := os.NewFile(ConnFD, "conn")
-	conn, err := net.FileConn(connFile)
+	conn, err := newBlockingConn(ConnFD, frameTimeout)
 	if err != nil {
-		return fmt.Errorf("worker: connection on fd %d: %w", ConnFD, err)
+		return fmt.Errorf("worker: %w", err)
 	}
-	connFile.Close()
 	statsOut := os.NewFile(StatsFD, "stats")
 	defer statsOut.Close()
 
