@@ -29,7 +29,7 @@ func (s *Session) serveOne() error {
 	if h.Type == wire.TypeMemcpyHtoD {
 		if d, err := s.dev(); err == nil && int(h.Length) <= len(d.ring.slots[0].buf) {
 			if sl, err = d.ring.take(); err != nil {
-				s.pending = s.takePending(err)
+				s.deferErr(err) // the copy then goes unstaged, synchronously
 			} else {
 				buf = sl.buf
 			}
@@ -61,8 +61,12 @@ func (s *Session) serveOne() error {
 		return nil // already answered (streamed replies)
 	}
 	if noReply {
-		if r := resultOf(answer); r != 0 && s.pending == nil {
-			s.pending = backend.Result(r)
+		if r := resultOf(answer); r != 0 {
+			detail := ""
+			if st, ok := answer.(*wire.Status); ok {
+				detail = st.Message
+			}
+			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
 		}
 		return nil
 	}

@@ -151,6 +151,13 @@ func (s *Session) reply(req uint32, m wire.Message, flags uint16) error {
 	return s.w.Flush()
 }
 
+// deferErr keeps err for the next synchronising call, unless an earlier error is already waiting.
+func (s *Session) deferErr(err error) {
+	if s.pending == nil {
+		s.pending = err
+	}
+}
+
 // takePending returns and clears the deferred error of earlier asynchronous calls.
 func (s *Session) takePending(err error) error {
 	if err == nil && s.pending != nil {

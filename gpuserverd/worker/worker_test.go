@@ -102,7 +102,7 @@ func TestAsyncErrorSurfacesAtSync(t *testing.T) {
 	c.send(&wire.EventRecord{Event: 999}, wire.FlagNoReply)
 	var st wire.Status
 	c.call(&wire.Synchronize{}, &st)
-	if backend.Result(st.Result) != backend.ErrInvalidValue {
+	if backend.Result(st.Result) != backend.ErrInvalidValue || !strings.Contains(st.Message, "asynchronous Memset") {
 		t.Fatalf("sync after a bad async memset: %+v", st)
 	}
 	c.call(&wire.Synchronize{}, &st)
