@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"gpucloud/api"
 	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/internal/sessiontoken"
 )
@@ -142,11 +143,16 @@ func hold(t *testing.T, s *gpuserverd, token string, mib string) (*exec.Cmd, *bu
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	r := bufio.NewReader(stdout)
-	if line, err := r.ReadString('\n'); err != nil || line != "HELD\n" {
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD 7f") {
 		t.Fatalf("probe hold: %q %v", line, err)
+	} else {
+		heldAt = strings.TrimSpace(strings.TrimPrefix(line, "HELD "))
 	}
 	return cmd, r, func(s string) { stdin.Write([]byte(s)) }
 }
+
+// heldAt is the device address of the last probe hold's memory.
+var heldAt string
 
 func TestDedicatedTierAdmitsOneSession(t *testing.T) {
 	s := startServer(t)
@@ -172,9 +178,22 @@ func TestSharedQuotaIsPerSession(t *testing.T) {
 	if !strings.Contains(out, "BLOCKS 5 CUDA_ERROR_OUT_OF_MEMORY total 41943040") {
 		t.Fatalf("greedy session: %q", out)
 	}
+	// The neighbour's device address means nothing in another session: no read of its data.
+	if out := s.run(s.token("s-peeker", sessiontoken.TierShared, 16<<20), "probe", "peek", heldAt); !strings.Contains(out, "PEEK 1 CUDA_ERROR_INVALID_VALUE 0") {
+		t.Fatalf("another tenant reading the neighbour's address %s: %q", heldAt, out)
+	}
 	send("go\n")
 	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
 		t.Fatalf("neighbour after the other's out-of-memory: %q", line)
+	}
+	// Each session is billed to its own tenant, for its own memory.
+	var recs []api.UsageRecord
+	waitFor(t, "three usage records", func() bool { recs = s.usage(); return len(recs) == 3 })
+	for _, rec := range recs {
+		want := map[string]uint64{"s-neighbour": 8 << 20, "s-greedy": 40 << 20, "s-peeker": 0}[rec.SessionID]
+		if rec.TenantID != "tenant-"+rec.SessionID || rec.MemoryPeakBytes != want || rec.Tier != "shared" {
+			t.Errorf("usage record %+v: want tenant-%s, peak %d", rec, rec.SessionID, want)
+		}
 	}
 }
 

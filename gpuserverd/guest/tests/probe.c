@@ -1,9 +1,10 @@
 /* A small client for the server-side tests:
  *   probe init            prints "INIT <code> <name>"
- *   probe hold <MiB>      allocates and fills MiB, prints "HELD", then waits for a line on stdin
+ *   probe hold <MiB>      allocates and fills MiB, prints "HELD <address>", then waits for a line on stdin
  *                         and checks the memory still holds its pattern ("INTACT", or "LOST" with
  *                         the error and "AFTER" with the results of later calls)
- *   probe quota <MiB>     allocates MiB-sized blocks until one fails; prints "BLOCKS <n> <name>" */
+ *   probe quota <MiB>     allocates MiB-sized blocks until one fails; prints "BLOCKS <n> <name>"
+ *   probe peek <hex>      reads 4 bytes at a device address it never allocated; prints "PEEK <code>" */
 #include "check.h"
 
 #include <string.h>
@@ -25,7 +26,7 @@ int main(int argc, char **argv) {
         CUdeviceptr p;
         CHECK(cuMemAlloc(&p, n));
         CHECK(cuMemsetD32(p, 0x600dcafe, n / 4));
-        printf("HELD\n");
+        printf("HELD %llx\n", (unsigned long long)p);
         fflush(stdout);
         char line[16];
         if (!fgets(line, sizeof line, stdin)) return 3;
@@ -44,6 +45,13 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 3; i++) rc = cuMemsetD32Async(p, 0, 1, NULL);
         CUresult sync = cuCtxSynchronize();
         printf("AFTER %d %d\n", rc, sync);
+        return 0;
+    }
+    if (!strcmp(argv[1], "peek")) { /* read 4 bytes at a device address this session never allocated */
+        unsigned long long addr = strtoull(argv[2], NULL, 16);
+        unsigned v = 0;
+        rc = cuMemcpyDtoH(&v, (CUdeviceptr)addr, 4);
+        printf("PEEK %d %s %x\n", rc, errname(rc), v);
         return 0;
     }
     if (!strcmp(argv[1], "quota")) {
