@@ -2,6 +2,7 @@ package guesttest
 
 import (
 	"bufio"
+	"crypto/ed25519"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,11 +104,13 @@ func TestProcAddressFindsEveryExport(t *testing.T) {
 
 func TestRefusedTokens(t *testing.T) {
 	s := startServer(t)
-	other := startServer(t) // same claims, signed by another key
+	_, otherKey, _ := ed25519.GenerateKey(nil)
+	forger := *s
+	forger.priv = otherKey // same claims, signed by a key the server does not trust
 	cases := []struct {
 		name, token, want, log string
 	}{
-		{"forged", other.token("s-forged", sessiontoken.TierShared, 1<<20), "INIT 800", "bad token signature"},
+		{"forged", forger.token("s-forged", sessiontoken.TierShared, 1<<20), "INIT 800", "bad token signature"},
 		{"expired", s.token("s-old", sessiontoken.TierShared, 1<<20, func(c *sessiontoken.Claims) {
 			c.IssuedAt -= 7200
 			c.ExpiresAt = c.IssuedAt + 60
