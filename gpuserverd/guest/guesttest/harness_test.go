@@ -48,7 +48,7 @@ func buildAll(t *testing.T) string {
 		}
 		build.dir = dir
 		steps := [][]string{
-			{"make", "-s", "-C", "..", "BUILD=" + dir},
+			{"make", "-s", "-C", "..", "BUILD=" + dir, "WERROR=-Werror"},
 			{"go", "build", "-o", filepath.Join(dir, "gpuserverd"), "../../../cmd/gpuserverd"},
 		}
 		progs, _ := filepath.Glob("../tests/*.c")
