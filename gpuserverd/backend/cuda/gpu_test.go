@@ -252,8 +252,8 @@ func TestGPUModuleLaunchAndParamLayout(t *testing.T) {
 	for i := range x {
 		x[i], y[i] = float32(i), float32(2*i)
 	}
-	dx := must(c.MemAlloc(4*n))
-	dy := must(c.MemAlloc(4*n))
+	dx := must(c.MemAlloc(4 * n))
+	dy := must(c.MemAlloc(4 * n))
 	ok(t, c.MemcpyHtoD(dx, floatBytes(x), 0, false))
 	ok(t, c.MemcpyHtoD(dy, floatBytes(y), 0, false))
 	g, gsize := must2(c.ModuleGetGlobal(m, "launches"))
@@ -319,8 +319,8 @@ func TestGPUStreamsAndEventsOrder(t *testing.T) {
 		ones[i] = 1
 	}
 	copy(host, floatBytes(ones))
-	dx := must(c.MemAlloc(4*n))
-	dy := must(c.MemAlloc(4*n))
+	dx := must(c.MemAlloc(4 * n))
+	dy := must(c.MemAlloc(4 * n))
 	ok(t, c.Memset(dy, 0, 4, n, s2, true))
 	ok(t, c.StreamSynchronize(s2))
 	// s1 fills x; s2 waits on the event, then computes y += 3x. Without the wait y would race.
@@ -349,8 +349,8 @@ func TestGPUStreamsAndEventsOrder(t *testing.T) {
 func TestGPUContextsAcrossThreads(t *testing.T) {
 	b := openGPU(t)
 	c1, c2 := newCtx(t, b), newCtx(t, b)
-	p1 := must(c1.MemAlloc(1<<20))
-	p2 := must(c2.MemAlloc(1<<20))
+	p1 := must(c1.MemAlloc(1 << 20))
+	p2 := must(c2.MemAlloc(1 << 20))
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := 0; i < 4; i++ {
@@ -389,8 +389,8 @@ func TestGPUCloseFreesAndRefuses(t *testing.T) {
 	before, _ := must2(probe.MemGetInfo())
 	cc := must(b.NewContext(0))
 	c := cc.(*Context)
-	_ = must(c.MemAlloc(1<<30))
-	_ = must(c.HostAlloc(1<<20))
+	_ = must(c.MemAlloc(1 << 30))
+	_ = must(c.HostAlloc(1 << 20))
 	during, _ := must2(probe.MemGetInfo())
 	if during > before-(1<<30) {
 		t.Fatalf("free %d while a context holds 1 GiB, was %d", during, before)
