@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The scripted run on the GPU machine (H100, CUDA 13, nvcc; no Go there).
+#
+#   1. builds the driver-API programs in gpuserverd/guest/gputests with nvcc;
+#   2. runs vecadd, matmul and gpubench natively;
+#   3. runs the Go test binaries of the cuda backend and the NVML inventory, if given
+#      (built elsewhere: CGO_ENABLED=1 go test -c -o bin/cuda.test ./gpuserverd/backend/cuda);
+#   4. if a gpuserverd binary and the guest library are given, starts gpuserverd on the cuda
+#      backend with a token from cmd/gputoken, runs the same binaries through the guest library,
+#      unmodified, and prints row, native, remote, ratio.
+#
+# Environment (all optional):
+#   OUT             where results go (default ./gpu-run-out)
+#   CUDA_TEST       cuda backend test binary        (default $ROOT/bin/cuda.test)
+#   INVENTORY_TEST  inventory test binary           (default $ROOT/bin/inventory.test)
+#   GPUSERVERD      gpuserverd binary               (default $ROOT/bin/gpuserverd)
+#   GUEST_LIBDIR    folder holding the guest libcuda.so.1 (default $ROOT/gpuserverd/guest/build)
+#   GPUTOKEN        gputoken binary                 (default $ROOT/bin/gputoken)
+#   GPUSERVERD_FLAGS  gpuserverd's flags; {KEY} {ADDR} {SERVER} are filled in
+#   GUEST_ENV       the guest library's settings, as NAME=value words; {ADDR} {TOKEN} are filled in
+#   BENCH_MODE      "quick" for a smoke run of gpubench
+set -uo pipefail
+export PATH=$PATH:/usr/local/cuda/bin
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$PWD/gpu-run-out}
+BUILD=${BUILD:-/tmp/gputests-build}
+CUDA_TEST=${CUDA_TEST:-$ROOT/bin/cuda.test}
+INVENTORY_TEST=${INVENTORY_TEST:-$ROOT/bin/inventory.test}
+GPUSERVERD=${GPUSERVERD:-$ROOT/bin/gpuserverd}
+GUEST_LIBDIR=${GUEST_LIBDIR:-$ROOT/gpuserverd/guest/build}
+GPUTOKEN=${GPUTOKEN:-$ROOT/bin/gputoken}
+ADDR=${ADDR:-127.0.0.1:7070}
+SERVER_ID=${SERVER_ID:-gs-gpurun}
+GPUSERVERD_FLAGS=${GPUSERVERD_FLAGS:---backend cuda --listen {ADDR} --server-id {SERVER} --token-public-key-file {KEY}}
+GUEST_ENV=${GUEST_ENV:-GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}}
+BENCH_MODE=${BENCH_MODE:-}
+mkdir -p "$OUT"
+status=0
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "FAILED: $*"; status=1; }
+
+step "machine"
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,pci.bus_id --format=csv,noheader || fail "nvidia-smi"
+nvcc --version | tail -2
+
+step "build (nvcc)"
+make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" || { fail "build"; exit 1; }
+ls -l "$BUILD"
+
+run_programs() { # $1 = label (native/remote); the caller sets the environment
+	local label=$1
+	(cd "$BUILD" && ./vecadd kernels.ptx) || fail "$label vecadd"
+	(cd "$BUILD" && ./matmul kernels.cubin) || fail "$label matmul"
+	(cd "$BUILD" && ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-$label.txt" || fail "$label gpubench"
+}
+
+step "native programs"
+run_programs native
+
+for t in "$CUDA_TEST" "$INVENTORY_TEST"; do
+	if [[ -x $t ]]; then
+		step "Go tests: $(basename "$t")"
+		"$t" -test.v -test.count=1 -test.timeout=120s 2>&1 | tee "$OUT/$(basename "$t").log" | grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go)'
+		[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "$(basename "$t")"
+	else
+		echo "skip: no test binary at $t"
+	fi
+done
+
+remote=0
+if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
+	step "remote programs (gpuserverd --backend cuda, guest library $GUEST_LIBDIR)"
+	key=$(mktemp)
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	token=$("$GPUTOKEN" -public-key-out "$key" -server "$SERVER_ID" -gpus "$uuid") || fail "gputoken"
+	flags=${GPUSERVERD_FLAGS//\{KEY\}/$key}
+	flags=${flags//\{ADDR\}/$ADDR}
+	flags=${flags//\{SERVER\}/$SERVER_ID}
+	# shellcheck disable=SC2086 # flags are words on purpose
+	"$GPUSERVERD" $flags >"$OUT/gpuserverd.log" 2>&1 &
+	server=$!
+	for _ in $(seq 50); do
+		(exec 3<>"/dev/tcp/${ADDR%:*}/${ADDR##*:}") 2>/dev/null && break
+		sleep 0.2
+	done
+	genv=${GUEST_ENV//\{ADDR\}/$ADDR}
+	genv=${genv//\{TOKEN\}/$token}
+	# shellcheck disable=SC2086
+	export $genv
+	export LD_LIBRARY_PATH=$GUEST_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	run_programs remote
+	unset LD_LIBRARY_PATH
+	kill "$server" 2>/dev/null
+	wait "$server" 2>/dev/null
+	remote=1
+else
+	echo "skip remote: need GPUSERVERD ($GPUSERVERD), GUEST_LIBDIR/libcuda.so.1 ($GUEST_LIBDIR) and GPUTOKEN ($GPUTOKEN)"
+fi
+
+step "table (median of repetitions)"
+"$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" $( ((remote)) && echo "$OUT/bench-remote.txt") | tee "$OUT/table.md"
+echo
+[[ $status -eq 0 ]] && echo "gpu-run: all passed" || echo "gpu-run: FAILURES above"
+exit $status
