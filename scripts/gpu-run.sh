@@ -32,8 +32,13 @@ GUEST_LIBDIR=${GUEST_LIBDIR:-$ROOT/gpuserverd/guest/build}
 GPUTOKEN=${GPUTOKEN:-$ROOT/bin/gputoken}
 ADDR=${ADDR:-127.0.0.1:7070}
 SERVER_ID=${SERVER_ID:-gs-gpurun}
-GPUSERVERD_FLAGS=${GPUSERVERD_FLAGS:---backend cuda --listen {ADDR} --server-id {SERVER} --token-public-key-file {KEY}}
-GUEST_ENV=${GUEST_ENV:-GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}}
+# (Not ${VAR:-default}: the braces of the placeholders would end the expansion early.)
+if [[ -z ${GPUSERVERD_FLAGS:-} ]]; then
+	GPUSERVERD_FLAGS='--backend cuda --listen {ADDR} --server-id {SERVER} --token-public-key-file {KEY}'
+fi
+if [[ -z ${GUEST_ENV:-} ]]; then
+	GUEST_ENV='GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}'
+fi
 BENCH_MODE=${BENCH_MODE:-}
 mkdir -p "$OUT"
 status=0
