@@ -17,6 +17,7 @@ import "C"
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gpucloud/gpuserverd/backend"
@@ -30,9 +31,12 @@ const LibraryName = "libcuda.so.1"
 
 func init() { backend.Register(Kind, func() (backend.Backend, error) { return Open() }) }
 
+// libraryName is what Open loads; tests point it at a fake driver in a child process.
+var libraryName = LibraryName
+
 var (
 	loadMu   sync.Mutex
-	loaded   bool
+	loaded   atomic.Bool
 	initDone bool
 )
 
@@ -40,13 +44,13 @@ var (
 func load(name string) error {
 	loadMu.Lock()
 	defer loadMu.Unlock()
-	if loaded {
+	if loaded.Load() {
 		return nil
 	}
 	if err := loadUncached(name); err != nil {
 		return err
 	}
-	loaded = true
+	loaded.Store(true)
 	return nil
 }
 
@@ -66,7 +70,7 @@ type Backend struct{}
 
 // Open loads libcuda.so.1, initialises the driver and checks that there is at least one device.
 func Open() (*Backend, error) {
-	if err := load(LibraryName); err != nil {
+	if err := load(libraryName); err != nil {
 		return nil, err
 	}
 	loadMu.Lock()
@@ -218,7 +222,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	name := "unknown error"
-	if loaded {
+	if loaded.Load() {
 		if s := C.gc_error_name(C.CUresult(e.Code)); s != nil {
 			name = C.GoString(s)
 		}
