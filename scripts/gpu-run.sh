@@ -16,7 +16,8 @@
 #   GPUSERVERD      gpuserverd binary               (default $ROOT/bin/gpuserverd)
 #   GUEST_LIBDIR    folder holding the guest libcuda.so.1 (default $ROOT/gpuserverd/guest/build)
 #   GPUTOKEN        gputoken binary                 (default $ROOT/bin/gputoken)
-#   GPUSERVERD_FLAGS  gpuserverd's flags; {KEY} {ADDR} {SERVER} are filled in
+#   GPUSERVERD_FLAGS  gpuserverd's flags; filled in: {ADDR} listen address, {SERVER} server id,
+#                   {PUBKEY} the base64 public key, {KEY} the file holding it, {DATA} a fresh folder
 #   GUEST_ENV       the guest library's settings, as NAME=value words; {ADDR} {TOKEN} are filled in
 #   BENCH_MODE      "quick" for a smoke run of gpubench
 set -uo pipefail
@@ -34,7 +35,7 @@ ADDR=${ADDR:-127.0.0.1:7070}
 SERVER_ID=${SERVER_ID:-gs-gpurun}
 # (Not ${VAR:-default}: the braces of the placeholders would end the expansion early.)
 if [[ -z ${GPUSERVERD_FLAGS:-} ]]; then
-	GPUSERVERD_FLAGS='--backend cuda --listen {ADDR} --server-id {SERVER} --token-public-key-file {KEY}'
+	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --admin 127.0.0.1:0 --public-key {PUBKEY} --data-dir {DATA}'
 fi
 if [[ -z ${GUEST_ENV:-} ]]; then
 	GUEST_ENV='GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}'
@@ -80,7 +81,10 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 	key=$(mktemp)
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	token=$("$GPUTOKEN" -public-key-out "$key" -server "$SERVER_ID" -gpus "$uuid") || fail "gputoken"
+	data=$(mktemp -d)
 	flags=${GPUSERVERD_FLAGS//\{KEY\}/$key}
+	flags=${flags//\{PUBKEY\}/$(cat "$key")}
+	flags=${flags//\{DATA\}/$data}
 	flags=${flags//\{ADDR\}/$ADDR}
 	flags=${flags//\{SERVER\}/$SERVER_ID}
 	# shellcheck disable=SC2086 # flags are words on purpose

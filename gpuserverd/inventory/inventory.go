@@ -225,19 +225,19 @@ func unsupported(ret nvml.Return) bool {
 }
 
 // busID returns the PCI bus id in the sysfs form "0000:17:00.0" (NVML writes "00000000:17:00.0").
+// A string that is not hex digits, ':' and '.' is not trusted; the numeric fields are used instead.
 func busID(p nvml.PciInfo) string {
 	n := 0
 	for n < len(p.BusId) && p.BusId[n] != 0 {
 		n++
 	}
-	s := string(p.BusId[:n])
-	if s == "" {
+	s := strings.ToLower(string(p.BusId[:n]))
+	if s == "" || strings.Trim(s, "0123456789abcdef:.") != "" {
 		if p.Domain == 0 && p.Bus == 0 && p.Device == 0 {
 			return ""
 		}
 		return fmt.Sprintf("%04x:%02x:%02x.0", p.Domain, p.Bus, p.Device)
 	}
-	s = strings.ToLower(s)
 	if i := strings.IndexByte(s, ':'); i > 4 && strings.Trim(s[:i-4], "0") == "" {
 		s = s[i-4:]
 	}
