@@ -4,7 +4,8 @@
 #   1. builds the driver-API programs in gpuserverd/guest/gputests with nvcc;
 #   2. runs vecadd, matmul and gpubench natively;
 #   3. runs the Go test binaries of the cuda backend and the NVML inventory, if given
-#      (built elsewhere: CGO_ENABLED=1 go test -c -o bin/cuda.test ./gpuserverd/backend/cuda);
+#      (built elsewhere: CGO_ENABLED=1 go test -c -o bin/cuda.test ./gpuserverd/backend/cuda),
+#      and the cuda backend's Go benchmarks;
 #   4. if a gpuserverd binary and the guest library are given, starts gpuserverd on the cuda
 #      backend with a token from cmd/gputoken, runs the same binaries through the guest library,
 #      unmodified, and prints row, native, remote, ratio.
@@ -20,6 +21,7 @@
 #                   {PUBKEY} the base64 public key, {KEY} the file holding it, {DATA} a fresh folder
 #   GUEST_ENV       the guest library's settings, as NAME=value words; {ADDR} {TOKEN} are filled in
 #   BENCH_MODE      "quick" for a smoke run of gpubench
+#   GO_BENCH        0 to skip the cuda backend's Go benchmarks
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -74,6 +76,11 @@ for t in "$CUDA_TEST" "$INVENTORY_TEST"; do
 		echo "skip: no test binary at $t"
 	fi
 done
+
+if [[ -x $CUDA_TEST && ${GO_BENCH:-1} == 1 ]]; then
+	step "Go benchmarks of the cuda backend (cgo + context binding, no network)"
+	"$CUDA_TEST" -test.run '^$' -test.bench . -test.benchtime 1s -test.count 3 | tee "$OUT/cuda-bench.txt" || fail "cuda benchmarks"
+fi
 
 remote=0
 if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
