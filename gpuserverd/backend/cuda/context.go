@@ -65,6 +65,28 @@ func (c *Context) stream(h backend.Handle) (C.CUstream, error) {
 	return c.streams.get(h)
 }
 
+// event, function and module look a handle up in a live context.
+func (c *Context) event(h backend.Handle) (C.CUevent, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	return c.events.get(h)
+}
+
+func (c *Context) function(h backend.Handle) (*function, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	return c.functions.get(h)
+}
+
+func (c *Context) module(h backend.Handle) (*module, error) {
+	if c.closed {
+		return nil, errClosed
+	}
+	return c.modules.get(h)
+}
+
 func (c *Context) live() error {
 	if c.closed {
 		return errClosed
@@ -208,10 +230,7 @@ func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
 
 // ModuleUnload is cuModuleUnload; the module's function handles go with it.
 func (c *Context) ModuleUnload(h backend.Handle) error {
-	if err := c.live(); err != nil {
-		return err
-	}
-	m, err := c.modules.get(h)
+	m, err := c.module(h)
 	if err != nil {
 		return err
 	}
@@ -224,10 +243,7 @@ func (c *Context) ModuleUnload(h backend.Handle) error {
 
 // ModuleGetFunction is cuModuleGetFunction.
 func (c *Context) ModuleGetFunction(h backend.Handle, name string) (backend.Handle, error) {
-	if err := c.live(); err != nil {
-		return 0, err
-	}
-	m, err := c.modules.get(h)
+	m, err := c.module(h)
 	if err != nil {
 		return 0, err
 	}
@@ -244,10 +260,7 @@ func (c *Context) ModuleGetFunction(h backend.Handle, name string) (backend.Hand
 
 // ModuleGetGlobal is cuModuleGetGlobal.
 func (c *Context) ModuleGetGlobal(h backend.Handle, name string) (ptr, bytes uint64, err error) {
-	if err := c.live(); err != nil {
-		return 0, 0, err
-	}
-	m, err := c.modules.get(h)
+	m, err := c.module(h)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -267,10 +280,7 @@ const maxParams = 32 << 10
 // ParamLayout asks cuFuncGetParamInfo (CUDA 12.4+) for each parameter until the driver says
 // the index is past the last one.
 func (c *Context) ParamLayout(h backend.Handle) ([]backend.Param, error) {
-	if err := c.live(); err != nil {
-		return nil, err
-	}
-	f, err := c.functions.get(h)
+	f, err := c.function(h)
 	if err != nil {
 		return nil, err
 	}
@@ -298,10 +308,7 @@ func (c *Context) ParamLayout(h backend.Handle) ([]backend.Param, error) {
 
 // FuncGetAttribute is cuFuncGetAttribute.
 func (c *Context) FuncGetAttribute(h backend.Handle, attr int32) (int32, error) {
-	if err := c.live(); err != nil {
-		return 0, err
-	}
-	f, err := c.functions.get(h)
+	f, err := c.function(h)
 	if err != nil {
 		return 0, err
 	}
@@ -319,7 +326,7 @@ func (c *Context) LaunchKernel(cfg backend.LaunchConfig) error {
 	if err != nil {
 		return err
 	}
-	f, err := c.functions.get(cfg.Function)
+	f, err := c.function(cfg.Function)
 	if err != nil {
 		return err
 	}
@@ -392,7 +399,7 @@ func (c *Context) StreamWaitEvent(stream, event backend.Handle) error {
 	if err != nil {
 		return err
 	}
-	e, err := c.events.get(event)
+	e, err := c.event(event)
 	if err != nil {
 		return err
 	}
@@ -413,10 +420,7 @@ func (c *Context) EventCreate(flags uint32) (backend.Handle, error) {
 
 // EventDestroy is cuEventDestroy.
 func (c *Context) EventDestroy(h backend.Handle) error {
-	if err := c.live(); err != nil {
-		return err
-	}
-	e, err := c.events.get(h)
+	e, err := c.event(h)
 	if err != nil {
 		return err
 	}
@@ -439,10 +443,7 @@ func (c *Context) EventRecord(event, stream backend.Handle) error {
 
 // EventSynchronize is cuEventSynchronize.
 func (c *Context) EventSynchronize(h backend.Handle) error {
-	if err := c.live(); err != nil {
-		return err
-	}
-	e, err := c.events.get(h)
+	e, err := c.event(h)
 	if err != nil {
 		return err
 	}
@@ -451,10 +452,7 @@ func (c *Context) EventSynchronize(h backend.Handle) error {
 
 // EventQuery is cuEventQuery.
 func (c *Context) EventQuery(h backend.Handle) error {
-	if err := c.live(); err != nil {
-		return err
-	}
-	e, err := c.events.get(h)
+	e, err := c.event(h)
 	if err != nil {
 		return err
 	}
@@ -463,10 +461,7 @@ func (c *Context) EventQuery(h backend.Handle) error {
 
 // EventElapsedTime is cuEventElapsedTime, in milliseconds.
 func (c *Context) EventElapsedTime(start, end backend.Handle) (float32, error) {
-	if err := c.live(); err != nil {
-		return 0, err
-	}
-	a, err := c.events.get(start)
+	a, err := c.event(start)
 	if err != nil {
 		return 0, err
 	}
