@@ -22,6 +22,7 @@
 #   GUEST_ENV       the guest library's settings, as NAME=value words; {ADDR} {TOKEN} are filled in
 #   BENCH_MODE      "quick" for a smoke run of gpubench
 #   GO_BENCH        0 to skip the cuda backend's Go benchmarks
+#   PROGRAM_TIMEOUT seconds each program may run (default 180)
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -58,10 +59,10 @@ make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" || { fail "build"; e
 ls -l "$BUILD"
 
 run_programs() { # $1 = label (native/remote); the caller sets the environment
-	local label=$1
-	(cd "$BUILD" && ./vecadd kernels.ptx) || fail "$label vecadd"
-	(cd "$BUILD" && ./matmul kernels.cubin) || fail "$label matmul"
-	(cd "$BUILD" && ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-$label.txt" || fail "$label gpubench"
+	local label=$1 limit=${PROGRAM_TIMEOUT:-180}
+	(cd "$BUILD" && timeout "$limit" ./vecadd kernels.ptx) || fail "$label vecadd"
+	(cd "$BUILD" && timeout "$limit" ./matmul kernels.cubin) || fail "$label matmul"
+	(cd "$BUILD" && timeout "$limit" ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-$label.txt" || fail "$label gpubench"
 }
 
 step "native programs"
