@@ -17,7 +17,8 @@
 #   GPUSERVERD      gpuserverd binary               (default $ROOT/bin/gpuserverd)
 #   GUEST_LIBDIR    folder holding the guest libcuda.so.1 (default $ROOT/gpuserverd/guest/build)
 #   GPUTOKEN        gputoken binary                 (default $ROOT/bin/gputoken)
-#   GPUSERVERD_FLAGS  gpuserverd's flags; filled in: {ADDR} listen address, {SERVER} server id,
+#   GPUSERVERD_FLAGS  gpuserverd's flags; filled in: {ADDR} listen address, {ADMIN} its admin HTTP
+#                   address (GET /metrics tells when a session ended), {SERVER} server id,
 #                   {PUBKEY} the base64 public key, {KEY} the file holding it, {DATA} a fresh folder
 #   GUEST_ENV       the guest library's settings, as NAME=value words; {ADDR} {TOKEN} are filled in
 #   BENCH_MODE      "quick" for a smoke run of gpubench
@@ -35,10 +36,11 @@ GPUSERVERD=${GPUSERVERD:-$ROOT/bin/gpuserverd}
 GUEST_LIBDIR=${GUEST_LIBDIR:-$ROOT/gpuserverd/guest/build}
 GPUTOKEN=${GPUTOKEN:-$ROOT/bin/gputoken}
 ADDR=${ADDR:-127.0.0.1:7070}
+ADMIN=${ADMIN:-127.0.0.1:7071}
 SERVER_ID=${SERVER_ID:-gs-gpurun}
 # (Not ${VAR:-default}: the braces of the placeholders would end the expansion early.)
 if [[ -z ${GPUSERVERD_FLAGS:-} ]]; then
-	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --admin 127.0.0.1:0 --public-key {PUBKEY} --data-dir {DATA}'
+	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --admin {ADMIN} --public-key {PUBKEY} --data-dir {DATA}'
 fi
 if [[ -z ${GUEST_ENV:-} ]]; then
 	GUEST_ENV='GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}'
@@ -60,9 +62,31 @@ ls -l "$BUILD"
 
 run_programs() { # $1 = label (native/remote); the caller sets the environment
 	local label=$1 limit=${PROGRAM_TIMEOUT:-180}
+	settle
 	(cd "$BUILD" && timeout "$limit" ./vecadd kernels.ptx) || fail "$label vecadd"
+	settle
 	(cd "$BUILD" && timeout "$limit" ./matmul kernels.cubin) || fail "$label matmul"
+	settle
 	(cd "$BUILD" && timeout "$limit" ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-$label.txt" || fail "$label gpubench"
+}
+
+settle() { :; } # natively nothing to wait for
+
+# sessions_active reads gpuserverd's gauge from its admin /metrics (bash's /dev/tcp: no curl needed).
+sessions_active() {
+	local reply
+	reply=$(exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) 2>/dev/null || return 1
+	sed -n 's/^gpuserverd_sessions_active \([0-9]*\).*/\1/p' <<<"$reply"
+}
+
+# wait_idle waits (up to 5 s) until the last program's session has ended: a dedicated-tier GPU
+# is refused to a new session while the previous worker is still tearing down.
+wait_idle() {
+	for _ in $(seq 50); do
+		[[ $(sessions_active) == 0 ]] && return
+		sleep 0.1
+	done
+	echo "warning: gpuserverd still reports active sessions"
 }
 
 step "native programs"
@@ -95,11 +119,12 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 	flags=${flags//\{DATA\}/$data}
 	flags=${flags//\{ADDR\}/$ADDR}
 	flags=${flags//\{SERVER\}/$SERVER_ID}
+	flags=${flags//\{ADMIN\}/$ADMIN}
 	# shellcheck disable=SC2086 # flags are words on purpose
 	"$GPUSERVERD" $flags >"$OUT/gpuserverd.log" 2>&1 &
 	server=$!
-	for _ in $(seq 50); do
-		(exec 3<>"/dev/tcp/${ADDR%:*}/${ADDR##*:}") 2>/dev/null && break
+	for _ in $(seq 50); do # until its admin address answers (probing ADDR would log a failed handshake)
+		[[ -n $(sessions_active) ]] && break
 		sleep 0.2
 	done
 	genv=${GUEST_ENV//\{ADDR\}/$ADDR}
@@ -107,6 +132,7 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 	# shellcheck disable=SC2086
 	export $genv
 	export LD_LIBRARY_PATH=$GUEST_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	settle() { wait_idle; }
 	run_programs remote
 	unset LD_LIBRARY_PATH
 	kill "$server" 2>/dev/null

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,11 @@ import (
 
 const fakeEnv = "GPUCLOUD_TEST_FAKE_CUDA"
 
+// driverC is embedded so the test binary also runs away from its source folder (the GPU machine).
+//
+//go:embed driver.c
+var driverC string
+
 func TestMain(m *testing.M) {
 	if lib := os.Getenv(fakeEnv); lib != "" {
 		libraryName = lib
@@ -28,10 +34,6 @@ func TestMain(m *testing.M) {
 
 func buildFakeDriver(t *testing.T) string {
 	t.Helper()
-	src, err := os.ReadFile("driver.c")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var b strings.Builder
 	b.WriteString("#include <stdlib.h>\n")
 	b.WriteString("static int env(const char *n) { const char *v = getenv(n); return v ? atoi(v) : 0; }\n")
@@ -39,7 +41,7 @@ func buildFakeDriver(t *testing.T) string {
 	b.WriteString("int cuDeviceGetCount(int *n) { *n = env(\"FAKE_COUNT\"); return 0; }\n")
 	b.WriteString("int cuGetErrorName(int r, const char **s) { *s = r == 100 ? \"CUDA_ERROR_NO_DEVICE\" : \"CUDA_ERROR_FAKE\"; return 0; }\n")
 	seen := map[string]bool{"cuInit": true, "cuDeviceGetCount": true, "cuGetErrorName": true}
-	for _, m := range regexp.MustCompile(`"(cu[A-Za-z0-9_]+)"`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`"(cu[A-Za-z0-9_]+)"`).FindAllStringSubmatch(driverC, -1) {
 		if !seen[m[1]] {
 			seen[m[1]] = true
 			fmt.Fprintf(&b, "int %s(void) { return 999; }\n", m[1])
