@@ -75,7 +75,7 @@ settle() { :; } # natively nothing to wait for
 # sessions_active reads gpuserverd's gauge from its admin /metrics (bash's /dev/tcp: no curl needed).
 sessions_active() {
 	local reply
-	reply=$(exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3) 2>/dev/null || return 1
+	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; } 2>/dev/null) || return 1
 	sed -n 's/^gpuserverd_sessions_active \([0-9]*\).*/\1/p' <<<"$reply"
 }
 
