@@ -10,6 +10,9 @@
 #      backend with a token from cmd/gputoken, runs the same binaries through the guest library,
 #      unmodified, and prints row, native, remote, ratio.
 #
+# scripts/gpu-prep.sh DEST builds every binary this needs (on a machine with Go) and bundles them
+# with this script for the GPU machine; then run: bash DEST/scripts/gpu-run.sh
+#
 # Environment (all optional):
 #   OUT             where results go (default ./gpu-run-out)
 #   CUDA_TEST       cuda backend test binary        (default $ROOT/bin/cuda.test)

@@ -485,7 +485,8 @@ func (c *Context) Synchronize() error {
 }
 
 // Close destroys the context; the driver frees its memory, modules, streams and events with it.
-// Pinned host buffers are freed first, because they outlive a context that is not their creator's.
+// Pinned host buffers are freed explicitly first, so a worker that closes one session and opens
+// another never depends on the driver tying them to the context.
 func (c *Context) Close() error {
 	if c.closed {
 		return nil
