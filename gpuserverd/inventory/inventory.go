@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -60,6 +61,9 @@ func (g GPU) Info() api.GPUInfo {
 // Inventory reads GPUs through an NVML library that is initialised.
 type Inventory struct {
 	lib nvml.Interface
+
+	mu     sync.Mutex
+	faults map[string][]uint64 // GPU UUID -> hardware Xids seen by WatchXIDs
 }
 
 // Open initialises lib (nvml.New() for the machine's libnvidia-ml.so.1) and returns an Inventory;
@@ -71,7 +75,7 @@ func Open(lib nvml.Interface) (*Inventory, error) {
 		}
 		return nil, fmt.Errorf("inventory: NVML init: %w", ret)
 	}
-	return &Inventory{lib: lib}, nil
+	return &Inventory{lib: lib, faults: map[string][]uint64{}}, nil
 }
 
 // Close shuts NVML down.
@@ -188,6 +192,10 @@ func (inv *Inventory) read(index int) GPU {
 		problem("running processes", ret)
 	}
 	inv.memoryHealth(dev, &g, problem)
+	if xids := inv.xidProblems(g.UUID); len(xids) > 0 {
+		g.Health.Healthy = false
+		g.Health.Problems = append(g.Health.Problems, xids...)
+	}
 	return g
 }
 
