@@ -3,6 +3,7 @@ module gpucloud
 go 1.26
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.7.2
 	github.com/pressly/goose/v3 v3.24.1

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The scripted run on the GPU machine (H100, CUDA 13, nvcc; no Go there).
+#
+#   1. builds the driver-API programs in gpuserverd/guest/gputests with nvcc;
+#   2. runs vecadd, matmul and gpubench natively;
+#   3. runs the Go test binaries of the cuda backend and the NVML inventory, if given
+#      (built elsewhere: CGO_ENABLED=1 go test -c -o bin/cuda.test ./gpuserverd/backend/cuda),
+#      and the cuda backend's Go benchmarks;
+#   4. if a gpuserverd binary and the guest library are given, starts gpuserverd on the cuda
+#      backend with a token from cmd/gputoken, runs the same binaries through the guest library,
+#      unmodified, and prints row, native, remote, ratio.
+#
+# scripts/gpu-prep.sh DEST builds every binary this needs (on a machine with Go) and bundles them
+# with this script for the GPU machine; then run: bash DEST/scripts/gpu-run.sh
+#
+# Environment (all optional):
+#   OUT             where results go (default ./gpu-run-out)
+#   CUDA_TEST       cuda backend test binary        (default $ROOT/bin/cuda.test)
+#   INVENTORY_TEST  inventory test binary           (default $ROOT/bin/inventory.test)
+#   GPUSERVERD      gpuserverd binary               (default $ROOT/bin/gpuserverd)
+#   GUEST_LIBDIR    folder holding the guest libcuda.so.1 (default $ROOT/gpuserverd/guest/build)
+#   GPUTOKEN        gputoken binary                 (default $ROOT/bin/gputoken)
+#   GPUSERVERD_FLAGS  gpuserverd's flags; filled in: {ADDR} listen address, {ADMIN} its admin HTTP
+#                   address (GET /metrics tells when a session ended), {SERVER} server id,
+#                   {PUBKEY} the base64 public key, {KEY} the file holding it, {DATA} a fresh folder
+#   GUEST_ENV       the guest library's settings, as NAME=value words; {ADDR} {TOKEN} are filled in
+#   BENCH_MODE      "quick" for a smoke run of gpubench
+#   GO_BENCH        0 to skip the cuda backend's Go benchmarks
+#   PROGRAM_TIMEOUT seconds each program may run (default 180)
+set -uo pipefail
+export PATH=$PATH:/usr/local/cuda/bin
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$PWD/gpu-run-out}
+BUILD=${BUILD:-/tmp/gputests-build}
+CUDA_TEST=${CUDA_TEST:-$ROOT/bin/cuda.test}
+INVENTORY_TEST=${INVENTORY_TEST:-$ROOT/bin/inventory.test}
+GPUSERVERD=${GPUSERVERD:-$ROOT/bin/gpuserverd}
+GUEST_LIBDIR=${GUEST_LIBDIR:-$ROOT/gpuserverd/guest/build}
+GPUTOKEN=${GPUTOKEN:-$ROOT/bin/gputoken}
+ADDR=${ADDR:-127.0.0.1:7070}
+ADMIN=${ADMIN:-127.0.0.1:7071}
+SERVER_ID=${SERVER_ID:-gs-gpurun}
+# (Not ${VAR:-default}: the braces of the placeholders would end the expansion early.)
+if [[ -z ${GPUSERVERD_FLAGS:-} ]]; then
+	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --admin {ADMIN} --public-key {PUBKEY} --data-dir {DATA}'
+fi
+if [[ -z ${GUEST_ENV:-} ]]; then
+	GUEST_ENV='GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}'
+fi
+BENCH_MODE=${BENCH_MODE:-}
+mkdir -p "$OUT"
+status=0
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "FAILED: $*"; status=1; }
+
+step "machine"
+nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,pci.bus_id --format=csv,noheader || fail "nvidia-smi"
+nvcc --version | tail -2
+
+step "build (nvcc)"
+make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" || { fail "build"; exit 1; }
+ls -l "$BUILD"
+
+run_programs() { # $1 = label (native/remote); the caller sets the environment
+	local label=$1 limit=${PROGRAM_TIMEOUT:-180}
+	settle
+	(cd "$BUILD" && timeout "$limit" ./vecadd kernels.ptx) || fail "$label vecadd"
+	settle
+	(cd "$BUILD" && timeout "$limit" ./matmul kernels.cubin) || fail "$label matmul"
+	settle
+	(cd "$BUILD" && timeout "$limit" ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-$label.txt" || fail "$label gpubench"
+}
+
+settle() { :; } # natively nothing to wait for
+
+# sessions_active reads gpuserverd's gauge from its admin /metrics (bash's /dev/tcp: no curl needed).
+sessions_active() {
+	local reply
+	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; } 2>/dev/null) || return 1
+	sed -n 's/^gpuserverd_sessions_active \([0-9]*\).*/\1/p' <<<"$reply"
+}
+
+# wait_idle waits (up to 5 s) until the last program's session has ended: a dedicated-tier GPU
+# is refused to a new session while the previous worker is still tearing down.
+wait_idle() {
+	for _ in $(seq 50); do
+		[[ $(sessions_active) == 0 ]] && return
+		sleep 0.1
+	done
+	echo "warning: gpuserverd still reports active sessions"
+}
+
+step "native programs"
+run_programs native
+
+for t in "$CUDA_TEST" "$INVENTORY_TEST"; do
+	if [[ -x $t ]]; then
+		step "Go tests: $(basename "$t")"
+		"$t" -test.v -test.count=1 -test.timeout=120s 2>&1 | tee "$OUT/$(basename "$t").log" | grep -E '^(--- |PASS|FAIL|ok|\s+\S+_test.go)'
+		[[ ${PIPESTATUS[0]} -eq 0 ]] || fail "$(basename "$t")"
+	else
+		echo "skip: no test binary at $t"
+	fi
+done
+
+if [[ -x $CUDA_TEST && ${GO_BENCH:-1} == 1 ]]; then
+	step "Go benchmarks of the cuda backend (cgo + context binding, no network)"
+	"$CUDA_TEST" -test.run '^$' -test.bench . -test.benchtime 1s -test.count 3 | tee "$OUT/cuda-bench.txt" || fail "cuda benchmarks"
+fi
+
+remote=0
+if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
+	step "remote programs (gpuserverd --backend cuda, guest library $GUEST_LIBDIR)"
+	key=$(mktemp)
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	token=$("$GPUTOKEN" -public-key-out "$key" -server "$SERVER_ID" -gpus "$uuid") || fail "gputoken"
+	data=$(mktemp -d)
+	flags=${GPUSERVERD_FLAGS//\{KEY\}/$key}
+	flags=${flags//\{PUBKEY\}/$(cat "$key")}
+	flags=${flags//\{DATA\}/$data}
+	flags=${flags//\{ADDR\}/$ADDR}
+	flags=${flags//\{SERVER\}/$SERVER_ID}
+	flags=${flags//\{ADMIN\}/$ADMIN}
+	# shellcheck disable=SC2086 # flags are words on purpose
+	"$GPUSERVERD" $flags >"$OUT/gpuserverd.log" 2>&1 &
+	server=$!
+	for _ in $(seq 50); do # until its admin address answers (probing ADDR would log a failed handshake)
+		[[ -n $(sessions_active) ]] && break
+		sleep 0.2
+	done
+	genv=${GUEST_ENV//\{ADDR\}/$ADDR}
+	genv=${genv//\{TOKEN\}/$token}
+	# shellcheck disable=SC2086
+	export $genv
+	export LD_LIBRARY_PATH=$GUEST_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	settle() { wait_idle; }
+	run_programs remote
+	unset LD_LIBRARY_PATH
+	kill "$server" 2>/dev/null
+	wait "$server" 2>/dev/null
+	remote=1
+else
+	echo "skip remote: need GPUSERVERD ($GPUSERVERD), GUEST_LIBDIR/libcuda.so.1 ($GUEST_LIBDIR) and GPUTOKEN ($GPUTOKEN)"
+fi
+
+step "table (median of repetitions)"
+"$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" $( ((remote)) && echo "$OUT/bench-remote.txt") | tee "$OUT/table.md"
+echo
+[[ $status -eq 0 ]] && echo "gpu-run: all passed" || echo "gpu-run: FAILURES above"
+exit $status
