@@ -22,6 +22,7 @@ require (
 	golang.org/x/sync v0.10.0 // indirect
 	golang.org/x/sys v0.28.0 // indirect
 	golang.org/x/text v0.21.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	libvirt.org/go/libvirt v1.10000.0 // indirect
 	libvirt.org/go/libvirtxml v1.10000.0 // indirect
 )
