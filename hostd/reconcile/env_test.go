@@ -141,8 +141,8 @@ func (e *env) observed(id string) api.InstanceObserved {
 func instance(id, tenant string, pkey uint16) api.DesiredInstance {
 	return api.DesiredInstance{
 		ID: id, TenantID: tenant, Name: "vm-" + id, DesiredState: api.DesiredRunning,
-		Spec: api.InstanceSpec{VCPUs: 2, MemoryMiB: 256, DiskGiB: 1, Image: "base"},
-		GPU: &api.GPUGrant{GPUServerID: "gs1", Endpoints: []string{"10.1.0.1:7000"}, Model: "H100", Tier: "shared"},
+		Spec:         api.InstanceSpec{VCPUs: 2, MemoryMiB: 256, DiskGiB: 1, Image: "base"},
+		GPU:          &api.GPUGrant{GPUServerID: "gs1", Endpoints: []string{"10.1.0.1:7000"}, Model: "H100", Tier: "shared"},
 		Token:        api.SessionToken{Token: "tok-" + id, ExpiresAt: time.Now().Add(time.Hour)},
 		PartitionKey: pkey,
 	}
