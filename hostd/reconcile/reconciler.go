@@ -52,6 +52,7 @@ type Reconciler struct {
 	period        time.Duration
 	stopRequested map[string]time.Time
 	usage         usageQueue
+	lastSuccess   time.Time
 
 	// afterDefine runs between defining a domain and starting it; tests use it to kill hostd there.
 	afterDefine func(id string) error
@@ -181,7 +182,17 @@ func (r *Reconciler) Once(ctx context.Context) error {
 	if err := r.flushUsage(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	r.mu.Lock()
+	r.lastSuccess = r.cfg.Now() // the pass completed; per-instance failures are reported, not fatal
+	r.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// LastPass is when the last complete pass ended (zero before the first).
+func (r *Reconciler) LastPass() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastSuccess
 }
 
 // Run heartbeats and reconciles until ctx ends. kick, if not nil, asks for an early pass (libvirt
