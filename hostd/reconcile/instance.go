@@ -12,7 +12,7 @@ import (
 	"gpucloud/hostd/virt"
 )
 
-// errKilled is what an afterDefine hook returns to stop a pass dead, like a killed hostd.
+// errKilled stops a pass dead where a test asked hostd to "die" (see crashAt).
 var errKilled = errors.New("killed by test hook")
 
 type paths struct{ dir, disk, seed, console, token string }
@@ -49,10 +49,8 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 			return failed(err, 0), err
 		}
 		dom = &virt.Domain{Name: name, Meta: m, State: virt.Stopped}
-		if r.afterDefine != nil {
-			if err := r.afterDefine(d.ID); err != nil {
-				return failed(err, 0), err
-			}
+		if err := r.crash("defined"); err != nil {
+			return failed(err, 0), err
 		}
 	} else if err := r.refreshSeed(ctx, d, name, true); err != nil {
 		return r.observe(d, dom, api.ObservedFailed, err), err
@@ -64,6 +62,9 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 			return r.observe(d, dom, api.ObservedFailed, err), err
 		}
 		actions.WithLabelValues("start").Inc()
+		if err := r.crash("started"); err != nil {
+			return failed(err, 0), err
+		}
 		// A fresh boot answers every reboot asked for so far.
 		if d.RebootGeneration > dom.Meta.RebootGeneration {
 			if err := r.cfg.Hypervisor.SetRebootGeneration(name, d.RebootGeneration); err != nil {
@@ -166,7 +167,7 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	p := r.paths(d.ID)
 	m = virt.Metadata{InstanceID: d.ID, TenantID: d.TenantID, RebootGeneration: d.RebootGeneration}
 	defer func() {
-		if err != nil {
+		if err != nil && !errors.Is(err, errKilled) {
 			if cerr := r.teardown(d.ID); cerr != nil {
 				r.log.Error("rollback after failed provisioning", "instance", d.ID, "err", cerr)
 			}
@@ -179,6 +180,9 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 			return m, err
 		}
 		m.VFPCIAddress = a.VF.PCIAddress
+		if err := r.crash("vf-allocated"); err != nil {
+			return m, err
+		}
 	}
 	if err := os.MkdirAll(p.dir, 0o755); err != nil {
 		return m, fmt.Errorf("instance dir: %w", err)
@@ -186,7 +190,13 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	if err := virt.CreateOverlay(ctx, r.baseImage(d.Spec.Image), p.disk, d.Spec.DiskGiB); err != nil {
 		return m, err
 	}
+	if err := r.crash("disk-created"); err != nil {
+		return m, err
+	}
 	if err := r.refreshSeed(ctx, d, "", false); err != nil {
+		return m, err
+	}
+	if err := r.crash("seed-written"); err != nil {
 		return m, err
 	}
 	spec := virt.DomainSpec{
@@ -207,10 +217,16 @@ func (r *Reconciler) teardown(id string) error {
 	if err := r.cfg.Hypervisor.Undefine(name); err != nil {
 		return err
 	}
+	if err := r.crash("undefined"); err != nil {
+		return err
+	}
 	if r.cfg.VFs != nil {
 		if err := r.cfg.VFs.Release(id); err != nil {
 			return err
 		}
+	}
+	if err := r.crash("vf-released"); err != nil {
+		return err
 	}
 	if err := os.RemoveAll(r.paths(id).dir); err != nil {
 		return fmt.Errorf("remove files of %s: %w", id, err)

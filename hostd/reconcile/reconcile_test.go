@@ -146,36 +146,77 @@ func TestEightVFsServeEightVMsAndRefuseTheNinth(t *testing.T) {
 	}
 }
 
-func TestKilledBetweenDefineAndStartConverges(t *testing.T) {
-	ctx := context.Background()
-	e := newEnv(t, 8)
-	first := e.hostd()
-	first.afterDefine = func(string) error { return errKilled }
-	e.cp.Put(instance("k1", "t1", 5))
-	if err := first.Once(ctx); !errors.Is(err, errKilled) {
-		t.Fatalf("want killed pass, got %v", err)
-	}
-	if d := e.domains()["k1"]; d.State != virt.Stopped {
-		t.Fatalf("after kill: %+v", d)
-	}
-	vf := e.claims()["k1"].VF.PCIAddress
+// TestKilledAnywhereConverges kills hostd at each step of creating and of deleting an instance
+// and restarts it: the host converges with nothing leaked and nothing made twice.
+func TestKilledAnywhereConverges(t *testing.T) {
+	for _, point := range []string{"vf-allocated", "disk-created", "seed-written", "defined", "started"} {
+		t.Run("create/"+point, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, 8)
+			first := e.hostd()
+			first.crashAt = func(p string) bool { return p == point }
+			e.cp.Put(instance("k1", "t1", 5))
+			if err := first.Once(ctx); !errors.Is(err, errKilled) {
+				t.Fatalf("want killed pass, got %v", err)
+			}
+			vf := e.claims()["k1"].VF.PCIAddress
 
-	restarted := e.hostd()
-	for range 2 {
-		if err := restarted.Once(ctx); err != nil {
-			t.Fatal(err)
-		}
+			restarted := e.hostd()
+			for range 2 {
+				if err := restarted.Once(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			doms := e.domains()
+			if len(doms) != 1 || doms["k1"].State != virt.Running {
+				t.Fatalf("domains after restart %+v", doms)
+			}
+			if c := e.claims(); len(c) != 1 || c["k1"].VF.PCIAddress != vf {
+				t.Fatalf("claims after restart %+v (VF was %s)", c, vf)
+			}
+			if o := e.observed("k1"); o.State != api.ObservedRunning || o.VFPCIAddress != vf {
+				t.Fatalf("observed %+v", o)
+			}
+			if files := listFiles(t, restarted.paths("k1").dir); files != "disk.qcow2 seed.iso token.json" {
+				t.Fatalf("instance files %q", files)
+			}
+		})
 	}
-	doms := e.domains()
-	if len(doms) != 1 || doms["k1"].State != virt.Running {
-		t.Fatalf("domains after restart %+v", doms)
+	for _, point := range []string{"undefined", "vf-released"} {
+		t.Run("delete/"+point, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEnv(t, 8)
+			first := e.hostd()
+			e.cp.Put(instance("k2", "t1", 5))
+			if err := first.Once(ctx); err != nil {
+				t.Fatal(err)
+			}
+			e.cp.SetDesired("k2", api.DesiredDeleted)
+			first.crashAt = func(p string) bool { return p == point }
+			if err := first.Once(ctx); !errors.Is(err, errKilled) {
+				t.Fatalf("want killed pass, got %v", err)
+			}
+			if err := e.hostd().Once(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if len(e.domains()) != 0 || len(e.instanceDirs()) != 0 || len(e.claims()) != 0 || e.cp.Listed("k2") {
+				t.Fatalf("leftovers: domains %v dirs %v claims %v", e.domains(), e.instanceDirs(), e.claims())
+			}
+		})
 	}
-	if c := e.claims(); len(c) != 1 || c["k1"].VF.PCIAddress != vf {
-		t.Fatalf("claims after restart %+v (VF was %s)", c, vf)
+}
+
+func listFiles(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o := e.observed("k1"); o.State != api.ObservedRunning || o.VFPCIAddress != vf {
-		t.Fatalf("observed %+v", o)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
 	}
+	return strings.Join(names, " ")
 }
 
 func TestLeftoversOfADeadHostdAreCollected(t *testing.T) {
@@ -259,6 +300,19 @@ func TestTokenRenewedBeforeExpiry(t *testing.T) {
 	}
 	if e.cp.Renewals("r1") != 1 {
 		t.Fatalf("renewed again: %d", e.cp.Renewals("r1"))
+	}
+	// 55 minutes on, the running VM's token is renewed and its seed rebuilt in place.
+	later := time.Now().Add(55 * time.Minute)
+	h.cfg.Now = func() time.Time { return later }
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conf, err = exec.Command("isoinfo", "-i", h.paths("r1").seed, "-R", "-x", "/gpucloud/guest.conf").Output()
+	if e.cp.Renewals("r1") != 2 || err != nil || !strings.Contains(string(conf), "GPUCLOUD_TOKEN=tok-r1-r2\n") {
+		t.Fatalf("second renewal %d: %v\n%s", e.cp.Renewals("r1"), err, conf)
+	}
+	if e.domains()["r1"].State != virt.Running {
+		t.Fatal("token renewal disturbed the VM")
 	}
 }
 

@@ -54,8 +54,9 @@ type Reconciler struct {
 	usage         usageQueue
 	lastSuccess   time.Time
 
-	// afterDefine runs between defining a domain and starting it; tests use it to kill hostd there.
-	afterDefine func(id string) error
+	// crashAt, when it returns true for a named point, makes the pass stop dead there, as a
+	// hostd killed at that moment would: tests use it to prove restarts converge.
+	crashAt func(point string) bool
 }
 
 // New checks the configuration and returns a Reconciler.
@@ -128,6 +129,14 @@ func (r *Reconciler) HostID() string {
 	return r.hostID
 }
 
+// crash reports errKilled when a test asked to die at this point.
+func (r *Reconciler) crash(point string) error {
+	if r.crashAt != nil && r.crashAt(point) {
+		return fmt.Errorf("at %s: %w", point, errKilled)
+	}
+	return nil
+}
+
 // Once runs one reconcile pass. Errors of single instances are reported to the apiserver and
 // joined into the result; the pass goes on with the other instances.
 func (r *Reconciler) Once(ctx context.Context) error {
@@ -160,7 +169,7 @@ func (r *Reconciler) Once(ctx context.Context) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("instance %s: %w", d.ID, err))
 			if errors.Is(err, errKilled) {
-				return errors.Join(errs...)
+				return errors.Join(errs...) // a dead hostd reports nothing
 			}
 		}
 		if err := r.cfg.ControlPlane.ReportInstance(ctx, d.ID, obs); err != nil {
@@ -173,6 +182,9 @@ func (r *Reconciler) Once(ctx context.Context) error {
 			r.log.Warn("removing domain no longer placed on this host", "instance", id)
 			if err := r.teardown(id); err != nil {
 				errs = append(errs, err)
+				if errors.Is(err, errKilled) {
+					return errors.Join(errs...)
+				}
 			}
 		}
 	}

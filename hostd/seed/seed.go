@@ -93,6 +93,11 @@ func Build(ctx context.Context, c Config, path string) error {
 	if err != nil {
 		return err
 	}
+	// Staging dirs of a build that was killed half-way are the only thing one can leave behind.
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".seed-*"))
+	for _, d := range stale {
+		os.RemoveAll(d)
+	}
 	stage, err := os.MkdirTemp(filepath.Dir(path), ".seed-")
 	if err != nil {
 		return fmt.Errorf("seed: staging dir: %w", err)

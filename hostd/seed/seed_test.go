@@ -35,9 +35,14 @@ func TestBuildSeed(t *testing.T) {
 		Token: "tok.abc-def", TokenExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
 		Tier: "shared", GPUModel: "H100", SSHKey: "ssh-ed25519 AAAA user@host", Library: lib,
 	}
-	iso := filepath.Join(t.TempDir(), "seed.iso")
+	dir := t.TempDir()
+	iso := filepath.Join(dir, "seed.iso")
+	os.MkdirAll(filepath.Join(dir, ".seed-123", "root"), 0o755) // left by a build killed half-way
 	if err := seed.Build(context.Background(), c, iso); err != nil {
 		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("seed dir holds %d entries, want only seed.iso", len(entries))
 	}
 	pvd, err := exec.Command("isoinfo", "-d", "-i", iso).Output()
 	if err != nil || !strings.Contains(string(pvd), "Volume id: cidata") {
