@@ -204,6 +204,9 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 		Disk: p.disk, Seed: p.seed, ConsoleLog: p.console, VFPCIAddress: m.VFPCIAddress,
 		Network: r.cfg.Network, Kernel: r.cfg.Kernel,
 	}
+	if spec.Kernel == nil {
+		spec.Kernel = r.imageKernel(d.Spec.Image)
+	}
 	if err := r.cfg.Hypervisor.Define(spec); err != nil {
 		return m, err
 	}

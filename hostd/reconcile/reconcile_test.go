@@ -343,3 +343,28 @@ func TestTenantsGetTheirOwnPartitionAndIdentity(t *testing.T) {
 		}
 	}
 }
+
+func TestImageWithKernelBootsDirectly(t *testing.T) {
+	e := newEnv(t, 0)
+	for ext, content := range map[string]string{".vmlinuz": "kernel", ".initrd": "initrd", ".cmdline": "root=/dev/vda ro console=ttyS0 quiet\n"} {
+		if err := os.WriteFile(filepath.Join(e.images, "base"+ext), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := e.hostd()
+	e.cp.Put(instance("kb", "t1", 0))
+	if err := h.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	x, err := e.hv.InactiveXML(virt.DomainName("kb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dx libvirtxml.Domain
+	if err := dx.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	if dx.OS.Kernel != filepath.Join(e.images, "base.vmlinuz") || dx.OS.Initrd != filepath.Join(e.images, "base.initrd") || dx.OS.Cmdline != "root=/dev/vda ro console=ttyS0 quiet" {
+		t.Fatalf("os %+v", dx.OS)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"gpucloud/api"
 	"gpucloud/hostd/virt"
@@ -56,4 +57,21 @@ func (r *Reconciler) validate(d api.DesiredInstance) error {
 
 func (r *Reconciler) baseImage(name string) string {
 	return filepath.Join(r.cfg.ImagesDir, name+".qcow2")
+}
+
+// imageKernel is the direct-boot kernel shipped next to a base image, as deploy/guest-image
+// builds them (<image>.vmlinuz, .initrd, .cmdline); nil when the image boots from its disk.
+func (r *Reconciler) imageKernel(image string) *virt.KernelBoot {
+	base := filepath.Join(r.cfg.ImagesDir, image)
+	if _, err := os.Stat(base + ".vmlinuz"); err != nil {
+		return nil
+	}
+	k := &virt.KernelBoot{Kernel: base + ".vmlinuz", Cmdline: "root=/dev/vda rw console=ttyS0"}
+	if _, err := os.Stat(base + ".initrd"); err == nil {
+		k.Initrd = base + ".initrd"
+	}
+	if b, err := os.ReadFile(base + ".cmdline"); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		k.Cmdline = strings.TrimSpace(string(b))
+	}
+	return k
 }
