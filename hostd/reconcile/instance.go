@@ -93,7 +93,7 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	}
 	if d.DesiredState == api.DesiredRunning {
 		r.mu.Lock()
-		delete(r.stopRequested, d.ID)
+		delete(r.stopRequested, name) // a stop overtaken by a start must not force a later one
 		r.mu.Unlock()
 	}
 	state := api.ObservedProvisioning
