@@ -184,7 +184,8 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 			return m, err
 		}
 	}
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
+	// Traversable for the QEMU user, not listable: seeds and tokens inside are private.
+	if err := os.MkdirAll(p.dir, 0o711); err != nil {
 		return m, fmt.Errorf("instance dir: %w", err)
 	}
 	if err := virt.CreateOverlay(ctx, r.baseImage(d.Spec.Image), p.disk, d.Spec.DiskGiB); err != nil {

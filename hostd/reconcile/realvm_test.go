@@ -64,6 +64,9 @@ func TestRealVMBootsThroughHostd(t *testing.T) {
 	}
 	defer hv.Close()
 	dir := t.TempDir()
+	// Where qemu.conf runs QEMU as libvirt-qemu, it must be able to walk to the VM's files.
+	os.Chmod(dir, 0o711)
+	os.Chmod(filepath.Dir(dir), 0o711)
 	images := filepath.Join(dir, "images")
 	os.MkdirAll(images, 0o755)
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {

@@ -337,6 +337,17 @@ func TestTenantsGetTheirOwnPartitionAndIdentity(t *testing.T) {
 			t.Fatalf("domain %s tenant %q", id, d.Meta.TenantID)
 		}
 	}
+	for _, id := range []string{"ta", "tb"} {
+		seedPath := h.paths(id).seed
+		if st, err := os.Stat(seedPath); err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("seed of %s: %v %v, want mode 0600", id, st.Mode(), err)
+		}
+		b, _ := os.ReadFile(seedPath)
+		other := map[string]string{"ta": "tok-tb", "tb": "tok-ta"}[id]
+		if !strings.Contains(string(b), "tok-"+id) || strings.Contains(string(b), other) {
+			t.Fatalf("seed of %s does not hold exactly its own token", id)
+		}
+	}
 	for _, u := range e.cp.Usage() {
 		if (u.InstanceID == "ta") != (u.TenantID == "tenantA") {
 			t.Fatalf("usage billed to the wrong tenant: %+v", u)

@@ -126,6 +126,10 @@ func Build(ctx context.Context, c Config, path string) error {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("seed: genisoimage: %w: %s", err, bytes.TrimSpace(out))
 	}
+	// The seed holds a session token: only root (and the QEMU user libvirt hands it to) reads it.
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("seed: install %s: %w", path, err)
 	}
