@@ -156,7 +156,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	log.Info("hostd starting", "libvirt", o.libvirtURI, "domain_type", hv.DomainType(), "infiniband_vfs", pool.Capacity(), "apiserver", o.apiserver)
 
 	kick := make(chan struct{}, 1)
-	if err := hv.OnLifecycle(ctx, func(string) {
+	if err := hv.OnLifecycle(func(string) {
 		select {
 		case kick <- struct{}{}:
 		default:

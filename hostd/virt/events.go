@@ -1,7 +1,6 @@
 package virt
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -33,8 +32,10 @@ func StartEventLoop() error {
 
 // OnLifecycle calls f with the domain name whenever one of hostd's domains starts, stops,
 // crashes or is (un)defined, so the reconciler can react at once rather than at its next tick.
-// It stops when ctx ends.
-func (h *Hypervisor) OnLifecycle(ctx context.Context, f func(name string)) error {
+// Callbacks end with Close.
+func (h *Hypervisor) OnLifecycle(f func(name string)) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	id, err := h.conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, _ *libvirt.DomainEventLifecycle) {
 		if name, err := d.GetName(); err == nil && strings.HasPrefix(name, NamePrefix) {
 			f(name)
@@ -43,9 +44,6 @@ func (h *Hypervisor) OnLifecycle(ctx context.Context, f func(name string)) error
 	if err != nil {
 		return fmt.Errorf("virt: subscribe to lifecycle events: %w", err)
 	}
-	go func() {
-		<-ctx.Done()
-		h.conn.DomainEventDeregister(id)
-	}()
+	h.callbacks = append(h.callbacks, id)
 	return nil
 }

@@ -1,7 +1,6 @@
 package virt_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -17,10 +16,8 @@ func TestLifecycleEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	got := make(chan string, 16)
-	if err := h.OnLifecycle(ctx, func(name string) { got <- name }); err != nil {
+	if err := h.OnLifecycle(func(name string) { got <- name }); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Define(spec(t.TempDir(), "ev1")); err != nil {

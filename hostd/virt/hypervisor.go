@@ -38,8 +38,9 @@ type Hypervisor struct {
 	uri        string
 	domainType string
 
-	mu   sync.Mutex // libvirt connections are thread-safe; this orders define/undefine pairs
-	conn *libvirt.Connect
+	mu        sync.Mutex // libvirt connections are thread-safe; this orders define/undefine and close
+	conn      *libvirt.Connect
+	callbacks []int // event callbacks, deregistered before the connection closes
 }
 
 // Open connects to libvirt at uri. domainType "" picks: "test" on the test driver, "kvm" where
@@ -84,6 +85,13 @@ func (h *Hypervisor) DomainType() string { return h.domainType }
 
 // Close ends the connection; domains keep running.
 func (h *Hypervisor) Close() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A callback left registered on a closed connection is a use-after-free in libvirt.
+	for _, id := range h.callbacks {
+		h.conn.DomainEventDeregister(id)
+	}
+	h.callbacks = nil
 	if _, err := h.conn.Close(); err != nil {
 		return fmt.Errorf("virt: close: %w", err)
 	}
