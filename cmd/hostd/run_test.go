@@ -63,6 +63,10 @@ func TestDaemonServesAndReconciles(t *testing.T) {
 	if obs, _ := cp.Observed("d1"); obs.State != api.ObservedRunning {
 		t.Fatalf("observed %+v", obs)
 	}
+	// No /sys/class/infiniband under this sysfs root: the host offers no VFs, and says so.
+	if n, rep := cp.Heartbeats(); n == 0 || rep.Capacity.InfiniBandVFs != 0 || rep.Capacity.VCPUs == 0 {
+		t.Fatalf("heartbeats %d, report %+v", n, rep)
+	}
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
