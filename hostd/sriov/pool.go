@@ -207,6 +207,9 @@ func (p *Pool) Release(instanceID string) error {
 
 func (p *Pool) claimPath(pci string) string { return filepath.Join(p.stateDir, pci+".claim") }
 
+// writeClaim records a claim atomically: written aside, then linked into place, so a hostd
+// killed mid-write never leaves a half claim. With exclusive, an existing claim of the VF
+// makes it fail (os.Link does not replace).
 func (p *Pool) writeClaim(a Assignment, exclusive bool) error {
 	b, err := json.Marshal(a)
 	if err != nil {
@@ -216,16 +219,12 @@ func (p *Pool) writeClaim(a Assignment, exclusive bool) error {
 	if !exclusive {
 		return writeFileAtomic(path, b)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("sriov: claim %s: %w", a.VF.PCIAddress, err)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("sriov: claim %s: %w", a.VF.PCIAddress, err)
-	}
-	if err := f.Close(); err != nil {
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil {
 		return fmt.Errorf("sriov: claim %s: %w", a.VF.PCIAddress, err)
 	}
 	return nil

@@ -183,3 +183,23 @@ func rewrite(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestCorruptClaimIsNamed(t *testing.T) {
+	ctx := context.Background()
+	root := sriovtest.Tree(t, 8, 8)
+	state := t.TempDir()
+	pool, err := sriov.NewPool(ctx, root, state, &sriovtest.Fabric{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A leftover temp file from a killed write is ignored...
+	os.WriteFile(filepath.Join(state, "0000:3b:00.1.claim.tmp"), []byte("{"), 0o644)
+	if _, err := pool.Allocate(ctx, "a", 1); err != nil {
+		t.Fatalf("leftover temp file broke allocation: %v", err)
+	}
+	// ...while a claim that is not one is an error naming it.
+	os.WriteFile(filepath.Join(state, "0000:3b:00.2.claim"), []byte("garbage"), 0o644)
+	if _, err := pool.Claims(); err == nil || !strings.Contains(err.Error(), "0000:3b:00.2.claim") {
+		t.Fatalf("corrupt claim: %v", err)
+	}
+}
