@@ -12,6 +12,7 @@
 # Usage (as root):
 #   deploy/guest-image/build.sh -l gpuserverd/guest/build/libcuda.so.1 -o /var/lib/gpucloud/hostd/images
 #   options: -n name (debian-12-gpucloud)  -s size (4G)  -m mirror (http://deb.debian.org/debian)
+#   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
 name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out=""
@@ -31,17 +32,31 @@ for t in debootstrap mke2fs qemu-img; do
 done
 
 work=$(mktemp -d /var/tmp/gpucloud-guest-image.XXXXXX)
+root=$work/root
 cleanup() {
-  for m in proc sys dev; do umount "$work/root/$m" 2>/dev/null || true; done
-  rm -rf "$work"
+  rc=$?
+  for m in dev/pts dev proc sys; do umount "$root/$m" 2>/dev/null || true; done
+  if [ $rc -eq 0 ]; then rm -rf "$work"; else echo "guest-image: failed; work dir kept: $work" >&2; fi
 }
 trap cleanup EXIT
-root=$work/root
 
+# A minimal base by debootstrap, then the rest through apt inside it: debootstrap's own resolver
+# does not cope with a package set as deep as cloud-init's.
 echo "guest-image: debootstrap bookworm from $mirror"
-debootstrap --variant=minbase \
-  --include=linux-image-amd64,systemd-sysv,udev,kmod,iproute2,ifupdown,isc-dhcp-client,openssh-server,cloud-init,ca-certificates \
-  bookworm "$root" "$mirror"
+cache_opt=()
+[ -n "${DEBOOTSTRAP_CACHE:-}" ] && mkdir -p "$DEBOOTSTRAP_CACHE" && cache_opt=(--cache-dir="$(realpath "$DEBOOTSTRAP_CACHE")")
+debootstrap --variant=minbase "${cache_opt[@]}" --include=systemd-sysv,udev,kmod,iproute2 bookworm "$root" "$mirror"
+mount -t proc proc "$root/proc"
+mount -t sysfs sys "$root/sys"
+mount --bind /dev "$root/dev"
+mount --bind /dev/pts "$root/dev/pts"
+printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"   # start no services in the chroot
+chmod 0755 "$root/usr/sbin/policy-rc.d"
+echo "deb $mirror bookworm main" > "$root/etc/apt/sources.list"
+chroot "$root" apt-get update -q
+DEBIAN_FRONTEND=noninteractive chroot "$root" apt-get install -y -q --no-install-recommends \
+  linux-image-amd64 initramfs-tools cloud-init openssh-server ifupdown isc-dhcp-client ca-certificates
+rm -f "$root/usr/sbin/policy-rc.d"
 
 echo "guest-image: installing the guest library as libcuda.so.1"
 install -D -m 0755 "$lib" "$root/usr/lib/gpucloud/libcuda.so.1"
@@ -59,6 +74,7 @@ echo "gpucloud" > "$root/etc/hostname"
 # The serial console is where hostd's console log (and ConsoleLogTail) comes from.
 chroot "$root" systemctl enable serial-getty@ttyS0.service >/dev/null 2>&1 || true
 chroot "$root" apt-get clean
+for m in dev/pts dev proc sys; do umount "$root/$m"; done
 rm -rf "$root"/var/lib/apt/lists/* "$root"/etc/ssh/ssh_host_* "$root/etc/machine-id"
 touch "$root/etc/machine-id"
 

@@ -123,6 +123,7 @@ func TestRealVMBootsThroughHostd(t *testing.T) {
 		b, _ := os.ReadFile(console)
 		if strings.Contains(string(b), "gpucloud-vmtest: seed instance="+id+" tier=shared") &&
 			strings.Contains(string(b), "gpucloud-vmtest: reached 10.0.2.2:") {
+			t.Logf("console (last 1 KiB):\n%s", b[max(0, len(b)-1024):])
 			break
 		}
 		if time.Now().After(deadline) {
