@@ -21,7 +21,7 @@ import (
 // env is one host under test: a fake control plane, libvirt's test driver (a private instance
 // per test, standing for libvirtd, which outlives hostd), a fake sysfs tree and a data dir.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	cp     *cpfake.Server
 	hv     *virt.Hypervisor
 	pool   *sriov.Pool
@@ -42,7 +42,7 @@ const foreignNode = `<node>
 </node>
 `
 
-func newEnv(t *testing.T, vfs int) *env {
+func newEnv(t testing.TB, vfs int) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{t: t, cp: cpfake.New(t, "host-secret"), data: filepath.Join(dir, "data"), images: filepath.Join(dir, "images"), fabric: &sriovtest.Fabric{}}
