@@ -2,6 +2,8 @@ package controlplane_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +74,20 @@ func TestClientErrors(t *testing.T) {
 	cancel()
 	if _, err := cp.Client(t).DesiredInstances(ctx); err == nil || !strings.Contains(err.Error(), "canceled") {
 		t.Fatalf("cancelled context: %v", err)
+	}
+}
+
+func TestClientRejectsMalformedAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"instances": [{"id": 42}]}`))
+	}))
+	defer srv.Close()
+	c, err := controlplane.NewHTTP(srv.URL, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DesiredInstances(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "decode answer to GET /v1/agent/host/instances") {
+		t.Fatalf("malformed answer: %v", err)
 	}
 }
