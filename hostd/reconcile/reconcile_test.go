@@ -13,6 +13,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"gpucloud/api"
+	"gpucloud/hostd/controlplane"
 	"gpucloud/hostd/virt"
 )
 
@@ -377,5 +378,26 @@ func TestImageWithKernelBootsDirectly(t *testing.T) {
 	}
 	if dx.OS.Kernel != filepath.Join(e.images, "base.vmlinuz") || dx.OS.Initrd != filepath.Join(e.images, "base.initrd") || dx.OS.Cmdline != "root=/dev/vda ro console=ttyS0 quiet" {
 		t.Fatalf("os %+v", dx.OS)
+	}
+}
+
+func TestControlPlaneOutageTouchesNothing(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 8)
+	e.cp.Put(instance("o1", "t1", 1))
+	if err := e.hostd().Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := e.hostd()
+	down, err := controlplane.NewHTTP("http://127.0.0.1:1", "host-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.ControlPlane = down
+	if err := h.Once(ctx); err == nil {
+		t.Fatal("pass without a control plane succeeded")
+	}
+	if d := e.domains()["o1"]; d.State != virt.Running || len(e.claims()) != 1 || len(e.instanceDirs()) != 1 {
+		t.Fatalf("outage changed the host: %+v", d)
 	}
 }
