@@ -66,8 +66,10 @@ chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"
 
 # cloud-init reads only the NoCloud seed hostd attaches (label cidata): no network metadata probes.
+# C.UTF-8 is built into libc; the default en_US.UTF-8 would need the locales package.
 cat > "$root/etc/cloud/cloud.cfg.d/90-gpucloud.cfg" <<'CFG'
 datasource_list: [ NoCloud, None ]
+locale: C.UTF-8
 CFG
 echo "/dev/vda / ext4 defaults,errors=remount-ro 0 1" > "$root/etc/fstab"
 echo "gpucloud" > "$root/etc/hostname"
