@@ -64,6 +64,10 @@ func BuildGuest(ctx context.Context, cacheDir string) (Guest, error) {
 	if err := copyFile(kernels[0], g.Kernel); err != nil {
 		return g, err
 	}
+	// The unpacked tree (~400 MB of modules) is rebuilt from the cached .debs when needed.
+	if err := os.RemoveAll(root); err != nil {
+		return g, fmt.Errorf("vmtest: %w", err)
+	}
 	return g, nil
 }
 
