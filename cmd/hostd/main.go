@@ -1,0 +1,193 @@
+// Command hostd runs on every VM host: it keeps the host's libvirt domains, InfiniBand VFs and
+// VM seeds in line with what the apiserver wants (see hostd/reconcile).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gpucloud/hostd/controlplane"
+	"gpucloud/hostd/reconcile"
+	"gpucloud/hostd/sriov"
+	"gpucloud/hostd/virt"
+)
+
+var version = "dev"
+
+type options struct {
+	apiserver, credential, credentialFile string
+	libvirtURI, domainType                string
+	sysfsRoot, partitionDir               string
+	enableVFs                             bool
+	dataDir, imagesDir, guestLibrary      string
+	network, listen, logLevel             string
+	interval                              time.Duration
+}
+
+// env returns the environment variable's value, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("hostd", flag.ContinueOnError)
+	fs.StringVar(&o.apiserver, "apiserver", env("HOSTD_APISERVER", "http://127.0.0.1:8080"), "apiserver base URL ($HOSTD_APISERVER)")
+	fs.StringVar(&o.credential, "credential", env("HOSTD_CREDENTIAL", ""), "host credential from POST /v1/hosts ($HOSTD_CREDENTIAL)")
+	fs.StringVar(&o.credentialFile, "credential-file", env("HOSTD_CREDENTIAL_FILE", ""), "file holding the host credential ($HOSTD_CREDENTIAL_FILE)")
+	fs.StringVar(&o.libvirtURI, "libvirt-uri", env("HOSTD_LIBVIRT_URI", "test:///default"), "libvirt URI: qemu:///system on real hosts ($HOSTD_LIBVIRT_URI)")
+	fs.StringVar(&o.domainType, "domain-type", env("HOSTD_DOMAIN_TYPE", ""), "libvirt domain type kvm|qemu|test; empty picks ($HOSTD_DOMAIN_TYPE)")
+	fs.StringVar(&o.sysfsRoot, "sysfs-root", env("HOSTD_SYSFS_ROOT", "/sys"), "sysfs root for InfiniBand discovery ($HOSTD_SYSFS_ROOT)")
+	fs.StringVar(&o.partitionDir, "partition-dir", env("HOSTD_PARTITION_DIR", ""), "where VF partition memberships are written for the subnet manager ($HOSTD_PARTITION_DIR)")
+	fs.BoolVar(&o.enableVFs, "enable-vfs", env("HOSTD_ENABLE_VFS", "true") == "true", "enable all SR-IOV VFs of IB devices that have none ($HOSTD_ENABLE_VFS)")
+	fs.StringVar(&o.dataDir, "data-dir", env("HOSTD_DATA_DIR", "/var/lib/gpucloud/hostd"), "VM disks, seeds, console logs, VF claims ($HOSTD_DATA_DIR)")
+	fs.StringVar(&o.imagesDir, "images-dir", env("HOSTD_IMAGES_DIR", ""), "base images <name>.qcow2; default <data-dir>/images ($HOSTD_IMAGES_DIR)")
+	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
+	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name> or user ($HOSTD_NETWORK)")
+	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
+	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
+	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if o.credentialFile != "" {
+		b, err := os.ReadFile(o.credentialFile)
+		if err != nil {
+			return o, fmt.Errorf("-credential-file: %w", err)
+		}
+		o.credential = strings.TrimSpace(string(b))
+	}
+	if o.credential == "" {
+		return o, errors.New("-credential or -credential-file is required")
+	}
+	if o.imagesDir == "" {
+		o.imagesDir = filepath.Join(o.dataDir, "images")
+	}
+	if o.interval < time.Second || o.interval > time.Hour {
+		return o, fmt.Errorf("-interval %v out of range 1s-1h", o.interval)
+	}
+	if o.guestLibrary != "" {
+		if _, err := os.Stat(o.guestLibrary); err != nil {
+			return o, fmt.Errorf("-guest-library: %w", err)
+		}
+	}
+	if _, err := parseNetwork(o.network); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func parseNetwork(s string) (virt.Network, error) {
+	if s == "user" {
+		return virt.Network{Kind: "user"}, nil
+	}
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok || name == "" || (kind != "network" && kind != "bridge") {
+		return virt.Network{}, fmt.Errorf("-network %q: want network:<name>, bridge:<name> or user", s)
+	}
+	return virt.Network{Kind: kind, Name: name}, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hostd:", err)
+		os.Exit(2)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintln(os.Stderr, "hostd: -log-level:", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, log); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("hostd stopped", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options, log *slog.Logger) error {
+	cp, err := controlplane.NewHTTP(o.apiserver, o.credential)
+	if err != nil {
+		return err
+	}
+	if err := virt.StartEventLoop(); err != nil {
+		return err
+	}
+	hv, err := virt.Open(o.libvirtURI, o.domainType)
+	if err != nil {
+		return err
+	}
+	defer hv.Close()
+	pool, err := sriov.NewPool(ctx, o.sysfsRoot, filepath.Join(o.dataDir, "vfs"), sriov.NetlinkFabric{PartitionDir: o.partitionDir}, o.enableVFs)
+	if err != nil {
+		return err
+	}
+	network, _ := parseNetwork(o.network)
+	r, err := reconcile.New(reconcile.Config{
+		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
+		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("hostd starting", "libvirt", o.libvirtURI, "domain_type", hv.DomainType(), "infiniband_vfs", pool.Capacity(), "apiserver", o.apiserver)
+
+	kick := make(chan struct{}, 1)
+	if err := hv.OnLifecycle(func(string) {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		log.Warn("no libvirt events; reconciling on the timer only", "err", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(reconcile.Collectors()...)
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		last := r.LastPass()
+		if last.IsZero() || time.Since(last) > 3*o.interval+time.Minute {
+			http.Error(w, fmt.Sprintf("no complete reconcile pass since %v", last.Format(time.RFC3339)), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: last pass %s\n", last.Format(time.RFC3339))
+	})
+	srv := &http.Server{Addr: o.listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener", "err", err)
+		}
+	}()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	return r.Run(ctx, o.interval, kick)
+}

@@ -1,0 +1,238 @@
+// Package reconcile is hostd's control loop. Level-triggered: each pass reads what the
+// apiserver wants on this host and what libvirt runs, and closes the difference (define, start,
+// stop, reboot, undefine; disks, VFs, seeds), then reports each instance's observed state.
+// hostd keeps no state of its own beyond libvirt's domains and the files under its data dir,
+// all re-read every pass, so a hostd killed anywhere converges when it comes back.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"gpucloud/api"
+	"gpucloud/hostd/controlplane"
+	"gpucloud/hostd/sriov"
+	"gpucloud/hostd/virt"
+)
+
+// Config is what a Reconciler works with.
+type Config struct {
+	ControlPlane controlplane.Client
+	Hypervisor   *virt.Hypervisor
+	VFs          *sriov.Pool // nil on a host without InfiniBand
+	DataDir      string      // instances/<id>/{disk.qcow2,seed.iso,console.log,token.json}
+	ImagesDir    string      // base images, <image>.qcow2
+	GuestLibrary string      // the guest libcuda.so.1 put into every seed; "" for none
+	Network      virt.Network
+	Kernel       *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
+	Hostname     string
+	Version      string
+
+	TokenRenewBefore time.Duration // renew a session token this long before it expires (10m)
+	StopGrace        time.Duration // ACPI shutdown before a hard stop (60s)
+	UsageWindow      time.Duration // VM time is billed in windows of this length (1m)
+	Log              *slog.Logger
+	Now              func() time.Time
+}
+
+// Reconciler closes the gap between desired and observed instances.
+type Reconciler struct {
+	cfg Config
+	log *slog.Logger
+
+	mu            sync.Mutex
+	hostID        string
+	period        time.Duration
+	stopRequested map[string]time.Time
+	usage         usageQueue
+	lastSuccess   time.Time
+
+	// crashAt, when it returns true for a named point, makes the pass stop dead there, as a
+	// hostd killed at that moment would: tests use it to prove restarts converge.
+	crashAt func(point string) bool
+}
+
+// New checks the configuration and returns a Reconciler.
+func New(cfg Config) (*Reconciler, error) {
+	if cfg.ControlPlane == nil || cfg.Hypervisor == nil {
+		return nil, errors.New("reconcile: control plane and hypervisor are required")
+	}
+	if cfg.DataDir == "" || cfg.ImagesDir == "" {
+		return nil, errors.New("reconcile: data and images dirs are required")
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "instances"), 0o755); err != nil {
+		return nil, fmt.Errorf("reconcile: data dir: %w", err)
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname, _ = os.Hostname()
+	}
+	if cfg.TokenRenewBefore == 0 {
+		cfg.TokenRenewBefore = 10 * time.Minute
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = time.Minute
+	}
+	if cfg.UsageWindow == 0 {
+		cfg.UsageWindow = time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second}, nil
+}
+
+// Heartbeat registers the host (first time) and reports its capacity.
+func (r *Reconciler) Heartbeat(ctx context.Context) error {
+	vcpus, mem, err := r.cfg.Hypervisor.NodeInfo()
+	if err != nil {
+		return err
+	}
+	var st syscall.Statfs_t
+	disk := 0
+	if syscall.Statfs(r.cfg.DataDir, &st) == nil {
+		disk = int(st.Bavail * uint64(st.Bsize) >> 30)
+	}
+	vfs := 0
+	if r.cfg.VFs != nil {
+		vfs = r.cfg.VFs.Capacity()
+	}
+	ack, err := r.cfg.ControlPlane.Heartbeat(ctx, api.HostReport{
+		Hostname: r.cfg.Hostname, Hypervisor: r.cfg.Hypervisor.URI(), Version: r.cfg.Version,
+		Capacity: api.HostCapacity{VCPUs: vcpus, MemoryMiB: mem, DiskGiB: disk, InfiniBandVFs: vfs},
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile: heartbeat: %w", err)
+	}
+	r.mu.Lock()
+	r.hostID = ack.HostID
+	if ack.HeartbeatPeriod > 0 {
+		r.period = ack.HeartbeatPeriod
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// HostID is the id the apiserver gave this host ("" before the first heartbeat).
+func (r *Reconciler) HostID() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hostID
+}
+
+// crash reports errKilled when a test asked to die at this point.
+func (r *Reconciler) crash(point string) error {
+	if r.crashAt != nil && r.crashAt(point) {
+		return fmt.Errorf("at %s: %w", point, errKilled)
+	}
+	return nil
+}
+
+// Once runs one reconcile pass. Errors of single instances are reported to the apiserver and
+// joined into the result; the pass goes on with the other instances.
+func (r *Reconciler) Once(ctx context.Context) error {
+	if r.HostID() == "" {
+		if err := r.Heartbeat(ctx); err != nil {
+			return err
+		}
+	}
+	desired, err := r.cfg.ControlPlane.DesiredInstances(ctx)
+	if err != nil {
+		return fmt.Errorf("reconcile: desired instances: %w", err)
+	}
+	doms, err := r.cfg.Hypervisor.List()
+	if err != nil {
+		return err
+	}
+	actual := map[string]virt.Domain{}
+	for _, d := range doms {
+		actual[d.Meta.InstanceID] = d
+	}
+	var errs []error
+	wanted := map[string]bool{}
+	for _, d := range desired {
+		wanted[d.ID] = true
+		var dom *virt.Domain
+		if a, ok := actual[d.ID]; ok {
+			dom = &a
+		}
+		obs, err := r.instance(ctx, d, dom)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("instance %s: %w", d.ID, err))
+			if errors.Is(err, errKilled) {
+				return errors.Join(errs...) // a dead hostd reports nothing
+			}
+		}
+		if err := r.cfg.ControlPlane.ReportInstance(ctx, d.ID, obs); err != nil {
+			errs = append(errs, fmt.Errorf("report %s: %w", d.ID, err))
+		}
+	}
+	// Domains of ours the apiserver no longer places here are removed, with all they hold.
+	for id := range actual {
+		if !wanted[id] {
+			r.log.Warn("removing domain no longer placed on this host", "instance", id)
+			if err := r.teardown(id); err != nil {
+				errs = append(errs, err)
+				if errors.Is(err, errKilled) {
+					return errors.Join(errs...)
+				}
+			}
+		}
+	}
+	if err := r.collectGarbage(wanted, actual); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.flushUsage(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	r.mu.Lock()
+	r.lastSuccess = r.cfg.Now() // the pass completed; per-instance failures are reported, not fatal
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// LastPass is when the last complete pass ended (zero before the first).
+func (r *Reconciler) LastPass() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastSuccess
+}
+
+// Run heartbeats and reconciles until ctx ends. kick, if not nil, asks for an early pass (libvirt
+// lifecycle events).
+func (r *Reconciler) Run(ctx context.Context, interval time.Duration, kick <-chan struct{}) error {
+	hb := time.NewTimer(0)
+	defer hb.Stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-hb.C:
+			if err := r.Heartbeat(ctx); err != nil {
+				r.log.Error("heartbeat failed", "err", err)
+			}
+			r.mu.Lock()
+			hb.Reset(r.period)
+			r.mu.Unlock()
+			continue
+		case <-tick.C:
+		case <-kick:
+		}
+		passes.Inc()
+		if err := r.Once(ctx); err != nil {
+			passErrors.Inc()
+			r.log.Error("reconcile pass", "err", err)
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package seed_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"gpucloud/hostd/seed"
+)
+
+func isoFile(t *testing.T, iso, name string) []byte {
+	t.Helper()
+	out, err := exec.Command("isoinfo", "-i", iso, "-R", "-x", name).Output()
+	if err != nil {
+		t.Fatalf("isoinfo %s: %v", name, err)
+	}
+	return out
+}
+
+func TestBuildSeed(t *testing.T) {
+	if _, err := exec.LookPath("isoinfo"); err != nil {
+		t.Skip("isoinfo (genisoimage package) not installed")
+	}
+	lib := []byte("\x7fELF fake guest library bytes \x00\x01\x02")
+	c := seed.Config{
+		InstanceID: "i-123", Hostname: "vm1", Endpoints: []string{"10.0.0.5:7000", "10.0.0.6:7000"},
+		Token: "tok.abc-def", TokenExpiresAt: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC),
+		Tier: "shared", GPUModel: "H100", SSHKey: "ssh-ed25519 AAAA user@host", Library: lib,
+	}
+	dir := t.TempDir()
+	iso := filepath.Join(dir, "seed.iso")
+	os.MkdirAll(filepath.Join(dir, ".seed-123", "root"), 0o755) // left by a build killed half-way
+	if err := seed.Build(context.Background(), c, iso); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("seed dir holds %d entries, want only seed.iso", len(entries))
+	}
+	pvd, err := exec.Command("isoinfo", "-d", "-i", iso).Output()
+	if err != nil || !strings.Contains(string(pvd), "Volume id: cidata") {
+		t.Fatalf("volume id: %v\n%s", err, pvd)
+	}
+	conf := string(isoFile(t, iso, "/gpucloud/guest.conf"))
+	for _, want := range []string{"GPUCLOUD_ENDPOINT=10.0.0.5:7000\n", "GPUCLOUD_TOKEN=tok.abc-def\n", "GPUCLOUD_TIER=shared\n", "GPUCLOUD_TOKEN_EXPIRES=2030-01-02T03:04:05Z\n"} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("guest.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if got := isoFile(t, iso, "/gpucloud/libcuda.so.1"); !bytes.Equal(got, lib) {
+		t.Errorf("library on ISO differs")
+	}
+	ud := isoFile(t, iso, "/user-data")
+	if !bytes.HasPrefix(ud, []byte("#cloud-config\n")) {
+		t.Fatalf("user-data header: %q", ud[:20])
+	}
+	var doc struct {
+		WriteFiles []struct{ Path, Encoding, Content string } `yaml:"write_files"`
+		RunCmd     [][]string                                 `yaml:"runcmd"`
+	}
+	if err := yaml.Unmarshal(ud, &doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range doc.WriteFiles {
+		if f.Path == "/usr/lib/gpucloud/libcuda.so.1" {
+			b, err := base64.StdEncoding.DecodeString(f.Content)
+			found = err == nil && bytes.Equal(b, lib)
+		}
+		if f.Path == "/etc/gpucloud/guest.conf" && f.Content != conf {
+			t.Errorf("user-data guest.conf differs from the ISO's")
+		}
+	}
+	if !found {
+		t.Error("user-data does not install the library as libcuda.so.1")
+	}
+	if md := string(isoFile(t, iso, "/meta-data")); !strings.Contains(md, "instance-id: i-123") {
+		t.Errorf("meta-data: %s", md)
+	}
+}
+
+func TestBuildRejectsInjection(t *testing.T) {
+	dir := t.TempDir()
+	iso := filepath.Join(dir, "seed.iso")
+	for _, c := range []seed.Config{
+		{InstanceID: "i", Token: "tok\nGPUCLOUD_ENDPOINT=evil:1"},
+		{InstanceID: "i", Endpoints: []string{"a:1,b:2"}},
+		{InstanceID: ""},
+		{InstanceID: "i", Tier: "x\"y"},
+	} {
+		if err := seed.Build(context.Background(), c, iso); err == nil {
+			t.Errorf("accepted %+v", c)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("rejected seeds left %d files", len(entries))
+	}
+}

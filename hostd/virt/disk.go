@@ -1,0 +1,60 @@
+package virt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+)
+
+// CreateOverlay makes a copy-on-write qcow2 disk of sizeGiB over a qcow2 base image. The base is
+// never written; deleting the overlay deletes the VM's disk. It is created under a temporary
+// name and renamed, so a hostd killed mid-way leaves no half disk that looks finished.
+func CreateOverlay(ctx context.Context, base, overlay string, sizeGiB int) error {
+	if _, err := os.Stat(overlay); err == nil {
+		return nil
+	}
+	if _, err := os.Stat(base); err != nil {
+		return fmt.Errorf("virt: base image: %w", err)
+	}
+	tmp := overlay + ".tmp"
+	os.Remove(tmp)
+	cmd := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, tmp, fmt.Sprintf("%dG", sizeGiB))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("virt: qemu-img create overlay over %s: %w: %s", base, err, bytes.TrimSpace(out))
+	}
+	if err := os.Rename(tmp, overlay); err != nil {
+		return fmt.Errorf("virt: install overlay: %w", err)
+	}
+	return nil
+}
+
+// Tail returns up to n bytes from the end of a file (the console log); a missing file is empty.
+func Tail(path string, n int64) (string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("virt: open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("virt: stat %s: %w", path, err)
+	}
+	off := st.Size() - n
+	if off < 0 {
+		off = 0
+	}
+	b, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
+	if err != nil {
+		return "", fmt.Errorf("virt: read %s: %w", path, err)
+	}
+	return string(b), nil
+}

@@ -1,0 +1,200 @@
+// Package virt runs gpucloud instances as libvirt domains: domain XML built from the instance
+// spec, lifecycle (define, start, stop, reboot, undefine), the qcow2 overlays they boot from, and
+// discovery of hostd's own domains by name prefix and metadata, so a restarted hostd finds them
+// and leaves every other domain on the host alone.
+package virt
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"libvirt.org/go/libvirtxml"
+
+	"gpucloud/hostd/sriov"
+)
+
+// MetadataNS names hostd's element in a domain's <metadata>.
+const MetadataNS = "https://gpucloud.dev/xmlns/hostd/1"
+
+// NamePrefix starts the name of every domain hostd owns.
+const NamePrefix = "gpucloud-"
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+
+// ValidID reports whether an instance id can name a domain and a directory.
+func ValidID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("instance id %q: want 1-63 letters, digits, '-' or '_'", id)
+	}
+	return nil
+}
+
+// DomainName is the libvirt name of an instance's domain.
+func DomainName(instanceID string) string { return NamePrefix + instanceID }
+
+// Metadata is what hostd keeps inside each domain: with the domain itself it is hostd's only
+// record of an instance, so nothing is lost when hostd dies.
+type Metadata struct {
+	XMLName          xml.Name `xml:"instance"`
+	InstanceID       string   `xml:"id"`
+	TenantID         string   `xml:"tenant"`
+	RebootGeneration int64    `xml:"reboot-generation"`
+	VFPCIAddress     string   `xml:"vf,omitempty"`
+}
+
+func (m Metadata) encode() (string, error) {
+	b, err := xml.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("virt: encode metadata: %w", err)
+	}
+	return string(b), nil
+}
+
+// KernelBoot boots a kernel and initramfs directly instead of from the disk.
+type KernelBoot struct {
+	Kernel, Initrd, Cmdline string
+}
+
+// Network says where the VM's virtio NIC goes.
+type Network struct {
+	Kind string // "network" (a libvirt network), "bridge", or "user" (QEMU user-mode networking)
+	Name string // network or bridge name
+}
+
+// DomainSpec is everything a domain is made of.
+type DomainSpec struct {
+	Meta         Metadata
+	Type         string // libvirt domain type: kvm, qemu, or test
+	VCPUs        int
+	MemoryMiB    int
+	Disk         string // qcow2 overlay
+	Seed         string // NoCloud ISO, attached as a cdrom
+	ConsoleLog   string // serial console output
+	VFPCIAddress string // InfiniBand VF passed through, or ""
+	Network      Network
+	Kernel       *KernelBoot
+}
+
+// Validate checks a spec before anything is built from it.
+func (s DomainSpec) Validate() error {
+	var errs []error
+	if err := ValidID(s.Meta.InstanceID); err != nil {
+		errs = append(errs, err)
+	}
+	if s.VCPUs < 1 || s.VCPUs > 512 {
+		errs = append(errs, fmt.Errorf("vcpus %d out of range 1-512", s.VCPUs))
+	}
+	if s.MemoryMiB < 64 || s.MemoryMiB > 16<<20 {
+		errs = append(errs, fmt.Errorf("memory %d MiB out of range 64 MiB-16 TiB", s.MemoryMiB))
+	}
+	if s.Disk == "" || s.Seed == "" || s.ConsoleLog == "" {
+		errs = append(errs, errors.New("disk, seed and console log paths are required"))
+	}
+	if s.VFPCIAddress != "" {
+		if _, _, _, _, err := sriov.PCIParts(s.VFPCIAddress); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	switch s.Type {
+	case "kvm", "qemu", "test":
+	default:
+		errs = append(errs, fmt.Errorf("domain type %q: want kvm, qemu or test", s.Type))
+	}
+	switch s.Network.Kind {
+	case "user", "":
+	case "network", "bridge":
+		if s.Network.Name == "" {
+			errs = append(errs, fmt.Errorf("%s network needs a name", s.Network.Kind))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("network kind %q: want network, bridge or user", s.Network.Kind))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("virt: invalid domain spec: %w", err)
+	}
+	return nil
+}
+
+// DomainXML renders the spec as libvirt domain XML.
+func DomainXML(s DomainSpec) (string, error) {
+	if err := s.Validate(); err != nil {
+		return "", err
+	}
+	meta, err := s.Meta.encode()
+	if err != nil {
+		return "", err
+	}
+	// Prefixed so libvirt files it under our namespace (GetMetadata looks it up by URI).
+	meta = fmt.Sprintf(`<gpucloud:instance xmlns:gpucloud="%s">%s</gpucloud:instance>`, MetadataNS,
+		meta[len("<instance>"):len(meta)-len("</instance>")])
+	d := &libvirtxml.Domain{
+		Type:     s.Type,
+		Name:     DomainName(s.Meta.InstanceID),
+		Metadata: &libvirtxml.DomainMetadata{XML: meta},
+		Memory:   &libvirtxml.DomainMemory{Value: uint(s.MemoryMiB), Unit: "MiB"},
+		VCPU:     &libvirtxml.DomainVCPU{Value: uint(s.VCPUs)},
+		OS:       &libvirtxml.DomainOS{Type: &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"}},
+		OnReboot: "restart",
+		Devices:  &libvirtxml.DomainDeviceList{},
+	}
+	if s.Type != "test" {
+		d.OS.Type.Machine = "q35"
+		d.Features = &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}}
+	}
+	if k := s.Kernel; k != nil {
+		d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = k.Kernel, k.Initrd, k.Cmdline
+	}
+	d.Devices.Disks = []libvirtxml.DomainDisk{
+		{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		},
+		{
+			Device:   "cdrom",
+			Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Seed}},
+			Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+		},
+	}
+	nic := libvirtxml.DomainInterface{
+		Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		Source: &libvirtxml.DomainInterfaceSource{},
+	}
+	switch s.Network.Kind {
+	case "network":
+		nic.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: s.Network.Name}
+	case "bridge":
+		nic.Source.Bridge = &libvirtxml.DomainInterfaceSourceBridge{Bridge: s.Network.Name}
+	default:
+		nic.Source.User = &libvirtxml.DomainInterfaceSourceUser{}
+	}
+	d.Devices.Interfaces = []libvirtxml.DomainInterface{nic}
+	port := uint(0)
+	d.Devices.Serials = []libvirtxml.DomainSerial{{
+		Source: &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: s.ConsoleLog, Append: "on"}},
+		Target: &libvirtxml.DomainSerialTarget{Port: &port},
+	}}
+	if s.VFPCIAddress != "" {
+		dom, bus, slot, fn, _ := sriov.PCIParts(s.VFPCIAddress)
+		d.Devices.Hostdevs = []libvirtxml.DomainHostdev{{
+			// hostd binds the VF to vfio-pci itself (sriov.Pool), so libvirt must not rebind it.
+			Managed: "no",
+			SubsysPCI: &libvirtxml.DomainHostdevSubsysPCI{
+				Driver: &libvirtxml.DomainHostdevSubsysPCIDriver{Name: "vfio"},
+				Source: &libvirtxml.DomainHostdevSubsysPCISource{
+					Address: &libvirtxml.DomainAddressPCI{Domain: &dom, Bus: &bus, Slot: &slot, Function: &fn},
+				},
+			},
+		}}
+	}
+	out, err := d.Marshal()
+	if err != nil {
+		return "", fmt.Errorf("virt: marshal domain XML: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,104 @@
+package vmtest
+
+import (
+	"compress/gzip"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readNewc lists name -> contents of a gzip'd newc archive, checking magic and alignment.
+func readNewc(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for off := 0; ; {
+		if string(b[off:off+6]) != "070701" {
+			t.Fatalf("bad magic at %d", off)
+		}
+		field := func(i int) int {
+			v, err := strconv.ParseUint(string(b[off+6+8*i:off+14+8*i]), 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(v)
+		}
+		size, nameLen := field(6), field(11)
+		name := string(b[off+110 : off+110+nameLen-1])
+		off = (off + 110 + nameLen + 3) &^ 3
+		if name == "TRAILER!!!" {
+			return out
+		}
+		out[name] = string(b[off : off+size])
+		off = (off + size + 3) &^ 3
+	}
+}
+
+func TestInitramfsArchive(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, []byte("abcde"), 0o644)
+	dst := filepath.Join(dir, "initrd.gz")
+	err := writeInitramfs(dst, []cpioFile{
+		{name: "init", data: []byte("#!/bin/sh\n"), mode: 0o755},
+		{name: "lib/modules/x.ko", src: src, mode: 0o644},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readNewc(t, dst)
+	if got["init"] != "#!/bin/sh\n" || got["lib/modules/x.ko"] != "abcde" {
+		t.Fatalf("archive %q", got)
+	}
+	if _, ok := got["lib/modules"]; !ok {
+		t.Fatal("parent directories missing")
+	}
+}
+
+// TestResolveModulesOrdersDependencies builds tiny ELF objects with a .modinfo section, as
+// kernel modules have, and checks dependencies come first.
+func TestResolveModulesOrdersDependencies(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+	tree := t.TempDir()
+	os.MkdirAll(filepath.Join(tree, "kernel"), 0o755)
+	mods := map[string]string{"alpha": "beta,gamma_x", "beta": "gamma_x", "gamma-x": ""}
+	for name, deps := range mods {
+		c := filepath.Join(tree, name+".c")
+		os.WriteFile(c, []byte(`__attribute__((section(".modinfo"), used)) static const char info[] = "license=GPL\0depends=`+deps+`";`), 0o644)
+		if out, err := exec.Command("gcc", "-c", "-o", filepath.Join(tree, "kernel", name+".ko"), c).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	order, err := resolveModules(tree, []string{"alpha"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range order {
+		names = append(names, strings.TrimSuffix(filepath.Base(p), ".ko"))
+	}
+	if strings.Join(names, " ") != "gamma-x beta alpha" {
+		t.Fatalf("order %v", names)
+	}
+	if _, err := resolveModules(tree, []string{"missing"}); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("missing module: %v", err)
+	}
+}
