@@ -28,11 +28,14 @@ CREATE TABLE billing_usage_records (
     booked_period     date        NOT NULL,
     adjustment        boolean     NOT NULL DEFAULT false,
     ingested_at       timestamptz NOT NULL DEFAULT now()
-);
+)
+-- Append-only: vacuuming it for inserts only sets visibility bits nothing here uses, and costs
+-- a full pass over a large table every few million records.
+WITH (autovacuum_vacuum_insert_threshold = -1);
 -- No secondary index: ingestion speed matters more; everything else reads the rollups.
 
--- Hourly rollups: the records' intervals split at hour boundaries and summed, maintained in the
--- same statement that inserts the raw rows. Reports and invoices read only this table.
+-- Hourly rollups: the records' intervals split at hour boundaries and summed (see
+-- billing_usage_pending for how they are maintained). Reports and invoices read only this table.
 -- Dimensions that do not apply to a kind are '' (never NULL) so the unique key works.
 CREATE TABLE billing_usage_hourly (
     tenant_id     uuid        NOT NULL,
@@ -51,8 +54,31 @@ CREATE TABLE billing_usage_hourly (
     vm_ms         bigint      NOT NULL DEFAULT 0,
     records       bigint      NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
-);
+)
+-- Rollup rows are updated in place by every flush: free space on each page lets those updates
+-- be HOT (no new index entries).
+WITH (fillfactor = 70);
 CREATE INDEX billing_usage_hourly_hour ON billing_usage_hourly (hour);
+
+-- Usage ingested but not yet added to the hourly rollups: each batch appends its records split
+-- by hour and summed (cheap: no index), and the rollup flush moves everything here into
+-- billing_usage_hourly in one statement. A batch of 1,000 records touches up to ~1,000 rollup keys;
+-- a flush of many batches of the same hours touches each key once. Reports and period closing
+-- flush first, so they never miss pending usage.
+CREATE TABLE billing_usage_pending (
+    tenant_id     uuid        NOT NULL,
+    booked_period date        NOT NULL,
+    adjustment    boolean     NOT NULL,
+    hour          timestamptz NOT NULL,
+    kind          text        NOT NULL,
+    tier          text        NOT NULL,
+    gpu_model     text        NOT NULL,
+    instance_type text        NOT NULL,
+    gpu_ms        bigint      NOT NULL,
+    quota_mib_ms  bigint      NOT NULL,
+    vm_ms         bigint      NOT NULL,
+    records       bigint      NOT NULL
+);
 
 -- Price book. unit_price_micros is in millionths of the currency unit per unit-hour:
 --   gpu dedicated: per GPU-hour;  gpu shared: per GiB-hour of memory quota (the slice price);
@@ -171,5 +197,6 @@ DROP FUNCTION billing_refuse_truncate();
 DROP FUNCTION billing_invoice_line_guard();
 DROP FUNCTION billing_invoice_guard();
 DROP TABLE billing_prices;
+DROP TABLE billing_usage_pending;
 DROP TABLE billing_usage_hourly;
 DROP TABLE billing_usage_records;

@@ -60,7 +60,11 @@ type Generator struct {
 	Tenants []uuid.UUID
 	Month   time.Time // first instant of the month, UTC
 	Prefix  string    // id prefix, unique per run
-	seq     int
+	// Step, when set, makes records arrive in time order like a daemon's: each starts Step after
+	// the previous one (wrapping at the month's end) instead of anywhere in the month.
+	Step   time.Duration
+	seq    int
+	cursor time.Duration
 }
 
 // NewGenerator seeds a generator with n tenants.
@@ -85,7 +89,13 @@ func (g *Generator) Next() api.UsageRecord {
 	g.seq++
 	days := time.Date(g.Month.Year(), g.Month.Month()+1, 1, 0, 0, 0, 0, time.UTC).Sub(g.Month)
 	// Keep the whole interval inside the month: start at least 20 minutes before its end.
-	start := g.Month.Add(time.Duration(g.Rng.Int64N(int64(days-20*time.Minute)/int64(time.Millisecond))) * time.Millisecond)
+	var start time.Time
+	if g.Step > 0 {
+		start = g.Month.Add(g.cursor).Truncate(time.Millisecond)
+		g.cursor = (g.cursor + g.Step) % (days - 20*time.Minute)
+	} else {
+		start = g.Month.Add(time.Duration(g.Rng.Int64N(int64(days-20*time.Minute)/int64(time.Millisecond))) * time.Millisecond)
+	}
 	d := time.Duration(1+g.Rng.Int64N(int64(10*time.Minute/time.Millisecond))) * time.Millisecond
 	tier := Tiers[g.Rng.IntN(len(Tiers))]
 	r := api.UsageRecord{
@@ -113,4 +123,10 @@ func (g *Generator) Batch(n int) api.UsageBatch {
 		b.Records[i] = g.Next()
 	}
 	return b
+}
+
+// Reseed restarts the record stream (keeping the tenants), so several generators share tenants
+// but not records.
+func (g *Generator) Reseed(seed uint64) {
+	g.Rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }

@@ -29,8 +29,12 @@ func newIngester(t *testing.T) (*ingest.Ingester, *pgxpool.Pool) {
 	return in, pool
 }
 
+// count runs a counting query after flushing pending usage into the rollups.
 func count(t *testing.T, pool *pgxpool.Pool, q string, args ...any) int64 {
 	t.Helper()
+	if _, err := ingest.Flush(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
 	var n int64
 	if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", q, err)
@@ -80,6 +84,23 @@ func TestDuplicatesAcrossConcurrentBatches(t *testing.T) {
 
 	const workers = 6
 	var wg sync.WaitGroup
+	// Rollup flushes run all along: pending usage must move into the rollups exactly once.
+	stopFlush := make(chan struct{})
+	flushed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stopFlush:
+				flushed <- nil
+				return
+			default:
+			}
+			if _, err := in.Flush(ctx); err != nil {
+				flushed <- err
+				return
+			}
+		}
+	}()
 	results := make([]api.UsageBatchResult, workers)
 	errs := make([]error, workers)
 	for w := 0; w < workers; w++ {
@@ -95,6 +116,10 @@ func TestDuplicatesAcrossConcurrentBatches(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
+	close(stopFlush)
+	if err := <-flushed; err != nil {
+		t.Fatalf("flush: %v", err)
+	}
 	accepted := 0
 	for w := range results {
 		if errs[w] != nil {
@@ -196,6 +221,9 @@ func TestRollupSplitsHours(t *testing.T) {
 	r.GPUCount = 2
 	if _, err := in.Ingest(context.Background(), api.UsageBatch{Records: []api.UsageRecord{r}}, nil); err != nil {
 		t.Fatal(err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM billing_usage_pending`); n != 0 {
+		t.Fatalf("%d pending rows after a flush", n)
 	}
 	rows, err := pool.Query(context.Background(), `SELECT hour, gpu_ms, records FROM billing_usage_hourly ORDER BY hour`)
 	if err != nil {

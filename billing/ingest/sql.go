@@ -2,8 +2,8 @@ package ingest
 
 // insertSQL stores a sorted batch in one statement: it books each record (its month, or the first
 // open month after it when that month is closed for the tenant: an adjustment), inserts the raw
-// rows ignoring ids already present, and adds only the rows actually inserted to the hourly
-// rollups, splitting intervals at hour boundaries. It returns how many rows were inserted.
+// rows ignoring ids already present, and appends only the rows actually inserted, split at hour
+// boundaries and summed, to billing_usage_pending. It returns how many rows were inserted.
 //
 // Months and hours are UTC. Times arrive truncated to milliseconds, so the per-hour pieces are
 // whole milliseconds and add up exactly to the record's duration.
@@ -19,7 +19,7 @@ WITH input AS (
 months AS (
     SELECT DISTINCT tenant_id, date_trunc('month', start_at, 'UTC')::date AS month FROM input
 ),
-booking AS (
+booking AS MATERIALIZED (
     SELECT m.tenant_id, m.month,
         (SELECT min(c.month) FROM (
             SELECT m.month
@@ -54,8 +54,8 @@ pieces AS (
     CROSS JOIN LATERAL generate_series(date_trunc('hour', ins.start_at, 'UTC'),
         ins.end_at - interval '1 microsecond', interval '1 hour') AS h(hour)
 ),
-rolled AS (
-    INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
+grouped AS (
+    INSERT INTO billing_usage_pending (tenant_id, booked_period, adjustment, hour, kind, tier,
         gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
     SELECT tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type,
         sum(CASE WHEN kind = 'gpu' THEN gpu_count * ms ELSE 0 END),
@@ -64,12 +64,25 @@ rolled AS (
         count(*) FILTER (WHERE hour = date_trunc('hour', start_at, 'UTC'))
     FROM pieces
     GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
-    ORDER BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
-    ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
-    DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
-        quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
-        vm_ms = r.vm_ms + excluded.vm_ms,
-        records = r.records + excluded.records
 )
 -- Data-modifying CTEs always run to completion, read or not.
 SELECT count(*)::int FROM ins`
+
+// flushSQL moves every pending row into the hourly rollups. Rows committed while it runs are
+// not visible to it and stay for the next flush; a row is deleted (and so added) exactly once.
+const flushSQL = `
+WITH moved AS (
+    DELETE FROM billing_usage_pending RETURNING *
+)
+INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
+    gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
+SELECT tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type,
+    sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records)
+FROM moved
+GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
+ORDER BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
+ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
+DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
+    quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
+    vm_ms = r.vm_ms + excluded.vm_ms,
+    records = r.records + excluded.records`

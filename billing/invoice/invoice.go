@@ -80,6 +80,10 @@ func (s *Service) Close(ctx context.Context, tenant uuid.UUID, period time.Time)
 	if exists {
 		return Invoice{}, fmt.Errorf("%w: %s for tenant %s", ErrAlreadyClosed, period.Format("2006-01"), tenant)
 	}
+	// Under the lock every batch of this tenant has committed; move its usage into the rollups.
+	if _, err := ingest.Flush(ctx, tx); err != nil {
+		return Invoice{}, err
+	}
 	lines, err := rating.Rate(ctx, tx, tenant, period)
 	if err != nil {
 		return Invoice{}, err
