@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -71,12 +72,11 @@ func (s *Service) postUsage(c *gin.Context) {
 		res.Rejected[i].Index = index[res.Rejected[i].Index]
 	}
 	res.Rejected = append(undecodable, res.Rejected...)
-	status := http.StatusOK
 	if len(res.Rejected) > 0 {
 		s.log.WarnContext(c.Request.Context(), "usage records rejected", "daemon", daemon,
 			"rejected", len(res.Rejected), "first", res.Rejected[0].Reason)
 	}
-	c.JSON(status, res)
+	c.JSON(http.StatusOK, res)
 }
 
 func badBody(err error) *problem.Details {
@@ -185,14 +185,19 @@ func (s *Service) listInvoices(c *gin.Context) {
 		limit = n
 	}
 	invs, err := s.invoices.List(c.Request.Context(), tenant, limit)
+	writeItems(c, s.log, invs, err)
+}
+
+// writeItems answers a list: {"items": [...]} (never null), or the error.
+func writeItems[T any](c *gin.Context, log *slog.Logger, items []T, err error) {
 	if err != nil {
-		internal(c, s.log, err)
+		internal(c, log, err)
 		return
 	}
-	if invs == nil {
-		invs = []invoice.Invoice{}
+	if items == nil {
+		items = []T{}
 	}
-	c.JSON(http.StatusOK, gin.H{"items": invs})
+	c.JSON(http.StatusOK, gin.H{"items": items})
 }
 
 func (s *Service) getInvoice(c *gin.Context) {
@@ -220,14 +225,7 @@ func (s *Service) getInvoice(c *gin.Context) {
 
 func (s *Service) listPrices(c *gin.Context) {
 	ps, err := s.prices.List(c.Request.Context())
-	if err != nil {
-		internal(c, s.log, err)
-		return
-	}
-	if ps == nil {
-		ps = []rating.Price{}
-	}
-	c.JSON(http.StatusOK, gin.H{"items": ps})
+	writeItems(c, s.log, ps, err)
 }
 
 type priceRequest struct {

@@ -12,6 +12,7 @@
 package httpapi
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -59,6 +60,11 @@ func (s *Service) SetClock(now func() time.Time) {
 	s.ingest.SetClock(now)
 	s.invoices.SetClock(now)
 }
+
+// RunRollups moves ingested usage into the hourly rollups every second until ctx ends; the
+// apiserver starts it once per replica (replicas take turns through an advisory lock). Reports
+// and period closes flush on their own too, so a stopped loop only makes them slower.
+func (s *Service) RunRollups(ctx context.Context) { s.ingest.RunRollups(ctx, time.Second) }
 
 // Mount registers the routes on g, the apiserver's authenticated /v1 group.
 func (s *Service) Mount(g *gin.RouterGroup) {
