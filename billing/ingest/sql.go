@@ -17,7 +17,7 @@ WITH input AS (
         instance_type, vcpus, memory_mib, ord)
 ),
 months AS (
-    SELECT DISTINCT tenant_id, date_trunc('month', start_at, 'UTC')::date AS month FROM input
+    SELECT DISTINCT tenant_id, date_trunc('month', start_at AT TIME ZONE 'UTC')::date AS month FROM input
 ),
 booking AS MATERIALIZED (
     SELECT m.tenant_id, m.month,
@@ -41,7 +41,7 @@ ins AS (
         u.bytes_moved, u.instance_type, u.vcpus, u.memory_mib, b.booked_period,
         b.booked_period <> b.month
     FROM input u
-    JOIN booking b ON b.tenant_id = u.tenant_id AND b.month = date_trunc('month', u.start_at, 'UTC')::date
+    JOIN booking b ON b.tenant_id = u.tenant_id AND b.month = date_trunc('month', u.start_at AT TIME ZONE 'UTC')::date
     ORDER BY u.ord
     ON CONFLICT (id) DO NOTHING
     RETURNING tenant_id, booked_period, adjustment, kind, tier, gpu_model, instance_type,

@@ -65,7 +65,7 @@ type Querier interface {
 const rateSQL = `
 WITH ` + PriceRangesCTE + `
 SELECT h.kind, h.tier, h.gpu_model, h.instance_type,
-    to_char(date_trunc('month', h.hour, 'UTC'), 'YYYY-MM') AS usage_period, h.adjustment,
+    to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM') AS usage_period, h.adjustment,
     p.id, coalesce(p.unit_price_micros, 0), min(h.hour),
     sum(` + QuantityExpr + `)::bigint AS qty,
     round(sum(` + QuantityExpr + `)::numeric / min(` + UnitMsExpr + `), 6)::text AS quantity,

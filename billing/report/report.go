@@ -52,7 +52,9 @@ type FieldError struct{ Field, Reason string }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
-var groupColumns = map[string]string{"tier": "h.tier", "gpu_model": "h.gpu_model", "tenant": "h.tenant_id::text"}
+// groupColumns keep their own type (uuid for tenants) until the final select: hashing and
+// sorting a uuid is much cheaper than its text.
+var groupColumns = map[string]string{"tier": "h.tier", "gpu_model": "h.gpu_model", "tenant": "h.tenant_id"}
 
 // MaxRange bounds a report: ten years of hourly rollups is already a lot to read.
 const MaxRange = 10 * 366 * 24 * time.Hour
@@ -88,9 +90,21 @@ func checkRange(from, to *time.Time) error {
 
 func bucketExpr(granularity string) string {
 	if granularity == "month" {
-		return `to_char(date_trunc('month', h.hour, 'UTC'), 'YYYY-MM')`
+		return `to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM')`
 	}
-	return `to_char(date_trunc('day', h.hour, 'UTC'), 'YYYY-MM-DD')`
+	return `to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM-DD')`
+}
+
+// truncExpr is the bucket as a timestamp: formatted only once per output row.
+func truncExpr(granularity string) string {
+	return `date_trunc('` + granularity + `', h.hour, 'UTC')`
+}
+
+func bucketFormat(granularity string) string {
+	if granularity == "month" {
+		return "YYYY-MM"
+	}
+	return "YYYY-MM-DD"
 }
 
 // Reporter runs reports on pool.
@@ -107,8 +121,9 @@ func (r *Reporter) GPUHours(ctx context.Context, q Query) (Report, error) {
 	if _, err := ingest.Flush(ctx, r.pool); err != nil {
 		return Report{}, err
 	}
-	// Sum the rollups per hour and price key first (tenants fold away unless grouped by), then
-	// price those few rows: the price join works on thousands of rows, not the whole month.
+	// Sum the rollups per hour and price key first (tenants fold away unless grouped by), price
+	// those rows, sum quantities per price in integers, and only then compute money in numeric:
+	// one exact division per bucket, group and price instead of one per rollup row.
 	sql := `WITH ` + rating.PriceRangesCTE + `,
 h AS (
     SELECT h.hour, h.kind, h.tier, h.gpu_model, h.instance_type, ` + groupColumns[q.GroupBy] + ` AS grp,
@@ -116,15 +131,31 @@ h AS (
     FROM billing_usage_hourly h
     WHERE h.kind = 'gpu' AND h.hour >= $1 AND h.hour < $2
     GROUP BY h.hour, h.kind, h.tier, h.gpu_model, h.instance_type, grp
+),
+priced AS (
+    SELECT ` + truncExpr(q.Granularity) + ` AS bucket, h.grp, p.id AS price_id,
+        coalesce(p.unit_price_micros, 0) AS price, ` + rating.UnitMsExpr + ` AS unit_ms,
+        sum(h.gpu_ms) AS gpu_ms, sum(h.records) AS records, sum(` + rating.QuantityExpr + `) AS qty
+    FROM h
+    ` + rating.PriceJoin + `
+    GROUP BY bucket, h.grp, p.id, p.unit_price_micros, unit_ms
 )
-SELECT ` + bucketExpr(q.Granularity) + ` AS bucket, h.grp,
-    sum(h.gpu_ms)::bigint, sum(h.records)::bigint,
-    coalesce(round(sum(` + rating.MicrosExpr + `) / 10000), 0)::bigint,
-    sum(CASE WHEN p.id IS NULL THEN h.gpu_ms ELSE 0 END)::bigint
-FROM h
-` + rating.PriceJoin + `
-GROUP BY bucket, h.grp ORDER BY bucket, h.grp`
-	rows, err := r.pool.Query(ctx, sql, q.From, q.To)
+SELECT to_char(bucket AT TIME ZONE 'UTC', '` + bucketFormat(q.Granularity) + `'), grp::text, sum(gpu_ms)::bigint, sum(records)::bigint,
+    coalesce(round(sum(qty::numeric * price / unit_ms) / 10000), 0)::bigint,
+    sum(CASE WHEN price_id IS NULL THEN gpu_ms ELSE 0 END)::bigint
+FROM priced
+GROUP BY bucket, grp ORDER BY bucket, grp`
+	// A month of rollups is a few hundred thousand groups: give the aggregation memory rather
+	// than let it spill to disk.
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("report: gpu-hours: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	if _, err := tx.Exec(ctx, `SET LOCAL work_mem = '256MB'`); err != nil {
+		return Report{}, fmt.Errorf("report: gpu-hours: %w", err)
+	}
+	rows, err := tx.Query(ctx, sql, q.From, q.To)
 	if err != nil {
 		return Report{}, fmt.Errorf("report: gpu-hours: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"gpucloud/api"
 	"gpucloud/billing/billingtest"
@@ -230,5 +231,49 @@ func TestHours(t *testing.T) {
 		if got := report.Hours(ms); got != want {
 			t.Errorf("Hours(%d) = %s, want %s", ms, got, want)
 		}
+	}
+}
+
+// Months and days are UTC whatever the session's time zone: a record early on March 1st UTC is
+// March usage even on a connection set to New York, where it is still February.
+func TestUTCWhateverTheSessionTimeZone(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["timezone"] = "America/New_York"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	in := ingest.New(pool, nil)
+	in.SetClock(func() time.Time { return march.AddDate(0, 2, 0) })
+	tenant := uuid.New()
+	early := time.Date(2026, 3, 1, 1, 30, 0, 0, time.UTC)
+	if _, err := in.Ingest(ctx, api.UsageBatch{Records: []api.UsageRecord{billingtest.GPU("tz", tenant, early, 20*time.Minute)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	var booked time.Time
+	if err := pool.QueryRow(ctx, `SELECT booked_period FROM billing_usage_records WHERE id = 'tz'`).Scan(&booked); err != nil {
+		t.Fatal(err)
+	}
+	if !booked.Equal(march) {
+		t.Fatalf("booked in %s, want March", booked.Format("2006-01-02"))
+	}
+	rows, err := report.New(pool).TenantUsage(ctx, tenant, march.AddDate(0, -1, 0), march.AddDate(0, 2, 0), "day")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Bucket != "2026-03-01" {
+		t.Fatalf("usage rows %+v, want one on 2026-03-01", rows)
+	}
+	rep, err := report.New(pool).GPUHours(ctx, report.Query{From: march.AddDate(0, -1, 0), To: march.AddDate(0, 2, 0), GroupBy: "tenant", Granularity: "month"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Bucket != "2026-03" || rep.Rows[0].Group != tenant.String() {
+		t.Fatalf("report rows %+v, want March for %s", rep.Rows, tenant)
 	}
 }
