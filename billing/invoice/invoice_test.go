@@ -78,7 +78,8 @@ func TestCloseRatesAndReconciles(t *testing.T) {
 		billingtest.GPU("d2", tenant, march.AddDate(0, 0, 20), time.Hour),    // 1 h x 5.00 = 5.00
 		billingtest.VM("v1", tenant, march.Add(2*time.Hour), 10*time.Minute), // 1/6 h x 0.333333 = 0.0555555 -> 0.06
 		shared,
-		billingtest.GPU("o1", other, march.Add(time.Hour), 10*time.Hour), // another tenant's
+		billingtest.GPU("o1", other, march.Add(time.Hour), 10*time.Hour),    // another tenant's
+		billingtest.GPU("o2", other, april.Add(-30*time.Minute), time.Hour), // runs into April
 	)
 	inv, err := e.inv.Close(ctx, tenant, march)
 	if err != nil {
@@ -104,6 +105,14 @@ func TestCloseRatesAndReconciles(t *testing.T) {
 	}
 	if inv.TotalCents != sum || sum != 1161 || inv.Total != "11.61" {
 		t.Fatalf("total %d (%s), lines sum %d, want 1161", inv.TotalCents, inv.Total, sum)
+	}
+	// A session running past the month's end is billed whole in the month it started.
+	o, err := e.inv.Close(ctx, other, march)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Lines) != 2 || o.Lines[1].UsagePeriod != "2026-03" || o.Lines[1].QuantityMs != 3_600_000 || o.TotalCents != 4500 {
+		t.Fatalf("other tenant's march %+v, want 10 h x 4.00 + 1 h x 5.00 (half of it in April), all March", o)
 	}
 	// Read back: the same invoice, same lines.
 	back, err := e.inv.Get(ctx, inv.ID, &tenant)

@@ -65,7 +65,10 @@ type Querier interface {
 const rateSQL = `
 WITH ` + PriceRangesCTE + `
 SELECT h.kind, h.tier, h.gpu_model, h.instance_type,
-    to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM') AS usage_period, h.adjustment,
+    -- Regular usage belongs to the booked month even where a session ran past its end;
+    -- adjustments name the month the usage happened in.
+    CASE WHEN h.adjustment THEN to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM')
+        ELSE to_char(h.booked_period, 'YYYY-MM') END AS usage_period, h.adjustment,
     p.id, coalesce(p.unit_price_micros, 0), min(h.hour),
     sum(` + QuantityExpr + `)::bigint AS qty,
     round(sum(` + QuantityExpr + `)::numeric / min(` + UnitMsExpr + `), 6)::text AS quantity,
