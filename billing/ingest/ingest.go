@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -89,25 +90,28 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 }
 
 func (in *Ingester) storeOnce(ctx context.Context, recs []api.UsageRecord, c columns) (int, error) {
-	tx, err := in.pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("ingest: begin: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	// Shared per-tenant locks: closing a tenant's period takes the same lock exclusively, so a
-	// record is either booked before the invoice is computed or sees the period closed.
-	if _, err := tx.Exec(ctx, lockTenantsSQL, c.tenantID); err != nil {
+	// Both statements go in one round trip; a batch without BEGIN runs as one implicit
+	// transaction in PostgreSQL (all or nothing, locks held to its end).
+	b := &pgx.Batch{}
+	// Shared per-tenant locks first, in their own statement so the insert's snapshot is taken
+	// after them: closing a tenant's period takes the same lock exclusively, so a record is either
+	// booked before the invoice is computed or sees the period closed.
+	b.Queue(lockTenantsSQL, c.tenantID)
+	b.Queue(insertSQL, c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
+		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
+		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB)
+	br := in.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
 		return 0, fmt.Errorf("ingest: lock tenants: %w", err)
 	}
 	var n int
-	err = tx.QueryRow(ctx, insertSQL, c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
-		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
-		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB).Scan(&n)
-	if err != nil {
+	if err := br.QueryRow().Scan(&n); err != nil {
+		br.Close()
 		return 0, fmt.Errorf("ingest: insert %d records: %w", len(recs), err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("ingest: commit: %w", err)
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("ingest: commit %d records: %w", len(recs), err)
 	}
 	return n, nil
 }

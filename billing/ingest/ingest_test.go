@@ -243,3 +243,56 @@ func TestRollupSplitsHours(t *testing.T) {
 		t.Fatalf("rollups %v, want %v", got, want)
 	}
 }
+
+// A batch arriving while its tenant's period is being closed waits for the close, then sees the
+// period closed and books the record as an adjustment: never into an invoice already computed.
+func TestIngestWaitsForClose(t *testing.T) {
+	ctx := context.Background()
+	in, pool := newIngester(t)
+	tenant := uuid.New()
+	closer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closer.Rollback(ctx) //nolint:errcheck
+	if _, err := closer.Exec(ctx, ingest.LockTenantSQL, tenant); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := in.Ingest(ctx, api.UsageBatch{Records: []api.UsageRecord{billingtest.GPU("racing", tenant, march.Add(time.Hour), time.Minute)}}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("ingest finished while the tenant was locked for closing: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The "close": an invoice for March, closed in the transaction that holds the lock.
+	var id uuid.UUID
+	if err := closer.QueryRow(ctx, `INSERT INTO billing_invoices (tenant_id, period) VALUES ($1, $2) RETURNING id`, tenant, march).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := closer.Exec(ctx, `UPDATE billing_invoices SET status = 'closed', closed_at = now() WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := closer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ingest still waiting after the close committed")
+	}
+	var booked time.Time
+	var adj bool
+	if err := pool.QueryRow(ctx, `SELECT booked_period, adjustment FROM billing_usage_records WHERE id = 'racing'`).Scan(&booked, &adj); err != nil {
+		t.Fatal(err)
+	}
+	if !booked.Equal(march.AddDate(0, 1, 0)) || !adj {
+		t.Fatalf("record booked %s adjustment=%v, want an April adjustment", booked.Format("2006-01"), adj)
+	}
+}
