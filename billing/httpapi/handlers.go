@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -65,13 +66,18 @@ func (s *Service) postUsage(c *gin.Context) {
 		return ""
 	})
 	if err != nil {
-		internal(c, s.log, err)
+		// Nothing of the batch landed; the daemon keeps it and sends it again.
+		s.log.ErrorContext(c.Request.Context(), "usage batch failed", "daemon", daemon, "err", err)
+		d := problem.New(http.StatusServiceUnavailable, "usage-store-unavailable", "Usage not stored", "retry the batch")
+		d.Retryable = true
+		fail(c, d)
 		return
 	}
 	for i := range res.Rejected {
 		res.Rejected[i].Index = index[res.Rejected[i].Index]
 	}
 	res.Rejected = append(undecodable, res.Rejected...)
+	sort.Slice(res.Rejected, func(i, j int) bool { return res.Rejected[i].Index < res.Rejected[j].Index })
 	if len(res.Rejected) > 0 {
 		s.log.WarnContext(c.Request.Context(), "usage records rejected", "daemon", daemon,
 			"rejected", len(res.Rejected), "first", res.Rejected[0].Reason)

@@ -14,7 +14,7 @@ func OpenAPIPaths() map[string]any {
 	errs := func(r map[string]any, codes ...string) map[string]any {
 		for _, c := range codes {
 			r[c] = problemResp(map[string]string{"400": "Invalid request", "401": "Unauthenticated", "403": "Forbidden",
-				"404": "Not found", "409": "Conflict", "413": "Body too large", "500": "Internal error"}[c])
+				"404": "Not found", "409": "Conflict", "413": "Body too large", "500": "Internal error", "503": "Unavailable, retry"}[c])
 		}
 		return r
 	}
@@ -46,7 +46,7 @@ func OpenAPIPaths() map[string]any {
 			"summary": "Push a batch of up to 1,000 usage records (daemons); each is stored exactly once by id",
 			"requestBody": body(map[string]any{"type": "object", "required": []string{"records"},
 				"properties": map[string]any{"records": map[string]any{"type": "array", "maxItems": 1000, "items": usageRecord}}}),
-			"responses": errs(map[string]any{"200": jsonResp("accepted, duplicate and rejected counts", obj)}, "400", "401", "403", "413", "500"),
+			"responses": errs(map[string]any{"200": jsonResp("accepted, duplicate and rejected counts", obj)}, "400", "401", "403", "413", "500", "503"),
 		}},
 		"/v1/usage": map[string]any{"get": map[string]any{
 			"operationId": "getUsage", "tags": []string{"billing"}, "summary": "The caller's tenant usage per day or month",
