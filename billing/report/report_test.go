@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"strconv"
@@ -83,6 +84,12 @@ func minT(a, b time.Time) time.Time {
 
 // The report's totals equal the sums over the raw records, for random data and every grouping.
 func TestReportMatchesRawRecords(t *testing.T) {
+	for _, seed := range []uint64{20260301, 7, 4242} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { checkReportMatchesRaw(t, seed) })
+	}
+}
+
+func checkReportMatchesRaw(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	pool := billingtest.Pool(t, pgtest.NewDatabase(t))
 	in := ingest.New(pool, nil)
@@ -113,7 +120,6 @@ func TestReportMatchesRawRecords(t *testing.T) {
 		return p[1], 0
 	}
 
-	const seed = 20260301
 	g := billingtest.NewGenerator(seed, 4, march, "prop")
 	var recs []api.UsageRecord
 	for b := 0; b < 5; b++ {
