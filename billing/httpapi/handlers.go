@@ -1,0 +1,351 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"gpucloud/api"
+	"gpucloud/billing/ingest"
+	"gpucloud/billing/invoice"
+	"gpucloud/billing/rating"
+	"gpucloud/billing/report"
+	"gpucloud/internal/problem"
+)
+
+// maxUsageBody bounds a usage batch: 1,000 records of well under 2 KiB each.
+const maxUsageBody = 4 << 20
+
+// postUsage decodes records one by one, so a record of the wrong JSON shape is refused with its
+// reason like any other malformed record while the rest of the batch lands.
+func (s *Service) postUsage(c *gin.Context) {
+	var raw struct {
+		Records []json.RawMessage `json:"records"`
+	}
+	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxUsageBody)
+	if err := json.NewDecoder(body).Decode(&raw); err != nil {
+		fail(c, badBody(err))
+		return
+	}
+	if raw.Records == nil {
+		fail(c, problem.Validation(problem.FieldError{Field: "records", Reason: "is required"}))
+		return
+	}
+	if len(raw.Records) > ingest.MaxBatch {
+		fail(c, problem.Validation(problem.FieldError{Field: "records",
+			Reason: fmt.Sprintf("holds %d records, at most %d per batch", len(raw.Records), ingest.MaxBatch)}))
+		return
+	}
+	var batch api.UsageBatch
+	var undecodable []api.UsageRejection
+	index := make([]int, 0, len(raw.Records)) // position in the request of each decoded record
+	for i, m := range raw.Records {
+		var r api.UsageRecord
+		if err := json.Unmarshal(m, &r); err != nil {
+			undecodable = append(undecodable, api.UsageRejection{Index: i, ID: r.ID, Reason: "record: " + err.Error()})
+			continue
+		}
+		batch.Records = append(batch.Records, r)
+		index = append(index, i)
+	}
+	daemon := principal(c).DaemonID.String()
+	res, err := s.ingest.Ingest(c.Request.Context(), batch, func(r api.UsageRecord) string {
+		if r.Source != daemon {
+			return fmt.Sprintf("source: %q is not the authenticated daemon %s", r.Source, daemon)
+		}
+		return ""
+	})
+	if err != nil {
+		// Nothing of the batch landed; the daemon keeps it and sends it again.
+		s.log.ErrorContext(c.Request.Context(), "usage batch failed", "daemon", daemon, "err", err)
+		d := problem.New(http.StatusServiceUnavailable, "usage-store-unavailable", "Usage not stored", "retry the batch")
+		d.Retryable = true
+		fail(c, d)
+		return
+	}
+	for i := range res.Rejected {
+		res.Rejected[i].Index = index[res.Rejected[i].Index]
+	}
+	res.Rejected = append(undecodable, res.Rejected...)
+	sort.Slice(res.Rejected, func(i, j int) bool { return res.Rejected[i].Index < res.Rejected[j].Index })
+	if len(res.Rejected) > 0 {
+		s.log.WarnContext(c.Request.Context(), "usage records rejected", "daemon", daemon,
+			"rejected", len(res.Rejected), "first", res.Rejected[0].Reason)
+	}
+	c.JSON(http.StatusOK, res)
+}
+
+func badBody(err error) *problem.Details {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return problem.New(http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
+			fmt.Sprintf("at most %d bytes", tooBig.Limit))
+	}
+	return problem.Validation(problem.FieldError{Field: "body", Reason: "is not valid JSON: " + err.Error()})
+}
+
+// decodeStrict reads a small JSON body, refusing unknown fields (a typo must not pass silently).
+func decodeStrict(c *gin.Context, v any) *problem.Details {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badBody(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return problem.Validation(problem.FieldError{Field: "body", Reason: "has data after the JSON object"})
+	}
+	return nil
+}
+
+// parseTime accepts RFC 3339, a date (YYYY-MM-DD) or a month (YYYY-MM), all UTC.
+func parseTime(field, v string) (time.Time, *problem.Details) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02", "2006-01"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, problem.Validation(problem.FieldError{Field: field, Reason: fmt.Sprintf("%q is not RFC 3339, YYYY-MM-DD or YYYY-MM", v)})
+}
+
+// timeRange reads from and to, defaulting to the current month.
+func (s *Service) timeRange(c *gin.Context) (time.Time, time.Time, *problem.Details) {
+	now := s.now().UTC()
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 1, 0)
+	var d *problem.Details
+	if v := c.Query("from"); v != "" {
+		if from, d = parseTime("from", v); d != nil {
+			return from, to, d
+		}
+	}
+	if v := c.Query("to"); v != "" {
+		if to, d = parseTime("to", v); d != nil {
+			return from, to, d
+		}
+	}
+	return from, to, nil
+}
+
+func fieldProblem(err error) *problem.Details {
+	var rf *report.FieldError
+	if errors.As(err, &rf) {
+		return problem.Validation(problem.FieldError{Field: rf.Field, Reason: rf.Reason})
+	}
+	var pf *rating.FieldError
+	if errors.As(err, &pf) {
+		return problem.Validation(problem.FieldError{Field: pf.Field, Reason: pf.Reason})
+	}
+	return nil
+}
+
+func (s *Service) getUsage(c *gin.Context) {
+	tenant, d := scope(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	if tenant == nil {
+		fail(c, problem.Validation(problem.FieldError{Field: "tenant_id", Reason: "is required for platform roles"}))
+		return
+	}
+	from, to, d := s.timeRange(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	rows, err := s.reports.TenantUsage(c.Request.Context(), *tenant, from, to, c.DefaultQuery("granularity", "day"))
+	if d := fieldProblem(err); d != nil {
+		fail(c, d)
+		return
+	}
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"tenant_id": tenant, "from": from, "to": to, "rows": rows})
+}
+
+func (s *Service) listInvoices(c *gin.Context) {
+	tenant, d := scope(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	limit := 0
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			fail(c, problem.Validation(problem.FieldError{Field: "limit", Reason: "must be 1..1000"}))
+			return
+		}
+		limit = n
+	}
+	invs, err := s.invoices.List(c.Request.Context(), tenant, limit)
+	writeItems(c, s.log, invs, err)
+}
+
+// writeItems answers a list: {"items": [...]} (never null), or the error.
+func writeItems[T any](c *gin.Context, log *slog.Logger, items []T, err error) {
+	if err != nil {
+		internal(c, log, err)
+		return
+	}
+	if items == nil {
+		items = []T{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
+}
+
+func (s *Service) getInvoice(c *gin.Context) {
+	tenant, d := scope(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		fail(c, problem.Validation(problem.FieldError{Field: "id", Reason: "is not a uuid"}))
+		return
+	}
+	inv, err := s.invoices.Get(c.Request.Context(), id, tenant)
+	if errors.Is(err, invoice.ErrNotFound) {
+		fail(c, problem.New(http.StatusNotFound, "not-found", "Invoice not found", ""))
+		return
+	}
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	c.JSON(http.StatusOK, inv)
+}
+
+func (s *Service) listPrices(c *gin.Context) {
+	ps, err := s.prices.List(c.Request.Context())
+	writeItems(c, s.log, ps, err)
+}
+
+type priceRequest struct {
+	Kind            string    `json:"kind"`
+	GPUModel        string    `json:"gpu_model"`
+	Tier            string    `json:"tier"`
+	InstanceType    string    `json:"instance_type"`
+	UnitPriceMicros *int64    `json:"unit_price_micros"`
+	Currency        string    `json:"currency"`
+	EffectiveFrom   time.Time `json:"effective_from"`
+}
+
+func (s *Service) addPrice(c *gin.Context) {
+	var req priceRequest
+	if d := decodeStrict(c, &req); d != nil {
+		fail(c, d)
+		return
+	}
+	if req.UnitPriceMicros == nil {
+		fail(c, problem.Validation(problem.FieldError{Field: "unit_price_micros", Reason: "is required"}))
+		return
+	}
+	p, err := s.prices.Add(c.Request.Context(), rating.Price{Kind: req.Kind, GPUModel: req.GPUModel, Tier: req.Tier,
+		InstanceType: req.InstanceType, UnitPriceMicros: *req.UnitPriceMicros, Currency: req.Currency, EffectiveFrom: req.EffectiveFrom})
+	if d := fieldProblem(err); d != nil {
+		fail(c, d)
+		return
+	}
+	if errors.Is(err, rating.ErrPriceExists) {
+		fail(c, problem.New(http.StatusConflict, "price-exists", "Price exists", err.Error()))
+		return
+	}
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	s.log.InfoContext(c.Request.Context(), "price added", "by", principal(c).UserID, "kind", p.Kind,
+		"gpu_model", p.GPUModel, "tier", p.Tier, "instance_type", p.InstanceType, "micros", p.UnitPriceMicros, "from", p.EffectiveFrom)
+	c.JSON(http.StatusCreated, p)
+}
+
+type closeRequest struct {
+	TenantID string `json:"tenant_id"`
+	Period   string `json:"period"` // YYYY-MM
+}
+
+func (s *Service) closePeriod(c *gin.Context) {
+	var req closeRequest
+	if d := decodeStrict(c, &req); d != nil {
+		fail(c, d)
+		return
+	}
+	tenant, err := uuid.Parse(req.TenantID)
+	if err != nil || tenant == uuid.Nil {
+		fail(c, problem.Validation(problem.FieldError{Field: "tenant_id", Reason: "is not a tenant uuid"}))
+		return
+	}
+	period, err := invoice.ParsePeriod(req.Period)
+	if err != nil {
+		fail(c, problem.Validation(problem.FieldError{Field: "period", Reason: err.Error()}))
+		return
+	}
+	inv, err := s.invoices.Close(c.Request.Context(), tenant, period)
+	var unpriced *rating.UnpricedError
+	switch {
+	case errors.Is(err, invoice.ErrAlreadyClosed):
+		fail(c, problem.New(http.StatusConflict, "period-closed", "Period already closed",
+			"its invoice is final; late usage is billed as an adjustment in the next open period"))
+	case errors.Is(err, invoice.ErrNotEnded):
+		fail(c, problem.New(http.StatusConflict, "period-not-ended", "Period has not ended", err.Error()))
+	case errors.As(err, &unpriced):
+		fail(c, problem.New(http.StatusConflict, "usage-unpriced", "Usage without a price", err.Error()))
+	case err != nil:
+		internal(c, s.log, err)
+	default:
+		s.log.InfoContext(c.Request.Context(), "period closed", "tenant", tenant, "period", inv.Period,
+			"invoice", inv.ID, "total_cents", inv.TotalCents, "by", principal(c).UserID)
+		c.JSON(http.StatusCreated, inv)
+	}
+}
+
+func (s *Service) gpuHours(c *gin.Context) {
+	from, to, d := s.timeRange(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	q := report.Query{From: from, To: to, GroupBy: c.DefaultQuery("group_by", "tier"), Granularity: c.DefaultQuery("granularity", "day")}
+	format := c.Query("format")
+	if format == "" && strings.Contains(c.GetHeader("Accept"), "text/csv") {
+		format = "csv"
+	}
+	if format != "" && format != "csv" && format != "json" {
+		fail(c, problem.Validation(problem.FieldError{Field: "format", Reason: fmt.Sprintf("%q is neither json nor csv", format)}))
+		return
+	}
+	rep, err := s.reports.GPUHours(c.Request.Context(), q)
+	if d := fieldProblem(err); d != nil {
+		fail(c, d)
+		return
+	}
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	if format == "csv" {
+		name := fmt.Sprintf("gpu-hours_%s_%s_%s_%s.csv", q.GroupBy, q.Granularity, from.Format("20060102T15"), to.Format("20060102T15"))
+		c.Header("Content-Type", "text/csv; charset=utf-8")
+		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+		c.Status(http.StatusOK)
+		if err := report.WriteCSV(c.Writer, rep); err != nil {
+			s.log.WarnContext(c.Request.Context(), "csv report write failed", "err", err)
+		}
+		return
+	}
+	c.JSON(http.StatusOK, rep)
+}

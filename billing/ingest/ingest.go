@@ -1,0 +1,158 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"gpucloud/api"
+)
+
+// Ingester writes usage batches. It is safe for concurrent use.
+type Ingester struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+	log  *slog.Logger
+}
+
+// New returns an ingester on pool.
+func New(pool *pgxpool.Pool, log *slog.Logger) *Ingester {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Ingester{pool: pool, now: time.Now, log: log}
+}
+
+// SetClock replaces the clock that bounds future intervals (tests).
+func (in *Ingester) SetClock(now func() time.Time) { in.now = now }
+
+// ErrBatchTooLarge is returned for batches over MaxBatch records; nothing of them lands.
+var ErrBatchTooLarge = fmt.Errorf("a batch holds at most %d records", MaxBatch)
+
+// Ingest validates the batch and stores its valid records exactly once. Malformed records are
+// listed in the result with their reason; duplicates (already stored, or repeated in the batch)
+// are counted and ignored. accept, when not nil, may refuse a valid record (e.g. one whose source
+// is not the calling daemon) by returning a reason.
+func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(api.UsageRecord) string) (api.UsageBatchResult, error) {
+	res := api.UsageBatchResult{Rejected: []api.UsageRejection{}}
+	if len(b.Records) > MaxBatch {
+		return res, ErrBatchTooLarge
+	}
+	now := in.now()
+	valid := make([]api.UsageRecord, 0, len(b.Records))
+	for i, r := range b.Records {
+		n, err := Validate(r, now)
+		if err == nil && accept != nil {
+			if reason := accept(n); reason != "" {
+				err = errors.New(reason)
+			}
+		}
+		if err != nil {
+			res.Rejected = append(res.Rejected, api.UsageRejection{Index: i, ID: r.ID, Reason: err.Error()})
+			continue
+		}
+		valid = append(valid, n)
+	}
+	if len(valid) == 0 {
+		return res, nil
+	}
+	// One order for every batch: two batches sharing ids then wait on each other instead of
+	// deadlocking on the primary key.
+	sort.Slice(valid, func(i, j int) bool { return valid[i].ID < valid[j].ID })
+	inserted, err := in.store(ctx, valid)
+	if err != nil {
+		return res, err
+	}
+	res.Accepted = inserted
+	res.Duplicates = len(valid) - inserted
+	return res, nil
+}
+
+// store runs the insert, retrying the rare deadlock between rollup upserts.
+func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, error) {
+	cols := toColumns(recs)
+	for attempt := 1; ; attempt++ {
+		n, err := in.storeOnce(ctx, recs, cols)
+		var pgErr *pgconn.PgError
+		if err != nil && errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") && attempt < 5 {
+			in.log.Warn("usage batch retried", "attempt", attempt, "err", err)
+			continue
+		}
+		return n, err
+	}
+}
+
+func (in *Ingester) storeOnce(ctx context.Context, recs []api.UsageRecord, c columns) (int, error) {
+	// Both statements go in one round trip; a batch without BEGIN runs as one implicit
+	// transaction in PostgreSQL (all or nothing, locks held to its end).
+	b := &pgx.Batch{}
+	// Shared per-tenant locks first, in their own statement so the insert's snapshot is taken
+	// after them: closing a tenant's period takes the same lock exclusively, so a record is either
+	// booked before the invoice is computed or sees the period closed.
+	b.Queue(lockTenantsSQL, c.tenantID)
+	b.Queue(insertSQL, c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
+		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
+		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB)
+	br := in.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return 0, fmt.Errorf("ingest: lock tenants: %w", err)
+	}
+	var n int
+	if err := br.QueryRow().Scan(&n); err != nil {
+		br.Close()
+		return 0, fmt.Errorf("ingest: insert %d records: %w", len(recs), err)
+	}
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("ingest: commit %d records: %w", len(recs), err)
+	}
+	return n, nil
+}
+
+// LockTenantSQL takes a tenant's billing lock ($1 uuid): shared by ingestion, exclusive by closing.
+const LockTenantSQL = `SELECT pg_advisory_xact_lock(hashtextextended('billing-tenant:' || $1::uuid::text, 0))`
+
+const lockTenantsSQL = `
+SELECT count(pg_advisory_xact_lock_shared(hashtextextended('billing-tenant:' || t::text, 0)))
+FROM (SELECT DISTINCT t FROM unnest($1::uuid[]) AS t ORDER BY t) AS tenants`
+
+type columns struct {
+	id, kind, source, tenantID, instanceID, sessionID []string
+	start, end                                        []time.Time
+	gpuModel, tier                                    []string
+	gpuCount                                          []int32
+	memoryQuota, memoryPeak, memoryAvg, bytesMoved    []int64
+	instanceType                                      []string
+	vcpus, memoryMiB                                  []int32
+}
+
+func toColumns(recs []api.UsageRecord) columns {
+	n := len(recs)
+	c := columns{
+		id: make([]string, n), kind: make([]string, n), source: make([]string, n),
+		tenantID: make([]string, n), instanceID: make([]string, n), sessionID: make([]string, n),
+		start: make([]time.Time, n), end: make([]time.Time, n),
+		gpuModel: make([]string, n), tier: make([]string, n), gpuCount: make([]int32, n),
+		memoryQuota: make([]int64, n), memoryPeak: make([]int64, n), memoryAvg: make([]int64, n),
+		bytesMoved: make([]int64, n), instanceType: make([]string, n),
+		vcpus: make([]int32, n), memoryMiB: make([]int32, n),
+	}
+	for i, r := range recs {
+		c.id[i], c.kind[i], c.source[i] = r.ID, r.Kind, r.Source
+		c.tenantID[i], c.instanceID[i], c.sessionID[i] = r.TenantID, r.InstanceID, r.SessionID
+		c.start[i], c.end[i] = r.Start, r.End
+		c.gpuModel[i], c.tier[i], c.gpuCount[i] = r.GPUModel, r.Tier, int32(r.GPUCount)
+		// Validate bounded these below 2^63.
+		c.memoryQuota[i], c.memoryPeak[i] = int64(r.MemoryQuota), int64(r.MemoryPeakBytes)
+		c.memoryAvg[i], c.bytesMoved[i] = int64(r.MemoryAvgBytes), int64(r.BytesMoved)
+		c.instanceType[i], c.vcpus[i], c.memoryMiB[i] = r.InstanceType, int32(r.VCPUs), int32(r.MemoryMiB)
+	}
+	return c
+}

@@ -1,0 +1,183 @@
+// Package invoice closes a tenant's monthly period into an invoice that never changes afterwards,
+// and reads invoices back. The database enforces the immutability too (triggers in 00100).
+package invoice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"gpucloud/billing/ingest"
+	"gpucloud/billing/rating"
+)
+
+// Invoice is a closed period of one tenant.
+type Invoice struct {
+	ID         uuid.UUID     `json:"id"`
+	TenantID   uuid.UUID     `json:"tenant_id"`
+	Period     string        `json:"period"` // YYYY-MM
+	Status     string        `json:"status"`
+	Currency   string        `json:"currency"`
+	TotalCents int64         `json:"total_cents"`
+	Total      string        `json:"total"` // decimal, for people
+	ClosedAt   time.Time     `json:"closed_at"`
+	Lines      []rating.Line `json:"lines,omitempty"`
+}
+
+// Errors callers map to HTTP statuses.
+var (
+	ErrAlreadyClosed = errors.New("period is already closed")
+	ErrNotEnded      = errors.New("period has not ended yet")
+	ErrNotFound      = errors.New("invoice not found")
+)
+
+// Service closes periods and reads invoices.
+type Service struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// New returns the invoice service on pool.
+func New(pool *pgxpool.Pool) *Service { return &Service{pool: pool, now: time.Now} }
+
+// SetClock replaces the clock deciding whether a period has ended (tests, benchmarks).
+func (s *Service) SetClock(now func() time.Time) { s.now = now }
+
+// ParsePeriod reads "YYYY-MM" as the first instant of that month, UTC.
+func ParsePeriod(v string) (time.Time, error) {
+	t, err := time.Parse("2006-01", v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("period %q is not YYYY-MM", v)
+	}
+	return t, nil
+}
+
+// Close rates the tenant's usage booked in period, writes the invoice and its lines, and marks
+// it closed, all in one transaction under the tenant's exclusive billing lock. Records arriving
+// later for this month are booked into the next open month as adjustments.
+func (s *Service) Close(ctx context.Context, tenant uuid.UUID, period time.Time) (Invoice, error) {
+	if end := period.AddDate(0, 1, 0); s.now().Before(end) {
+		return Invoice{}, fmt.Errorf("%w: %s ends %s", ErrNotEnded, period.Format("2006-01"), end.Format(time.RFC3339))
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Invoice{}, fmt.Errorf("invoice: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, ingest.LockTenantSQL, tenant); err != nil {
+		return Invoice{}, fmt.Errorf("invoice: lock tenant: %w", err)
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM billing_invoices WHERE tenant_id = $1 AND period = $2)`,
+		tenant, period).Scan(&exists); err != nil {
+		return Invoice{}, fmt.Errorf("invoice: check period: %w", err)
+	}
+	if exists {
+		return Invoice{}, fmt.Errorf("%w: %s for tenant %s", ErrAlreadyClosed, period.Format("2006-01"), tenant)
+	}
+	// Under the lock every batch of this tenant has committed; move its usage into the rollups.
+	if _, err := ingest.Flush(ctx, tx); err != nil {
+		return Invoice{}, err
+	}
+	lines, err := rating.Rate(ctx, tx, tenant, period)
+	if err != nil {
+		return Invoice{}, err
+	}
+	inv := Invoice{TenantID: tenant, Period: period.Format("2006-01"), Status: "closed", Currency: "USD", Lines: lines}
+	for _, l := range lines {
+		inv.TotalCents += l.AmountCents
+	}
+	if err := tx.QueryRow(ctx, `INSERT INTO billing_invoices (tenant_id, period, currency) VALUES ($1, $2, $3) RETURNING id`,
+		tenant, period, inv.Currency).Scan(&inv.ID); err != nil {
+		return Invoice{}, fmt.Errorf("invoice: insert: %w", err)
+	}
+	rows := make([][]any, len(lines))
+	for i, l := range lines {
+		up, err := ParsePeriod(l.UsagePeriod)
+		if err != nil {
+			return Invoice{}, err
+		}
+		rows[i] = []any{inv.ID, l.LineNo, l.Description, l.Kind, l.Tier, l.GPUModel, l.InstanceType, up,
+			l.Adjustment, l.QuantityMs, l.Unit, l.UnitPriceMicros, l.PriceID, l.AmountCents}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"billing_invoice_lines"}, lineColumns, pgx.CopyFromRows(rows)); err != nil {
+		return Invoice{}, fmt.Errorf("invoice: insert lines: %w", err)
+	}
+	// The trigger checks here that the total equals the sum of the lines.
+	if err := tx.QueryRow(ctx, `UPDATE billing_invoices SET status = 'closed', total_cents = $2, closed_at = now()
+		WHERE id = $1 RETURNING closed_at`, inv.ID, inv.TotalCents).Scan(&inv.ClosedAt); err != nil {
+		return Invoice{}, fmt.Errorf("invoice: close: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Invoice{}, fmt.Errorf("invoice: commit: %w", err)
+	}
+	inv.ClosedAt = inv.ClosedAt.UTC()
+	inv.Total = rating.FormatCents(inv.TotalCents)
+	return inv, nil
+}
+
+var lineColumns = []string{"invoice_id", "line_no", "description", "kind", "tier", "gpu_model", "instance_type",
+	"usage_period", "adjustment", "quantity_ms", "unit", "unit_price_micros", "price_id", "amount_cents"}
+
+// Get returns an invoice with its lines. With tenant set, an invoice of another tenant is
+// ErrNotFound (never "forbidden": its existence is not disclosed).
+func (s *Service) Get(ctx context.Context, id uuid.UUID, tenant *uuid.UUID) (Invoice, error) {
+	invs, err := s.list(ctx, `WHERE id = $1 AND ($2::uuid IS NULL OR tenant_id = $2) AND status = 'closed'`, id, tenant)
+	if err != nil {
+		return Invoice{}, err
+	}
+	if len(invs) == 0 {
+		return Invoice{}, ErrNotFound
+	}
+	inv := invs[0]
+	rows, err := s.pool.Query(ctx, `
+		SELECT line_no, description, kind, tier, gpu_model, instance_type, to_char(usage_period, 'YYYY-MM'),
+		    adjustment, quantity_ms, unit, unit_price_micros, price_id, amount_cents,
+		    round(quantity_ms::numeric / CASE WHEN unit = 'gib-hour' THEN 3686400000 ELSE 3600000 END, 6)::text
+		FROM billing_invoice_lines WHERE invoice_id = $1 ORDER BY line_no`, id)
+	if err != nil {
+		return Invoice{}, fmt.Errorf("invoice: read lines: %w", err)
+	}
+	inv.Lines, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (rating.Line, error) {
+		var l rating.Line
+		err := r.Scan(&l.LineNo, &l.Description, &l.Kind, &l.Tier, &l.GPUModel, &l.InstanceType, &l.UsagePeriod,
+			&l.Adjustment, &l.QuantityMs, &l.Unit, &l.UnitPriceMicros, &l.PriceID, &l.AmountCents, &l.Quantity)
+		return l, err
+	})
+	if err != nil {
+		return Invoice{}, fmt.Errorf("invoice: read lines: %w", err)
+	}
+	return inv, nil
+}
+
+// List returns closed invoices, newest period first; tenant nil lists every tenant's.
+func (s *Service) List(ctx context.Context, tenant *uuid.UUID, limit int) ([]Invoice, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	return s.list(ctx, `WHERE ($1::uuid IS NULL OR tenant_id = $1) AND status = 'closed' ORDER BY period DESC, tenant_id LIMIT $2`, tenant, limit)
+}
+
+func (s *Service) list(ctx context.Context, where string, args ...any) ([]Invoice, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id, to_char(period, 'YYYY-MM'), status, currency, total_cents, closed_at
+		FROM billing_invoices `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("invoice: list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invoice, error) {
+		var inv Invoice
+		err := r.Scan(&inv.ID, &inv.TenantID, &inv.Period, &inv.Status, &inv.Currency, &inv.TotalCents, &inv.ClosedAt)
+		inv.ClosedAt = inv.ClosedAt.UTC()
+		inv.Total = rating.FormatCents(inv.TotalCents)
+		return inv, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("invoice: list: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,230 @@
+// Command billingbench measures billing's two goals: ingesting usage records in batches of 1,000
+// (records per second, goal >= 50,000) and a one-month per-tier GPU-hours report over them
+// (goal < 1 s). Without -url it starts its own PostgreSQL cluster in a temporary folder.
+//
+//	go run ./cmd/billingbench -count 10000000
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the migrations
+
+	"gpucloud/billing/billingtest"
+	"gpucloud/billing/ingest"
+	"gpucloud/billing/rating"
+	"gpucloud/billing/report"
+	"gpucloud/internal/pglocal"
+	"gpucloud/migrations"
+)
+
+func main() {
+	var (
+		url        = flag.String("url", "", "PostgreSQL URL of an empty database (default: start a private cluster)")
+		count      = flag.Int("count", 10_000_000, "records to ingest")
+		batch      = flag.Int("batch", 1000, "records per batch (at most 1000)")
+		workers    = flag.Int("workers", 4, "concurrent ingesting connections")
+		tenants    = flag.Int("tenants", 100, "tenants the records spread over")
+		seed       = flag.Uint64("seed", 1, "random seed")
+		ephemeral  = flag.Bool("ephemeral", false, "private cluster without fsync (flatters ingestion; default is durable)")
+		reports    = flag.Int("reports", 5, "report runs to time")
+		ordered    = flag.Bool("ordered", true, "records in time order, as daemons send them (false: anywhere in the month)")
+		flushEvery = flag.Duration("flush", time.Second, "rollup flush interval during ingestion")
+	)
+	flag.Parse()
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery); err != nil {
+		fmt.Fprintln(os.Stderr, "billingbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration) error {
+	if batch < 1 || batch > ingest.MaxBatch || count < 1 || workers < 1 || tenants < 1 {
+		return fmt.Errorf("need 1 <= -batch <= %d, -count, -workers, -tenants >= 1", ingest.MaxBatch)
+	}
+	dataDir := "" // known when the cluster is ours: then its CPU time is measured
+	if url == "" {
+		dir, err := os.MkdirTemp("", "billingbench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cluster, err := pglocal.Start(ctx, dir, pglocal.Options{Ephemeral: ephemeral})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop(context.Background()) //nolint:errcheck // best effort on the way out
+		url = cluster.URL("postgres")
+		dataDir = filepath.Join(cluster.Dir, "pgdata")
+	}
+	if err := migrate(ctx, url); err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return fmt.Errorf("parse url: %w", err)
+	}
+	cfg.MaxConns = int32(workers + 1)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer pool.Close()
+
+	month := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	if err := addPrices(ctx, pool, month); err != nil {
+		return err
+	}
+	in := ingest.New(pool, nil)
+	in.SetClock(func() time.Time { return month.AddDate(0, 2, 0) })
+
+	flushCtx, stopFlush := context.WithCancel(ctx)
+	flushDone := make(chan struct{})
+	go func() { in.RunRollups(flushCtx, flushEvery); close(flushDone) }()
+	fmt.Printf("ingesting %d records, batches of %d, %d workers, %d tenants\n", count, batch, workers, tenants)
+	var done, dups atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := time.Now()
+	cpuGo0, cpuPG0 := selfCPU(), serverCPU(dataDir)
+	progress := time.NewTicker(10 * time.Second)
+	defer progress.Stop()
+	go func() {
+		for range progress.C {
+			n := done.Load()
+			fmt.Printf("  %d records, %.0f records/s\n", n, float64(n)/time.Since(start).Seconds())
+		}
+	}()
+	for w := 0; w < workers; w++ {
+		share := count / workers
+		if w < count%workers {
+			share++
+		}
+		wg.Add(1)
+		go func(w, share int) {
+			defer wg.Done()
+			// Same tenants for every worker (same seed for the tenant list), own id prefix.
+			g := billingtest.NewGenerator(seed, tenants, month, fmt.Sprintf("bench-s%d-w%d", seed, w))
+			g.Reseed(seed*1000 + uint64(w) + 1)
+			if ordered {
+				g.Step = month.AddDate(0, 1, 0).Sub(month) / time.Duration(share+1)
+			}
+			for share > 0 && ctx.Err() == nil {
+				n := min(batch, share)
+				res, err := in.Ingest(ctx, g.Batch(n), nil)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(res.Rejected) > 0 {
+					errs <- fmt.Errorf("record rejected: %+v", res.Rejected[0])
+					return
+				}
+				done.Add(int64(res.Accepted))
+				dups.Add(int64(res.Duplicates))
+				share -= n
+			}
+		}(w, share)
+	}
+	wg.Wait()
+	progress.Stop()
+	stopFlush()
+	<-flushDone
+	// The last flush is part of ingestion: the records are not in the rollups before it.
+	if _, err := in.Flush(ctx); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	cpuGo, cpuPG := selfCPU()-cpuGo0, serverCPU(dataDir)-cpuPG0
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	n := done.Load()
+	fmt.Printf("ingested %d records (%d duplicates) in %s: %.0f records/s\n", n, dups.Load(), elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
+	if cpuPG > 0 {
+		cpu := cpuGo + cpuPG
+		fmt.Printf("CPU: bench %s + postgres %s = %s; %.0f records per CPU-second, so %.0f records/s on 2 idle cores\n",
+			cpuGo.Round(time.Millisecond), cpuPG.Round(time.Millisecond), cpu.Round(time.Millisecond),
+			float64(n)/cpu.Seconds(), 2*float64(n)/cpu.Seconds())
+	}
+
+	var rollups int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&rollups); err != nil {
+		return fmt.Errorf("count rollups: %w", err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly`); err != nil {
+		return fmt.Errorf("analyze: %w", err)
+	}
+	fmt.Printf("hourly rollup rows: %d\n", rollups)
+	rep := report.New(pool)
+	for _, q := range []report.Query{
+		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tier", Granularity: "month"},
+		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tenant", Granularity: "day"},
+	} {
+		var times []time.Duration
+		var last report.Report
+		for i := 0; i < reports; i++ {
+			t0 := time.Now()
+			r, err := rep.GPUHours(ctx, q)
+			if err != nil {
+				return err
+			}
+			times = append(times, time.Since(t0))
+			last = r
+		}
+		first := times[0]
+		sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+		fmt.Printf("one-month report group_by=%s granularity=%s: %d rows, %s GPU-hours, revenue %s %s; first %s, median %s of %d runs\n",
+			q.GroupBy, q.Granularity, len(last.Rows), last.Total.GPUHours, last.Total.Revenue, last.Currency,
+			first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
+	}
+	return nil
+}
+
+func migrate(ctx context.Context, url string) error {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	defer db.Close()
+	return migrations.Up(ctx, db)
+}
+
+// addPrices prices every model and tier so the report's revenue column is real work.
+func addPrices(ctx context.Context, pool *pgxpool.Pool, month time.Time) error {
+	book := rating.NewBook(pool)
+	for i, m := range billingtest.Models {
+		for _, tier := range billingtest.Tiers {
+			for k, from := range []time.Time{month.AddDate(-1, 0, 0), month.AddDate(0, 0, 14)} {
+				micros := int64(1_000_000*(i+1) + 250_000*k)
+				if tier == "shared" {
+					micros /= 60
+				}
+				if _, err := book.Add(ctx, rating.Price{Kind: "gpu", GPUModel: m, Tier: tier, UnitPriceMicros: micros, EffectiveFrom: from}); err != nil && !errors.Is(err, rating.ErrPriceExists) {
+					return fmt.Errorf("add price: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
