@@ -88,7 +88,33 @@ func placeGPUs(ctx context.Context, tx pgx.Tx, req Request, res *Result) error {
 	const eligible = `FROM gpus g JOIN gpu_servers s ON s.id = g.gpu_server_id
 		WHERE g.gpu_model_id = $1 AND g.healthy AND s.status = 'ready' AND NOT s.cordoned
 		  AND NOT s.draining AND s.deleted_at IS NULL AND `
-	// Servers that look able to hold the whole request (multi-GPU instances stay on one server).
+	if req.GPUCount == 1 {
+		// The common case, in one statement: walk the gpus_pack index from the fullest GPU
+		// that still fits (packing slices, keeping whole GPUs free) and take the first one not
+		// locked by a concurrent create.
+		var g GPU
+		var mem int64
+		var srv uuid.UUID
+		var endpoint string
+		err := tx.QueryRow(ctx, `SELECT g.id, g.uuid, g.memory_bytes, s.id, s.endpoint `+eligible+cond+`
+			ORDER BY g.reserved_bytes DESC LIMIT 1 FOR UPDATE OF g SKIP LOCKED`, req.GPUModelID, need).
+			Scan(&g.ID, &g.UUID, &mem, &srv, &endpoint)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &NoCapacityError{What: "a free GPU of the requested model and tier"}
+		}
+		if err != nil {
+			return fmt.Errorf("placement: lock GPU: %w", err)
+		}
+		g.Bytes = req.SliceBytes
+		if req.Dedicated {
+			g.Bytes = mem
+		}
+		if _, err := tx.Exec(ctx, `UPDATE gpus SET reserved_bytes = reserved_bytes + $2 WHERE id = $1`, g.ID, g.Bytes); err != nil {
+			return fmt.Errorf("placement: reserve GPU %s: %w", g.UUID, err)
+		}
+		res.GPUServerID, res.Endpoint, res.GPUs = srv, endpoint, []GPU{g}
+		return nil
+	}
 	rows, err := tx.Query(ctx, `SELECT g.gpu_server_id `+eligible+cond+`
 		GROUP BY g.gpu_server_id HAVING count(*) >= $3 ORDER BY random() LIMIT 8`,
 		req.GPUModelID, need, req.GPUCount)

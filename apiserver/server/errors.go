@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -59,6 +60,9 @@ func (s *Server) toProblem(c *gin.Context, err error) *problem.Details {
 		d := problem.New(http.StatusServiceUnavailable, "no-capacity", "No capacity", noCap.Error())
 		d.Retryable = true
 		return d
+	case errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil:
+		// The client went away; nobody reads this answer and it is not a server fault.
+		return problem.New(499, "client-closed-request", "Client closed request", "")
 	case store.IsUniqueViolation(err):
 		return problem.New(http.StatusConflict, "already-exists", "Already exists", "a resource with that name already exists")
 	}

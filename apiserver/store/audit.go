@@ -49,6 +49,18 @@ func nullable(id uuid.UUID) *uuid.UUID {
 // Audit records a change in q (a transaction, so the record commits with the change). The actor
 // comes from ctx; tenant is the tenant the resource belongs to (zero for platform resources).
 func Audit(ctx context.Context, q Execer, tenant uuid.UUID, action, resourceType, resourceID string, detail any) error {
+	sql, args, err := auditStmt(ctx, tenant, action, resourceType, resourceID, detail)
+	if err != nil {
+		return err
+	}
+	if _, err := q.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("audit %s %s: %w", action, resourceType, err)
+	}
+	return nil
+}
+
+// auditStmt is Audit's statement, for callers that batch it with others.
+func auditStmt(ctx context.Context, tenant uuid.UUID, action, resourceType, resourceID string, detail any) (string, []any, error) {
 	p, _ := authn.FromContext(ctx)
 	role := string(p.Role)
 	if role == "" {
@@ -58,17 +70,13 @@ func Audit(ctx context.Context, q Execer, tenant uuid.UUID, action, resourceType
 	if detail != nil {
 		var err error
 		if d, err = json.Marshal(detail); err != nil {
-			return fmt.Errorf("audit: encode detail: %w", err)
+			return "", nil, fmt.Errorf("audit: encode detail: %w", err)
 		}
 	}
-	_, err := q.Exec(ctx, `INSERT INTO audit_log (actor_user_id, actor_role, actor_daemon, tenant_id, action,
+	return `INSERT INTO audit_log (actor_user_id, actor_role, actor_daemon, tenant_id, action,
 		resource_type, resource_id, request_id, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		nullable(p.UserID), role, nullable(p.DaemonID), nullable(tenant), action, resourceType, resourceID,
-		RequestID(ctx), d)
-	if err != nil {
-		return fmt.Errorf("audit %s %s: %w", action, resourceType, err)
-	}
-	return nil
+		[]any{nullable(p.UserID), role, nullable(p.DaemonID), nullable(tenant), action, resourceType, resourceID,
+			RequestID(ctx), d}, nil
 }
 
 // ListAudit returns entries after cursor (an id), newest last; tenant zero lists all.
