@@ -93,24 +93,18 @@ func placeGPUs(ctx context.Context, tx pgx.Tx, req Request, res *Result) error {
 		// that still fits (packing slices, keeping whole GPUs free) and take the first one not
 		// locked by a concurrent create.
 		var g GPU
-		var mem int64
 		var srv uuid.UUID
 		var endpoint string
-		err := tx.QueryRow(ctx, `SELECT g.id, g.uuid, g.memory_bytes, s.id, s.endpoint `+eligible+cond+`
-			ORDER BY g.reserved_bytes DESC LIMIT 1 FOR UPDATE OF g SKIP LOCKED`, req.GPUModelID, need).
-			Scan(&g.ID, &g.UUID, &mem, &srv, &endpoint)
+		err := tx.QueryRow(ctx, `UPDATE gpus SET reserved_bytes = CASE WHEN $3 THEN memory_bytes ELSE reserved_bytes + $2 END
+			WHERE id = (SELECT g.id `+eligible+cond+` ORDER BY g.reserved_bytes DESC LIMIT 1 FOR UPDATE OF g SKIP LOCKED)
+			RETURNING id, uuid, CASE WHEN $3 THEN memory_bytes ELSE $2 END, gpu_server_id,
+			  (SELECT endpoint FROM gpu_servers WHERE id = gpus.gpu_server_id)`,
+			req.GPUModelID, need, req.Dedicated).Scan(&g.ID, &g.UUID, &g.Bytes, &srv, &endpoint)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return &NoCapacityError{What: "a free GPU of the requested model and tier"}
 		}
 		if err != nil {
-			return fmt.Errorf("placement: lock GPU: %w", err)
-		}
-		g.Bytes = req.SliceBytes
-		if req.Dedicated {
-			g.Bytes = mem
-		}
-		if _, err := tx.Exec(ctx, `UPDATE gpus SET reserved_bytes = reserved_bytes + $2 WHERE id = $1`, g.ID, g.Bytes); err != nil {
-			return fmt.Errorf("placement: reserve GPU %s: %w", g.UUID, err)
+			return fmt.Errorf("placement: reserve GPU: %w", err)
 		}
 		res.GPUServerID, res.Endpoint, res.GPUs = srv, endpoint, []GPU{g}
 		return nil
@@ -168,7 +162,23 @@ func placeGPUs(ctx context.Context, tx pgx.Tx, req Request, res *Result) error {
 	return &NoCapacityError{What: fmt.Sprintf("%d free GPU(s) of the requested model and tier", req.GPUCount)}
 }
 
+const hostFits = `status = 'ready' AND NOT cordoned AND NOT draining AND deleted_at IS NULL
+	AND vcpus - used_vcpus >= $1 AND memory_mib - used_memory_mib >= $2 AND disk_gib - used_disk_gib >= $3`
+
 func placeHost(ctx context.Context, tx pgx.Tx, req Request) (uuid.UUID, error) {
+	// First try, in one statement: a random host that fits. Only when a concurrent create took
+	// its last room (the re-checked condition fails) do we walk the candidates one by one.
+	var id uuid.UUID
+	err := tx.QueryRow(ctx, `UPDATE hosts SET used_vcpus = used_vcpus + $1, used_memory_mib = used_memory_mib + $2,
+		used_disk_gib = used_disk_gib + $3
+		WHERE id = (SELECT id FROM hosts WHERE `+hostFits+` ORDER BY random() LIMIT 1) AND `+hostFits+` RETURNING id`,
+		req.VCPUs, req.MemoryMiB, req.DiskGiB).Scan(&id)
+	if err == nil {
+		return id, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, fmt.Errorf("placement: reserve host: %w", err)
+	}
 	rows, err := tx.Query(ctx, `SELECT id FROM hosts
 		WHERE status = 'ready' AND NOT cordoned AND NOT draining AND deleted_at IS NULL
 		  AND vcpus - used_vcpus >= $1 AND memory_mib - used_memory_mib >= $2 AND disk_gib - used_disk_gib >= $3

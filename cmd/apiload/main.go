@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -70,12 +71,23 @@ func main() {
 	flag.IntVar(&tenants, "tenants", 8, "with -local: tenants to spread the clients over")
 	flag.StringVar(&tier, "tier", "shared", "with -local: instance tier, shared (GPU slice), dedicated (whole GPU) or none (CPU only)")
 	flag.IntVar(&poolConns, "pool", 32, "with -local: apiserver database pool size")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (with -local: server and clients)")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "apiload:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, cfg, keys, local, durable, tenants, tier, int32(poolConns)); err != nil {
 		fmt.Fprintln(os.Stderr, "apiload:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
