@@ -44,6 +44,7 @@ import (
 
 type config struct {
 	url, typ    string
+	pgDir       string // with -local: the cluster's folder, to account its CPU time
 	keys        []string
 	clients     int
 	duration    time.Duration
@@ -117,7 +118,7 @@ func run(ctx context.Context, cfg config, keys string, local, durable bool, tena
 			return err
 		}
 		defer stopServer()
-		cfg.url = url
+		cfg.url, cfg.pgDir = url, dir
 		if cfg.keys, cfg.typ, err = seed(ctx, dbURL, url, tenants, tier); err != nil {
 			return err
 		}
@@ -276,6 +277,7 @@ func load(ctx context.Context, cfg config) error {
 		seq       atomic.Int64
 		wg        sync.WaitGroup
 	)
+	selfCPU0, pgCPU0 := cpuTimes(cfg.pgDir)
 	start := time.Now()
 	for w := 0; w < cfg.clients; w++ {
 		wg.Add(1)
@@ -312,6 +314,7 @@ func load(ctx context.Context, cfg config) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	selfCPU1, pgCPU1 := cpuTimes(cfg.pgDir)
 	slices.Sort(latencies)
 	pct := func(p float64) time.Duration {
 		if len(latencies) == 0 {
@@ -323,6 +326,13 @@ func load(ctx context.Context, cfg config) error {
 	fmt.Printf("creates/s %.0f   p50 %s   p90 %s   p99 %s   max %s\n", float64(statuses[201])/elapsed.Seconds(),
 		pct(0.50).Round(10*time.Microsecond), pct(0.90).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond),
 		pct(1).Round(10*time.Microsecond))
+	if n := statuses[201]; n > 0 && cfg.pgDir != "" {
+		self, pg := selfCPU1-selfCPU0, pgCPU1-pgCPU0
+		perCreate := (self + pg) / time.Duration(n)
+		fmt.Printf("CPU: apiserver+clients %s, PostgreSQL %s: %s per create (%.0f creates/s per fully free core)\n",
+			self.Round(time.Millisecond), pg.Round(time.Millisecond), perCreate.Round(time.Microsecond),
+			float64(time.Second)/float64(perCreate))
+	}
 	if statuses[201] == 0 {
 		return fmt.Errorf("no instance was created")
 	}
