@@ -64,24 +64,12 @@ func (s *Store) CreateTenant(ctx context.Context, t *Tenant) error {
 
 // GetTenant returns a tenant.
 func (s *Store) GetTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
-	var t Tenant
-	err := s.ORM.WithContext(ctx).Take(&t, "id = ?", id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return t, ErrNotFound
-	}
-	if err != nil {
-		return t, fmt.Errorf("get tenant: %w", err)
-	}
-	return t, nil
+	return getByID[Tenant](ctx, s, id, "tenant")
 }
 
 // ListTenants pages tenants by id.
 func (s *Store) ListTenants(ctx context.Context, after uuid.UUID, limit int) ([]Tenant, error) {
-	var ts []Tenant
-	if err := s.ORM.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&ts).Error; err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
-	return ts, nil
+	return listPage[Tenant](ctx, s, after, limit, "tenants", nil)
 }
 
 // SetQuota changes a tenant's quotas. Lowering below usage is allowed: it only stops new creates.
@@ -123,28 +111,17 @@ func (s *Store) CreateUser(ctx context.Context, u *User) error {
 
 // GetUser returns a user.
 func (s *Store) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
-	var u User
-	err := s.ORM.WithContext(ctx).Take(&u, "id = ?", id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return u, ErrNotFound
-	}
-	if err != nil {
-		return u, fmt.Errorf("get user: %w", err)
-	}
-	return u, nil
+	return getByID[User](ctx, s, id, "user")
 }
 
 // ListUsers pages users; tenant zero lists every user.
 func (s *Store) ListUsers(ctx context.Context, tenant, after uuid.UUID, limit int) ([]User, error) {
-	q := s.ORM.WithContext(ctx).Where("id > ?", after)
-	if tenant != uuid.Nil {
-		q = q.Where("tenant_id = ?", tenant)
-	}
-	var us []User
-	if err := q.Order("id").Limit(limit).Find(&us).Error; err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	return us, nil
+	return listPage[User](ctx, s, after, limit, "users", func(q *gorm.DB) *gorm.DB {
+		if tenant != uuid.Nil {
+			q = q.Where("tenant_id = ?", tenant)
+		}
+		return q
+	})
 }
 
 // CreateAPIKey makes a key for user and returns its metadata and the secret (shown once).
@@ -167,22 +144,14 @@ func (s *Store) CreateAPIKey(ctx context.Context, user User, name string) (APIKe
 
 // ListAPIKeys lists a user's keys.
 func (s *Store) ListAPIKeys(ctx context.Context, user, after uuid.UUID, limit int) ([]APIKey, error) {
-	var ks []APIKey
-	if err := s.ORM.WithContext(ctx).Where("user_id = ? AND id > ?", user, after).Order("id").Limit(limit).Find(&ks).Error; err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	return ks, nil
+	return listPage[APIKey](ctx, s, after, limit, "api keys", func(q *gorm.DB) *gorm.DB { return q.Where("user_id = ?", user) })
 }
 
 // GetAPIKey returns a key's metadata with its owner.
 func (s *Store) GetAPIKey(ctx context.Context, id uuid.UUID) (APIKey, User, error) {
-	var k APIKey
-	err := s.ORM.WithContext(ctx).Take(&k, "id = ?", id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return k, User{}, ErrNotFound
-	}
+	k, err := getByID[APIKey](ctx, s, id, "api key")
 	if err != nil {
-		return k, User{}, fmt.Errorf("get api key: %w", err)
+		return k, User{}, err
 	}
 	u, err := s.GetUser(ctx, k.UserID)
 	return k, u, err

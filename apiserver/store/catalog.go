@@ -2,13 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"gorm.io/gorm"
 )
 
 // GPUModel is a kind of GPU; NVMLMatch is matched against the product name gpuserverd reports.
@@ -68,12 +66,7 @@ func (s *Store) ListGPUModels(ctx context.Context) ([]GPUModel, error) {
 
 // GetGPUModel returns one model.
 func (s *Store) GetGPUModel(ctx context.Context, id uuid.UUID) (GPUModel, error) {
-	var m GPUModel
-	err := s.ORM.WithContext(ctx).Take(&m, "id = ?", id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return m, ErrNotFound
-	}
-	return m, err
+	return getByID[GPUModel](ctx, s, id, "gpu model")
 }
 
 // ListTiers lists the tiers.
@@ -111,21 +104,12 @@ func (s *Store) CreateInstanceType(ctx context.Context, t *InstanceType) error {
 
 // ListInstanceTypes pages instance types.
 func (s *Store) ListInstanceTypes(ctx context.Context, after uuid.UUID, limit int) ([]InstanceType, error) {
-	var ts []InstanceType
-	if err := s.ORM.WithContext(ctx).Where("id > ?", after).Order("id").Limit(limit).Find(&ts).Error; err != nil {
-		return nil, fmt.Errorf("list instance types: %w", err)
-	}
-	return ts, nil
+	return listPage[InstanceType](ctx, s, after, limit, "instance types", nil)
 }
 
 // GetInstanceType returns one type.
 func (s *Store) GetInstanceType(ctx context.Context, id uuid.UUID) (InstanceType, error) {
-	var t InstanceType
-	err := s.ORM.WithContext(ctx).Take(&t, "id = ?", id).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return t, ErrNotFound
-	}
-	return t, err
+	return getByID[InstanceType](ctx, s, id, "instance type")
 }
 
 // Table names are explicit: gorm's guesses for initialisms (GPU, VCPU) are not our column names.

@@ -57,12 +57,14 @@ const instanceCols = `id, tenant_id, name, instance_type_id, image, ssh_key, sta
 	host_id, gpu_server_id, vcpus, memory_mib, disk_gib, tier, gpu_model, gpu_count, gpu_memory_bytes, memory_quota,
 	reboot_generation, observed_reboot_generation, vf_pci_address, created_at, updated_at`
 
-func scanInstance(row pgx.Row) (Instance, error) {
+// scanInstance reads instanceCols, then any extra columns into extra.
+func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
 	var i Instance
-	err := row.Scan(&i.ID, &i.TenantID, &i.Name, &i.InstanceTypeID, &i.Image, &i.SSHKey, &i.State, &i.DesiredState,
+	dest := append([]any{&i.ID, &i.TenantID, &i.Name, &i.InstanceTypeID, &i.Image, &i.SSHKey, &i.State, &i.DesiredState,
 		&i.FailureReason, &i.HostID, &i.GPUServerID, &i.VCPUs, &i.MemoryMiB, &i.DiskGiB, &i.Tier, &i.GPUModel,
 		&i.GPUCount, &i.GPUMemoryBytes, &i.MemoryQuota, &i.RebootGeneration, &i.ObservedReboot, &i.VFPCIAddress,
-		&i.CreatedAt, &i.UpdatedAt)
+		&i.CreatedAt, &i.UpdatedAt}, extra...)
+	err := row.Scan(dest...)
 	return i, err
 }
 

@@ -211,11 +211,8 @@ func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, er
 	var out []Placed
 	for rows.Next() {
 		var p Placed
-		i := &p.Instance
-		if err := rows.Scan(&i.ID, &i.TenantID, &i.Name, &i.InstanceTypeID, &i.Image, &i.SSHKey, &i.State, &i.DesiredState,
-			&i.FailureReason, &i.HostID, &i.GPUServerID, &i.VCPUs, &i.MemoryMiB, &i.DiskGiB, &i.Tier, &i.GPUModel,
-			&i.GPUCount, &i.GPUMemoryBytes, &i.MemoryQuota, &i.RebootGeneration, &i.ObservedReboot, &i.VFPCIAddress,
-			&i.CreatedAt, &i.UpdatedAt, &p.PartitionKey, &p.Endpoint, &p.GPUUUIDs); err != nil {
+		var err error
+		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.Endpoint, &p.GPUUUIDs); err != nil {
 			return nil, fmt.Errorf("host instances: %w", err)
 		}
 		out = append(out, p)

@@ -80,3 +80,29 @@ type Execer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
+
+// getByID loads one row by id with gorm; a missing row is ErrNotFound.
+func getByID[T any](ctx context.Context, s *Store, id uuid.UUID, what string) (T, error) {
+	var v T
+	err := s.ORM.WithContext(ctx).Take(&v, "id = ?", id).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return v, ErrNotFound
+	}
+	if err != nil {
+		return v, fmt.Errorf("get %s: %w", what, err)
+	}
+	return v, nil
+}
+
+// listPage loads up to limit rows with ids after after, in id order, narrowed by where (may be nil).
+func listPage[T any](ctx context.Context, s *Store, after uuid.UUID, limit int, what string, where func(*gorm.DB) *gorm.DB) ([]T, error) {
+	q := s.ORM.WithContext(ctx).Where("id > ?", after)
+	if where != nil {
+		q = where(q)
+	}
+	var out []T
+	if err := q.Order("id").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("list %s: %w", what, err)
+	}
+	return out, nil
+}
