@@ -122,6 +122,30 @@ func TestTenantIsolation(t *testing.T) {
 	if len(page.Items) != 2 {
 		t.Fatalf("operator sees %d instances", len(page.Items))
 	}
+	// Users, keys and the audit log are tenant-scoped too.
+	var users server.Page[store.User]
+	e.must(200, "GET", "/v1/users", e.tenantB.Key, nil, &users)
+	var aAdmin string
+	for _, u := range users.Items {
+		if u.TenantID == nil || u.TenantID.String() != e.tenantB.ID {
+			t.Fatalf("tenant B lists user %+v", u)
+		}
+	}
+	var all server.Page[store.User]
+	e.must(200, "GET", "/v1/users?tenant_id="+e.tenantA.ID, e.operator, nil, &all)
+	if len(all.Items) != 1 {
+		t.Fatalf("operator sees %d users of tenant A", len(all.Items))
+	}
+	aAdmin = all.Items[0].ID.String()
+	e.must(404, "GET", "/v1/users/"+aAdmin, e.tenantB.Key, nil, nil)
+	e.must(404, "POST", "/v1/users/"+aAdmin+"/api-keys", e.tenantB.Key, map[string]string{}, nil)
+	var audit server.AuditPage
+	e.must(200, "GET", "/v1/audit-events?limit=200", e.tenantB.Key, nil, &audit)
+	for _, a := range audit.Items {
+		if a.TenantID == nil || a.TenantID.String() != e.tenantB.ID {
+			t.Fatalf("tenant B's audit log shows %+v", a)
+		}
+	}
 }
 
 func TestIdempotentCreate(t *testing.T) {
