@@ -23,15 +23,21 @@ type Store struct {
 	ORM  *gorm.DB
 }
 
-// Open connects to url. maxConns 0 keeps pgx's default.
+// DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far
+// too small here: a create spends most of its time waiting on its commit's WAL flush, and
+// more transactions in flight let PostgreSQL flush them together (docs/benchmarks/apiserver-creates.md).
+const DefaultMaxConns = 32
+
+// Open connects to url with a pool of maxConns connections (0: DefaultMaxConns).
 func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: parse database url: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
+	if maxConns <= 0 {
+		maxConns = DefaultMaxConns
 	}
+	cfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)

@@ -66,7 +66,7 @@ func main() {
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
 	serve.Flags().BoolVar(&genKey, "generate-token-key", false, "create the token key file if it is missing (development)")
-	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: pgx default)")
+	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
 
 	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
