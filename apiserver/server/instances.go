@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -95,10 +96,11 @@ func (s *Server) createInstance(c *gin.Context) error {
 		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey})
 	if err != nil {
 		var reason string
+		var quota *store.QuotaError
 		switch {
 		case placement.IsNoCapacity(err):
 			reason = "no-capacity"
-		case strings.Contains(err.Error(), "quota exceeded"):
+		case errors.As(err, &quota):
 			reason = "quota"
 		}
 		if reason != "" {
