@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
@@ -45,6 +46,13 @@ func TestAuthentication(t *testing.T) {
 	e.must(200, "GET", "/v1/users/"+me.UserID.String()+"/api-keys", e.tenantA.Key, nil, &page)
 	if len(page.Items) != 2 || page.Items[1].RevokedAt == nil {
 		t.Fatalf("keys after revoke: %+v", page.Items)
+	}
+	// Use is recorded (asynchronously, at most once a minute per key).
+	for deadline := time.Now().Add(5 * time.Second); page.Items[0].LastUsedAt == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("last-used time never recorded")
+		}
+		e.must(200, "GET", "/v1/users/"+me.UserID.String()+"/api-keys", e.tenantA.Key, nil, &page)
 	}
 }
 
