@@ -118,3 +118,24 @@ func TestSharedSlicesFillGPUExactly(t *testing.T) {
 		t.Fatalf("dedicated on a shared GPU: %d %s", s, b)
 	}
 }
+
+// A new shared slice size applies to the next creates; existing reservations keep theirs.
+func TestSharedSliceChange(t *testing.T) {
+	e := newEnv(t)
+	e.host("h1", 1000, 1<<24)
+	e.gpuServer("g1", 1)
+	if s, _, b := e.create(e.tenantA.Key, "a", e.shrType); s != 201 {
+		t.Fatal(s, string(b))
+	}
+	e.must(400, "PUT", "/v1/tiers/shared", e.operator, map[string]any{"memory_slice_bytes": 0}, nil)
+	e.must(403, "PUT", "/v1/tiers/shared", e.tenantA.Key, map[string]any{"memory_slice_bytes": 40 * gib}, nil)
+	e.must(200, "PUT", "/v1/tiers/shared", e.operator, map[string]any{"memory_slice_bytes": 40 * gib}, nil)
+	s, inst, b := e.create(e.tenantA.Key, "b", e.shrType)
+	if s != 201 || inst.GPUMemoryBytes != 40*gib {
+		t.Fatalf("after the change: %d %s", s, b)
+	}
+	// 10 + 40 GiB of 80 are taken: another 40 GiB slice does not fit.
+	if s, _, b := e.create(e.tenantA.Key, "c", e.shrType); s != 503 {
+		t.Fatalf("third slice: %d %s", s, b)
+	}
+}

@@ -80,6 +80,7 @@ func (s *Store) ListTiers(ctx context.Context) ([]Tier, error) {
 
 // SetSharedSlice changes the shared tier's memory slice; existing reservations keep theirs.
 func (s *Store) SetSharedSlice(ctx context.Context, bytes int64) error {
+	defer s.forgetSlice()
 	return s.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE tiers SET memory_slice_bytes = $1 WHERE name = 'shared'`, bytes); err != nil {
 			return fmt.Errorf("set shared slice: %w", err)

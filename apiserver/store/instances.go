@@ -97,29 +97,17 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 func (s *Store) CreateInstance(ctx context.Context, tenant uuid.UUID, actor string, in NewInstance) (Instance, error) {
 	var inst Instance
 	err := s.InTx(ctx, func(tx pgx.Tx) error {
-		var (
-			req        placement.Request
-			tier       string
-			modelName  *string
-			modelID    *uuid.UUID
-			sliceBytes *int64
-		)
-		err := tx.QueryRow(ctx, `SELECT t.vcpus, t.memory_mib, t.disk_gib, t.gpu_model_id, t.gpu_count, t.tier,
-			m.name, tr.memory_slice_bytes FROM instance_types t JOIN tiers tr ON tr.name = t.tier
-			LEFT JOIN gpu_models m ON m.id = t.gpu_model_id WHERE t.id = $1`, in.InstanceTypeID).
-			Scan(&req.VCPUs, &req.MemoryMiB, &req.DiskGiB, &modelID, &req.GPUCount, &tier, &modelName, &sliceBytes)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return &FieldError{Field: "instance_type_id", Reason: "no such instance type"}
-		}
+		sh, err := s.shape(ctx, tx, in.InstanceTypeID)
 		if err != nil {
-			return fmt.Errorf("load instance type: %w", err)
+			return err
 		}
-		req.Dedicated = tier == "dedicated"
-		if modelID != nil {
-			req.GPUModelID = *modelID
-		}
-		if sliceBytes != nil {
-			req.SliceBytes = *sliceBytes
+		tier := sh.Tier
+		req := placement.Request{VCPUs: sh.VCPUs, MemoryMiB: sh.MemoryMiB, DiskGiB: sh.DiskGiB, GPUModelID: sh.ModelID,
+			GPUCount: sh.GPUCount, Dedicated: tier == "dedicated"}
+		if !req.Dedicated && req.GPUCount > 0 {
+			if req.SliceBytes, err = s.sharedSlice(ctx, tx); err != nil {
+				return err
+			}
 		}
 		res, err := placement.Place(ctx, tx, req)
 		if err != nil {
@@ -135,9 +123,7 @@ func (s *Store) CreateInstance(ctx context.Context, tenant uuid.UUID, actor stri
 			VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB, Tier: tier, GPUCount: req.GPUCount,
 			GPUMemoryBytes: perGPU,
 		}
-		if modelName != nil {
-			inst.GPUModel = *modelName
-		}
+		inst.GPUModel = sh.ModelName
 		if !req.Dedicated {
 			inst.MemoryQuota = perGPU
 		}

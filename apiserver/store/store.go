@@ -19,8 +19,9 @@ import (
 
 // Store holds the database handles.
 type Store struct {
-	Pool *pgxpool.Pool
-	ORM  *gorm.DB
+	Pool  *pgxpool.Pool
+	ORM   *gorm.DB
+	cache shapeCache
 }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far
