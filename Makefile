@@ -35,5 +35,11 @@ check-generated:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
+# Load benchmark of instance creates against a fresh local PostgreSQL + apiserver.
+# Record results in docs/benchmarks/apiserver-creates.md.
+BENCH_API_FLAGS ?= -c 32 -d 15s
+bench-api:
+	$(GO) run ./cmd/apiload -local $(BENCH_API_FLAGS)
+
 clean:
 	rm -rf $(BIN) .data

@@ -56,10 +56,20 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	if err := migrations.Up(ctx, db); err != nil {
 		return err
 	}
-	fmt.Printf("\ngpucloud local stack is up\n  database: %s\n  press Ctrl-C to stop\n\n", dbURL)
-	<-ctx.Done()
+	apiURL, keys, apiDone, err := startAPIServer(ctx, dbURL, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\ngpucloud local stack is up\n  database:  %s\n  apiserver: %s  (OpenAPI: %s/v1/openapi.json)\n"+
+		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in .data/demo-keys.json)\n  press Ctrl-C to stop\n\n",
+		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey)
+	select {
+	case <-ctx.Done():
+	case err := <-apiDone:
+		return err
+	}
 	logger.Info("shutting down")
-	return nil
+	return <-apiDone
 }
 
 func ensureDatabase(ctx context.Context, adminURL, name string) error {

@@ -1,0 +1,84 @@
+// Package app wires the apiserver together (database, server, sweeper, HTTP listener) for the
+// apiserver command and the local stack.
+package app
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"gpucloud/apiserver/server"
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/authn"
+)
+
+// Config is what Serve needs.
+type Config struct {
+	Listener net.Listener
+	Store    *store.Store
+	TokenKey ed25519.PrivateKey
+	Logger   *slog.Logger
+	// Options may set the server's extension points (Mounts, Paths) and timings.
+	Options server.Options
+}
+
+// Serve runs the apiserver on cfg.Listener until ctx ends, then shuts down gracefully.
+func Serve(ctx context.Context, cfg Config) error {
+	opts := cfg.Options
+	opts.Store, opts.TokenKey, opts.Logger = cfg.Store, cfg.TokenKey, cfg.Logger
+	srv, err := server.New(opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go srv.RunSweeper(ctx, 5*time.Second)
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(cfg.Listener) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("apiserver: serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return fmt.Errorf("apiserver: shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Bootstrap creates a platform user (operator or finance) and returns it with an API key secret.
+func Bootstrap(ctx context.Context, st *store.Store, email string, role authn.Role) (store.User, string, error) {
+	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
+	u := store.User{Email: email, Role: string(role)}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		return u, "", err
+	}
+	_, secret, err := st.CreateAPIKey(ctx, u, "bootstrap")
+	return u, secret, err
+}
+
+// TenantWithAdmin creates a tenant, its first admin and that admin's API key.
+func TenantWithAdmin(ctx context.Context, st *store.Store, t store.Tenant, email string) (store.Tenant, store.User, string, error) {
+	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
+	if err := st.CreateTenant(ctx, &t); err != nil {
+		return t, store.User{}, "", err
+	}
+	tid := t.ID
+	u := store.User{Email: email, Role: string(authn.RoleTenantAdmin), TenantID: &tid}
+	if err := st.CreateUser(ctx, &u); err != nil {
+		return t, u, "", err
+	}
+	_, secret, err := st.CreateAPIKey(ctx, u, "bootstrap")
+	return t, u, secret, err
+}

@@ -1,0 +1,125 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5"
+
+	"gpucloud/internal/authn"
+	"gpucloud/internal/problem"
+)
+
+// idempotent honours Idempotency-Key on POST requests. Keys are scoped per principal. The first
+// request with a key claims it (a row with status 0), runs, and stores its answer; a repeat with
+// the same method, path and body gets the stored answer back, one with anything else a 422, and
+// one arriving while the first still runs a retryable 409. Server errors (5xx) are not stored,
+// so the client can retry them with the same key.
+func (s *Server) idempotent(c *gin.Context) {
+	key := c.GetHeader("Idempotency-Key")
+	if c.Request.Method != http.MethodPost || key == "" {
+		c.Next()
+		return
+	}
+	if len(key) > 255 {
+		s.fail(c, invalid("Idempotency-Key", "at most 255 characters"))
+		return
+	}
+	body, err := readBody(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	h := sha256.New()
+	h.Write([]byte(c.Request.Method + " " + c.Request.URL.Path + "\n"))
+	h.Write(body)
+	sum := h.Sum(nil)
+	owner := principalKey(principal(c))
+	ctx := c.Request.Context()
+
+	tag, err := s.store.Pool.Exec(ctx, `INSERT INTO idempotency_keys (principal, key, request_hash) VALUES ($1, $2, $3)
+		ON CONFLICT DO NOTHING`, owner, key, sum)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if tag.RowsAffected() == 0 {
+		s.replay(c, owner, key, sum)
+		return
+	}
+	rec := &recorder{ResponseWriter: c.Writer}
+	c.Writer = rec
+	c.Next()
+	// Store with a fresh context: the answer was sent, the client may already be gone.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if rec.Status() >= 500 {
+		_, err = s.store.Pool.Exec(sctx, `DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2`, owner, key)
+	} else {
+		_, err = s.store.Pool.Exec(sctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, body = $5
+			WHERE principal = $1 AND key = $2`, owner, key, rec.Status(), rec.Header().Get("Content-Type"), rec.buf.Bytes())
+	}
+	if err != nil {
+		s.log.Error("store idempotent response", "key", key, "err", err)
+	}
+}
+
+func (s *Server) replay(c *gin.Context, owner, key string, sum []byte) {
+	var (
+		stored      []byte
+		status      int
+		contentType string
+		body        []byte
+	)
+	err := s.store.Pool.QueryRow(c.Request.Context(), `SELECT request_hash, status, content_type, body FROM idempotency_keys
+		WHERE principal = $1 AND key = $2`, owner, key).Scan(&stored, &status, &contentType, &body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// The first request failed with a 5xx and released the key between our insert and select.
+		d := problem.New(http.StatusConflict, "idempotency-in-progress", "Request in progress", "retry")
+		d.Retryable = true
+		s.fail(c, d)
+	case err != nil:
+		s.fail(c, err)
+	case !bytes.Equal(stored, sum):
+		s.fail(c, problem.New(http.StatusUnprocessableEntity, "idempotency-key-reused", "Idempotency key reused",
+			"this Idempotency-Key was used with a different request body or path"))
+	case status == 0:
+		d := problem.New(http.StatusConflict, "idempotency-in-progress", "Request in progress",
+			"a request with this Idempotency-Key is still being served")
+		d.Retryable = true
+		s.fail(c, d)
+	default:
+		c.Header("Idempotent-Replayed", "true")
+		c.Data(status, contentType, body)
+		c.Abort()
+	}
+}
+
+func principalKey(p authn.Principal) string {
+	if p.Role == authn.RoleDaemon {
+		return "daemon:" + p.DaemonID.String()
+	}
+	return "user:" + p.UserID.String()
+}
+
+// recorder keeps a copy of the response body.
+type recorder struct {
+	gin.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.buf.Write(b)
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) WriteString(s string) (int, error) {
+	r.buf.WriteString(s)
+	return r.ResponseWriter.WriteString(s)
+}

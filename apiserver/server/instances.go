@@ -1,0 +1,155 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+
+	"gpucloud/apiserver/placement"
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/authn"
+)
+
+// CreateInstanceRequest asks for a VM of an instance type.
+type CreateInstanceRequest struct {
+	Name           string    `json:"name"`
+	InstanceTypeID uuid.UUID `json:"instance_type_id"`
+	Image          string    `json:"image"`
+	SSHKey         string    `json:"ssh_key,omitempty"`
+}
+
+func (s *Server) instanceRoutes(v1 *gin.RouterGroup) {
+	v1.POST("/instances", s.handle(s.createInstance))
+	v1.GET("/instances", s.handle(s.listInstances))
+	v1.GET("/instances/:id", s.handle(func(c *gin.Context) error {
+		inst, err := s.visibleInstance(c)
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, inst)
+		return nil
+	}))
+	v1.GET("/instances/:id/events", s.handle(func(c *gin.Context) error {
+		inst, err := s.visibleInstance(c)
+		if err != nil {
+			return err
+		}
+		evs, err := s.store.ListEvents(c.Request.Context(), inst.ID)
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, Page[store.Event]{Items: evs})
+		return nil
+	}))
+	for _, action := range []string{"start", "stop", "reboot"} {
+		v1.POST("/instances/:id/"+action, s.handle(s.act(action, http.StatusOK)))
+	}
+	v1.DELETE("/instances/:id", s.handle(s.act("delete", http.StatusAccepted)))
+}
+
+// instanceScope is the tenant whose instances the caller sees: its own, or all for platform roles.
+func instanceScope(c *gin.Context) (uuid.UUID, error) {
+	p := principal(c)
+	switch p.Role {
+	case authn.RoleTenantAdmin, authn.RoleTenantMember:
+		return p.TenantID, nil
+	case authn.RoleOperator, authn.RoleFinance:
+		return uuid.Nil, nil
+	}
+	return uuid.Nil, forbidden("daemons use the agent API")
+}
+
+func (s *Server) visibleInstance(c *gin.Context) (store.Instance, error) {
+	scope, err := instanceScope(c)
+	if err != nil {
+		return store.Instance{}, err
+	}
+	id, err := pathID(c, "id")
+	if err != nil {
+		return store.Instance{}, err
+	}
+	return s.store.GetInstance(c.Request.Context(), scope, id)
+}
+
+func (s *Server) createInstance(c *gin.Context) error {
+	if err := require(c, authn.RoleTenantAdmin, authn.RoleTenantMember); err != nil {
+		return err
+	}
+	var req CreateInstanceRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	var f fields
+	f.check(validName(req.Name), "name", "1-63 characters: lower-case letters, digits and '-'")
+	f.check(req.InstanceTypeID != uuid.Nil, "instance_type_id", "required")
+	f.check(req.Image != "" && len(req.Image) <= 255 && !strings.ContainsAny(req.Image, " \t\n"), "image", "1-255 characters, no spaces")
+	f.check(len(req.SSHKey) <= 16384 && (req.SSHKey == "" || strings.HasPrefix(req.SSHKey, "ssh-") || strings.HasPrefix(req.SSHKey, "ecdsa-")),
+		"ssh_key", "must be an OpenSSH public key")
+	if err := f.err(); err != nil {
+		return err
+	}
+	p := principal(c)
+	inst, err := s.store.CreateInstance(c.Request.Context(), p.TenantID, "user:"+p.UserID.String(), store.NewInstance{
+		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey})
+	if err != nil {
+		var reason string
+		var quota *store.QuotaError
+		switch {
+		case placement.IsNoCapacity(err):
+			reason = "no-capacity"
+		case errors.As(err, &quota):
+			reason = "quota"
+		}
+		if reason != "" {
+			s.metrics.refusals.WithLabelValues(reason).Inc()
+		}
+		return err
+	}
+	s.metrics.placed.Inc()
+	c.Header("Location", "/v1/instances/"+inst.ID.String())
+	c.JSON(http.StatusCreated, inst)
+	return nil
+}
+
+func (s *Server) listInstances(c *gin.Context) error {
+	scope, err := instanceScope(c)
+	if err != nil {
+		return err
+	}
+	after, limit, err := pageArgs(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.store.ListInstances(c.Request.Context(), scope, after, limit)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, page(list, limit, func(i store.Instance) uuid.UUID { return i.ID }))
+	return nil
+}
+
+func (s *Server) act(action string, status int) func(c *gin.Context) error {
+	return func(c *gin.Context) error {
+		if err := require(c, authn.RoleTenantAdmin, authn.RoleTenantMember, authn.RoleOperator); err != nil {
+			return err
+		}
+		scope, err := instanceScope(c)
+		if err != nil {
+			return err
+		}
+		id, err := pathID(c, "id")
+		if err != nil {
+			return err
+		}
+		p := principal(c)
+		inst, err := s.store.Act(c.Request.Context(), scope, id, action, string(p.Role)+":"+p.UserID.String())
+		if err != nil {
+			return err
+		}
+		c.JSON(status, inst)
+		return nil
+	}
+}

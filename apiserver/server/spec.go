@@ -1,0 +1,88 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"gpucloud/api"
+	"gpucloud/apiserver/openapi"
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/problem"
+)
+
+// Document is the apiserver's own part of the OpenAPI document. Other parts merge theirs in
+// through Options.Paths; the test in this package checks it against the router both ways.
+func Document() *openapi.Document {
+	d := openapi.New("gpucloud API", "v1")
+	d.SchemaFor(problem.Details{})
+	d.Components.Schemas["Problem"] = d.Components.Schemas["Details"]
+	const (
+		get, post, put, del              = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete
+		ok, created, noContent, accepted = http.StatusOK, http.StatusCreated, http.StatusNoContent, http.StatusAccepted
+	)
+	op := d.Op
+	op(get, "/v1/me", "getMe", "Who the caller is", "accounts", nil, Me{}, ok)
+	op(post, "/v1/tenants", "createTenant", "Create a tenant (operator)", "accounts", CreateTenantRequest{}, store.Tenant{}, created)
+	op(get, "/v1/tenants", "listTenants", "List tenants (operator, finance)", "accounts", nil, Page[store.Tenant]{}, ok)
+	op(get, "/v1/tenants/{id}", "getTenant", "Get a tenant with its quotas and usage", "accounts", nil, store.Tenant{}, ok)
+	op(put, "/v1/tenants/{id}/quota", "setQuota", "Set a tenant's quotas (operator)", "accounts", QuotaRequest{}, store.Tenant{}, ok)
+	op(post, "/v1/users", "createUser", "Invite a user (operator; tenant admin into their tenant)", "accounts", CreateUserRequest{}, store.User{}, created)
+	op(get, "/v1/users", "listUsers", "List users", "accounts", nil, Page[store.User]{}, ok)
+	op(get, "/v1/users/{id}", "getUser", "Get a user", "accounts", nil, store.User{}, ok)
+	op(post, "/v1/users/{id}/api-keys", "createAPIKey", "Create an API key; the secret is shown once", "accounts", CreateKeyRequest{}, NewAPIKey{}, created)
+	op(get, "/v1/users/{id}/api-keys", "listAPIKeys", "List a user's API keys", "accounts", nil, Page[store.APIKey]{}, ok)
+	op(del, "/v1/api-keys/{id}", "revokeAPIKey", "Revoke an API key", "accounts", nil, nil, noContent)
+
+	op(get, "/v1/gpu-models", "listGPUModels", "List GPU models", "catalog", nil, Page[store.GPUModel]{}, ok)
+	op(get, "/v1/gpu-models/{id}", "getGPUModel", "Get a GPU model", "catalog", nil, store.GPUModel{}, ok)
+	op(post, "/v1/gpu-models", "createGPUModel", "Add a GPU model (operator)", "catalog", CreateGPUModelRequest{}, store.GPUModel{}, created)
+	op(get, "/v1/tiers", "listTiers", "List tiers", "catalog", nil, Page[store.Tier]{}, ok)
+	op(put, "/v1/tiers/shared", "setSharedTier", "Set the shared tier's GPU memory slice (operator)", "catalog", SetTierRequest{}, store.Tier{}, ok)
+	op(get, "/v1/instance-types", "listInstanceTypes", "List instance types with hourly prices", "catalog", nil, Page[store.InstanceType]{}, ok)
+	op(get, "/v1/instance-types/{id}", "getInstanceType", "Get an instance type", "catalog", nil, store.InstanceType{}, ok)
+	op(post, "/v1/instance-types", "createInstanceType", "Add an instance type (operator)", "catalog", CreateInstanceTypeRequest{}, store.InstanceType{}, created)
+
+	op(post, "/v1/instances", "createInstance", "Create an instance: placed and reserved at once", "instances", CreateInstanceRequest{}, store.Instance{}, created)
+	op(get, "/v1/instances", "listInstances", "List instances", "instances", nil, Page[store.Instance]{}, ok)
+	op(get, "/v1/instances/{id}", "getInstance", "Get an instance", "instances", nil, store.Instance{}, ok)
+	op(get, "/v1/instances/{id}/events", "listInstanceEvents", "An instance's state transitions", "instances", nil, Page[store.Event]{}, ok)
+	op(post, "/v1/instances/{id}/start", "startInstance", "Start a stopped instance", "instances", nil, store.Instance{}, ok)
+	op(post, "/v1/instances/{id}/stop", "stopInstance", "Stop an instance", "instances", nil, store.Instance{}, ok)
+	op(post, "/v1/instances/{id}/reboot", "rebootInstance", "Reboot a running instance", "instances", nil, store.Instance{}, ok)
+	op(del, "/v1/instances/{id}", "deleteInstance", "Delete an instance", "instances", nil, store.Instance{}, accepted)
+
+	for _, k := range []struct {
+		base, name string
+		v, list    any
+	}{
+		{"/v1/hosts", "Host", store.Host{}, Page[store.Host]{}},
+		{"/v1/gpu-servers", "GPUServer", store.GPUServer{}, Page[store.GPUServer]{}},
+	} {
+		op(post, k.base, "create"+k.name, "Register a "+k.name+"; its credential is shown once (operator)", "fleet", CreateDaemonRequest{}, NewDaemon{}, created)
+		op(get, k.base, "list"+k.name+"s", "List "+k.name+"s (operator)", "fleet", nil, k.list, ok)
+		op(get, k.base+"/{id}", "get"+k.name, "Get a "+k.name+" (operator)", "fleet", nil, k.v, ok)
+		for _, a := range []string{"cordon", "uncordon", "drain"} {
+			op(post, k.base+"/{id}/"+a, a+k.name, strings.ToUpper(a[:1])+a[1:]+" a "+k.name+" (operator)", "fleet", nil, k.v, ok)
+		}
+		op(del, k.base+"/{id}", "delete"+k.name, "Delete a "+k.name+" without instances (operator)", "fleet", nil, nil, noContent)
+	}
+	op(get, "/v1/audit-events", "listAuditEvents", "The audit log (operator, finance; tenant admins see their tenant)", "audit", nil, AuditPage{}, ok)
+
+	op(post, "/v1/agent/host/heartbeat", "hostHeartbeat", "Host registration and heartbeat", "agent", api.HostReport{}, api.HostAck{}, ok)
+	op(get, "/v1/agent/host/instances", "hostInstances", "Instances wanted on the calling host", "agent", nil, api.DesiredInstances{}, ok)
+	op(put, "/v1/agent/host/instances/{id}/status", "hostReportInstance", "Observed state of an instance", "agent", api.InstanceObserved{}, nil, noContent)
+	op(post, "/v1/agent/host/instances/{id}/token", "renewSessionToken", "Renew an instance's session token", "agent", nil, api.SessionToken{}, ok)
+	op(post, "/v1/agent/gpu-server/heartbeat", "gpuServerHeartbeat", "GPU server registration and heartbeat", "agent", api.GPUServerReport{}, api.GPUServerAck{}, ok)
+	return d
+}
+
+// ginToOpenAPI turns /a/:id into /a/{id}.
+func ginToOpenAPI(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			segs[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(segs, "/")
+}

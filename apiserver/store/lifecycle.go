@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"gpucloud/api"
+)
+
+// StateError is an action or report that the instance's current state does not allow.
+type StateError struct{ State, Action string }
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("cannot %s an instance that is %s", e.Action, e.State)
+}
+
+// Act applies a tenant's action (start, stop, reboot, delete) to an instance of tenant (zero: any).
+// Repeating an action already under way is a no-op that returns the instance.
+func (s *Store) Act(ctx context.Context, tenant, id uuid.UUID, action, actor string) (Instance, error) {
+	var out Instance
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		inst, err := lockInstance(ctx, tx, `id = $1 AND ($2::uuid IS NULL OR tenant_id = $2)`, id, nullable(tenant))
+		if err != nil {
+			return err
+		}
+		var to, desired string
+		switch action {
+		case "start":
+			switch inst.State {
+			case StateStopped:
+				to, desired = StatePending, "running"
+			case StatePending, StateProvisioning, StateRunning:
+				out = inst
+				return nil
+			}
+		case "stop":
+			switch inst.State {
+			case StatePending, StateProvisioning, StateRunning:
+				to, desired = StateStopping, "stopped"
+			case StateStopping, StateStopped:
+				out = inst
+				return nil
+			}
+		case "reboot":
+			if inst.State == StateRunning {
+				if err := tx.QueryRow(ctx, `UPDATE instances SET reboot_generation = reboot_generation + 1, updated_at = now()
+					WHERE id = $1 RETURNING reboot_generation, updated_at`, id).Scan(&inst.RebootGeneration, &inst.UpdatedAt); err != nil {
+					return fmt.Errorf("reboot: %w", err)
+				}
+				if err := recordEvent(ctx, tx, id, StateRunning, StateRunning, "reboot requested", actor); err != nil {
+					return err
+				}
+				out = inst
+				return Audit(ctx, tx, inst.TenantID, "reboot", "instance", id.String(), nil)
+			}
+		case "delete":
+			switch inst.State {
+			case StateDeleting, StateDeleted:
+				out = inst
+				return nil
+			default:
+				to, desired = StateDeleting, "deleted"
+			}
+		default:
+			return fmt.Errorf("unknown action %q", action)
+		}
+		if to == "" {
+			return &StateError{State: inst.State, Action: action}
+		}
+		if err := setState(ctx, tx, &inst, to, desired, "", actor); err != nil {
+			return err
+		}
+		out = inst
+		return Audit(ctx, tx, inst.TenantID, action, "instance", id.String(), nil)
+	})
+	return out, err
+}
+
+func lockInstance(ctx context.Context, tx pgx.Tx, where string, args ...any) (Instance, error) {
+	inst, err := scanInstance(tx.QueryRow(ctx, `SELECT `+instanceCols+` FROM instances WHERE `+where+` FOR UPDATE`, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inst, ErrNotFound
+	}
+	if err != nil {
+		return inst, fmt.Errorf("lock instance: %w", err)
+	}
+	return inst, nil
+}
+
+func setState(ctx context.Context, tx pgx.Tx, inst *Instance, to, desired, reason, actor string) error {
+	if desired == "" {
+		desired = inst.DesiredState
+	}
+	if err := tx.QueryRow(ctx, `UPDATE instances SET state = $2, desired_state = $3, failure_reason = $4, updated_at = now()
+		WHERE id = $1 RETURNING updated_at`, inst.ID, to, desired, reason).Scan(&inst.UpdatedAt); err != nil {
+		return fmt.Errorf("set state %s: %w", to, err)
+	}
+	if err := recordEvent(ctx, tx, inst.ID, inst.State, to, reason, actor); err != nil {
+		return err
+	}
+	inst.State, inst.DesiredState, inst.FailureReason = to, desired, reason
+	return nil
+}
+
+// observedFrom says from which states a host's observation moves an instance to that state.
+// Reports that arrive while a stop or delete is under way are not applied: the host has not yet
+// seen the new desired state and will report again.
+var observedFrom = map[string][]string{
+	api.ObservedProvisioning: {StatePending},
+	api.ObservedRunning:      {StatePending, StateProvisioning, StateStopped},
+	api.ObservedStopped:      {StatePending, StateProvisioning, StateRunning, StateStopping},
+	api.ObservedDeleted:      {StateDeleting},
+	api.ObservedFailed:       {StatePending, StateProvisioning, StateRunning, StateStopping, StateStopped},
+}
+
+// ValidObserved reports whether s is a state a host may report.
+func ValidObserved(s string) bool { _, ok := observedFrom[s]; return ok }
+
+// Observe applies a host's report about one of its instances and returns the resulting instance.
+// The host must be the one the instance is placed on (else ErrNotFound).
+func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.InstanceObserved) (Instance, error) {
+	var out Instance
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		inst, err := lockInstance(ctx, tx, `id = $1 AND host_id = $2`, id, host)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE instances SET observed_reboot_generation = greatest(observed_reboot_generation, $2),
+			vf_pci_address = $3 WHERE id = $1`, id, obs.RebootGeneration, obs.VFPCIAddress); err != nil {
+			return fmt.Errorf("record observation: %w", err)
+		}
+		out = inst
+		if inst.State == obs.State || (inst.State == StateDeleted && obs.State == api.ObservedDeleted) {
+			return nil
+		}
+		allowed := false
+		for _, from := range observedFrom[obs.State] {
+			allowed = allowed || from == inst.State
+		}
+		if !allowed {
+			if inst.State == StateStopping || inst.State == StateDeleting {
+				return nil // stale report from before the stop or delete; see observedFrom
+			}
+			return &StateError{State: inst.State, Action: "report " + obs.State + " for"}
+		}
+		reason := ""
+		if obs.State == api.ObservedFailed {
+			reason = obs.Reason
+			if reason == "" {
+				reason = "host reported failure without a reason"
+			}
+		}
+		if err := setState(ctx, tx, &inst, obs.State, "", reason, "host:"+host.String()); err != nil {
+			return err
+		}
+		if obs.State == api.ObservedDeleted {
+			if err := release(ctx, tx, inst); err != nil {
+				return err
+			}
+		}
+		out = inst
+		return Audit(ctx, tx, inst.TenantID, "observe-"+obs.State, "instance", id.String(), map[string]string{"reason": reason})
+	})
+	return out, err
+}
+
+// release returns a deleted instance's host room, GPU reservations and quota.
+func release(ctx context.Context, tx pgx.Tx, inst Instance) error {
+	if _, err := tx.Exec(ctx, `UPDATE gpus SET reserved_bytes = gpus.reserved_bytes - r.bytes FROM gpu_reservations r
+		WHERE r.instance_id = $1 AND gpus.id = r.gpu_id`, inst.ID); err != nil {
+		return fmt.Errorf("release GPUs: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM gpu_reservations WHERE instance_id = $1`, inst.ID); err != nil {
+		return fmt.Errorf("release GPUs: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE hosts SET used_vcpus = used_vcpus - $2, used_memory_mib = used_memory_mib - $3,
+		used_disk_gib = used_disk_gib - $4 WHERE id = $1`, inst.HostID, inst.VCPUs, inst.MemoryMiB, inst.DiskGiB); err != nil {
+		return fmt.Errorf("release host: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tenants SET used_instances = used_instances - 1, used_gpus = used_gpus - $2,
+		used_gpu_memory_bytes = used_gpu_memory_bytes - $3 WHERE id = $1`,
+		inst.TenantID, inst.GPUCount, int64(inst.GPUCount)*inst.GPUMemoryBytes); err != nil {
+		return fmt.Errorf("release quota: %w", err)
+	}
+	return nil
+}
+
+// Placed is an instance as its host needs it, with where its GPUs are.
+type Placed struct {
+	Instance
+	PartitionKey int
+	Endpoint     string
+	GPUUUIDs     []string
+}
+
+// HostInstances lists the instances placed on host that are not yet deleted.
+func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(g.endpoint, ''),
+		coalesce((SELECT array_agg(u.uuid ORDER BY u.idx) FROM gpu_reservations r JOIN gpus u ON u.id = r.gpu_id
+		          WHERE r.instance_id = i.id), '{}')
+		FROM instances i JOIN tenants t ON t.id = i.tenant_id LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
+		WHERE i.host_id = $1 AND i.state <> 'deleted' ORDER BY i.id`, host)
+	if err != nil {
+		return nil, fmt.Errorf("host instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Placed
+	for rows.Next() {
+		var p Placed
+		var err error
+		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.Endpoint, &p.GPUUUIDs); err != nil {
+			return nil, fmt.Errorf("host instances: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// HostInstance is one entry of HostInstances.
+func (s *Store) HostInstance(ctx context.Context, host, id uuid.UUID) (Placed, error) {
+	all, err := s.HostInstances(ctx, host)
+	if err != nil {
+		return Placed{}, err
+	}
+	for _, p := range all {
+		if p.ID == id {
+			return p, nil
+		}
+	}
+	return Placed{}, ErrNotFound
+}
+
+func prefixed(p, cols string) string {
+	out := p
+	for i := 0; i < len(cols); i++ {
+		out += string(cols[i])
+		if cols[i] == ',' {
+			for i+1 < len(cols) && (cols[i+1] == ' ' || cols[i+1] == '\n' || cols[i+1] == '\t') {
+				i++
+				out += string(cols[i])
+			}
+			out += p
+		}
+	}
+	return out
+}

@@ -1,0 +1,120 @@
+// Command apiserver is the control plane: "serve" runs the REST API, "migrate" applies the
+// database migrations, "bootstrap" creates the first operator and prints its API key once.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/spf13/cobra"
+
+	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/authn"
+	"gpucloud/migrations"
+)
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var dbURL string
+	root := &cobra.Command{Use: "apiserver", Short: "gpucloud control plane", SilenceUsage: true}
+	root.PersistentFlags().StringVar(&dbURL, "database-url", env("GPUCLOUD_DATABASE_URL", ""), "PostgreSQL URL (env GPUCLOUD_DATABASE_URL)")
+
+	var listen, keyFile string
+	var genKey bool
+	var maxConns int32
+	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
+		if dbURL == "" {
+			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
+		}
+		load := app.LoadTokenKey
+		if genKey {
+			load = app.LoadOrCreateTokenKey
+		}
+		key, err := load(keyFile)
+		if err != nil {
+			return err
+		}
+		st, err := store.Open(ctx, dbURL, maxConns)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", listen, err)
+		}
+		slog.Info("apiserver listening", "addr", ln.Addr().String())
+		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default()})
+	}}
+	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
+	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
+	serve.Flags().BoolVar(&genKey, "generate-token-key", false, "create the token key file if it is missing (development)")
+	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
+
+	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
+		if dbURL == "" {
+			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
+		}
+		db, err := sql.Open("pgx", dbURL)
+		if err != nil {
+			return fmt.Errorf("open database: %w", err)
+		}
+		defer db.Close()
+		if err := migrations.Up(ctx, db); err != nil {
+			return err
+		}
+		v, err := migrations.Version(ctx, db)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("database at migration %d\n", v)
+		return nil
+	}}
+
+	var email, role string
+	bootstrap := &cobra.Command{Use: "bootstrap", Short: "Create a platform user and print its API key once", RunE: func(cmd *cobra.Command, _ []string) error {
+		if dbURL == "" {
+			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
+		}
+		r := authn.Role(role)
+		if r != authn.RoleOperator && r != authn.RoleFinance {
+			return fmt.Errorf("--role must be operator or finance, not %q", role)
+		}
+		st, err := store.Open(ctx, dbURL, 2)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		u, secret, err := app.Bootstrap(ctx, st, email, r)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("user %s (%s, %s)\napi key (shown once): %s\n", u.ID, u.Email, u.Role, secret)
+		return nil
+	}}
+	bootstrap.Flags().StringVar(&email, "email", "", "e-mail of the user")
+	bootstrap.Flags().StringVar(&role, "role", "operator", "operator or finance")
+	_ = bootstrap.MarkFlagRequired("email")
+
+	root.AddCommand(serve, migrate, bootstrap)
+	if err := root.ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}

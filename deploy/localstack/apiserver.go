@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+
+	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/authn"
+)
+
+// demoKeys are the local stack's first-run credentials, kept in .data/ so later runs print them again.
+type demoKeys struct {
+	OperatorKey string `json:"operator_key"`
+	TenantID    string `json:"tenant_id"`
+	TenantKey   string `json:"tenant_admin_key"`
+}
+
+// startAPIServer serves the apiserver in-process on GPUCLOUD_APISERVER_ADDR (default
+// 127.0.0.1:8080, or a free port when that is taken). It returns the base URL, the demo keys and
+// a channel that yields Serve's result once ctx ends.
+func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (string, demoKeys, <-chan error, error) {
+	var keys demoKeys
+	key, err := app.LoadOrCreateTokenKey(filepath.Join(".data", "token.key"))
+	if err != nil {
+		return "", keys, nil, err
+	}
+	st, err := store.Open(ctx, dbURL, 0)
+	if err != nil {
+		return "", keys, nil, err
+	}
+	if keys, err = ensureDemo(ctx, st, filepath.Join(".data", "demo-keys.json")); err != nil {
+		st.Close()
+		return "", keys, nil, err
+	}
+	addr := os.Getenv("GPUCLOUD_APISERVER_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil && os.Getenv("GPUCLOUD_APISERVER_ADDR") == "" {
+		logger.Info("port 8080 is taken, using a free port", "err", err)
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		st.Close()
+		return "", keys, nil, fmt.Errorf("apiserver listen: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer st.Close()
+		done <- app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: logger})
+	}()
+	return "http://" + ln.Addr().String(), keys, done, nil
+}
+
+// ensureDemo creates, on first run, an operator, a demo tenant with its admin, and a small
+// catalog, and records the keys (mode 0600); later runs read them back.
+func ensureDemo(ctx context.Context, st *store.Store, path string) (demoKeys, error) {
+	var keys demoKeys
+	raw, err := os.ReadFile(path)
+	if err == nil {
+		if err := json.Unmarshal(raw, &keys); err != nil {
+			return keys, fmt.Errorf("%s: %w (delete it with the database to start over)", path, err)
+		}
+		return keys, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return keys, err
+	}
+	if _, keys.OperatorKey, err = app.Bootstrap(ctx, st, "operator@localhost", authn.RoleOperator); err != nil {
+		return keys, fmt.Errorf("demo operator: %w", err)
+	}
+	t, _, tenantKey, err := app.TenantWithAdmin(ctx, st, store.Tenant{Name: "demo", QuotaInstances: 20, QuotaGPUs: 8,
+		QuotaGPUMemoryBytes: 640 << 30}, "admin@demo.localhost")
+	if err != nil {
+		return keys, fmt.Errorf("demo tenant: %w", err)
+	}
+	keys.TenantID, keys.TenantKey = t.ID.String(), tenantKey
+	if err := demoCatalog(ctx, st); err != nil {
+		return keys, err
+	}
+	data, _ := json.MarshalIndent(keys, "", "  ")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return keys, fmt.Errorf("write %s: %w", path, err)
+	}
+	return keys, nil
+}
+
+func demoCatalog(ctx context.Context, st *store.Store) error {
+	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
+	m := store.GPUModel{Name: "H100 80GB", MemoryBytes: 80 << 30, NVMLMatch: "H100"}
+	if err := st.CreateGPUModel(ctx, &m); err != nil {
+		return fmt.Errorf("demo catalog: %w", err)
+	}
+	for _, it := range []store.InstanceType{
+		{Name: "h100-dedicated-1", VCPUs: 8, MemoryMiB: 65536, DiskGiB: 100, GPUModelID: &m.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
+		{Name: "h100-shared-10g", VCPUs: 2, MemoryMiB: 8192, DiskGiB: 40, GPUModelID: &m.ID, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
+		{Name: "cpu-small", VCPUs: 1, MemoryMiB: 1024, DiskGiB: 10, Tier: "dedicated", PricePerHour: 2, Currency: "USD"},
+	} {
+		if err := st.CreateInstanceType(ctx, &it); err != nil {
+			return fmt.Errorf("demo catalog: %w", err)
+		}
+	}
+	return nil
+}
