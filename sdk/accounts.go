@@ -99,7 +99,6 @@ func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
 	return c.call(ctx, request{op: opRevokeKey, args: []string{id}})
 }
 
-
 // ListAuditEvents returns a page of the audit log (the cursor is an entry id).
 func (c *Client) ListAuditEvents(ctx context.Context, o ListOptions) (Page[AuditEntry], error) {
 	return listPage[AuditEntry](ctx, c, opListAudit, o.values())
@@ -111,4 +110,3 @@ func (c *Client) AuditEvents(ctx context.Context) iter.Seq2[AuditEntry, error] {
 		return c.ListAuditEvents(ctx, ListOptions{Limit: 200, Cursor: cur})
 	})
 }
-
