@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"gpucloud/sdk"
+)
+
+var modelCols = []column[sdk.GPUModel]{
+	col("ID", func(m sdk.GPUModel) string { return m.ID }), col("NAME", func(m sdk.GPUModel) string { return m.Name }),
+	col("MEMORY", func(m sdk.GPUModel) string { return gib(m.MemoryBytes) }), col("NVML MATCH", func(m sdk.GPUModel) string { return m.NVMLMatch }),
+}
+
+func (a *app) gpuModelsCmd() *cobra.Command {
+	c := &cobra.Command{Use: "gpu-models", Short: "GPU models of the catalog"}
+	c.AddCommand(&cobra.Command{Use: "list", Short: "List GPU models", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			ms, err := cl.ListGPUModels(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printList(a.io.Out, a.output, ms, modelCols)
+		})})
+	c.AddCommand(&cobra.Command{Use: "get MODEL_ID", Short: "Show a GPU model", Args: exactArgs(1, "a GPU model id"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			m, err := cl.GetGPUModel(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, m, modelCols)
+		})})
+	var req sdk.CreateGPUModelRequest
+	create := &cobra.Command{Use: "create NAME", Short: "Add a GPU model (operator)", Args: exactArgs(1, "a model name"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			req.Name = args[0]
+			m, err := cl.CreateGPUModel(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, m, modelCols)
+		})}
+	create.Flags().Int64Var(&req.MemoryBytes, "memory-bytes", 0, "memory per GPU in bytes")
+	create.Flags().StringVar(&req.NVMLMatch, "nvml-match", "", "substring of the NVML product name that identifies the model")
+	c.AddCommand(create)
+	return c
+}
+
+func (a *app) tiersCmd() *cobra.Command {
+	cols := []column[sdk.Tier]{col("NAME", func(t sdk.Tier) string { return t.Name }), col("MEMORY SLICE", func(t sdk.Tier) string {
+		if t.MemorySliceBytes == nil {
+			return "whole GPU"
+		}
+		return gib(*t.MemorySliceBytes)
+	})}
+	c := &cobra.Command{Use: "tiers", Short: "Tiers: dedicated GPUs or shared slices"}
+	c.AddCommand(&cobra.Command{Use: "list", Short: "List tiers", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			ts, err := cl.ListTiers(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printList(a.io.Out, a.output, ts, cols)
+		})})
+	var slice int64
+	set := &cobra.Command{Use: "set-shared", Short: "Set the shared tier's GPU memory slice (operator)", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			t, err := cl.SetSharedTier(cmd.Context(), slice)
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, t, cols)
+		})}
+	set.Flags().Int64Var(&slice, "memory-slice-bytes", 0, "GPU memory per shared instance, in bytes")
+	_ = set.MarkFlagRequired("memory-slice-bytes")
+	c.AddCommand(set)
+	return c
+}
+
+var typeCols = []column[sdk.InstanceType]{
+	col("ID", func(t sdk.InstanceType) string { return t.ID }), col("NAME", func(t sdk.InstanceType) string { return t.Name }),
+	col("VCPUS", func(t sdk.InstanceType) string { return itoa(t.VCPUs) }),
+	col("MEMORY", func(t sdk.InstanceType) string { return itoa(t.MemoryMiB) + "MiB" }),
+	col("DISK", func(t sdk.InstanceType) string { return itoa(t.DiskGiB) + "GiB" }),
+	col("GPUS", func(t sdk.InstanceType) string { return itoa(t.GPUCount) }), col("TIER", func(t sdk.InstanceType) string { return t.Tier }),
+	col("PRICE/HOUR", func(t sdk.InstanceType) string { return money(t.PricePerHour, t.Currency) }),
+}
+
+func (a *app) listTypes(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+	ts, err := sdk.Collect(cl.InstanceTypes(cmd.Context()))
+	if err != nil {
+		return err
+	}
+	return printList(a.io.Out, a.output, ts, typeCols)
+}
+
+func (a *app) instanceTypesCmd() *cobra.Command {
+	c := &cobra.Command{Use: "instance-types", Aliases: []string{"types"}, Short: "Instance types with their hourly prices"}
+	c.AddCommand(&cobra.Command{Use: "list", Short: "List instance types", Args: exactArgs(0, "no arguments"), RunE: a.with(a.listTypes)})
+	c.AddCommand(&cobra.Command{Use: "get TYPE_ID", Short: "Show an instance type", Args: exactArgs(1, "an instance type id"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			t, err := cl.GetInstanceType(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, t, typeCols)
+		})})
+	var req sdk.CreateInstanceTypeRequest
+	create := &cobra.Command{Use: "create NAME", Short: "Add an instance type (operator)", Args: exactArgs(1, "a type name"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			req.Name = args[0]
+			t, err := cl.CreateInstanceType(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, t, typeCols)
+		})}
+	f := create.Flags()
+	f.IntVar(&req.VCPUs, "vcpus", 0, "virtual CPUs")
+	f.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory in MiB")
+	f.IntVar(&req.DiskGiB, "disk-gib", 0, "disk in GiB")
+	f.StringVar(&req.GPUModelID, "gpu-model", "", "GPU model id (with --gpus)")
+	f.IntVar(&req.GPUCount, "gpus", 0, "GPUs")
+	f.StringVar(&req.Tier, "tier", "dedicated", "dedicated or shared")
+	f.Int64Var(&req.PricePerHour, "price-per-hour", 0, "hourly price in minor units (cents)")
+	f.StringVar(&req.Currency, "currency", "", "ISO 4217 currency (default USD)")
+	c.AddCommand(create)
+	return c
+}
+
+// pricesCmd is the price list: instance types by price.
+func (a *app) pricesCmd() *cobra.Command {
+	return &cobra.Command{Use: "prices", Short: "The price list (instance types with hourly prices)", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(a.listTypes)}
+}
