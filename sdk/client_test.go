@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"gpucloud/api"
 	"gpucloud/sdk"
 	"gpucloud/sdk/sdktest"
 )
@@ -189,32 +188,6 @@ func TestCatalog(t *testing.T) {
 	}
 }
 
-// hostAgent plays hostd for one host: it reports every wanted instance running, and deleted
-// once its desired state is deleted, until ctx ends.
-func hostAgent(ctx context.Context, t *testing.T, hc *sdk.Client) {
-	for ctx.Err() == nil {
-		want, err := hc.HostInstances(ctx)
-		if err == nil {
-			for _, d := range want.Instances {
-				state := api.ObservedRunning
-				switch d.DesiredState {
-				case api.DesiredStopped:
-					state = api.ObservedStopped
-				case api.DesiredDeleted:
-					state = api.ObservedDeleted
-				}
-				if err := hc.ReportInstance(ctx, d.ID, api.InstanceObserved{State: state, RebootGeneration: d.RebootGeneration}); err != nil && ctx.Err() == nil {
-					t.Errorf("agent report %s: %v", d.ID, err)
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
 func TestInstanceLifecycleWithAgent(t *testing.T) {
 	ctx := ctxT(t)
 	e := sdktest.New(t)
@@ -222,7 +195,7 @@ func TestInstanceLifecycleWithAgent(t *testing.T) {
 	e.GPUServer(t, "g1", 1)
 	actx, stop := context.WithCancel(ctx)
 	defer stop()
-	go hostAgent(actx, t, hc)
+	go sdktest.PlayHost(actx, t, hc)
 
 	a, b := e.Client(t, e.A.AdminKey), e.Client(t, e.B.AdminKey)
 	inst, err := a.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "vm1", InstanceTypeID: e.Shared, Image: "ubuntu-24.04"})

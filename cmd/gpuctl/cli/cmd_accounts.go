@@ -18,11 +18,7 @@ var tenantCols = []column[sdk.Tenant]{
 
 func (a *app) meCmd() *cobra.Command {
 	return &cobra.Command{Use: "whoami", Aliases: []string{"me"}, Short: "Show who the API key belongs to", Args: exactArgs(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := a.api()
-			if err != nil {
-				return err
-			}
+		RunE: a.with(func(cmd *cobra.Command, c *sdk.Client, _ []string) error {
 			me, err := c.Me(cmd.Context())
 			if err != nil {
 				return err
@@ -30,7 +26,7 @@ func (a *app) meCmd() *cobra.Command {
 			return printOne(a.io.Out, a.output, me, []column[sdk.Me]{
 				col("ROLE", func(m sdk.Me) string { return m.Role }), col("USER", func(m sdk.Me) string { return dash(m.UserID) }),
 				col("TENANT", func(m sdk.Me) string { return dash(m.TenantID) })})
-		}}
+		})}
 }
 
 func (a *app) tenantsCmd() *cobra.Command {

@@ -78,6 +78,7 @@ func (a *app) configCmd() *cobra.Command {
 }
 
 func (a *app) loadConfig() (string, *Config, error) {
+	a.ran = true
 	path, err := a.cfgPath()
 	if err != nil {
 		return "", nil, err

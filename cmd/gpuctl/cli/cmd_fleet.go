@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +62,7 @@ type fleetKind[T any] struct {
 }
 
 func fleetCmd[T any](a *app, k fleetKind[T]) *cobra.Command {
-	c := &cobra.Command{Use: k.use, Short: k.noun + "s (operator)"}
+	c := &cobra.Command{Use: k.use, Short: strings.ToUpper(k.noun[:1]) + k.noun[1:] + "s (operator)"}
 	c.AddCommand(&cobra.Command{Use: "list", Short: "List " + k.noun + "s", Args: exactArgs(0, "no arguments"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
 			items, err := k.list(cl, cmd.Context())

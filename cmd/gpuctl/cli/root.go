@@ -59,7 +59,6 @@ func (a *app) root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			a.ran = true
 			return checkFormat(a.output)
 		},
 	}
@@ -162,6 +161,7 @@ func exactArgs(n int, names string) cobra.PositionalArgs {
 // with builds a RunE that gets the SDK client first.
 func (a *app) with(fn func(cmd *cobra.Command, c *sdk.Client, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		a.ran = true // from here on, errors are the command's, not the command line's
 		c, err := a.api()
 		if err != nil {
 			return err
