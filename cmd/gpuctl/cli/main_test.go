@@ -76,7 +76,7 @@ func (h *harness) code(want int, key string, args ...string) string {
 	if r.code != want {
 		h.t.Fatalf("gpuctl %s: exit %d, want %d\n%s%s", strings.Join(args, " "), r.code, want, r.out, r.err)
 	}
-	if !strings.HasPrefix(r.err, "gpuctl: ") {
+	if !strings.Contains(r.err, "gpuctl: ") {
 		h.t.Fatalf("gpuctl %s: error not reported on stderr: %q", strings.Join(args, " "), r.err)
 	}
 	return r.err
