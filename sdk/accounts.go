@@ -7,14 +7,12 @@ import (
 
 // Me says who the caller is.
 func (c *Client) Me(ctx context.Context) (Me, error) {
-	var m Me
-	return m, c.call(ctx, request{op: opGetMe, out: &m})
+	return do[Me](ctx, c, request{op: opGetMe})
 }
 
 // CreateTenant creates a tenant (operator).
 func (c *Client) CreateTenant(ctx context.Context, r CreateTenantRequest) (Tenant, error) {
-	var t Tenant
-	return t, c.call(ctx, request{op: opCreateTenant, body: r, out: &t})
+	return do[Tenant](ctx, c, request{op: opCreateTenant, body: r})
 }
 
 // ListTenants returns a page of tenants (operator, finance).
@@ -31,20 +29,17 @@ func (c *Client) Tenants(ctx context.Context) iter.Seq2[Tenant, error] {
 
 // GetTenant returns a tenant with its quotas and usage.
 func (c *Client) GetTenant(ctx context.Context, id string) (Tenant, error) {
-	var t Tenant
-	return t, c.call(ctx, request{op: opGetTenant, args: []string{id}, out: &t})
+	return do[Tenant](ctx, c, request{op: opGetTenant, args: []string{id}})
 }
 
 // SetQuota replaces a tenant's quotas (operator).
 func (c *Client) SetQuota(ctx context.Context, tenantID string, q Quota) (Tenant, error) {
-	var t Tenant
-	return t, c.call(ctx, request{op: opSetQuota, args: []string{tenantID}, body: q, out: &t})
+	return do[Tenant](ctx, c, request{op: opSetQuota, args: []string{tenantID}, body: q})
 }
 
 // CreateUser invites a user.
 func (c *Client) CreateUser(ctx context.Context, r CreateUserRequest) (User, error) {
-	var u User
-	return u, c.call(ctx, request{op: opCreateUser, body: r, out: &u})
+	return do[User](ctx, c, request{op: opCreateUser, body: r})
 }
 
 // UserListOptions page through users; TenantID filters (operators only; tenant admins always
@@ -72,14 +67,12 @@ func (c *Client) Users(ctx context.Context, tenantID string) iter.Seq2[User, err
 
 // GetUser returns a user.
 func (c *Client) GetUser(ctx context.Context, id string) (User, error) {
-	var u User
-	return u, c.call(ctx, request{op: opGetUser, args: []string{id}, out: &u})
+	return do[User](ctx, c, request{op: opGetUser, args: []string{id}})
 }
 
 // CreateAPIKey makes a key for a user; the secret is in the answer only.
 func (c *Client) CreateAPIKey(ctx context.Context, userID, name string) (NewAPIKey, error) {
-	var k NewAPIKey
-	return k, c.call(ctx, request{op: opCreateKey, args: []string{userID}, body: map[string]string{"name": name}, out: &k})
+	return do[NewAPIKey](ctx, c, request{op: opCreateKey, args: []string{userID}, body: map[string]string{"name": name}})
 }
 
 // ListAPIKeys returns a page of a user's keys.

@@ -11,14 +11,12 @@ import (
 
 // HostHeartbeat registers or refreshes a host.
 func (c *Client) HostHeartbeat(ctx context.Context, r api.HostReport) (api.HostAck, error) {
-	var a api.HostAck
-	return a, c.call(ctx, request{op: opHostHeartbeat, body: r, out: &a})
+	return do[api.HostAck](ctx, c, request{op: opHostHeartbeat, body: r})
 }
 
 // HostInstances lists the instances wanted on the calling host.
 func (c *Client) HostInstances(ctx context.Context) (api.DesiredInstances, error) {
-	var d api.DesiredInstances
-	return d, c.call(ctx, request{op: opHostInstances, out: &d})
+	return do[api.DesiredInstances](ctx, c, request{op: opHostInstances})
 }
 
 // ReportInstance tells the apiserver what the host observes of one instance.
@@ -28,12 +26,10 @@ func (c *Client) ReportInstance(ctx context.Context, id string, obs api.Instance
 
 // RenewSessionToken gets a fresh session token for an instance with a GPU.
 func (c *Client) RenewSessionToken(ctx context.Context, id string) (api.SessionToken, error) {
-	var t api.SessionToken
-	return t, c.call(ctx, request{op: opRenewToken, args: []string{id}, out: &t})
+	return do[api.SessionToken](ctx, c, request{op: opRenewToken, args: []string{id}})
 }
 
 // GPUServerHeartbeat registers or refreshes a GPU server and its GPUs.
 func (c *Client) GPUServerHeartbeat(ctx context.Context, r api.GPUServerReport) (api.GPUServerAck, error) {
-	var a api.GPUServerAck
-	return a, c.call(ctx, request{op: opGPUServerHeartbeat, body: r, out: &a})
+	return do[api.GPUServerAck](ctx, c, request{op: opGPUServerHeartbeat, body: r})
 }

@@ -13,14 +13,12 @@ func (c *Client) ListGPUModels(ctx context.Context) ([]GPUModel, error) {
 
 // GetGPUModel returns a GPU model.
 func (c *Client) GetGPUModel(ctx context.Context, id string) (GPUModel, error) {
-	var m GPUModel
-	return m, c.call(ctx, request{op: opGetGPUModel, args: []string{id}, out: &m})
+	return do[GPUModel](ctx, c, request{op: opGetGPUModel, args: []string{id}})
 }
 
 // CreateGPUModel adds a GPU model (operator).
 func (c *Client) CreateGPUModel(ctx context.Context, r CreateGPUModelRequest) (GPUModel, error) {
-	var m GPUModel
-	return m, c.call(ctx, request{op: opCreateGPUModel, body: r, out: &m})
+	return do[GPUModel](ctx, c, request{op: opCreateGPUModel, body: r})
 }
 
 // ListTiers returns the tiers.
@@ -31,8 +29,7 @@ func (c *Client) ListTiers(ctx context.Context) ([]Tier, error) {
 
 // SetSharedTier sets the shared tier's GPU memory slice (operator).
 func (c *Client) SetSharedTier(ctx context.Context, memorySliceBytes int64) (Tier, error) {
-	var t Tier
-	return t, c.call(ctx, request{op: opSetSharedTier, body: map[string]int64{"memory_slice_bytes": memorySliceBytes}, out: &t})
+	return do[Tier](ctx, c, request{op: opSetSharedTier, body: map[string]int64{"memory_slice_bytes": memorySliceBytes}})
 }
 
 // ListInstanceTypes returns a page of instance types with their prices.
@@ -49,12 +46,10 @@ func (c *Client) InstanceTypes(ctx context.Context) iter.Seq2[InstanceType, erro
 
 // GetInstanceType returns an instance type.
 func (c *Client) GetInstanceType(ctx context.Context, id string) (InstanceType, error) {
-	var t InstanceType
-	return t, c.call(ctx, request{op: opGetInstanceType, args: []string{id}, out: &t})
+	return do[InstanceType](ctx, c, request{op: opGetInstanceType, args: []string{id}})
 }
 
 // CreateInstanceType adds an instance type (operator).
 func (c *Client) CreateInstanceType(ctx context.Context, r CreateInstanceTypeRequest) (InstanceType, error) {
-	var t InstanceType
-	return t, c.call(ctx, request{op: opCreateInstType, body: r, out: &t})
+	return do[InstanceType](ctx, c, request{op: opCreateInstType, body: r})
 }

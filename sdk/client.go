@@ -223,3 +223,11 @@ func newKey() string {
 	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// do runs r and decodes the answer into a T.
+func do[T any](ctx context.Context, c *Client, r request) (T, error) {
+	var v T
+	r.out = &v
+	err := c.call(ctx, r)
+	return v, err
+}

@@ -18,8 +18,7 @@ func (c *Client) CreateGPUServer(ctx context.Context, name string) (NewDaemon, e
 }
 
 func (c *Client) createDaemon(ctx context.Context, f fleet, name string) (NewDaemon, error) {
-	var d NewDaemon
-	return d, c.call(ctx, request{op: f.create, body: map[string]string{"name": name}, out: &d})
+	return do[NewDaemon](ctx, c, request{op: f.create, body: map[string]string{"name": name}})
 }
 
 // ListHosts returns a page of hosts (operator).
@@ -36,8 +35,7 @@ func (c *Client) Hosts(ctx context.Context) iter.Seq2[Host, error] {
 
 // GetHost returns a host.
 func (c *Client) GetHost(ctx context.Context, id string) (Host, error) {
-	var h Host
-	return h, c.call(ctx, request{op: hostOps.get, args: []string{id}, out: &h})
+	return do[Host](ctx, c, request{op: hostOps.get, args: []string{id}})
 }
 
 // CordonHost stops placement on a host.
@@ -61,8 +59,7 @@ func (c *Client) DeleteHost(ctx context.Context, id string) error {
 }
 
 func (c *Client) hostAction(ctx context.Context, o Op, id string) (Host, error) {
-	var h Host
-	return h, c.call(ctx, request{op: o, args: []string{id}, out: &h})
+	return do[Host](ctx, c, request{op: o, args: []string{id}})
 }
 
 // ListGPUServers returns a page of GPU servers with their GPUs (operator).
@@ -79,8 +76,7 @@ func (c *Client) GPUServers(ctx context.Context) iter.Seq2[GPUServer, error] {
 
 // GetGPUServer returns a GPU server with its GPUs.
 func (c *Client) GetGPUServer(ctx context.Context, id string) (GPUServer, error) {
-	var g GPUServer
-	return g, c.call(ctx, request{op: gpuServerOps.get, args: []string{id}, out: &g})
+	return do[GPUServer](ctx, c, request{op: gpuServerOps.get, args: []string{id}})
 }
 
 // CordonGPUServer stops placement on a GPU server.
@@ -104,8 +100,7 @@ func (c *Client) DeleteGPUServer(ctx context.Context, id string) error {
 }
 
 func (c *Client) gpuServerAction(ctx context.Context, o Op, id string) (GPUServer, error) {
-	var g GPUServer
-	return g, c.call(ctx, request{op: o, args: []string{id}, out: &g})
+	return do[GPUServer](ctx, c, request{op: o, args: []string{id}})
 }
 
 // DrainProgress is one look at a draining machine.

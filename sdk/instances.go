@@ -9,8 +9,7 @@ import (
 
 // CreateInstance places and reserves a VM (tenant roles).
 func (c *Client) CreateInstance(ctx context.Context, r CreateInstanceRequest) (Instance, error) {
-	var i Instance
-	return i, c.call(ctx, request{op: opCreateInstance, body: r, out: &i})
+	return do[Instance](ctx, c, request{op: opCreateInstance, body: r})
 }
 
 // ListInstances returns a page of instances (a tenant's own; every tenant's for platform roles).
@@ -27,8 +26,7 @@ func (c *Client) Instances(ctx context.Context) iter.Seq2[Instance, error] {
 
 // GetInstance returns an instance.
 func (c *Client) GetInstance(ctx context.Context, id string) (Instance, error) {
-	var i Instance
-	return i, c.call(ctx, request{op: opGetInstance, args: []string{id}, out: &i})
+	return do[Instance](ctx, c, request{op: opGetInstance, args: []string{id}})
 }
 
 // InstanceEvents returns an instance's state transitions, oldest first.
@@ -58,8 +56,7 @@ func (c *Client) DeleteInstance(ctx context.Context, id string) (Instance, error
 }
 
 func (c *Client) act(ctx context.Context, o Op, id string) (Instance, error) {
-	var i Instance
-	return i, c.call(ctx, request{op: o, args: []string{id}, out: &i})
+	return do[Instance](ctx, c, request{op: o, args: []string{id}})
 }
 
 // WaitInstance polls an instance every interval until it is in one of states, fails (a failed

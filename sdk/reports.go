@@ -56,8 +56,7 @@ type GPUHoursReport struct {
 
 // GPUHours fetches the GPU-hour report (finance, operator). Served by billing.
 func (c *Client) GPUHours(ctx context.Context, q GPUHoursQuery) (GPUHoursReport, error) {
-	var r GPUHoursReport
-	return r, c.call(ctx, request{op: opGPUHoursReport, query: q.values(), out: &r})
+	return do[GPUHoursReport](ctx, c, request{op: opGPUHoursReport, query: q.values()})
 }
 
 // GPUHoursCSV fetches the same report as CSV.

@@ -31,22 +31,8 @@ func (a *app) meCmd() *cobra.Command {
 
 func (a *app) tenantsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "tenants", Aliases: []string{"tenant"}, Short: "Tenants (operator)"}
-	c.AddCommand(&cobra.Command{Use: "list", Short: "List tenants", Args: exactArgs(0, "no arguments"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-			ts, err := sdk.Collect(cl.Tenants(cmd.Context()))
-			if err != nil {
-				return err
-			}
-			return printList(a.io.Out, a.output, ts, tenantCols)
-		})})
-	c.AddCommand(&cobra.Command{Use: "get TENANT_ID", Short: "Show a tenant with its quotas and usage", Args: exactArgs(1, "a tenant id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			t, err := cl.GetTenant(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, t, tenantCols)
-		})})
+	c.AddCommand(listCmd(a, "List tenants", collected((*sdk.Client).Tenants), tenantCols))
+	c.AddCommand(getCmd(a, "get TENANT_ID", "Show a tenant with its quotas and usage", "a tenant id", (*sdk.Client).GetTenant, tenantCols))
 	var req sdk.CreateTenantRequest
 	create := &cobra.Command{Use: "create NAME", Short: "Create a tenant", Args: exactArgs(1, "a tenant name"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -66,14 +52,7 @@ func (a *app) tenantsCmd() *cobra.Command {
 
 func (a *app) quotaCmd() *cobra.Command {
 	c := &cobra.Command{Use: "quota", Aliases: []string{"quotas"}, Short: "A tenant's quotas and usage"}
-	c.AddCommand(&cobra.Command{Use: "get TENANT_ID", Short: "Show quotas and what is used", Args: exactArgs(1, "a tenant id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			t, err := cl.GetTenant(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, t, tenantCols)
-		})})
+	c.AddCommand(getCmd(a, "get TENANT_ID", "Show quotas and what is used", "a tenant id", (*sdk.Client).GetTenant, tenantCols))
 	var q sdk.Quota
 	set := &cobra.Command{Use: "set TENANT_ID", Short: "Replace a tenant's quotas (operator)", Args: exactArgs(1, "a tenant id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -111,14 +90,7 @@ func (a *app) usersCmd() *cobra.Command {
 		})}
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's users (operators)")
 	c.AddCommand(list)
-	c.AddCommand(&cobra.Command{Use: "get USER_ID", Short: "Show a user", Args: exactArgs(1, "a user id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			u, err := cl.GetUser(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, u, userCols)
-		})})
+	c.AddCommand(getCmd(a, "get USER_ID", "Show a user", "a user id", (*sdk.Client).GetUser, userCols))
 	var req sdk.CreateUserRequest
 	create := &cobra.Command{Use: "create EMAIL", Short: "Invite a user", Args: exactArgs(1, "an e-mail address"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {

@@ -13,22 +13,8 @@ var modelCols = []column[sdk.GPUModel]{
 
 func (a *app) gpuModelsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "gpu-models", Short: "GPU models of the catalog"}
-	c.AddCommand(&cobra.Command{Use: "list", Short: "List GPU models", Args: exactArgs(0, "no arguments"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-			ms, err := cl.ListGPUModels(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printList(a.io.Out, a.output, ms, modelCols)
-		})})
-	c.AddCommand(&cobra.Command{Use: "get MODEL_ID", Short: "Show a GPU model", Args: exactArgs(1, "a GPU model id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			m, err := cl.GetGPUModel(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, m, modelCols)
-		})})
+	c.AddCommand(listCmd(a, "List GPU models", (*sdk.Client).ListGPUModels, modelCols))
+	c.AddCommand(getCmd(a, "get MODEL_ID", "Show a GPU model", "a GPU model id", (*sdk.Client).GetGPUModel, modelCols))
 	var req sdk.CreateGPUModelRequest
 	create := &cobra.Command{Use: "create NAME", Short: "Add a GPU model (operator)", Args: exactArgs(1, "a model name"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -53,14 +39,7 @@ func (a *app) tiersCmd() *cobra.Command {
 		return gib(*t.MemorySliceBytes)
 	})}
 	c := &cobra.Command{Use: "tiers", Short: "Tiers: dedicated GPUs or shared slices"}
-	c.AddCommand(&cobra.Command{Use: "list", Short: "List tiers", Args: exactArgs(0, "no arguments"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-			ts, err := cl.ListTiers(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printList(a.io.Out, a.output, ts, cols)
-		})})
+	c.AddCommand(listCmd(a, "List tiers", (*sdk.Client).ListTiers, cols))
 	var slice int64
 	set := &cobra.Command{Use: "set-shared", Short: "Set the shared tier's GPU memory slice (operator)", Args: exactArgs(0, "no arguments"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
@@ -85,25 +64,10 @@ var typeCols = []column[sdk.InstanceType]{
 	col("PRICE/HOUR", func(t sdk.InstanceType) string { return money(t.PricePerHour, t.Currency) }),
 }
 
-func (a *app) listTypes(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-	ts, err := sdk.Collect(cl.InstanceTypes(cmd.Context()))
-	if err != nil {
-		return err
-	}
-	return printList(a.io.Out, a.output, ts, typeCols)
-}
-
 func (a *app) instanceTypesCmd() *cobra.Command {
 	c := &cobra.Command{Use: "instance-types", Aliases: []string{"types"}, Short: "Instance types with their hourly prices"}
-	c.AddCommand(&cobra.Command{Use: "list", Short: "List instance types", Args: exactArgs(0, "no arguments"), RunE: a.with(a.listTypes)})
-	c.AddCommand(&cobra.Command{Use: "get TYPE_ID", Short: "Show an instance type", Args: exactArgs(1, "an instance type id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			t, err := cl.GetInstanceType(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, t, typeCols)
-		})})
+	c.AddCommand(listCmd(a, "List instance types", collected((*sdk.Client).InstanceTypes), typeCols))
+	c.AddCommand(getCmd(a, "get TYPE_ID", "Show an instance type", "an instance type id", (*sdk.Client).GetInstanceType, typeCols))
 	var req sdk.CreateInstanceTypeRequest
 	create := &cobra.Command{Use: "create NAME", Short: "Add an instance type (operator)", Args: exactArgs(1, "a type name"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -129,6 +93,7 @@ func (a *app) instanceTypesCmd() *cobra.Command {
 
 // pricesCmd is the price list: instance types by price.
 func (a *app) pricesCmd() *cobra.Command {
-	return &cobra.Command{Use: "prices", Short: "The price list (instance types with hourly prices)", Args: exactArgs(0, "no arguments"),
-		RunE: a.with(a.listTypes)}
+	c := listCmd(a, "The price list (instance types with hourly prices)", collected((*sdk.Client).InstanceTypes), typeCols)
+	c.Use = "prices"
+	return c
 }

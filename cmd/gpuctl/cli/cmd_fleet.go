@@ -63,39 +63,13 @@ type fleetKind[T any] struct {
 
 func fleetCmd[T any](a *app, k fleetKind[T]) *cobra.Command {
 	c := &cobra.Command{Use: k.use, Short: strings.ToUpper(k.noun[:1]) + k.noun[1:] + "s (operator)"}
-	c.AddCommand(&cobra.Command{Use: "list", Short: "List " + k.noun + "s", Args: exactArgs(0, "no arguments"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-			items, err := k.list(cl, cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printList(a.io.Out, a.output, items, k.cols)
-		})})
-	c.AddCommand(&cobra.Command{Use: "show ID", Aliases: []string{"get"}, Short: "Show a " + k.noun, Args: exactArgs(1, "an id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			v, err := k.get(cl, cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, v, k.cols)
-		})})
-	c.AddCommand(&cobra.Command{Use: "create NAME", Short: "Register a " + k.noun + "; prints its credential once", Args: exactArgs(1, "a name"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			d, err := k.create(cl, cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, d, daemonCols)
-		})})
+	c.AddCommand(listCmd(a, "List "+k.noun+"s", k.list, k.cols))
+	show := getCmd(a, "show ID", "Show a "+k.noun, "an id", k.get, k.cols)
+	show.Aliases = []string{"get"}
+	c.AddCommand(show)
+	c.AddCommand(getCmd(a, "create NAME", "Register a "+k.noun+"; prints its credential once", "a name", k.create, daemonCols))
 	for name, act := range k.actions {
-		c.AddCommand(&cobra.Command{Use: name + " ID", Short: name + " a " + k.noun, Args: exactArgs(1, "an id"),
-			RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-				v, err := act(cl, cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				return printOne(a.io.Out, a.output, v, k.cols)
-			})})
+		c.AddCommand(getCmd(a, name+" ID", strings.ToUpper(name[:1])+name[1:]+" a "+k.noun, "an id", act, k.cols))
 	}
 	c.AddCommand(&cobra.Command{Use: "delete ID", Short: "Remove a " + k.noun + " without instances", Args: exactArgs(1, "an id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -149,7 +123,7 @@ func (a *app) hostsCmd() *cobra.Command {
 	return fleetCmd(a, fleetKind[sdk.Host]{
 		use: "hosts", noun: "host", cols: hostCols,
 		create: (*sdk.Client).CreateHost,
-		list:   func(c *sdk.Client, ctx context.Context) ([]sdk.Host, error) { return sdk.Collect(c.Hosts(ctx)) },
+		list:   collected((*sdk.Client).Hosts),
 		get:    (*sdk.Client).GetHost,
 		actions: map[string]func(*sdk.Client, context.Context, string) (sdk.Host, error){
 			"cordon": (*sdk.Client).CordonHost, "uncordon": (*sdk.Client).UncordonHost},
@@ -162,10 +136,8 @@ func (a *app) gpuServersCmd() *cobra.Command {
 	c := fleetCmd(a, fleetKind[sdk.GPUServer]{
 		use: "gpu-servers", noun: "GPU server", cols: gpuServerCols,
 		create: (*sdk.Client).CreateGPUServer,
-		list: func(c *sdk.Client, ctx context.Context) ([]sdk.GPUServer, error) {
-			return sdk.Collect(c.GPUServers(ctx))
-		},
-		get: (*sdk.Client).GetGPUServer,
+		list:   collected((*sdk.Client).GPUServers),
+		get:    (*sdk.Client).GetGPUServer,
 		actions: map[string]func(*sdk.Client, context.Context, string) (sdk.GPUServer, error){
 			"cordon": (*sdk.Client).CordonGPUServer, "uncordon": (*sdk.Client).UncordonGPUServer},
 		del:   (*sdk.Client).DeleteGPUServer,

@@ -39,14 +39,7 @@ func (a *app) instancesCmd() *cobra.Command {
 		})}
 	list.Flags().BoolVar(&all, "all", false, "include deleted instances")
 	c.AddCommand(list)
-	c.AddCommand(&cobra.Command{Use: "get INSTANCE_ID", Short: "Show an instance", Args: exactArgs(1, "an instance id"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			i, err := cl.GetInstance(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, i, instanceCols)
-		})})
+	c.AddCommand(getCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
 	c.AddCommand(&cobra.Command{Use: "events INSTANCE_ID", Short: "Show an instance's state transitions", Args: exactArgs(1, "an instance id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			evs, err := cl.InstanceEvents(cmd.Context(), args[0])

@@ -1,0 +1,39 @@
+package cli
+
+import (
+	"context"
+	"iter"
+
+	"github.com/spf13/cobra"
+
+	"gpucloud/sdk"
+)
+
+// getCmd is "USE ID": fetch one thing by id and print it.
+func getCmd[T any](a *app, use, short, arg string, get func(*sdk.Client, context.Context, string) (T, error), cols []column[T]) *cobra.Command {
+	return &cobra.Command{Use: use, Short: short, Args: exactArgs(1, arg),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			v, err := get(cl, cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, v, cols)
+		})}
+}
+
+// listCmd is "list": fetch every item and print them.
+func listCmd[T any](a *app, short string, list func(*sdk.Client, context.Context) ([]T, error), cols []column[T]) *cobra.Command {
+	return &cobra.Command{Use: "list", Short: short, Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			items, err := list(cl, cmd.Context())
+			if err != nil {
+				return err
+			}
+			return printList(a.io.Out, a.output, items, cols)
+		})}
+}
+
+// collected turns an SDK iterator method into a list function.
+func collected[T any](seq func(*sdk.Client, context.Context) iter.Seq2[T, error]) func(*sdk.Client, context.Context) ([]T, error) {
+	return func(c *sdk.Client, ctx context.Context) ([]T, error) { return sdk.Collect(seq(c, ctx)) }
+}
