@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -32,17 +33,12 @@ func (a *app) meCmd() *cobra.Command {
 func (a *app) tenantsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "tenants", Aliases: []string{"tenant"}, Short: "Tenants (operator)"}
 	c.AddCommand(listCmd(a, "List tenants", collected((*sdk.Client).Tenants), tenantCols))
-	c.AddCommand(getCmd(a, "get TENANT_ID", "Show a tenant with its quotas and usage", "a tenant id", (*sdk.Client).GetTenant, tenantCols))
+	c.AddCommand(oneCmd(a, "get TENANT_ID", "Show a tenant with its quotas and usage", "a tenant id", (*sdk.Client).GetTenant, tenantCols))
 	var req sdk.CreateTenantRequest
-	create := &cobra.Command{Use: "create NAME", Short: "Create a tenant", Args: exactArgs(1, "a tenant name"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			req.Name = args[0]
-			t, err := cl.CreateTenant(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, t, tenantCols)
-		})}
+	create := oneCmd(a, "create NAME", "Create a tenant", "a tenant name", func(cl *sdk.Client, ctx context.Context, arg string) (sdk.Tenant, error) {
+		req.Name = arg
+		return cl.CreateTenant(ctx, req)
+	}, tenantCols)
 	create.Flags().IntVar(&req.QuotaInstances, "quota-instances", 0, "instance quota")
 	create.Flags().IntVar(&req.QuotaGPUs, "quota-gpus", 0, "GPU quota")
 	create.Flags().Int64Var(&req.QuotaGPUMemoryBytes, "quota-gpu-memory-bytes", 0, "GPU memory quota in bytes")
@@ -52,7 +48,7 @@ func (a *app) tenantsCmd() *cobra.Command {
 
 func (a *app) quotaCmd() *cobra.Command {
 	c := &cobra.Command{Use: "quota", Aliases: []string{"quotas"}, Short: "A tenant's quotas and usage"}
-	c.AddCommand(getCmd(a, "get TENANT_ID", "Show quotas and what is used", "a tenant id", (*sdk.Client).GetTenant, tenantCols))
+	c.AddCommand(oneCmd(a, "get TENANT_ID", "Show quotas and what is used", "a tenant id", (*sdk.Client).GetTenant, tenantCols))
 	var q sdk.Quota
 	set := &cobra.Command{Use: "set TENANT_ID", Short: "Replace a tenant's quotas (operator)", Args: exactArgs(1, "a tenant id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -90,17 +86,12 @@ func (a *app) usersCmd() *cobra.Command {
 		})}
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's users (operators)")
 	c.AddCommand(list)
-	c.AddCommand(getCmd(a, "get USER_ID", "Show a user", "a user id", (*sdk.Client).GetUser, userCols))
+	c.AddCommand(oneCmd(a, "get USER_ID", "Show a user", "a user id", (*sdk.Client).GetUser, userCols))
 	var req sdk.CreateUserRequest
-	create := &cobra.Command{Use: "create EMAIL", Short: "Invite a user", Args: exactArgs(1, "an e-mail address"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			req.Email = args[0]
-			u, err := cl.CreateUser(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, u, userCols)
-		})}
+	create := oneCmd(a, "create EMAIL", "Invite a user", "an e-mail address", func(cl *sdk.Client, ctx context.Context, arg string) (sdk.User, error) {
+		req.Email = arg
+		return cl.CreateUser(ctx, req)
+	}, userCols)
 	create.Flags().StringVar(&req.Role, "role", sdk.RoleTenantMember, "tenant-admin, tenant-member, operator or finance")
 	create.Flags().StringVar(&req.TenantID, "tenant", "", "tenant id (tenant roles)")
 	c.AddCommand(create)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"github.com/spf13/cobra"
 
 	"gpucloud/sdk"
@@ -14,17 +15,12 @@ var modelCols = []column[sdk.GPUModel]{
 func (a *app) gpuModelsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "gpu-models", Short: "GPU models of the catalog"}
 	c.AddCommand(listCmd(a, "List GPU models", (*sdk.Client).ListGPUModels, modelCols))
-	c.AddCommand(getCmd(a, "get MODEL_ID", "Show a GPU model", "a GPU model id", (*sdk.Client).GetGPUModel, modelCols))
+	c.AddCommand(oneCmd(a, "get MODEL_ID", "Show a GPU model", "a GPU model id", (*sdk.Client).GetGPUModel, modelCols))
 	var req sdk.CreateGPUModelRequest
-	create := &cobra.Command{Use: "create NAME", Short: "Add a GPU model (operator)", Args: exactArgs(1, "a model name"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			req.Name = args[0]
-			m, err := cl.CreateGPUModel(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, m, modelCols)
-		})}
+	create := oneCmd(a, "create NAME", "Add a GPU model (operator)", "a model name", func(cl *sdk.Client, ctx context.Context, arg string) (sdk.GPUModel, error) {
+		req.Name = arg
+		return cl.CreateGPUModel(ctx, req)
+	}, modelCols)
 	create.Flags().Int64Var(&req.MemoryBytes, "memory-bytes", 0, "memory per GPU in bytes")
 	create.Flags().StringVar(&req.NVMLMatch, "nvml-match", "", "substring of the NVML product name that identifies the model")
 	c.AddCommand(create)
@@ -67,17 +63,12 @@ var typeCols = []column[sdk.InstanceType]{
 func (a *app) instanceTypesCmd() *cobra.Command {
 	c := &cobra.Command{Use: "instance-types", Aliases: []string{"types"}, Short: "Instance types with their hourly prices"}
 	c.AddCommand(listCmd(a, "List instance types", collected((*sdk.Client).InstanceTypes), typeCols))
-	c.AddCommand(getCmd(a, "get TYPE_ID", "Show an instance type", "an instance type id", (*sdk.Client).GetInstanceType, typeCols))
+	c.AddCommand(oneCmd(a, "get TYPE_ID", "Show an instance type", "an instance type id", (*sdk.Client).GetInstanceType, typeCols))
 	var req sdk.CreateInstanceTypeRequest
-	create := &cobra.Command{Use: "create NAME", Short: "Add an instance type (operator)", Args: exactArgs(1, "a type name"),
-		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			req.Name = args[0]
-			t, err := cl.CreateInstanceType(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return printOne(a.io.Out, a.output, t, typeCols)
-		})}
+	create := oneCmd(a, "create NAME", "Add an instance type (operator)", "a type name", func(cl *sdk.Client, ctx context.Context, arg string) (sdk.InstanceType, error) {
+		req.Name = arg
+		return cl.CreateInstanceType(ctx, req)
+	}, typeCols)
 	f := create.Flags()
 	f.IntVar(&req.VCPUs, "vcpus", 0, "virtual CPUs")
 	f.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory in MiB")

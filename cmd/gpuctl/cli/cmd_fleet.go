@@ -64,12 +64,12 @@ type fleetKind[T any] struct {
 func fleetCmd[T any](a *app, k fleetKind[T]) *cobra.Command {
 	c := &cobra.Command{Use: k.use, Short: strings.ToUpper(k.noun[:1]) + k.noun[1:] + "s (operator)"}
 	c.AddCommand(listCmd(a, "List "+k.noun+"s", k.list, k.cols))
-	show := getCmd(a, "show ID", "Show a "+k.noun, "an id", k.get, k.cols)
+	show := oneCmd(a, "show ID", "Show a "+k.noun, "an id", k.get, k.cols)
 	show.Aliases = []string{"get"}
 	c.AddCommand(show)
-	c.AddCommand(getCmd(a, "create NAME", "Register a "+k.noun+"; prints its credential once", "a name", k.create, daemonCols))
+	c.AddCommand(oneCmd(a, "create NAME", "Register a "+k.noun+"; prints its credential once", "a name", k.create, daemonCols))
 	for name, act := range k.actions {
-		c.AddCommand(getCmd(a, name+" ID", strings.ToUpper(name[:1])+name[1:]+" a "+k.noun, "an id", act, k.cols))
+		c.AddCommand(oneCmd(a, name+" ID", strings.ToUpper(name[:1])+name[1:]+" a "+k.noun, "an id", act, k.cols))
 	}
 	c.AddCommand(&cobra.Command{Use: "delete ID", Short: "Remove a " + k.noun + " without instances", Args: exactArgs(1, "an id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {

@@ -39,7 +39,7 @@ func (a *app) instancesCmd() *cobra.Command {
 		})}
 	list.Flags().BoolVar(&all, "all", false, "include deleted instances")
 	c.AddCommand(list)
-	c.AddCommand(getCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
+	c.AddCommand(oneCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
 	c.AddCommand(&cobra.Command{Use: "events INSTANCE_ID", Short: "Show an instance's state transitions", Args: exactArgs(1, "an instance id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			evs, err := cl.InstanceEvents(cmd.Context(), args[0])

@@ -9,8 +9,8 @@ import (
 	"gpucloud/sdk"
 )
 
-// getCmd is "USE ID": fetch one thing by id and print it.
-func getCmd[T any](a *app, use, short, arg string, get func(*sdk.Client, context.Context, string) (T, error), cols []column[T]) *cobra.Command {
+// oneCmd is "USE ARG": one call with one argument (an id, a name) that gives one thing to print.
+func oneCmd[T any](a *app, use, short, arg string, get func(*sdk.Client, context.Context, string) (T, error), cols []column[T]) *cobra.Command {
 	return &cobra.Command{Use: use, Short: short, Args: exactArgs(1, arg),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			v, err := get(cl, cmd.Context(), args[0])
