@@ -59,6 +59,7 @@ type fleetKind[T any] struct {
 	actions   map[string]func(*sdk.Client, context.Context, string) (T, error)
 	del       func(*sdk.Client, context.Context, string) error
 	drain     func(*sdk.Client, context.Context, string, time.Duration, func(sdk.DrainProgress)) error
+	id, name  func(T) string // for shell completion
 }
 
 func fleetCmd[T any](a *app, k fleetKind[T]) *cobra.Command {
@@ -116,6 +117,7 @@ func fleetCmd[T any](a *app, k fleetKind[T]) *cobra.Command {
 	drain.Flags().DurationVar(&timeout, "timeout", time.Hour, "give up after this long (exit 7)")
 	drain.Flags().DurationVar(&interval, "poll-interval", 2*time.Second, "how often to look")
 	c.AddCommand(drain)
+	completeArg(c, "ID", completeIDs(a, k.list, k.id, k.name))
 	return c
 }
 
@@ -129,6 +131,8 @@ func (a *app) hostsCmd() *cobra.Command {
 			"cordon": (*sdk.Client).CordonHost, "uncordon": (*sdk.Client).UncordonHost},
 		del:   (*sdk.Client).DeleteHost,
 		drain: (*sdk.Client).DrainHost,
+		id:    func(h sdk.Host) string { return h.ID },
+		name:  func(h sdk.Host) string { return h.Name },
 	})
 }
 
@@ -142,6 +146,8 @@ func (a *app) gpuServersCmd() *cobra.Command {
 			"cordon": (*sdk.Client).CordonGPUServer, "uncordon": (*sdk.Client).UncordonGPUServer},
 		del:   (*sdk.Client).DeleteGPUServer,
 		drain: (*sdk.Client).DrainGPUServer,
+		id:    func(g sdk.GPUServer) string { return g.ID },
+		name:  func(g sdk.GPUServer) string { return g.Name },
 	})
 	c.AddCommand(&cobra.Command{Use: "gpus ID", Short: "List a GPU server's GPUs", Args: exactArgs(1, "a GPU server id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
@@ -170,6 +176,9 @@ func (a *app) gpuServersCmd() *cobra.Command {
 			}
 			return printList(a.io.Out, a.output, out, instanceCols)
 		})})
+	if show, _, err := c.Find([]string{"show"}); err == nil {
+		completeArg(c, "ID", show.ValidArgsFunction) // gpus and sessions too
+	}
 	return c
 }
 

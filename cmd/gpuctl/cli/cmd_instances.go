@@ -93,6 +93,8 @@ func (a *app) instancesCmd() *cobra.Command {
 		w.add(cmd, "instance")
 		c.AddCommand(cmd)
 	}
+	completeArg(c, "INSTANCE_ID", completeIDs(a, collected((*sdk.Client).Instances),
+		func(i sdk.Instance) string { return i.ID }, func(i sdk.Instance) string { return i.Name + " (" + i.State + ")" }))
 	return c
 }
 

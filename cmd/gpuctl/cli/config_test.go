@@ -120,4 +120,24 @@ func TestCompletion(t *testing.T) {
 	if out := h.ok("", "__complete", "tenants", "list", "-o", ""); !strings.Contains(out, "yaml") {
 		t.Fatalf("complete -o: %s", out)
 	}
+	// Ids complete from the API, with names; for hosts and for the GPU server subcommands.
+	hostID, _ := h.e.Host(t, "h1", 8)
+	gsID, _ := h.e.GPUServer(t, "g1", 1)
+	if out := h.ok("", "__complete", "hosts", "drain", ""); !strings.Contains(out, hostID+"\th1") {
+		t.Fatalf("complete host id: %s", out)
+	}
+	if out := h.ok("", "__complete", "gpu-servers", "sessions", ""); !strings.Contains(out, gsID+"\tg1") {
+		t.Fatalf("complete GPU server id: %s", out)
+	}
+	inst, err := h.e.Client(t, h.e.A.AdminKey).CreateInstance(t.Context(), sdk.CreateInstanceRequest{Name: "vm", InstanceTypeID: h.e.CPU, Image: "u"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := h.ok(h.e.A.AdminKey, "__complete", "instances", "stop", ""); !strings.Contains(out, inst.ID+"\tvm (pending)") {
+		t.Fatalf("complete instance id: %s", out)
+	}
+	// Tenant B's completion does not offer A's instance.
+	if out := h.ok(h.e.B.AdminKey, "__complete", "instances", "stop", ""); strings.Contains(out, inst.ID) {
+		t.Fatalf("B completes A's instance: %s", out)
+	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"iter"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -36,4 +37,39 @@ func listCmd[T any](a *app, short string, list func(*sdk.Client, context.Context
 // collected turns an SDK iterator method into a list function.
 func collected[T any](seq func(*sdk.Client, context.Context) iter.Seq2[T, error]) func(*sdk.Client, context.Context) ([]T, error) {
 	return func(c *sdk.Client, ctx context.Context) ([]T, error) { return sdk.Collect(seq(c, ctx)) }
+}
+
+// completeIDs completes the first argument with the ids of what list returns, each described
+// by its name (shells show "id<TAB>name").
+func completeIDs[T any](a *app, list func(*sdk.Client, context.Context) ([]T, error), id, name func(T) string) completer {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		cl, err := a.api()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		items, err := list(cl, cmd.Context())
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		out := make([]string, 0, len(items))
+		for _, it := range items {
+			out = append(out, id(it)+"\t"+name(it))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+type completer = func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective)
+
+// completeArg sets f as the argument completion of parent's subcommands whose argument is
+// named arg ("INSTANCE_ID" in "stop INSTANCE_ID").
+func completeArg(parent *cobra.Command, arg string, f completer) {
+	for _, c := range parent.Commands() {
+		if strings.HasSuffix(c.Use, " "+arg) {
+			c.ValidArgsFunction = f
+		}
+	}
 }
