@@ -295,10 +295,14 @@ func TestRetriedCreateIsCreatedOnce(t *testing.T) {
 // TestRetryPolicy uses a scripted server: the apiserver cannot be made to answer 503 on cue.
 func TestRetryPolicy(t *testing.T) {
 	ctx := ctxT(t)
-	var n atomic.Int32
-	answers := []int{503, 429, 200}
+	var (
+		n       atomic.Int32
+		answers atomic.Pointer[[]int] // the status of each attempt in turn, then 200s
+	)
+	answers.Store(&[]int{503, 429, 200})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		i := int(n.Add(1)) - 1
+		answers := *answers.Load()
 		switch {
 		case r.URL.Path == "/v1/tenants/bad":
 			w.Header().Set("Content-Type", "application/problem+json")
@@ -321,7 +325,7 @@ func TestRetryPolicy(t *testing.T) {
 		t.Fatalf("a 400 was retried or misread: %v, %d attempts", err, n.Load())
 	}
 	// Out of attempts: the last answer comes back, marked retryable.
-	answers = []int{503, 503, 503, 503, 503}
+	answers.Store(&[]int{503, 503, 503, 503, 503})
 	n.Store(0)
 	if _, err := c.Me(ctx); !sdk.IsRetryable(err) || n.Load() != 4 {
 		t.Fatalf("exhausted: %v, %d attempts", err, n.Load())
