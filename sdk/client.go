@@ -115,7 +115,7 @@ func (c *Client) call(ctx context.Context, r request) error {
 	}
 	// One key for all attempts: a retried create is the same create.
 	var idemKey string
-	if r.op.Method == http.MethodPost {
+	if SendsIdempotencyKey(r.op) {
 		idemKey = newKey()
 	}
 	backoff := c.retry.MinBackoff
@@ -230,4 +230,12 @@ func do[T any](ctx context.Context, c *Client, r request) (T, error) {
 	r.out = &v
 	err := c.call(ctx, r)
 	return v, err
+}
+
+// SendsIdempotencyKey reports whether calls of o carry an Idempotency-Key: creates and actions
+// (POST) of the public API. The agent API's POSTs (heartbeats, token renewals) are idempotent
+// by nature and documented without the header; a key per heartbeat would only fill the
+// server's idempotency table.
+func SendsIdempotencyKey(o Op) bool {
+	return o.Method == http.MethodPost && !strings.HasPrefix(o.Path, "/v1/agent/")
 }

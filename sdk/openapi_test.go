@@ -130,3 +130,39 @@ func jsonFields(t reflect.Type) []string {
 	sort.Strings(out)
 	return out
 }
+
+// TestIdempotencyKeyWhereDocumented checks the SDK sends Idempotency-Key exactly on the
+// operations whose documentation declares the header.
+func TestIdempotencyKeyWhereDocumented(t *testing.T) {
+	e := sdktest.New(t)
+	resp, err := http.Get(e.URL + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name, In string } `json:"parameters"`
+		} `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, o := range sdk.Ops() {
+		op, ok := d.Paths[o.Path][strings.ToLower(o.Method)]
+		if !ok {
+			continue
+		}
+		documented := slices.ContainsFunc(op.Parameters, func(p struct{ Name, In string }) bool {
+			return p.Name == "Idempotency-Key" && p.In == "header"
+		})
+		if documented != sdk.SendsIdempotencyKey(o) {
+			t.Errorf("%s: documented Idempotency-Key %v, SDK sends it %v", o, documented, sdk.SendsIdempotencyKey(o))
+		}
+		checked++
+	}
+	if checked < 40 {
+		t.Fatalf("checked %d operations", checked)
+	}
+}
