@@ -1,0 +1,228 @@
+package cli_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"gpucloud/cmd/gpuctl/cli"
+	"gpucloud/sdk"
+	"gpucloud/sdk/sdktest"
+)
+
+func TestAccountCommands(t *testing.T) {
+	h := newHarness(t)
+	var ten sdk.Tenant
+	h.jsonOf(&ten, "", "tenants", "create", "acme", "--quota-instances", "4", "--quota-gpus", "2")
+	if ten.Name != "acme" || ten.QuotaInstances != 4 || ten.QuotaGPUs != 2 {
+		t.Fatalf("created %+v", ten)
+	}
+	var list []sdk.Tenant
+	h.jsonOf(&list, "", "tenants", "list")
+	if len(list) != 3 {
+		t.Fatalf("tenants %+v", list)
+	}
+	if out := h.ok("", "tenants", "list"); !strings.Contains(out, "acme") || !strings.Contains(out, "GPU MEMORY") {
+		t.Fatalf("table:\n%s", out)
+	}
+	h.jsonOf(&ten, "", "quota", "set", ten.ID, "--instances", "9", "--gpus", "3", "--gpu-memory-bytes", "1000")
+	if ten.QuotaInstances != 9 || ten.QuotaGPUMemoryBytes != 1000 {
+		t.Fatalf("quota set %+v", ten)
+	}
+	// Quotas as YAML, with the API's field names.
+	var q map[string]any
+	if err := yaml.Unmarshal([]byte(h.ok("", "quota", "get", ten.ID, "-o", "yaml")), &q); err != nil || q["quota_gpus"] != 3 {
+		t.Fatalf("quota get yaml: %v %v", q, err)
+	}
+	h.code(cli.ExitInvalid, "", "quota", "set", ten.ID, "--instances", "-1", "--gpus", "0", "--gpu-memory-bytes", "0")
+	h.code(cli.ExitAuth, h.e.A.AdminKey, "quota", "set", h.e.A.ID, "--instances", "99", "--gpus", "0", "--gpu-memory-bytes", "0")
+	// A tenant admin sees its own quota, not another's.
+	h.ok(h.e.A.AdminKey, "quota", "get", h.e.A.ID)
+	h.code(cli.ExitNotFound, h.e.A.AdminKey, "quota", "get", h.e.B.ID)
+
+	var u sdk.User
+	h.jsonOf(&u, h.e.A.AdminKey, "users", "create", "dev@a.example", "--tenant", h.e.A.ID)
+	if u.Role != sdk.RoleTenantMember || u.TenantID != h.e.A.ID {
+		t.Fatalf("user %+v", u)
+	}
+	h.code(cli.ExitInvalid, h.e.A.AdminKey, "users", "create", "not-an-email", "--tenant", h.e.A.ID)
+	h.code(cli.ExitAuth, h.e.A.AdminKey, "users", "create", "op2@example.com", "--role", "operator")
+	var users []sdk.User
+	h.jsonOf(&users, h.e.B.AdminKey, "users", "list")
+	if len(users) != 1 || users[0].TenantID != h.e.B.ID {
+		t.Fatalf("tenant B sees users %+v", users)
+	}
+	h.jsonOf(&users, "", "users", "list", "--tenant", h.e.A.ID)
+	if len(users) != 2 {
+		t.Fatalf("operator lists tenant A: %+v", users)
+	}
+	h.jsonOf(&u, h.e.A.AdminKey, "users", "get", u.ID)
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "users", "get", u.ID)
+
+	var k sdk.NewAPIKey
+	h.jsonOf(&k, h.e.A.AdminKey, "keys", "create", u.ID, "--name", "ci")
+	if k.Secret == "" {
+		t.Fatalf("key %+v", k)
+	}
+	if out := h.ok(h.e.A.AdminKey, "keys", "create", u.ID); !strings.Contains(out, "SHOWN ONCE") {
+		t.Fatalf("key table:\n%s", out)
+	}
+	var me sdk.Me
+	h.jsonOf(&me, k.Secret, "whoami")
+	if me.UserID != u.ID {
+		t.Fatalf("new key is %+v", me)
+	}
+	var keys []sdk.APIKey
+	h.jsonOf(&keys, h.e.A.AdminKey, "keys", "list", u.ID)
+	if len(keys) != 2 {
+		t.Fatalf("keys %+v", keys)
+	}
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "keys", "revoke", k.ID)
+	h.ok(h.e.A.AdminKey, "keys", "revoke", k.ID)
+	h.code(cli.ExitAuth, k.Secret, "whoami")
+
+	var audit []sdk.AuditEntry
+	h.jsonOf(&audit, "", "audit", "--last", "3")
+	if len(audit) != 3 || audit[2].Action == "" {
+		t.Fatalf("audit %+v", audit)
+	}
+	h.code(cli.ExitAuth, k.Secret, "audit")
+}
+
+func TestCatalogCommands(t *testing.T) {
+	h := newHarness(t)
+	var m sdk.GPUModel
+	h.jsonOf(&m, "", "gpu-models", "create", "A100", "--memory-bytes", "85899345920", "--nvml-match", "A100")
+	var models []sdk.GPUModel
+	h.jsonOf(&models, h.e.A.AdminKey, "gpu-models", "list")
+	if len(models) != 2 {
+		t.Fatalf("models %+v", models)
+	}
+	h.jsonOf(&m, h.e.A.AdminKey, "gpu-models", "get", m.ID)
+	if m.Name != "A100" {
+		t.Fatalf("model %+v", m)
+	}
+	h.code(cli.ExitAuth, h.e.A.AdminKey, "gpu-models", "create", "X", "--memory-bytes", "1", "--nvml-match", "X")
+	h.code(cli.ExitInvalid, "", "gpu-models", "create", "Y", "--memory-bytes", "0", "--nvml-match", "Y")
+
+	var it sdk.InstanceType
+	h.jsonOf(&it, "", "instance-types", "create", "a100-x2", "--vcpus", "16", "--memory-mib", "65536", "--disk-gib", "200",
+		"--gpu-model", m.ID, "--gpus", "2", "--price-per-hour", "450", "--currency", "EUR")
+	if it.GPUCount != 2 || it.Currency != "EUR" {
+		t.Fatalf("type %+v", it)
+	}
+	h.code(cli.ExitInvalid, "", "instance-types", "create", "bad", "--vcpus", "1", "--memory-mib", "1", "--disk-gib", "1", "--gpus", "1")
+	out := h.ok(h.e.B.AdminKey, "prices")
+	if !strings.Contains(out, "a100-x2") || !strings.Contains(out, "4.50 EUR") || !strings.Contains(out, "2.50 USD") {
+		t.Fatalf("prices:\n%s", out)
+	}
+	var types []sdk.InstanceType
+	h.jsonOf(&types, h.e.B.AdminKey, "instance-types", "list")
+	if len(types) != 4 {
+		t.Fatalf("types %+v", types)
+	}
+	h.jsonOf(&it, h.e.B.AdminKey, "instance-types", "get", it.ID)
+	h.code(cli.ExitNotFound, "", "instance-types", "get", "00000000-0000-0000-0000-000000000001")
+
+	var tier sdk.Tier
+	h.jsonOf(&tier, "", "tiers", "set-shared", "--memory-slice-bytes", "21474836480")
+	if tier.MemorySliceBytes == nil || *tier.MemorySliceBytes != 20<<30 {
+		t.Fatalf("tier %+v", tier)
+	}
+	if out := h.ok(h.e.A.AdminKey, "tiers", "list"); !strings.Contains(out, "20.0GiB") || !strings.Contains(out, "whole GPU") {
+		t.Fatalf("tiers:\n%s", out)
+	}
+	h.code(cli.ExitInvalid, "", "tiers", "set-shared", "--memory-slice-bytes", "0")
+}
+
+func TestInstanceCommands(t *testing.T) {
+	h := newHarness(t)
+	_, hc := h.e.Host(t, "h1", 32)
+	gsID, _ := h.e.GPUServer(t, "g1", 2)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go sdktest.PlayHost(ctx, t, hc)
+	a := h.e.A.AdminKey
+
+	var inst sdk.Instance
+	h.jsonOf(&inst, a, "instances", "create", "vm1", "--type", h.e.Shared, "--image", "ubuntu-24.04", "--wait", "--poll-interval", "20ms")
+	if inst.State != sdk.StateRunning || inst.GPUServerID != gsID {
+		t.Fatalf("create --wait: %+v", inst)
+	}
+	r := h.as(a, "instances", "stop", inst.ID, "--wait", "--poll-interval", "20ms")
+	if r.code != 0 || !strings.Contains(r.out, "stopped") || !strings.Contains(r.err, "-> stopped") {
+		t.Fatalf("stop --wait: %+v", r)
+	}
+	h.code(cli.ExitInvalid, a, "instances", "reboot", inst.ID) // stopped: conflict
+	h.jsonOf(&inst, a, "instances", "start", inst.ID, "--wait=running", "--poll-interval", "20ms")
+	if inst.State != sdk.StateRunning {
+		t.Fatalf("start --wait=running: %+v", inst)
+	}
+	h.jsonOf(&inst, a, "instances", "reboot", inst.ID)
+	if inst.RebootGeneration != 1 {
+		t.Fatalf("reboot %+v", inst)
+	}
+	var list []sdk.Instance
+	h.jsonOf(&list, a, "instances", "list")
+	if len(list) != 1 || list[0].ID != inst.ID {
+		t.Fatalf("list %+v", list)
+	}
+	// Tenant B neither sees nor touches it; the operator sees it.
+	h.jsonOf(&list, h.e.B.AdminKey, "instances", "list")
+	if len(list) != 0 {
+		t.Fatalf("B lists %+v", list)
+	}
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "instances", "get", inst.ID)
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "instances", "delete", inst.ID)
+	h.jsonOf(&list, "", "instances", "list")
+	if len(list) != 1 {
+		t.Fatalf("operator lists %+v", list)
+	}
+	// Sessions on the GPU server: the instance holds one.
+	h.jsonOf(&list, "", "gpu-servers", "sessions", gsID)
+	if len(list) != 1 || list[0].ID != inst.ID {
+		t.Fatalf("sessions %+v", list)
+	}
+	h.code(cli.ExitInvalid, a, "instances", "create", "vm2", "--type", h.e.CPU, "--image", "two words")
+	h.code(cli.ExitUsage, a, "instances", "create", "vm2", "--type", h.e.CPU) // --image required
+	h.code(cli.ExitAuth, "", "instances", "create", "vm3", "--type", h.e.CPU, "--image", "u")
+
+	h.jsonOf(&inst, a, "instances", "delete", inst.ID, "--wait", "--poll-interval", "20ms")
+	if inst.State != sdk.StateDeleted {
+		t.Fatalf("delete --wait: %+v", inst)
+	}
+	var evs []sdk.Event
+	h.jsonOf(&evs, a, "instances", "events", inst.ID)
+	if len(evs) < 6 || evs[len(evs)-1].To != sdk.StateDeleted {
+		t.Fatalf("events %+v", evs)
+	}
+	h.jsonOf(&list, a, "instances", "list")
+	if len(list) != 0 {
+		t.Fatalf("deleted still listed: %+v", list)
+	}
+	h.jsonOf(&list, a, "instances", "list", "--all")
+	if len(list) != 1 {
+		t.Fatalf("--all: %+v", list)
+	}
+
+	// A wait that cannot end times out with its own exit code: nothing plays this host.
+	stop()
+	var created sdk.Instance
+	h.jsonOf(&created, a, "instances", "create", "vm4", "--type", h.e.CPU, "--image", "u")
+	h.code(cli.ExitTimeout, a, "instances", "stop", created.ID, "--wait", "--timeout", "200ms", "--poll-interval", "20ms")
+}
+
+func TestReportCommand(t *testing.T) {
+	h := newHarness(t)
+	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--from", "last tuesday")
+	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--format", "xml")
+	// Billing's routes are mounted into the apiserver when billing is merged; until then the
+	// call reaches the right path and gets a 404. The JSON and CSV paths are to be tested
+	// against billing after the merge.
+	errs := h.code(cli.ExitNotFound, h.e.Finance, "report", "gpu-hours", "--from", "2026-03-01", "--to", "2026-04-01", "--group-by", "tenant")
+	if !strings.Contains(errs, "GET /v1/reports/gpu-hours") {
+		t.Fatalf("report error: %s", errs)
+	}
+}

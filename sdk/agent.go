@@ -1,0 +1,35 @@
+package sdk
+
+import (
+	"context"
+
+	"gpucloud/api"
+)
+
+// The agent API, for daemons (hostd, gpuserverd) and tools that play one; the Client's key is
+// the daemon's credential. The types are the shared contract in package api.
+
+// HostHeartbeat registers or refreshes a host.
+func (c *Client) HostHeartbeat(ctx context.Context, r api.HostReport) (api.HostAck, error) {
+	return do[api.HostAck](ctx, c, request{op: opHostHeartbeat, body: r})
+}
+
+// HostInstances lists the instances wanted on the calling host.
+func (c *Client) HostInstances(ctx context.Context) (api.DesiredInstances, error) {
+	return do[api.DesiredInstances](ctx, c, request{op: opHostInstances})
+}
+
+// ReportInstance tells the apiserver what the host observes of one instance.
+func (c *Client) ReportInstance(ctx context.Context, id string, obs api.InstanceObserved) error {
+	return c.call(ctx, request{op: opHostReport, args: []string{id}, body: obs})
+}
+
+// RenewSessionToken gets a fresh session token for an instance with a GPU.
+func (c *Client) RenewSessionToken(ctx context.Context, id string) (api.SessionToken, error) {
+	return do[api.SessionToken](ctx, c, request{op: opRenewToken, args: []string{id}})
+}
+
+// GPUServerHeartbeat registers or refreshes a GPU server and its GPUs.
+func (c *Client) GPUServerHeartbeat(ctx context.Context, r api.GPUServerReport) (api.GPUServerAck, error) {
+	return do[api.GPUServerAck](ctx, c, request{op: opGPUServerHeartbeat, body: r})
+}

@@ -1,0 +1,35 @@
+package sdk_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"gpucloud/sdk"
+)
+
+// A tenant creates a GPU instance, waits for it to run, and lists what it has.
+func Example() {
+	ctx := context.Background()
+	c, err := sdk.New("https://api.example.com", os.Getenv("GPUCLOUD_API_KEY"))
+	if err != nil {
+		panic(err)
+	}
+	inst, err := c.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "train-1", InstanceTypeID: "TYPE-ID", Image: "ubuntu-24.04"})
+	if ae, ok := sdk.AsAPIError(err); ok && sdk.IsValidation(err) {
+		for _, f := range ae.Fields {
+			fmt.Println(f.Field, f.Reason)
+		}
+		return
+	}
+	if inst, err = c.WaitInstance(ctx, inst.ID, 2*time.Second, nil, sdk.StateRunning); err != nil {
+		panic(err)
+	}
+	for i, err := range c.Instances(ctx) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(i.Name, i.State)
+	}
+}

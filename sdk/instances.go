@@ -1,0 +1,93 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+)
+
+// CreateInstance places and reserves a VM (tenant roles).
+func (c *Client) CreateInstance(ctx context.Context, r CreateInstanceRequest) (Instance, error) {
+	return do[Instance](ctx, c, request{op: opCreateInstance, body: r})
+}
+
+// ListInstances returns a page of instances (a tenant's own; every tenant's for platform roles).
+func (c *Client) ListInstances(ctx context.Context, o ListOptions) (Page[Instance], error) {
+	return listPage[Instance](ctx, c, opListInstances, o.values())
+}
+
+// Instances iterates every visible instance.
+func (c *Client) Instances(ctx context.Context) iter.Seq2[Instance, error] {
+	return all(ctx, func(ctx context.Context, cur string) (Page[Instance], error) {
+		return c.ListInstances(ctx, ListOptions{Limit: 200, Cursor: cur})
+	})
+}
+
+// GetInstance returns an instance.
+func (c *Client) GetInstance(ctx context.Context, id string) (Instance, error) {
+	return do[Instance](ctx, c, request{op: opGetInstance, args: []string{id}})
+}
+
+// InstanceEvents returns an instance's state transitions, oldest first.
+func (c *Client) InstanceEvents(ctx context.Context, id string) ([]Event, error) {
+	p, err := listPage[Event](ctx, c, opInstanceEvents, nil, id)
+	return p.Items, err
+}
+
+// StartInstance starts a stopped instance.
+func (c *Client) StartInstance(ctx context.Context, id string) (Instance, error) {
+	return c.act(ctx, opStartInstance, id)
+}
+
+// StopInstance stops an instance.
+func (c *Client) StopInstance(ctx context.Context, id string) (Instance, error) {
+	return c.act(ctx, opStopInstance, id)
+}
+
+// RebootInstance reboots a running instance.
+func (c *Client) RebootInstance(ctx context.Context, id string) (Instance, error) {
+	return c.act(ctx, opRebootInstance, id)
+}
+
+// DeleteInstance asks for an instance to be deleted; it goes through "deleting".
+func (c *Client) DeleteInstance(ctx context.Context, id string) (Instance, error) {
+	return c.act(ctx, opDeleteInstance, id)
+}
+
+func (c *Client) act(ctx context.Context, o Op, id string) (Instance, error) {
+	return do[Instance](ctx, c, request{op: o, args: []string{id}})
+}
+
+// WaitInstance polls an instance every interval until it is in one of states, fails (a failed
+// instance is an error unless "failed" is wanted), or ctx ends. onPoll, if not nil, sees every
+// poll's answer (progress displays).
+func (c *Client) WaitInstance(ctx context.Context, id string, interval time.Duration, onPoll func(Instance), states ...string) (Instance, error) {
+	want := map[string]bool{}
+	for _, s := range states {
+		want[s] = true
+	}
+	for {
+		inst, err := c.GetInstance(ctx, id)
+		if err != nil {
+			// A deleted instance may vanish from the API: that is the deleted state.
+			if IsNotFound(err) && want[StateDeleted] {
+				inst.ID, inst.State = id, StateDeleted
+				return inst, nil
+			}
+			return inst, err
+		}
+		if onPoll != nil {
+			onPoll(inst)
+		}
+		if want[inst.State] {
+			return inst, nil
+		}
+		if inst.State == StateFailed {
+			return inst, fmt.Errorf("instance %s failed: %s", id, inst.FailureReason)
+		}
+		if err := sleep(ctx, interval); err != nil {
+			return inst, fmt.Errorf("waiting for instance %s to be %v (now %s): %w", id, states, inst.State, err)
+		}
+	}
+}

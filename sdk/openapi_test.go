@@ -1,0 +1,168 @@
+package sdk_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"gpucloud/sdk"
+	"gpucloud/sdk/sdktest"
+)
+
+// notYetServed are SDK operations of parts not merged into the apiserver yet. Billing mounts
+// its routes into the apiserver (server.Options.Mounts); until then the document lacks them.
+// Remove an entry once its part is merged: the test then insists it is documented.
+var notYetServed = []string{
+	"GET /v1/reports/gpu-hours", // billing
+}
+
+// billingOwned are documented path prefixes that belong to billing, whose SDK calls beyond
+// the GPU-hour report are not written yet (see sdk/README.md).
+var billingOwned = []string{"/v1/usage", "/v1/invoices", "/v1/prices", "/v1/periods", "/v1/agent/usage", "/v1/reports/"}
+
+type document struct {
+	Paths      map[string]map[string]json.RawMessage `json:"paths"`
+	Components struct {
+		Schemas map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"schemas"`
+	} `json:"components"`
+}
+
+func fetchDocument(t *testing.T, url string) document {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d document
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || len(d.Paths) == 0 {
+		t.Fatalf("decode OpenAPI document: %v (%d paths)", err, len(d.Paths))
+	}
+	return d
+}
+
+// TestOperationsMatchOpenAPI checks the SDK's route table against the served document both
+// ways: everything the SDK calls is documented, everything documented has an SDK call.
+func TestOperationsMatchOpenAPI(t *testing.T) {
+	e := sdktest.New(t)
+	d := fetchDocument(t, e.URL)
+	documented := map[string]bool{}
+	for p, item := range d.Paths {
+		for m := range item {
+			documented[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	inSDK := map[string]bool{}
+	for _, o := range sdk.Ops() {
+		inSDK[o.String()] = true
+		if !documented[o.String()] && !slices.Contains(notYetServed, o.String()) {
+			t.Errorf("SDK calls %s, which the OpenAPI document does not have", o)
+		}
+	}
+	var missing []string
+	for op := range documented {
+		_, path, _ := strings.Cut(op, " ")
+		owned := slices.ContainsFunc(billingOwned, func(p string) bool { return strings.HasPrefix(path, p) })
+		if !inSDK[op] && !owned {
+			missing = append(missing, op)
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("documented operation %s has no SDK method", m)
+	}
+	if len(inSDK) < 40 {
+		t.Fatalf("only %d SDK operations: the table in ops.go was not read", len(inSDK))
+	}
+}
+
+// TestTypesMatchSchemas checks that each SDK type has exactly the JSON fields of the schema
+// the document gives the same resource, so a renamed or added field shows up here.
+func TestTypesMatchSchemas(t *testing.T) {
+	e := sdktest.New(t)
+	d := fetchDocument(t, e.URL)
+	pairs := map[string]any{
+		"Me": sdk.Me{}, "Tenant": sdk.Tenant{}, "CreateTenantRequest": sdk.CreateTenantRequest{}, "QuotaRequest": sdk.Quota{},
+		"User": sdk.User{}, "CreateUserRequest": sdk.CreateUserRequest{}, "APIKey": sdk.APIKey{}, "NewAPIKey": sdk.NewAPIKey{},
+		"GPUModel": sdk.GPUModel{}, "CreateGPUModelRequest": sdk.CreateGPUModelRequest{}, "Tier": sdk.Tier{},
+		"InstanceType": sdk.InstanceType{}, "CreateInstanceTypeRequest": sdk.CreateInstanceTypeRequest{},
+		"Instance": sdk.Instance{}, "CreateInstanceRequest": sdk.CreateInstanceRequest{}, "Event": sdk.Event{},
+		"Host": sdk.Host{}, "GPUServer": sdk.GPUServer{}, "GPU": sdk.GPU{}, "NewDaemon": sdk.NewDaemon{},
+		"AuditEntry": sdk.AuditEntry{}, "Problem": sdk.APIError{},
+	}
+	for name, v := range pairs {
+		s, ok := d.Components.Schemas[name]
+		if !ok {
+			t.Errorf("schema %s is not in the document", name)
+			continue
+		}
+		var want []string
+		for p := range s.Properties {
+			want = append(want, p)
+		}
+		sort.Strings(want)
+		got := jsonFields(reflect.TypeOf(v))
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: SDK fields %v, document %v", name, got, want)
+		}
+	}
+}
+
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "-" && f.IsExported() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestIdempotencyKeyWhereDocumented checks the SDK sends Idempotency-Key exactly on the
+// operations whose documentation declares the header.
+func TestIdempotencyKeyWhereDocumented(t *testing.T) {
+	e := sdktest.New(t)
+	resp, err := http.Get(e.URL + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name, In string } `json:"parameters"`
+		} `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, o := range sdk.Ops() {
+		op, ok := d.Paths[o.Path][strings.ToLower(o.Method)]
+		if !ok {
+			continue
+		}
+		documented := slices.ContainsFunc(op.Parameters, func(p struct{ Name, In string }) bool {
+			return p.Name == "Idempotency-Key" && p.In == "header"
+		})
+		if documented != sdk.SendsIdempotencyKey(o) {
+			t.Errorf("%s: documented Idempotency-Key %v, SDK sends it %v", o, documented, sdk.SendsIdempotencyKey(o))
+		}
+		checked++
+	}
+	if checked < 40 {
+		t.Fatalf("checked %d operations", checked)
+	}
+}
