@@ -119,6 +119,7 @@ func (s *Server) routes() *gin.Engine {
 	s.instanceRoutes(v1)
 	s.fleetRoutes(v1)
 	s.agentRoutes(v1.Group("/agent", s.daemonOnly))
+	s.webRoutes(r, v1)
 	for _, m := range s.opts.Mounts {
 		m(v1)
 	}
