@@ -97,8 +97,9 @@ export async function route() {
 export const isTenant = () => session.me && tenantRoles.includes(session.me.role);
 
 setUnauthenticatedHandler(() => {
+  const had = session.me; // a first visit without a session is no news
   session.me = session.user = null;
-  if (location.hash !== '#/signin') { flash('Your session has ended; please sign in again.', true); location.hash = '#/signin'; }
+  if (had && location.hash !== '#/signin') { flash('Your session has ended; please sign in again.', true); location.hash = '#/signin'; }
 });
 window.addEventListener('hashchange', route);
 route();

@@ -94,10 +94,10 @@ export async function instanceDetails(main, session, id) {
     }
     const evs = (await get(`/v1/instances/${id}/events`)).items || [];
     if (!alive()) return;
-    head.replaceChildren(h('div', { class: 'spread' }, h('h1', {}, cur.name, ' ', stateBadge(cur.state)), actionButtons(cur, refresh)),
+    head.replaceChildren(...[h('div', { class: 'spread' }, h('h1', {}, cur.name, ' ', stateBadge(cur.state)), actionButtons(cur, refresh)),
       busyStates.includes(cur.state)
         ? h('p', { class: 'progress', role: 'status' }, h('span', { class: 'spinner' }), `Working: ${cur.state} → ${cur.desired_state}`) : null,
-      cur.failure_reason ? h('p', { class: 'error' }, cur.failure_reason) : null);
+      cur.failure_reason ? h('p', { class: 'error' }, cur.failure_reason) : null].filter(Boolean));
     const rows = [
       ['Instance id', cur.id], ['State', `${cur.state} (desired: ${cur.desired_state})`],
       ['Instance type', type ? `${type.name}: ${type.vcpus} vCPU, ${type.memory_mib} MiB, ${type.disk_gib} GiB` : cur.instance_type_id],
