@@ -26,6 +26,10 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
+// billingMount mounts billing's routes in the stack when billing is part of the build (set by
+// billing_e2e_test.go); without it the browser checks that the console says billing is missing.
+var billingMount func(ctx context.Context, t *testing.T, st *store.Store) server.Mount
+
 // stack is the real apiserver (console included) on a fresh PostgreSQL database.
 type stack struct {
 	t   *testing.T
@@ -126,7 +130,11 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv, err := server.New(server.Options{Store: st, TokenKey: key})
+	opts := server.Options{Store: st, TokenKey: key}
+	if billingMount != nil {
+		opts.Mounts = []server.Mount{billingMount(ctx, t, st)}
+	}
+	srv, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +192,9 @@ func TestConsoleEndToEnd(t *testing.T) {
 
 	// Billing is another part; when its report route is not mounted the browser skips that case.
 	billing := s.call("GET", "/v1/reports/gpu-hours?group_by=tier&granularity=day", finKey, nil, nil) != http.StatusNotFound
+	if billing {
+		seedUsage(t, s, gsrv, aUser.TenantID.String())
+	}
 
 	artifacts, _ := filepath.Abs(filepath.Join("e2e", "artifacts"))
 	if err := os.MkdirAll(artifacts, 0o755); err != nil {
@@ -242,5 +253,28 @@ func npmCI(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci in web/e2e: %v\n%s", err, out)
+	}
+}
+
+// seedUsage has the GPU server report GPU time of tenant A on two tiers today, so the finance
+// report the browser downloads has rows to compare.
+func seedUsage(t *testing.T, s *stack, gsrv server.NewDaemon, tenant string) {
+	t.Helper()
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	var batch api.UsageBatch
+	for i, tier := range []string{"dedicated", "shared", "dedicated"} {
+		start := day.Add(time.Duration(i) * time.Minute)
+		r := api.UsageRecord{ID: fmt.Sprintf("%s/e2e/%d", gsrv.ID, i), Kind: api.UsageGPU, Source: gsrv.ID.String(), TenantID: tenant,
+			InstanceID: "01a20000-0000-7000-8000-00000000000" + fmt.Sprint(i), SessionID: fmt.Sprintf("e2e-%d", i),
+			Start: start, End: start.Add(time.Duration(30*(i+1)) * time.Second), GPUModel: "H100 80GB", Tier: tier, GPUCount: 1}
+		if tier == "shared" {
+			r.MemoryQuota = 10 << 30
+		}
+		batch.Records = append(batch.Records, r)
+	}
+	var res api.UsageBatchResult
+	s.must(200, "POST", "/v1/agent/usage", gsrv.Credential, batch, &res)
+	if res.Accepted != len(batch.Records) {
+		t.Fatalf("usage seed: %+v", res)
 	}
 }
