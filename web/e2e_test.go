@@ -194,6 +194,9 @@ func TestConsoleEndToEnd(t *testing.T) {
 	billing := s.call("GET", "/v1/reports/gpu-hours?group_by=tier&granularity=day", finKey, nil, nil) != http.StatusNotFound
 	if billing {
 		seedUsage(t, s, gsrv, aUser.TenantID.String())
+		// $2 per dedicated H100 GPU-hour; shared stays unpriced.
+		s.must(201, "POST", "/v1/prices", finKey, map[string]any{"kind": "gpu", "gpu_model": "H100 80GB", "tier": "dedicated",
+			"unit_price_micros": 2_000_000, "currency": "USD", "effective_from": time.Now().UTC().Truncate(24 * time.Hour)}, nil)
 	}
 
 	artifacts, _ := filepath.Abs(filepath.Join("e2e", "artifacts"))

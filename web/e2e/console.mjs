@@ -127,6 +127,13 @@ try {
   await a.getByRole('link', { name: 'Usage & invoices' }).click();
   await a.locator('h2', { hasText: 'Invoices' }).waitFor();
   await a.waitForLoadState('networkidle');
+  if (process.env.BILLING === 'true') {
+    // 2 minutes of dedicated GPU at $2/GPU-hour = 6.67 cents; the shared minute has no price.
+    await a.getByTestId('estimated-cost').filter({ hasText: 'estimated cost $0.07' }).waitFor();
+    await a.getByTestId('usage-total').filter({ hasText: 'some usage has no price yet' }).waitFor();
+  } else {
+    await a.getByTestId('not-available').first().waitFor();
+  }
   await shot(a, '09-usage');
 
   log('operator: fleet capacity, cordon a host, tenants and quota field errors');
@@ -168,6 +175,9 @@ try {
     const lines = got.trim().split('\n').slice(1);
     assert.equal(lines.length, json.rows.length, 'one CSV row per report row');
     json.rows.forEach((r, i) => assert.ok(lines[i].startsWith(`${r.bucket},${r.group},${r.gpu_ms},${r.gpu_hours}`), `row ${i}`));
+    assert.deepEqual(json.rows.map((r) => r.group).sort(), ['dedicated', 'shared'], 'one row per tier');
+    const shown = await fin.locator('[data-testid="report"] tbody tr').allTextContents();
+    assert.equal(shown.length, json.rows.length, 'the page shows every report row');
   }
   console.log('[e2e] all steps passed');
 } catch (e) {

@@ -129,7 +129,7 @@ export function barChart(labels, series, unit) {
   const names = Object.keys(series);
   const totals = labels.map((_, i) => names.reduce((s, n) => s + (series[n][i] || 0), 0));
   const max = Math.max(1e-9, ...totals);
-  svg.setAttribute('aria-label', `${unit} by ${labels.length} buckets, max ${max.toFixed(2)}`);
+  svg.setAttribute('aria-label', `${unit} over ${labels.length} buckets, highest ${max.toPrecision(3)}`);
   const mk = (tag, attrs, text) => {
     const e = document.createElementNS(ns, tag);
     for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -138,7 +138,7 @@ export function barChart(labels, series, unit) {
     return e;
   };
   mk('line', { x1: L, y1: H - B, x2: W, y2: H - B, stroke: '#d9dde3' });
-  for (const f of [0.5, 1]) mk('text', { x: 4, y: T + (1 - f) * (H - B - T) + 4 }, (max * f).toFixed(1));
+  for (const f of [0.5, 1]) mk('text', { x: 4, y: T + (1 - f) * (H - B - T) + 4 }, Number((max * f).toPrecision(2)).toString());
   const bw = (W - L) / Math.max(1, labels.length);
   labels.forEach((lab, i) => {
     let y = H - B;
