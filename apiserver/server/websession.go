@@ -4,6 +4,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -63,6 +64,10 @@ func (s *Server) webRoutes(r *gin.Engine, v1 *gin.RouterGroup) {
 		c.FileFromFS("/", http.FS(web.Assets()))
 	})
 	r.GET("/console/*filepath", func(c *gin.Context) {
+		if strings.HasSuffix(c.Param("filepath"), "/") {
+			s.fail(c, notFound("no such file")) // no directory listings
+			return
+		}
 		consoleHeaders(c)
 		http.StripPrefix("/console", console).ServeHTTP(c.Writer, c.Request)
 	})

@@ -180,3 +180,40 @@ func TestSetPassword(t *testing.T) {
 		t.Fatal("tenant B changed tenant A's password")
 	}
 }
+
+// The console is served from the binary with a strict content security policy, and nothing
+// outside its embedded tree is reachable through it.
+func TestConsoleIsServed(t *testing.T) {
+	e := newEnv(t)
+	get := func(path string) (int, http.Header, string) {
+		resp, err := http.Get(e.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(raw)
+	}
+	st, hdr, body := get("/")
+	if st != 200 || !strings.Contains(body, `src="/console/js/main.js"`) || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: %d %v %.200s", st, hdr, body)
+	}
+	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+		t.Fatalf("CSP %q", csp)
+	}
+	if st, hdr, body := get("/console/js/main.js"); st != 200 || !strings.Contains(hdr.Get("Content-Type"), "javascript") || !strings.Contains(body, "export async function route") {
+		t.Fatalf("main.js: %d %v", st, hdr)
+	}
+	if st, _, body := get("/console/js/"); st != 404 || strings.Contains(body, "main.js") {
+		t.Fatalf("directory listing: %d %.200s", st, body)
+	}
+	for _, p := range []string{"/console/../embed.go", "/console/%2e%2e/embed.go", "/console/nope.js"} {
+		if st, _, body := get(p); st == 200 && !strings.Contains(body, "<!doctype html>") {
+			t.Fatalf("%s served %.100s", p, body)
+		}
+	}
+	// The API is unchanged beside it: unknown API routes are still problems, not the console.
+	if st, hdr, _ := get("/v1/nope"); st != 404 || hdr.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("/v1/nope: %d %v", st, hdr)
+	}
+}
