@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,6 +114,10 @@ func TestConsoleEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Skip("node is not installed (make deps installs it from scripts/deps.extra)")
 	}
+	out, err := exec.Command(node, "-p", "process.versions.node.split('.')[0]").Output()
+	if major, _ := strconv.Atoi(string(bytes.TrimSpace(out))); err != nil || major < 20 {
+		t.Skipf("node >= 20 is needed by playwright-core (found major version %q, %v)", bytes.TrimSpace(out), err)
+	}
 	chromium := os.Getenv("GPUCLOUD_CHROMIUM")
 	if chromium == "" {
 		chromium = "/usr/bin/chromium"
@@ -208,10 +213,10 @@ func TestConsoleEndToEnd(t *testing.T) {
 	cmd.Env = append(os.Environ(), "BASE_URL="+hs.URL, "CHROMIUM="+chromium, "ARTIFACTS="+artifacts, "PASSWORD="+pw,
 		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com",
 		fmt.Sprintf("BILLING=%t", billing))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
 	err = cmd.Run()
-	t.Logf("browser run:\n%s", out.String())
+	t.Logf("browser run:\n%s", log.String())
 	if err != nil {
 		t.Fatalf("console end-to-end script failed: %v (screenshots in %s)", err, artifacts)
 	}
