@@ -95,6 +95,28 @@ try {
   await b.locator('[data-testid="instances"]').getByText('No instances yet.').waitFor();
   await shot(b, '05-tenant-b-not-found');
 
+  log('tenant B changes the console password (wrong current one refused) and signs in with the new one');
+  await b.getByRole('link', { name: 'API keys' }).click();
+  await b.getByLabel('Current password').fill('not my password');
+  await b.getByLabel('New password').fill('a brand new password');
+  await b.getByRole('button', { name: 'Change password' }).click();
+  await b.locator('#err-current_password').filter({ hasText: 'is not your current password' }).waitFor();
+  await b.getByLabel('Current password').fill(PW);
+  await b.getByRole('button', { name: 'Change password' }).click();
+  await b.waitForURL(/#\/signin$/);
+  await b.locator('#flash .msg:not(.error)').filter({ hasText: 'Password changed' }).waitFor();
+  await b.getByLabel('E-mail').fill(env('TENANT_B'));
+  await b.getByLabel('Password').fill(PW);
+  await b.getByRole('button', { name: 'Sign in' }).click();
+  await b.locator('#err-password').filter({ hasText: 'wrong e-mail or password' }).waitFor();
+  await b.getByLabel('Password').fill('a brand new password');
+  await b.getByRole('button', { name: 'Sign in' }).click();
+  await b.getByTestId('who').filter({ hasText: env('TENANT_B') }).waitFor();
+  await b.getByRole('button', { name: 'Sign out' }).click();
+  await b.waitForURL(/#\/signin$/);
+  await b.goto(BASE + '/#/instances');
+  await b.waitForURL(/#\/signin$/); // signed out for real: the console cannot load pages
+
   log('tenant A stops the VM from the list (with confirmation) and watches it stop');
   await a.goto(BASE + '/#/instances');
   await rowState(a, 'e2e-vm').and(a.locator('[data-state="running"]')).waitFor();

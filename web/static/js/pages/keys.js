@@ -44,6 +44,8 @@ export async function keys(main, session) {
     clearErrors(pw);
     try {
       await api('PUT', `/v1/users/${uid}/password`, { current_password: cur.value, new_password: next.value });
+      // Setting a password ends the user's sessions, this one included.
+      session.me = session.user = null;
       flash('Password changed; sign in again with the new one.');
       location.hash = '#/signin';
     } catch (e) { showErrors(pw, e); }
