@@ -50,6 +50,7 @@ type Server struct {
 	doc     *openapi.Document
 	metrics *metrics
 	touched touchCache
+	logins  loginLimiter // websession.go
 }
 
 // New builds the server; it fails if mounted documentation collides with the apiserver's.

@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -122,13 +124,20 @@ func (s *Server) login(c *gin.Context) error {
 	if err := f.err(); err != nil {
 		return err
 	}
+	if wait := s.logins.blocked(req.Email, time.Now()); wait > 0 {
+		c.Header("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		return problem.New(http.StatusTooManyRequests, "too-many-sign-ins", "Too many sign-in attempts",
+			fmt.Sprintf("%d wrong passwords for this e-mail in %v; try again in %v", loginMaxFailures, loginWindow, wait.Round(time.Second)))
+	}
 	u, err := s.store.CheckPassword(c.Request.Context(), req.Email, req.Password)
 	if errors.Is(err, store.ErrBadPassword) {
+		s.logins.fail(req.Email, time.Now())
 		return problem.Validation(problem.FieldError{Field: "password", Reason: err.Error()})
 	}
 	if err != nil {
 		return err
 	}
+	s.logins.succeed(req.Email)
 	ws, err := s.store.CreateWebSession(c.Request.Context(), u, sessionTTL)
 	if err != nil {
 		return err

@@ -217,3 +217,24 @@ func TestConsoleIsServed(t *testing.T) {
 		t.Fatalf("/v1/nope: %d %v", st, hdr)
 	}
 }
+
+// Ten wrong passwords lock that e-mail's sign-in for a while, even with the right password then;
+// other users are unaffected.
+func TestSignInThrottle(t *testing.T) {
+	e := newEnv(t)
+	setPassword(t, e, "admin@a.example", "correct horse battery")
+	setPassword(t, e, "admin@b.example", "another good password")
+	b := &browser{t: t, e: e, cookies: map[string]string{}}
+	for i := 0; i < 10; i++ {
+		if st, body := b.do("POST", "/v1/session", `{"email":"admin@a.example","password":"guess `+string(rune('a'+i))+`"}`, ""); st != 400 {
+			t.Fatalf("guess %d: %d %s", i, st, body)
+		}
+	}
+	st, body := b.do("POST", "/v1/session", `{"email":"ADMIN@a.example","password":"correct horse battery"}`, "")
+	if st != 429 || !strings.Contains(body, "too-many-sign-ins") || b.cookies["gpucloud_session"] != "" {
+		t.Fatalf("after 10 wrong passwords: %d %s", st, body)
+	}
+	if st, body := b.do("POST", "/v1/session", `{"email":"admin@b.example","password":"another good password"}`, ""); st != 201 {
+		t.Fatalf("another user: %d %s", st, body)
+	}
+}
