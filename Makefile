@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all deps build run test test-go test-c generate check-generated vet fmt clean bench-api
+.PHONY: all deps build run test test-go test-c test-web generate check-generated vet fmt clean bench-api
 
 all: build
 
@@ -21,6 +21,12 @@ run: deps
 # library's tests (against a gpuserverd on its simulated backend).
 test: deps vet check-generated
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The web console's end-to-end test in Debian's headless Chromium; npm ci installs the pinned
+# Playwright client (never a browser). Screenshots land in web/e2e/artifacts/.
+test-web: deps
+	cd web/e2e && npm ci --no-audit --no-fund
+	$(GO) test -count=1 -run ConsoleEndToEnd -v ./web/
 
 vet:
 	$(GO) vet ./...

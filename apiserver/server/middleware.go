@@ -54,6 +54,9 @@ func unauthenticated(detail string) *problem.Details {
 // authenticate resolves the bearer credential into an authn.Principal in the request context.
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
+	if h == "" && s.cookieAuth(c) { // the console's session cookie (websession.go)
+		return
+	}
 	if h == "" {
 		c.Header("WWW-Authenticate", `Bearer realm="gpucloud"`)
 		s.fail(c, unauthenticated("missing Authorization: Bearer <api key>"))

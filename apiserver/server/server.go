@@ -50,6 +50,7 @@ type Server struct {
 	doc     *openapi.Document
 	metrics *metrics
 	touched touchCache
+	logins  loginLimiter // websession.go
 }
 
 // New builds the server; it fails if mounted documentation collides with the apiserver's.
@@ -119,6 +120,7 @@ func (s *Server) routes() *gin.Engine {
 	s.instanceRoutes(v1)
 	s.fleetRoutes(v1)
 	s.agentRoutes(v1.Group("/agent", s.daemonOnly))
+	s.webRoutes(r, v1)
 	for _, m := range s.opts.Mounts {
 		m(v1)
 	}

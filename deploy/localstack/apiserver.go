@@ -18,9 +18,10 @@ import (
 
 // demoKeys are the local stack's first-run credentials, kept in .data/ so later runs print them again.
 type demoKeys struct {
-	OperatorKey string `json:"operator_key"`
-	TenantID    string `json:"tenant_id"`
-	TenantKey   string `json:"tenant_admin_key"`
+	OperatorKey string            `json:"operator_key"`
+	TenantID    string            `json:"tenant_id"`
+	TenantKey   string            `json:"tenant_admin_key"`
+	Passwords   map[string]string `json:"-"` // console sign-ins (passwords.go)
 }
 
 // startAPIServer serves the apiserver in-process on GPUCLOUD_APISERVER_ADDR (default
@@ -37,6 +38,10 @@ func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (str
 		return "", keys, nil, err
 	}
 	if keys, err = ensureDemo(ctx, st, filepath.Join(".data", "demo-keys.json")); err != nil {
+		st.Close()
+		return "", keys, nil, err
+	}
+	if keys.Passwords, err = ensureDemoPasswords(ctx, st, filepath.Join(".data", "demo-passwords.json")); err != nil {
 		st.Close()
 		return "", keys, nil, err
 	}

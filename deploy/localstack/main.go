@@ -63,6 +63,7 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	fmt.Printf("\ngpucloud local stack is up\n  database:  %s\n  apiserver: %s  (OpenAPI: %s/v1/openapi.json)\n"+
 		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in .data/demo-keys.json)\n  press Ctrl-C to stop\n\n",
 		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey)
+	printPasswords(apiURL, keys.Passwords)
 	select {
 	case <-ctx.Done():
 	case err := <-apiDone:

@@ -1,0 +1,288 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"gpucloud/api"
+	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/server"
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/authn"
+	"gpucloud/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// billingMount mounts billing's routes in the stack when billing is part of the build (set by
+// billing_e2e_test.go); without it the browser checks that the console says billing is missing.
+var billingMount func(ctx context.Context, t *testing.T, st *store.Store) server.Mount
+
+// stack is the real apiserver (console included) on a fresh PostgreSQL database.
+type stack struct {
+	t   *testing.T
+	url string
+	st  *store.Store
+}
+
+func (s *stack) call(method, path, key string, body, out any) int {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, s.url+path, rd)
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(raw, out); err != nil {
+			s.t.Fatalf("%s %s: %s: %v", method, path, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (s *stack) must(want int, method, path, key string, body, out any) {
+	s.t.Helper()
+	if got := s.call(method, path, key, body, out); got != want {
+		s.t.Fatalf("%s %s: status %d, want %d", method, path, got, want)
+	}
+}
+
+// seedUser gives the user with email a console password.
+func (s *stack) seedPassword(ctx context.Context, u store.User, pw string) {
+	s.t.Helper()
+	if err := s.st.SetPassword(ctx, u, pw); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// fakeHost plays hostd through the agent API: every instance placed on it reaches the state
+// its tenant wants, after a short delay so the console shows the transitional states.
+func fakeHost(ctx context.Context, s *stack, cred string) {
+	seen := map[string]time.Time{}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var want api.DesiredInstances
+		if s.call("GET", "/v1/agent/host/instances", cred, nil, &want) != 200 {
+			continue
+		}
+		for _, d := range want.Instances {
+			key := d.ID + "/" + d.DesiredState
+			if seen[key].IsZero() {
+				seen[key] = time.Now()
+			}
+			if time.Since(seen[key]) < time.Second {
+				continue
+			}
+			s.call("PUT", "/v1/agent/host/instances/"+d.ID+"/status", cred,
+				api.InstanceObserved{State: d.DesiredState, RebootGeneration: d.RebootGeneration}, nil)
+		}
+	}
+}
+
+// TestConsoleEndToEnd drives the console in headless Chromium (web/e2e/console.mjs) against a
+// real apiserver and database, with a fake host agent bringing instances up and down.
+func TestConsoleEndToEnd(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed (make deps installs it from scripts/deps.extra)")
+	}
+	out, err := exec.Command(node, "-p", "process.versions.node.split('.')[0]").Output()
+	if major, _ := strconv.Atoi(string(bytes.TrimSpace(out))); err != nil || major < 20 {
+		t.Skipf("node >= 20 is needed by playwright-core (found major version %q, %v)", bytes.TrimSpace(out), err)
+	}
+	chromium := os.Getenv("GPUCLOUD_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("chromium is not installed at %s (make deps installs Debian's chromium)", chromium)
+	}
+	npmCI(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, pgtest.NewDatabase(t), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	opts := server.Options{Store: st, TokenKey: key}
+	if billingMount != nil {
+		opts.Mounts = []server.Mount{billingMount(ctx, t, st)}
+	}
+	srv, err := server.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	s := &stack{t: t, url: hs.URL, st: st}
+
+	boot := authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
+	opUser, opKey, err := app.Bootstrap(ctx, st, "operator@example.com", authn.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finUser, finKey, err := app.Bootstrap(ctx, st, "finance@example.com", authn.RoleFinance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, aUser, aKey, err := app.TenantWithAdmin(ctx, st, store.Tenant{Name: "tenant-a", QuotaInstances: 10, QuotaGPUs: 8, QuotaGPUMemoryBytes: 1 << 40}, "alice@a.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, bUser, _, err := app.TenantWithAdmin(ctx, st, store.Tenant{Name: "tenant-b", QuotaInstances: 10, QuotaGPUs: 8, QuotaGPUMemoryBytes: 1 << 40}, "bob@b.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pw = "console-e2e-password"
+	for _, u := range []store.User{opUser, finUser, aUser, bUser} {
+		s.seedPassword(boot, u, pw)
+	}
+	m := store.GPUModel{Name: "H100 80GB", MemoryBytes: 80 << 30, NVMLMatch: "H100"}
+	if err := st.CreateGPUModel(boot, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range []store.InstanceType{
+		{Name: "h100-dedicated-1", VCPUs: 8, MemoryMiB: 65536, DiskGiB: 100, GPUModelID: &m.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
+		{Name: "h100-shared-10g", VCPUs: 2, MemoryMiB: 8192, DiskGiB: 40, GPUModelID: &m.ID, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
+		{Name: "cpu-small", VCPUs: 1, MemoryMiB: 1024, DiskGiB: 10, Tier: "dedicated", PricePerHour: 2, Currency: "USD"},
+	} {
+		if err := st.CreateInstanceType(boot, &it); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var host, gsrv server.NewDaemon
+	s.must(201, "POST", "/v1/hosts", opKey, map[string]string{"name": "host-1"}, &host)
+	s.must(200, "POST", "/v1/agent/host/heartbeat", host.Credential, api.HostReport{Hostname: "host-1.local", Hypervisor: "test:///default",
+		Capacity: api.HostCapacity{VCPUs: 64, MemoryMiB: 512 << 10, DiskGiB: 4000}}, nil)
+	s.must(201, "POST", "/v1/gpu-servers", opKey, map[string]string{"name": "gpu-1"}, &gsrv)
+	rep := api.GPUServerReport{Hostname: "gpu-1.local", Endpoint: "gpu-1.local:7000", Backend: "simulated"}
+	for i := 0; i < 4; i++ {
+		rep.GPUs = append(rep.GPUs, api.GPUInfo{Index: i, UUID: fmt.Sprintf("GPU-e2e-%d", i), Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, Healthy: true})
+	}
+	s.must(200, "POST", "/v1/agent/gpu-server/heartbeat", gsrv.Credential, rep, nil)
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	go fakeHost(agentCtx, s, host.Credential)
+
+	// Billing is another part; when its report route is not mounted the browser skips that case.
+	billing := s.call("GET", "/v1/reports/gpu-hours?group_by=tier&granularity=day", finKey, nil, nil) != http.StatusNotFound
+	if billing {
+		seedUsage(t, s, gsrv, aUser.TenantID.String())
+		// $2 per dedicated H100 GPU-hour; shared stays unpriced.
+		s.must(201, "POST", "/v1/prices", finKey, map[string]any{"kind": "gpu", "gpu_model": "H100 80GB", "tier": "dedicated",
+			"unit_price_micros": 2_000_000, "currency": "USD", "effective_from": time.Now().UTC().Truncate(24 * time.Hour)}, nil)
+	}
+
+	artifacts, _ := filepath.Abs(filepath.Join("e2e", "artifacts"))
+	if err := os.MkdirAll(artifacts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, node, "console.mjs")
+	cmd.Dir = "e2e"
+	cmd.Env = append(os.Environ(), "BASE_URL="+hs.URL, "CHROMIUM="+chromium, "ARTIFACTS="+artifacts, "PASSWORD="+pw,
+		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com",
+		fmt.Sprintf("BILLING=%t", billing))
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	err = cmd.Run()
+	t.Logf("browser run:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("console end-to-end script failed: %v (screenshots in %s)", err, artifacts)
+	}
+	if !billing {
+		t.Log("finance CSV case skipped: the billing API (/v1/reports/gpu-hours) is not mounted in this build")
+	}
+
+	// What the browser did happened on the server: tenant A's VM went away, the host got cordoned.
+	var list server.Page[store.Instance]
+	s.must(200, "GET", "/v1/instances", aKey, nil, &list)
+	for _, i := range list.Items {
+		if i.Name == "e2e-vm" && i.State != "deleted" {
+			t.Fatalf("e2e-vm is %s after the browser deleted it", i.State)
+		}
+	}
+	var h store.Host
+	s.must(200, "GET", "/v1/hosts/"+host.ID.String(), opKey, nil, &h)
+	if !h.Cordoned {
+		t.Fatal("the operator's cordon in the browser did not reach the server")
+	}
+	var ten store.Tenant
+	s.must(200, "GET", "/v1/tenants/"+aUser.TenantID.String(), opKey, nil, &ten)
+	if ten.QuotaInstances != 10 {
+		t.Fatalf("a refused quota edit changed the quota to %d", ten.QuotaInstances)
+	}
+}
+
+// npmCI installs the pinned Playwright client (no browser download: Debian's chromium is used).
+func npmCI(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join("e2e", "node_modules", "playwright-core", "package.json")); err == nil {
+		return
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not installed (make deps installs it from scripts/deps.extra)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+	cmd.Dir = "e2e"
+	cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in web/e2e: %v\n%s", err, out)
+	}
+}
+
+// seedUsage has the GPU server report GPU time of tenant A on two tiers today, so the finance
+// report the browser downloads has rows to compare.
+func seedUsage(t *testing.T, s *stack, gsrv server.NewDaemon, tenant string) {
+	t.Helper()
+	day := time.Now().UTC().Truncate(24 * time.Hour)
+	var batch api.UsageBatch
+	for i, tier := range []string{"dedicated", "shared", "dedicated"} {
+		start := day.Add(time.Duration(i) * time.Minute)
+		r := api.UsageRecord{ID: fmt.Sprintf("%s/e2e/%d", gsrv.ID, i), Kind: api.UsageGPU, Source: gsrv.ID.String(), TenantID: tenant,
+			InstanceID: "01a20000-0000-7000-8000-00000000000" + fmt.Sprint(i), SessionID: fmt.Sprintf("e2e-%d", i),
+			Start: start, End: start.Add(time.Duration(30*(i+1)) * time.Second), GPUModel: "H100 80GB", Tier: tier, GPUCount: 1}
+		if tier == "shared" {
+			r.MemoryQuota = 10 << 30
+		}
+		batch.Records = append(batch.Records, r)
+	}
+	var res api.UsageBatchResult
+	s.must(200, "POST", "/v1/agent/usage", gsrv.Credential, batch, &res)
+	if res.Accepted != len(batch.Records) {
+		t.Fatalf("usage seed: %+v", res)
+	}
+}

@@ -1,0 +1,56 @@
+import { api, all } from '../api.js';
+import { h, flash, confirm, usageBar, bytes, poll, pageAlive } from '../ui.js';
+
+function flags(d) {
+  return [d.status, d.cordoned ? 'cordoned' : null, d.draining ? 'draining' : null].filter(Boolean)
+    .map((f) => h('span', { class: 'badge' + (f === 'ready' ? ' running' : f === 'unreachable' ? ' failed' : ' busy') }, f));
+}
+
+function flagButtons(base, d, after) {
+  const actions = d.cordoned ? ['uncordon', 'drain'] : ['cordon', 'drain'];
+  return h('div', { class: 'row' }, actions.filter((a) => !(a === 'drain' && d.draining)).map((a) =>
+    h('button', { class: a === 'drain' ? 'danger' : '', 'aria-label': `${a} ${d.name}`, onclick: async () => {
+      const text = { cordon: 'No new instances will be placed here.', uncordon: 'New instances may be placed here again.',
+        drain: 'No new instances, and running ones are moved off as they stop.' }[a];
+      if (!await confirm(`${a[0].toUpperCase() + a.slice(1)} ${d.name}?`, text, a)) return;
+      try { await api('POST', `${base}/${d.id}/${a}`); flash(`${d.name}: ${a} done.`); } catch (e) { flash(e.message, true); }
+      await after();
+    } }, a)));
+}
+
+// fleet shows hosts and GPU servers with their capacity in use, refreshed every 5 seconds.
+export async function fleet(main) {
+  const hosts = h('tbody');
+  const gpus = h('tbody');
+  main.append(h('h1', {}, 'Fleet'), h('h2', {}, 'Hosts'),
+    h('table', { 'data-testid': 'hosts' }, h('thead', {}, h('tr', {}, ['Host', 'Status', 'vCPUs', 'Memory', 'Disk', 'Last heartbeat', ''].map((c) => h('th', {}, c)))), hosts),
+    h('h2', {}, 'GPU servers'),
+    h('table', { 'data-testid': 'gpu-servers' }, h('thead', {}, h('tr', {}, ['GPU server', 'Status', 'GPUs', 'GPU memory reserved', 'Sessions', ''].map((c) => h('th', {}, c)))), gpus));
+  const alive = pageAlive();
+  const refresh = async () => {
+    const [hs, gs] = await Promise.all([all('/v1/hosts'), all('/v1/gpu-servers')]);
+    if (!alive()) return;
+    hosts.replaceChildren(...hs.map((x) => h('tr', { 'data-name': x.name },
+      h('td', {}, h('strong', {}, x.name), h('br'), h('small', { class: 'muted' }, x.hostname || 'never heard from')),
+      h('td', {}, flags(x)),
+      h('td', {}, usageBar(x.used_vcpus, x.vcpus, `${x.used_vcpus}/${x.vcpus} vCPUs`)),
+      h('td', {}, usageBar(x.used_memory_mib, x.memory_mib, `${x.used_memory_mib}/${x.memory_mib} MiB`)),
+      h('td', {}, usageBar(x.used_disk_gib, x.disk_gib, `${x.used_disk_gib}/${x.disk_gib} GiB`)),
+      h('td', {}, x.last_heartbeat_at ? new Date(x.last_heartbeat_at).toLocaleTimeString() : '—'),
+      h('td', {}, flagButtons('/v1/hosts', x, refresh)))));
+    if (!hs.length) hosts.append(h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No hosts registered.')));
+    gpus.replaceChildren(...gs.map((g) => {
+      const total = (g.gpus || []).reduce((s, x) => s + x.memory_bytes, 0);
+      const used = (g.gpus || []).reduce((s, x) => s + x.reserved_bytes, 0);
+      return h('tr', { 'data-name': g.name },
+        h('td', {}, h('strong', {}, g.name), h('br'), h('small', { class: 'muted' }, g.endpoint || '—')),
+        h('td', {}, flags(g)),
+        h('td', {}, (g.gpus || []).map((x) => h('div', {}, `#${x.index} ${x.name}${x.healthy ? '' : ' (unhealthy)'}`))),
+        h('td', {}, usageBar(used, total, `${bytes(used)} of ${bytes(total)}`)),
+        h('td', { class: 'num' }, g.active_sessions),
+        h('td', {}, flagButtons('/v1/gpu-servers', g, refresh)));
+    }));
+    if (!gs.length) gpus.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No GPU servers registered.')));
+  };
+  await poll(refresh, 5000);
+}
