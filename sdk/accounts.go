@@ -87,6 +87,18 @@ func (c *Client) APIKeys(ctx context.Context, userID string) iter.Seq2[APIKey, e
 	})
 }
 
+// SetPasswordRequest sets a user's console password. CurrentPassword is needed when users change
+// their own password and already have one.
+type SetPasswordRequest struct {
+	CurrentPassword string `json:"current_password,omitempty"`
+	NewPassword     string `json:"new_password"`
+}
+
+// SetUserPassword sets the console (browser sign-in) password of a user.
+func (c *Client) SetUserPassword(ctx context.Context, userID string, r SetPasswordRequest) error {
+	return c.call(ctx, request{op: opSetPassword, args: []string{userID}, body: r})
+}
+
 // RevokeAPIKey revokes a key; it stops working at once.
 func (c *Client) RevokeAPIKey(ctx context.Context, id string) error {
 	return c.call(ctx, request{op: opRevokeKey, args: []string{id}})

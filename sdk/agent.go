@@ -33,3 +33,9 @@ func (c *Client) RenewSessionToken(ctx context.Context, id string) (api.SessionT
 func (c *Client) GPUServerHeartbeat(ctx context.Context, r api.GPUServerReport) (api.GPUServerAck, error) {
 	return do[api.GPUServerAck](ctx, c, request{op: opGPUServerHeartbeat, body: r})
 }
+
+// PostUsage sends a batch of usage records (a daemon's credential; each record's source must be
+// the daemon's own id). Records are counted once by id, so a retried batch is safe.
+func (c *Client) PostUsage(ctx context.Context, b api.UsageBatch) (api.UsageBatchResult, error) {
+	return do[api.UsageBatchResult](ctx, c, request{op: opPostUsage, body: b})
+}

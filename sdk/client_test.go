@@ -337,3 +337,23 @@ func TestRetryPolicy(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+func TestSetUserPassword(t *testing.T) {
+	ctx := ctxT(t)
+	e := sdktest.New(t)
+	admin := e.Client(t, e.A.AdminKey)
+	if err := admin.SetUserPassword(ctx, e.A.AdminID, sdk.SetPasswordRequest{NewPassword: "correct horse battery"}); err != nil {
+		t.Fatalf("first password: %v", err)
+	}
+	// Changing it again needs the current one.
+	err := admin.SetUserPassword(ctx, e.A.AdminID, sdk.SetPasswordRequest{CurrentPassword: "wrong password!", NewPassword: "another long one"})
+	if ae, ok := sdk.AsAPIError(err); !ok || ae.Status != 400 && ae.Status != 403 {
+		t.Fatalf("wrong current password: got %v", err)
+	}
+	// Tenant B's admin cannot touch tenant A's admin.
+	other := e.Client(t, e.B.AdminKey)
+	err = other.SetUserPassword(ctx, e.A.AdminID, sdk.SetPasswordRequest{NewPassword: "hijacked password"})
+	if ae, ok := sdk.AsAPIError(err); !ok || ae.Status != 404 && ae.Status != 403 {
+		t.Fatalf("cross-tenant password change: got %v", err)
+	}
+}

@@ -16,13 +16,15 @@ import (
 // notYetServed are SDK operations of parts not merged into the apiserver yet. Billing mounts
 // its routes into the apiserver (server.Options.Mounts); until then the document lacks them.
 // Remove an entry once its part is merged: the test then insists it is documented.
-var notYetServed = []string{
-	"GET /v1/reports/gpu-hours", // billing
-}
+var notYetServed = []string{}
+
+// browserOnly are documented operations meant for the web console alone: they set and clear the
+// session cookie, which an API-key client never holds.
+var browserOnly = []string{"POST /v1/session", "DELETE /v1/session"}
 
 // billingOwned are documented path prefixes that belong to billing, whose SDK calls beyond
 // the GPU-hour report are not written yet (see sdk/README.md).
-var billingOwned = []string{"/v1/usage", "/v1/invoices", "/v1/prices", "/v1/periods", "/v1/agent/usage", "/v1/reports/"}
+var billingOwned = []string{"/v1/usage", "/v1/invoices", "/v1/prices", "/v1/periods", "/v1/reports/"}
 
 type document struct {
 	Paths      map[string]map[string]json.RawMessage `json:"paths"`
@@ -69,7 +71,7 @@ func TestOperationsMatchOpenAPI(t *testing.T) {
 	for op := range documented {
 		_, path, _ := strings.Cut(op, " ")
 		owned := slices.ContainsFunc(billingOwned, func(p string) bool { return strings.HasPrefix(path, p) })
-		if !inSDK[op] && !owned {
+		if !inSDK[op] && !owned && !slices.Contains(browserOnly, op) {
 			missing = append(missing, op)
 		}
 	}

@@ -57,6 +57,7 @@ var (
 	opCreateKey    = op("POST", "/v1/users/{id}/api-keys")
 	opListKeys     = op("GET", "/v1/users/{id}/api-keys")
 	opRevokeKey    = op("DELETE", "/v1/api-keys/{id}")
+	opSetPassword  = op("PUT", "/v1/users/{id}/password")
 
 	opListGPUModels     = op("GET", "/v1/gpu-models")
 	opGetGPUModel       = op("GET", "/v1/gpu-models/{id}")
@@ -85,6 +86,7 @@ var (
 	opHostReport         = op("PUT", "/v1/agent/host/instances/{id}/status")
 	opRenewToken         = op("POST", "/v1/agent/host/instances/{id}/token")
 	opGPUServerHeartbeat = op("POST", "/v1/agent/gpu-server/heartbeat")
+	opPostUsage          = op("POST", "/v1/agent/usage")
 
 	// Billing's routes (mounted into the apiserver when billing is merged).
 	opGPUHoursReport = op("GET", "/v1/reports/gpu-hours")

@@ -27,9 +27,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// billingMount mounts billing's routes in the stack when billing is part of the build (set by
-// billing_e2e_test.go); without it the browser checks that the console says billing is missing.
-var billingMount func(ctx context.Context, t *testing.T, st *store.Store) server.Mount
 
 // stack is the real apiserver (console included) on a fresh PostgreSQL database.
 type stack struct {
@@ -135,11 +132,10 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(st.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	opts := server.Options{Store: st, TokenKey: key}
-	if billingMount != nil {
-		opts.Mounts = []server.Mount{billingMount(ctx, t, st)}
-	}
-	srv, err := server.New(opts)
+	// The whole apiserver as it ships, billing mounted, its rollups running until the test ends.
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	t.Cleanup(stopServer)
+	srv, err := app.NewServer(srvCtx, server.Options{Store: st, TokenKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}

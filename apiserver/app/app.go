@@ -31,12 +31,15 @@ type Config struct {
 func Serve(ctx context.Context, cfg Config) error {
 	opts := cfg.Options
 	opts.Store, opts.TokenKey, opts.Logger = cfg.Store, cfg.TokenKey, cfg.Logger
-	srv, err := server.New(opts)
-	if err != nil {
-		return err
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	srv, err := NewServer(ctx, opts)
+	if err != nil {
+		return err
+	}
 	go srv.RunSweeper(ctx, 5*time.Second)
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)

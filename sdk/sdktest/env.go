@@ -50,7 +50,10 @@ func New(t testing.TB) *Env {
 	}
 	t.Cleanup(st.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv, err := server.New(server.Options{Store: st, TokenKey: key})
+	// The apiserver as it ships, billing mounted; its background work stops with the test.
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	t.Cleanup(stopServer)
+	srv, err := app.NewServer(srvCtx, server.Options{Store: st, TokenKey: key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"gpucloud/api"
 	"gpucloud/cmd/gpuctl/cli"
 	"gpucloud/sdk"
 	"gpucloud/sdk/sdktest"
@@ -218,11 +220,37 @@ func TestReportCommand(t *testing.T) {
 	h := newHarness(t)
 	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--from", "last tuesday")
 	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--format", "xml")
-	// Billing's routes are mounted into the apiserver when billing is merged; until then the
-	// call reaches the right path and gets a 404. The JSON and CSV paths are to be tested
-	// against billing after the merge.
-	errs := h.code(cli.ExitNotFound, h.e.Finance, "report", "gpu-hours", "--from", "2026-03-01", "--to", "2026-04-01", "--group-by", "tenant")
-	if !strings.Contains(errs, "GET /v1/reports/gpu-hours") {
-		t.Fatalf("report error: %s", errs)
+
+	// Usage as a GPU server would send it: 90 GPU-minutes for tenant A in March 2026.
+	ctx := context.Background()
+	gs, err := h.e.OperatorClient.CreateGPUServer(ctx, "gs-report")
+	if err != nil {
+		t.Fatal(err)
 	}
+	start := time.Date(2026, 3, 10, 8, 0, 0, 0, time.UTC)
+	rec := func(id string, d time.Duration) api.UsageRecord {
+		return api.UsageRecord{ID: gs.ID + "/s1/" + id, Kind: api.UsageGPU, Source: gs.ID, TenantID: h.e.A.ID,
+			InstanceID: "11111111-1111-4111-8111-111111111111", SessionID: "s1", Start: start, End: start.Add(d),
+			GPUModel: "H100-80GB", Tier: "dedicated", GPUCount: 1}
+	}
+	daemon := h.e.Client(t, gs.Credential)
+	res, err := daemon.PostUsage(ctx, api.UsageBatch{Records: []api.UsageRecord{rec("1", time.Hour), rec("2", 30*time.Minute)}})
+	if err != nil || res.Accepted != 2 {
+		t.Fatalf("post usage: %+v %v", res, err)
+	}
+
+	var rep sdk.GPUHoursReport
+	h.jsonOf(&rep, h.e.Finance, "report", "gpu-hours", "--from", "2026-03-01", "--to", "2026-04-01", "--group-by", "tenant", "-o", "json")
+	if rep.Total.GPUMs != int64(90*time.Minute/time.Millisecond) || rep.Total.Records != 2 {
+		t.Fatalf("report total %+v, want 90 GPU-minutes over 2 records", rep.Total)
+	}
+	if len(rep.Rows) != 1 || rep.Rows[0].Group != h.e.A.ID {
+		t.Fatalf("report rows %+v, want one row for tenant A", rep.Rows)
+	}
+	csv := h.ok(h.e.Finance, "report", "gpu-hours", "--from", "2026-03-01", "--to", "2026-04-01", "--group-by", "tenant", "--format", "csv")
+	if !strings.Contains(csv, h.e.A.ID) || !strings.Contains(csv, "1.5") {
+		t.Fatalf("CSV lacks tenant A's 1.5 GPU-hours:\n%s", csv)
+	}
+	// A tenant admin may not read the platform's report.
+	h.code(cli.ExitAuth, h.e.A.AdminKey, "report", "gpu-hours")
 }
