@@ -43,7 +43,7 @@ fmt:
 
 # Load benchmark of instance creates against a fresh local PostgreSQL + apiserver.
 # Record results in docs/benchmarks/apiserver-creates.md.
-BENCH_API_FLAGS ?= -c 32 -d 15s
+BENCH_API_FLAGS ?= -c 16 -d 15s
 bench-api:
 	$(GO) run ./cmd/apiload -local $(BENCH_API_FLAGS)
 

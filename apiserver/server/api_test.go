@@ -3,6 +3,7 @@ package server_test
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,6 +179,51 @@ func TestIdempotentCreate(t *testing.T) {
 	e.must(200, "GET", "/v1/instances", e.tenantA.Key, nil, &page)
 	if len(page.Items) != 1 {
 		t.Fatalf("tenant A has %d instances after a replayed create", len(page.Items))
+	}
+	// Concurrent requests with one key create one instance and all get its answer.
+	ids := make(chan string, 8)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var inst store.Instance
+			status, _, raw := e.call("POST", "/v1/instances", e.tenantA.Key, map[string]string{"name": "conc", "instance_type_id": e.cpuType, "image": "u"}, &inst, "Idempotency-Key", "k2")
+			if status != 201 {
+				t.Errorf("concurrent same-key create: %d %s", status, raw)
+			}
+			ids <- inst.ID.String()
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	distinct := map[string]bool{}
+	for id := range ids {
+		distinct[id] = true
+	}
+	e.must(200, "GET", "/v1/instances", e.tenantA.Key, nil, &page)
+	if len(distinct) != 1 || len(page.Items) != 2 {
+		t.Fatalf("8 same-key creates gave ids %v and %d instances", distinct, len(page.Items))
+	}
+	// A refused create is not recorded: the same key works once the quota allows it.
+	e.must(200, "PUT", "/v1/tenants/"+e.tenantA.ID+"/quota", e.operator, map[string]any{"instances": 2, "gpus": 0, "gpu_memory_bytes": 0}, nil)
+	again := map[string]string{"name": "third", "instance_type_id": e.cpuType, "image": "u"}
+	e.must(403, "POST", "/v1/instances", e.tenantA.Key, again, nil, "Idempotency-Key", "k3")
+	e.must(200, "PUT", "/v1/tenants/"+e.tenantA.ID+"/quota", e.operator, map[string]any{"instances": 3, "gpus": 0, "gpu_memory_bytes": 0}, nil)
+	e.must(201, "POST", "/v1/instances", e.tenantA.Key, again, nil, "Idempotency-Key", "k3")
+	// Other POSTs keep the general mechanism: a repeated API key create returns the same key,
+	// but never its secret again (secrets are not stored).
+	var me server.Me
+	e.must(200, "GET", "/v1/me", e.tenantA.Key, nil, &me)
+	var k1, k2 server.NewAPIKey
+	e.must(201, "POST", "/v1/users/"+me.UserID.String()+"/api-keys", e.tenantA.Key, map[string]string{"name": "x"}, &k1, "Idempotency-Key", "k4")
+	e.must(201, "POST", "/v1/users/"+me.UserID.String()+"/api-keys", e.tenantA.Key, map[string]string{"name": "x"}, &k2, "Idempotency-Key", "k4")
+	if k1.ID != k2.ID || k1.Secret == "" || k2.Secret != "" {
+		t.Fatalf("replayed key create: first %s %q, replay %s %q", k1.ID, k1.Secret, k2.ID, k2.Secret)
+	}
+	var stored int
+	if err := e.st.Pool.QueryRow(t.Context(), `SELECT count(*) FROM idempotency_keys WHERE strpos(convert_from(body, 'UTF8'), $1) > 0`, k1.Secret).Scan(&stored); err != nil || stored != 0 {
+		t.Fatalf("secret stored in %d idempotency records (%v)", stored, err)
 	}
 }
 

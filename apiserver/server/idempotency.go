@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -42,6 +43,17 @@ func (s *Server) idempotent(c *gin.Context) {
 	owner := principalKey(principal(c))
 	ctx := c.Request.Context()
 
+	if c.FullPath() == createInstancePath {
+		// The create records the key in its own transaction (see store.CreateInstance): one
+		// commit instead of three. Only a known key is looked up here.
+		if s.replay(c, owner, key, sum, false) {
+			return
+		}
+		c.Set(idemKey, idemClaim{owner: owner, key: key, sum: sum})
+		c.Next()
+		return
+	}
+
 	tag, err := s.store.Pool.Exec(ctx, `INSERT INTO idempotency_keys (principal, key, request_hash) VALUES ($1, $2, $3)
 		ON CONFLICT DO NOTHING`, owner, key, sum)
 	if err != nil {
@@ -49,7 +61,7 @@ func (s *Server) idempotent(c *gin.Context) {
 		return
 	}
 	if tag.RowsAffected() == 0 {
-		s.replay(c, owner, key, sum)
+		s.replay(c, owner, key, sum, true)
 		return
 	}
 	rec := &recorder{ResponseWriter: c.Writer}
@@ -62,14 +74,23 @@ func (s *Server) idempotent(c *gin.Context) {
 		_, err = s.store.Pool.Exec(sctx, `DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2`, owner, key)
 	} else {
 		_, err = s.store.Pool.Exec(sctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, body = $5
-			WHERE principal = $1 AND key = $2`, owner, key, rec.Status(), rec.Header().Get("Content-Type"), rec.buf.Bytes())
+			WHERE principal = $1 AND key = $2`, owner, key, rec.Status(), rec.Header().Get("Content-Type"), redact(rec.buf.Bytes()))
 	}
 	if err != nil {
 		s.log.Error("store idempotent response", "key", key, "err", err)
 	}
 }
 
-func (s *Server) replay(c *gin.Context, owner, key string, sum []byte) {
+const idemKey = "idempotency"
+
+type idemClaim struct {
+	owner, key string
+	sum        []byte
+}
+
+// replay answers from the stored record of (owner, key) and reports whether it did. must says
+// the record is known to exist (it was just found taken).
+func (s *Server) replay(c *gin.Context, owner, key string, sum []byte, must bool) bool {
 	var (
 		stored      []byte
 		status      int
@@ -79,6 +100,8 @@ func (s *Server) replay(c *gin.Context, owner, key string, sum []byte) {
 	err := s.store.Pool.QueryRow(c.Request.Context(), `SELECT request_hash, status, content_type, body FROM idempotency_keys
 		WHERE principal = $1 AND key = $2`, owner, key).Scan(&stored, &status, &contentType, &body)
 	switch {
+	case errors.Is(err, pgx.ErrNoRows) && !must:
+		return false
 	case errors.Is(err, pgx.ErrNoRows):
 		// The first request failed with a 5xx and released the key between our insert and select.
 		d := problem.New(http.StatusConflict, "idempotency-in-progress", "Request in progress", "retry")
@@ -99,6 +122,7 @@ func (s *Server) replay(c *gin.Context, owner, key string, sum []byte) {
 		c.Data(status, contentType, body)
 		c.Abort()
 	}
+	return true
 }
 
 func principalKey(p authn.Principal) string {
@@ -122,4 +146,26 @@ func (r *recorder) Write(b []byte) (int, error) {
 func (r *recorder) WriteString(s string) (int, error) {
 	r.buf.WriteString(s)
 	return r.ResponseWriter.WriteString(s)
+}
+
+// secretFields are answers' fields shown once (API key secrets, daemon credentials). They are
+// never stored with an idempotent answer: a replay says what was created, without the secret.
+var secretFields = []string{"secret", "credential"}
+
+func redact(body []byte) []byte {
+	if !bytes.Contains(body, []byte(`"secret"`)) && !bytes.Contains(body, []byte(`"credential"`)) {
+		return body
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return []byte(`{}`) // not an object: store nothing rather than risk a secret
+	}
+	for _, f := range secretFields {
+		delete(m, f)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return []byte(`{}`)
+	}
+	return out
 }

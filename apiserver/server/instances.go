@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -20,6 +21,8 @@ type CreateInstanceRequest struct {
 	Image          string    `json:"image"`
 	SSHKey         string    `json:"ssh_key,omitempty"`
 }
+
+const createInstancePath = "/v1/instances"
 
 func (s *Server) instanceRoutes(v1 *gin.RouterGroup) {
 	v1.POST("/instances", s.handle(s.createInstance))
@@ -92,8 +95,20 @@ func (s *Server) createInstance(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
-	inst, err := s.store.CreateInstance(c.Request.Context(), p.TenantID, "user:"+p.UserID.String(), store.NewInstance{
-		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey})
+	var idem *store.Idempotency
+	claim, claimed := c.Get(idemKey)
+	if claimed {
+		cl := claim.(idemClaim)
+		idem = &store.Idempotency{Principal: cl.owner, Key: cl.key, Hash: cl.sum, Status: http.StatusCreated,
+			ContentType: jsonContentType, Render: func(i store.Instance) ([]byte, error) { return json.Marshal(i) }}
+	}
+	inst, answer, err := s.store.CreateInstance(c.Request.Context(), p.TenantID, "user:"+p.UserID.String(), store.NewInstance{
+		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey}, idem)
+	if errors.Is(err, store.ErrIdempotencyRace) {
+		cl := claim.(idemClaim)
+		s.replay(c, cl.owner, cl.key, cl.sum, true)
+		return nil
+	}
 	if err != nil {
 		var reason string
 		var quota *store.QuotaError
@@ -110,6 +125,10 @@ func (s *Server) createInstance(c *gin.Context) error {
 	}
 	s.metrics.placed.Inc()
 	c.Header("Location", "/v1/instances/"+inst.ID.String())
+	if answer != nil {
+		c.Data(http.StatusCreated, jsonContentType, answer) // byte for byte what a replay returns
+		return nil
+	}
 	c.JSON(http.StatusCreated, inst)
 	return nil
 }
@@ -153,3 +172,5 @@ func (s *Server) act(action string, status int) func(c *gin.Context) error {
 		return nil
 	}
 }
+
+const jsonContentType = "application/json; charset=utf-8"
