@@ -27,7 +27,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-
 // stack is the real apiserver (console included) on a fresh PostgreSQL database.
 type stack struct {
 	t   *testing.T
