@@ -28,9 +28,9 @@ type lanes struct {
 	log     *slog.Logger
 
 	mu      sync.Mutex
-	enabled bool     // lane connections can reach this worker
-	key     []byte   // nil until LanesOpen
-	conns   []*lane  // by lane index; nil until attached
+	enabled bool    // lane connections can reach this worker
+	key     []byte  // nil until LanesOpen
+	conns   []*lane // by lane index; nil until attached
 }
 
 // lane is one attached connection and the goroutine that reads or writes its share of a copy.

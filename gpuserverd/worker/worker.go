@@ -36,7 +36,7 @@ type device struct {
 	ordinal int
 	ctx     backend.Context
 	ring    *ring
-	stripe  *ring // staging for striped copies, two slots per lane; made on first use
+	stripe  *ring             // staging for striped copies, two slots per lane; made on first use
 	allocs  map[uint64]uint64 // ptr -> bytes, for the quota
 	used    uint64
 }
