@@ -136,6 +136,7 @@ void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
         got = 0; /* the dialled lanes idle; the worker never waits on them */
     }
     nlanes = got;
+    if (got && getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud: %d lanes open\n", got);
 }
 
 int gc_lanes(void) { return nlanes; }

@@ -220,3 +220,29 @@ func TestStripedCopyMisuse(t *testing.T) {
 		t.Fatalf("LanesOpen without a lane socket: %+v", lr)
 	}
 }
+
+// A lane that breaks mid-copy ends the session (the lanes are out of step) without hanging it.
+func TestBrokenLaneEndsSession(t *testing.T) {
+	for _, dtoh := range []bool{false, true} {
+		c, s := newLaneSession(t, Config{SessionID: "s1", Tier: "dedicated", Devices: []int{0}})
+		lanes := openLanes(t, c, s, 2)
+		var h wire.HandleReply
+		c.call(&wire.MemAlloc{Bytes: 8 * wire.StripeChunk}, &h)
+		if dtoh {
+			c.send(&wire.MemcpyDtoHStriped{Src: h.Handle, Bytes: 8 * wire.StripeChunk, Lanes: 2}, 0)
+			io.ReadFull(lanes[0], make([]byte, wire.StripeChunk))
+		} else {
+			c.send(&wire.MemcpyHtoDStriped{Dst: h.Handle, Bytes: 8 * wire.StripeChunk, Lanes: 2}, 0)
+			lanes[0].Write(make([]byte, wire.StripeChunk))
+		}
+		lanes[1].Close()
+		select {
+		case <-c.done: // a closed lane reads as the client gone: no error to report
+			if _, err := c.conn.Read(make([]byte, 1)); err != io.EOF {
+				t.Fatalf("dtoh=%v: session's connection still open: %v", dtoh, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("dtoh=%v: session still serving after a lane broke", dtoh)
+		}
+	}
+}
