@@ -38,6 +38,15 @@ func (s *Session) stripeSetup(n uint32) ([]*lane, backend.Context, *ring, error,
 	return ls, d.ctx, d.stripe, nil, nil
 }
 
+// doneChans are the slots' completion channels: a slot has one lane job at a time.
+func doneChans(n int) []chan error {
+	done := make([]chan error, n)
+	for i := range done {
+		done[i] = make(chan error, 1)
+	}
+	return done
+}
+
 func pieces(bytes uint64) int { return int((bytes + wire.StripeChunk - 1) / wire.StripeChunk) }
 
 func pieceLen(bytes uint64, i int) int {
@@ -63,10 +72,7 @@ func (s *Session) htodStriped(m *wire.MemcpyHtoDStriped) (wire.Message, error) {
 	s.Stats.moved(int(m.Bytes))
 	stream := backend.Handle(m.Stream)
 	n, slots := pieces(m.Bytes), len(r.slots)
-	done := make([]chan error, slots)
-	for i := range done {
-		done[i] = make(chan error, 1)
-	}
+	done := doneChans(slots)
 	issue := func(i int) {
 		sl := &r.slots[i%slots]
 		settle(c, sl, &cerr)
@@ -119,10 +125,7 @@ func (s *Session) dtohStriped(m *wire.MemcpyDtoHStriped) (wire.Message, error) {
 	s.Stats.moved(int(m.Bytes))
 	stream := backend.Handle(m.Stream)
 	n, slots := pieces(m.Bytes), len(r.slots)
-	done := make([]chan error, slots)
-	for i := range done {
-		done[i] = make(chan error, 1)
-	}
+	done := doneChans(slots)
 	var ioErr error
 	handed, waited := 0, 0
 	wait := func() { // pieces leave in order on each lane; wait for the oldest

@@ -196,6 +196,9 @@ func TestMisusedFramesAreRefused(t *testing.T) {
 		{&wire.MemcpyDtoH{Src: 1, Bytes: 1}, wire.FlagNoReply, "MemcpyDtoH cannot go without a reply"},
 		{&wire.Status{}, 0, "Status is not a request"},
 		{&wire.Hello{Version: 1}, 0, "Hello after the handshake"},
+		{&wire.MemcpyHtoDStriped{Dst: 1, Bytes: 5, Lanes: 1}, 0, "striped copy over 1 lanes, 0 opened"},
+		{&wire.MemcpyDtoHStriped{Src: 1, Bytes: 5, Lanes: 0}, 0, "striped copy over 0 lanes"},
+		{&wire.MemcpyHtoDStriped{Dst: 1, Bytes: 5, Lanes: 1}, wire.FlagNoReply, "MemcpyHtoDStriped cannot go without a reply"},
 	} {
 		c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
 		c.send(tc.m, tc.flags)
