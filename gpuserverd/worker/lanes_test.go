@@ -2,32 +2,19 @@ package worker
 
 import (
 	"bytes"
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
-	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/gpuserverd/wire"
 )
 
-// newLaneSession is newSession with lanes enabled, as a worker process with a lane socket has.
 func newLaneSession(t *testing.T, cfg Config) (*client, *Session) {
 	t.Helper()
-	a, b := net.Pipe()
-	s := NewSession(cfg, sim.New(2, 1<<30), b, slog.Default())
-	s.EnableLanes()
-	c := &client{t: t, conn: a, done: make(chan error, 1)}
-	go func() { c.done <- s.Serve(context.Background()) }()
-	t.Cleanup(func() { a.Close() })
-	a.SetDeadline(time.Now().Add(10 * time.Second))
-	var hello wire.HelloReply
-	c.read(&hello)
-	return c, s
+	return startSession(t, cfg, true)
 }
 
 // attachLane attaches a lane over an in-memory connection and returns the guest's end and the
