@@ -27,6 +27,7 @@
 #   BENCH_MODE      "quick" for a smoke run of gpubench
 #   GO_BENCH        0 to skip the cuda backend's Go benchmarks
 #   PROGRAM_TIMEOUT seconds each program may run (default 180)
+#   TCPPROBE_MIB    MiB the loopback TCP probe moves per stream count (default 2048)
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -91,6 +92,9 @@ wait_idle() {
 	done
 	echo "warning: gpuserverd still reports active sessions"
 }
+
+step "loopback TCP ceiling (tcpprobe: GB/s by number of streams)"
+timeout 120 "$BUILD/tcpprobe" ${TCPPROBE_MIB:-2048} | tee "$OUT/tcpprobe.txt" || fail "tcpprobe"
 
 step "native programs"
 run_programs native

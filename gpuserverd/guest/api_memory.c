@@ -134,6 +134,15 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS && gc_lanes() >= 2 && n > GW_STRIPE_CHUNK) {
+        struct gw_memcpy_hto_d_striped m = {.dst = dst, .bytes = n, .stream = gc_stream_handle(s),
+                                            .async = (uint32_t)async, .lanes = (uint32_t)gc_lanes()};
+        uint8_t b[64];
+        gw_memcpy_hto_d_striped_encode(&m, b);
+        rc = gc_striped_locked(GW_TYPE_MEMCPY_HTO_D_STRIPED, b, gw_memcpy_hto_d_striped_size(&m), (char *)src, n, 0);
+        pthread_mutex_unlock(&gc.mu);
+        return rc;
+    }
     size_t off = 0;
     struct gc_reply r;
     while (rc == CUDA_SUCCESS) {
@@ -168,6 +177,15 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     GC_ENCODE(memcpy_dto_h, m, b);
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS && gc_lanes() >= 2 && n > GW_STRIPE_CHUNK) {
+        struct gw_memcpy_dto_h_striped ms = {.src = src, .bytes = n, .stream = gc_stream_handle(s),
+                                             .async = (uint32_t)async, .lanes = (uint32_t)gc_lanes()};
+        uint8_t bs[64];
+        gw_memcpy_dto_h_striped_encode(&ms, bs);
+        rc = gc_striped_locked(GW_TYPE_MEMCPY_DTO_H_STRIPED, bs, gw_memcpy_dto_h_striped_size(&ms), dst, n, 1);
+        pthread_mutex_unlock(&gc.mu);
+        return rc;
+    }
     if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEMCPY_DTO_H, 0, b, b_n, NULL, 0, 0, NULL);
     size_t off = 0;
     while (rc == CUDA_SUCCESS) {

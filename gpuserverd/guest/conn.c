@@ -53,7 +53,7 @@ static int setting(const char *env, const char *key, char *out, size_t cap) {
     return config_value(key, out, cap);
 }
 
-static int dial(const char *endpoint) {
+int gc_dial(const char *endpoint) {
     char host[256], port[16];
     const char *colon = strrchr(endpoint, ':');
     if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= sizeof host) return -1;
@@ -94,10 +94,12 @@ static void connect_once(void) {
         return;
     }
     /* Endpoints are tried in order, comma-separated. */
-    char tried[MAX_VALUE], *save = NULL;
+    char tried[MAX_VALUE], *save = NULL, *used = NULL;
     snprintf(tried, sizeof tried, "%s", endpoints);
-    for (char *ep = strtok_r(endpoints, ", \t", &save); ep && gc.fd < 0; ep = strtok_r(NULL, ", \t", &save))
-        gc.fd = dial(ep);
+    for (char *ep = strtok_r(endpoints, ", \t", &save); ep && gc.fd < 0; ep = strtok_r(NULL, ", \t", &save)) {
+        gc.fd = gc_dial(ep);
+        used = ep;
+    }
     if (gc.fd < 0) {
         fprintf(stderr, "gpucloud: cannot reach gpuserverd at %s\n", tried);
         gc.init_result = CUDA_ERROR_NO_DEVICE;
@@ -130,6 +132,11 @@ static void connect_once(void) {
         return;
     }
     gc.device_count = hr.device_count > GC_MAX_DEVICES ? GC_MAX_DEVICES : (int)hr.device_count;
+    /* hr's strings point into the reply buffer, which LanesOpen's reply reuses: copy the id. */
+    char sid[257];
+    snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
+    hr.session_id = sid;
+    gc_open_lanes(used, &hr);
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }
@@ -173,10 +180,12 @@ static int write_all(struct iovec *iov, int cnt) {
     return 0;
 }
 
-int gc_read_full(void *p, size_t n) {
+int gc_read_full(void *p, size_t n) { return gc_read_full_fd(gc.fd, p, n); }
+
+int gc_read_full_fd(int fd, void *p, size_t n) {
     char *c = p;
     while (n > 0) {
-        ssize_t r = read(gc.fd, c, n);
+        ssize_t r = read(fd, c, n);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) return -1;
         c += r;
@@ -185,7 +194,7 @@ int gc_read_full(void *p, size_t n) {
     return 0;
 }
 
-static void put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint32_t req) {
+void gc_put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint32_t req) {
     h[0] = len; h[1] = len >> 8; h[2] = len >> 16; h[3] = len >> 24;
     h[4] = type; h[5] = type >> 8; h[6] = flags; h[7] = flags >> 8;
     h[8] = req; h[9] = req >> 8; h[10] = req >> 16; h[11] = req >> 24;
@@ -268,7 +277,7 @@ CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size
     uint8_t h[GW_HEADER_SIZE];
     uint32_t req = ++gc.next_req;
     size_t frame = sizeof h + head_n + tail_n;
-    put_header(h, (uint32_t)(head_n + tail_n), type, flags, req);
+    gc_put_header(h, (uint32_t)(head_n + tail_n), type, flags, req);
     if ((flags & GW_FLAG_NO_REPLY) && frame <= BATCH_FRAME_MAX) {
         if (batch_n + frame > BATCH_CAP && flush_locked(NULL, 0) != 0) return gc_transport_error("sending queued calls");
         if (batch_n == 0) pthread_cond_signal(&batch_cv);

@@ -67,6 +67,14 @@ CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply);
 CUresult gc_read_frame_locked(struct gc_reply *r);
 int gc_read_full(void *p, size_t n);
+int gc_read_full_fd(int fd, void *p, size_t n);
+int gc_dial(const char *endpoint);
+void gc_put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint32_t req);
+
+/* Lanes (lanes.c): extra connections that large copies are striped over. */
+void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr);
+int gc_lanes(void);
+CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, char *p, size_t n, int read);
 /* A call on the current context's device: sends the encoded request and, unless it goes without a
  * reply, decodes the reply (of type want) into *reply and returns its result. Only the reply's
  * fixed fields may be read afterwards: its strings and bytes point into a buffer the next call

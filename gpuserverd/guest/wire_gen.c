@@ -88,6 +88,11 @@ const char *gw_type_name(uint16_t type) {
 	case 64: return "EventQuery";
 	case 65: return "EventElapsedTime";
 	case 66: return "ElapsedReply";
+	case 70: return "LanesOpen";
+	case 71: return "LanesOpenReply";
+	case 72: return "LaneHello";
+	case 73: return "MemcpyHtoDStriped";
+	case 74: return "MemcpyDtoHStriped";
 	}
 	return "unknown";
 }
@@ -1159,6 +1164,159 @@ int gw_elapsed_reply_decode(struct gw_elapsed_reply *m, const uint8_t *p, size_t
 	return dfinish(&d);
 }
 
+size_t gw_lanes_open_size(const struct gw_lanes_open *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_lanes_open_encode(const struct gw_lanes_open *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->lanes);
+	return o;
+}
+
+int gw_lanes_open_decode(struct gw_lanes_open *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LanesOpen", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->lanes = d32(&d, "lanes");
+	return dfinish(&d);
+}
+
+size_t gw_lanes_open_reply_size(const struct gw_lanes_open_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4 + m->key_len;
+	return n;
+}
+
+uint8_t *gw_lanes_open_reply_encode(const struct gw_lanes_open_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->lanes);
+	o = put32(o, m->key_len);
+	if (m->key_len) memcpy(o, m->key, m->key_len);
+	o += m->key_len;
+	return o;
+}
+
+uint8_t *gw_lanes_open_reply_encode_head(const struct gw_lanes_open_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->lanes);
+	o = put32(o, m->key_len);
+	return o;
+}
+
+int gw_lanes_open_reply_decode(struct gw_lanes_open_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LanesOpenReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->lanes = d32(&d, "lanes");
+	m->key = dvar(&d, "key", 32, 1, &m->key_len);
+	return dfinish(&d);
+}
+
+size_t gw_lane_hello_size(const struct gw_lane_hello *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->session_id_len;
+	n += 4 + m->key_len;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_lane_hello_encode(const struct gw_lane_hello *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->version);
+	o = put32(o, m->session_id_len);
+	if (m->session_id_len) memcpy(o, m->session_id, m->session_id_len);
+	o += m->session_id_len;
+	o = put32(o, m->key_len);
+	if (m->key_len) memcpy(o, m->key, m->key_len);
+	o += m->key_len;
+	o = put32(o, (uint32_t)m->lane);
+	return o;
+}
+
+int gw_lane_hello_decode(struct gw_lane_hello *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LaneHello", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->version = d32(&d, "version");
+	m->session_id = (const char *)dvar(&d, "session_id", 256, 1, &m->session_id_len);
+	m->key = dvar(&d, "key", 32, 1, &m->key_len);
+	m->lane = d32(&d, "lane");
+	return dfinish(&d);
+}
+
+size_t gw_memcpy_hto_d_striped_size(const struct gw_memcpy_hto_d_striped *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_memcpy_hto_d_striped_encode(const struct gw_memcpy_hto_d_striped *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->dst);
+	o = put64(o, m->bytes);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	o = put32(o, (uint32_t)m->lanes);
+	return o;
+}
+
+int gw_memcpy_hto_d_striped_decode(struct gw_memcpy_hto_d_striped *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemcpyHtoDStriped", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->dst = d64(&d, "dst");
+	m->bytes = d64(&d, "bytes");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	m->lanes = d32(&d, "lanes");
+	return dfinish(&d);
+}
+
+size_t gw_memcpy_dto_h_striped_size(const struct gw_memcpy_dto_h_striped *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_memcpy_dto_h_striped_encode(const struct gw_memcpy_dto_h_striped *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->src);
+	o = put64(o, m->bytes);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	o = put32(o, (uint32_t)m->lanes);
+	return o;
+}
+
+int gw_memcpy_dto_h_striped_decode(struct gw_memcpy_dto_h_striped *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemcpyDtoHStriped", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->src = d64(&d, "src");
+	m->bytes = d64(&d, "bytes");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	m->lanes = d32(&d, "lanes");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -1245,6 +1403,16 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_event_elapsed_time_decode(m, p, n, err, errlen);
 	case 66:
 		return gw_elapsed_reply_decode(m, p, n, err, errlen);
+	case 70:
+		return gw_lanes_open_decode(m, p, n, err, errlen);
+	case 71:
+		return gw_lanes_open_reply_decode(m, p, n, err, errlen);
+	case 72:
+		return gw_lane_hello_decode(m, p, n, err, errlen);
+	case 73:
+		return gw_memcpy_hto_d_striped_decode(m, p, n, err, errlen);
+	case 74:
+		return gw_memcpy_dto_h_striped_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -11,6 +11,8 @@
 #define GW_MAX_CHUNK 4194304
 #define GW_FLAG_NO_REPLY 1
 #define GW_FLAG_MORE 2
+#define GW_MAX_LANES 8
+#define GW_STRIPE_CHUNK 1048576
 
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */
@@ -59,6 +61,11 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_EVENT_QUERY 64
 #define GW_TYPE_EVENT_ELAPSED_TIME 65
 #define GW_TYPE_ELAPSED_REPLY 66
+#define GW_TYPE_LANES_OPEN 70
+#define GW_TYPE_LANES_OPEN_REPLY 71
+#define GW_TYPE_LANE_HELLO 72
+#define GW_TYPE_MEMCPY_HTO_D_STRIPED 73
+#define GW_TYPE_MEMCPY_DTO_H_STRIPED 74
 
 struct gw_hello {
 	uint32_t version;
@@ -437,6 +444,60 @@ struct gw_elapsed_reply {
 size_t gw_elapsed_reply_size(const struct gw_elapsed_reply *m);
 uint8_t *gw_elapsed_reply_encode(const struct gw_elapsed_reply *m, uint8_t *out);
 int gw_elapsed_reply_decode(struct gw_elapsed_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lanes_open {
+	uint32_t lanes;
+};
+size_t gw_lanes_open_size(const struct gw_lanes_open *m);
+uint8_t *gw_lanes_open_encode(const struct gw_lanes_open *m, uint8_t *out);
+int gw_lanes_open_decode(struct gw_lanes_open *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lanes_open_reply {
+	int32_t result;
+	uint32_t lanes;
+	const void *key; /* limit 32 */
+	uint32_t key_len;
+};
+size_t gw_lanes_open_reply_size(const struct gw_lanes_open_reply *m);
+uint8_t *gw_lanes_open_reply_encode(const struct gw_lanes_open_reply *m, uint8_t *out);
+int gw_lanes_open_reply_decode(struct gw_lanes_open_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_lanes_open_reply_encode_head(const struct gw_lanes_open_reply *m, uint8_t *out);
+
+struct gw_lane_hello {
+	uint32_t version;
+	const char *session_id; /* not NUL-terminated; limit 256 */
+	uint32_t session_id_len;
+	const void *key; /* limit 32 */
+	uint32_t key_len;
+	uint32_t lane;
+};
+size_t gw_lane_hello_size(const struct gw_lane_hello *m);
+uint8_t *gw_lane_hello_encode(const struct gw_lane_hello *m, uint8_t *out);
+int gw_lane_hello_decode(struct gw_lane_hello *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy_hto_d_striped {
+	uint64_t dst;
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t async;
+	uint32_t lanes;
+};
+size_t gw_memcpy_hto_d_striped_size(const struct gw_memcpy_hto_d_striped *m);
+uint8_t *gw_memcpy_hto_d_striped_encode(const struct gw_memcpy_hto_d_striped *m, uint8_t *out);
+int gw_memcpy_hto_d_striped_decode(struct gw_memcpy_hto_d_striped *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy_dto_h_striped {
+	uint64_t src;
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t async;
+	uint32_t lanes;
+};
+size_t gw_memcpy_dto_h_striped_size(const struct gw_memcpy_dto_h_striped *m);
+uint8_t *gw_memcpy_dto_h_striped_encode(const struct gw_memcpy_dto_h_striped *m, uint8_t *out);
+int gw_memcpy_dto_h_striped_decode(struct gw_memcpy_dto_h_striped *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

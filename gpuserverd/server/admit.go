@@ -36,7 +36,16 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	log := s.log.With("remote", conn.RemoteAddr().String())
 	conn.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	claims, ordinals, err := s.handshake(conn)
+	h, p, err := readFirst(conn)
+	if err == nil && h.Type == wire.TypeLaneHello {
+		s.attachLane(conn, p, log)
+		return
+	}
+	var claims sessiontoken.Claims
+	var ordinals []int
+	if err == nil {
+		claims, ordinals, err = s.hello(h, p)
+	}
 	if err != nil {
 		var r *refusal
 		if !errors.As(err, &r) {
@@ -78,21 +87,38 @@ func (s *Server) count(reason string) {
 
 // handshake reads Hello, verifies the token and admits the session, all before any GPU work.
 func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
-	var c sessiontoken.Claims
+	h, p, err := readFirst(conn)
+	if err != nil {
+		return sessiontoken.Claims{}, nil, err
+	}
+	return s.hello(h, p)
+}
+
+// readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session.
+func readFirst(conn net.Conn) (wire.Header, []byte, error) {
 	var hb [wire.HeaderSize]byte
 	if _, err := io.ReadFull(conn, hb[:]); err != nil {
-		return c, nil, fmt.Errorf("reading hello: %w", err)
+		return wire.Header{}, nil, fmt.Errorf("reading hello: %w", err)
 	}
 	h, err := wire.ParseHeader(hb[:])
 	if err != nil {
-		return c, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
+		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
 	}
-	if h.Type != wire.TypeHello {
-		return c, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
+	if h.Type != wire.TypeHello && h.Type != wire.TypeLaneHello {
+		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
 	}
 	p := make([]byte, h.Length)
 	if _, err := io.ReadFull(conn, p); err != nil {
-		return c, nil, fmt.Errorf("reading hello: %w", err)
+		return h, nil, fmt.Errorf("reading hello: %w", err)
+	}
+	return h, p, nil
+}
+
+// hello verifies a Hello's token and admits its session.
+func (s *Server) hello(h wire.Header, p []byte) (sessiontoken.Claims, []int, error) {
+	var c sessiontoken.Claims
+	if h.Type != wire.TypeHello {
+		return c, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
 	}
 	var hello wire.Hello
 	if err := hello.Decode(p); err != nil {
@@ -102,7 +128,7 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 		return c, nil, &refusal{backend.ErrNotSupported, "version",
 			fmt.Sprintf("protocol version %d not supported; this server speaks %d", hello.Version, wire.Version)}
 	}
-	c, err = sessiontoken.Verify(s.cfg.PublicKey, hello.Token, s.cfg.ServerID, time.Now())
+	c, err := sessiontoken.Verify(s.cfg.PublicKey, hello.Token, s.cfg.ServerID, time.Now())
 	if err != nil {
 		return c, nil, &refusal{backend.ErrNotPermitted, "token", "session token refused: " + err.Error()}
 	}

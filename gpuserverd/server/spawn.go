@@ -27,6 +27,8 @@ type session struct {
 
 	mu   sync.Mutex
 	last worker.Snapshot
+
+	lanes *net.UnixConn // lane connections go to the worker on this socket
 }
 
 // runWorker hands conn to a new worker process and waits for it; the usage record is written
@@ -50,21 +52,29 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
 		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals,
 	})
+	lanesHere, lanesThere, err := laneSocket()
+	if err != nil {
+		statsW.Close()
+		return err
+	}
+	defer lanesHere.Close()
 	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{connFile, statsW} // fds 3 and 4
+	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere} // fds 3, 4 and 5 (worker.LanesFD)
 	// A worker must not outlive gpuserverd: its session could no longer be metered.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		statsW.Close()
+		lanesThere.Close()
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	statsW.Close()
+	lanesThere.Close()
 	connFile.Close()
 	conn.Close() // the worker owns the connection now
 
-	se := &session{claims: c, pid: cmd.Process.Pid, start: time.Now()}
+	se := &session{claims: c, pid: cmd.Process.Pid, start: time.Now(), lanes: lanesHere}
 	s.mu.Lock()
 	s.sessions[se.pid] = se
 	s.mu.Unlock()

@@ -14,6 +14,8 @@ const (
 	MaxChunk    = 4194304
 	FlagNoReply = 1
 	FlagMore    = 2
+	MaxLanes    = 8
+	StripeChunk = 1048576
 )
 
 // Message types.
@@ -60,6 +62,11 @@ const (
 	TypeEventQuery           Type = 64
 	TypeEventElapsedTime     Type = 65
 	TypeElapsedReply         Type = 66
+	TypeLanesOpen            Type = 70
+	TypeLanesOpenReply       Type = 71
+	TypeLaneHello            Type = 72
+	TypeMemcpyHtoDStriped    Type = 73
+	TypeMemcpyDtoHStriped    Type = 74
 )
 
 var typeNames = map[Type]string{
@@ -105,6 +112,11 @@ var typeNames = map[Type]string{
 	TypeEventQuery:           "EventQuery",
 	TypeEventElapsedTime:     "EventElapsedTime",
 	TypeElapsedReply:         "ElapsedReply",
+	TypeLanesOpen:            "LanesOpen",
+	TypeLanesOpenReply:       "LanesOpenReply",
+	TypeLaneHello:            "LaneHello",
+	TypeMemcpyHtoDStriped:    "MemcpyHtoDStriped",
+	TypeMemcpyDtoHStriped:    "MemcpyDtoHStriped",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -194,6 +206,16 @@ func New(t Type) Message {
 		return new(EventElapsedTime)
 	case TypeElapsedReply:
 		return new(ElapsedReply)
+	case TypeLanesOpen:
+		return new(LanesOpen)
+	case TypeLanesOpenReply:
+		return new(LanesOpenReply)
+	case TypeLaneHello:
+		return new(LaneHello)
+	case TypeMemcpyHtoDStriped:
+		return new(MemcpyHtoDStriped)
+	case TypeMemcpyDtoHStriped:
+		return new(MemcpyDtoHStriped)
 	}
 	return nil
 }
@@ -1295,5 +1317,161 @@ func (m *ElapsedReply) Decode(p []byte) error {
 	d := decoder{p: p, msg: "ElapsedReply"}
 	m.Result = int32(d.u32("result"))
 	m.Milliseconds = math.Float32frombits(d.u32("milliseconds"))
+	return d.finish()
+}
+
+// LanesOpen is message type 70.
+type LanesOpen struct {
+	Lanes uint32
+}
+
+// Type returns TypeLanesOpen.
+func (*LanesOpen) Type() Type { return TypeLanesOpen }
+
+// Append appends the encoded payload to b.
+func (m *LanesOpen) Append(b []byte) []byte {
+	b = putU32(b, m.Lanes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LanesOpen) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LanesOpen"}
+	m.Lanes = d.u32("lanes")
+	return d.finish()
+}
+
+// LanesOpenReply is message type 71.
+type LanesOpenReply struct {
+	Result int32
+	Lanes  uint32
+	Key    []byte
+}
+
+// Type returns TypeLanesOpenReply.
+func (*LanesOpenReply) Type() Type { return TypeLanesOpenReply }
+
+// Append appends the encoded payload to b.
+func (m *LanesOpenReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Lanes)
+	b = putU32(b, uint32(len(m.Key)))
+	b = append(b, m.Key...)
+	return b
+}
+
+// AppendHead appends the payload without Key's content (its length included), so a
+// large Key can be written from where it lies.
+func (m *LanesOpenReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Lanes)
+	b = putU32(b, uint32(len(m.Key)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LanesOpenReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LanesOpenReply"}
+	m.Result = int32(d.u32("result"))
+	m.Lanes = d.u32("lanes")
+	m.Key = d.bytes("key", 32)
+	return d.finish()
+}
+
+// LaneHello is message type 72.
+type LaneHello struct {
+	Version   uint32
+	SessionID string
+	Key       []byte
+	Lane      uint32
+}
+
+// Type returns TypeLaneHello.
+func (*LaneHello) Type() Type { return TypeLaneHello }
+
+// Append appends the encoded payload to b.
+func (m *LaneHello) Append(b []byte) []byte {
+	b = putU32(b, m.Version)
+	b = putU32(b, uint32(len(m.SessionID)))
+	b = append(b, m.SessionID...)
+	b = putU32(b, uint32(len(m.Key)))
+	b = append(b, m.Key...)
+	b = putU32(b, m.Lane)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LaneHello) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LaneHello"}
+	m.Version = d.u32("version")
+	m.SessionID = string(d.bytes("session_id", 256))
+	m.Key = d.bytes("key", 32)
+	m.Lane = d.u32("lane")
+	return d.finish()
+}
+
+// MemcpyHtoDStriped is message type 73.
+type MemcpyHtoDStriped struct {
+	Dst    uint64
+	Bytes  uint64
+	Stream uint64
+	Async  uint32
+	Lanes  uint32
+}
+
+// Type returns TypeMemcpyHtoDStriped.
+func (*MemcpyHtoDStriped) Type() Type { return TypeMemcpyHtoDStriped }
+
+// Append appends the encoded payload to b.
+func (m *MemcpyHtoDStriped) Append(b []byte) []byte {
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	b = putU32(b, m.Lanes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemcpyHtoDStriped) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemcpyHtoDStriped"}
+	m.Dst = d.u64("dst")
+	m.Bytes = d.u64("bytes")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
+	m.Lanes = d.u32("lanes")
+	return d.finish()
+}
+
+// MemcpyDtoHStriped is message type 74.
+type MemcpyDtoHStriped struct {
+	Src    uint64
+	Bytes  uint64
+	Stream uint64
+	Async  uint32
+	Lanes  uint32
+}
+
+// Type returns TypeMemcpyDtoHStriped.
+func (*MemcpyDtoHStriped) Type() Type { return TypeMemcpyDtoHStriped }
+
+// Append appends the encoded payload to b.
+func (m *MemcpyDtoHStriped) Append(b []byte) []byte {
+	b = putU64(b, m.Src)
+	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	b = putU32(b, m.Lanes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemcpyDtoHStriped) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemcpyDtoHStriped"}
+	m.Src = d.u64("src")
+	m.Bytes = d.u64("bytes")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
+	m.Lanes = d.u32("lanes")
 	return d.finish()
 }

@@ -50,8 +50,8 @@ func (s *Session) serveOne() error {
 		return err
 	}
 	noReply := h.Flags&wire.FlagNoReply != 0
-	if noReply && h.Type == wire.TypeMemcpyDtoH {
-		return fmt.Errorf("%w: MemcpyDtoH cannot go without a reply: its reply is the data", wire.ErrDecode)
+	if noReply && (h.Type == wire.TypeMemcpyDtoH || h.Type == wire.TypeMemcpyHtoDStriped || h.Type == wire.TypeMemcpyDtoHStriped) {
+		return fmt.Errorf("%w: %s cannot go without a reply", wire.ErrDecode, h.Type)
 	}
 	answer, err := s.handle(m, h, sl)
 	if err != nil {
@@ -101,6 +101,12 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		v, err := s.b.DeviceAttribute(s.cfg.Devices[m.Ordinal], m.Attribute)
 		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.LanesOpen:
+		return s.lanes.open(m.Lanes), nil
+	case *wire.MemcpyHtoDStriped:
+		return s.htodStriped(m)
+	case *wire.MemcpyDtoHStriped:
+		return s.dtohStriped(m)
 	case *wire.SetDevice:
 		if int(m.Ordinal) >= len(s.cfg.Devices) {
 			return status(fmt.Errorf("device %d of %d granted: %w", m.Ordinal, len(s.cfg.Devices), backend.ErrInvalidDevice)), nil

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -32,10 +33,13 @@ func FuzzSession(f *testing.F) {
 	f.Add(seed(&wire.StreamCreate{}, &wire.EventCreate{}, &wire.EventRecord{Event: 6, Stream: 5},
 		&wire.StreamWaitEvent{Stream: 5, Event: 6}, &wire.EventElapsedTime{Start: 6, End: 6},
 		&wire.Memset{Dst: 0x7f2c00000000, ElemSize: 4, Count: 1 << 62}))
+	f.Add(seed(&wire.LanesOpen{Lanes: 2}, &wire.MemcpyHtoDStriped{Dst: 0x7f2c00000000, Bytes: 5, Lanes: 2},
+		&wire.MemcpyDtoHStriped{Src: 0x7f2c00000000, Bytes: 5, Lanes: 1}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		a, b := net.Pipe()
 		s := NewSession(Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), b,
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.EnableLanes()
 		done := make(chan struct{})
 		go func() { s.Serve(context.Background()); close(done) }()
 		go io.Copy(io.Discard, a) // replies
@@ -47,5 +51,35 @@ func FuzzSession(f *testing.F) {
 		case <-time.After(15 * time.Second):
 			t.Fatal("session did not end after its client left")
 		}
+	})
+}
+
+// FuzzLaneHello: any first frame on a lane is refused or attached, never a crash, and a refused
+// one leaves the lanes as they were.
+func FuzzLaneHello(f *testing.F) {
+	key := bytes.Repeat([]byte{7}, 32)
+	f.Add((&wire.LaneHello{Version: wire.Version, SessionID: "s1", Key: key, Lane: 1}).Append(nil))
+	f.Add((&wire.LaneHello{Version: wire.Version, SessionID: "s1", Key: key[:31], Lane: 9}).Append(nil))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s := NewSession(Config{SessionID: "s1"}, sim.New(1, 1<<24), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.EnableLanes()
+		s.lanes.open(2)
+		copy(s.lanes.key, key)
+		g, w := net.Pipe()
+		go io.Copy(io.Discard, g)
+		err := s.Attach(w, in)
+		attached := 0
+		for _, l := range s.lanes.conns {
+			if l != nil {
+				attached++
+			}
+		}
+		var h wire.LaneHello
+		valid := h.Decode(in) == nil && h.Version == wire.Version && h.SessionID == "s1" && bytes.Equal(h.Key, key) && h.Lane < 2
+		if valid != (err == nil) || attached != map[bool]int{true: 1, false: 0}[valid] {
+			t.Fatalf("valid %v, err %v, %d attached", valid, err, attached)
+		}
+		s.lanes.closeAll()
+		g.Close()
 	})
 }

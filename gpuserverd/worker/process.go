@@ -40,6 +40,11 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	}
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
+	if uc := openLaneSocket(); uc != nil {
+		s.EnableLanes()
+		go s.serveLaneSocket(uc)
+		defer uc.Close()
+	}
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)

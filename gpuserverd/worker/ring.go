@@ -23,10 +23,13 @@ type slot struct {
 
 const ringSlots = 4
 
-func newRing(c backend.Context) (*ring, error) {
+func newRing(c backend.Context) (*ring, error) { return newRingOf(c, ringSlots, wire.MaxChunk+64) }
+
+// newRingOf allocates n pinned slots of size bytes each.
+func newRingOf(c backend.Context, n, size int) (*ring, error) {
 	r := &ring{ctx: c}
-	for range ringSlots {
-		buf, err := c.HostAlloc(wire.MaxChunk + 64)
+	for range n {
+		buf, err := c.HostAlloc(size)
 		if err != nil {
 			r.free()
 			return nil, fmt.Errorf("staging buffer: %w", err)
@@ -64,6 +67,9 @@ func (r *ring) busy(sl *slot, stream backend.Handle) error {
 }
 
 func (r *ring) free() {
+	if r.ctx == nil {
+		return // scratch: Go memory
+	}
 	for _, sl := range r.slots {
 		_ = r.ctx.HostFree(sl.buf)
 	}

@@ -36,6 +36,7 @@ type device struct {
 	ordinal int
 	ctx     backend.Context
 	ring    *ring
+	stripe  *ring             // staging for striped copies, two slots per lane; made on first use
 	allocs  map[uint64]uint64 // ptr -> bytes, for the quota
 	used    uint64
 }
@@ -51,6 +52,7 @@ type Session struct {
 	devs    []*device
 	current int
 	pending error // first error of a call sent without waiting; surfaces at the next sync
+	lanes   lanes
 	buf     []byte
 	out     []byte
 	Stats   *Stats
@@ -64,6 +66,7 @@ func NewSession(cfg Config, b backend.Backend, conn net.Conn, log *slog.Logger) 
 		w:     bufio.NewWriterSize(conn, 256<<10),
 		devs:  make([]*device, len(cfg.Devices)),
 		Stats: newStats(),
+		lanes: lanes{session: cfg.SessionID, log: log},
 	}
 }
 
@@ -74,6 +77,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer s.close()
+	defer s.lanes.closeAll() // before close: no lane may still touch a staging buffer
 	defer s.conn.Close()
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
@@ -134,6 +138,9 @@ func (s *Session) close() {
 			continue
 		}
 		d.ring.free()
+		if d.stripe != nil {
+			d.stripe.free()
+		}
 		if err := d.ctx.Close(); err != nil {
 			s.log.Warn("closing context", "device", d.ordinal, "err", err)
 		}

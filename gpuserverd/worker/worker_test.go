@@ -25,8 +25,19 @@ type client struct {
 
 func newSession(t *testing.T, cfg Config) *client {
 	t.Helper()
+	c, _ := startSession(t, cfg, false)
+	return c
+}
+
+// startSession serves a new session over an in-memory connection, with lanes if asked (as a
+// worker process with a lane socket has), and reads the handshake.
+func startSession(t *testing.T, cfg Config, lanes bool) (*client, *Session) {
+	t.Helper()
 	a, b := net.Pipe()
 	s := NewSession(cfg, sim.New(2, 1<<30), b, slog.Default())
+	if lanes {
+		s.EnableLanes()
+	}
 	c := &client{t: t, conn: a, done: make(chan error, 1)}
 	go func() { c.done <- s.Serve(context.Background()) }()
 	t.Cleanup(func() { a.Close() })
@@ -36,7 +47,7 @@ func newSession(t *testing.T, cfg Config) *client {
 	if hello.DeviceCount != uint32(len(cfg.Devices)) || hello.Tier != cfg.Tier {
 		t.Fatalf("hello %+v", hello)
 	}
-	return c
+	return c, s
 }
 
 func (c *client) send(m wire.Message, flags uint16) {
@@ -196,6 +207,9 @@ func TestMisusedFramesAreRefused(t *testing.T) {
 		{&wire.MemcpyDtoH{Src: 1, Bytes: 1}, wire.FlagNoReply, "MemcpyDtoH cannot go without a reply"},
 		{&wire.Status{}, 0, "Status is not a request"},
 		{&wire.Hello{Version: 1}, 0, "Hello after the handshake"},
+		{&wire.MemcpyHtoDStriped{Dst: 1, Bytes: 5, Lanes: 1}, 0, "striped copy over 1 lanes, 0 opened"},
+		{&wire.MemcpyDtoHStriped{Src: 1, Bytes: 5, Lanes: 0}, 0, "striped copy over 0 lanes"},
+		{&wire.MemcpyHtoDStriped{Dst: 1, Bytes: 5, Lanes: 1}, wire.FlagNoReply, "MemcpyHtoDStriped cannot go without a reply"},
 	} {
 		c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
 		c.send(tc.m, tc.flags)

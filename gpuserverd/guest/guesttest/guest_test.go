@@ -15,27 +15,36 @@ import (
 	"gpucloud/internal/sessiontoken"
 )
 
-// TestAPIFamilies runs the C program that exercises every forwarded API family.
+// TestAPIFamilies runs the C program that exercises every forwarded API family, with large
+// copies striped over lanes (the default, 4) and over the session's one connection.
 func TestAPIFamilies(t *testing.T) {
-	s := startServer(t)
-	cmd := s.client(s.token("s-api", sessiontoken.TierDedicated, 0), "api_test")
-	cmd.Env = append(cmd.Env, "GPUCLOUD_DEBUG=1")
-	b, err := cmd.CombinedOutput()
-	out := string(b)
-	if err != nil || !strings.Contains(out, "api_test: OK") {
-		t.Fatalf("api_test: %v\n%s", err, out)
-	}
-	// The server's reason for a refused call reaches the guest.
-	if !strings.Contains(out, "gpucloud: MemFree failed (1): free of 0x") {
-		t.Fatalf("no reason for the double free in:\n%s", out)
-	}
-	var recs = s.usage()
-	waitFor(t, "usage record", func() bool { recs = s.usage(); return len(recs) == 1 })
-	r := recs[0]
-	if r.SessionID != "s-api" || r.TenantID != "tenant-s-api" || r.Tier != "dedicated" ||
-		r.GPUModel != "Simulated GPU (test double)" || r.BytesMoved < 20<<20 || r.MemoryPeakBytes < 20<<20 ||
-		!r.End.After(r.Start) || r.ID != serverID+"/s-api/1" {
-		t.Fatalf("usage record %+v", r)
+	for _, lanes := range []string{"", "1", "8"} {
+		t.Run("lanes="+lanes, func(t *testing.T) {
+			s := startServer(t)
+			cmd := s.client(s.token("s-api", sessiontoken.TierDedicated, 0), "api_test")
+			cmd.Env = append(cmd.Env, "GPUCLOUD_DEBUG=1", "GPUCLOUD_LANES="+lanes)
+			b, err := cmd.CombinedOutput()
+			out := string(b)
+			if err != nil || !strings.Contains(out, "api_test: OK") {
+				t.Fatalf("api_test: %v\n%s", err, out)
+			}
+			want := map[string]string{"": "gpucloud: 4 lanes open", "8": "gpucloud: 8 lanes open"}[lanes]
+			if got := strings.Contains(out, "lanes open"); got != (want != "") || !strings.Contains(out, want) {
+				t.Fatalf("GPUCLOUD_LANES=%q: want %q in:\n%s", lanes, want, out)
+			}
+			// The server's reason for a refused call reaches the guest.
+			if !strings.Contains(out, "gpucloud: MemFree failed (1): free of 0x") {
+				t.Fatalf("no reason for the double free in:\n%s", out)
+			}
+			var recs = s.usage()
+			waitFor(t, "usage record", func() bool { recs = s.usage(); return len(recs) == 1 })
+			r := recs[0]
+			if r.SessionID != "s-api" || r.TenantID != "tenant-s-api" || r.Tier != "dedicated" ||
+				r.GPUModel != "Simulated GPU (test double)" || r.BytesMoved < 20<<20 || r.MemoryPeakBytes < 20<<20 ||
+				!r.End.After(r.Start) || r.ID != serverID+"/s-api/1" {
+				t.Fatalf("usage record %+v", r)
+			}
+		})
 	}
 }
 

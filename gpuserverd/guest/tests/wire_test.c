@@ -65,6 +65,15 @@ int main(int argc, char **argv) {
     uint8_t lay[8] = {0, 0, 0, 0, 0x01, 0x04, 0, 0};
     struct gw_func_param_layout_reply fl;
     expect_err("count", gw_func_param_layout_reply_decode(&fl, lay, sizeof lay, err, sizeof err), err, "offsets: length 1025 exceeds limit 1024");
+    /* The lanes' key: the guest takes exactly 32 bytes, and the decoder refuses more. */
+    uint8_t lanes[12 + 33] = {0, 0, 0, 0, 4, 0, 0, 0, 33, 0, 0, 0};
+    struct gw_lanes_open_reply lr;
+    expect_err("lanes key", gw_lanes_open_reply_decode(&lr, lanes, sizeof lanes, err, sizeof err), err, "LanesOpenReply.key: length 33 exceeds limit 32");
+    lanes[8] = 32;
+    if (gw_lanes_open_reply_decode(&lr, lanes, sizeof lanes - 1, err, sizeof err) != 0 || lr.lanes != 4 || lr.key_len != 32) {
+        fprintf(stderr, "good LanesOpenReply: %s\n", err);
+        fails++;
+    }
     if (fails) return 1;
     printf("wire_test: OK\n");
     return 0;

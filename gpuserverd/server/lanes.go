@@ -1,0 +1,77 @@
+package server
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"syscall"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
+)
+
+// laneSocket makes the Unix socket pair on which lane connections are passed to a worker: the
+// server keeps the first end, the worker inherits the second as worker.LanesFD.
+func laneSocket() (*net.UnixConn, *os.File, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lane socket: %w", err)
+	}
+	here := os.NewFile(uintptr(fds[0]), "lanes")
+	defer here.Close()
+	c, err := net.FileConn(here)
+	if err != nil {
+		syscall.Close(fds[1])
+		return nil, nil, fmt.Errorf("lane socket: %w", err)
+	}
+	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "lanes-worker"), nil
+}
+
+// attachLane hands a connection that opened with LaneHello to its session's worker, which checks
+// the key and answers on the lane. The server only routes: it knows session ids, not keys.
+func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
+	var h wire.LaneHello
+	err := h.Decode(payload)
+	var se *session
+	if err == nil {
+		s.mu.Lock()
+		for _, x := range s.sessions {
+			if x.claims.SessionID == h.SessionID && x.lanes != nil {
+				se = x
+			}
+		}
+		s.mu.Unlock()
+		if se == nil {
+			err = fmt.Errorf("lane refused: no session %q on this server: %w", h.SessionID, backend.ErrNotPermitted)
+		}
+	}
+	if err == nil {
+		err = passConn(se.lanes, conn, payload)
+	}
+	if err != nil {
+		log.Warn("lane refused", "err", err)
+		st := &wire.Status{Result: int32(backend.ResultOf(err)), Message: truncate(err.Error(), 1024)}
+		if backend.ResultOf(err) == backend.ErrUnknown {
+			st.Result = int32(backend.ErrInvalidValue) // a malformed LaneHello
+		}
+		conn.Write(wire.AppendFrame(nil, st, 0, 0))
+	}
+}
+
+// passConn sends conn's descriptor and the LaneHello payload over the worker's lane socket.
+func passConn(uc *net.UnixConn, conn net.Conn, payload []byte) error {
+	tcp, ok := conn.(*net.TCPConn)
+	if !ok {
+		return fmt.Errorf("lane connection is %T, not TCP", conn)
+	}
+	f, err := tcp.File()
+	if err != nil {
+		return fmt.Errorf("lane fd: %w", err)
+	}
+	defer f.Close()
+	if _, _, err := uc.WriteMsgUnix(payload, syscall.UnixRights(int(f.Fd())), nil); err != nil {
+		return fmt.Errorf("passing lane to worker: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package server
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
+	"gpucloud/internal/sessiontoken"
+)
+
+// laneDial opens a TCP connection served by s.handle and sends frame on it.
+func laneDial(t *testing.T, s *Server, frame []byte) net.Conn {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.handle(context.Background(), sc)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestLaneHelloRefusals(t *testing.T) {
+	s, _ := newServer(t)
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		code  backend.Result
+		want  string
+	}{
+		{"unknown session", wire.AppendFrame(nil, &wire.LaneHello{Version: wire.Version, SessionID: "nope", Key: make([]byte, 32)}, 0, 0),
+			backend.ErrNotPermitted, `no session "nope" on this server`},
+		{"truncated", append(wire.AppendHeader(nil, wire.TypeLaneHello, 0, 0, 6), 1, 0, 0, 0, 9, 0),
+			backend.ErrInvalidValue, "LaneHello.session_id: truncated"},
+	} {
+		c := laneDial(t, s, tc.frame)
+		h, p, err := wire.ReadFrame(c, nil)
+		var st wire.Status
+		if err != nil || h.Type != wire.TypeStatus || st.Decode(p) != nil {
+			t.Fatalf("%s: %v %v", tc.name, h, err)
+		}
+		if backend.Result(st.Result) != tc.code || !strings.Contains(st.Message, tc.want) {
+			t.Errorf("%s: %+v, want %d %q", tc.name, st, tc.code, tc.want)
+		}
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Errorf("%s: refused lane left open", tc.name)
+		}
+	}
+}
+
+// A lane for a running session goes, descriptor and LaneHello, to that session's worker.
+func TestLaneIsPassedToItsWorker(t *testing.T) {
+	s, _ := newServer(t)
+	here, there, err := laneSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer here.Close()
+	defer there.Close()
+	s.mu.Lock()
+	s.sessions[1] = &session{claims: sessiontoken.Claims{SessionID: "other"}}
+	s.sessions[2] = &session{claims: sessiontoken.Claims{SessionID: "s1"}, lanes: here}
+	s.mu.Unlock()
+	hello := &wire.LaneHello{Version: wire.Version, SessionID: "s1", Key: make([]byte, 32), Lane: 3}
+	c := laneDial(t, s, wire.AppendFrame(nil, hello, 0, 0))
+
+	wc, err := net.FileConn(there)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+	wc.SetDeadline(time.Now().Add(5 * time.Second))
+	buf, oob := make([]byte, 1024), make([]byte, syscall.CmsgSpace(4))
+	n, oobn, _, _, err := wc.(*net.UnixConn).ReadMsgUnix(buf, oob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got wire.LaneHello
+	if err := got.Decode(buf[:n]); err != nil || got.Lane != 3 || got.SessionID != "s1" {
+		t.Fatalf("worker got %+v %v", got, err)
+	}
+	msgs, _ := syscall.ParseSocketControlMessage(oob[:oobn])
+	if len(msgs) != 1 {
+		t.Fatalf("%d control messages", len(msgs))
+	}
+	fds, err := syscall.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("descriptors %v %v", fds, err)
+	}
+	lane := os.NewFile(uintptr(fds[0]), "lane")
+	defer lane.Close()
+	// The descriptor is the guest's connection: what the worker writes, the guest reads.
+	if _, err := lane.Write([]byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 2)
+	if _, err := c.Read(b); err != nil || string(b) != "ok" {
+		t.Fatalf("guest read %q %v", b, err)
+	}
+}
