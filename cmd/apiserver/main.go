@@ -18,6 +18,7 @@ import (
 	"gpucloud/apiserver/app"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/tlsconf"
 	"gpucloud/migrations"
 )
 
@@ -32,11 +33,19 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := newRoot(ctx).ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// newRoot builds the command tree; its flags' defaults read the environment now (and
+// docs/configuration.md is generated from them).
+func newRoot(ctx context.Context) *cobra.Command {
 	var dbURL string
 	root := &cobra.Command{Use: "apiserver", Short: "gpucloud control plane", SilenceUsage: true}
 	root.PersistentFlags().StringVar(&dbURL, "database-url", env("GPUCLOUD_DATABASE_URL", ""), "PostgreSQL URL (env GPUCLOUD_DATABASE_URL)")
 
-	var listen, keyFile string
+	var listen, keyFile, tlsCert, tlsKey string
 	var genKey bool
 	var maxConns int32
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,12 +69,17 @@ func main() {
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", listen, err)
 		}
-		slog.Info("apiserver listening", "addr", ln.Addr().String())
+		if ln, err = tlsconf.Listen(ln, tlsCert, tlsKey); err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
 		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default()})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
 	serve.Flags().BoolVar(&genKey, "generate-token-key", false, "create the token key file if it is missing (development)")
+	serve.Flags().StringVar(&tlsCert, "tls-cert", env("GPUCLOUD_TLS_CERT_FILE", ""), "serve HTTPS with this PEM certificate chain, reloaded when it changes (env GPUCLOUD_TLS_CERT_FILE)")
+	serve.Flags().StringVar(&tlsKey, "tls-key", env("GPUCLOUD_TLS_KEY_FILE", ""), "PEM private key of --tls-cert (env GPUCLOUD_TLS_KEY_FILE)")
 	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
 
 	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
@@ -114,7 +128,5 @@ func main() {
 	_ = bootstrap.MarkFlagRequired("email")
 
 	root.AddCommand(serve, migrate, bootstrap)
-	if err := root.ExecuteContext(ctx); err != nil {
-		os.Exit(1)
-	}
+	return root
 }

@@ -24,6 +24,7 @@ import (
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/virt"
+	"gpucloud/internal/tlsconf"
 )
 
 var version = "dev"
@@ -35,6 +36,7 @@ type options struct {
 	enableVFs                             bool
 	dataDir, imagesDir, guestLibrary      string
 	network, listen, logLevel             string
+	caFile                                string
 	interval                              time.Duration
 }
 
@@ -46,8 +48,9 @@ func env(name, def string) string {
 	return def
 }
 
-func parseFlags(args []string) (options, error) {
-	var o options
+// newFlagSet defines hostd's flags into o; defaults read the environment now (and
+// docs/configuration.md is generated from them).
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("hostd", flag.ContinueOnError)
 	fs.StringVar(&o.apiserver, "apiserver", env("HOSTD_APISERVER", "http://127.0.0.1:8080"), "apiserver base URL ($HOSTD_APISERVER)")
 	fs.StringVar(&o.credential, "credential", env("HOSTD_CREDENTIAL", ""), "host credential from POST /v1/hosts ($HOSTD_CREDENTIAL)")
@@ -64,6 +67,13 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
+	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
+	return fs
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := newFlagSet(&o)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -129,7 +139,11 @@ func main() {
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
-	cp, err := controlplane.NewHTTP(o.apiserver, o.credential)
+	hc, err := tlsconf.Client(o.caFile, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("-ca-file: %w", err)
+	}
+	cp, err := controlplane.NewHTTPClient(o.apiserver, o.credential, hc)
 	if err != nil {
 		return err
 	}

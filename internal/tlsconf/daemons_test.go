@@ -1,0 +1,167 @@
+package tlsconf_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gpucloud/api"
+	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/store"
+	"gpucloud/hostd/controlplane"
+	"gpucloud/internal/authn"
+	"gpucloud/internal/pgtest"
+	"gpucloud/internal/tlsconf"
+	"gpucloud/internal/tlsconf/tlstest"
+	"gpucloud/sdk"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// tlsAPIServer runs the apiserver as `apiserver serve --tls-cert --tls-key` does, on a fresh
+// database, and returns its https URL, the operator's key and the token public key.
+func tlsAPIServer(t *testing.T, certFile, keyFile string) (url, operatorKey string, pub ed25519.PublicKey) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := store.Open(ctx, pgtest.NewDatabase(t), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, key, _ := ed25519.GenerateKey(rand.Reader)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := tlsconf.Listen(ln, certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, app.Config{Listener: tln, Store: st, TokenKey: key}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("apiserver: %v", err)
+		}
+		st.Close()
+	})
+	_, operatorKey, err = app.Bootstrap(ctx, st, "op@example.com", authn.RoleOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "https://" + ln.Addr().String(), operatorKey, pub
+}
+
+func TestDaemonsHeartbeatOverTLSAndRefuseOtherCAs(t *testing.T) {
+	ctx := context.Background()
+	ca, other := tlstest.NewCA(t, "gpucloud test CA"), tlstest.NewCA(t, "someone else's CA")
+	cert, key := ca.Issue(t, "apiserver")
+	url, opKey, pub := tlsAPIServer(t, cert, key)
+
+	// The SDK (and so gpuctl) trusts the private CA through Options.CAFile.
+	op, err := sdk.New(url, opKey, sdk.Options{CAFile: ca.File})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := op.CreateHost(ctx, "vmhost-1")
+	if err != nil {
+		t.Fatalf("operator over TLS: %v", err)
+	}
+
+	// hostd's control-plane client, built as cmd/hostd builds it with -ca-file.
+	hc, err := tlsconf.Client(ca.File, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := controlplane.NewHTTPClient(url, host.Credential, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.Heartbeat(ctx, api.HostReport{Hostname: "vmhost-1", Hypervisor: "test:///default",
+		Capacity: api.HostCapacity{VCPUs: 8, MemoryMiB: 32768, DiskGiB: 100}}); err != nil {
+		t.Fatalf("hostd heartbeat over TLS: %v", err)
+	}
+	h, err := op.GetHost(ctx, host.ID)
+	if err != nil || h.LastHeartbeatAt == nil {
+		t.Fatalf("the apiserver did not record hostd's heartbeat: %+v %v", h, err)
+	}
+
+	// The same clients trusting another CA (or the system roots) refuse the server, and the
+	// apiserver sees nothing from them.
+	for name, caFile := range map[string]string{"other CA": other.File, "system roots": ""} {
+		bad, err := tlsconf.Client(caFile, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		badCP, _ := controlplane.NewHTTPClient(url, host.Credential, bad)
+		_, err = badCP.Heartbeat(ctx, api.HostReport{Hostname: "vmhost-1"})
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("%s: hostd heartbeat to an untrusted server: %v, want a certificate error", name, err)
+		}
+		badSDK, err := sdk.New(url, opKey, sdk.Options{CAFile: caFile, Retry: sdk.RetryPolicy{MaxAttempts: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := badSDK.CreateHost(ctx, "never"); err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Fatalf("%s: SDK against an untrusted server: %v, want a certificate error", name, err)
+		}
+	}
+	for h, err := range op.Hosts(ctx) {
+		if err != nil || h.Name == "never" {
+			t.Fatalf("a refused client created a host: %+v %v", h, err)
+		}
+	}
+
+	// gpuserverd, a real process, heartbeats over TLS with --ca-file.
+	gs, err := op.CreateGPUServer(ctx, "gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildGPUServerd(t)
+	proc := exec.Command(bin, "--id", gs.ID, "--public-key", base64.StdEncoding.EncodeToString(pub),
+		"--backend", "simulated", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
+		"--data-dir", t.TempDir(), "--advertise", "127.0.0.1:7070")
+	// Settings through the environment, as the systemd unit's EnvironmentFile gives them.
+	proc.Env = append(os.Environ(), "GPUSERVERD_APISERVER="+url, "GPUSERVERD_CREDENTIAL="+gs.Credential, "GPUSERVERD_CA_FILE="+ca.File)
+	out, _ := proc.StdoutPipe()
+	proc.Stderr = os.Stderr
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proc.Process.Signal(os.Interrupt); proc.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || !strings.HasPrefix(line, "listening") {
+		t.Fatalf("gpuserverd did not start: %q %v", line, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		g, err := op.GetGPUServer(ctx, gs.ID)
+		if err == nil && g.LastHeartbeatAt != nil {
+			if g.Backend != "simulated" || g.Endpoint != "127.0.0.1:7070" {
+				t.Fatalf("gpuserverd's heartbeat recorded as %+v", g)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gpuserverd never heartbeated over TLS: %+v %v", g, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func buildGPUServerd(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gpuserverd")
+	if out, err := exec.Command("go", "build", "-o", bin, "gpucloud/cmd/gpuserverd").CombinedOutput(); err != nil {
+		t.Fatalf("build gpuserverd: %v\n%s", err, out)
+	}
+	return bin
+}
