@@ -2,6 +2,9 @@
 // database migrations, "bootstrap" creates the first operator and prints its API key once.
 package main
 
+// docs/configuration.md is generated from the flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"context"
 	"database/sql"

@@ -4,6 +4,9 @@
 //	gpuserverd worker     (started by gpuserverd itself, one per session)
 package main
 
+// docs/configuration.md is generated from the flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"bufio"
 	"context"

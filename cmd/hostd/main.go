@@ -2,6 +2,9 @@
 // VM seeds in line with what the apiserver wants (see hostd/reconcile).
 package main
 
+// docs/configuration.md is generated from the flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"context"
 	"errors"

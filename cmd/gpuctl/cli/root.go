@@ -2,6 +2,9 @@
 // which is how the tests drive it in-process.
 package cli
 
+// docs/configuration.md is generated from the global flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"context"
 	"errors"
