@@ -7,7 +7,9 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net"
@@ -130,6 +132,18 @@ func newRoot(ctx context.Context) *cobra.Command {
 	bootstrap.Flags().StringVar(&role, "role", "operator", "operator or finance")
 	_ = bootstrap.MarkFlagRequired("email")
 
-	root.AddCommand(serve, migrate, bootstrap)
+	// gpuserverd verifies session tokens offline with the public half of the token key.
+	pubKey := &cobra.Command{Use: "token-public-key", Short: "Print the session-token public key, base64, for gpuserverd's --public-key",
+		Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
+			key, err := app.LoadTokenKey(keyFile)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))
+			return nil
+		}}
+	pubKey.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
+
+	root.AddCommand(serve, migrate, bootstrap, pubKey)
 	return root
 }
