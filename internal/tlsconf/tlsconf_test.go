@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"gpucloud/internal/tlsconf"
 	"gpucloud/internal/tlsconf/tlstest"
@@ -34,5 +35,47 @@ func TestBadInputIsNamed(t *testing.T) {
 	}
 	if _, err := tlsconf.Listen(ln, cert, key); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A renewed certificate written over the files is served on the next handshake, no restart.
+func TestServerReloadsRenewedCertificate(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	cert, key := ca.Issue(t, "first")
+	cfg, err := tlsconf.Server(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial := func() string {
+		c, err := cfg.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c.Certificate[0])
+	}
+	before := serial()
+	if serial() != before {
+		t.Fatal("unchanged files gave another certificate")
+	}
+	cert2, key2 := ca.Issue(t, "second")
+	for src, dst := range map[string]string{cert2: cert, key2: key} {
+		b, _ := os.ReadFile(src)
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Modification times must differ from the first load's even on coarse clocks.
+		later := time.Now().Add(2 * time.Second)
+		os.Chtimes(dst, later, later)
+	}
+	if serial() == before {
+		t.Fatal("the renewed certificate was not picked up")
+	}
+	// A half-written rotation (garbage key) keeps serving the last good pair.
+	now := serial()
+	os.WriteFile(key, []byte("partial"), 0o600)
+	later := time.Now().Add(4 * time.Second)
+	os.Chtimes(key, later, later)
+	if serial() != now {
+		t.Fatal("a broken key file replaced the served certificate")
 	}
 }
