@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"gpucloud/internal/flagdoc"
 )
 
 // Just the fields the checks read.
@@ -154,18 +156,6 @@ func imageBinaries(t *testing.T) map[string]bool {
 	return out
 }
 
-func documentedEnv(t *testing.T) map[string]bool {
-	doc, err := os.ReadFile("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, m := range regexp.MustCompile("`([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {
-		out[m[1]] = true
-	}
-	return out
-}
-
 // ours reports whether a variable is one of gpucloud's settings (others, like NODE_NAME or
 // NVIDIA_VISIBLE_DEVICES, belong to Kubernetes or the NVIDIA runtime).
 func ours(name string) bool {
@@ -203,7 +193,7 @@ func TestManifestsAreConsistent(t *testing.T) {
 		}
 		byKind[o.Kind][o.Metadata.Name] = o
 	}
-	bins, documented := imageBinaries(t), documentedEnv(t)
+	bins, documented := imageBinaries(t), flagdoc.Documented(t)
 	image := ""
 	workloads := map[string]workloadSpec{}
 	for _, kind := range []string{"Deployment", "DaemonSet", "Job"} {

@@ -156,25 +156,9 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	// retryable (409: the key is claimed by a request still running; 503: placement skipped GPUs
 	// that racing transactions held locked, then released on the key conflict), and retrying
 	// on either replica gets the one instance.
-	var (
-		mu      sync.Mutex
-		answers []answer
-		wg      sync.WaitGroup
-	)
-	start := make(chan struct{})
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			a := create(t, rs[i%2].url, tenantKeys[0], "raced-key", it.ID)
-			mu.Lock()
-			answers = append(answers, a)
-			mu.Unlock()
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+	answers := concurrently(8, func(i int) answer {
+		return create(t, rs[i%2].url, tenantKeys[0], "raced-key", it.ID)
+	})
 	raced := ""
 	for _, a := range answers {
 		switch {
@@ -201,22 +185,11 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	}
 
 	// 2. Many creates, distinct keys, alternating replicas, for the 5 GPUs left: exactly 5 placed.
-	answers = nil
-	start = make(chan struct{})
-	for i := 0; i < 30; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			a := create(t, rs[i%2].url, tenantKeys[(i/2)%2], fmt.Sprintf("key-%d", i), it.ID)
-			a.replica, a.tenant = i%2, (i/2)%2
-			mu.Lock()
-			answers = append(answers, a)
-			mu.Unlock()
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+	answers = concurrently(30, func(i int) answer {
+		a := create(t, rs[i%2].url, tenantKeys[(i/2)%2], fmt.Sprintf("key-%d", i), it.ID)
+		a.replica, a.tenant = i%2, (i/2)%2
+		return a
+	})
 	placed := map[string]answer{}
 	for _, a := range answers {
 		switch a.status {
@@ -260,4 +233,22 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	if err := rs[1].st.Pool.QueryRow(ctx, `SELECT count(*) FROM instances`).Scan(&instances); err != nil || instances != gpus {
 		t.Fatalf("after replays: %d instances (%v), want %d", instances, err, gpus)
 	}
+}
+
+// concurrently runs f(0..n-1) at once (released together) and returns their answers.
+func concurrently(n int, f func(i int) answer) []answer {
+	out := make([]answer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i] = f(i)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
 }

@@ -5,10 +5,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"gpucloud/internal/flagdoc"
 )
 
 // unit is a parsed unit file: section -> key -> values in order (a key may repeat).
@@ -127,14 +128,7 @@ func TestUnitsAreHardened(t *testing.T) {
 // TestEnvironmentFilesNameRealSettings checks that each example environment file sets only
 // variables docs/configuration.md documents (so a typo or a removed setting is caught).
 func TestEnvironmentFilesNameRealSettings(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented := map[string]bool{}
-	for _, m := range regexp.MustCompile("`([A-Z][A-Z0-9_]+)`").FindAllStringSubmatch(string(doc), -1) {
-		documented[m[1]] = true
-	}
+	documented := flagdoc.Documented(t)
 	for _, d := range []string{"apiserver", "hostd", "gpuserverd"} {
 		raw, err := os.ReadFile(d + ".env")
 		if err != nil {

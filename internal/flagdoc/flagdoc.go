@@ -174,3 +174,20 @@ func CheckSection(t *testing.T, name, body string) {
 	}
 	t.Errorf("%s: section %s is stale; run `go generate ./cmd/...`. Want:\n%s", path, name, body)
 }
+
+// Documented lists the environment variables docs/configuration.md names (in backquotes), for
+// tests of files that set them (systemd environment files, Kubernetes manifests).
+func Documented(t *testing.T) map[string]bool {
+	t.Helper()
+	doc, err := os.ReadFile(DocPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, m := range docEnvRE.FindAllStringSubmatch(string(doc), -1) {
+		out[m[1]] = true
+	}
+	return out
+}
+
+var docEnvRE = regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
