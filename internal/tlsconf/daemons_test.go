@@ -126,8 +126,8 @@ func TestDaemonsHeartbeatOverTLSAndRefuseOtherCAs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := buildGPUServerd(t)
-	proc := exec.Command(bin, "--id", gs.ID, "--public-key", base64.StdEncoding.EncodeToString(pub),
+	bin := buildDaemons(t)
+	proc := exec.Command(filepath.Join(bin, "gpuserverd"), "--id", gs.ID, "--public-key", base64.StdEncoding.EncodeToString(pub),
 		"--backend", "simulated", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0",
 		"--data-dir", t.TempDir(), "--advertise", "127.0.0.1:7070")
 	// Settings through the environment, as the systemd unit's EnvironmentFile gives them.
@@ -155,13 +155,43 @@ func TestDaemonsHeartbeatOverTLSAndRefuseOtherCAs(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// hostd, a real process on libvirt's test driver, heartbeats over TLS with HOSTD_CA_FILE.
+	host2, err := op.CreateHost(ctx, "vmhost-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	node := filepath.Join(dir, "node.xml")
+	os.WriteFile(node, []byte("<node></node>\n"), 0o644)
+	hostd := exec.Command(filepath.Join(bin, "hostd"), "-interval", "1s", "-listen", "127.0.0.1:0")
+	hostd.Env = append(os.Environ(), "HOSTD_APISERVER="+url, "HOSTD_CREDENTIAL="+host2.Credential, "HOSTD_CA_FILE="+ca.File,
+		"HOSTD_LIBVIRT_URI=test://"+node, "HOSTD_DATA_DIR="+filepath.Join(dir, "data"), "HOSTD_SYSFS_ROOT="+filepath.Join(dir, "sys"))
+	var logs strings.Builder
+	hostd.Stdout, hostd.Stderr = &logs, &logs
+	if err := hostd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hostd.Process.Signal(os.Interrupt); hostd.Wait() })
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		h, err := op.GetHost(ctx, host2.ID)
+		if err == nil && h.LastHeartbeatAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hostd never heartbeated over TLS: %+v %v\n%s", h, err, logs.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
-func buildGPUServerd(t *testing.T) string {
+// buildDaemons builds hostd and gpuserverd into a folder and returns it.
+func buildDaemons(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gpuserverd")
-	if out, err := exec.Command("go", "build", "-o", bin, "gpucloud/cmd/gpuserverd").CombinedOutput(); err != nil {
-		t.Fatalf("build gpuserverd: %v\n%s", err, out)
+	dir := t.TempDir()
+	if out, err := exec.Command("go", "build", "-o", dir+"/", "gpucloud/cmd/gpuserverd", "gpucloud/cmd/hostd").CombinedOutput(); err != nil {
+		t.Fatalf("build the daemons: %v\n%s", err, out)
 	}
-	return bin
+	return dir
 }
