@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gpucloud/internal/tlsconf"
 )
 
 // Client calls the API. It is safe for concurrent use.
@@ -42,7 +44,10 @@ var DefaultRetry = RetryPolicy{MaxAttempts: 4, MinBackoff: 200 * time.Millisecon
 type Options struct {
 	// HTTPClient defaults to one with a 60 s timeout.
 	HTTPClient *http.Client
-	Retry      RetryPolicy
+	// CAFile, when set and HTTPClient is not, names PEM CA certificates that the default client
+	// trusts for an https endpoint instead of the system roots (a private CA).
+	CAFile string
+	Retry  RetryPolicy
 	// UserAgent defaults to "gpucloud-sdk-go".
 	UserAgent string
 }
@@ -59,7 +64,11 @@ func New(endpoint, apiKey string, opts ...Options) (*Client, error) {
 		o = opts[0]
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = &http.Client{Timeout: 60 * time.Second}
+		hc, err := tlsconf.Client(o.CAFile, 60*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("sdk: %w", err)
+		}
+		o.HTTPClient = hc
 	}
 	if o.Retry.MaxAttempts == 0 {
 		o.Retry = DefaultRetry

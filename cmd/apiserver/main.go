@@ -2,9 +2,14 @@
 // database migrations, "bootstrap" creates the first operator and prints its API key once.
 package main
 
+// docs/configuration.md is generated from the flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"context"
+	"crypto/ed25519"
 	"database/sql"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +23,7 @@ import (
 	"gpucloud/apiserver/app"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/tlsconf"
 	"gpucloud/migrations"
 )
 
@@ -32,11 +38,19 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := newRoot(ctx).ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// newRoot builds the command tree; its flags' defaults read the environment now (and
+// docs/configuration.md is generated from them).
+func newRoot(ctx context.Context) *cobra.Command {
 	var dbURL string
 	root := &cobra.Command{Use: "apiserver", Short: "gpucloud control plane", SilenceUsage: true}
 	root.PersistentFlags().StringVar(&dbURL, "database-url", env("GPUCLOUD_DATABASE_URL", ""), "PostgreSQL URL (env GPUCLOUD_DATABASE_URL)")
 
-	var listen, keyFile string
+	var listen, keyFile, tlsCert, tlsKey string
 	var genKey bool
 	var maxConns int32
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
@@ -60,12 +74,17 @@ func main() {
 		if err != nil {
 			return fmt.Errorf("listen %s: %w", listen, err)
 		}
-		slog.Info("apiserver listening", "addr", ln.Addr().String())
+		if ln, err = tlsconf.Listen(ln, tlsCert, tlsKey); err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
 		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default()})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
 	serve.Flags().BoolVar(&genKey, "generate-token-key", false, "create the token key file if it is missing (development)")
+	serve.Flags().StringVar(&tlsCert, "tls-cert", env("GPUCLOUD_TLS_CERT_FILE", ""), "serve HTTPS with this PEM certificate chain, reloaded when it changes (env GPUCLOUD_TLS_CERT_FILE)")
+	serve.Flags().StringVar(&tlsKey, "tls-key", env("GPUCLOUD_TLS_KEY_FILE", ""), "PEM private key of --tls-cert (env GPUCLOUD_TLS_KEY_FILE)")
 	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
 
 	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
@@ -113,8 +132,18 @@ func main() {
 	bootstrap.Flags().StringVar(&role, "role", "operator", "operator or finance")
 	_ = bootstrap.MarkFlagRequired("email")
 
-	root.AddCommand(serve, migrate, bootstrap)
-	if err := root.ExecuteContext(ctx); err != nil {
-		os.Exit(1)
-	}
+	// gpuserverd verifies session tokens offline with the public half of the token key.
+	pubKey := &cobra.Command{Use: "token-public-key", Short: "Print the session-token public key, base64, for gpuserverd's --public-key",
+		Args: cobra.NoArgs, RunE: func(cmd *cobra.Command, _ []string) error {
+			key, err := app.LoadTokenKey(keyFile)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey)))
+			return nil
+		}}
+	pubKey.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
+
+	root.AddCommand(serve, migrate, bootstrap, pubKey)
+	return root
 }

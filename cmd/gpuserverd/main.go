@@ -4,6 +4,9 @@
 //	gpuserverd worker     (started by gpuserverd itself, one per session)
 package main
 
+// docs/configuration.md is generated from the flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"bufio"
 	"context"
@@ -13,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -20,6 +24,7 @@ import (
 
 	"gpucloud/gpuserverd/server"
 	"gpucloud/gpuserverd/worker"
+	"gpucloud/internal/tlsconf"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,36 +46,64 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, log *slog.Logger) error {
+// settings are gpuserverd's flags.
+type settings struct {
+	config, id, listen, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
+}
+
+// env returns the environment variable's value, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// newFlagSet defines gpuserverd's flags into s. Precedence: command line, then --config, then
+// the environment (the defaults read it now), then the built-in default.
+func newFlagSet(s *settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("gpuserverd", flag.ContinueOnError)
-	var (
-		config  = fs.String("config", "", "file of flag=value lines; flags on the command line win")
-		id      = fs.String("id", "", "this GPU server's id (the audience session tokens must name)")
-		listen  = fs.String("listen", ":7070", "address guest libraries connect to")
-		admin   = fs.String("admin", "127.0.0.1:7071", "HTTP address for /usage, /metrics and /healthz")
-		pubKey  = fs.String("public-key", "", "the apiserver's Ed25519 session-token public key, base64")
-		kind    = fs.String("backend", "auto", "auto, cuda or simulated")
-		dataDir = fs.String("data-dir", "/var/lib/gpuserverd", "where usage records are kept")
-		apiURL  = fs.String("apiserver", "", "apiserver base URL to send heartbeats to (optional)")
-		cred    = fs.String("credential", "", "this GPU server's agent credential for --apiserver")
-		advert  = fs.String("advertise", "", "host:port guest libraries dial, reported in heartbeats")
-	)
+	fs.StringVar(&s.config, "config", env("GPUSERVERD_CONFIG", ""), "file of flag=value lines; flags on the command line win ($GPUSERVERD_CONFIG)")
+	fs.StringVar(&s.id, "id", env("GPUSERVERD_ID", ""), "this GPU server's id (the audience session tokens must name) ($GPUSERVERD_ID)")
+	fs.StringVar(&s.listen, "listen", env("GPUSERVERD_LISTEN", ":7070"), "address guest libraries connect to ($GPUSERVERD_LISTEN)")
+	fs.StringVar(&s.admin, "admin", env("GPUSERVERD_ADMIN", "127.0.0.1:7071"), "HTTP address for /usage, /metrics and /healthz ($GPUSERVERD_ADMIN)")
+	fs.StringVar(&s.pubKey, "public-key", env("GPUSERVERD_PUBLIC_KEY", ""), "the apiserver's Ed25519 session-token public key, base64 ($GPUSERVERD_PUBLIC_KEY)")
+	fs.StringVar(&s.kind, "backend", env("GPUSERVERD_BACKEND", "auto"), "auto, cuda or simulated ($GPUSERVERD_BACKEND)")
+	fs.StringVar(&s.dataDir, "data-dir", env("GPUSERVERD_DATA_DIR", "/var/lib/gpuserverd"), "where usage records are kept ($GPUSERVERD_DATA_DIR)")
+	fs.StringVar(&s.apiURL, "apiserver", env("GPUSERVERD_APISERVER", ""), "apiserver base URL to send heartbeats to (optional) ($GPUSERVERD_APISERVER)")
+	fs.StringVar(&s.cred, "credential", env("GPUSERVERD_CREDENTIAL", ""), "this GPU server's agent credential for --apiserver ($GPUSERVERD_CREDENTIAL)")
+	fs.StringVar(&s.advert, "advertise", env("GPUSERVERD_ADVERTISE", ""), "host:port guest libraries dial, reported in heartbeats ($GPUSERVERD_ADVERTISE)")
+	fs.StringVar(&s.caFile, "ca-file", env("GPUSERVERD_CA_FILE", ""), "PEM CA certificates to trust for an https --apiserver instead of the system roots ($GPUSERVERD_CA_FILE)")
+	return fs
+}
+
+func run(ctx context.Context, args []string, log *slog.Logger) error {
+	var st settings
+	fs := newFlagSet(&st)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *config != "" {
-		if err := applyConfig(fs, *config); err != nil {
+	if st.config != "" {
+		if err := applyConfig(fs, st.config); err != nil {
 			return err
 		}
 	}
-	key, err := base64.StdEncoding.DecodeString(*pubKey)
-	if err != nil || len(key) != ed25519.PublicKeySize {
-		return fmt.Errorf("--public-key: want %d bytes of base64, got %q", ed25519.PublicKeySize, *pubKey)
+	if st.caFile != "" {
+		// server.RunHeartbeat uses http.DefaultTransport; make it trust the private CA.
+		t, err := tlsconf.Transport(st.caFile)
+		if err != nil {
+			return fmt.Errorf("--ca-file: %w", err)
+		}
+		http.DefaultTransport = t
 	}
-	if *id == "" {
+	key, err := base64.StdEncoding.DecodeString(st.pubKey)
+	if err != nil || len(key) != ed25519.PublicKeySize {
+		return fmt.Errorf("--public-key: want %d bytes of base64, got %q", ed25519.PublicKeySize, st.pubKey)
+	}
+	if st.id == "" {
 		return errors.New("--id is required")
 	}
-	b, err := server.OpenBackend(*kind, log)
+	b, err := server.OpenBackend(st.kind, log)
 	if err != nil {
 		return err
 	}
@@ -79,8 +112,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("finding own binary for workers: %w", err)
 	}
 	s, err := server.New(server.Config{
-		ServerID: *id, Listen: *listen, Admin: *admin, PublicKey: key, BackendKind: b.Kind(),
-		WorkerCommand: []string{self, "worker"}, DataDir: *dataDir, Log: log,
+		ServerID: st.id, Listen: st.listen, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
+		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log,
 	}, b)
 	if err != nil {
 		return err
@@ -88,11 +121,11 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err := s.Listen(); err != nil {
 		return err
 	}
-	if *apiURL != "" {
-		if *cred == "" {
+	if st.apiURL != "" {
+		if st.cred == "" {
 			return errors.New("--apiserver needs --credential")
 		}
-		go s.RunHeartbeat(ctx, server.Heartbeat{APIServer: *apiURL, Credential: *cred, Endpoint: *advert, Version: version})
+		go s.RunHeartbeat(ctx, server.Heartbeat{APIServer: st.apiURL, Credential: st.cred, Endpoint: st.advert, Version: version})
 	}
 	// Tests and scripts read the bound addresses from here (useful with port 0).
 	fmt.Printf("listening %s admin %s\n", s.Addr(), s.AdminAddr())

@@ -46,3 +46,28 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
+
+// Precedence: command line, then --config, then the environment, then the default.
+func TestSettingsPrecedence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpuserverd.conf")
+	os.WriteFile(path, []byte("listen=:2222\n"), 0o600)
+	t.Setenv("GPUSERVERD_LISTEN", ":3333")
+	t.Setenv("GPUSERVERD_ADMIN", "127.0.0.1:4444")
+	t.Setenv("GPUSERVERD_ID", "from-env")
+	var s settings
+	fs := newFlagSet(&s)
+	if err := fs.Parse([]string{"--config", path, "--id", "from-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyConfig(fs, s.config); err != nil {
+		t.Fatal(err)
+	}
+	if s.id != "from-flag" || s.listen != ":2222" || s.admin != "127.0.0.1:4444" || s.dataDir != "/var/lib/gpuserverd" {
+		t.Fatalf("got %+v", s)
+	}
+	t.Setenv("GPUSERVERD_CA_FILE", filepath.Join(t.TempDir(), "missing.pem"))
+	err := run(context.Background(), []string{"--id", "g", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, slog.Default())
+	if err == nil || !strings.Contains(err.Error(), "--ca-file") {
+		t.Fatalf("a missing CA file: %v", err)
+	}
+}

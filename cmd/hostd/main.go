@@ -2,6 +2,9 @@
 // VM seeds in line with what the apiserver wants (see hostd/reconcile).
 package main
 
+// docs/configuration.md is generated from the flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"context"
 	"errors"
@@ -24,6 +27,7 @@ import (
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/virt"
+	"gpucloud/internal/tlsconf"
 )
 
 var version = "dev"
@@ -35,6 +39,7 @@ type options struct {
 	enableVFs                             bool
 	dataDir, imagesDir, guestLibrary      string
 	network, listen, logLevel             string
+	caFile                                string
 	interval                              time.Duration
 }
 
@@ -46,8 +51,9 @@ func env(name, def string) string {
 	return def
 }
 
-func parseFlags(args []string) (options, error) {
-	var o options
+// newFlagSet defines hostd's flags into o; defaults read the environment now (and
+// docs/configuration.md is generated from them).
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("hostd", flag.ContinueOnError)
 	fs.StringVar(&o.apiserver, "apiserver", env("HOSTD_APISERVER", "http://127.0.0.1:8080"), "apiserver base URL ($HOSTD_APISERVER)")
 	fs.StringVar(&o.credential, "credential", env("HOSTD_CREDENTIAL", ""), "host credential from POST /v1/hosts ($HOSTD_CREDENTIAL)")
@@ -64,6 +70,13 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
+	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
+	return fs
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := newFlagSet(&o)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -129,7 +142,11 @@ func main() {
 }
 
 func run(ctx context.Context, o options, log *slog.Logger) error {
-	cp, err := controlplane.NewHTTP(o.apiserver, o.credential)
+	hc, err := tlsconf.Client(o.caFile, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("-ca-file: %w", err)
+	}
+	cp, err := controlplane.NewHTTPClient(o.apiserver, o.credential, hc)
 	if err != nil {
 		return err
 	}

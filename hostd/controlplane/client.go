@@ -53,6 +53,11 @@ type HTTP struct {
 
 // NewHTTP returns a client of the apiserver at baseURL, authenticating with the host credential.
 func NewHTTP(baseURL, credential string) (*HTTP, error) {
+	return NewHTTPClient(baseURL, credential, &http.Client{Timeout: 30 * time.Second})
+}
+
+// NewHTTPClient is NewHTTP over hc (e.g. one trusting a private CA: internal/tlsconf).
+func NewHTTPClient(baseURL, credential string, hc *http.Client) (*HTTP, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("controlplane: apiserver URL %q: want http(s)://host[:port]", baseURL)
@@ -60,7 +65,7 @@ func NewHTTP(baseURL, credential string) (*HTTP, error) {
 	if credential == "" {
 		return nil, errors.New("controlplane: host credential is empty")
 	}
-	return &HTTP{base: strings.TrimRight(baseURL, "/"), credential: credential, hc: &http.Client{Timeout: 30 * time.Second}}, nil
+	return &HTTP{base: strings.TrimRight(baseURL, "/"), credential: credential, hc: hc}, nil
 }
 
 func (c *HTTP) do(ctx context.Context, method, path string, in, out any) error {

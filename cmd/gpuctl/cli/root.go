@@ -2,6 +2,9 @@
 // which is how the tests drive it in-process.
 package cli
 
+// docs/configuration.md is generated from the global flags.
+//go:generate env GPUCLOUD_UPDATE_DOCS=1 go test -count=1 -run ^TestConfigurationDoc$ .
+
 import (
 	"context"
 	"errors"
@@ -27,6 +30,7 @@ type IO struct {
 type app struct {
 	io                                 IO
 	configPath, profile, endpoint, key string
+	caFile                             string
 	output                             string
 	client                             *sdk.Client
 	ran                                bool
@@ -67,6 +71,7 @@ func (a *app) root() *cobra.Command {
 	pf.StringVar(&a.profile, "profile", "", "profile of the config file to use (env GPUCLOUD_PROFILE)")
 	pf.StringVar(&a.endpoint, "endpoint", "", "API endpoint, overrides the profile (env GPUCLOUD_ENDPOINT)")
 	pf.StringVar(&a.key, "api-key", "", "API key, overrides the profile (env GPUCLOUD_API_KEY)")
+	pf.StringVar(&a.caFile, "ca-file", "", "PEM CA certificates to trust for an https endpoint instead of the system roots (env GPUCLOUD_CA_FILE)")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
 	_ = root.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"table", "json", "yaml"}, cobra.ShellCompDirectiveNoFileComp
@@ -118,7 +123,7 @@ func (a *app) api() (*sdk.Client, error) {
 	if key == "" {
 		return nil, usagef(fmt.Errorf("no API key: set --api-key, GPUCLOUD_API_KEY or a profile (gpuctl config set-profile)"))
 	}
-	c, err := sdk.New(endpoint, key, sdk.Options{Retry: a.io.Retry, UserAgent: "gpuctl"})
+	c, err := sdk.New(endpoint, key, sdk.Options{Retry: a.io.Retry, UserAgent: "gpuctl", CAFile: first(a.caFile, a.getenv("GPUCLOUD_CA_FILE"))})
 	if err != nil {
 		return nil, usagef(err)
 	}
