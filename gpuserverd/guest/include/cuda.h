@@ -179,6 +179,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal);
 CUresult cuDeviceGetCount(int *count);
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
+CUresult cuGetExportTable(const void **table, const CUuuid *id);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev);
