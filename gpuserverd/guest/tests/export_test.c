@@ -180,6 +180,13 @@ int main(void) {
     EXPECT(g1 == g2 && g1 != other);
     EXPECT_RC(((CUresult(*)(void *, unsigned))g1)(NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
     EXPECT_RC(cuGetProcAddress("notADriverFunction", &fn, 12000, 0, NULL), CUDA_ERROR_NOT_FOUND);
+    CUmoduleLoadingMode mode = 0;
+    CHECK(cuModuleGetLoadingMode(&mode));
+    EXPECT(mode == CU_MODULE_LAZY_LOADING);
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    CHECK(cuModuleGetLoadingMode(&mode));
+    EXPECT(mode == CU_MODULE_EAGER_LOADING);
+    EXPECT_RC(cuModuleGetLoadingMode(NULL), CUDA_ERROR_INVALID_VALUE);
     printf("export_test: OK\n");
     return 0;
 }
