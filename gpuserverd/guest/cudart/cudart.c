@@ -386,11 +386,30 @@ EXPORT void __cudaRegisterFunction(void **handle, const char *host, char *dev, c
     pthread_mutex_unlock(&mu);
 }
 
-/* Device variables (__device__ globals seen from the host) are not served: a program using
- * cudaMemcpyToSymbol gets cudaErrorNotSupported from those calls, named below. */
+/* A device variable (__device__ or __constant__) the host names by its shadow's address, for
+ * cudaMemcpyToSymbol and friends: found in its module on the current device on first use. */
+struct var {
+    const void *host;
+    const char *name;
+    struct fatbin *fb;
+    CUdeviceptr ptr[MAX_DEVICES];
+    size_t size[MAX_DEVICES];
+    struct var *next;
+};
+static struct var *vars;
+
 EXPORT void __cudaRegisterVar(void **handle, char *host, char *dev, const char *name, int ext, size_t size,
                               int constant, int global) {
-    (void)handle; (void)host; (void)dev; (void)name; (void)ext; (void)size; (void)constant; (void)global;
+    (void)dev; (void)ext; (void)size; (void)constant; (void)global;
+    struct var *v = calloc(1, sizeof *v);
+    if (!v) abort();
+    v->host = host;
+    v->name = name;
+    v->fb = (struct fatbin *)handle;
+    pthread_mutex_lock(&mu);
+    v->next = vars;
+    vars = v;
+    pthread_mutex_unlock(&mu);
 }
 EXPORT void __cudaRegisterManagedVar(void **handle, void **host, char *dev, const char *name, int ext,
                                      size_t size, int constant, int global) {
@@ -433,12 +452,21 @@ static struct kernel *find_locked(const void *host) {
 }
 
 /* kernel_function is k's function on the current device, its module loaded on first use. */
+/* module_locked is fb's module on the current device, loaded on first use. Caller holds mu. */
+static CUresult module_locked(struct fatbin *fb, CUmodule *out) {
+    CUresult rc = CUDA_SUCCESS;
+    if (!fb->mod[cur_dev]) rc = cuModuleLoadData(&fb->mod[cur_dev], fatbin_image(fb->wrapper));
+    *out = fb->mod[cur_dev];
+    return rc;
+}
+
 static CUresult kernel_function(struct kernel *k, CUfunction *out) {
     pthread_mutex_lock(&mu);
     CUresult rc = k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE; /* cudaErrorInvalidResourceHandle */
     if (k && !k->fn[cur_dev]) {
-        if (!k->fb->mod[cur_dev]) rc = cuModuleLoadData(&k->fb->mod[cur_dev], fatbin_image(k->fb->wrapper));
-        if (rc == CUDA_SUCCESS) rc = cuModuleGetFunction(&k->fn[cur_dev], k->fb->mod[cur_dev], k->name);
+        CUmodule m;
+        rc = module_locked(k->fb, &m);
+        if (rc == CUDA_SUCCESS) rc = cuModuleGetFunction(&k->fn[cur_dev], m, k->name);
     }
     if (rc == CUDA_SUCCESS) *out = k->fn[cur_dev];
     pthread_mutex_unlock(&mu);
@@ -505,4 +533,102 @@ EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const voi
     A(binaryVersion, CU_FUNC_ATTRIBUTE_BINARY_VERSION);
 #undef A
     return ret(rc);
+}
+
+/* ---- device variables ---- */
+
+#define ERROR_INVALID_SYMBOL 13 /* cudaErrorInvalidSymbol: the driver has no such code */
+
+/* symbol finds a registered variable's address and size on the current device. */
+static cudaError_t symbol(const void *host, CUdeviceptr *ptr, size_t *size) {
+    pthread_mutex_lock(&mu);
+    struct var *v = vars;
+    while (v && v->host != host) v = v->next;
+    CUresult rc = CUDA_SUCCESS;
+    if (v && !v->ptr[cur_dev]) {
+        CUmodule m;
+        rc = module_locked(v->fb, &m);
+        if (rc == CUDA_SUCCESS) rc = cuModuleGetGlobal(&v->ptr[cur_dev], &v->size[cur_dev], m, v->name);
+    }
+    if (v && rc == CUDA_SUCCESS) {
+        *ptr = v->ptr[cur_dev];
+        *size = v->size[cur_dev];
+    }
+    pthread_mutex_unlock(&mu);
+    if (!v) return last_error = (cudaError_t)ERROR_INVALID_SYMBOL;
+    return ret(rc);
+}
+
+/* symbol_range checks [offset, offset+n) lies inside the variable and gives its device address. */
+static cudaError_t symbol_range(const void *host, size_t n, size_t offset, CUdeviceptr *at) {
+    READY();
+    CUdeviceptr p;
+    size_t size;
+    cudaError_t e = symbol(host, &p, &size);
+    if (e != cudaSuccess) return e;
+    if (offset > size || n > size - offset) return ret(CUDA_ERROR_INVALID_VALUE);
+    *at = p + offset;
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetSymbolAddress(void **dev, const void *host) {
+    if (!dev) return ret(CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr p;
+    cudaError_t e = symbol_range(host, 0, 0, &p);
+    if (e == cudaSuccess) *dev = (void *)(uintptr_t)p;
+    return e;
+}
+
+EXPORT cudaError_t cudaGetSymbolSize(size_t *size, const void *host) {
+    if (!size) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUdeviceptr p;
+    return symbol(host, &p, size);
+}
+
+/* to_symbol copies into a variable: the source is host memory or, for DeviceToDevice, device. */
+static cudaError_t to_symbol(const void *host, const void *src, size_t n, size_t offset, enum cudaMemcpyKind kind,
+                             CUstream s, int async) {
+    if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return ret(CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr at;
+    cudaError_t e = symbol_range(host, n, offset, &at);
+    if (e != cudaSuccess) return e;
+    return ret(copy((void *)(uintptr_t)at, src, n, kind, s, async));
+}
+
+static cudaError_t from_symbol(void *dst, const void *host, size_t n, size_t offset, enum cudaMemcpyKind kind,
+                               CUstream s, int async) {
+    if (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+        return ret(CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr at;
+    cudaError_t e = symbol_range(host, n, offset, &at);
+    if (e != cudaSuccess) return e;
+    return ret(copy(dst, (const void *)(uintptr_t)at, n, kind, s, async));
+}
+
+EXPORT cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t n, size_t offset,
+                                      enum cudaMemcpyKind kind) {
+    return to_symbol(symbol, src, n, offset, kind, NULL, 0);
+}
+EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t n, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t s) {
+    return to_symbol(symbol, src, n, offset, kind, (CUstream)s, 1);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t n, size_t offset,
+                                        enum cudaMemcpyKind kind) {
+    return from_symbol(dst, symbol, n, offset, kind, NULL, 0);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t n, size_t offset,
+                                             enum cudaMemcpyKind kind, cudaStream_t s) {
+    return from_symbol(dst, symbol, n, offset, kind, (CUstream)s, 1);
+}
+
+/* ---- hints with no effect here ---- */
+
+/* Stream priorities are not scheduled by gpuserverd: the range is empty, as on a device without. */
+EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    if (least) *least = 0;
+    if (greatest) *greatest = 0;
+    return cudaSuccess;
 }

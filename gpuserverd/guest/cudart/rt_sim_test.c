@@ -43,6 +43,14 @@ cudaError_t cudaEventElapsedTime(float *, cudaEvent_t, cudaEvent_t);
 cudaError_t cudaEventDestroy(cudaEvent_t);
 cudaError_t cudaDeviceSynchronize(void);
 const char *cudaGetErrorName(cudaError_t);
+void __cudaRegisterVar(void **handle, char *host, char *dev, const char *name, int ext, size_t size, int constant,
+                       int global);
+cudaError_t cudaMemcpyToSymbol(const void *, const void *, size_t, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemcpyFromSymbol(void *, const void *, size_t, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemcpyToSymbolAsync(const void *, const void *, size_t, size_t, enum cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpyFromSymbolAsync(void *, const void *, size_t, size_t, enum cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaGetSymbolAddress(void **, const void *);
+cudaError_t cudaGetSymbolSize(size_t *, const void *);
 
 #define RT(call)                                                                                   \
     do {                                                                                           \
@@ -57,6 +65,8 @@ const char *cudaGetErrorName(cudaError_t);
 static void fill_u32_stub(unsigned *p, unsigned v, int n);
 static void vector_add_stub(const float *a, const float *b, float *c, int n) { (void)a; (void)b; (void)c; (void)n; }
 static void unregistered_stub(void) {}
+/* The host shadow of `__device__ char counter[16]` (the sim module's global). */
+static char counter[16], unregistered_var[4];
 
 /* A <<<grid, block, 0, s>>> launch of fill_u32 as CUDA 12.4+ stubs do it. */
 static void fill_u32_stub(unsigned *p, unsigned v, int n) {
@@ -83,6 +93,7 @@ __attribute__((constructor)) static void registration(void) {
     __cudaRegisterFunction(h, (const char *)fill_u32_stub, (char *)"fill_u32", "fill_u32", -1, NULL, NULL, NULL, NULL, NULL);
     __cudaRegisterFunction(h, (const char *)vector_add_stub, (char *)"vector_add_f32", "vector_add_f32", -1, NULL, NULL,
                            NULL, NULL, NULL);
+    __cudaRegisterVar(h, counter, (char *)"counter", "counter", 0, sizeof counter, 0, 0);
     __cudaRegisterFatBinaryEnd(h);
 }
 
@@ -158,6 +169,28 @@ int main(void) {
     cudaStream_t st;
     EXPECT(__cudaPopCallConfiguration(&g, &bl, &sh, &st) == cudaErrorInvalidValue); /* nothing pushed */
     cudaGetLastError();
+
+    /* Device variables by their host shadow. */
+    size_t vsize = 0;
+    RT(cudaGetSymbolSize(&vsize, counter));
+    EXPECT(vsize == 16);
+    void *vaddr = NULL;
+    RT(cudaGetSymbolAddress(&vaddr, counter));
+    EXPECT(vaddr != NULL);
+    char in[16], out[16];
+    for (int i = 0; i < 16; i++) in[i] = (char)(i + 1);
+    RT(cudaMemcpyToSymbol(counter, in, 16, 0, cudaMemcpyHostToDevice));
+    RT(cudaMemcpyToSymbolAsync(counter, "ab", 2, 14, cudaMemcpyHostToDevice, s));
+    RT(cudaMemcpyFromSymbolAsync(out, counter, 16, 0, cudaMemcpyDeviceToHost, s));
+    RT(cudaStreamSynchronize(s));
+    EXPECT(memcmp(out, in, 14) == 0 && out[14] == 'a' && out[15] == 'b');
+    RT(cudaMemcpy(vaddr, in, 4, cudaMemcpyHostToDevice)); /* the address is the variable */
+    RT(cudaMemcpyFromSymbol(out, counter, 4, 12, cudaMemcpyDeviceToHost));
+    EXPECT(out[0] == 13 && out[2] == 'a');
+    EXPECT(cudaMemcpyToSymbol(counter, in, 8, 12, cudaMemcpyHostToDevice) == cudaErrorInvalidValue); /* past its end */
+    EXPECT(cudaMemcpyToSymbol(counter, in, 4, 0, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue); /* wrong way */
+    EXPECT(cudaMemcpyToSymbol(unregistered_var, in, 4, 0, cudaMemcpyHostToDevice) == 13);     /* cudaErrorInvalidSymbol */
+    EXPECT(cudaGetLastError() == 13);
 
     RT(cudaDeviceSynchronize());
     RT(cudaEventDestroy(e0));
