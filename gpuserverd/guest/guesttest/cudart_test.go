@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"gpucloud/internal/sessiontoken"
 )
 
 var cudartBuild struct {
@@ -58,10 +56,5 @@ func (e *buildError) Error() string {
 // real session on the simulated backend.
 func TestCudartOnSim(t *testing.T) {
 	buildCudart(t)
-	s := startServer(t)
-	cmd := s.client(s.token("s-cudart", sessiontoken.TierDedicated, 0), "rt_sim_test")
-	b, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(b), "rt_sim_test: OK") {
-		t.Fatalf("rt_sim_test: %v\n%s", err, b)
-	}
+	runOK(t, startServer(t), "rt_sim_test")
 }

@@ -13,13 +13,7 @@ import (
 // versions, and stand-ins for missing functions. Unknown entries must fail loudly, naming
 // themselves.
 func TestExportTables(t *testing.T) {
-	s := startServer(t)
-	cmd := s.client(s.token("s-export", sessiontoken.TierDedicated, 0), "export_test")
-	b, err := cmd.CombinedOutput()
-	out := string(b)
-	if err != nil || !strings.Contains(out, "export_test: OK") {
-		t.Fatalf("export_test: %v\n%s", err, out)
-	}
+	out := runOK(t, startServer(t), "export_test")
 	for _, want := range []string{
 		"gpucloud: CUDART_INTERFACE[3] (a private runtime entry) is not supported",
 		"gpucloud: CUDART_INTERFACE[8] with 1 host-variable registrations is not supported",
@@ -37,14 +31,7 @@ func TestExportTables(t *testing.T) {
 // TestTrace checks the opt-in trace names what a program asks of the driver: proc-address
 // lookups with version and flags, export tables by UUID, entries called, frames sent.
 func TestTrace(t *testing.T) {
-	s := startServer(t)
-	cmd := s.client(s.token("s-trace", sessiontoken.TierDedicated, 0), "export_test")
-	cmd.Env = append(cmd.Env, "GPUCLOUD_TRACE=1")
-	b, err := cmd.CombinedOutput()
-	out := string(b)
-	if err != nil || !strings.Contains(out, "export_test: OK") {
-		t.Fatalf("export_test: %v\n%s", err, out)
-	}
+	out := runOK(t, startServer(t), "export_test", "GPUCLOUD_TRACE=1")
 	for _, want := range []string{
 		"gpucloud-trace: cuGetExportTable 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 (CUDART_INTERFACE) -> 0",
 		"gpucloud-trace: cuGetExportTable d4082055-bde6-704b-8d34-ba123c66e1f2 (unknown) -> 500",
@@ -59,4 +46,17 @@ func TestTrace(t *testing.T) {
 			t.Errorf("missing %q in the trace:\n%s", want, out)
 		}
 	}
+}
+
+// runOK runs a C test program in its own dedicated session, with extra environment, and returns
+// its output after checking it ends with "<prog>: OK".
+func runOK(t *testing.T, s *gpuserverd, prog string, env ...string) string {
+	t.Helper()
+	cmd := s.client(s.token("s-"+prog, sessiontoken.TierDedicated, 0), prog)
+	cmd.Env = append(cmd.Env, env...)
+	b, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), prog+": OK") {
+		t.Fatalf("%s: %v\n%s", prog, err, b)
+	}
+	return string(b)
 }
