@@ -20,6 +20,7 @@ if [[ $# -gt 0 ]]; then
 	mkdir -p "$dest/gpuserverd/guest"
 	cp -r scripts bin "$dest/"
 	cp -r gpuserverd/guest/gputests "$dest/gpuserverd/guest/"
+	if [[ -d gpuserverd/guest/cudart ]]; then cp -r gpuserverd/guest/cudart "$dest/gpuserverd/guest/"; fi
 	if [[ -d gpuserverd/guest/build ]]; then cp -r gpuserverd/guest/build "$dest/gpuserverd/guest/"; fi
 	du -sh "$dest"
 fi

@@ -28,6 +28,12 @@
 #   GO_BENCH        0 to skip the cuda backend's Go benchmarks
 #   PROGRAM_TIMEOUT seconds each program may run (default 180)
 #   TCPPROBE_MIB    MiB the loopback TCP probe moves per stream count (default 2048)
+#   DRIVER_PROGRAMS 0 to skip vecadd, matmul and gpubench (and the table)
+#   RT              0 to skip the runtime-API programs (rt_*.cu, built with -cudart shared and
+#                   static, and cuBLAS); each prints PASS/FAIL native and remote, summed up in
+#                   $OUT/rt-results.txt
+#   RT_TRACE        1 to run the remote rt programs with GPUCLOUD_TRACE=1 (logs in $OUT/rt-*.log)
+#   RT_GUEST_ENV    extra guest settings for the remote rt programs (NAME=value words)
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -51,6 +57,7 @@ if [[ -z ${GUEST_ENV:-} ]]; then
 fi
 BENCH_MODE=${BENCH_MODE:-}
 mkdir -p "$OUT"
+rm -f "$OUT/rt-results.txt"
 status=0
 
 step() { printf '\n== %s\n' "$*"; }
@@ -61,11 +68,61 @@ nvidia-smi --query-gpu=name,uuid,driver_version,memory.total,pci.bus_id --format
 nvcc --version | tail -2
 
 step "build (nvcc)"
-make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" || { fail "build"; exit 1; }
+if [[ ${DRIVER_PROGRAMS:-1} != 0 ]]; then
+	make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" || { fail "build"; exit 1; }
+fi
+GCCUDART=""
+if [[ ${RT:-1} != 0 ]]; then
+	make -s -j8 -k -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" rt || fail "build rt"
+	# gpucloud's own libcudart.so.13, for the -cudart shared programs (NVIDIA's runtime only starts
+	# on NVIDIA's driver): built here, against the toolkit's headers.
+	if [[ -f $ROOT/gpuserverd/guest/cudart/Makefile ]]; then
+		make -s -C "$ROOT/gpuserverd/guest/cudart" BUILD="$BUILD/gccudart" && GCCUDART=$BUILD/gccudart || fail "build gpucloud libcudart"
+	fi
+fi
 ls -l "$BUILD"
+
+# run_rt runs every runtime-API program built; $1 = label (native/remote). With gpucloud's
+# libcudart built, the -cudart shared programs run a second time on it (label native+gccudart,
+# remote+gccudart): the same binaries, the loader finding our libcudart.so.13 first.
+run_rt() {
+	local label=$1 limit=${PROGRAM_TIMEOUT:-180} p name rc runs
+	runs=("$BUILD"/rt_*_shared "$BUILD"/rt_*_static)
+	[[ -n $GCCUDART ]] && runs+=("$BUILD"/rt_*_shared)
+	local seen=" "
+	for p in "${runs[@]}"; do
+		[[ -x $p ]] || continue
+		name=$(basename "$p")
+		local lab=$label
+		if [[ $seen == *" $name "* ]]; then
+			lab=$label+gccudart
+			name=$name
+		fi
+		seen+="$name "
+		settle
+		if [[ $lab == *gccudart ]]; then
+			# shellcheck disable=SC2086 # words on purpose
+			(cd "$BUILD" && env LD_LIBRARY_PATH=$GCCUDART${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $([[ $label == remote ]] && echo ${RT_GUEST_ENV:-}) $([[ $label == remote && ${RT_TRACE:-0} == 1 ]] && echo GPUCLOUD_TRACE=1) timeout "$limit" "$p") >"$OUT/rt-$lab-$name.log" 2>&1
+		elif [[ $label == remote ]]; then
+			# shellcheck disable=SC2086 # words on purpose
+			(cd "$BUILD" && env ${RT_GUEST_ENV:-} $([[ ${RT_TRACE:-0} == 1 ]] && echo GPUCLOUD_TRACE=1) timeout "$limit" "$p") >"$OUT/rt-$label-$name.log" 2>&1
+		else
+			(cd "$BUILD" && timeout "$limit" "$p") >"$OUT/rt-$label-$name.log" 2>&1
+		fi
+		rc=$?
+		if [[ $rc -eq 0 ]]; then
+			echo "PASS $lab $name" | tee -a "$OUT/rt-results.txt"
+		else
+			echo "FAIL $lab $name (exit $rc): $(grep -v '^gpucloud-trace' "$OUT/rt-$lab-$name.log" | tail -2 | tr '\n' ' ')" | tee -a "$OUT/rt-results.txt"
+			fail "$lab $name"
+		fi
+	done
+}
 
 run_programs() { # $1 = label (native/remote); the caller sets the environment
 	local label=$1 limit=${PROGRAM_TIMEOUT:-180}
+	[[ ${RT:-1} != 0 ]] && run_rt "$label"
+	[[ ${DRIVER_PROGRAMS:-1} == 0 ]] && return
 	settle
 	(cd "$BUILD" && timeout "$limit" ./vecadd kernels.ptx) || fail "$label vecadd"
 	settle
@@ -150,7 +207,7 @@ else
 fi
 
 step "table (median of repetitions)"
-"$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" $( ((remote)) && echo "$OUT/bench-remote.txt") | tee "$OUT/table.md"
+[[ -f $OUT/bench-native.txt ]] && "$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" $( ((remote)) && echo "$OUT/bench-remote.txt") | tee "$OUT/table.md"
 echo
 [[ $status -eq 0 ]] && echo "gpu-run: all passed" || echo "gpu-run: FAILURES above"
 exit $status

@@ -208,6 +208,7 @@ EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     pthread_mutex_lock(&dev_mu);
     primary_refs[d] = 0;
     pthread_mutex_unlock(&dev_mu);
+    gc_cls_context_gone(&primary[d]);
     return CUDA_SUCCESS;
 }
 ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
@@ -274,6 +275,7 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
             depth--;
             i--;
         }
+    gc_cls_context_gone(ctx);
     ctx->magic = 0;
     free(ctx);
     return CUDA_SUCCESS;

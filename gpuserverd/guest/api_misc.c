@@ -1,6 +1,7 @@
 /* Error names and strings, and cuGetProcAddress. */
 #include "guest.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -86,26 +87,51 @@ static void *lookup(const char *symbol, int version, int *too_new) {
     return exact ? exact->fn : NULL;
 }
 
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                                    CUdriverProcAddressQueryResult *status) {
-    (void)flags; /* one default stream: per-thread and legacy lookups get the same functions */
+/* Lookup flags: CU_GET_PROC_ADDRESS_DEFAULT (0) gives the build's default-stream flavour (legacy
+ * here), LEGACY_STREAM (1) the legacy functions, PER_THREAD_DEFAULT_STREAM (2) the _ptsz/_ptds
+ * ones. This library has one default stream per session, which orders work at least as strictly as
+ * a per-thread one, so a per-thread lookup and an explicit _ptsz/_ptds name get the legacy function:
+ * results are the same, only concurrency between threads' default streams is lost. */
+#define PROC_FLAGS_KNOWN (CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+
+static int stub_missing(void) {
+    const char *v = getenv("GPUCLOUD_STUB_MISSING");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status) {
     if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~(cuuint64_t)PROC_FLAGS_KNOWN) return CUDA_ERROR_INVALID_VALUE;
     char name[128];
     size_t n = strlen(symbol);
-    if (n >= sizeof name) n = sizeof name - 1;
-    memcpy(name, symbol, n);
-    name[n] = 0;
+    if (n >= sizeof name) {
+        *pfn = NULL;
+        if (status) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        return CUDA_ERROR_NOT_FOUND;
+    }
+    memcpy(name, symbol, n + 1);
     int too_new = 0;
     void *fn = lookup(name, cudaVersion, &too_new);
     if (!fn && n > 5 && (!strcmp(name + n - 5, "_ptds") || !strcmp(name + n - 5, "_ptsz"))) {
         name[n - 5] = 0;
         fn = lookup(name, cudaVersion, &too_new);
     }
+    if (fn) too_new = 0;
+    if (!fn && !too_new && stub_missing() && !strncmp(symbol, "cu", 2)) fn = gc_missing_stub(symbol);
     *pfn = fn;
-    if (status)
-        *status = fn ? CU_GET_PROC_ADDRESS_SUCCESS
-                     : too_new ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    CUdriverProcAddressQueryResult st = fn ? CU_GET_PROC_ADDRESS_SUCCESS
+                                           : too_new ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                                     : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (status) *status = st;
+    gc_trace("cuGetProcAddress %s version %d flags %llu -> %s", symbol, cudaVersion, (unsigned long long)flags,
+             st == CU_GET_PROC_ADDRESS_SUCCESS ? "found" : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version not sufficient" : "not found");
     return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                    CUdriverProcAddressQueryResult *status) {
+    return proc_address(symbol, pfn, cudaVersion, flags, status);
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {

@@ -133,6 +133,15 @@ EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
     return rc;
 }
 
+/* The server's driver loads module code lazily (CUDA 12.2+'s default) unless told otherwise with
+ * CUDA_MODULE_LOADING=EAGER, which a program sets for itself; cuBLAS asks at start-up. */
+EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
+    if (!mode) return CUDA_ERROR_INVALID_VALUE;
+    const char *v = getenv("CUDA_MODULE_LOADING");
+    *mode = v && !strcmp(v, "EAGER") ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuModuleUnload(CUmodule mod) {
     if (!mod) return CUDA_ERROR_INVALID_HANDLE;
     struct gw_module_unload m = {.module = mod->handle};

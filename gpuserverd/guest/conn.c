@@ -274,6 +274,7 @@ void gc_start_flusher(void) {
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply) {
     if (gc.broken || gc.fd < 0) return CUDA_ERROR_UNKNOWN;
+    if (gc_trace_on()) gc_trace("send %s (%zu bytes)", gw_type_name(type), head_n + tail_n);
     uint8_t h[GW_HEADER_SIZE];
     uint32_t req = ++gc.next_req;
     size_t frame = sizeof h + head_n + tail_n;

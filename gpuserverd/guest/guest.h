@@ -104,6 +104,16 @@ int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 uint64_t gc_stream_handle(CUstream s);
 CUstream gc_stream_ptr(uint64_t h);
 
+/* Opt-in trace (GPUCLOUD_TRACE=1, trace.c). */
+int gc_trace_on(void);
+void gc_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void gc_format_uuid(const unsigned char b[16], char out[37]);
+/* Runs the runtime's context-local-storage destructors for a context that is going (export_tables.c). */
+void gc_cls_context_gone(CUcontext ctx);
+/* A function that reports name as unimplemented and fails with CUDA_ERROR_NOT_SUPPORTED, or NULL
+ * when the pool of such stubs is spent (missing.c). */
+void *gc_missing_stub(const char *name);
+
 /* Encode a message with the generated encoder into a stack buffer and call. */
 #define GC_ENCODE(lower, msg, buf)                                                     \
     uint8_t buf[2200];                                                                 \

@@ -262,15 +262,8 @@ static void modules_and_launches(void) {
 
     CUmodule m2, m3, m4, m5;
     CHECK(cuModuleLoadDataEx(&m2, sim_image, 0, NULL, NULL));
-    static unsigned char fat[16 + sizeof sim_image];
-    unsigned magic = 0xBA55ED50u;
-    unsigned short ver = 1, hsize = 16;
-    unsigned long long body = sizeof sim_image;
-    memcpy(fat, &magic, 4);
-    memcpy(fat + 4, &ver, 2);
-    memcpy(fat + 6, &hsize, 2);
-    memcpy(fat + 8, &body, 8);
-    memcpy(fat + 16, sim_image, sizeof sim_image);
+    static unsigned char fat[SIM_FATBIN_SIZE];
+    sim_fatbin(fat);
     struct {
         int magic, version;
         const void *data, *filename;

@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *errname(CUresult r) {
     const char *s = NULL;
@@ -42,4 +43,18 @@ static const char *errname(CUresult r) {
 static const char sim_image[] = "GPUSIM-MODULE 1\n"
                                 "kernel vector_add_f32\nkernel saxpy_f32\nkernel fill_u32\n"
                                 "kernel matmul_f32\nkernel spin\nglobal counter 16\n";
+/* sim_fatbin writes a fat binary (16-byte header, then sim_image as its one entry) into out, as
+ * nvcc's fat binaries wrap their images, and returns its size. */
+#define SIM_FATBIN_SIZE (16 + sizeof sim_image)
+static inline size_t sim_fatbin(unsigned char out[SIM_FATBIN_SIZE]) {
+    unsigned magic = 0xBA55ED50u;
+    unsigned short ver = 1, hsize = 16;
+    unsigned long long body = sizeof sim_image;
+    memcpy(out, &magic, 4);
+    memcpy(out + 4, &ver, 2);
+    memcpy(out + 6, &hsize, 2);
+    memcpy(out + 8, &body, 8);
+    memcpy(out + 16, sim_image, sizeof sim_image);
+    return SIM_FATBIN_SIZE;
+}
 #endif

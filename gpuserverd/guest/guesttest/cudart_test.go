@@ -1,0 +1,60 @@
+package guesttest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var cudartBuild struct {
+	once sync.Once
+	err  error
+}
+
+// buildCudart builds gpucloud's libcudart.so.13 and rt_sim_test into the build folder, against
+// cudart/testshim's stand-in for NVIDIA's cuda_runtime_api.h (CI has no CUDA toolkit).
+func buildCudart(t *testing.T) string {
+	t.Helper()
+	dir := buildAll(t)
+	cudartBuild.once.Do(func() {
+		lib := filepath.Join(dir, "libcudart.so.13")
+		inc := []string{"-I../cudart/testshim", "-I../include"}
+		steps := [][]string{
+			append(append([]string{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-fPIC", "-shared",
+				"-fvisibility=hidden", "-pthread"}, inc...), "-Wl,-soname,libcudart.so.13",
+				"-Wl,--version-script=../cudart/libcudart.map", "-o", lib, "../cudart/cudart.c", "-L"+dir, "-lcuda"),
+			append(append([]string{"gcc", "-Wall", "-Wextra", "-Werror"}, inc...), "-o",
+				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", lib, "-L"+dir, "-lcuda"),
+		}
+		for _, s := range steps {
+			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+				cudartBuild.err = &buildError{s, err, out}
+				return
+			}
+		}
+	})
+	if cudartBuild.err != nil {
+		t.Fatal(cudartBuild.err)
+	}
+	return dir
+}
+
+type buildError struct {
+	step []string
+	err  error
+	out  []byte
+}
+
+func (e *buildError) Error() string {
+	return strings.Join(e.step, " ") + ": " + e.err.Error() + "\n" + string(e.out)
+}
+
+// TestCudartOnSim runs a program driving gpucloud's libcudart as nvcc's generated code does
+// (registration before main, <<<>>> launches through kernel handles and cudaLaunchKernel) over a
+// real session on the simulated backend.
+func TestCudartOnSim(t *testing.T) {
+	buildCudart(t)
+	runOK(t, startServer(t), "rt_sim_test")
+}
