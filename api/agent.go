@@ -84,6 +84,8 @@ type DesiredInstance struct {
 	ID           string `json:"id"`
 	TenantID     string `json:"tenant_id"`
 	Name         string `json:"name"`
+	// InstanceType is the name of the instance's type, which VM usage records carry for pricing.
+	InstanceType string `json:"instance_type"`
 	DesiredState string `json:"desired_state"`
 	// RebootGeneration grows by one per reboot request; a host reboots a running VM whose
 	// last observed generation is lower.

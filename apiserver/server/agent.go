@@ -71,7 +71,7 @@ func (s *Server) hostInstances(c *gin.Context) error {
 // desired turns a placed instance into what its host needs, with a fresh session token.
 func (s *Server) desired(p store.Placed, now time.Time) (api.DesiredInstance, error) {
 	d := api.DesiredInstance{
-		ID: p.ID.String(), TenantID: p.TenantID.String(), Name: p.Name, DesiredState: p.DesiredState,
+		ID: p.ID.String(), TenantID: p.TenantID.String(), Name: p.Name, InstanceType: p.TypeName, DesiredState: p.DesiredState,
 		RebootGeneration: p.RebootGeneration, PartitionKey: uint16(p.PartitionKey),
 		Spec: api.InstanceSpec{VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Image: p.Image, SSHKey: p.SSHKey},
 	}

@@ -1,6 +1,8 @@
 // Command gpuserverd serves remote CUDA sessions on this machine's GPUs.
 //
 //	gpuserverd --id gs1 --public-key <base64> [--listen :7070] [--admin :7071] [--backend auto]
+//	gpuserverd --apiserver URL --credential gcg_... --advertise host:port [...]
+//	  (joins the control plane: id and token key come from the apiserver's ack; usage is shipped)
 //	gpuserverd worker     (started by gpuserverd itself, one per session)
 package main
 
@@ -17,6 +19,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"gpucloud/gpuserverd/server"
 	"gpucloud/gpuserverd/worker"
@@ -44,16 +47,17 @@ func main() {
 func run(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("gpuserverd", flag.ContinueOnError)
 	var (
-		config  = fs.String("config", "", "file of flag=value lines; flags on the command line win")
-		id      = fs.String("id", "", "this GPU server's id (the audience session tokens must name)")
-		listen  = fs.String("listen", ":7070", "address guest libraries connect to")
-		admin   = fs.String("admin", "127.0.0.1:7071", "HTTP address for /usage, /metrics and /healthz")
-		pubKey  = fs.String("public-key", "", "the apiserver's Ed25519 session-token public key, base64")
-		kind    = fs.String("backend", "auto", "auto, cuda or simulated")
-		dataDir = fs.String("data-dir", "/var/lib/gpuserverd", "where usage records are kept")
-		apiURL  = fs.String("apiserver", "", "apiserver base URL to send heartbeats to (optional)")
-		cred    = fs.String("credential", "", "this GPU server's agent credential for --apiserver")
-		advert  = fs.String("advertise", "", "host:port guest libraries dial, reported in heartbeats")
+		config     = fs.String("config", "", "file of flag=value lines; flags on the command line win")
+		id         = fs.String("id", "", "this GPU server's id (the audience session tokens must name); learnt from the apiserver when unset")
+		listen     = fs.String("listen", ":7070", "address guest libraries connect to")
+		admin      = fs.String("admin", "127.0.0.1:7071", "HTTP address for /usage, /metrics and /healthz")
+		pubKey     = fs.String("public-key", "", "the apiserver's Ed25519 session-token public key, base64; learnt from the apiserver when unset")
+		kind       = fs.String("backend", "auto", "auto, cuda or simulated")
+		dataDir    = fs.String("data-dir", "/var/lib/gpuserverd", "where usage records are kept")
+		apiURL     = fs.String("apiserver", "", "apiserver base URL to send heartbeats to (optional)")
+		cred       = fs.String("credential", "", "this GPU server's agent credential for --apiserver")
+		advert     = fs.String("advertise", "", "host:port guest libraries dial, reported in heartbeats")
+		usageEvery = fs.Duration("usage-period", 10*time.Second, "how often usage records are shipped to --apiserver")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,16 +67,34 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 			return err
 		}
 	}
+	if *apiURL != "" && *cred == "" {
+		return errors.New("--apiserver needs --credential")
+	}
+	b, err := server.OpenBackend(*kind, log)
+	if err != nil {
+		return err
+	}
+	hb := server.Heartbeat{APIServer: *apiURL, Credential: *cred, Endpoint: *advert, Version: version, Inventory: nvmlInventory(b.Kind(), log)}
+	if *apiURL != "" && (*id == "" || *pubKey == "") {
+		ack, err := server.Join(ctx, hb, b, log)
+		if err != nil {
+			return err
+		}
+		if *id != "" && *id != ack.GPUServerID {
+			return fmt.Errorf("--id %s, but the credential is GPU server %s's", *id, ack.GPUServerID)
+		}
+		*id = ack.GPUServerID
+		if *pubKey == "" {
+			*pubKey = ack.TokenPublicKey
+		}
+		log.Info("joined the control plane", "gpu_server_id", *id)
+	}
 	key, err := base64.StdEncoding.DecodeString(*pubKey)
 	if err != nil || len(key) != ed25519.PublicKeySize {
 		return fmt.Errorf("--public-key: want %d bytes of base64, got %q", ed25519.PublicKeySize, *pubKey)
 	}
 	if *id == "" {
-		return errors.New("--id is required")
-	}
-	b, err := server.OpenBackend(*kind, log)
-	if err != nil {
-		return err
+		return errors.New("--id is required (or --apiserver and --credential to learn it)")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -89,10 +111,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	if *apiURL != "" {
-		if *cred == "" {
-			return errors.New("--apiserver needs --credential")
-		}
-		go s.RunHeartbeat(ctx, server.Heartbeat{APIServer: *apiURL, Credential: *cred, Endpoint: *advert, Version: version})
+		go s.RunHeartbeat(ctx, hb)
+		go s.ShipUsage(ctx, hb, *usageEvery)
 	}
 	// Tests and scripts read the bound addresses from here (useful with port 0).
 	fmt.Printf("listening %s admin %s\n", s.Addr(), s.AdminAddr())
