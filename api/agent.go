@@ -81,9 +81,9 @@ type SessionToken struct {
 
 // DesiredInstance is one instance placed on the asking host, as the apiserver wants it.
 type DesiredInstance struct {
-	ID           string `json:"id"`
-	TenantID     string `json:"tenant_id"`
-	Name         string `json:"name"`
+	ID       string `json:"id"`
+	TenantID string `json:"tenant_id"`
+	Name     string `json:"name"`
 	// InstanceType is the name of the instance's type, which VM usage records carry for pricing.
 	InstanceType string `json:"instance_type"`
 	DesiredState string `json:"desired_state"`
