@@ -29,7 +29,7 @@ type demoKeys struct {
 // a channel that yields Serve's result once ctx ends.
 func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (string, demoKeys, <-chan error, error) {
 	var keys demoKeys
-	key, err := app.LoadOrCreateTokenKey(filepath.Join(".data", "token.key"))
+	key, err := app.LoadOrCreateTokenKey(filepath.Join(dataDir(), "token.key"))
 	if err != nil {
 		return "", keys, nil, err
 	}
@@ -37,11 +37,11 @@ func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (str
 	if err != nil {
 		return "", keys, nil, err
 	}
-	if keys, err = ensureDemo(ctx, st, filepath.Join(".data", "demo-keys.json")); err != nil {
+	if keys, err = ensureDemo(ctx, st, filepath.Join(dataDir(), "demo-keys.json")); err != nil {
 		st.Close()
 		return "", keys, nil, err
 	}
-	if keys.Passwords, err = ensureDemoPasswords(ctx, st, filepath.Join(".data", "demo-passwords.json")); err != nil {
+	if keys.Passwords, err = ensureDemoPasswords(ctx, st, filepath.Join(dataDir(), "demo-passwords.json")); err != nil {
 		st.Close()
 		return "", keys, nil, err
 	}

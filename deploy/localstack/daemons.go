@@ -143,18 +143,18 @@ func catalogForGPUs(ctx context.Context, st *store.Store, gpuServer string, log 
 		}
 	}
 	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
-	var made []string
-	done := map[string]bool{}
+	models := map[uuid.UUID]string{} // the reported GPUs' models, by id
 	for _, g := range gs.GPUs {
-		if g.GPUModelID != nil || done[g.Name] {
+		if g.GPUModelID != nil {
+			models[*g.GPUModelID] = g.Name
 			continue
 		}
-		done[g.Name] = true
 		m := store.GPUModel{Name: g.Name, MemoryBytes: g.MemoryBytes, NVMLMatch: g.Name}
 		if err := st.CreateGPUModel(ctx, &m); err != nil {
 			return nil, fmt.Errorf("catalog for %q: %w", g.Name, err)
 		}
-		slug := fmt.Sprintf("gpu%d", len(made)+1)
+		models[m.ID] = g.Name
+		slug := fmt.Sprintf("gpu%d", len(models))
 		for _, it := range []store.InstanceType{
 			{Name: slug + "-shared", VCPUs: 1, MemoryMiB: 1024, DiskGiB: 10, GPUModelID: &m.ID, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
 			{Name: slug + "-dedicated", VCPUs: 2, MemoryMiB: 2048, DiskGiB: 20, GPUModelID: &m.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
@@ -162,9 +162,24 @@ func catalogForGPUs(ctx context.Context, st *store.Store, gpuServer string, log 
 			if err := st.CreateInstanceType(ctx, &it); err != nil {
 				return nil, fmt.Errorf("catalog for %q: %w", g.Name, err)
 			}
-			made = append(made, it.Name+" ("+g.Name+")")
 		}
 		log.Info("catalog: GPU model and instance types for the local GPU", "gpu", g.Name)
+		// Later GPUs of the same name now match this model.
+		for i := range gs.GPUs {
+			if gs.GPUs[i].Name == g.Name {
+				gs.GPUs[i].GPUModelID = &m.ID
+			}
+		}
 	}
-	return made, nil
+	types, err := st.ListInstanceTypes(ctx, uuid.Nil, 1000)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range types {
+		if it.GPUModelID != nil && models[*it.GPUModelID] != "" {
+			out = append(out, fmt.Sprintf("%s %s (%s, %d vCPU, %d MiB)", it.ID, it.Name, models[*it.GPUModelID], it.VCPUs, it.MemoryMiB))
+		}
+	}
+	return out, nil
 }

@@ -36,7 +36,7 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	defer stop()
 	dbURL := os.Getenv("GPUCLOUD_DATABASE_URL")
 	if dbURL == "" {
-		cluster, err := pglocal.Start(ctx, filepath.Join(".data", "pg"), pglocal.Options{Logger: logger})
+		cluster, err := pglocal.Start(ctx, filepath.Join(dataDir(), "pg"), pglocal.Options{Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -68,8 +68,8 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	}
 	defer d.stop(logger)
 	fmt.Printf("\ngpucloud local stack is up\n  database:  %s\n  apiserver: %s  (OpenAPI: %s/v1/openapi.json)\n"+
-		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in .data/demo-keys.json)\n",
-		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey)
+		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in %s/demo-keys.json)\n",
+		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey, dataDir())
 	printPasswords(apiURL, keys.Passwords)
 	d.print()
 	fmt.Printf("  press Ctrl-C to stop\n\n")

@@ -70,7 +70,7 @@ func ensureDemoPasswords(ctx context.Context, st *store.Store, path string) (map
 
 // printPasswords lists the console's sign-ins in the local stack's banner.
 func printPasswords(apiURL string, pws map[string]string) {
-	fmt.Printf("  web console: %s/  (passwords are kept in .data/demo-passwords.json)\n", apiURL)
+	fmt.Printf("  web console: %s/  (passwords are kept in %s/demo-passwords.json)\n", apiURL, dataDir())
 	for _, d := range demoUsers {
 		if pw, ok := pws[d.email]; ok {
 			fmt.Printf("    %-22s %-13s password: %s\n", d.email, d.role, pw)

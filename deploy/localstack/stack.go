@@ -28,7 +28,7 @@ type daemons struct {
 // this machine has a GPU, else the simulated backend (it warns loudly). hostd uses libvirt's
 // test driver unless GPUCLOUD_LIBVIRT_URI names a real hypervisor (qemu:///system).
 func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (*daemons, error) {
-	data, err := filepath.Abs(".data")
+	data, err := filepath.Abs(dataDir())
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (
 
 // exited yields the first child that ends on its own.
 func (d *daemons) exited() <-chan error {
-	out := make(chan error, 1)
+	out := make(chan error, len(d.children))
 	for _, c := range d.children {
 		go func() {
 			err := <-c.done
@@ -124,20 +124,23 @@ func envOr(name, def string) string {
 	return def
 }
 
-// addr is $name, or preferred when it is free, or a free loopback port.
+// addr is $name (port 0 resolved to a free port), or preferred when it is free, or a free
+// loopback port. The port is resolved here because it is advertised before the daemon binds it.
 func addr(name, preferred string) (string, error) {
+	tries := []string{preferred, "127.0.0.1:0"}
 	if v := os.Getenv(name); name != "" && v != "" {
-		return v, nil
+		tries = []string{v}
 	}
-	for _, a := range []string{preferred, "127.0.0.1:0"} {
-		ln, err := net.Listen("tcp", a)
-		if err == nil {
+	var err error
+	for _, a := range tries {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", a); err == nil {
 			a = ln.Addr().String()
 			ln.Close()
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("no free port for %s", preferred)
+	return "", fmt.Errorf("no free port for %s: %w", tries[0], err)
 }
 
 // baseImage makes the demo image hostd layers VM disks over: an empty disk, which is all
@@ -157,7 +160,11 @@ func (d *daemons) print() {
 	fmt.Printf("  gpuserverd: %s (logs %s/gpuserverd.log)\n  hostd:      %s on %s (logs %s/hostd.log)\n",
 		d.gpuAddr, d.logs, d.hostdAddr, d.hypervisor, d.logs)
 	for _, c := range d.catalog {
-		fmt.Printf("  instance type for the local GPU: %s\n", c)
+		fmt.Printf("  GPU instance type: %s\n", c)
 	}
 	fmt.Printf("  try: gpuctl instance-types list; gpuctl instances create vm1 --type <id> --image demo  (tenant key)\n")
 }
+
+// dataDir holds the stack's database, keys, binaries and daemon state: $GPUCLOUD_DATA_DIR, or
+// .data in the repository (what `make run` uses).
+func dataDir() string { return envOr("GPUCLOUD_DATA_DIR", ".data") }
