@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,7 +145,7 @@ func catalogForGPUs(ctx context.Context, st *store.Store, gpuServer string, log 
 	}
 	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
 	models := map[uuid.UUID]string{} // the reported GPUs' models, by id
-	for _, g := range gs.GPUs {
+	for i, g := range gs.GPUs {
 		if g.GPUModelID != nil {
 			models[*g.GPUModelID] = g.Name
 			continue
@@ -154,26 +155,38 @@ func catalogForGPUs(ctx context.Context, st *store.Store, gpuServer string, log 
 			return nil, fmt.Errorf("catalog for %q: %w", g.Name, err)
 		}
 		models[m.ID] = g.Name
-		slug := fmt.Sprintf("gpu%d", len(models))
-		for _, it := range []store.InstanceType{
-			{Name: slug + "-shared", VCPUs: 1, MemoryMiB: 1024, DiskGiB: 10, GPUModelID: &m.ID, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
-			{Name: slug + "-dedicated", VCPUs: 2, MemoryMiB: 2048, DiskGiB: 20, GPUModelID: &m.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
-		} {
-			if err := st.CreateInstanceType(ctx, &it); err != nil {
-				return nil, fmt.Errorf("catalog for %q: %w", g.Name, err)
-			}
-		}
-		log.Info("catalog: GPU model and instance types for the local GPU", "gpu", g.Name)
-		// Later GPUs of the same name now match this model.
-		for i := range gs.GPUs {
-			if gs.GPUs[i].Name == g.Name {
-				gs.GPUs[i].GPUModelID = &m.ID
+		for j := i; j < len(gs.GPUs); j++ { // later GPUs of the same name match this model now
+			if gs.GPUs[j].Name == g.Name {
+				gs.GPUs[j].GPUModelID = &m.ID
 			}
 		}
 	}
 	types, err := st.ListInstanceTypes(ctx, uuid.Nil, 1000)
 	if err != nil {
 		return nil, err
+	}
+	// Every local GPU model gets small "local-" types that fit this host (libvirt's test driver
+	// offers 3 GiB), even where the demo catalog's bigger types already match the GPU.
+	n := 0
+	for id, gpu := range models {
+		has := false
+		for _, it := range types {
+			has = has || (it.GPUModelID != nil && *it.GPUModelID == id && strings.HasPrefix(it.Name, "local-"))
+		}
+		if has {
+			continue
+		}
+		n++
+		for _, it := range []store.InstanceType{
+			{Name: fmt.Sprintf("local-gpu%d-shared", n), VCPUs: 1, MemoryMiB: 1024, DiskGiB: 10, GPUModelID: &id, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
+			{Name: fmt.Sprintf("local-gpu%d-dedicated", n), VCPUs: 2, MemoryMiB: 2048, DiskGiB: 20, GPUModelID: &id, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
+		} {
+			if err := st.CreateInstanceType(ctx, &it); err != nil {
+				return nil, fmt.Errorf("catalog for %q: %w", gpu, err)
+			}
+			types = append(types, it)
+		}
+		log.Info("catalog: instance types for the local GPU", "gpu", gpu)
 	}
 	var out []string
 	for _, it := range types {

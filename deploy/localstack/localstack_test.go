@@ -79,7 +79,7 @@ func TestLocalStackRunsAndStopsCleanly(t *testing.T) {
 	t.Logf("banner:\n%s", text)
 	api := find(t, text, `apiserver: (http://\S+)`)
 	key := find(t, text, `demo tenant admin key:\s+(\S+)`)
-	typ := find(t, text, `GPU instance type: (\S+) \S+-shared`)
+	typ := find(t, text, `GPU instance type: (\S+) local-\S+-shared`)
 	find(t, text, `finance@localhost\s+finance\s+password: (\S+)`)
 
 	c, err := sdk.New(api, key)
