@@ -29,32 +29,42 @@ type daemonCreds struct {
 }
 
 func ensureDaemons(ctx context.Context, st *store.Store, path string) (daemonCreds, error) {
-	var c daemonCreds
+	return firstRun(path, func() (daemonCreds, error) {
+		ctx := authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
+		hid, hcred, err := st.CreateDaemon(ctx, store.KindHost, "local-host")
+		if err != nil {
+			return daemonCreds{}, fmt.Errorf("register the local host: %w", err)
+		}
+		gid, gcred, err := st.CreateDaemon(ctx, store.KindGPUServer, "local-gpu-server")
+		if err != nil {
+			return daemonCreds{}, fmt.Errorf("register the local GPU server: %w", err)
+		}
+		return daemonCreds{HostID: hid.String(), HostCredential: hcred, GPUServerID: gid.String(), GPUServerSecret: gcred}, nil
+	})
+}
+
+// firstRun reads what an earlier run recorded at path; where nothing is recorded yet, it makes
+// it and records it (JSON, mode 0600: it holds secrets), so later runs print the same.
+func firstRun[T any](path string, make func() (T, error)) (T, error) {
+	var v T
 	raw, err := os.ReadFile(path)
 	if err == nil {
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return c, fmt.Errorf("%s: %w (delete it with the database to start over)", path, err)
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return v, fmt.Errorf("%s: %w (delete the data dir to start over)", path, err)
 		}
-		return c, nil
+		return v, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return c, err
+		return v, err
 	}
-	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
-	hid, hcred, err := st.CreateDaemon(ctx, store.KindHost, "local-host")
-	if err != nil {
-		return c, fmt.Errorf("register the local host: %w", err)
+	if v, err = make(); err != nil {
+		return v, err
 	}
-	gid, gcred, err := st.CreateDaemon(ctx, store.KindGPUServer, "local-gpu-server")
-	if err != nil {
-		return c, fmt.Errorf("register the local GPU server: %w", err)
-	}
-	c = daemonCreds{HostID: hid.String(), HostCredential: hcred, GPUServerID: gid.String(), GPUServerSecret: gcred}
-	data, _ := json.MarshalIndent(c, "", "  ")
+	data, _ := json.MarshalIndent(v, "", "  ")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return c, fmt.Errorf("write %s: %w", path, err)
+		return v, fmt.Errorf("write %s: %w", path, err)
 	}
-	return c, nil
+	return v, nil
 }
 
 // buildDaemons builds gpuserverd, hostd and the guest library into dir, so the stack runs the

@@ -127,25 +127,35 @@ func (s *Server) heartbeat(ctx context.Context, client *http.Client, hb Heartbea
 
 func postHeartbeat(ctx context.Context, client *http.Client, hb Heartbeat, rep api.GPUServerReport) (api.GPUServerAck, error) {
 	var ack api.GPUServerAck
-	body, _ := json.Marshal(rep)
-	url := strings.TrimRight(hb.APIServer, "/") + "/v1/agent/gpu-server/heartbeat"
+	err := postJSON(ctx, client, hb, "/v1/agent/gpu-server/heartbeat", rep, &ack)
+	return ack, err
+}
+
+// postJSON sends in to the apiserver's agent API with the GPU server's credential and decodes
+// a 200 answer into out; any other status is an error quoting the answer.
+func postJSON(ctx context.Context, client *http.Client, hb Heartbeat, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("%s: encode: %w", path, err)
+	}
+	url := strings.TrimRight(hb.APIServer, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
-		return ack, fmt.Errorf("heartbeat request: %w", err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+hb.Credential)
 	resp, err := client.Do(req)
 	if err != nil {
-		return ack, fmt.Errorf("heartbeat: %w", err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode != http.StatusOK {
-		return ack, fmt.Errorf("heartbeat: %s: %s", resp.Status, bytes.TrimSpace(b))
+		return fmt.Errorf("%s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
 	}
-	if err := json.Unmarshal(b, &ack); err != nil {
-		return ack, fmt.Errorf("heartbeat answer: %w", err)
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s: answer: %w", path, err)
 	}
-	return ack, nil
+	return nil
 }

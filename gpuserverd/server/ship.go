@@ -1,12 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -100,28 +97,6 @@ func (s *Server) saveCursor(id string) error {
 
 func postUsage(ctx context.Context, client *http.Client, hb Heartbeat, recs []api.UsageRecord) (api.UsageBatchResult, error) {
 	var res api.UsageBatchResult
-	body, err := json.Marshal(api.UsageBatch{Records: recs})
-	if err != nil {
-		return res, fmt.Errorf("encode usage batch: %w", err)
-	}
-	url := strings.TrimRight(hb.APIServer, "/") + "/v1/agent/usage"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return res, fmt.Errorf("usage request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+hb.Credential)
-	resp, err := client.Do(req)
-	if err != nil {
-		return res, fmt.Errorf("post usage: %w", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode != http.StatusOK {
-		return res, fmt.Errorf("post usage: %s: %s", resp.Status, bytes.TrimSpace(b))
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		return res, fmt.Errorf("usage answer: %w", err)
-	}
-	return res, nil
+	err := postJSON(ctx, client, hb, "/v1/agent/usage", api.UsageBatch{Records: recs}, &res)
+	return res, err
 }
