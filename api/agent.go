@@ -138,4 +138,7 @@ type GPUServerAck struct {
 	Cordoned        bool          `json:"cordoned"`
 	HeartbeatPeriod time.Duration `json:"heartbeat_period_ns"`
 	TokenPublicKey  string        `json:"token_public_key"` // base64 Ed25519 public key
+	// EndSessions names reported sessions whose instance is no longer live on this GPU server
+	// (deleted, or never placed here): gpuserverd ends them.
+	EndSessions []string `json:"end_sessions,omitempty"`
 }

@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		cred       = fs.String("credential", "", "this GPU server's agent credential for --apiserver")
 		advert     = fs.String("advertise", "", "host:port guest libraries dial, reported in heartbeats")
 		usageEvery = fs.Duration("usage-period", 10*time.Second, "how often usage records are shipped to --apiserver")
+		hbMax      = fs.Duration("max-heartbeat-period", 0, "heartbeat at least this often (0: as the apiserver asks)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,7 +75,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	hb := server.Heartbeat{APIServer: *apiURL, Credential: *cred, Endpoint: *advert, Version: version, Inventory: nvmlInventory(b.Kind(), log)}
+	hb := server.Heartbeat{APIServer: *apiURL, Credential: *cred, Endpoint: *advert, Version: version,
+		MaxPeriod: *hbMax, Inventory: nvmlInventory(b.Kind(), log)}
 	if *apiURL != "" && (*id == "" || *pubKey == "") {
 		ack, err := server.Join(ctx, hb, b, log)
 		if err != nil {

@@ -99,10 +99,25 @@ func TestGoldenPath(t *testing.T) {
 	}
 	step(t, &at, "gpuserverd restarted; second session billed once")
 
+	// A session still open when its VM is deleted is ended by gpuserverd, told by the apiserver.
+	hold := holdSession(t, bin, conf)
+	if n := gs.activeSessions(t); n != 1 {
+		t.Fatalf("gpuserverd serves %d sessions while the guest holds one", n)
+	}
 	if _, err := tenant.DeleteInstance(ctx, inst.ID); err != nil {
 		t.Fatal(err)
 	}
 	h.converge(tenant, inst.ID, sdk.StateDeleted)
+	step(t, &at, "VM deleted while a session was open")
+	for deadline := time.Now().Add(20 * time.Second); gs.activeSessions(t) != 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the deleted VM's session still runs after 20 s")
+		}
+	}
+	if got := hold.finish(t); !strings.HasPrefix(got, "LOST") {
+		t.Fatalf("the guest's memory after its VM was deleted: %q, want LOST", got)
+	}
+	step(t, &at, "gpuserverd ended the deleted VM's session")
 	if n := reserved(t, env, gsReg.ID); n != 0 {
 		t.Fatalf("GPU reservation left after delete: %d bytes", n)
 	}
@@ -112,7 +127,8 @@ func TestGoldenPath(t *testing.T) {
 	if active := gs.activeSessions(t); active != 0 {
 		t.Fatalf("gpuserverd still serves %d sessions", active)
 	}
-	step(t, &at, "VM deleted; reservations released; no session left")
+	waitGPUMs(t, fin, env.A.ID, 3) // the ended session is billed too
+	step(t, &at, "reservations released; ended session billed")
 	t.Logf("golden path total %.1f s", time.Since(t0).Seconds())
 }
 
@@ -124,6 +140,8 @@ func buildGolden(t *testing.T) string {
 		{"go", "build", "-o", filepath.Join(dir, "gpuserverd"), "../../cmd/gpuserverd"},
 		{"gcc", "-Wall", "-Wextra", "-Werror", "-I../../gpuserverd/guest/include", "-o", filepath.Join(dir, "golden"),
 			"testdata/golden.c", "-L" + dir, "-lcuda"},
+		{"gcc", "-Wall", "-Wextra", "-Werror", "-I../../gpuserverd/guest/include", "-o", filepath.Join(dir, "probe"),
+			"../../gpuserverd/guest/tests/probe.c", "-L" + dir, "-lcuda"},
 	} {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v\n%s", s, err, out)
@@ -153,6 +171,43 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// held is a guest program holding a session open (the guest tests' probe, "hold" mode).
+type held struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Reader
+}
+
+func holdSession(t *testing.T, bin, conf string) *held {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(bin, "probe"), "hold", "1")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_LIBRARY_PATH=" + bin, "GPUCLOUD_CONFIG=" + conf}
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	h := &held{cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
+	line, err := h.out.ReadString('\n')
+	if !strings.HasPrefix(line, "HELD") {
+		t.Fatalf("probe hold: %q %v", line, err)
+	}
+	return h
+}
+
+// finish lets the program check its memory and returns what it found (INTACT or LOST ...).
+func (h *held) finish(t *testing.T) string {
+	t.Helper()
+	io.WriteString(h.stdin, "go\n")
+	line, err := h.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
 type gpuserverd struct {
 	cmd      *exec.Cmd
 	endpoint string
@@ -166,7 +221,7 @@ func startGPUServerd(t *testing.T, bin, apiURL, cred, data, ep string) *gpuserve
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "gpuserverd"), "--apiserver", apiURL, "--credential", cred,
 		"--listen", ep, "--advertise", ep, "--admin", "127.0.0.1:0", "--backend", "simulated",
-		"--data-dir", data, "--usage-period", "100ms")
+		"--data-dir", data, "--usage-period", "100ms", "--max-heartbeat-period", "200ms")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()

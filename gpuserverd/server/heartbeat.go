@@ -25,6 +25,7 @@ type Heartbeat struct {
 	Endpoint   string // host:port guest libraries dial, as advertised
 	Version    string
 	Period     time.Duration // until the apiserver names one
+	MaxPeriod  time.Duration // if set, heartbeat at least this often whatever the apiserver names
 	// Inventory, when set, reads the GPUs from NVML (names, health); GPUs the backend does not
 	// serve are left out. Where it is nil or fails, the backend's devices are reported healthy.
 	Inventory func() ([]api.GPUInfo, error)
@@ -109,6 +110,10 @@ func (s *Server) RunHeartbeat(ctx context.Context, hb Heartbeat) {
 			if ack.HeartbeatPeriod > 0 {
 				period = ack.HeartbeatPeriod
 			}
+			if hb.MaxPeriod > 0 {
+				period = min(period, hb.MaxPeriod)
+			}
+			s.EndSessions(ack.EndSessions)
 			if ack.TokenPublicKey != "" && ack.TokenPublicKey != base64.StdEncoding.EncodeToString(s.cfg.PublicKey) {
 				s.log.Warn("the apiserver's session-token key differs from --public-key; tokens it signs will be refused")
 			}
