@@ -33,29 +33,40 @@ func TestGoldenPath(t *testing.T) {
 	step(t, &at, "build guest library, gpuserverd, C program")
 
 	env := sdktest.New(t)
-	model, err := env.OperatorClient.CreateGPUModel(ctx, sdk.CreateGPUModelRequest{Name: "Simulated GPU",
-		MemoryBytes: sim.DefaultMemory, NVMLMatch: "Simulated GPU"})
+	gsReg, err := env.OperatorClient.CreateGPUServer(ctx, "gs-e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
-	typ := sharedType(t, env, "sim-shared", model.ID)
-	gsReg, err := env.OperatorClient.CreateGPUServer(ctx, "gs-sim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	step(t, &at, "apiserver + billing on PostgreSQL, catalog")
+	step(t, &at, "apiserver + billing on PostgreSQL")
 
+	backend := os.Getenv("GPUCLOUD_E2E_BACKEND") // "cuda" on a GPU machine
+	if backend == "" {
+		backend = sim.Kind
+	}
 	gsData, gsEndpoint := t.TempDir(), freeAddr(t)
-	gs := startGPUServerd(t, bin, env.URL, gsReg.Credential, gsData, gsEndpoint)
+	gs := startGPUServerd(t, bin, env.URL, gsReg.Credential, gsData, gsEndpoint, backend)
 	srv, err := env.OperatorClient.GetGPUServer(ctx, gsReg.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if srv.Backend != sim.Kind || len(srv.GPUs) != 1 || srv.GPUs[0].UUID != sim.UUID(0) || srv.GPUs[0].GPUModelID != model.ID {
+	if srv.Backend != backend || len(srv.GPUs) == 0 || (backend == sim.Kind && srv.GPUs[0].UUID != sim.UUID(0)) {
 		t.Fatalf("GPU server after join: %+v", srv)
 	}
+	gpu := srv.GPUs[0]
+	t.Logf("gpuserverd reports %d GPU(s), the first %s %q", len(srv.GPUs), gpu.UUID, gpu.Name)
 	step(t, &at, "gpuserverd joined with its credential")
 
+	// The catalog matches what the GPU server reports (the simulated GPU, or the real GPU's NVML
+	// name, which the seeded "H100" model may already match).
+	modelID := gpu.GPUModelID
+	if modelID == "" {
+		m, err := env.OperatorClient.CreateGPUModel(ctx, sdk.CreateGPUModelRequest{Name: gpu.Name, MemoryBytes: gpu.MemoryBytes, NVMLMatch: gpu.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		modelID = m.ID
+	}
+	typ := sharedType(t, env, "e2e-shared", modelID)
 	h := startHost(t, env, filepath.Join(bin, "libcuda.so.1"), 8)
 	step(t, &at, "hostd registered with its credential")
 
@@ -68,9 +79,9 @@ func TestGoldenPath(t *testing.T) {
 	h.converge(tenant, inst.ID, sdk.StateRunning)
 	step(t, &at, "hostd started it (running)")
 	want, err := h.cp.DesiredInstances(ctx)
-	if err != nil || len(want) != 1 || want[0].GPU == nil || strings.Join(want[0].GPU.GPUUUIDs, ",") != sim.UUID(0) ||
+	if err != nil || len(want) != 1 || want[0].GPU == nil || len(want[0].GPU.GPUUUIDs) != 1 || !reportedUUID(srv, want[0].GPU.GPUUUIDs[0]) ||
 		strings.Join(want[0].GPU.Endpoints, ",") != gs.endpoint {
-		t.Fatalf("the apiserver reserved %+v, gpuserverd serves %s at %s (%v)", want, sim.UUID(0), gs.endpoint, err)
+		t.Fatalf("the apiserver reserved %+v; gpuserverd reports %+v at %s (%v)", want, srv.GPUs, gs.endpoint, err)
 	}
 
 	conf := filepath.Join(t.TempDir(), "guest.conf")
@@ -91,7 +102,7 @@ func TestGoldenPath(t *testing.T) {
 	// A restarted gpuserverd resumes after the last acknowledged record: a second session's
 	// record arrives, the first is not counted again.
 	gs.stop(t)
-	gs = startGPUServerd(t, bin, env.URL, gsReg.Credential, gsData, gsEndpoint)
+	gs = startGPUServerd(t, bin, env.URL, gsReg.Credential, gsData, gsEndpoint, backend)
 	runGuest(t, bin, conf)
 	waitGPUMs(t, fin, env.A.ID, 2)
 	if n := records(t, env, gsReg.ID); n != 2 {
@@ -161,6 +172,15 @@ func runGuest(t *testing.T, bin, conf string) {
 	}
 }
 
+func reportedUUID(srv sdk.GPUServer, uuid string) bool {
+	for _, g := range srv.GPUs {
+		if g.UUID == uuid {
+			return true
+		}
+	}
+	return false
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -217,10 +237,10 @@ type gpuserverd struct {
 
 // startGPUServerd starts the gpuserverd binary with only its credential: it learns its id and
 // the token key from the apiserver, as deployed.
-func startGPUServerd(t *testing.T, bin, apiURL, cred, data, ep string) *gpuserverd {
+func startGPUServerd(t *testing.T, bin, apiURL, cred, data, ep, backend string) *gpuserverd {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(bin, "gpuserverd"), "--apiserver", apiURL, "--credential", cred,
-		"--listen", ep, "--advertise", ep, "--admin", "127.0.0.1:0", "--backend", "simulated",
+		"--listen", ep, "--advertise", ep, "--admin", "127.0.0.1:0", "--backend", backend,
 		"--data-dir", data, "--usage-period", "100ms", "--max-heartbeat-period", "200ms")
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
