@@ -80,6 +80,11 @@ func Join(ctx context.Context, hb Heartbeat, b backend.Backend, log *slog.Logger
 	client := &http.Client{Timeout: 10 * time.Second}
 	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		ack, err := postHeartbeat(ctx, client, hb, report(hb, b.Kind(), devs, log))
+		var se *StatusError
+		if errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden) {
+			// Retrying cannot fix a wrong or revoked credential: say so at once.
+			return ack, fmt.Errorf("join: the apiserver refuses this GPU server's credential: %w", err)
+		}
 		if err == nil {
 			if ack.GPUServerID == "" || ack.TokenPublicKey == "" {
 				return ack, errors.New("join: the apiserver's ack names no GPU server id or token key")
@@ -136,6 +141,14 @@ func postHeartbeat(ctx context.Context, client *http.Client, hb Heartbeat, rep a
 	return ack, err
 }
 
+// StatusError is a non-200 answer of the apiserver.
+type StatusError struct {
+	Path, Status, Body string
+	Code               int
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Path, e.Status, e.Body) }
+
 // postJSON sends in to the apiserver's agent API with the GPU server's credential and decodes
 // a 200 answer into out; any other status is an error quoting the answer.
 func postJSON(ctx context.Context, client *http.Client, hb Heartbeat, path string, in, out any) error {
@@ -157,7 +170,7 @@ func postJSON(ctx context.Context, client *http.Client, hb Heartbeat, path strin
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", path, resp.Status, bytes.TrimSpace(b))
+		return &StatusError{Path: path, Code: resp.StatusCode, Status: resp.Status, Body: string(bytes.TrimSpace(b))}
 	}
 	if err := json.Unmarshal(b, out); err != nil {
 		return fmt.Errorf("%s: answer: %w", path, err)

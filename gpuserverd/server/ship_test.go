@@ -165,3 +165,18 @@ func TestReportFiltersInventoryToServedGPUs(t *testing.T) {
 		t.Fatalf("report when NVML fails: %+v", r.GPUs)
 	}
 }
+
+func TestJoinRefusedCredentialFailsAtOnce(t *testing.T) {
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"title":"Unauthenticated"}`, http.StatusUnauthorized)
+	}))
+	defer as.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, _ := newServer(t)
+	start := time.Now()
+	_, err := Join(ctx, Heartbeat{APIServer: as.URL, Credential: "gcg_wrong"}, sim.New(1, 1<<30), s.log)
+	if err == nil || !strings.Contains(err.Error(), "refuses this GPU server's credential") || time.Since(start) > 5*time.Second {
+		t.Fatalf("join with a refused credential: %v after %v", err, time.Since(start))
+	}
+}
