@@ -81,9 +81,11 @@ type SessionToken struct {
 
 // DesiredInstance is one instance placed on the asking host, as the apiserver wants it.
 type DesiredInstance struct {
-	ID           string `json:"id"`
-	TenantID     string `json:"tenant_id"`
-	Name         string `json:"name"`
+	ID       string `json:"id"`
+	TenantID string `json:"tenant_id"`
+	Name     string `json:"name"`
+	// InstanceType is the name of the instance's type, which VM usage records carry for pricing.
+	InstanceType string `json:"instance_type"`
 	DesiredState string `json:"desired_state"`
 	// RebootGeneration grows by one per reboot request; a host reboots a running VM whose
 	// last observed generation is lower.
@@ -136,4 +138,7 @@ type GPUServerAck struct {
 	Cordoned        bool          `json:"cordoned"`
 	HeartbeatPeriod time.Duration `json:"heartbeat_period_ns"`
 	TokenPublicKey  string        `json:"token_public_key"` // base64 Ed25519 public key
+	// EndSessions names reported sessions whose instance is no longer live on this GPU server
+	// (deleted, or never placed here): gpuserverd ends them.
+	EndSessions []string `json:"end_sessions,omitempty"`
 }

@@ -71,7 +71,7 @@ func (s *Server) hostInstances(c *gin.Context) error {
 // desired turns a placed instance into what its host needs, with a fresh session token.
 func (s *Server) desired(p store.Placed, now time.Time) (api.DesiredInstance, error) {
 	d := api.DesiredInstance{
-		ID: p.ID.String(), TenantID: p.TenantID.String(), Name: p.Name, DesiredState: p.DesiredState,
+		ID: p.ID.String(), TenantID: p.TenantID.String(), Name: p.Name, InstanceType: p.TypeName, DesiredState: p.DesiredState,
 		RebootGeneration: p.RebootGeneration, PartitionKey: uint16(p.PartitionKey),
 		Spec: api.InstanceSpec{VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Image: p.Image, SSHKey: p.SSHKey},
 	}
@@ -157,6 +157,7 @@ func (s *Server) gpuServerHeartbeat(c *gin.Context) error {
 	f.check(r.Hostname != "" && len(r.Hostname) <= 253, "hostname", "1-253 characters")
 	f.check(validEndpoint(r.Endpoint), "endpoint", "must be host:port")
 	f.check(len(r.GPUs) <= 64, "gpus", "at most 64 GPUs")
+	f.check(len(r.ActiveSessions) <= 100000, "active_sessions", "at most 100000")
 	seen := map[string]bool{}
 	for i, g := range r.GPUs {
 		f.check(g.UUID != "" && len(g.UUID) <= 128 && !seen[g.UUID], fmt.Sprintf("gpus[%d].uuid", i), "required, unique, at most 128 characters")
@@ -175,8 +176,12 @@ func (s *Server) gpuServerHeartbeat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	end, err := s.store.StaleSessions(c.Request.Context(), id, r.ActiveSessions)
+	if err != nil {
+		return err
+	}
 	c.JSON(http.StatusOK, api.GPUServerAck{GPUServerID: id.String(), Cordoned: cordoned, HeartbeatPeriod: s.opts.HeartbeatPeriod,
-		TokenPublicKey: base64.StdEncoding.EncodeToString([]byte(s.opts.TokenKey.Public().(ed25519.PublicKey)))})
+		TokenPublicKey: base64.StdEncoding.EncodeToString([]byte(s.opts.TokenKey.Public().(ed25519.PublicKey))), EndSessions: end})
 	return nil
 }
 

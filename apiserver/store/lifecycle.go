@@ -193,16 +193,18 @@ func release(ctx context.Context, tx pgx.Tx, inst Instance) error {
 type Placed struct {
 	Instance
 	PartitionKey int
+	TypeName     string
 	Endpoint     string
 	GPUUUIDs     []string
 }
 
 // HostInstances lists the instances placed on host that are not yet deleted.
 func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(g.endpoint, ''),
+	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(it.name, ''), coalesce(g.endpoint, ''),
 		coalesce((SELECT array_agg(u.uuid ORDER BY u.idx) FROM gpu_reservations r JOIN gpus u ON u.id = r.gpu_id
 		          WHERE r.instance_id = i.id), '{}')
-		FROM instances i JOIN tenants t ON t.id = i.tenant_id LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
+		FROM instances i JOIN tenants t ON t.id = i.tenant_id LEFT JOIN instance_types it ON it.id = i.instance_type_id
+		LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
 		WHERE i.host_id = $1 AND i.state <> 'deleted' ORDER BY i.id`, host)
 	if err != nil {
 		return nil, fmt.Errorf("host instances: %w", err)
@@ -212,7 +214,7 @@ func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, er
 	for rows.Next() {
 		var p Placed
 		var err error
-		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.Endpoint, &p.GPUUUIDs); err != nil {
+		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.TypeName, &p.Endpoint, &p.GPUUUIDs); err != nil {
 			return nil, fmt.Errorf("host instances: %w", err)
 		}
 		out = append(out, p)

@@ -1,6 +1,8 @@
 // Command gpuserverd serves remote CUDA sessions on this machine's GPUs.
 //
 //	gpuserverd --id gs1 --public-key <base64> [--listen :7070] [--admin :7071] [--backend auto]
+//	gpuserverd --apiserver URL --credential gcg_... --advertise host:port [...]
+//	  (joins the control plane: id and token key come from the apiserver's ack; usage is shipped)
 //	gpuserverd worker     (started by gpuserverd itself, one per session)
 package main
 
@@ -21,6 +23,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"gpucloud/gpuserverd/server"
 	"gpucloud/gpuserverd/worker"
@@ -49,6 +52,7 @@ func main() {
 // settings are gpuserverd's flags.
 type settings struct {
 	config, id, listen, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
+	usageEvery, hbMax                                                              time.Duration
 }
 
 // env returns the environment variable's value, or def.
@@ -64,16 +68,18 @@ func env(name, def string) string {
 func newFlagSet(s *settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("gpuserverd", flag.ContinueOnError)
 	fs.StringVar(&s.config, "config", env("GPUSERVERD_CONFIG", ""), "file of flag=value lines; flags on the command line win ($GPUSERVERD_CONFIG)")
-	fs.StringVar(&s.id, "id", env("GPUSERVERD_ID", ""), "this GPU server's id (the audience session tokens must name) ($GPUSERVERD_ID)")
+	fs.StringVar(&s.id, "id", env("GPUSERVERD_ID", ""), "this GPU server's id (the audience session tokens must name); learnt from --apiserver when unset ($GPUSERVERD_ID)")
 	fs.StringVar(&s.listen, "listen", env("GPUSERVERD_LISTEN", ":7070"), "address guest libraries connect to ($GPUSERVERD_LISTEN)")
 	fs.StringVar(&s.admin, "admin", env("GPUSERVERD_ADMIN", "127.0.0.1:7071"), "HTTP address for /usage, /metrics and /healthz ($GPUSERVERD_ADMIN)")
-	fs.StringVar(&s.pubKey, "public-key", env("GPUSERVERD_PUBLIC_KEY", ""), "the apiserver's Ed25519 session-token public key, base64 ($GPUSERVERD_PUBLIC_KEY)")
+	fs.StringVar(&s.pubKey, "public-key", env("GPUSERVERD_PUBLIC_KEY", ""), "the apiserver's Ed25519 session-token public key, base64; learnt from --apiserver when unset ($GPUSERVERD_PUBLIC_KEY)")
 	fs.StringVar(&s.kind, "backend", env("GPUSERVERD_BACKEND", "auto"), "auto, cuda or simulated ($GPUSERVERD_BACKEND)")
 	fs.StringVar(&s.dataDir, "data-dir", env("GPUSERVERD_DATA_DIR", "/var/lib/gpuserverd"), "where usage records are kept ($GPUSERVERD_DATA_DIR)")
-	fs.StringVar(&s.apiURL, "apiserver", env("GPUSERVERD_APISERVER", ""), "apiserver base URL to send heartbeats to (optional) ($GPUSERVERD_APISERVER)")
+	fs.StringVar(&s.apiURL, "apiserver", env("GPUSERVERD_APISERVER", ""), "apiserver base URL to send heartbeats and usage to (optional) ($GPUSERVERD_APISERVER)")
 	fs.StringVar(&s.cred, "credential", env("GPUSERVERD_CREDENTIAL", ""), "this GPU server's agent credential for --apiserver ($GPUSERVERD_CREDENTIAL)")
 	fs.StringVar(&s.advert, "advertise", env("GPUSERVERD_ADVERTISE", ""), "host:port guest libraries dial, reported in heartbeats ($GPUSERVERD_ADVERTISE)")
 	fs.StringVar(&s.caFile, "ca-file", env("GPUSERVERD_CA_FILE", ""), "PEM CA certificates to trust for an https --apiserver instead of the system roots ($GPUSERVERD_CA_FILE)")
+	fs.DurationVar(&s.usageEvery, "usage-period", 10*time.Second, "how often usage records are shipped to --apiserver")
+	fs.DurationVar(&s.hbMax, "max-heartbeat-period", 0, "heartbeat at least this often; 0: as the apiserver asks")
 	return fs
 }
 
@@ -96,16 +102,35 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		}
 		http.DefaultTransport = t
 	}
+	if st.apiURL != "" && st.cred == "" {
+		return errors.New("--apiserver needs --credential")
+	}
+	b, err := server.OpenBackend(st.kind, log)
+	if err != nil {
+		return err
+	}
+	hb := server.Heartbeat{APIServer: st.apiURL, Credential: st.cred, Endpoint: st.advert, Version: version,
+		MaxPeriod: st.hbMax, Inventory: nvmlInventory(b.Kind(), log)}
+	if st.apiURL != "" && (st.id == "" || st.pubKey == "") {
+		ack, err := server.Join(ctx, hb, b, log)
+		if err != nil {
+			return err
+		}
+		if st.id != "" && st.id != ack.GPUServerID {
+			return fmt.Errorf("--id %s, but the credential is GPU server %s's", st.id, ack.GPUServerID)
+		}
+		st.id = ack.GPUServerID
+		if st.pubKey == "" {
+			st.pubKey = ack.TokenPublicKey
+		}
+		log.Info("joined the control plane", "gpu_server_id", st.id)
+	}
 	key, err := base64.StdEncoding.DecodeString(st.pubKey)
 	if err != nil || len(key) != ed25519.PublicKeySize {
 		return fmt.Errorf("--public-key: want %d bytes of base64, got %q", ed25519.PublicKeySize, st.pubKey)
 	}
 	if st.id == "" {
-		return errors.New("--id is required")
-	}
-	b, err := server.OpenBackend(st.kind, log)
-	if err != nil {
-		return err
+		return errors.New("--id is required (or --apiserver and --credential to learn it)")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -122,10 +147,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	if st.apiURL != "" {
-		if st.cred == "" {
-			return errors.New("--apiserver needs --credential")
-		}
-		go s.RunHeartbeat(ctx, server.Heartbeat{APIServer: st.apiURL, Credential: st.cred, Endpoint: st.advert, Version: version})
+		go s.RunHeartbeat(ctx, hb)
+		go s.ShipUsage(ctx, hb, st.usageEvery)
 	}
 	// Tests and scripts read the bound addresses from here (useful with port 0).
 	fmt.Printf("listening %s admin %s\n", s.Addr(), s.AdminAddr())

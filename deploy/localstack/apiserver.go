@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -29,7 +26,7 @@ type demoKeys struct {
 // a channel that yields Serve's result once ctx ends.
 func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (string, demoKeys, <-chan error, error) {
 	var keys demoKeys
-	key, err := app.LoadOrCreateTokenKey(filepath.Join(".data", "token.key"))
+	key, err := app.LoadOrCreateTokenKey(filepath.Join(dataDir(), "token.key"))
 	if err != nil {
 		return "", keys, nil, err
 	}
@@ -37,11 +34,11 @@ func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (str
 	if err != nil {
 		return "", keys, nil, err
 	}
-	if keys, err = ensureDemo(ctx, st, filepath.Join(".data", "demo-keys.json")); err != nil {
+	if keys, err = ensureDemo(ctx, st, filepath.Join(dataDir(), "demo-keys.json")); err != nil {
 		st.Close()
 		return "", keys, nil, err
 	}
-	if keys.Passwords, err = ensureDemoPasswords(ctx, st, filepath.Join(".data", "demo-passwords.json")); err != nil {
+	if keys.Passwords, err = ensureDemoPasswords(ctx, st, filepath.Join(dataDir(), "demo-passwords.json")); err != nil {
 		st.Close()
 		return "", keys, nil, err
 	}
@@ -69,34 +66,20 @@ func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (str
 // ensureDemo creates, on first run, an operator, a demo tenant with its admin, and a small
 // catalog, and records the keys (mode 0600); later runs read them back.
 func ensureDemo(ctx context.Context, st *store.Store, path string) (demoKeys, error) {
-	var keys demoKeys
-	raw, err := os.ReadFile(path)
-	if err == nil {
-		if err := json.Unmarshal(raw, &keys); err != nil {
-			return keys, fmt.Errorf("%s: %w (delete it with the database to start over)", path, err)
+	return firstRun(path, func() (demoKeys, error) {
+		var keys demoKeys
+		var err error
+		if _, keys.OperatorKey, err = app.Bootstrap(ctx, st, "operator@localhost", authn.RoleOperator); err != nil {
+			return keys, fmt.Errorf("demo operator: %w", err)
 		}
-		return keys, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return keys, err
-	}
-	if _, keys.OperatorKey, err = app.Bootstrap(ctx, st, "operator@localhost", authn.RoleOperator); err != nil {
-		return keys, fmt.Errorf("demo operator: %w", err)
-	}
-	t, _, tenantKey, err := app.TenantWithAdmin(ctx, st, store.Tenant{Name: "demo", QuotaInstances: 20, QuotaGPUs: 8,
-		QuotaGPUMemoryBytes: 640 << 30}, "admin@demo.localhost")
-	if err != nil {
-		return keys, fmt.Errorf("demo tenant: %w", err)
-	}
-	keys.TenantID, keys.TenantKey = t.ID.String(), tenantKey
-	if err := demoCatalog(ctx, st); err != nil {
-		return keys, err
-	}
-	data, _ := json.MarshalIndent(keys, "", "  ")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return keys, fmt.Errorf("write %s: %w", path, err)
-	}
-	return keys, nil
+		t, _, tenantKey, err := app.TenantWithAdmin(ctx, st, store.Tenant{Name: "demo", QuotaInstances: 20, QuotaGPUs: 8,
+			QuotaGPUMemoryBytes: 640 << 30}, "admin@demo.localhost")
+		if err != nil {
+			return keys, fmt.Errorf("demo tenant: %w", err)
+		}
+		keys.TenantID, keys.TenantKey = t.ID.String(), tenantKey
+		return keys, demoCatalog(ctx, st)
+	})
 }
 
 func demoCatalog(ctx context.Context, st *store.Store) error {

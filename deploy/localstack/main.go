@@ -32,9 +32,11 @@ func main() {
 }
 
 func run(ctx context.Context, logger *slog.Logger) error {
+	ctx, stop := context.WithCancel(ctx) // a daemon that dies stops the stack too
+	defer stop()
 	dbURL := os.Getenv("GPUCLOUD_DATABASE_URL")
 	if dbURL == "" {
-		cluster, err := pglocal.Start(ctx, filepath.Join(".data", "pg"), pglocal.Options{Logger: logger})
+		cluster, err := pglocal.Start(ctx, filepath.Join(dataDir(), "pg"), pglocal.Options{Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -60,16 +62,27 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	d, err := startDaemons(ctx, dbURL, apiURL, logger)
+	if err != nil {
+		return err
+	}
+	defer d.stop(logger)
 	fmt.Printf("\ngpucloud local stack is up\n  database:  %s\n  apiserver: %s  (OpenAPI: %s/v1/openapi.json)\n"+
-		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in .data/demo-keys.json)\n  press Ctrl-C to stop\n\n",
-		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey)
+		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in %s/demo-keys.json)\n",
+		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey, dataDir())
 	printPasswords(apiURL, keys.Passwords)
+	d.print()
+	fmt.Printf("  press Ctrl-C to stop\n\n")
 	select {
 	case <-ctx.Done():
 	case err := <-apiDone:
 		return err
+	case err := <-d.exited():
+		logger.Error("a daemon stopped; stopping the stack", "err", err)
 	}
 	logger.Info("shutting down")
+	d.stop(logger)
+	stop()
 	return <-apiDone
 }
 

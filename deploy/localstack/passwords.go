@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 
 	"gorm.io/gorm"
 
@@ -29,48 +26,36 @@ var demoUsers = []struct {
 // ensureDemoPasswords gives the demo users random console passwords on first run and records
 // them (mode 0600) so later runs print them again.
 func ensureDemoPasswords(ctx context.Context, st *store.Store, path string) (map[string]string, error) {
-	pws := map[string]string{}
-	raw, err := os.ReadFile(path)
-	if err == nil {
-		if err := json.Unmarshal(raw, &pws); err != nil {
-			return nil, fmt.Errorf("%s: %w (delete it to make new passwords)", path, err)
+	return firstRun(path, func() (map[string]string, error) {
+		pws := map[string]string{}
+		ctx := authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
+		for _, d := range demoUsers {
+			var u store.User
+			err := st.ORM.WithContext(ctx).Where("email = ?", d.email).First(&u).Error
+			if errors.Is(err, gorm.ErrRecordNotFound) && d.role == authn.RoleFinance {
+				u = store.User{Email: d.email, Role: string(d.role)}
+				err = st.CreateUser(ctx, &u)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("demo user %s: %w", d.email, err)
+			}
+			var b [12]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, fmt.Errorf("demo password: %w", err)
+			}
+			pw := base64.RawURLEncoding.EncodeToString(b[:])
+			if err := st.SetPassword(ctx, u, pw); err != nil {
+				return nil, err
+			}
+			pws[d.email] = pw
 		}
 		return pws, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	ctx = authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
-	for _, d := range demoUsers {
-		var u store.User
-		err := st.ORM.WithContext(ctx).Where("email = ?", d.email).First(&u).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) && d.role == authn.RoleFinance {
-			u = store.User{Email: d.email, Role: string(d.role)}
-			err = st.CreateUser(ctx, &u)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("demo user %s: %w", d.email, err)
-		}
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("demo password: %w", err)
-		}
-		pw := base64.RawURLEncoding.EncodeToString(b[:])
-		if err := st.SetPassword(ctx, u, pw); err != nil {
-			return nil, err
-		}
-		pws[d.email] = pw
-	}
-	data, _ := json.MarshalIndent(pws, "", "  ")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return pws, nil
+	})
 }
 
 // printPasswords lists the console's sign-ins in the local stack's banner.
 func printPasswords(apiURL string, pws map[string]string) {
-	fmt.Printf("  web console: %s/  (passwords are kept in .data/demo-passwords.json)\n", apiURL)
+	fmt.Printf("  web console: %s/  (passwords are kept in %s/demo-passwords.json)\n", apiURL, dataDir())
 	for _, d := range demoUsers {
 		if pw, ok := pws[d.email]; ok {
 			fmt.Printf("    %-22s %-13s password: %s\n", d.email, d.role, pw)

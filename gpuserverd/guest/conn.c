@@ -44,13 +44,15 @@ static int config_value(const char *key, char *out, size_t cap) {
     return found;
 }
 
+/* The environment wins; in the file either form is accepted: "endpoint=" or the
+ * "GPUCLOUD_ENDPOINT=" lines hostd writes into the seed's guest.conf. */
 static int setting(const char *env, const char *key, char *out, size_t cap) {
     const char *v = getenv(env);
     if (v && *v) {
         snprintf(out, cap, "%s", v);
         return 1;
     }
-    return config_value(key, out, cap);
+    return config_value(key, out, cap) || config_value(env, out, cap);
 }
 
 int gc_dial(const char *endpoint) {

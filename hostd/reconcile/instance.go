@@ -44,6 +44,13 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	}
 	name := virt.DomainName(d.ID)
 	if dom == nil {
+		// Provisioning (overlay, seed, VF) takes a while on a real host: say so first, so the
+		// API shows pending -> provisioning -> running. Best effort: the pass reports again.
+		if d.DesiredState == api.DesiredRunning {
+			if err := r.cfg.ControlPlane.ReportInstance(ctx, d.ID, api.InstanceObserved{State: api.ObservedProvisioning}); err != nil {
+				r.log.Warn("reporting provisioning", "instance", d.ID, "err", err)
+			}
+		}
 		m, err := r.provision(ctx, d)
 		if err != nil {
 			return failed(err, 0), err

@@ -102,7 +102,7 @@ func TestLifecycleThroughControlPlane(t *testing.T) {
 	if len(e.domains()) != 0 || len(e.instanceDirs()) != 0 || len(e.claims()) != 0 {
 		t.Fatalf("leftovers: domains %v dirs %v claims %v", e.domains(), e.instanceDirs(), e.claims())
 	}
-	if got := e.cp.History("a1"); got != "running,stopped,running,deleted" {
+	if got := e.cp.History("a1"); got != "provisioning,running,stopped,running,deleted" {
 		t.Fatalf("state history %q", got)
 	}
 	usage := e.cp.Usage()

@@ -35,7 +35,7 @@ func (r *Reconciler) noteRunning(d api.DesiredInstance) {
 	r.usage.sent[id] = start
 	r.usage.pending = append(r.usage.pending, api.UsageRecord{
 		ID: id, Kind: api.UsageVM, Source: r.hostID, TenantID: d.TenantID, InstanceID: d.ID,
-		Start: start, End: start.Add(w), VCPUs: d.Spec.VCPUs, MemoryMiB: d.Spec.MemoryMiB,
+		Start: start, End: start.Add(w), InstanceType: d.InstanceType, VCPUs: d.Spec.VCPUs, MemoryMiB: d.Spec.MemoryMiB,
 	})
 	for k, t := range r.usage.sent {
 		if start.Sub(t) > 2*w {

@@ -1,0 +1,32 @@
+package server
+
+import "syscall"
+
+// EndSessions kills the workers of the named sessions, which the apiserver says no live instance
+// holds any more (the VM was deleted). The worker's death closes the guest's connection and
+// writes the session's usage record as any ending does. It returns how many it ended.
+func (s *Server) EndSessions(ids []string) int {
+	if len(ids) == 0 {
+		return 0
+	}
+	end := map[string]bool{}
+	for _, id := range ids {
+		end[id] = true
+	}
+	s.mu.Lock()
+	var victims []*session
+	for _, se := range s.sessions {
+		if end[se.claims.SessionID] {
+			victims = append(victims, se)
+		}
+	}
+	s.mu.Unlock()
+	for _, se := range victims {
+		s.log.Info("ending a session the apiserver no longer places here", "session", se.claims.SessionID,
+			"tenant", se.claims.TenantID, "worker_pid", se.pid)
+		if err := syscall.Kill(se.pid, syscall.SIGKILL); err != nil {
+			s.log.Warn("ending session", "session", se.claims.SessionID, "err", err)
+		}
+	}
+	return len(victims)
+}
