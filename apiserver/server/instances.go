@@ -106,7 +106,7 @@ func (s *Server) createInstance(c *gin.Context) error {
 		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey}, idem)
 	if errors.Is(err, store.ErrIdempotencyRace) {
 		cl := claim.(idemClaim)
-		s.replay(c, cl.owner, cl.key, cl.sum, true)
+		s.replay(c, cl.owner, cl.key, cl.sum)
 		return nil
 	}
 	if err != nil {

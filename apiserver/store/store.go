@@ -39,6 +39,10 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 		maxConns = DefaultMaxConns
 	}
 	cfg.MaxConns = maxConns
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		registerUUID(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
