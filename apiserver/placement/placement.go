@@ -164,13 +164,18 @@ func gpuCond(req Request) (string, int64) {
 	return "g.memory_bytes - g.reserved_bytes >= $2::bigint", req.SliceBytes
 }
 
-// oneGPU is the common case, in one statement: walk the gpus_pack index from the fullest GPU
-// that still fits (packing slices, keeping whole GPUs free) and take the first one not locked by
-// a concurrent create. It returns the GPU's id, uuid, reserved bytes, server and endpoint.
+// oneGPU is the common case, in one statement: take the first GPU not locked by a concurrent
+// create, walking for a shared slice the gpus_fit index from the GPU with the least free memory
+// that still fits (packing slices, keeping whole GPUs free), for a dedicated GPU the untouched
+// ones of gpus_pack. It returns the GPU's id, uuid, reserved bytes, server and endpoint.
 func oneGPU(req Request) (string, []any) {
 	cond, need := gpuCond(req)
+	order := "g.memory_bytes - g.reserved_bytes"
+	if req.Dedicated {
+		order = "g.reserved_bytes DESC"
+	}
 	return `UPDATE gpus SET reserved_bytes = CASE WHEN $3 THEN memory_bytes ELSE reserved_bytes + $2 END
-		WHERE id = (SELECT g.id ` + eligible + cond + ` ORDER BY g.reserved_bytes DESC LIMIT 1 FOR UPDATE OF g SKIP LOCKED)
+		WHERE id = (SELECT g.id ` + eligible + cond + ` ORDER BY ` + order + ` LIMIT 1 FOR UPDATE OF g SKIP LOCKED)
 		RETURNING id, uuid, CASE WHEN $3 THEN memory_bytes ELSE $2 END, gpu_server_id,
 		  (SELECT endpoint FROM gpu_servers WHERE id = gpus.gpu_server_id)`, []any{req.GPUModelID, need, req.Dedicated}
 }

@@ -37,8 +37,8 @@ var ErrIdempotencyRace = errors.New("idempotency key already recorded")
 //
 // The common create (at most one GPU) takes two round trips: BEGIN, the key check, the GPU, host
 // and quota reservations in one pipelined batch; the rows and COMMIT in another. Anything that
-// batch cannot settle (several GPUs, a host taken by a concurrent create) runs createInTx, one
-// statement at a time.
+// batch cannot settle (several GPUs, a full or changed host) runs createInTx, one statement at a
+// time.
 func (s *Store) CreateInstance(ctx context.Context, tenant uuid.UUID, actor string, in NewInstance, idem *Idempotency) (Instance, []byte, error) {
 	sh, err := s.shape(ctx, s.Pool, in.InstanceTypeID)
 	if err != nil {
@@ -53,9 +53,16 @@ func (s *Store) CreateInstance(ctx context.Context, tenant uuid.UUID, actor stri
 	}
 	c := create{tenant: tenant, actor: actor, in: in, sh: sh, req: req, idem: idem}
 	if req.GPUCount <= 1 {
-		inst, answer, err := s.createBatched(ctx, &c)
-		if !errors.Is(err, placement.ErrHostContended) {
-			return inst, answer, err
+		host, err := s.pickHost(ctx)
+		if err != nil {
+			return Instance{}, nil, err
+		}
+		if host != uuid.Nil {
+			inst, answer, err := s.createBatched(ctx, &c, host)
+			if !errors.Is(err, placement.ErrHostContended) {
+				return inst, answer, err
+			}
+			s.forgetHosts()
 		}
 	}
 	return s.createInTx(ctx, &c)
@@ -165,7 +172,7 @@ func recordErr(err error) error {
 
 // createBatched is the two-round-trip create of at most one GPU, on one pooled connection with an
 // explicit transaction that spans two pipelined batches.
-func (s *Store) createBatched(ctx context.Context, c *create) (Instance, []byte, error) {
+func (s *Store) createBatched(ctx context.Context, c *create, host uuid.UUID) (Instance, []byte, error) {
 	conn, err := s.Pool.Acquire(ctx)
 	if err != nil {
 		return Instance{}, nil, fmt.Errorf("create instance: %w", err)
@@ -182,7 +189,7 @@ func (s *Store) createBatched(ctx context.Context, c *create) (Instance, []byte,
 	b.Queue("BEGIN")
 	var idemFound bool
 	c.queueIdemCheck(b, &idemFound)
-	q := placement.Queue(b, c.req)
+	q := placement.Queue(b, c.req, host)
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return Instance{}, nil, fmt.Errorf("place instance: %w", err)
 	}

@@ -22,6 +22,7 @@ type Store struct {
 	Pool  *pgxpool.Pool
 	ORM   *gorm.DB
 	cache shapeCache
+	hosts hostCache
 }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far

@@ -219,6 +219,12 @@ func seed(ctx context.Context, dbURL, url string, tenants int, tier string) ([]s
 			return nil, "", err
 		}
 	}
+	// A fleet in service has planner statistics (autovacuum analyzes a table within about a
+	// minute of it changing); a just-seeded one has none, and the placement query then sorts
+	// every GPU (1.2 ms) instead of stopping at the first that fits in the index (0.1 ms).
+	if _, err := st.Pool.Exec(ctx, "ANALYZE"); err != nil {
+		return nil, "", fmt.Errorf("analyze: %w", err)
+	}
 	return keys, typ.ID.String(), nil
 }
 
