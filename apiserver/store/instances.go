@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -134,10 +137,42 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id uuid.UUID) (Instance
 	return i, nil
 }
 
-// ListInstances pages a tenant's instances (zero: all tenants) by id.
-func (s *Store) ListInstances(ctx context.Context, tenant, after uuid.UUID, limit int) ([]Instance, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+instanceCols+` FROM instances
-		WHERE ($1::uuid IS NULL OR tenant_id = $1) AND id > $2 ORDER BY id LIMIT $3`, nullable(tenant), after, limit)
+// InstanceFilter narrows an instance list. The zero value lists live instances: deleted ones
+// only with IncludeDeleted or when States names "deleted".
+type InstanceFilter struct {
+	States         []string  // any of these states; empty: any
+	HostID         uuid.UUID // zero: any host
+	GPUServerID    uuid.UUID // zero: any GPU server
+	IncludeDeleted bool
+}
+
+// ListInstances pages a tenant's instances (zero: all tenants) by id. The conditions are
+// written out rather than "($n IS NULL OR ...)", so that each list gets the plan of its filters
+// (instances_host and instances_gpu_server for the drain polls of operators).
+func (s *Store) ListInstances(ctx context.Context, tenant uuid.UUID, f InstanceFilter, after uuid.UUID, limit int) ([]Instance, error) {
+	where, args := "id > $1", []any{after}
+	and := func(cond string, arg any) {
+		args = append(args, arg)
+		where += " AND " + strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args)))
+	}
+	if tenant != uuid.Nil {
+		and("tenant_id = $?", tenant)
+	}
+	if len(f.States) > 0 {
+		and("state = ANY($?)", f.States)
+	}
+	if !f.IncludeDeleted && !slices.Contains(f.States, StateDeleted) {
+		where += " AND state <> 'deleted'"
+	}
+	if f.HostID != uuid.Nil {
+		and("host_id = $?", f.HostID)
+	}
+	if f.GPUServerID != uuid.Nil {
+		and("gpu_server_id = $?", f.GPUServerID)
+	}
+	args = append(args, limit)
+	rows, err := s.Pool.Query(ctx, `SELECT `+instanceCols+` FROM instances WHERE `+where+
+		` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
@@ -152,6 +187,10 @@ func (s *Store) ListInstances(ctx context.Context, tenant, after uuid.UUID, limi
 	}
 	return out, rows.Err()
 }
+
+// States lists every instance state.
+var States = []string{StatePending, StateProvisioning, StateRunning, StateStopping, StateStopped, StateDeleting,
+	StateDeleted, StateFailed}
 
 // Event is one recorded state transition.
 type Event struct {
