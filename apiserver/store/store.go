@@ -23,6 +23,7 @@ type Store struct {
 	ORM   *gorm.DB
 	cache shapeCache
 	hosts hostCache
+	keys  keyCache
 }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far
