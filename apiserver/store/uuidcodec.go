@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -13,8 +15,11 @@ func registerUUID(m *pgtype.Map) {
 }
 
 func tryWrapUUID(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
-	if id, ok := value.(uuid.UUID); ok {
+	switch id := value.(type) {
+	case uuid.UUID:
 		return &uuidEncodePlan{}, [16]byte(id), true
+	case *uuid.UUID: // never nil here: pgx encodes nil pointers as NULL before planning
+		return &uuidEncodePlan{}, [16]byte(*id), true
 	}
 	return nil, nil, false
 }
@@ -24,5 +29,11 @@ type uuidEncodePlan struct{ next pgtype.EncodePlan }
 func (p *uuidEncodePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
 
 func (p *uuidEncodePlan) Encode(value any, buf []byte) ([]byte, error) {
-	return p.next.Encode([16]byte(value.(uuid.UUID)), buf)
+	switch id := value.(type) {
+	case uuid.UUID:
+		return p.next.Encode([16]byte(id), buf)
+	case *uuid.UUID:
+		return p.next.Encode([16]byte(*id), buf)
+	}
+	return nil, fmt.Errorf("store: %T is not a uuid", value)
 }
