@@ -1,8 +1,9 @@
 package server_test
 
 import (
-	"sync"
 	"testing"
+
+	"gpucloud/apiserver/store"
 )
 
 // Hosts fill up under concurrent creates: the create path picks hosts from a short-lived list
@@ -16,34 +17,15 @@ func TestConcurrentCreatesFillHostsExactly(t *testing.T) {
 	e.host("h3", 2, 1<<20)
 
 	const n = 30
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		statuses = map[int]int{}
-	)
-	start := make(chan struct{})
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			key := e.tenantA.Key
-			if i%2 == 1 {
-				key = e.tenantB.Key
+	statuses := map[int]int{}
+	e.createAll(n, e.cpuType, func(status int, _ store.Instance, body []byte) {
+		statuses[status]++
+		if status == 503 {
+			if p := problemOf(t, body); p["type"] != "no-capacity" {
+				t.Errorf("refusal %s", body)
 			}
-			status, _, body := e.create(key, "vm", e.cpuType)
-			if status == 503 {
-				if p := problemOf(t, body); p["type"] != "no-capacity" {
-					t.Errorf("refusal %s", body)
-				}
-			}
-			mu.Lock()
-			statuses[status]++
-			mu.Unlock()
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	if statuses[201] != 6 || statuses[503] != n-6 {
 		t.Fatalf("statuses %v; want 6 created and %d refused", statuses, n-6)
 	}
