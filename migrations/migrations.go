@@ -20,7 +20,9 @@ var files embed.FS
 
 // Up applies every migration not yet applied, in order.
 func Up(ctx context.Context, db *sql.DB) error {
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files)
+	// Parts number their migrations in their own ranges, so a database can already hold a later
+	// range's files (00100 billing) when an earlier range gains one (00004): apply it anyway.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithAllowOutofOrder(true))
 	if err != nil {
 		return fmt.Errorf("migrations: open provider: %w", err)
 	}

@@ -212,7 +212,7 @@ func TestInstanceLifecycleWithAgent(t *testing.T) {
 	if _, err := b.StopInstance(ctx, inst.ID); !sdk.IsNotFound(err) {
 		t.Fatalf("B stops A's instance: %v", err)
 	}
-	if list, err := sdk.Collect(b.Instances(ctx)); err != nil || len(list) != 0 {
+	if list, err := sdk.Collect(b.Instances(ctx, sdk.InstanceFilter{})); err != nil || len(list) != 0 {
 		t.Fatalf("B lists %+v %v", list, err)
 	}
 	if _, err := a.StopInstance(ctx, inst.ID); err != nil {
@@ -242,6 +242,23 @@ func TestInstanceLifecycleWithAgent(t *testing.T) {
 	evs, err := a.InstanceEvents(ctx, inst.ID)
 	if err != nil || len(evs) < 6 || evs[len(evs)-1].To != sdk.StateDeleted {
 		t.Fatalf("events %+v %v", evs, err)
+	}
+	// The deleted instance leaves the default list; IncludeDeleted or a state filter shows it.
+	if list, err := sdk.Collect(a.Instances(ctx, sdk.InstanceFilter{})); err != nil || len(list) != 0 {
+		t.Fatalf("default list after delete: %+v %v", list, err)
+	}
+	for _, f := range []sdk.InstanceFilter{{IncludeDeleted: true}, {States: []string{sdk.StateDeleted}, HostID: inst.HostID},
+		{States: []string{sdk.StateRunning, sdk.StateDeleted}, GPUServerID: inst.GPUServerID}} {
+		if list, err := sdk.Collect(a.Instances(ctx, f)); err != nil || len(list) != 1 || list[0].ID != inst.ID {
+			t.Fatalf("list %+v: %+v %v", f, list, err)
+		}
+	}
+	if list, err := sdk.Collect(a.Instances(ctx, sdk.InstanceFilter{States: []string{sdk.StateRunning}, IncludeDeleted: true})); err != nil || len(list) != 0 {
+		t.Fatalf("running instances: %+v %v", list, err)
+	}
+	_, err = a.ListInstances(ctx, sdk.InstanceListOptions{InstanceFilter: sdk.InstanceFilter{States: []string{"gone"}}})
+	if ae, ok := sdk.AsAPIError(err); !ok || len(ae.Fields) != 1 || ae.Fields[0].Field != "state" {
+		t.Fatalf("bad state filter: %v", err)
 	}
 	_, err = a.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "vm2", InstanceTypeID: e.CPU, Image: "has space"})
 	if ae, ok := sdk.AsAPIError(err); !ok || len(ae.Fields) != 1 || ae.Fields[0].Field != "image" {
@@ -286,7 +303,7 @@ func TestRetriedCreateIsCreatedOnce(t *testing.T) {
 	if len(f.keys) != 2 || f.keys[0] == "" || f.keys[0] != f.keys[1] {
 		t.Fatalf("idempotency keys over the attempts: %q", f.keys)
 	}
-	list, err := sdk.Collect(c.Instances(ctx))
+	list, err := sdk.Collect(c.Instances(ctx, sdk.InstanceFilter{}))
 	if err != nil || len(list) != 1 || list[0].ID != inst.ID {
 		t.Fatalf("after a retried create: %+v %v", list, err)
 	}

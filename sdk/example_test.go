@@ -26,7 +26,7 @@ func Example() {
 	if inst, err = c.WaitInstance(ctx, inst.ID, 2*time.Second, nil, sdk.StateRunning); err != nil {
 		panic(err)
 	}
-	for i, err := range c.Instances(ctx) {
+	for i, err := range c.Instances(ctx, sdk.InstanceFilter{}) {
 		if err != nil {
 			panic(err)
 		}

@@ -118,7 +118,7 @@ func (c *Client) DrainHost(ctx context.Context, id string, interval time.Duratio
 	if _, err := c.StartDrainHost(ctx, id); err != nil {
 		return err
 	}
-	return c.waitEmpty(ctx, interval, progress, func(i Instance) bool { return i.HostID == id })
+	return c.waitEmpty(ctx, interval, progress, InstanceFilter{HostID: id})
 }
 
 // DrainGPUServer is DrainHost for a GPU server: it waits until no instance uses its GPUs.
@@ -126,22 +126,16 @@ func (c *Client) DrainGPUServer(ctx context.Context, id string, interval time.Du
 	if _, err := c.StartDrainGPUServer(ctx, id); err != nil {
 		return err
 	}
-	return c.waitEmpty(ctx, interval, progress, func(i Instance) bool { return i.GPUServerID == id })
+	return c.waitEmpty(ctx, interval, progress, InstanceFilter{GPUServerID: id})
 }
 
-// waitEmpty polls the instance list until no live instance matches on. The API has no
-// per-host filter yet, so this reads every instance (operators see all tenants).
-func (c *Client) waitEmpty(ctx context.Context, interval time.Duration, progress func(DrainProgress), on func(Instance) bool) error {
+// waitEmpty polls the list of live instances that pass on until it is empty.
+func (c *Client) waitEmpty(ctx context.Context, interval time.Duration, progress func(DrainProgress), on InstanceFilter) error {
 	start := time.Now()
 	for {
-		var left []Instance
-		for inst, err := range c.Instances(ctx) {
-			if err != nil {
-				return err
-			}
-			if on(inst) && inst.State != StateDeleted {
-				left = append(left, inst)
-			}
+		left, err := Collect(c.Instances(ctx, on))
+		if err != nil {
+			return err
 		}
 		if progress != nil {
 			progress(DrainProgress{Remaining: left, Elapsed: time.Since(start)})

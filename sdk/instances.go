@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -12,15 +14,48 @@ func (c *Client) CreateInstance(ctx context.Context, r CreateInstanceRequest) (I
 	return do[Instance](ctx, c, request{op: opCreateInstance, body: r})
 }
 
-// ListInstances returns a page of instances (a tenant's own; every tenant's for platform roles).
-func (c *Client) ListInstances(ctx context.Context, o ListOptions) (Page[Instance], error) {
+// InstanceFilter narrows instance lists. The zero value lists live instances: deleted ones
+// come only with IncludeDeleted, or when States names StateDeleted.
+type InstanceFilter struct {
+	States         []string // any of these states; empty: any
+	HostID         string   // only instances on this host
+	GPUServerID    string   // only instances with GPUs on this GPU server
+	IncludeDeleted bool
+}
+
+// InstanceListOptions page through a filtered instance list.
+type InstanceListOptions struct {
+	ListOptions
+	InstanceFilter
+}
+
+func (o InstanceListOptions) values() url.Values {
+	v := o.ListOptions.values()
+	if len(o.States) > 0 {
+		v.Set("state", strings.Join(o.States, ","))
+	}
+	if o.HostID != "" {
+		v.Set("host_id", o.HostID)
+	}
+	if o.GPUServerID != "" {
+		v.Set("gpu_server_id", o.GPUServerID)
+	}
+	if o.IncludeDeleted {
+		v.Set("include_deleted", "true")
+	}
+	return v
+}
+
+// ListInstances returns a page of instances (a tenant's own; every tenant's for platform roles)
+// that pass o's filter.
+func (c *Client) ListInstances(ctx context.Context, o InstanceListOptions) (Page[Instance], error) {
 	return listPage[Instance](ctx, c, opListInstances, o.values())
 }
 
-// Instances iterates every visible instance.
-func (c *Client) Instances(ctx context.Context) iter.Seq2[Instance, error] {
+// Instances iterates every visible instance that passes f (InstanceFilter{}: every live one).
+func (c *Client) Instances(ctx context.Context, f InstanceFilter) iter.Seq2[Instance, error] {
 	return all(ctx, func(ctx context.Context, cur string) (Page[Instance], error) {
-		return c.ListInstances(ctx, ListOptions{Limit: 200, Cursor: cur})
+		return c.ListInstances(ctx, InstanceListOptions{ListOptions{Limit: 200, Cursor: cur}, f})
 	})
 }
 

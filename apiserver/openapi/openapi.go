@@ -50,10 +50,26 @@ type Operation struct {
 
 // Parameter is a path, query or header parameter.
 type Parameter struct {
-	Name     string `json:"name"`
-	In       string `json:"in"`
-	Required bool   `json:"required,omitempty"`
-	Schema   Schema `json:"schema"`
+	Name        string `json:"name"`
+	In          string `json:"in"`
+	Description string `json:"description,omitempty"`
+	Required    bool   `json:"required,omitempty"`
+	Schema      Schema `json:"schema"`
+}
+
+// QueryParam is an optional query parameter.
+func QueryParam(name string, schema Schema, description string) Parameter {
+	return Parameter{Name: name, In: "query", Description: description, Schema: schema}
+}
+
+// Params adds parameters to an operation already built by Op; it panics on an unknown one (a
+// programming error, found by any test that builds the document).
+func (d *Document) Params(method, path string, params ...Parameter) {
+	op := d.Paths[path][strings.ToLower(method)]
+	if op == nil {
+		panic("openapi: no operation " + method + " " + path)
+	}
+	op.Parameters = append(op.Parameters, params...)
 }
 
 // RequestBody is a JSON body.

@@ -80,28 +80,14 @@ func Place(ctx context.Context, tx pgx.Tx, req Request) (Result, error) {
 }
 
 func placeGPUs(ctx context.Context, tx pgx.Tx, req Request, res *Result) error {
-	// Dedicated needs an untouched GPU; shared needs a slice of free memory.
-	cond, need := "g.reserved_bytes = 0 AND $2::bigint = 0", int64(0)
-	if !req.Dedicated {
-		cond, need = "g.memory_bytes - g.reserved_bytes >= $2::bigint", req.SliceBytes
-	}
-	const eligible = `FROM gpus g JOIN gpu_servers s ON s.id = g.gpu_server_id
-		WHERE g.gpu_model_id = $1 AND g.healthy AND s.status = 'ready' AND NOT s.cordoned
-		  AND NOT s.draining AND s.deleted_at IS NULL AND `
 	if req.GPUCount == 1 {
-		// The common case, in one statement: walk the gpus_pack index from the fullest GPU
-		// that still fits (packing slices, keeping whole GPUs free) and take the first one not
-		// locked by a concurrent create.
 		var g GPU
 		var srv uuid.UUID
 		var endpoint string
-		err := tx.QueryRow(ctx, `UPDATE gpus SET reserved_bytes = CASE WHEN $3 THEN memory_bytes ELSE reserved_bytes + $2 END
-			WHERE id = (SELECT g.id `+eligible+cond+` ORDER BY g.reserved_bytes DESC LIMIT 1 FOR UPDATE OF g SKIP LOCKED)
-			RETURNING id, uuid, CASE WHEN $3 THEN memory_bytes ELSE $2 END, gpu_server_id,
-			  (SELECT endpoint FROM gpu_servers WHERE id = gpus.gpu_server_id)`,
-			req.GPUModelID, need, req.Dedicated).Scan(&g.ID, &g.UUID, &g.Bytes, &srv, &endpoint)
+		sql, args := oneGPU(req)
+		err := tx.QueryRow(ctx, sql, args...).Scan(&g.ID, &g.UUID, &g.Bytes, &srv, &endpoint)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return &NoCapacityError{What: "a free GPU of the requested model and tier"}
+			return noGPU(req)
 		}
 		if err != nil {
 			return fmt.Errorf("placement: reserve GPU: %w", err)
@@ -109,6 +95,7 @@ func placeGPUs(ctx context.Context, tx pgx.Tx, req Request, res *Result) error {
 		res.GPUServerID, res.Endpoint, res.GPUs = srv, endpoint, []GPU{g}
 		return nil
 	}
+	cond, need := gpuCond(req)
 	rows, err := tx.Query(ctx, `SELECT g.gpu_server_id `+eligible+cond+`
 		GROUP BY g.gpu_server_id HAVING count(*) >= $3 ORDER BY random() LIMIT 8`,
 		req.GPUModelID, need, req.GPUCount)
@@ -162,17 +149,58 @@ func placeGPUs(ctx context.Context, tx pgx.Tx, req Request, res *Result) error {
 	return &NoCapacityError{What: fmt.Sprintf("%d free GPU(s) of the requested model and tier", req.GPUCount)}
 }
 
+// eligible selects the GPUs (alias g) of $1's model on usable GPU servers (alias s); gpuCond's
+// condition follows it.
+const eligible = `FROM gpus g JOIN gpu_servers s ON s.id = g.gpu_server_id
+	WHERE g.gpu_model_id = $1 AND g.healthy AND s.status = 'ready' AND NOT s.cordoned
+	  AND NOT s.draining AND s.deleted_at IS NULL AND `
+
+// gpuCond is the fit condition on $2: dedicated needs an untouched GPU; shared needs a slice of
+// free memory.
+func gpuCond(req Request) (string, int64) {
+	if req.Dedicated {
+		return "g.reserved_bytes = 0 AND $2::bigint = 0", 0
+	}
+	return "g.memory_bytes - g.reserved_bytes >= $2::bigint", req.SliceBytes
+}
+
+// oneGPU is the common case, in one statement: take the first GPU not locked by a concurrent
+// create, walking for a shared slice the gpus_fit index from the GPU with the least free memory
+// that still fits (packing slices, keeping whole GPUs free), for a dedicated GPU the untouched
+// ones of gpus_pack. It returns the GPU's id, uuid, reserved bytes, server and endpoint.
+func oneGPU(req Request) (string, []any) {
+	cond, need := gpuCond(req)
+	order := "g.memory_bytes - g.reserved_bytes"
+	if req.Dedicated {
+		order = "g.reserved_bytes DESC"
+	}
+	return `UPDATE gpus SET reserved_bytes = CASE WHEN $3 THEN memory_bytes ELSE reserved_bytes + $2 END
+		WHERE id = (SELECT g.id ` + eligible + cond + ` ORDER BY ` + order + ` LIMIT 1 FOR UPDATE OF g SKIP LOCKED)
+		RETURNING id, uuid, CASE WHEN $3 THEN memory_bytes ELSE $2 END, gpu_server_id,
+		  (SELECT endpoint FROM gpu_servers WHERE id = gpus.gpu_server_id)`, []any{req.GPUModelID, need, req.Dedicated}
+}
+
+func noGPU(req Request) error {
+	if req.GPUCount == 1 {
+		return &NoCapacityError{What: "a free GPU of the requested model and tier"}
+	}
+	return noGPU(req)
+}
+
 const hostFits = `status = 'ready' AND NOT cordoned AND NOT draining AND deleted_at IS NULL
 	AND vcpus - used_vcpus >= $1 AND memory_mib - used_memory_mib >= $2 AND disk_gib - used_disk_gib >= $3`
+
+// anyHost reserves room on a random host that fits, in one statement; no row when none fits or a
+// concurrent create took the chosen host's last room.
+const anyHost = `UPDATE hosts SET used_vcpus = used_vcpus + $1, used_memory_mib = used_memory_mib + $2,
+	used_disk_gib = used_disk_gib + $3
+	WHERE id = (SELECT id FROM hosts WHERE ` + hostFits + ` ORDER BY random() LIMIT 1) AND ` + hostFits + ` RETURNING id`
 
 func placeHost(ctx context.Context, tx pgx.Tx, req Request) (uuid.UUID, error) {
 	// First try, in one statement: a random host that fits. Only when a concurrent create took
 	// its last room (the re-checked condition fails) do we walk the candidates one by one.
 	var id uuid.UUID
-	err := tx.QueryRow(ctx, `UPDATE hosts SET used_vcpus = used_vcpus + $1, used_memory_mib = used_memory_mib + $2,
-		used_disk_gib = used_disk_gib + $3
-		WHERE id = (SELECT id FROM hosts WHERE `+hostFits+` ORDER BY random() LIMIT 1) AND `+hostFits+` RETURNING id`,
-		req.VCPUs, req.MemoryMiB, req.DiskGiB).Scan(&id)
+	err := tx.QueryRow(ctx, anyHost, req.VCPUs, req.MemoryMiB, req.DiskGiB).Scan(&id)
 	if err == nil {
 		return id, nil
 	}

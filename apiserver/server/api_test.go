@@ -369,3 +369,28 @@ func TestPaginationAndRequestID(t *testing.T) {
 		t.Fatalf("%d instance creates audited", creates)
 	}
 }
+
+// A key revoked by another apiserver replica (here: straight in the database) stops working
+// within the key cache's lifetime (2 s), not only after this replica restarts.
+func TestKeyRevokedElsewhereExpires(t *testing.T) {
+	e := newEnv(t)
+	var me server.Me
+	e.must(200, "GET", "/v1/me", e.tenantA.Key, nil, &me)
+	var k server.NewAPIKey
+	e.must(201, "POST", "/v1/users/"+me.UserID.String()+"/api-keys", e.tenantA.Key, map[string]string{"name": "ci"}, &k)
+	e.must(200, "GET", "/v1/me", k.Secret, nil, nil) // resolved, now cached
+	if _, err := e.st.Pool.Exec(t.Context(), `UPDATE api_keys SET revoked_at = now() WHERE id = $1`, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	for {
+		s, _, _ := e.call("GET", "/v1/me", k.Secret, nil, nil)
+		if s == 401 {
+			break
+		}
+		if time.Since(revoked) > 5*time.Second {
+			t.Fatalf("key revoked elsewhere still accepted after %v (status %d)", time.Since(revoked), s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +193,31 @@ func (e *env) create(key, name, typ string) (int, store.Instance, []byte) {
 	var inst store.Instance
 	status, _, body := e.call("POST", "/v1/instances", key, map[string]string{"name": name, "instance_type_id": typ, "image": "ubuntu-24.04"}, &inst)
 	return status, inst, body
+}
+
+// createAll sends n creates of typ at once, alternating tenants A and B, and hands each answer
+// to each, one at a time.
+func (e *env) createAll(n int, typ string, each func(status int, inst store.Instance, body []byte)) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			<-start
+			key := e.tenantA.Key
+			if i%2 == 1 {
+				key = e.tenantB.Key
+			}
+			status, inst, body := e.create(key, "vm", typ)
+			mu.Lock()
+			defer mu.Unlock()
+			each(status, inst, body)
+		}(i)
+	}
+	close(start)
+	wg.Wait()
 }
 
 var _ = gin.ReleaseMode

@@ -2,9 +2,15 @@ package server
 
 import (
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"testing"
 
+	"github.com/gin-gonic/gin"
+
 	"gpucloud/api"
+	"gpucloud/apiserver/store"
 	"gpucloud/internal/problem"
 )
 
@@ -23,6 +29,33 @@ func FuzzDecodeJSON(f *testing.F) {
 			var d *problem.Details
 			if !errors.As(err, &d) || d.Status < 400 || d.Status > 499 || d.Type == "" {
 				t.Fatalf("decode %q: %v is not a 4xx problem", body, err)
+			}
+		}
+	})
+}
+
+// The instance list's query string is untrusted: instanceFilter never panics, refuses with a 400
+// problem, and what it accepts holds only known states.
+func FuzzInstanceFilter(f *testing.F) {
+	for _, s := range []string{"", "state=running", "state=running,deleted&state=pending", "host_id=0190c0de-0000-7000-8000-000000000000",
+		"gpu_server_id=x", "include_deleted=true", "include_deleted=maybe", "state=", "state=%00", "host_id=&host_id=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		c, _ := gin.CreateTestContext(httptest.NewRecorder())
+		c.Request = httptest.NewRequest(http.MethodGet, "/v1/instances", nil)
+		c.Request.URL.RawQuery = query
+		got, err := instanceFilter(c)
+		if err != nil {
+			var d *problem.Details
+			if !errors.As(err, &d) || d.Status != http.StatusBadRequest {
+				t.Fatalf("?%s: %v is not a 400 problem", query, err)
+			}
+			return
+		}
+		for _, st := range got.States {
+			if !slices.Contains(store.States, st) {
+				t.Fatalf("?%s: accepted state %q", query, st)
 			}
 		}
 	})

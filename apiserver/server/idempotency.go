@@ -45,10 +45,8 @@ func (s *Server) idempotent(c *gin.Context) {
 
 	if c.FullPath() == createInstancePath {
 		// The create records the key in its own transaction (see store.CreateInstance): one
-		// commit instead of three. Only a known key is looked up here.
-		if s.replay(c, owner, key, sum, false) {
-			return
-		}
+		// commit instead of three, and the look-up of a known key rides in the create's first
+		// round trip; a known key comes back as store.ErrIdempotencyRace and is replayed then.
 		c.Set(idemKey, idemClaim{owner: owner, key: key, sum: sum})
 		c.Next()
 		return
@@ -61,7 +59,7 @@ func (s *Server) idempotent(c *gin.Context) {
 		return
 	}
 	if tag.RowsAffected() == 0 {
-		s.replay(c, owner, key, sum, true)
+		s.replay(c, owner, key, sum)
 		return
 	}
 	rec := &recorder{ResponseWriter: c.Writer}
@@ -88,9 +86,8 @@ type idemClaim struct {
 	sum        []byte
 }
 
-// replay answers from the stored record of (owner, key) and reports whether it did. must says
-// the record is known to exist (it was just found taken).
-func (s *Server) replay(c *gin.Context, owner, key string, sum []byte, must bool) bool {
+// replay answers from the stored record of (owner, key), which was just found taken.
+func (s *Server) replay(c *gin.Context, owner, key string, sum []byte) {
 	var (
 		stored      []byte
 		status      int
@@ -100,8 +97,6 @@ func (s *Server) replay(c *gin.Context, owner, key string, sum []byte, must bool
 	err := s.store.Pool.QueryRow(c.Request.Context(), `SELECT request_hash, status, content_type, body FROM idempotency_keys
 		WHERE principal = $1 AND key = $2`, owner, key).Scan(&stored, &status, &contentType, &body)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows) && !must:
-		return false
 	case errors.Is(err, pgx.ErrNoRows):
 		// The first request failed with a 5xx and released the key between our insert and select.
 		d := problem.New(http.StatusConflict, "idempotency-in-progress", "Request in progress", "retry")
@@ -122,7 +117,6 @@ func (s *Server) replay(c *gin.Context, owner, key string, sum []byte, must bool
 		c.Data(status, contentType, body)
 		c.Abort()
 	}
-	return true
 }
 
 func principalKey(p authn.Principal) string {

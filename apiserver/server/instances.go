@@ -3,7 +3,10 @@ package server
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -106,7 +109,7 @@ func (s *Server) createInstance(c *gin.Context) error {
 		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey}, idem)
 	if errors.Is(err, store.ErrIdempotencyRace) {
 		cl := claim.(idemClaim)
-		s.replay(c, cl.owner, cl.key, cl.sum, true)
+		s.replay(c, cl.owner, cl.key, cl.sum)
 		return nil
 	}
 	if err != nil {
@@ -142,12 +145,47 @@ func (s *Server) listInstances(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	list, err := s.store.ListInstances(c.Request.Context(), scope, after, limit)
+	f, err := instanceFilter(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.store.ListInstances(c.Request.Context(), scope, f, after, limit)
 	if err != nil {
 		return err
 	}
 	c.JSON(http.StatusOK, page(list, limit, func(i store.Instance) uuid.UUID { return i.ID }))
 	return nil
+}
+
+// instanceFilter reads the list's filters: ?state= (repeated or comma-separated), ?host_id=,
+// ?gpu_server_id= and ?include_deleted=.
+func instanceFilter(c *gin.Context) (store.InstanceFilter, error) {
+	var f store.InstanceFilter
+	for _, v := range c.QueryArray("state") {
+		for _, st := range strings.Split(v, ",") {
+			if !slices.Contains(store.States, st) {
+				return f, invalid("state", fmt.Sprintf("%q is not a state (one of %s)", st, strings.Join(store.States, ", ")))
+			}
+			f.States = append(f.States, st)
+		}
+	}
+	for name, dst := range map[string]*uuid.UUID{"host_id": &f.HostID, "gpu_server_id": &f.GPUServerID} {
+		if v, ok := c.GetQuery(name); ok {
+			id, err := uuid.Parse(v)
+			if err != nil {
+				return f, invalid(name, "must be an id")
+			}
+			*dst = id
+		}
+	}
+	if v, ok := c.GetQuery("include_deleted"); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return f, invalid("include_deleted", "must be true or false")
+		}
+		f.IncludeDeleted = b
+	}
+	return f, nil
 }
 
 func (s *Server) act(action string, status int) func(c *gin.Context) error {

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"sync"
 	"testing"
 
 	"gpucloud/apiserver/store"
@@ -18,39 +17,22 @@ func TestConcurrentCreatesNeverOversubscribe(t *testing.T) {
 
 	const n = 100
 	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
 		placed   []store.Instance
 		refused  int
 		statuses = map[int]int{}
 	)
-	start := make(chan struct{})
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			key := e.tenantA.Key
-			if i%2 == 1 {
-				key = e.tenantB.Key
+	e.createAll(n, e.dedType, func(status int, inst store.Instance, body []byte) {
+		statuses[status]++
+		switch status {
+		case 201:
+			placed = append(placed, inst)
+		case 503:
+			if p := problemOf(t, body); p["type"] != "no-capacity" || p["retryable"] != true {
+				t.Errorf("refusal %s", body)
 			}
-			status, inst, body := e.create(key, "vm", e.dedType)
-			mu.Lock()
-			defer mu.Unlock()
-			statuses[status]++
-			switch status {
-			case 201:
-				placed = append(placed, inst)
-			case 503:
-				if p := problemOf(t, body); p["type"] != "no-capacity" || p["retryable"] != true {
-					t.Errorf("refusal %s", body)
-				}
-				refused++
-			}
-		}(i)
-	}
-	close(start)
-	wg.Wait()
+			refused++
+		}
+	})
 	if len(placed) != 10 || refused != 90 {
 		t.Fatalf("placed %d, refused %d (statuses %v); want 10 and 90", len(placed), refused, statuses)
 	}
@@ -91,21 +73,12 @@ func TestSharedSlicesFillGPUExactly(t *testing.T) {
 	e := newEnv(t)
 	e.host("h1", 1000, 1<<24)
 	e.gpuServer("g1", 1) // 80 GiB; the shared tier's slice is 10 GiB: 8 fit
-	var wg sync.WaitGroup
-	var mu sync.Mutex
 	ok := 0
-	for i := 0; i < 12; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if s, _, _ := e.create(e.tenantA.Key, "s", e.shrType); s == 201 {
-				mu.Lock()
-				ok++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	e.createAll(12, e.shrType, func(status int, _ store.Instance, _ []byte) {
+		if status == 201 {
+			ok++
+		}
+	})
 	var reserved int64
 	if err := e.st.Pool.QueryRow(t.Context(), `SELECT reserved_bytes FROM gpus`).Scan(&reserved); err != nil {
 		t.Fatal(err)

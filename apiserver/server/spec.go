@@ -43,7 +43,15 @@ func Document() *openapi.Document {
 	op(post, "/v1/instance-types", "createInstanceType", "Add an instance type (operator)", "catalog", CreateInstanceTypeRequest{}, store.InstanceType{}, created)
 
 	op(post, "/v1/instances", "createInstance", "Create an instance: placed and reserved at once", "instances", CreateInstanceRequest{}, store.Instance{}, created)
-	op(get, "/v1/instances", "listInstances", "List instances", "instances", nil, Page[store.Instance]{}, ok)
+	op(get, "/v1/instances", "listInstances", "List instances (live ones unless asked for deleted)", "instances", nil, Page[store.Instance]{}, ok)
+	d.Params(get, "/v1/instances", pageParams()...)
+	d.Params(get, "/v1/instances",
+		openapi.QueryParam("state", openapi.Schema{"type": "array", "items": openapi.Schema{"type": "string", "enum": store.States}},
+			"only instances in these states; repeat the parameter or separate states by commas"),
+		openapi.QueryParam("host_id", openapi.Schema{"type": "string", "format": "uuid"}, "only instances on this host"),
+		openapi.QueryParam("gpu_server_id", openapi.Schema{"type": "string", "format": "uuid"}, "only instances with GPUs on this GPU server"),
+		openapi.QueryParam("include_deleted", openapi.Schema{"type": "boolean", "default": false},
+			"include deleted instances (also included when state names deleted)"))
 	op(get, "/v1/instances/{id}", "getInstance", "Get an instance", "instances", nil, store.Instance{}, ok)
 	op(get, "/v1/instances/{id}/events", "listInstanceEvents", "An instance's state transitions", "instances", nil, Page[store.Event]{}, ok)
 	op(post, "/v1/instances/{id}/start", "startInstance", "Start a stopped instance", "instances", nil, store.Instance{}, ok)
@@ -85,4 +93,12 @@ func ginToOpenAPI(p string) string {
 		}
 	}
 	return strings.Join(segs, "/")
+}
+
+// pageParams documents the cursor pagination of lists (pageArgs).
+func pageParams() []openapi.Parameter {
+	return []openapi.Parameter{
+		openapi.QueryParam("limit", openapi.Schema{"type": "integer", "minimum": 1, "maximum": 200, "default": 50}, "page size"),
+		openapi.QueryParam("cursor", openapi.Schema{"type": "string"}, "next_cursor of the previous page"),
+	}
 }

@@ -159,7 +159,7 @@ func (s *Store) GetAPIKey(ctx context.Context, id uuid.UUID) (APIKey, User, erro
 
 // RevokeAPIKey revokes a key; revoking twice is harmless.
 func (s *Store) RevokeAPIKey(ctx context.Context, k APIKey, owner User) error {
-	return s.InTx(ctx, func(tx pgx.Tx) error {
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1`, k.ID); err != nil {
 			return fmt.Errorf("revoke api key: %w", err)
 		}
@@ -169,6 +169,10 @@ func (s *Store) RevokeAPIKey(ctx context.Context, k APIKey, owner User) error {
 		}
 		return Audit(ctx, tx, tenant, "revoke", "api-key", k.ID.String(), nil)
 	})
+	if err == nil {
+		s.keys.forget()
+	}
+	return err
 }
 
 // Credential is what a secret resolves to.
@@ -186,19 +190,7 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Credential, er
 	var err error
 	switch {
 	case len(secret) > 4 && secret[:4] == PrefixUserKey:
-		var tenant *uuid.UUID
-		var last *time.Time
-		var role string
-		err = s.Pool.QueryRow(ctx, `SELECT k.id, k.last_used_at, u.id, u.tenant_id, u.role FROM api_keys k
-			JOIN users u ON u.id = k.user_id WHERE k.hash = $1 AND k.revoked_at IS NULL`, hash).
-			Scan(&c.KeyID, &last, &c.Principal.UserID, &tenant, &role)
-		c.Principal.Role = authn.Role(role)
-		if tenant != nil {
-			c.Principal.TenantID = *tenant
-		}
-		if last != nil {
-			c.LastUsedAt = *last
-		}
+		return s.authenticateKey(ctx, [32]byte(hash))
 	case len(secret) > 4 && secret[:4] == PrefixHost:
 		err = s.Pool.QueryRow(ctx, `SELECT id FROM hosts WHERE credential_hash = $1 AND deleted_at IS NULL`, hash).Scan(&c.Principal.DaemonID)
 		c.Principal.Role = authn.RoleDaemon
@@ -214,6 +206,35 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Credential, er
 	if err != nil {
 		return c, fmt.Errorf("authenticate: %w", err)
 	}
+	return c, nil
+}
+
+// authenticateKey resolves a user API key's hash, from keyCache when it can.
+func (s *Store) authenticateKey(ctx context.Context, hash [32]byte) (Credential, error) {
+	c, gen, ok := s.keys.get(hash)
+	if ok {
+		return c, nil
+	}
+	var tenant *uuid.UUID
+	var last *time.Time
+	var role string
+	err := s.Pool.QueryRow(ctx, `SELECT k.id, k.last_used_at, u.id, u.tenant_id, u.role FROM api_keys k
+		JOIN users u ON u.id = k.user_id WHERE k.hash = $1 AND k.revoked_at IS NULL`, hash[:]).
+		Scan(&c.KeyID, &last, &c.Principal.UserID, &tenant, &role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, ErrNotFound
+	}
+	if err != nil {
+		return c, fmt.Errorf("authenticate: %w", err)
+	}
+	c.Principal.Role = authn.Role(role)
+	if tenant != nil {
+		c.Principal.TenantID = *tenant
+	}
+	if last != nil {
+		c.LastUsedAt = *last
+	}
+	s.keys.put(hash, c, gen)
 	return c, nil
 }
 

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"gpucloud/apiserver/placement"
 )
 
 // Instance states.
@@ -91,122 +91,13 @@ type FieldError struct{ Field, Reason string }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
-// CreateInstance validates the type, places and reserves capacity, records the instance as
-// pending with its first event and audit entry, and charges the tenant's quota: all in one
-// transaction, so a failure at any step leaves nothing reserved.
-//
-// With idem, the Idempotency-Key record (the rendered answer) is written in the same
-// transaction, so the instance and its replayable answer commit together; a concurrent request
-// with the same key waits on the record's row and then gets ErrIdempotencyRace.
-func (s *Store) CreateInstance(ctx context.Context, tenant uuid.UUID, actor string, in NewInstance, idem *Idempotency) (Instance, []byte, error) {
-	var inst Instance
-	var answer []byte
-	err := s.InTx(ctx, func(tx pgx.Tx) error {
-		sh, err := s.shape(ctx, tx, in.InstanceTypeID)
-		if err != nil {
-			return err
-		}
-		tier := sh.Tier
-		req := placement.Request{VCPUs: sh.VCPUs, MemoryMiB: sh.MemoryMiB, DiskGiB: sh.DiskGiB, GPUModelID: sh.ModelID,
-			GPUCount: sh.GPUCount, Dedicated: tier == "dedicated"}
-		if !req.Dedicated && req.GPUCount > 0 {
-			if req.SliceBytes, err = s.sharedSlice(ctx, tx); err != nil {
-				return err
-			}
-		}
-		res, err := placement.Place(ctx, tx, req)
-		if err != nil {
-			return err
-		}
-		var perGPU int64
-		if len(res.GPUs) > 0 {
-			perGPU = res.GPUs[0].Bytes
-		}
-		inst = Instance{
-			ID: NewID(), TenantID: tenant, Name: in.Name, InstanceTypeID: in.InstanceTypeID, Image: in.Image,
-			SSHKey: in.SSHKey, State: StatePending, DesiredState: "running", HostID: res.HostID,
-			VCPUs: req.VCPUs, MemoryMiB: req.MemoryMiB, DiskGiB: req.DiskGiB, Tier: tier, GPUCount: req.GPUCount,
-			GPUMemoryBytes: perGPU,
-			// Set here rather than by the database so the answer can be rendered before commit.
-			CreatedAt: time.Now().UTC().Truncate(time.Microsecond),
-		}
-		inst.UpdatedAt = inst.CreatedAt
-		inst.GPUModel = sh.ModelName
-		if !req.Dedicated {
-			inst.MemoryQuota = perGPU
-		}
-		if res.GPUServerID != uuid.Nil {
-			inst.GPUServerID = &res.GPUServerID
-		}
-		// The rows of the create go in one batch: one round trip instead of five.
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO instances (id, tenant_id, name, instance_type_id, image, ssh_key, state,
-			desired_state, host_id, gpu_server_id, vcpus, memory_mib, disk_gib, tier, gpu_model, gpu_count, gpu_memory_bytes,
-			memory_quota, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)`,
-			inst.ID, tenant, inst.Name, inst.InstanceTypeID, inst.Image, inst.SSHKey, inst.State, inst.DesiredState,
-			inst.HostID, inst.GPUServerID, inst.VCPUs, inst.MemoryMiB, inst.DiskGiB, tier, inst.GPUModel, inst.GPUCount,
-			perGPU, inst.MemoryQuota, inst.CreatedAt)
-		for _, g := range res.GPUs {
-			b.Queue(`INSERT INTO gpu_reservations (instance_id, gpu_id, bytes, dedicated) VALUES ($1, $2, $3, $4)`,
-				inst.ID, g.ID, g.Bytes, req.Dedicated)
-		}
-		b.Queue(eventSQL, inst.ID, "", StatePending, "", actor)
-		auditSQL, auditArgs, err := auditStmt(ctx, tenant, "create", "instance", inst.ID.String(),
-			map[string]any{"name": inst.Name, "instance_type_id": inst.InstanceTypeID, "host_id": inst.HostID})
-		if err != nil {
-			return err
-		}
-		b.Queue(auditSQL, auditArgs...)
-		// The tenant row is locked last (see package placement for the lock order): its lock is
-		// the one every create of this tenant queues on, so it is held for the shortest time.
-		gpus, gpuMem := int64(inst.GPUCount), int64(inst.GPUCount)*perGPU
-		charged := false
-		b.Queue(chargeSQL, tenant, gpus, gpuMem).Exec(func(tag pgconn.CommandTag) error {
-			charged = tag.RowsAffected() == 1
-			return nil
-		})
-		if idem != nil {
-			if answer, err = idem.Render(inst); err != nil {
-				return fmt.Errorf("render answer: %w", err)
-			}
-			b.Queue(`INSERT INTO idempotency_keys (principal, key, request_hash, status, content_type, body)
-				VALUES ($1, $2, $3, $4, $5, $6)`, idem.Principal, idem.Key, idem.Hash, idem.Status, idem.ContentType, answer)
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.ConstraintName == "idempotency_keys_pkey" {
-				return ErrIdempotencyRace
-			}
-			return fmt.Errorf("record instance: %w", err)
-		}
-		if !charged {
-			return quotaError(ctx, tx, tenant, gpus, gpuMem)
-		}
-		return nil
-	})
-	return inst, answer, err
-}
-
-// Idempotency is an Idempotency-Key claim recorded with a create, and how to render the answer.
-type Idempotency struct {
-	Principal, Key string
-	Hash           []byte
-	Status         int
-	ContentType    string
-	Render         func(Instance) ([]byte, error)
-}
-
-// ErrIdempotencyRace: a concurrent request with the same key committed first.
-var ErrIdempotencyRace = errors.New("idempotency key claimed by a concurrent request")
-
 const chargeSQL = `UPDATE tenants SET used_instances = used_instances + 1, used_gpus = used_gpus + $2,
 	used_gpu_memory_bytes = used_gpu_memory_bytes + $3
 	WHERE id = $1 AND used_instances + 1 <= quota_instances AND used_gpus + $2 <= quota_gpus
 	  AND used_gpu_memory_bytes + $3 <= quota_gpu_memory_bytes`
 
 // quotaError says which quota a refused charge would have exceeded.
-func quotaError(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, gpus, gpuMem int64) error {
+func quotaError(ctx context.Context, tx Execer, tenant uuid.UUID, gpus, gpuMem int64) error {
 	var t Tenant
 	if err := tx.QueryRow(ctx, `SELECT quota_instances, quota_gpus, quota_gpu_memory_bytes, used_instances, used_gpus,
 		used_gpu_memory_bytes FROM tenants WHERE id = $1`, tenant).Scan(&t.QuotaInstances, &t.QuotaGPUs,
@@ -246,10 +137,42 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id uuid.UUID) (Instance
 	return i, nil
 }
 
-// ListInstances pages a tenant's instances (zero: all tenants) by id.
-func (s *Store) ListInstances(ctx context.Context, tenant, after uuid.UUID, limit int) ([]Instance, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+instanceCols+` FROM instances
-		WHERE ($1::uuid IS NULL OR tenant_id = $1) AND id > $2 ORDER BY id LIMIT $3`, nullable(tenant), after, limit)
+// InstanceFilter narrows an instance list. The zero value lists live instances: deleted ones
+// only with IncludeDeleted or when States names "deleted".
+type InstanceFilter struct {
+	States         []string  // any of these states; empty: any
+	HostID         uuid.UUID // zero: any host
+	GPUServerID    uuid.UUID // zero: any GPU server
+	IncludeDeleted bool
+}
+
+// ListInstances pages a tenant's instances (zero: all tenants) by id. The conditions are
+// written out rather than "($n IS NULL OR ...)", so that each list gets the plan of its filters
+// (instances_host and instances_gpu_server for the drain polls of operators).
+func (s *Store) ListInstances(ctx context.Context, tenant uuid.UUID, f InstanceFilter, after uuid.UUID, limit int) ([]Instance, error) {
+	where, args := "id > $1", []any{after}
+	and := func(cond string, arg any) {
+		args = append(args, arg)
+		where += " AND " + strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args)))
+	}
+	if tenant != uuid.Nil {
+		and("tenant_id = $?", tenant)
+	}
+	if len(f.States) > 0 {
+		and("state = ANY($?)", f.States)
+	}
+	if !f.IncludeDeleted && !slices.Contains(f.States, StateDeleted) {
+		where += " AND state <> 'deleted'"
+	}
+	if f.HostID != uuid.Nil {
+		and("host_id = $?", f.HostID)
+	}
+	if f.GPUServerID != uuid.Nil {
+		and("gpu_server_id = $?", f.GPUServerID)
+	}
+	args = append(args, limit)
+	rows, err := s.Pool.Query(ctx, `SELECT `+instanceCols+` FROM instances WHERE `+where+
+		` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
@@ -264,6 +187,10 @@ func (s *Store) ListInstances(ctx context.Context, tenant, after uuid.UUID, limi
 	}
 	return out, rows.Err()
 }
+
+// States lists every instance state.
+var States = []string{StatePending, StateProvisioning, StateRunning, StateStopping, StateStopped, StateDeleting,
+	StateDeleted, StateFailed}
 
 // Event is one recorded state transition.
 type Event struct {

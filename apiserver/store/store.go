@@ -22,6 +22,8 @@ type Store struct {
 	Pool  *pgxpool.Pool
 	ORM   *gorm.DB
 	cache shapeCache
+	hosts hostCache
+	keys  keyCache
 }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far
@@ -39,6 +41,10 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 		maxConns = DefaultMaxConns
 	}
 	cfg.MaxConns = maxConns
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		registerUUID(c.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)

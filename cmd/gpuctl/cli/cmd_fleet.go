@@ -165,14 +165,9 @@ func (a *app) gpuServersCmd() *cobra.Command {
 			if _, err := cl.GetGPUServer(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			var out []sdk.Instance
-			for inst, err := range cl.Instances(cmd.Context()) {
-				if err != nil {
-					return err
-				}
-				if inst.GPUServerID == args[0] && inst.State != sdk.StateDeleted {
-					out = append(out, inst)
-				}
+			out, err := sdk.Collect(cl.Instances(cmd.Context(), sdk.InstanceFilter{GPUServerID: args[0]}))
+			if err != nil {
+				return err
 			}
 			return printList(a.io.Out, a.output, out, instanceCols)
 		})})

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"iter"
 
 	"github.com/spf13/cobra"
 
@@ -24,20 +25,20 @@ var instanceCols = []column[sdk.Instance]{
 func (a *app) instancesCmd() *cobra.Command {
 	c := &cobra.Command{Use: "instances", Aliases: []string{"instance", "vm"}, Short: "Instances (VMs)"}
 	var all bool
+	var f sdk.InstanceFilter
 	list := &cobra.Command{Use: "list", Short: "List instances", Args: exactArgs(0, "no arguments"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-			var out []sdk.Instance
-			for inst, err := range cl.Instances(cmd.Context()) {
-				if err != nil {
-					return err
-				}
-				if all || inst.State != sdk.StateDeleted {
-					out = append(out, inst)
-				}
+			f.IncludeDeleted = all
+			out, err := sdk.Collect(cl.Instances(cmd.Context(), f))
+			if err != nil {
+				return err
 			}
 			return printList(a.io.Out, a.output, out, instanceCols)
 		})}
 	list.Flags().BoolVar(&all, "all", false, "include deleted instances")
+	list.Flags().StringSliceVar(&f.States, "state", nil, "only instances in these states (comma-separated or repeated)")
+	list.Flags().StringVar(&f.HostID, "host", "", "only instances on this host (id)")
+	list.Flags().StringVar(&f.GPUServerID, "gpu-server", "", "only instances with GPUs on this GPU server (id)")
 	c.AddCommand(list)
 	c.AddCommand(oneCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
 	c.AddCommand(&cobra.Command{Use: "events INSTANCE_ID", Short: "Show an instance's state transitions", Args: exactArgs(1, "an instance id"),
@@ -93,7 +94,9 @@ func (a *app) instancesCmd() *cobra.Command {
 		w.add(cmd, "instance")
 		c.AddCommand(cmd)
 	}
-	completeArg(c, "INSTANCE_ID", completeIDs(a, collected((*sdk.Client).Instances),
+	completeArg(c, "INSTANCE_ID", completeIDs(a, collected(func(cl *sdk.Client, ctx context.Context) iter.Seq2[sdk.Instance, error] {
+		return cl.Instances(ctx, sdk.InstanceFilter{}) // live instances: nothing to do with deleted ones
+	}),
 		func(i sdk.Instance) string { return i.ID }, func(i sdk.Instance) string { return i.Name + " (" + i.State + ")" }))
 	return c
 }

@@ -208,6 +208,15 @@ func TestInstanceCommands(t *testing.T) {
 	if len(list) != 1 {
 		t.Fatalf("--all: %+v", list)
 	}
+	h.jsonOf(&list, a, "instances", "list", "--state", "deleted", "--host", inst.HostID)
+	if len(list) != 1 || list[0].ID != inst.ID {
+		t.Fatalf("--state deleted --host: %+v", list)
+	}
+	h.jsonOf(&list, a, "instances", "list", "--all", "--state", "running,pending")
+	if len(list) != 0 {
+		t.Fatalf("--state running,pending: %+v", list)
+	}
+	h.code(cli.ExitInvalid, a, "instances", "list", "--state", "gone")
 
 	// A wait that cannot end times out with its own exit code: nothing plays this host.
 	stop()
