@@ -31,9 +31,9 @@ const (
 	// cuMemHostUnregister's refusals.
 	ErrHostAlreadyRegistered Result = 712
 	ErrHostNotRegistered     Result = 713
-	ErrNotPermitted   Result = 800
-	ErrNotSupported   Result = 801
-	ErrUnknown        Result = 999
+	ErrNotPermitted          Result = 800
+	ErrNotSupported          Result = 801
+	ErrUnknown               Result = 999
 )
 
 func (r Result) Error() string { return fmt.Sprintf("CUDA error %d", int32(r)) }

@@ -22,13 +22,13 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	ServerID  string // this GPU server's id: the audience its tokens must name
-	Listen    string // guest connections, e.g. ":7070"
+	ServerID string // this GPU server's id: the audience its tokens must name
+	Listen   string // guest connections, e.g. ":7070"
 	// ListenUnix, when set, is a Unix socket path for guests on this host: their sessions may open
 	// a shared-memory arena (gpuserverd/README.md, "Shared memory").
 	ListenUnix string
-	Admin     string // HTTP: /usage, /metrics, /healthz
-	PublicKey ed25519.PublicKey
+	Admin      string // HTTP: /usage, /metrics, /healthz
+	PublicKey  ed25519.PublicKey
 	// BackendKind is the resolved backend ("cuda" or "simulated") workers open.
 	BackendKind string
 	// WorkerCommand starts a worker process, e.g. {"/usr/bin/gpuserverd", "worker"}.
