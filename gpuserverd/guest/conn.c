@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,7 +54,29 @@ static int setting(const char *env, const char *key, char *out, size_t cap) {
     return config_value(key, out, cap);
 }
 
+/* dial_unix connects to gpuserverd's Unix socket at path (a client on the same host). */
+static int dial_unix(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) return -1;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The endpoint's Unix socket path ("unix:/path" or "shm:/path"), or NULL for host:port. */
+static const char *unix_path(const char *endpoint) {
+    if (strncmp(endpoint, "unix:", 5) == 0) return endpoint + 5;
+    if (strncmp(endpoint, "shm:", 4) == 0) return endpoint + 4;
+    return NULL;
+}
+
 int gc_dial(const char *endpoint) {
+    if (unix_path(endpoint)) return dial_unix(unix_path(endpoint));
     char host[256], port[16];
     const char *colon = strrchr(endpoint, ':');
     if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= sizeof host) return -1;
@@ -136,7 +159,8 @@ static void connect_once(void) {
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
     hr.session_id = sid;
-    gc_open_lanes(used, &hr);
+    /* A client on this host shares memory with its worker; lanes would only add copies. */
+    if (!(unix_path(used) && gc_open_shm())) gc_open_lanes(used, &hr);
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }

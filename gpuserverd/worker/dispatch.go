@@ -148,9 +148,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.MemcpyDtoH:
 		return nil, s.memcpyDtoH(d, m, h.Request)
 	case *wire.MemcpyHtoDShm:
-		return s.htodShm(d, m), nil
+		return s.htodShm(d, m, h), nil
 	case *wire.MemcpyDtoHShm:
-		return s.dtohShm(d, m), nil
+		return s.dtohShm(d, m, h), nil
 	case *wire.MemcpyDtoD:
 		err := c.MemcpyDtoD(m.Dst, m.Src, m.Bytes, backend.Handle(m.Stream), m.Async != 0)
 		return s.syncStatus(err, m.Async == 0), nil

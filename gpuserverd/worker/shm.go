@@ -88,22 +88,32 @@ func (a *arena) span(off, n uint64) ([]byte, error) {
 	return a.mem[off : off+n], nil
 }
 
-func (s *Session) htodShm(d *device, m *wire.MemcpyHtoDShm) wire.Message {
+// An asynchronous arena copy sent with a reply is a chunk of a pageable copy staged through the
+// arena: it is answered once its bytes have moved, since the guest then reuses the chunk. One
+// sent without a reply is the guest's own pinned memory and, as in CUDA, may still run.
+func (s *Session) htodShm(d *device, m *wire.MemcpyHtoDShm, h wire.Header) wire.Message {
 	src, err := s.shm.span(m.Offset, m.Bytes)
 	if err == nil {
 		s.Stats.moved(int(m.Bytes))
 		err = d.ctx.MemcpyHtoD(m.Dst, src, backend.Handle(m.Stream), m.Async != 0)
 	}
-	return s.syncStatus(err, m.Async == 0)
+	return s.shmStatus(d, err, m.Async != 0, m.Stream, h)
 }
 
-func (s *Session) dtohShm(d *device, m *wire.MemcpyDtoHShm) wire.Message {
+func (s *Session) dtohShm(d *device, m *wire.MemcpyDtoHShm, h wire.Header) wire.Message {
 	dst, err := s.shm.span(m.Offset, m.Bytes)
 	if err == nil {
 		s.Stats.moved(int(m.Bytes))
 		err = d.ctx.MemcpyDtoH(dst, m.Src, backend.Handle(m.Stream), m.Async != 0)
 	}
-	return s.syncStatus(err, m.Async == 0)
+	return s.shmStatus(d, err, m.Async != 0, m.Stream, h)
+}
+
+func (s *Session) shmStatus(d *device, err error, async bool, stream uint64, h wire.Header) wire.Message {
+	if err == nil && async && h.Flags&wire.FlagNoReply == 0 {
+		err = d.ctx.StreamSynchronize(backend.Handle(stream))
+	}
+	return s.syncStatus(err, !async)
 }
 
 // closeShm unregisters and unmaps the arena; the contexts are still open.
