@@ -1,0 +1,61 @@
+package guesttest
+
+import (
+	"strings"
+	"testing"
+)
+
+// shmRun runs prog as a guest on this host: over gpuserverd's Unix socket, with an arena of
+// mib MiB, tracing frames so the test sees which path the copies took.
+func (s *gpuserverd) shmRun(t *testing.T, token, mib, prog string) string {
+	t.Helper()
+	cmd := s.client(token, prog)
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB="+mib, "GPUCLOUD_TRACE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s over unix:%s (arena %s MiB): %v\n%s", prog, s.sock, mib, err, tail(string(out)))
+	}
+	return string(out)
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "..." + s[len(s)-4000:]
+	}
+	return s
+}
+
+// The C API suite and the arena's own test pass over shared memory, and their copies move no
+// bytes on the socket: every copy is an arena copy.
+func TestSharedMemory(t *testing.T) {
+	s := startServer(t)
+	for _, prog := range []string{"api_test", "shm_test"} {
+		token := s.token("shm-"+prog, "shared", 1<<30)
+		t.Run(prog, func(t *testing.T) {
+			out := s.shmRun(t, token, "16", prog)
+			if !strings.Contains(out, "shared arena: 16777216 bytes") {
+				t.Fatalf("no arena opened:\n%s", tail(out))
+			}
+			if !strings.Contains(out, "send MemcpyHtoDShm") || !strings.Contains(out, "send MemcpyDtoHShm") {
+				t.Fatalf("no arena copies sent:\n%s", tail(out))
+			}
+			for _, socketCopy := range []string{"send MemcpyHtoD (", "send MemcpyDtoH (", "Striped", "LanesOpen"} {
+				if strings.Contains(out, socketCopy) {
+					t.Fatalf("a copy went over the socket (%q) with an arena open:\n%s", socketCopy, tail(out))
+				}
+			}
+		})
+	}
+}
+
+// A refused arena request is told why and the session goes on over the socket alone.
+func TestSharedMemoryRefused(t *testing.T) {
+	s := startServer(t)
+	out := s.shmRun(t, s.token("shm-refused", "shared", 1<<30), "8", "api_test") // below the 16 MiB minimum
+	if !strings.Contains(out, "no shared memory (1): ShmOpen: bytes 8388608 outside [16777216,") {
+		t.Fatalf("refusal not reported:\n%s", tail(out))
+	}
+	if strings.Contains(out, "MemcpyHtoDShm") || !strings.Contains(out, "send MemcpyHtoD (") {
+		t.Fatalf("copies did not fall back to the socket:\n%s", tail(out))
+	}
+}
