@@ -184,6 +184,88 @@ static int in_arena(const void *p, size_t n, uint64_t *off) {
     return 1;
 }
 
+/* ---- parallel memcpy ----
+ * One thread's memcpy (about 10 GB/s on the GPU host) is the limit of a staged pageable copy:
+ * the DMA out of the arena is five times faster. A staging chunk is therefore copied by
+ * PCOPY_WAYS threads at once: the caller and PCOPY_WAYS-1 helpers started on first use. */
+#define PCOPY_WAYS 4
+#define PCOPY_MIN (1u << 20)
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    char *dst;
+    const char *src;
+    size_t n, part;
+    unsigned gen;
+    int pending, helpers;
+} pc = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+static pthread_once_t pc_once = PTHREAD_ONCE_INIT;
+
+static void part_copy(char *dst, const char *src, size_t n, size_t part, int i) {
+    size_t lo = (size_t)i * part;
+    if (lo >= n) return;
+    size_t hi = lo + part < n ? lo + part : n;
+    memcpy(dst + lo, src + lo, hi - lo);
+}
+
+static void *pc_helper(void *arg) {
+    int idx = (int)(intptr_t)arg;
+    unsigned seen = 0;
+    pthread_mutex_lock(&pc.mu);
+    for (;;) {
+        while (pc.gen == seen) pthread_cond_wait(&pc.go, &pc.mu);
+        seen = pc.gen;
+        char *dst = pc.dst;
+        const char *src = pc.src;
+        size_t n = pc.n, part = pc.part;
+        pthread_mutex_unlock(&pc.mu);
+        part_copy(dst, src, n, part, idx);
+        pthread_mutex_lock(&pc.mu);
+        if (--pc.pending == 0) pthread_cond_signal(&pc.done);
+    }
+    return NULL;
+}
+
+static void pc_start(void) {
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    for (int i = 1; i < PCOPY_WAYS; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &a, pc_helper, (void *)(intptr_t)i) == 0) pc.helpers++;
+        else break;
+    }
+    pthread_attr_destroy(&a);
+}
+
+/* pcopy is memcpy, split over the helpers for large n. Callers hold gc.mu: one at a time. */
+static void pcopy(void *dst, const void *src, size_t n) {
+    if (n < 2 * PCOPY_MIN) {
+        memcpy(dst, src, n);
+        return;
+    }
+    pthread_once(&pc_once, pc_start);
+    if (pc.helpers != PCOPY_WAYS - 1) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t part = ((n + PCOPY_WAYS - 1) / PCOPY_WAYS + 63) & ~(size_t)63;
+    pthread_mutex_lock(&pc.mu);
+    pc.dst = dst;
+    pc.src = src;
+    pc.n = n;
+    pc.part = part;
+    pc.pending = PCOPY_WAYS - 1;
+    pc.gen++;
+    pthread_cond_broadcast(&pc.go);
+    pthread_mutex_unlock(&pc.mu);
+    part_copy(dst, src, n, part, 0);
+    pthread_mutex_lock(&pc.mu);
+    while (pc.pending) pthread_cond_wait(&pc.done, &pc.mu);
+    pthread_mutex_unlock(&pc.mu);
+}
+
 /* ---- copies ---- */
 
 static CUresult send_copy_locked(uint16_t type, uint64_t dev, uint64_t off, size_t n, uint64_t stream, int async, uint16_t flags) {
@@ -235,7 +317,7 @@ CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, u
         while (sent < chunks && sent - done < SHM_SLOTS && rc == CUDA_SUCCESS) {
             size_t o = sent * shm.slot, len = n - o < shm.slot ? n - o : shm.slot;
             char *slot = shm.base + (sent % SHM_SLOTS) * shm.slot;
-            if (to_device) memcpy(slot, p + o, len);
+            if (to_device) pcopy(slot, p + o, len);
             rc = send_copy_locked(type, dev + o, (uint64_t)(slot - shm.base), len, stream, async, 0);
             sent++;
             if (to_device) break; /* one chunk ahead: fill the next while this one copies */
@@ -245,7 +327,7 @@ CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, u
         rc = read_status_locked(&first);
         if (rc == CUDA_SUCCESS && !to_device && first == CUDA_SUCCESS) {
             size_t o = done * shm.slot, len = n - o < shm.slot ? n - o : shm.slot;
-            memcpy(p + o, shm.base + (done % SHM_SLOTS) * shm.slot, len);
+            pcopy(p + o, shm.base + (done % SHM_SLOTS) * shm.slot, len);
         }
         done++;
     }

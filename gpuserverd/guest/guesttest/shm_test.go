@@ -29,11 +29,14 @@ func tail(s string) string {
 // bytes on the socket: every copy is an arena copy.
 func TestSharedMemory(t *testing.T) {
 	s := startServer(t)
-	for _, prog := range []string{"api_test", "shm_test"} {
-		token := s.token("shm-"+prog, "shared", 1<<30)
-		t.Run(prog, func(t *testing.T) {
-			out := s.shmRun(t, token, "16", prog)
-			if !strings.Contains(out, "shared arena: 16777216 bytes") {
+	// 16 MiB: 1 MiB staging chunks, copied by one thread; 64 MiB: 4 MiB chunks, copied by several.
+	for _, tc := range []struct{ prog, mib, arena string }{
+		{"api_test", "16", "16777216"}, {"shm_test", "16", "16777216"}, {"shm_test", "64", "67108864"},
+	} {
+		token := s.token("shm-"+tc.prog+"-"+tc.mib, "shared", 1<<30)
+		t.Run(tc.prog+"/"+tc.mib+"MiB", func(t *testing.T) {
+			out := s.shmRun(t, token, tc.mib, tc.prog)
+			if !strings.Contains(out, "shared arena: "+tc.arena+" bytes") {
 				t.Fatalf("no arena opened:\n%s", tail(out))
 			}
 			if !strings.Contains(out, "send MemcpyHtoDShm") || !strings.Contains(out, "send MemcpyDtoHShm") {
