@@ -226,6 +226,7 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 		step "gpubench over shared memory (GPUCLOUD_ENDPOINT=unix:$SOCK)"
 		settle
 		(cd "$BUILD" && GPUCLOUD_ENDPOINT=unix:$SOCK GPUCLOUD_SHM_MIB=${SHM_MIB:-512} timeout "${PROGRAM_TIMEOUT:-180}" ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-remote-shm.txt" || fail "shm gpubench"
+		settle
 		(cd "$BUILD" && GPUCLOUD_ENDPOINT=unix:$SOCK timeout "${PROGRAM_TIMEOUT:-180}" ./vecadd kernels.ptx) || fail "shm vecadd"
 	fi
 	unset LD_LIBRARY_PATH

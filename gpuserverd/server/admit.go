@@ -35,7 +35,7 @@ func (r *refusal) Error() string { return r.msg }
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	remote := "local" // a Unix-socket client has no address
-	if a := conn.RemoteAddr(); a != nil && a.String() != "" {
+	if a := conn.RemoteAddr(); a != nil && a.Network() != "unix" {
 		remote = a.String()
 	}
 	log := s.log.With("remote", remote)

@@ -10,7 +10,7 @@
 //   solo   one busy session alone: its kernel rate R is the whole GPU;
 //   four   four busy sessions: each one's share is its rate / R;
 //   lone   one busy session among three idle ones: its share is its rate / R.
-// Lines "FAIR phase session share kernels" are printed, and a summary per phase.
+// Lines "FAIR phase session share ..." are printed, and a summary per phase.
 #include "common.h"
 
 #include <string.h>
@@ -135,15 +135,18 @@ int main(int argc, char **argv) {
 	}
 	printf("FAIR solo 0 1.000 %.1f kernels/s\n", solo[0]);
 	phase(SESSIONS, SESSIONS, ptx, seconds, four);
-	double sum = 0, lo = 1e9, hi = 0;
+	// Each one's share of the GPU's time is its part of all the kernels the four ran (the GPU is
+	// never idle with four busy sessions); its rate against R says how much a session still gets.
+	double sum = 0, total = 0, lo = 1e9, hi = 0;
+	for (int i = 0; i < SESSIONS; i++) total += four[i];
 	for (int i = 0; i < SESSIONS; i++) {
-		double s = four[i] / solo[0];
-		sum += s;
+		double s = four[i] / total;
+		sum += four[i] / solo[0];
 		lo = s < lo ? s : lo;
 		hi = s > hi ? s : hi;
-		printf("FAIR four %d %.3f %.1f kernels/s\n", i, s, four[i]);
+		printf("FAIR four %d share %.3f of-solo %.3f %.1f kernels/s\n", i, s, four[i] / solo[0], four[i]);
 	}
-	printf("FAIRSUM four min %.3f max %.3f total %.3f\n", lo, hi, sum);
+	printf("FAIRSUM four share min %.3f max %.3f; rates sum to %.3f of solo\n", lo, hi, sum);
 	phase(SESSIONS, 1, ptx, seconds, lone);
 	printf("FAIR lone 0 %.3f %.1f kernels/s\n", lone[0] / solo[0], lone[0]);
 	printf("FAIRSUM lone busy %.3f\n", lone[0] / solo[0]);
