@@ -184,6 +184,11 @@ CUresult gc_transport_error(const char *what) {
 /* write_all sends with MSG_NOSIGNAL: a vanished server must give the program an error, not a
  * SIGPIPE that kills it. */
 static int write_all(struct iovec *iov, int cnt) {
+    if (gc_ring_on) {
+        for (int i = 0; i < cnt; i++)
+            if (iov[i].iov_len && gc_ring_write(iov[i].iov_base, iov[i].iov_len) != 0) return -1;
+        return 0;
+    }
     while (cnt > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         ssize_t w = sendmsg(gc.fd, &mh, MSG_NOSIGNAL);
@@ -204,7 +209,7 @@ static int write_all(struct iovec *iov, int cnt) {
     return 0;
 }
 
-int gc_read_full(void *p, size_t n) { return gc_read_full_fd(gc.fd, p, n); }
+int gc_read_full(void *p, size_t n) { return gc_ring_on ? gc_ring_read(p, n) : gc_read_full_fd(gc.fd, p, n); }
 
 int gc_read_full_fd(int fd, void *p, size_t n) {
     char *c = p;

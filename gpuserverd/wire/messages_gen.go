@@ -16,6 +16,8 @@ const (
 	FlagMore    = 2
 	MaxLanes    = 8
 	StripeChunk = 1048576
+	ShmCtl      = 4194304
+	ShmRing     = 1048576
 	ShmMin      = 16777216
 	ShmMax      = 17179869184
 )

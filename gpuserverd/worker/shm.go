@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bufio"
 	"fmt"
 	"syscall"
 
@@ -26,6 +27,7 @@ type arena struct {
 // fdSender is a connection that can pass a descriptor to its peer: a Unix socket.
 type fdSender interface {
 	sendWithFD(frame []byte, fd int) error
+	socketFD() int
 }
 
 // shmOpen answers ShmOpen; on success the reply has gone out with the arena's descriptor and the
@@ -73,6 +75,11 @@ func (s *Session) shmOpen(m *wire.ShmOpen, req uint32) (wire.Message, error) {
 	if err := snd.sendWithFD(frame, fd); err != nil {
 		return nil, fmt.Errorf("sending the arena: %w", err)
 	}
+	// From here on frames travel through the arena's rings; the guest sends nothing before it
+	// has this reply, so nothing is left in the socket's buffer.
+	alive := peerAlive(snd.socketFD())
+	s.r = bufio.NewReaderSize(newShmRing(mem, 0, alive), 256<<10)
+	s.w = bufio.NewWriterSize(newShmRing(mem, 1, alive), 256<<10)
 	s.log.Info("shared arena open", "bytes", m.Bytes)
 	return nil, nil
 }
@@ -82,8 +89,8 @@ func (a *arena) span(off, n uint64) ([]byte, error) {
 	if a == nil {
 		return nil, fmt.Errorf("shared-memory copy before ShmOpen: %w", backend.ErrInvalidValue)
 	}
-	if off > uint64(len(a.mem)) || n > uint64(len(a.mem))-off {
-		return nil, fmt.Errorf("arena range %d+%d outside its %d bytes: %w", off, n, len(a.mem), backend.ErrInvalidValue)
+	if off < wire.ShmCtl || off > uint64(len(a.mem)) || n > uint64(len(a.mem))-off {
+		return nil, fmt.Errorf("arena range %d+%d outside its data bytes [%d, %d): %w", off, n, wire.ShmCtl, len(a.mem), backend.ErrInvalidValue)
 	}
 	return a.mem[off : off+n], nil
 }
@@ -136,6 +143,8 @@ func isUnixConn(c any) bool {
 	u, ok := c.(interface{ isUnix() bool })
 	return ok && u.isUnix()
 }
+
+func (c *blockingConn) socketFD() int { return c.fd }
 
 func (c *blockingConn) isUnix() bool {
 	sa, err := syscall.Getsockname(c.fd)

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -81,25 +82,38 @@ func openArena(t *testing.T, c *client, uc *net.UnixConn, bytes uint64) (wire.Sh
 	return r, mem
 }
 
+// ringConn is the guest's side of the arena's rings: it writes ring 0 and reads ring 1.
+type ringConn struct {
+	net.Conn
+	r, w *shmRing
+}
+
+func (c ringConn) Read(p []byte) (int, error)  { return c.r.Read(p) }
+func (c ringConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
 func TestShmArenaCopies(t *testing.T) {
 	c, uc, _ := unixSession(t)
-	r, mem := openArena(t, c, uc, wire.ShmMin)
-	if r.Result != 0 || mem == nil || len(mem) != wire.ShmMin {
-		t.Fatalf("ShmOpen: %+v, %d bytes mapped", r, len(mem))
+	r, arena := openArena(t, c, uc, wire.ShmMin)
+	if r.Result != 0 || arena == nil || len(arena) != wire.ShmMin {
+		t.Fatalf("ShmOpen: %+v, %d bytes mapped", r, len(arena))
 	}
+	// From now on the frames go through the rings, as the guest library's do.
+	c.conn = ringConn{Conn: uc, r: newShmRing(arena, 1, nil), w: newShmRing(arena, 0, nil)}
+	mem := arena[wire.ShmCtl:]
+	const base = wire.ShmCtl
 	var h wire.HandleReply
 	c.call(&wire.MemAlloc{Bytes: 3 << 20}, &h)
 	for i := range 3 << 20 {
 		mem[i] = byte(i * 7)
 	}
 	var st wire.Status
-	c.call(&wire.MemcpyHtoDShm{Dst: h.Handle, Offset: 0, Bytes: 3 << 20}, &st)
+	c.call(&wire.MemcpyHtoDShm{Dst: h.Handle, Offset: base, Bytes: 3 << 20}, &st)
 	if st.Result != 0 {
 		t.Fatalf("HtoD from the arena: %+v", st)
 	}
 	// Back into another part of the arena, asynchronously and without a reply (pinned memory),
 	// then synchronise: the bytes are there.
-	c.send(&wire.MemcpyDtoHShm{Src: h.Handle, Offset: 8 << 20, Bytes: 3 << 20, Async: 1}, wire.FlagNoReply)
+	c.send(&wire.MemcpyDtoHShm{Src: h.Handle, Offset: base + 8<<20, Bytes: 3 << 20, Async: 1}, wire.FlagNoReply)
 	c.call(&wire.Synchronize{}, &st)
 	if st.Result != 0 || !bytes.Equal(mem[8<<20:11<<20], mem[:3<<20]) {
 		t.Fatalf("DtoH into the arena: %+v, equal %v", st, bytes.Equal(mem[8<<20:11<<20], mem[:3<<20]))
@@ -109,16 +123,21 @@ func TestShmArenaCopies(t *testing.T) {
 	if backend.Result(st.Result) != backend.ErrInvalidValue || !strings.Contains(st.Message, "outside") {
 		t.Fatalf("out-of-range copy: %+v", st)
 	}
+	c.call(&wire.MemcpyDtoHShm{Src: h.Handle, Offset: 4096, Bytes: 16}, &st) // the rings
+	if backend.Result(st.Result) != backend.ErrInvalidValue || !strings.Contains(st.Message, "outside") {
+		t.Fatalf("copy into the control rings: %+v", st)
+	}
 	c.call(&wire.MemcpyDtoHShm{Src: h.Handle, Offset: ^uint64(0), Bytes: 2}, &st)
 	if backend.Result(st.Result) != backend.ErrInvalidValue {
 		t.Fatalf("wrapping range: %+v", st)
 	}
 	// A second arena is refused; the first still works.
-	r2, mem2 := openArena(t, c, uc, wire.ShmMin)
-	if backend.Result(r2.Result) != backend.ErrInvalidValue || mem2 != nil || !strings.Contains(r2.Message, "already open") {
+	var r2 wire.ShmOpenReply
+	c.call(&wire.ShmOpen{Bytes: wire.ShmMin}, &r2)
+	if backend.Result(r2.Result) != backend.ErrInvalidValue || !strings.Contains(r2.Message, "already open") {
 		t.Fatalf("second ShmOpen: %+v", r2)
 	}
-	c.call(&wire.MemcpyDtoHShm{Src: h.Handle, Offset: 4 << 20, Bytes: 1 << 20}, &st)
+	c.call(&wire.MemcpyDtoHShm{Src: h.Handle, Offset: base + 4<<20, Bytes: 1 << 20}, &st)
 	if st.Result != 0 || !bytes.Equal(mem[4<<20:5<<20], mem[:1<<20]) {
 		t.Fatalf("copy after refused ShmOpen: %+v", st)
 	}
@@ -170,9 +189,11 @@ func TestShmOpenRefused(t *testing.T) {
 // The arena is registered with the driver while the session has it, and unregistered at its end.
 func TestShmArenaRegistered(t *testing.T) {
 	c, uc, s := unixSession(t)
-	if r, _ := openArena(t, c, uc, wire.ShmMin); r.Result != 0 {
+	r, arena := openArena(t, c, uc, wire.ShmMin)
+	if r.Result != 0 {
 		t.Fatalf("ShmOpen: %+v", r)
 	}
+	c.conn = ringConn{Conn: uc, r: newShmRing(arena, 1, nil), w: newShmRing(arena, 0, nil)}
 	var st wire.Status
 	c.call(&wire.Synchronize{}, &st) // the worker is between calls: its state may be read
 	sc := s.devs[0].ctx.(*sim.Context)
@@ -185,5 +206,46 @@ func TestShmArenaRegistered(t *testing.T) {
 	}
 	if n := sc.Registered(); n != 0 {
 		t.Fatalf("%d ranges still registered after the session ended", n)
+	}
+}
+
+// A ring carries a byte stream larger than itself intact: it wraps, the writer sleeps while it is
+// full and the reader while it is empty, and a peer that has gone ends a sleeping reader.
+func TestShmRingStream(t *testing.T) {
+	mem := make([]byte, wire.ShmCtl)
+	w, r := newShmRing(mem, 0, nil), newShmRing(mem, 0, nil)
+	const total = 5<<20 + 12345
+	src := make([]byte, total)
+	for i := range src {
+		src[i] = byte(i*131 + i>>16)
+	}
+	go func() {
+		for off, step := 0, 1; off < total; step = step*7%300007 + 1 {
+			n := min(step, total-off)
+			w.Write(src[off : off+n])
+			off += n
+			if step%5 == 0 {
+				time.Sleep(200 * time.Microsecond) // lets the reader run dry and sleep
+			}
+		}
+	}()
+	got := make([]byte, 0, total)
+	buf := make([]byte, 70001)
+	for len(got) < total {
+		n, err := r.Read(buf[:min(len(buf), total-len(got))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+		if len(got)%3 == 0 {
+			time.Sleep(100 * time.Microsecond) // lets the writer fill the ring
+		}
+	}
+	if !bytes.Equal(got, src) {
+		t.Fatal("stream through the ring differs")
+	}
+	gone := newShmRing(mem, 1, func() error { return io.ErrUnexpectedEOF })
+	if _, err := gone.Read(buf); err != io.ErrUnexpectedEOF {
+		t.Fatalf("read with the peer gone: %v", err)
 	}
 }

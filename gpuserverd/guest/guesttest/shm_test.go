@@ -49,6 +49,9 @@ func TestSharedMemory(t *testing.T) {
 			}
 		})
 	}
+	// Each worker saw its guest go (the socket closing, while it waited on the ring) and ended
+	// its session with a usage record.
+	waitFor(t, "three usage records", func() bool { return len(s.usage()) == 3 })
 }
 
 // A refused arena request is told why and the session goes on over the socket alone.
