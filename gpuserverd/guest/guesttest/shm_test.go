@@ -1,8 +1,11 @@
 package guesttest
 
 import (
+	"bufio"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // shmRun runs prog as a guest on this host: over gpuserverd's Unix socket, with an arena of
@@ -64,4 +67,36 @@ func TestSharedMemoryRefused(t *testing.T) {
 	if strings.Contains(out, "MemcpyHtoDShm") || !strings.Contains(out, "send MemcpyHtoD (") {
 		t.Fatalf("copies did not fall back to the socket:\n%s", tail(out))
 	}
+}
+
+// A guest waiting on the rings learns that its worker was killed (the socket closes) and gets
+// errors, not a hang; the server records the session.
+func TestSharedMemoryKilledWorker(t *testing.T) {
+	s := startServer(t)
+	cmd := s.client(s.token("shm-doomed", "shared", 1<<30), "probe", "hold", "8")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB=16")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	hang := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() }) // a hang fails below
+	defer hang.Stop()
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+		t.Fatalf("probe hold over shared memory: %q %v", line, err)
+	}
+	var pids []int
+	waitFor(t, "one worker", func() bool { pids = s.workers(); return len(pids) == 1 })
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("go\n"))
+	line, _ := r.ReadString('\n')
+	after, _ := r.ReadString('\n')
+	if err := cmd.Wait(); err != nil || !strings.HasPrefix(line, "LOST 999") || after != "AFTER 999 999\n" {
+		t.Fatalf("client of a killed worker: %v %q %q", err, line, after)
+	}
+	waitFor(t, "the usage record", func() bool { return len(s.usage()) == 1 })
 }
