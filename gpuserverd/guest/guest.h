@@ -81,6 +81,7 @@ int gc_shm_on(void);
 extern int gc_ring_on; /* frames go through the arena's rings, not the socket */
 int gc_ring_write(const void *p, size_t n);
 int gc_ring_read(void *p, size_t n);
+void gc_rings_start(char *arena); /* ring.c */
 void *gc_shm_alloc(size_t n);
 int gc_shm_free(void *p);
 CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, uint64_t stream, int async);
