@@ -34,6 +34,12 @@
 #                   $OUT/rt-results.txt
 #   RT_TRACE        1 to run the remote rt programs with GPUCLOUD_TRACE=1 (logs in $OUT/rt-*.log)
 #   RT_GUEST_ENV    extra guest settings for the remote rt programs (NAME=value words)
+#   SHM             0 to skip gpubench over shared memory (gpuserverd's Unix socket {SOCK},
+#                   GPUCLOUD_ENDPOINT=unix:...; table in $OUT/table-shm.md)
+#   FAIR            0 to skip the fair-share measurement (fairshare: four busy sessions, then one
+#                   busy among three idle), natively and through gpuserverd on the shared tier
+#   FAIR_SECONDS    seconds per fairshare phase (default 4)
+#   SHM_MIB         the shared arena of the shm gpubench run (default 512: its 256 MiB pinned rows fit)
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -47,10 +53,11 @@ GUEST_LIBDIR=${GUEST_LIBDIR:-$ROOT/gpuserverd/guest/build}
 GPUTOKEN=${GPUTOKEN:-$ROOT/bin/gputoken}
 ADDR=${ADDR:-127.0.0.1:7070}
 ADMIN=${ADMIN:-127.0.0.1:7071}
+SOCK=${SOCK:-/tmp/gpuserverd-gpurun.sock}
 SERVER_ID=${SERVER_ID:-gs-gpurun}
 # (Not ${VAR:-default}: the braces of the placeholders would end the expansion early.)
 if [[ -z ${GPUSERVERD_FLAGS:-} ]]; then
-	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --admin {ADMIN} --public-key {PUBKEY} --data-dir {DATA}'
+	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --listen-unix {SOCK} --admin {ADMIN} --public-key {PUBKEY} --data-dir {DATA}'
 fi
 if [[ -z ${GUEST_ENV:-} ]]; then
 	GUEST_ENV='GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}'
@@ -150,11 +157,41 @@ wait_idle() {
 	echo "warning: gpuserverd still reports active sessions"
 }
 
+# start_server KEYFILE LOGNAME starts gpuserverd with GPUSERVERD_FLAGS filled in and waits until
+# its admin address answers (probing ADDR would log a failed handshake).
+start_server() {
+	local data flags
+	data=$(mktemp -d)
+	flags=${GPUSERVERD_FLAGS//\{KEY\}/$1}
+	flags=${flags//\{PUBKEY\}/$(cat "$1")}
+	flags=${flags//\{DATA\}/$data}
+	flags=${flags//\{ADDR\}/$ADDR}
+	flags=${flags//\{SOCK\}/$SOCK}
+	flags=${flags//\{SERVER\}/$SERVER_ID}
+	flags=${flags//\{ADMIN\}/$ADMIN}
+	# shellcheck disable=SC2086 # flags are words on purpose
+	"$GPUSERVERD" $flags >"$OUT/$2.log" 2>&1 &
+	server=$!
+	for _ in $(seq 50); do
+		[[ -n $(sessions_active) ]] && break
+		sleep 0.2
+	done
+}
+
+stop_server() {
+	kill "$server" 2>/dev/null
+	wait "$server" 2>/dev/null
+}
+
 step "loopback TCP ceiling (tcpprobe: GB/s by number of streams)"
 timeout 120 "$BUILD/tcpprobe" ${TCPPROBE_MIB:-2048} | tee "$OUT/tcpprobe.txt" || fail "tcpprobe"
 
 step "native programs"
 run_programs native
+if [[ ${FAIR:-1} != 0 && ${DRIVER_PROGRAMS:-1} != 0 ]]; then
+	step "fair share natively (four processes, each its own context, time-sliced by the driver)"
+	(cd "$BUILD" && timeout 120 ./fairshare kernels.ptx "${FAIR_SECONDS:-4}") 2>&1 | grep -v '^device 0' | tee "$OUT/fair-native.txt" || fail "fairshare native"
+fi
 
 for t in "$CUDA_TEST" "$INVENTORY_TEST"; do
 	if [[ -x $t ]]; then
@@ -177,20 +214,7 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 	key=$(mktemp)
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	token=$("$GPUTOKEN" -public-key-out "$key" -server "$SERVER_ID" -gpus "$uuid") || fail "gputoken"
-	data=$(mktemp -d)
-	flags=${GPUSERVERD_FLAGS//\{KEY\}/$key}
-	flags=${flags//\{PUBKEY\}/$(cat "$key")}
-	flags=${flags//\{DATA\}/$data}
-	flags=${flags//\{ADDR\}/$ADDR}
-	flags=${flags//\{SERVER\}/$SERVER_ID}
-	flags=${flags//\{ADMIN\}/$ADMIN}
-	# shellcheck disable=SC2086 # flags are words on purpose
-	"$GPUSERVERD" $flags >"$OUT/gpuserverd.log" 2>&1 &
-	server=$!
-	for _ in $(seq 50); do # until its admin address answers (probing ADDR would log a failed handshake)
-		[[ -n $(sessions_active) ]] && break
-		sleep 0.2
-	done
+	start_server "$key" gpuserverd
 	genv=${GUEST_ENV//\{ADDR\}/$ADDR}
 	genv=${genv//\{TOKEN\}/$token}
 	# shellcheck disable=SC2086
@@ -198,16 +222,35 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 	export LD_LIBRARY_PATH=$GUEST_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	settle() { wait_idle; }
 	run_programs remote
+	if [[ ${SHM:-1} != 0 && ${DRIVER_PROGRAMS:-1} != 0 ]]; then
+		step "gpubench over shared memory (GPUCLOUD_ENDPOINT=unix:$SOCK)"
+		settle
+		(cd "$BUILD" && GPUCLOUD_ENDPOINT=unix:$SOCK GPUCLOUD_SHM_MIB=${SHM_MIB:-512} timeout "${PROGRAM_TIMEOUT:-180}" ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-remote-shm.txt" || fail "shm gpubench"
+		settle
+		(cd "$BUILD" && GPUCLOUD_ENDPOINT=unix:$SOCK timeout "${PROGRAM_TIMEOUT:-180}" ./vecadd kernels.ptx) || fail "shm vecadd"
+	fi
 	unset LD_LIBRARY_PATH
-	kill "$server" 2>/dev/null
-	wait "$server" 2>/dev/null
+	stop_server
 	remote=1
+	if [[ ${FAIR:-1} != 0 ]]; then
+		# Shared-tier sessions, one token each, under a key of their own: a fresh server.
+		step "fair share through gpuserverd (four shared-tier sessions over TCP)"
+		fkey=$(mktemp)
+		ftokens=$("$GPUTOKEN" -public-key-out "$fkey" -server "$SERVER_ID" -gpus "$uuid" -tier shared -quota 8589934592 -session fair -count 4 | tr '\n' ' ') || fail "gputoken -count"
+		start_server "$fkey" gpuserverd-fair
+		(cd "$BUILD" && env LD_LIBRARY_PATH=$GUEST_LIBDIR GPUCLOUD_ENDPOINT=$ADDR FAIRSHARE_TOKENS="$ftokens" GPUCLOUD_LANES=1 timeout 120 ./fairshare kernels.ptx "${FAIR_SECONDS:-4}") 2>&1 | grep -v '^device 0' | tee "$OUT/fair-remote.txt" || fail "fairshare remote"
+		stop_server
+	fi
 else
 	echo "skip remote: need GPUSERVERD ($GPUSERVERD), GUEST_LIBDIR/libcuda.so.1 ($GUEST_LIBDIR) and GPUTOKEN ($GPUTOKEN)"
 fi
 
 step "table (median of repetitions)"
 [[ -f $OUT/bench-native.txt ]] && "$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" $( ((remote)) && echo "$OUT/bench-remote.txt") | tee "$OUT/table.md"
+if [[ -f $OUT/bench-remote-shm.txt ]]; then
+	step "table: native vs shared memory"
+	"$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" "$OUT/bench-remote-shm.txt" | tee "$OUT/table-shm.md"
+fi
 echo
 [[ $status -eq 0 ]] && echo "gpu-run: all passed" || echo "gpu-run: FAILURES above"
 exit $status

@@ -37,6 +37,7 @@ func run(args []string, out io.Writer, now time.Time) error {
 	tenant := fs.String("tenant", "tenant-gputest", "tenant id")
 	instance := fs.String("instance", "instance-gputest", "instance id")
 	session := fs.String("session", "", "session id (default: derived from the time)")
+	count := fs.Int("count", 1, "how many tokens, one per line, signed with the same key; sessions <session>-1..N when over 1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +47,9 @@ func run(args []string, out io.Writer, now time.Time) error {
 	if *gpus == "" {
 		return errors.New("-gpus is required (e.g. the UUID nvidia-smi -L prints)")
 	}
+	if *count < 1 || *count > 64 {
+		return fmt.Errorf("-count %d: must be 1 to 64", *count)
+	}
 	if *ttl <= 0 {
 		return fmt.Errorf("-ttl %v: must be positive", *ttl)
 	}
@@ -53,22 +57,30 @@ func run(args []string, out io.Writer, now time.Time) error {
 	if sid == "" {
 		sid = fmt.Sprintf("gputest-%d", now.UnixNano())
 	}
-	c := sessiontoken.Claims{
-		SessionID: sid, TenantID: *tenant, InstanceID: *instance, GPUServer: *server,
-		GPUs: strings.Split(*gpus, ","), Tier: *tier, MemoryQuota: *quota,
-		IssuedAt: now.Unix(), ExpiresAt: now.Add(*ttl).Unix(),
-	}
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return fmt.Errorf("generate key: %w", err)
 	}
-	token, err := sessiontoken.Sign(priv, c)
-	if err != nil {
-		return fmt.Errorf("sign: %w", err)
+	var tokens []string
+	for i := 1; i <= *count; i++ {
+		id := sid
+		if *count > 1 { // concurrent sessions need ids of their own
+			id = fmt.Sprintf("%s-%d", sid, i)
+		}
+		c := sessiontoken.Claims{
+			SessionID: id, TenantID: *tenant, InstanceID: *instance, GPUServer: *server,
+			GPUs: strings.Split(*gpus, ","), Tier: *tier, MemoryQuota: *quota,
+			IssuedAt: now.Unix(), ExpiresAt: now.Add(*ttl).Unix(),
+		}
+		token, err := sessiontoken.Sign(priv, c)
+		if err != nil {
+			return fmt.Errorf("sign: %w", err)
+		}
+		tokens = append(tokens, token)
 	}
 	if err := os.WriteFile(*pubOut, []byte(base64.StdEncoding.EncodeToString(pub)+"\n"), 0o644); err != nil {
 		return fmt.Errorf("write public key: %w", err)
 	}
-	_, err = fmt.Fprintln(out, token)
+	_, err = fmt.Fprintln(out, strings.Join(tokens, "\n"))
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,5 +62,33 @@ func TestBadFlagsAreRefusedWithoutWritingAKey(t *testing.T) {
 		if _, err := os.Stat(key); err == nil {
 			t.Fatalf("%v: a key was written although the token was refused", tc.args)
 		}
+	}
+}
+
+// -count mints several tokens under one key, each for a session of its own.
+func TestCountMintsTokensOfDistinctSessions(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "pub")
+	var out bytes.Buffer
+	now := time.Now()
+	if err := run([]string{"-public-key-out", key, "-gpus", "GPU-a", "-session", "fs", "-count", "3"}, &out, now); err != nil {
+		t.Fatal(err)
+	}
+	text, _ := os.ReadFile(key)
+	pub, _ := base64.StdEncoding.DecodeString(strings.TrimSpace(string(text)))
+	lines := strings.Fields(out.String())
+	if len(lines) != 3 {
+		t.Fatalf("%d tokens, want 3", len(lines))
+	}
+	for i, tok := range lines {
+		c, err := sessiontoken.Verify(pub, tok, "gs-local", now)
+		if err != nil {
+			t.Fatalf("token %d: %v", i, err)
+		}
+		if want := fmt.Sprintf("fs-%d", i+1); c.SessionID != want {
+			t.Fatalf("token %d session %q, want %q", i, c.SessionID, want)
+		}
+	}
+	if err := run([]string{"-public-key-out", key, "-gpus", "GPU-a", "-count", "0"}, &out, now); err == nil || !strings.Contains(err.Error(), "-count 0") {
+		t.Fatalf("-count 0: %v", err)
 	}
 }

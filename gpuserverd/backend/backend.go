@@ -27,9 +27,13 @@ const (
 	ErrNotReady       Result = 600
 	ErrIllegalAddress Result = 700
 	ErrLaunchFailed   Result = 719
-	ErrNotPermitted   Result = 800
-	ErrNotSupported   Result = 801
-	ErrUnknown        Result = 999
+	// ErrHostAlreadyRegistered and ErrHostNotRegistered are cuMemHostRegister's and
+	// cuMemHostUnregister's refusals.
+	ErrHostAlreadyRegistered Result = 712
+	ErrHostNotRegistered     Result = 713
+	ErrNotPermitted          Result = 800
+	ErrNotSupported          Result = 801
+	ErrUnknown               Result = 999
 )
 
 func (r Result) Error() string { return fmt.Sprintf("CUDA error %d", int32(r)) }
@@ -97,6 +101,10 @@ type Context interface {
 	// HostAlloc returns page-locked host memory the device can DMA from; staging buffers use it.
 	HostAlloc(bytes int) ([]byte, error)
 	HostFree(buf []byte) error
+	// HostRegister page-locks memory the caller mapped (cuMemHostRegister), so the device DMAs
+	// straight from and to it: the shared-memory arena a local guest's copies go through.
+	HostRegister(buf []byte) error
+	HostUnregister(buf []byte) error
 
 	// Copies and memsets on stream (0: the default stream). An async call may return before the
 	// copy ends; the buffer must stay untouched until the stream is synchronised.

@@ -107,13 +107,16 @@ EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
 }
 ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 
-/* Host "pinned" memory is ordinary page-aligned memory here: over TCP every copy goes through
- * the socket anyway, and the server's staging buffers are the pinned ones. */
+/* Host "pinned" memory comes from the shared arena when the session has one (the worker has
+ * registered it with the driver: copies from and to it are one DMA). Otherwise, and when the
+ * arena is full, it is ordinary page-aligned memory: over TCP every copy goes through the socket
+ * anyway, and the server's staging buffers are the pinned ones. */
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     (void)flags;
     if (!pp || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = gc_ensure_init();
     if (rc != CUDA_SUCCESS) return rc;
+    if ((*pp = gc_shm_alloc(bytes)) != NULL) return CUDA_SUCCESS;
     return posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -121,7 +124,7 @@ EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAll
 ALIAS(cuMemAllocHost, cuMemAllocHost_v2);
 
 EXPORT CUresult cuMemFreeHost(void *p) {
-    free(p);
+    if (!gc_shm_free(p)) free(p);
     return CUDA_SUCCESS;
 }
 
@@ -134,6 +137,11 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS && gc_shm_on()) {
+        rc = gc_shm_copy_locked(1, dst, (void *)src, n, gc_stream_handle(s), async);
+        pthread_mutex_unlock(&gc.mu);
+        return rc;
+    }
     if (rc == CUDA_SUCCESS && gc_lanes() >= 2 && n > GW_STRIPE_CHUNK) {
         struct gw_memcpy_hto_d_striped m = {.dst = dst, .bytes = n, .stream = gc_stream_handle(s),
                                             .async = (uint32_t)async, .lanes = (uint32_t)gc_lanes()};
@@ -177,6 +185,11 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     GC_ENCODE(memcpy_dto_h, m, b);
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
+    if (rc == CUDA_SUCCESS && gc_shm_on()) {
+        rc = gc_shm_copy_locked(0, src, dst, n, gc_stream_handle(s), async);
+        pthread_mutex_unlock(&gc.mu);
+        return rc;
+    }
     if (rc == CUDA_SUCCESS && gc_lanes() >= 2 && n > GW_STRIPE_CHUNK) {
         struct gw_memcpy_dto_h_striped ms = {.src = src, .bytes = n, .stream = gc_stream_handle(s),
                                              .async = (uint32_t)async, .lanes = (uint32_t)gc_lanes()};

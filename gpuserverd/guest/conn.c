@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,7 +56,29 @@ static int setting(const char *env, const char *key, char *out, size_t cap) {
     return config_value(key, out, cap) || config_value(env, out, cap);
 }
 
+/* dial_unix connects to gpuserverd's Unix socket at path (a client on the same host). */
+static int dial_unix(const char *path) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) return -1;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The endpoint's Unix socket path ("unix:/path" or "shm:/path"), or NULL for host:port. */
+static const char *unix_path(const char *endpoint) {
+    if (strncmp(endpoint, "unix:", 5) == 0) return endpoint + 5;
+    if (strncmp(endpoint, "shm:", 4) == 0) return endpoint + 4;
+    return NULL;
+}
+
 int gc_dial(const char *endpoint) {
+    if (unix_path(endpoint)) return dial_unix(unix_path(endpoint));
     char host[256], port[16];
     const char *colon = strrchr(endpoint, ':');
     if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= sizeof host) return -1;
@@ -138,7 +161,8 @@ static void connect_once(void) {
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
     hr.session_id = sid;
-    gc_open_lanes(used, &hr);
+    /* A client on this host shares memory with its worker; lanes would only add copies. */
+    if (!(unix_path(used) && gc_open_shm())) gc_open_lanes(used, &hr);
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }
@@ -162,6 +186,11 @@ CUresult gc_transport_error(const char *what) {
 /* write_all sends with MSG_NOSIGNAL: a vanished server must give the program an error, not a
  * SIGPIPE that kills it. */
 static int write_all(struct iovec *iov, int cnt) {
+    if (gc_ring_on) {
+        for (int i = 0; i < cnt; i++)
+            if (iov[i].iov_len && gc_ring_write(iov[i].iov_base, iov[i].iov_len) != 0) return -1;
+        return 0;
+    }
     while (cnt > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         ssize_t w = sendmsg(gc.fd, &mh, MSG_NOSIGNAL);
@@ -182,7 +211,7 @@ static int write_all(struct iovec *iov, int cnt) {
     return 0;
 }
 
-int gc_read_full(void *p, size_t n) { return gc_read_full_fd(gc.fd, p, n); }
+int gc_read_full(void *p, size_t n) { return gc_ring_on ? gc_ring_read(p, n) : gc_read_full_fd(gc.fd, p, n); }
 
 int gc_read_full_fd(int fd, void *p, size_t n) {
     char *c = p;

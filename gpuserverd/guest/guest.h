@@ -75,6 +75,16 @@ void gc_put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint
 void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr);
 int gc_lanes(void);
 CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, char *p, size_t n, int read);
+/* Shared memory with a worker on this host (shm.c). */
+int gc_open_shm(void);
+int gc_shm_on(void);
+extern int gc_ring_on; /* frames go through the arena's rings, not the socket */
+int gc_ring_write(const void *p, size_t n);
+int gc_ring_read(void *p, size_t n);
+void gc_rings_start(char *arena); /* ring.c */
+void *gc_shm_alloc(size_t n);
+int gc_shm_free(void *p);
+CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, uint64_t stream, int async);
 /* A call on the current context's device: sends the encoded request and, unless it goes without a
  * reply, decodes the reply (of type want) into *reply and returns its result. Only the reply's
  * fixed fields may be read afterwards: its strings and bytes point into a buffer the next call

@@ -93,6 +93,10 @@ const char *gw_type_name(uint16_t type) {
 	case 72: return "LaneHello";
 	case 73: return "MemcpyHtoDStriped";
 	case 74: return "MemcpyDtoHStriped";
+	case 80: return "ShmOpen";
+	case 81: return "ShmOpenReply";
+	case 82: return "MemcpyHtoDShm";
+	case 83: return "MemcpyDtoHShm";
 	}
 	return "unknown";
 }
@@ -1317,6 +1321,118 @@ int gw_memcpy_dto_h_striped_decode(struct gw_memcpy_dto_h_striped *m, const uint
 	return dfinish(&d);
 }
 
+size_t gw_shm_open_size(const struct gw_shm_open *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_shm_open_encode(const struct gw_shm_open *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->bytes);
+	return o;
+}
+
+int gw_shm_open_decode(struct gw_shm_open *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ShmOpen", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->bytes = d64(&d, "bytes");
+	return dfinish(&d);
+}
+
+size_t gw_shm_open_reply_size(const struct gw_shm_open_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_shm_open_reply_encode(const struct gw_shm_open_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->bytes);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_shm_open_reply_decode(struct gw_shm_open_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ShmOpenReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->bytes = d64(&d, "bytes");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
+size_t gw_memcpy_hto_d_shm_size(const struct gw_memcpy_hto_d_shm *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_memcpy_hto_d_shm_encode(const struct gw_memcpy_hto_d_shm *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->dst);
+	o = put64(o, m->offset);
+	o = put64(o, m->bytes);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	return o;
+}
+
+int gw_memcpy_hto_d_shm_decode(struct gw_memcpy_hto_d_shm *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemcpyHtoDShm", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->dst = d64(&d, "dst");
+	m->offset = d64(&d, "offset");
+	m->bytes = d64(&d, "bytes");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	return dfinish(&d);
+}
+
+size_t gw_memcpy_dto_h_shm_size(const struct gw_memcpy_dto_h_shm *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_memcpy_dto_h_shm_encode(const struct gw_memcpy_dto_h_shm *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->src);
+	o = put64(o, m->offset);
+	o = put64(o, m->bytes);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	return o;
+}
+
+int gw_memcpy_dto_h_shm_decode(struct gw_memcpy_dto_h_shm *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemcpyDtoHShm", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->src = d64(&d, "src");
+	m->offset = d64(&d, "offset");
+	m->bytes = d64(&d, "bytes");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -1413,6 +1529,14 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_memcpy_hto_d_striped_decode(m, p, n, err, errlen);
 	case 74:
 		return gw_memcpy_dto_h_striped_decode(m, p, n, err, errlen);
+	case 80:
+		return gw_shm_open_decode(m, p, n, err, errlen);
+	case 81:
+		return gw_shm_open_reply_decode(m, p, n, err, errlen);
+	case 82:
+		return gw_memcpy_hto_d_shm_decode(m, p, n, err, errlen);
+	case 83:
+		return gw_memcpy_dto_h_shm_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -13,6 +13,10 @@
 #define GW_FLAG_MORE 2
 #define GW_MAX_LANES 8
 #define GW_STRIPE_CHUNK 1048576
+#define GW_SHM_CTL 4194304
+#define GW_SHM_RING 1048576
+#define GW_SHM_MIN 16777216
+#define GW_SHM_MAX 17179869184
 
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */
@@ -66,6 +70,10 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_LANE_HELLO 72
 #define GW_TYPE_MEMCPY_HTO_D_STRIPED 73
 #define GW_TYPE_MEMCPY_DTO_H_STRIPED 74
+#define GW_TYPE_SHM_OPEN 80
+#define GW_TYPE_SHM_OPEN_REPLY 81
+#define GW_TYPE_MEMCPY_HTO_D_SHM 82
+#define GW_TYPE_MEMCPY_DTO_H_SHM 83
 
 struct gw_hello {
 	uint32_t version;
@@ -498,6 +506,45 @@ struct gw_memcpy_dto_h_striped {
 size_t gw_memcpy_dto_h_striped_size(const struct gw_memcpy_dto_h_striped *m);
 uint8_t *gw_memcpy_dto_h_striped_encode(const struct gw_memcpy_dto_h_striped *m, uint8_t *out);
 int gw_memcpy_dto_h_striped_decode(struct gw_memcpy_dto_h_striped *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_shm_open {
+	uint64_t bytes;
+};
+size_t gw_shm_open_size(const struct gw_shm_open *m);
+uint8_t *gw_shm_open_encode(const struct gw_shm_open *m, uint8_t *out);
+int gw_shm_open_decode(struct gw_shm_open *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_shm_open_reply {
+	int32_t result;
+	uint64_t bytes;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_shm_open_reply_size(const struct gw_shm_open_reply *m);
+uint8_t *gw_shm_open_reply_encode(const struct gw_shm_open_reply *m, uint8_t *out);
+int gw_shm_open_reply_decode(struct gw_shm_open_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy_hto_d_shm {
+	uint64_t dst;
+	uint64_t offset;
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t async;
+};
+size_t gw_memcpy_hto_d_shm_size(const struct gw_memcpy_hto_d_shm *m);
+uint8_t *gw_memcpy_hto_d_shm_encode(const struct gw_memcpy_hto_d_shm *m, uint8_t *out);
+int gw_memcpy_hto_d_shm_decode(struct gw_memcpy_hto_d_shm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy_dto_h_shm {
+	uint64_t src;
+	uint64_t offset;
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t async;
+};
+size_t gw_memcpy_dto_h_shm_size(const struct gw_memcpy_dto_h_shm *m);
+uint8_t *gw_memcpy_dto_h_shm_encode(const struct gw_memcpy_dto_h_shm *m, uint8_t *out);
+int gw_memcpy_dto_h_shm_decode(struct gw_memcpy_dto_h_shm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

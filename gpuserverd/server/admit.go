@@ -34,7 +34,11 @@ func (r *refusal) Error() string { return r.msg }
 // handle runs one connection: handshake, admission, worker.
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
-	log := s.log.With("remote", conn.RemoteAddr().String())
+	remote := "local" // a Unix-socket client has no address
+	if a := conn.RemoteAddr(); a != nil && a.Network() != "unix" {
+		remote = a.String()
+	}
+	log := s.log.With("remote", remote)
 	conn.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
 	h, p, err := readFirst(conn)
 	if err == nil && h.Type == wire.TypeLaneHello {

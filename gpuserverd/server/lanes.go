@@ -61,11 +61,11 @@ func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
 
 // passConn sends conn's descriptor and the LaneHello payload over the worker's lane socket.
 func passConn(uc *net.UnixConn, conn net.Conn, payload []byte) error {
-	tcp, ok := conn.(*net.TCPConn)
+	sock, ok := conn.(interface{ File() (*os.File, error) }) // TCP, or Unix without an arena
 	if !ok {
-		return fmt.Errorf("lane connection is %T, not TCP", conn)
+		return fmt.Errorf("lane connection is %T, not a socket", conn)
 	}
-	f, err := tcp.File()
+	f, err := sock.File()
 	if err != nil {
 		return fmt.Errorf("lane fd: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -21,10 +22,13 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	ServerID  string // this GPU server's id: the audience its tokens must name
-	Listen    string // guest connections, e.g. ":7070"
-	Admin     string // HTTP: /usage, /metrics, /healthz
-	PublicKey ed25519.PublicKey
+	ServerID string // this GPU server's id: the audience its tokens must name
+	Listen   string // guest connections, e.g. ":7070"
+	// ListenUnix, when set, is a Unix socket path for guests on this host: their sessions may open
+	// a shared-memory arena (gpuserverd/README.md, "Shared memory").
+	ListenUnix string
+	Admin      string // HTTP: /usage, /metrics, /healthz
+	PublicKey  ed25519.PublicKey
 	// BackendKind is the resolved backend ("cuda" or "simulated") workers open.
 	BackendKind string
 	// WorkerCommand starts a worker process, e.g. {"/usr/bin/gpuserverd", "worker"}.
@@ -49,6 +53,7 @@ type Server struct {
 	metrics  counters
 
 	ln      net.Listener
+	unixLn  net.Listener // nil without ListenUnix
 	adminLn net.Listener
 	wg      sync.WaitGroup
 }
@@ -94,6 +99,19 @@ func (s *Server) Listen() error {
 		return fmt.Errorf("server: admin listen %s: %w", s.cfg.Admin, err)
 	}
 	s.ln, s.adminLn = ln, aln
+	if s.cfg.ListenUnix != "" {
+		// A socket file left by an earlier run would make the bind fail; nothing else may be there.
+		if fi, err := os.Lstat(s.cfg.ListenUnix); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(s.cfg.ListenUnix)
+		}
+		uln, err := net.Listen("unix", s.cfg.ListenUnix)
+		if err != nil {
+			ln.Close()
+			aln.Close()
+			return fmt.Errorf("server: listen unix %s: %w", s.cfg.ListenUnix, err)
+		}
+		s.unixLn = uln
+	}
 	return nil
 }
 
@@ -110,15 +128,33 @@ func (s *Server) Serve(ctx context.Context) error {
 	go func() {
 		<-ctx.Done()
 		s.ln.Close()
+		if s.unixLn != nil {
+			s.unixLn.Close()
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		hs.Shutdown(sctx)
 	}()
 	s.log.Info("gpuserverd serving", "addr", s.ln.Addr(), "admin", s.adminLn.Addr(),
 		"backend", s.b.Kind(), "gpus", len(s.devices), "server_id", s.cfg.ServerID)
+	if s.unixLn != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.acceptLoop(ctx, s.unixLn)
+		}()
+	}
+	err := s.acceptLoop(ctx, s.ln)
+	s.wg.Wait()
+	s.usage.Close()
+	return err
+}
+
+// acceptLoop serves ln's connections until it closes.
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 	var err error
 	for {
-		conn, aerr := s.ln.Accept()
+		conn, aerr := ln.Accept()
 		if aerr != nil {
 			if ctx.Err() == nil {
 				err = fmt.Errorf("server: accept: %w", aerr)
@@ -131,8 +167,6 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.handle(ctx, conn)
 		}()
 	}
-	s.wg.Wait()
-	s.usage.Close()
 	return err
 }
 

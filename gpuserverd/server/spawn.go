@@ -34,11 +34,11 @@ type session struct {
 // runWorker hands conn to a new worker process and waits for it; the usage record is written
 // whether the worker ends cleanly or is killed.
 func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Claims, ordinals []int, log *slog.Logger) error {
-	tcp, ok := conn.(*net.TCPConn)
+	fc, ok := conn.(interface{ File() (*os.File, error) })
 	if !ok {
-		return fmt.Errorf("connection is %T, not TCP", conn)
+		return fmt.Errorf("connection is %T, not a socket", conn)
 	}
-	connFile, err := tcp.File() // a duplicate the child inherits
+	connFile, err := fc.File() // a duplicate the child inherits
 	if err != nil {
 		return fmt.Errorf("connection fd: %w", err)
 	}

@@ -16,6 +16,10 @@ const (
 	FlagMore    = 2
 	MaxLanes    = 8
 	StripeChunk = 1048576
+	ShmCtl      = 4194304
+	ShmRing     = 1048576
+	ShmMin      = 16777216
+	ShmMax      = 17179869184
 )
 
 // Message types.
@@ -67,6 +71,10 @@ const (
 	TypeLaneHello            Type = 72
 	TypeMemcpyHtoDStriped    Type = 73
 	TypeMemcpyDtoHStriped    Type = 74
+	TypeShmOpen              Type = 80
+	TypeShmOpenReply         Type = 81
+	TypeMemcpyHtoDShm        Type = 82
+	TypeMemcpyDtoHShm        Type = 83
 )
 
 var typeNames = map[Type]string{
@@ -117,6 +125,10 @@ var typeNames = map[Type]string{
 	TypeLaneHello:            "LaneHello",
 	TypeMemcpyHtoDStriped:    "MemcpyHtoDStriped",
 	TypeMemcpyDtoHStriped:    "MemcpyDtoHStriped",
+	TypeShmOpen:              "ShmOpen",
+	TypeShmOpenReply:         "ShmOpenReply",
+	TypeMemcpyHtoDShm:        "MemcpyHtoDShm",
+	TypeMemcpyDtoHShm:        "MemcpyDtoHShm",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -216,6 +228,14 @@ func New(t Type) Message {
 		return new(MemcpyHtoDStriped)
 	case TypeMemcpyDtoHStriped:
 		return new(MemcpyDtoHStriped)
+	case TypeShmOpen:
+		return new(ShmOpen)
+	case TypeShmOpenReply:
+		return new(ShmOpenReply)
+	case TypeMemcpyHtoDShm:
+		return new(MemcpyHtoDShm)
+	case TypeMemcpyDtoHShm:
+		return new(MemcpyDtoHShm)
 	}
 	return nil
 }
@@ -1473,5 +1493,120 @@ func (m *MemcpyDtoHStriped) Decode(p []byte) error {
 	m.Stream = d.u64("stream")
 	m.Async = d.u32("async")
 	m.Lanes = d.u32("lanes")
+	return d.finish()
+}
+
+// ShmOpen is message type 80.
+type ShmOpen struct {
+	Bytes uint64
+}
+
+// Type returns TypeShmOpen.
+func (*ShmOpen) Type() Type { return TypeShmOpen }
+
+// Append appends the encoded payload to b.
+func (m *ShmOpen) Append(b []byte) []byte {
+	b = putU64(b, m.Bytes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ShmOpen) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ShmOpen"}
+	m.Bytes = d.u64("bytes")
+	return d.finish()
+}
+
+// ShmOpenReply is message type 81.
+type ShmOpenReply struct {
+	Result  int32
+	Bytes   uint64
+	Message string
+}
+
+// Type returns TypeShmOpenReply.
+func (*ShmOpenReply) Type() Type { return TypeShmOpenReply }
+
+// Append appends the encoded payload to b.
+func (m *ShmOpenReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Bytes)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ShmOpenReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ShmOpenReply"}
+	m.Result = int32(d.u32("result"))
+	m.Bytes = d.u64("bytes")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// MemcpyHtoDShm is message type 82.
+type MemcpyHtoDShm struct {
+	Dst    uint64
+	Offset uint64
+	Bytes  uint64
+	Stream uint64
+	Async  uint32
+}
+
+// Type returns TypeMemcpyHtoDShm.
+func (*MemcpyHtoDShm) Type() Type { return TypeMemcpyHtoDShm }
+
+// Append appends the encoded payload to b.
+func (m *MemcpyHtoDShm) Append(b []byte) []byte {
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Offset)
+	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemcpyHtoDShm) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemcpyHtoDShm"}
+	m.Dst = d.u64("dst")
+	m.Offset = d.u64("offset")
+	m.Bytes = d.u64("bytes")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
+	return d.finish()
+}
+
+// MemcpyDtoHShm is message type 83.
+type MemcpyDtoHShm struct {
+	Src    uint64
+	Offset uint64
+	Bytes  uint64
+	Stream uint64
+	Async  uint32
+}
+
+// Type returns TypeMemcpyDtoHShm.
+func (*MemcpyDtoHShm) Type() Type { return TypeMemcpyDtoHShm }
+
+// Append appends the encoded payload to b.
+func (m *MemcpyDtoHShm) Append(b []byte) []byte {
+	b = putU64(b, m.Src)
+	b = putU64(b, m.Offset)
+	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemcpyDtoHShm) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemcpyDtoHShm"}
+	m.Src = d.u64("src")
+	m.Offset = d.u64("offset")
+	m.Bytes = d.u64("bytes")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
 	return d.finish()
 }

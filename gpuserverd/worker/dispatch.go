@@ -50,7 +50,7 @@ func (s *Session) serveOne() error {
 		return err
 	}
 	noReply := h.Flags&wire.FlagNoReply != 0
-	if noReply && (h.Type == wire.TypeMemcpyDtoH || h.Type == wire.TypeMemcpyHtoDStriped || h.Type == wire.TypeMemcpyDtoHStriped) {
+	if noReply && (h.Type == wire.TypeMemcpyDtoH || h.Type == wire.TypeShmOpen || h.Type == wire.TypeMemcpyHtoDStriped || h.Type == wire.TypeMemcpyDtoHStriped) {
 		return fmt.Errorf("%w: %s cannot go without a reply", wire.ErrDecode, h.Type)
 	}
 	answer, err := s.handle(m, h, sl)
@@ -103,6 +103,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
 	case *wire.LanesOpen:
 		return s.lanes.open(m.Lanes), nil
+	case *wire.ShmOpen:
+		return s.shmOpen(m, h.Request)
 	case *wire.MemcpyHtoDStriped:
 		return s.htodStriped(m)
 	case *wire.MemcpyDtoHStriped:
@@ -145,6 +147,10 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.memcpyHtoD(d, m, h, sl), nil
 	case *wire.MemcpyDtoH:
 		return nil, s.memcpyDtoH(d, m, h.Request)
+	case *wire.MemcpyHtoDShm:
+		return s.htodShm(d, m, h), nil
+	case *wire.MemcpyDtoHShm:
+		return s.dtohShm(d, m, h), nil
 	case *wire.MemcpyDtoD:
 		err := c.MemcpyDtoD(m.Dst, m.Src, m.Bytes, backend.Handle(m.Stream), m.Async != 0)
 		return s.syncStatus(err, m.Async == 0), nil

@@ -53,6 +53,7 @@ type Session struct {
 	current int
 	pending error // first error of a call sent without waiting; surfaces at the next sync
 	lanes   lanes
+	shm     *arena // the shared arena of a client on this host; nil until ShmOpen
 	buf     []byte
 	out     []byte
 	Stats   *Stats
@@ -133,6 +134,7 @@ func (s *Session) dev() (*device, error) {
 }
 
 func (s *Session) close() {
+	s.closeShm()
 	for _, d := range s.devs {
 		if d == nil {
 			continue

@@ -40,6 +40,7 @@ type Context struct {
 	streams   handles[C.CUstream]
 	events    handles[C.CUevent]
 	host      map[unsafe.Pointer]int // pinned host allocations: address -> size
+	reg       map[unsafe.Pointer]int // registered host ranges: address -> size
 }
 
 var _ backend.Context = (*Context)(nil)
@@ -156,6 +157,42 @@ func (c *Context) HostFree(buf []byte) error {
 	}
 	delete(c.host, p)
 	return check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p))
+}
+
+// HostRegister is cuMemHostRegister (portable) of memory the worker mapped: the guest's shared
+// arena, which the device then DMAs from and to with no staging copy.
+func (c *Context) HostRegister(buf []byte) error {
+	if err := c.live(); err != nil {
+		return err
+	}
+	if len(buf) == 0 {
+		return fmt.Errorf("cuda: register of an empty host range: %w", backend.ErrInvalidValue)
+	}
+	p := unsafe.Pointer(unsafe.SliceData(buf))
+	if _, ok := c.reg[p]; ok {
+		return fmt.Errorf("cuda: host range %p already registered: %w", p, backend.ErrInvalidValue)
+	}
+	if err := check("cuMemHostRegister", C.gc_mem_host_register(c.ctx, p, C.size_t(len(buf)))); err != nil {
+		return err
+	}
+	if c.reg == nil {
+		c.reg = map[unsafe.Pointer]int{}
+	}
+	c.reg[p] = len(buf)
+	return nil
+}
+
+// HostUnregister is cuMemHostUnregister of a range HostRegister registered.
+func (c *Context) HostUnregister(buf []byte) error {
+	if err := c.live(); err != nil {
+		return err
+	}
+	p := unsafe.Pointer(unsafe.SliceData(buf))
+	if _, ok := c.reg[p]; !ok || len(buf) == 0 {
+		return fmt.Errorf("cuda: host range %p was not registered: %w", p, backend.ErrInvalidValue)
+	}
+	delete(c.reg, p)
+	return check("cuMemHostUnregister", C.gc_mem_host_unregister(c.ctx, p))
 }
 
 func asyncFlag(async bool) C.int {
@@ -495,6 +532,10 @@ func (c *Context) Close() error {
 	for p := range c.host {
 		errs = append(errs, check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p)))
 	}
+	for p := range c.reg {
+		errs = append(errs, check("cuMemHostUnregister", C.gc_mem_host_unregister(c.ctx, p)))
+	}
+	c.reg = nil
 	c.closed = true
 	errs = append(errs, check("cuCtxDestroy", C.gc_ctx_destroy(c.ctx, c.dev, boolInt(c.primary))))
 	c.host = nil

@@ -36,6 +36,8 @@
 	X(mem_get_info, "cuMemGetInfo_v2", CUresult (*)(size_t *, size_t *))                           \
 	X(mem_host_alloc, "cuMemHostAlloc", CUresult (*)(void **, size_t, unsigned))                   \
 	X(mem_free_host, "cuMemFreeHost", CUresult (*)(void *))                                        \
+	X(mem_host_register, "cuMemHostRegister_v2", CUresult (*)(void *, size_t, unsigned))           \
+	X(mem_host_unregister, "cuMemHostUnregister", CUresult (*)(void *))                            \
 	X(memcpy_htod, "cuMemcpyHtoD_v2", CUresult (*)(CUdeviceptr, const void *, size_t))             \
 	X(memcpy_dtoh, "cuMemcpyDtoH_v2", CUresult (*)(void *, CUdeviceptr, size_t))                   \
 	X(memcpy_dtod, "cuMemcpyDtoD_v2", CUresult (*)(CUdeviceptr, CUdeviceptr, size_t))              \
@@ -167,6 +169,10 @@ CUresult gc_mem_host_alloc(CUcontext ctx, void **p, size_t n) {
 	BOUND(ctx, d.mem_host_alloc(p, n, CU_MEMHOSTALLOC_PORTABLE));
 }
 CUresult gc_mem_host_free(CUcontext ctx, void *p) { BOUND(ctx, d.mem_free_host(p)); }
+CUresult gc_mem_host_register(CUcontext ctx, void *p, size_t n) {
+	BOUND(ctx, d.mem_host_register(p, n, CU_MEMHOSTALLOC_PORTABLE));
+}
+CUresult gc_mem_host_unregister(CUcontext ctx, void *p) { BOUND(ctx, d.mem_host_unregister(p)); }
 
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async) {
 	BOUND(ctx, async ? d.memcpy_htod_async(dst, src, n, s) : d.memcpy_htod(dst, src, n));

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"gpucloud/gpuserverd/backend"
 )
@@ -22,7 +23,8 @@ type Context struct {
 	events    map[backend.Handle]*event
 	modules   map[backend.Handle]*module
 	functions map[backend.Handle]*kernel
-	asyncErr  error // sticky: the first error of work run asynchronously
+	asyncErr  error         // sticky: the first error of work run asynchronously
+	reg       map[*byte]int // registered host ranges, as the driver keeps them
 }
 
 func newContext(b *Backend, ordinal int) *Context {
@@ -141,6 +143,45 @@ func (c *Context) MemGetInfo() (uint64, uint64, error) {
 
 func (c *Context) HostAlloc(bytes int) ([]byte, error) { return make([]byte, bytes), nil }
 func (c *Context) HostFree([]byte) error               { return nil }
+
+// HostRegister keeps the range as the driver does: a range overlapping one already registered is
+// refused, so a worker registering its arena twice fails here as it would on a GPU.
+func (c *Context) HostRegister(buf []byte) error {
+	if len(buf) == 0 {
+		return fmt.Errorf("sim: register of an empty host range: %w", backend.ErrInvalidValue)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	for p, n := range c.reg {
+		q := uintptr(unsafe.Pointer(p))
+		if lo < q+uintptr(n) && q < lo+uintptr(len(buf)) {
+			return fmt.Errorf("sim: host range %#x+%d overlaps a registered one: %w", lo, len(buf), backend.ErrHostAlreadyRegistered)
+		}
+	}
+	if c.reg == nil {
+		c.reg = map[*byte]int{}
+	}
+	c.reg[unsafe.SliceData(buf)] = len(buf)
+	return nil
+}
+
+func (c *Context) HostUnregister(buf []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.reg[unsafe.SliceData(buf)]; !ok || len(buf) == 0 {
+		return fmt.Errorf("sim: host range %p was not registered: %w", unsafe.SliceData(buf), backend.ErrHostNotRegistered)
+	}
+	delete(c.reg, unsafe.SliceData(buf))
+	return nil
+}
+
+// Registered is the number of host ranges registered now (tests).
+func (c *Context) Registered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.reg)
+}
 
 func (c *Context) MemcpyHtoD(dst uint64, src []byte, h backend.Handle, async bool) error {
 	d, err := c.mem.view(dst, uint64(len(src)))

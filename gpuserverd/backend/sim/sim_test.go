@@ -192,3 +192,31 @@ func TestDefaultStreamSemantics(t *testing.T) {
 		t.Fatalf("default-stream memset waited for a non-blocking stream: query %v", err)
 	}
 }
+
+// Host registration behaves as the driver's: an overlapping range is refused, an unknown one
+// cannot be unregistered, and a range is free to register again once unregistered.
+func TestHostRegister(t *testing.T) {
+	_, c := newCtx(t, 1<<20)
+	buf := make([]byte, 64<<10)
+	if err := c.HostRegister(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HostRegister(buf[4096:8192]); backend.ResultOf(err) != backend.ErrHostAlreadyRegistered {
+		t.Fatalf("overlapping register: %v", err)
+	}
+	if err := c.HostRegister(nil); backend.ResultOf(err) != backend.ErrInvalidValue {
+		t.Fatalf("empty register: %v", err)
+	}
+	if err := c.HostUnregister(buf[4096:]); backend.ResultOf(err) != backend.ErrHostNotRegistered {
+		t.Fatalf("unregister of an inner range: %v", err)
+	}
+	if err := c.HostUnregister(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HostRegister(buf[:4096]); err != nil {
+		t.Fatalf("register after unregister: %v", err)
+	}
+	if n := c.(*Context).Registered(); n != 1 {
+		t.Fatalf("%d ranges registered, want 1", n)
+	}
+}

@@ -27,3 +27,11 @@ extern "C" __global__ void matmul(const float *A, const float *B, float *C, int 
 }
 
 extern "C" __global__ void empty(void) {}
+
+// spin busies every thread for about `cycles` SM clock cycles: a kernel of known length for the
+// fair-share measurement (fairshare.c).
+extern "C" __global__ void spin(long long cycles) {
+	long long start = clock64();
+	while (clock64() - start < cycles) {
+	}
+}

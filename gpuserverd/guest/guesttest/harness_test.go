@@ -80,6 +80,7 @@ type gpuserverd struct {
 	t     *testing.T
 	bin   string
 	addr  string
+	sock  string // the Unix socket for guests on this host (shared memory)
 	admin string
 	priv  ed25519.PrivateKey
 	cmd   *exec.Cmd
@@ -91,7 +92,8 @@ func startServer(t *testing.T, env ...string) *gpuserverd {
 	t.Helper()
 	dir := buildAll(t)
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	cmd := exec.Command(filepath.Join(dir, "gpuserverd"), "--id", serverID, "--listen", "127.0.0.1:0",
+	sock := filepath.Join(t.TempDir(), "gpuserverd.sock")
+	cmd := exec.Command(filepath.Join(dir, "gpuserverd"), "--id", serverID, "--listen", "127.0.0.1:0", "--listen-unix", sock,
 		"--admin", "127.0.0.1:0", "--backend", "simulated", "--data-dir", t.TempDir(),
 		"--public-key", base64.StdEncoding.EncodeToString(pub))
 	cmd.Env = append(os.Environ(), env...)
@@ -115,7 +117,7 @@ func startServer(t *testing.T, env ...string) *gpuserverd {
 	if _, err2 := fmt.Sscanf(line, "listening %s admin %s", &s.addr, &s.admin); err != nil || err2 != nil {
 		t.Fatalf("gpuserverd did not start: %q %v %v", line, err, err2)
 	}
-	s.t, s.bin, s.priv, s.cmd = t, dir, priv, cmd
+	s.t, s.bin, s.priv, s.cmd, s.sock = t, dir, priv, cmd, sock
 	return &s
 }
 

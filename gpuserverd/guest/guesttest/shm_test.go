@@ -1,0 +1,102 @@
+package guesttest
+
+import (
+	"bufio"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// shmRun runs prog as a guest on this host: over gpuserverd's Unix socket, with an arena of
+// mib MiB, tracing frames so the test sees which path the copies took.
+func (s *gpuserverd) shmRun(t *testing.T, token, mib, prog string) string {
+	t.Helper()
+	cmd := s.client(token, prog)
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB="+mib, "GPUCLOUD_TRACE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s over unix:%s (arena %s MiB): %v\n%s", prog, s.sock, mib, err, tail(string(out)))
+	}
+	return string(out)
+}
+
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "..." + s[len(s)-4000:]
+	}
+	return s
+}
+
+// The C API suite and the arena's own test pass over shared memory, and their copies move no
+// bytes on the socket: every copy is an arena copy.
+func TestSharedMemory(t *testing.T) {
+	s := startServer(t)
+	// 16 MiB: 1 MiB staging chunks, copied by one thread; 64 MiB: 4 MiB chunks, copied by several.
+	for _, tc := range []struct{ prog, mib, arena string }{
+		{"api_test", "16", "16777216"}, {"shm_test", "16", "16777216"}, {"shm_test", "64", "67108864"},
+	} {
+		token := s.token("shm-"+tc.prog+"-"+tc.mib, "shared", 1<<30)
+		t.Run(tc.prog+"/"+tc.mib+"MiB", func(t *testing.T) {
+			out := s.shmRun(t, token, tc.mib, tc.prog)
+			if !strings.Contains(out, "shared arena: "+tc.arena+" bytes") {
+				t.Fatalf("no arena opened:\n%s", tail(out))
+			}
+			if !strings.Contains(out, "send MemcpyHtoDShm") || !strings.Contains(out, "send MemcpyDtoHShm") {
+				t.Fatalf("no arena copies sent:\n%s", tail(out))
+			}
+			for _, socketCopy := range []string{"send MemcpyHtoD (", "send MemcpyDtoH (", "Striped", "LanesOpen"} {
+				if strings.Contains(out, socketCopy) {
+					t.Fatalf("a copy went over the socket (%q) with an arena open:\n%s", socketCopy, tail(out))
+				}
+			}
+		})
+	}
+	// Each worker saw its guest go (the socket closing, while it waited on the ring) and ended
+	// its session with a usage record.
+	waitFor(t, "three usage records", func() bool { return len(s.usage()) == 3 })
+}
+
+// A refused arena request is told why and the session goes on over the socket alone.
+func TestSharedMemoryRefused(t *testing.T) {
+	s := startServer(t)
+	out := s.shmRun(t, s.token("shm-refused", "shared", 1<<30), "8", "api_test") // below the 16 MiB minimum
+	if !strings.Contains(out, "no shared memory (1): ShmOpen: bytes 8388608 outside [16777216,") {
+		t.Fatalf("refusal not reported:\n%s", tail(out))
+	}
+	if strings.Contains(out, "MemcpyHtoDShm") || !strings.Contains(out, "send MemcpyHtoD (") {
+		t.Fatalf("copies did not fall back to the socket:\n%s", tail(out))
+	}
+}
+
+// A guest waiting on the rings learns that its worker was killed (the socket closes) and gets
+// errors, not a hang; the server records the session.
+func TestSharedMemoryKilledWorker(t *testing.T) {
+	s := startServer(t)
+	cmd := s.client(s.token("shm-doomed", "shared", 1<<30), "probe", "hold", "8")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB=16")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	hang := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() }) // a hang fails below
+	defer hang.Stop()
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+		t.Fatalf("probe hold over shared memory: %q %v", line, err)
+	}
+	var pids []int
+	waitFor(t, "one worker", func() bool { pids = s.workers(); return len(pids) == 1 })
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	stdin.Write([]byte("go\n"))
+	line, _ := r.ReadString('\n')
+	after, _ := r.ReadString('\n')
+	if err := cmd.Wait(); err != nil || !strings.HasPrefix(line, "LOST 999") || after != "AFTER 999 999\n" {
+		t.Fatalf("client of a killed worker: %v %q %q", err, line, after)
+	}
+	waitFor(t, "the usage record", func() bool { return len(s.usage()) == 1 })
+}

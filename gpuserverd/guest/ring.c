@@ -1,0 +1,122 @@
+/* The control rings of a shared arena (layout: wire spec, shm_ctl): two byte streams, ring 0 for
+ * this library's frames and ring 1 for the worker's. A waiting side spins for RING_SPIN_NS, then
+ * sleeps on a futex word the other side wakes; while asleep it checks every 100 ms that the
+ * worker's socket is still open. One reader and one writer per ring (callers hold gc.mu). */
+#define _GNU_SOURCE 1 /* POLLRDHUP */
+#include "guest.h"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+struct ring {
+    uint32_t *head, *tail, *rwait, *wwait;
+    char *data;
+    uint32_t size;
+};
+static struct ring ring_out, ring_in; /* ring 0: our frames; ring 1: the worker's */
+int gc_ring_on;
+
+#define RING_SPIN_NS 50000
+
+static void ring_init(struct ring *r, char *base, int idx) {
+    char *h = base + idx * 2048;
+    r->head = (uint32_t *)h;
+    r->tail = (uint32_t *)(h + 64);
+    r->rwait = (uint32_t *)(h + 128);
+    r->wwait = (uint32_t *)(h + 192);
+    r->data = base + (size_t)(idx + 1) * GW_SHM_RING;
+    r->size = GW_SHM_RING;
+}
+
+static uint32_t ld(uint32_t *p) { return __atomic_load_n(p, __ATOMIC_SEQ_CST); }
+static void st(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_SEQ_CST); }
+
+/* peer_gone tells whether the worker has closed the socket (it died or the session ended). */
+static int peer_gone(void) {
+    struct pollfd p = {.fd = gc.fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return 1;
+    char b;
+    return recv(gc.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static double mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* ring_wait returns 0 once *word is no longer seen, -1 if the worker has gone. */
+static int ring_wait(uint32_t *word, uint32_t seen, uint32_t *sleeping) {
+    double start = mono_ns();
+    for (unsigned i = 1;; i++) {
+        if (ld(word) != seen) return 0;
+        if ((i & 255) == 0 && mono_ns() - start > RING_SPIN_NS) break;
+        __builtin_ia32_pause();
+    }
+    st(sleeping, 1); /* then re-check: the other side stores its counter first, then reads this */
+    int rc = 0;
+    while (ld(word) == seen) {
+        struct timespec ts = {0, 100000000};
+        syscall(SYS_futex, word, FUTEX_WAIT, seen, &ts, NULL, 0);
+        if (ld(word) != seen) break;
+        if (peer_gone()) {
+            rc = -1;
+            break;
+        }
+    }
+    st(sleeping, 0);
+    return rc;
+}
+
+int gc_ring_write(const void *buf, size_t n) {
+    const char *p = buf;
+    struct ring *r = &ring_out;
+    while (n > 0) {
+        uint32_t head = ld(r->head), tail = ld(r->tail), free_ = r->size - (head - tail);
+        if (free_ == 0) {
+            if (ring_wait(r->tail, tail, r->wwait) != 0) return -1;
+            continue;
+        }
+        uint32_t c = n < free_ ? (uint32_t)n : free_, off = head % r->size, k = r->size - off < c ? r->size - off : c;
+        memcpy(r->data + off, p, k);
+        memcpy(r->data, p + k, c - k);
+        st(r->head, head + c);
+        if (ld(r->rwait)) syscall(SYS_futex, r->head, FUTEX_WAKE, 1, NULL, NULL, 0);
+        p += c;
+        n -= c;
+    }
+    return 0;
+}
+
+int gc_ring_read(void *buf, size_t n) {
+    char *p = buf;
+    struct ring *r = &ring_in;
+    while (n > 0) {
+        uint32_t head = ld(r->head), tail = ld(r->tail);
+        if (head == tail) {
+            if (ring_wait(r->head, head, r->rwait) != 0) return -1;
+            continue;
+        }
+        uint32_t avail = head - tail, c = n < avail ? (uint32_t)n : avail, off = tail % r->size;
+        uint32_t k = r->size - off < c ? r->size - off : c;
+        memcpy(p, r->data + off, k);
+        memcpy(p + k, r->data, c - k);
+        st(r->tail, tail + c);
+        if (ld(r->wwait)) syscall(SYS_futex, r->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
+        p += c;
+        n -= c;
+    }
+    return 0;
+}
+
+void gc_rings_start(char *arena) {
+    ring_init(&ring_out, arena, 0);
+    ring_init(&ring_in, arena, 1);
+    gc_ring_on = 1;
+}
