@@ -2,19 +2,12 @@ package server_test
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"gpucloud/apiserver/app"
-	"gpucloud/apiserver/server"
-	"gpucloud/apiserver/store"
-	"gpucloud/internal/authn"
-	"gpucloud/internal/pgtest"
 )
 
 // BenchmarkAuth compares what a console request costs (session cookie) with an API-key request,
@@ -23,20 +16,7 @@ import (
 func BenchmarkAuth(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, pgtest.NewDatabase(b), 4)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(st.Close)
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv, err := server.New(server.Options{Store: st, TokenKey: key})
-	if err != nil {
-		b.Fatal(err)
-	}
-	u, apiKey, err := app.Bootstrap(ctx, st, "op@example.com", authn.RoleOperator)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, srv, u, apiKey := operatorServer(ctx, b)
 	if err := st.SetPassword(ctx, u, "benchmark password"); err != nil {
 		b.Fatal(err)
 	}

@@ -21,20 +21,7 @@ import (
 func FuzzSessionCookie(f *testing.F) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, pgtest.NewDatabase(f), 4)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(st.Close)
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	srv, err := server.New(server.Options{Store: st, TokenKey: key})
-	if err != nil {
-		f.Fatal(err)
-	}
-	u, _, err := app.Bootstrap(ctx, st, "op@example.com", authn.RoleOperator)
-	if err != nil {
-		f.Fatal(err)
-	}
+	st, srv, u, _ := operatorServer(ctx, f)
 	ws, err := st.CreateWebSession(ctx, u, time.Hour)
 	if err != nil {
 		f.Fatal(err)
@@ -69,4 +56,25 @@ func FuzzSessionCookie(f *testing.F) {
 			}
 		}
 	})
+}
+
+// operatorServer is a server on a fresh database with one operator, for the session tests that
+// need only a signed-in user.
+func operatorServer(ctx context.Context, tb testing.TB) (*store.Store, *server.Server, store.User, string) {
+	tb.Helper()
+	st, err := store.Open(ctx, pgtest.NewDatabase(tb), 4)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	srv, err := server.New(server.Options{Store: st, TokenKey: key})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u, apiKey, err := app.Bootstrap(ctx, st, "op@example.com", authn.RoleOperator)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st, srv, u, apiKey
 }
