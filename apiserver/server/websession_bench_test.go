@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // BenchmarkAuth compares what a console request costs (session cookie) with an API-key request,
