@@ -87,9 +87,15 @@ func TestChaos(t *testing.T) {
 					failed.Add(1)
 				} else if n%5 == 0 {
 					guests.Add(1)
-					if err := p.guest(id); err != nil {
+					before := p.gs.epoch.Load()
+					err := p.guest(id)
+					cut := before%2 == 0 || p.gs.epoch.Load() != before
+					switch {
+					case err != nil && cut:
 						guestErrs.Add(1)
-						t.Logf("cycle %d: guest session: %v", n, err)
+						t.Logf("cycle %d: guest session cut by a gpuserverd kill: %v", n, err)
+					case err != nil:
+						t.Errorf("cycle %d: guest session failed while gpuserverd ran: %v", n, err)
 					}
 				}
 				p.delete(ctx, t, id)
@@ -112,6 +118,7 @@ func TestChaos(t *testing.T) {
 		p.dumpLogs(t)
 		t.Fatalf("after convergence:\n  %s", strings.Join(problems, "\n  "))
 	}
+	t.Logf("keepers' minutes without a VM usage record (hostd's in-memory queue): %v", p.missingVMWindows(ctx, t, keepers))
 	t.Logf("chaos: seed %d, %d cycles (%d failed VMs, %d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d; cycles %.1f s, total %.1f s",
 		seed, cycles, failed.Load(), guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills,
 		cyclesTook.Seconds(), time.Since(t0).Seconds())
@@ -305,9 +312,20 @@ func (p *platform) guest(id string) error {
 	return nil
 }
 
+// dumpLogs prints the end of every daemon's log and keeps the whole logs where they outlive
+// the test's temp dir.
 func (p *platform) dumpLogs(t *testing.T) {
+	keep, err := os.MkdirTemp("", "gpucloud-chaos-logs-")
 	for _, d := range []*daemon{p.api, p.hostd, p.gs} {
 		t.Log(d.tail())
+		if err == nil {
+			if b, rerr := os.ReadFile(d.log); rerr == nil {
+				os.WriteFile(filepath.Join(keep, d.name+".log"), b, 0o600)
+			}
+		}
+	}
+	if err == nil {
+		t.Logf("full daemon logs kept in %s", keep)
 	}
 }
 

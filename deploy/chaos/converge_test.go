@@ -156,6 +156,25 @@ func (p *platform) check(ctx context.Context, t *testing.T, keepers []string) []
 	return bad
 }
 
+// missingVMWindows counts, per keeper, the minutes it ran (from its first running event to now)
+// that billing holds no VM record of. hostd bills every minute a VM is seen running; its queue of
+// unsent records lives in memory, so a hostd killed while the apiserver was down loses them.
+func (p *platform) missingVMWindows(ctx context.Context, t *testing.T, keepers []string) map[string]int {
+	out := map[string]int{}
+	for _, k := range keepers {
+		var missing int
+		if err := p.st.Pool.QueryRow(ctx, `SELECT count(*) FROM generate_series(
+			date_trunc('minute', (SELECT min(at) FROM instance_events WHERE instance_id = $1::uuid AND to_state = 'running')),
+			date_trunc('minute', now()) - interval '1 minute', interval '1 minute') w
+			WHERE NOT EXISTS (SELECT 1 FROM billing_usage_records r WHERE r.kind = 'vm' AND r.instance_id = $1::text AND r.start_at = w)`,
+			k).Scan(&missing); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = missing
+	}
+	return out
+}
+
 func minus(a, b []string) []string {
 	var out []string
 	for _, x := range a {

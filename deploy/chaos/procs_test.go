@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -41,6 +42,9 @@ type daemon struct {
 	cmd   *exec.Cmd
 	done  chan struct{}
 	kills int
+	// epoch counts starts and kills: odd while the daemon runs. A guest session whose
+	// gpuserverd's epoch changed (or was even) while it ran was cut by the test, not a bug.
+	epoch atomic.Int64
 }
 
 func newDaemon(t *testing.T, name string, env []string, args ...string) *daemon {
@@ -70,6 +74,7 @@ func (d *daemon) start(t *testing.T) {
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	d.cmd, d.done = cmd, done
+	d.epoch.Add(1)
 }
 
 // kill SIGKILLs the daemon and waits for it to be gone.
@@ -82,18 +87,7 @@ func (d *daemon) kill(t *testing.T) {
 	d.cmd.Process.Kill()
 	<-d.done
 	d.cmd = nil
-}
-
-// stop ends the daemon gracefully (SIGTERM), as an operator's restart would.
-func (d *daemon) stop(t *testing.T) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.cmd == nil {
-		return
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	<-d.done
-	d.cmd = nil
+	d.epoch.Add(1)
 }
 
 func (d *daemon) pid() int {
