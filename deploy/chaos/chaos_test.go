@@ -164,7 +164,9 @@ func startPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	apiAddr := freeAddr(t)
+	addrs := freeAddrs(t, 4)
+	apiAddr, gsEP := addrs[0], addrs[1]
+	p.gsAdmin, p.hostdMetrics = addrs[2], addrs[3]
 	url := "http://" + apiAddr
 	p.api = newDaemon(t, "apiserver", nil, filepath.Join(p.bin, "apiserver"), "serve", "--database-url", p.dbURL,
 		"--listen", apiAddr, "--token-key", filepath.Join(dir, "token.key"), "--generate-token-key", "--max-db-conns", "8")
@@ -201,8 +203,7 @@ func startPlatform(t *testing.T) *platform {
 	}
 	p.gsID, p.hostID = gsReg.ID, hostReg.ID
 
-	gsEP := freeAddr(t)
-	p.gsAdmin, p.gsData = freeAddr(t), filepath.Join(dir, "gpuserverd")
+	p.gsData = filepath.Join(dir, "gpuserverd")
 	p.gs = newDaemon(t, "gpuserverd", []string{"GPUSERVERD_SIM_DEVICES=2"}, filepath.Join(p.bin, "gpuserverd"),
 		"--apiserver", url, "--credential", gsReg.Credential, "--listen", gsEP, "--advertise", gsEP, "--admin", p.gsAdmin,
 		"--backend", "simulated", "--data-dir", p.gsData, "--usage-period", "200ms", "--max-heartbeat-period", "500ms")
@@ -218,7 +219,6 @@ func startPlatform(t *testing.T) *platform {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {
 		t.Fatalf("base image: %v %s", err, out)
 	}
-	p.hostdMetrics = freeAddr(t)
 	p.hostd = newDaemon(t, "hostd", nil, filepath.Join(p.bin, "hostd"), "-apiserver", url, "-credential", hostReg.Credential,
 		"-libvirt-uri", "test:///default", "-data-dir", p.hostData, "-sysfs-root", filepath.Join(dir, "sys"),
 		"-enable-vfs=false", "-guest-library", filepath.Join(p.bin, "libcuda.so.1"), "-network", "user",

@@ -105,14 +105,20 @@ func (d *daemon) tail() string {
 	return fmt.Sprintf("---- %s log (end):\n%s", d.name, b[max(0, len(b)-3000):])
 }
 
-func freeAddr(t *testing.T) string {
+// freeAddrs reserves n distinct loopback ports at once (all listeners open together, so no two
+// are the same) and frees them for the daemons, which keep them across restarts.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		out = append(out, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return out
 }
 
 // processesOf lists the pids whose executable is path (workers are gpuserverd re-executed).
