@@ -63,7 +63,14 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	keepers := []string{p.create(ctx, t, "keeper-1"), p.create(ctx, t, "keeper-2")}
+	var keepers []string
+	for _, name := range []string{"keeper-1", "keeper-2"} {
+		id, err := p.create(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keepers = append(keepers, id)
+	}
 	for _, id := range keepers {
 		if st := p.wait(ctx, t, id, sdk.StateRunning); st != sdk.StateRunning {
 			t.Fatalf("keeper %s is %s", id, st)
@@ -81,14 +88,18 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for n := int(next.Add(1)); n <= cycles && !t.Failed(); n = int(next.Add(1)) {
-				id := p.create(ctx, t, fmt.Sprintf("c%03d", n))
+				id, err := p.create(ctx, fmt.Sprintf("c%03d", n))
+				if err != nil {
+					t.Errorf("cycle %d: %v", n, err) // t.Fatal belongs to the test's goroutine
+					return
+				}
 				st := p.wait(ctx, t, id, sdk.StateRunning, sdk.StateFailed)
 				if st == sdk.StateFailed {
 					failed.Add(1)
 				} else if n%5 == 0 {
 					guests.Add(1)
 					before := p.gs.epoch.Load()
-					err := p.guest(id)
+					err = p.guest(id)
 					cut := before%2 == 0 || p.gs.epoch.Load() != before
 					switch {
 					case err != nil && cut:
@@ -238,19 +249,23 @@ func (p *platform) chaos(t *testing.T, seed uint64, stop <-chan struct{}) {
 		case <-time.After(300*time.Millisecond + time.Duration(rng.Int64N(int64(1700*time.Millisecond)))):
 		}
 		d := ds[rng.IntN(len(ds))]
-		d.kill(t)
+		d.kill()
 		d.kills++
 		time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
-		d.start(t)
+		if err := d.start(); err != nil {
+			t.Errorf("restart after kill: %v", err)
+			return
+		}
 	}
 }
 
-func (p *platform) create(ctx context.Context, t *testing.T, name string) string {
+// create makes a VM; the SDK retries it (one Idempotency-Key) until the apiserver answers.
+func (p *platform) create(ctx context.Context, name string) (string, error) {
 	inst, err := p.tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: name, InstanceTypeID: p.typ, Image: "base"})
 	if err != nil {
-		t.Fatalf("create %s: %v", name, err)
+		return "", fmt.Errorf("create %s: %w", name, err)
 	}
-	return inst.ID
+	return inst.ID, nil
 }
 
 func (p *platform) delete(ctx context.Context, t *testing.T, id string) {

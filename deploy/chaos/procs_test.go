@@ -49,18 +49,19 @@ type daemon struct {
 
 func newDaemon(t *testing.T, name string, env []string, args ...string) *daemon {
 	d := &daemon{name: name, args: args, env: env, log: filepath.Join(t.TempDir(), name+".log")}
-	d.start(t)
-	t.Cleanup(func() { d.kill(t) })
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.kill)
 	return d
 }
 
-func (d *daemon) start(t *testing.T) {
-	t.Helper()
+func (d *daemon) start() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	logf, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("%s log: %w", d.name, err)
 	}
 	defer logf.Close()
 	fmt.Fprintf(logf, "==== start\n")
@@ -69,16 +70,17 @@ func (d *daemon) start(t *testing.T) {
 	cmd.Env = append(os.Environ(), d.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", d.name, err)
+		return fmt.Errorf("start %s: %w", d.name, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
 	d.cmd, d.done = cmd, done
 	d.epoch.Add(1)
+	return nil
 }
 
 // kill SIGKILLs the daemon and waits for it to be gone.
-func (d *daemon) kill(t *testing.T) {
+func (d *daemon) kill() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.cmd == nil {
