@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,9 @@ func TestChaos(t *testing.T) {
 					failed.Add(1)
 				} else if n%5 == 0 {
 					guests.Add(1)
+					// A just-restarted gpuserverd may not listen yet; a guest session starts once
+					// it does, and fails only if gpuserverd is killed while it runs.
+					p.gsServing()
 					before := p.gs.epoch.Load()
 					err = p.guest(id)
 					cut := before%2 == 0 || p.gs.epoch.Load() != before
@@ -149,7 +153,7 @@ func envInt(t *testing.T, name string, def int) int {
 
 // platform is the three daemons, the database behind the apiserver and the clients.
 type platform struct {
-	bin, dbURL, hostData, gsData, hostdMetrics, gsAdmin string
+	bin, dbURL, hostData, gsData, hostdMetrics, gsAdmin, gsEP string
 	api, hostd, gs                                      *daemon
 	st                                                  *store.Store
 	op, tenant                                          *sdk.Client
@@ -177,6 +181,7 @@ func startPlatform(t *testing.T) *platform {
 	dir := t.TempDir()
 	addrs := freeAddrs(t, 4)
 	apiAddr, gsEP := addrs[0], addrs[1]
+	p.gsEP = gsEP
 	p.gsAdmin, p.hostdMetrics = addrs[2], addrs[3]
 	url := "http://" + apiAddr
 	p.api = newDaemon(t, "apiserver", nil, filepath.Join(p.bin, "apiserver"), "serve", "--database-url", p.dbURL,
@@ -301,6 +306,16 @@ func (p *platform) wait(ctx context.Context, t *testing.T, id string, states ...
 		}
 	}
 	return last
+}
+
+// gsServing waits (up to 10 s) until gpuserverd accepts guest connections.
+func (p *platform) gsServing() {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", p.gsEP, time.Second); err == nil {
+			c.Close()
+			return
+		}
+	}
 }
 
 // guest runs the guest program with the seed's guest.conf, as the VM would. hostd wrote the
