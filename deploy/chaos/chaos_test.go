@@ -154,10 +154,10 @@ func envInt(t *testing.T, name string, def int) int {
 // platform is the three daemons, the database behind the apiserver and the clients.
 type platform struct {
 	bin, dbURL, hostData, gsData, hostdMetrics, gsAdmin, gsEP string
-	api, hostd, gs                                      *daemon
-	st                                                  *store.Store
-	op, tenant                                          *sdk.Client
-	typ, gsID, hostID                                   string
+	api, hostd, gs                                            *daemon
+	st                                                        *store.Store
+	op, tenant                                                *sdk.Client
+	typ, gsID, hostID                                         string
 }
 
 func startPlatform(t *testing.T) *platform {
