@@ -86,10 +86,10 @@ func (d *daemon) kill() {
 	if d.cmd == nil {
 		return
 	}
+	d.epoch.Add(1) // before the signal: whatever the kill breaks sees the new epoch
 	d.cmd.Process.Kill()
 	<-d.done
 	d.cmd = nil
-	d.epoch.Add(1)
 }
 
 func (d *daemon) pid() int {
