@@ -82,7 +82,8 @@ func TestChaos(t *testing.T) {
 	chaosDone := make(chan struct{})
 	go func() { defer close(chaosDone); p.chaos(t, seed, stopChaos) }()
 
-	var next, failed, guests, guestErrs atomic.Int64
+	var next, guests, guestErrs atomic.Int64
+	tCycles := time.Now()
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Add(1)
@@ -94,9 +95,11 @@ func TestChaos(t *testing.T) {
 					t.Errorf("cycle %d: %v", n, err) // t.Fatal belongs to the test's goroutine
 					return
 				}
+				// A daemon's restart may delay a VM, never fail it: hostd converges from anywhere.
 				st := p.wait(ctx, t, id, sdk.StateRunning, sdk.StateFailed)
-				if st == sdk.StateFailed {
-					failed.Add(1)
+				if st != sdk.StateRunning {
+					inst, _ := p.tenant.GetInstance(ctx, id)
+					t.Errorf("cycle %d: %s is %s (%s), want running", n, id, st, inst.FailureReason)
 				} else if n%5 == 0 {
 					guests.Add(1)
 					// A just-restarted gpuserverd may not listen yet; a guest session starts once
@@ -123,7 +126,7 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 	close(stopChaos)
 	<-chaosDone
-	cyclesTook := time.Since(t0)
+	cyclesTook := time.Since(tCycles)
 	if t.Failed() {
 		p.dumpLogs(t)
 		return
@@ -134,8 +137,8 @@ func TestChaos(t *testing.T) {
 		t.Fatalf("after convergence:\n  %s", strings.Join(problems, "\n  "))
 	}
 	t.Logf("keepers' minutes without a VM usage record (hostd's in-memory queue): %v", p.missingVMWindows(ctx, t, keepers))
-	t.Logf("chaos: seed %d, %d cycles (%d failed VMs, %d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d; cycles %.1f s, total %.1f s",
-		seed, cycles, failed.Load(), guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills,
+	t.Logf("chaos: seed %d, %d cycles (%d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d; cycles %.1f s, total %.1f s",
+		seed, cycles, guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills,
 		cyclesTook.Seconds(), time.Since(t0).Seconds())
 }
 
