@@ -19,8 +19,8 @@ import (
 // idempotent honours Idempotency-Key on POST requests. Keys are scoped per principal. The first
 // request with a key claims it (a row with status 0), runs, and stores its answer; a repeat with
 // the same method, path and body gets the stored answer back, one with anything else a 422, and
-// one arriving while the first still runs a retryable 409. Server errors (5xx) are not stored,
-// so the client can retry them with the same key.
+// one arriving while the first still runs a retryable 409. Server errors (5xx) and requests
+// abandoned by their client (499) are not stored, so the client can retry them with the same key.
 func (s *Server) idempotent(c *gin.Context) {
 	key := c.GetHeader("Idempotency-Key")
 	if c.Request.Method != http.MethodPost || key == "" {
@@ -68,7 +68,9 @@ func (s *Server) idempotent(c *gin.Context) {
 	// Store with a fresh context: the answer was sent, the client may already be gone.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if rec.Status() >= 500 {
+	// 5xx and 499 (the client left and the handler's context was cancelled) are not answers to
+	// keep: the work did not complete, and a retry with this key must run it again.
+	if rec.Status() >= 500 || rec.Status() == 499 {
 		_, err = s.store.Pool.Exec(sctx, `DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2`, owner, key)
 	} else {
 		_, err = s.store.Pool.Exec(sctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, body = $5

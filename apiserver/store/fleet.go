@@ -243,7 +243,9 @@ func (s *Store) listGPUServers(ctx context.Context, where string, args ...any) (
 func (s *Store) HostHeartbeat(ctx context.Context, id uuid.UUID, r api.HostReport) (cordoned bool, err error) {
 	err = s.InTx(ctx, func(tx pgx.Tx) error {
 		var prev string
-		if err := tx.QueryRow(ctx, `SELECT status FROM hosts WHERE id = $1 AND deleted_at IS NULL FOR UPDATE`, id).Scan(&prev); err != nil {
+		// FOR NO KEY UPDATE, not FOR UPDATE: it serialises heartbeats but leaves FOR KEY SHARE
+		// (the foreign key check of a create placing onto this host) free.
+		if err := tx.QueryRow(ctx, `SELECT status FROM hosts WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`, id).Scan(&prev); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrNotFound
 			}
@@ -273,7 +275,10 @@ func (s *Store) GPUServerHeartbeat(ctx context.Context, id uuid.UUID, r api.GPUS
 	}
 	err = s.InTx(ctx, func(tx pgx.Tx) error {
 		var prev string
-		if err := tx.QueryRow(ctx, `SELECT status FROM gpu_servers WHERE id = $1 AND deleted_at IS NULL FOR UPDATE`, id).Scan(&prev); err != nil {
+		// FOR NO KEY UPDATE, not FOR UPDATE: a create holding one of this server's GPU rows
+		// checks its instance's foreign key here (FOR KEY SHARE) while this heartbeat waits for
+		// that GPU row below; FOR UPDATE would make that a deadlock.
+		if err := tx.QueryRow(ctx, `SELECT status FROM gpu_servers WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`, id).Scan(&prev); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return ErrNotFound
 			}

@@ -76,4 +76,7 @@ func TestDaemonServesAndReconciles(t *testing.T) {
 	if !strings.Contains(string(b), "hostd_reconcile_passes_total") || !strings.Contains(string(b), `hostd_domain_actions_total{action="start"}`) {
 		t.Fatalf("metrics lack hostd counters:\n%.2000s", b)
 	}
+	if !strings.Contains(string(b), `hostd_domain{instance="d1",state="running"} 1`) {
+		t.Fatalf("metrics do not show the running domain:\n%.4000s", b)
+	}
 }

@@ -1,0 +1,227 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"gpucloud/sdk"
+)
+
+// converge gives the platform up to 60 s, daemons untouched, to settle, then returns what is
+// still wrong (nothing, when it converged).
+func (p *platform) converge(ctx context.Context, t *testing.T, keepers []string) []string {
+	var problems []string
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if problems = p.check(ctx, t, keepers); len(problems) == 0 {
+			return nil
+		}
+	}
+	return problems
+}
+
+// check compares the API's view with the daemons' and billing's, once.
+func (p *platform) check(ctx context.Context, t *testing.T, keepers []string) []string {
+	var bad []string
+	badf := func(format string, a ...any) { bad = append(bad, fmt.Sprintf(format, a...)) }
+
+	// The API's instances: one per name, whatever the retries; the live ones are the keepers.
+	rows, err := p.st.Pool.Query(ctx, `SELECT id::text, name, state, vcpus FROM instances`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]string{} // id -> API state
+	names := map[string]int{}
+	liveVCPUs := 0
+	for rows.Next() {
+		var id, name, state string
+		var vcpus int
+		if err := rows.Scan(&id, &name, &state, &vcpus); err != nil {
+			t.Fatal(err)
+		}
+		names[name]++
+		if state != sdk.StateDeleted {
+			live[id] = state
+			liveVCPUs += vcpus
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range names {
+		if n != 1 {
+			badf("%d instances named %s: a retried create made a second VM", n, name)
+		}
+	}
+	for _, k := range keepers {
+		if live[k] != sdk.StateRunning {
+			badf("keeper %s is %q in the API, want running", k, live[k])
+		}
+	}
+	if len(live) != len(keepers) {
+		badf("API lists %d live instances, want the %d keepers: %v", len(live), len(keepers), live)
+	}
+
+	// What hostd has in libvirt, from its hostd_domain metric, against the API.
+	doms, err := p.hostdDomains()
+	if err != nil {
+		badf("hostd metrics: %v", err)
+	}
+	for id, st := range doms {
+		if _, ok := live[id]; !ok {
+			badf("hostd runs domain %s (%s), which the API does not list as live", id, st)
+		}
+	}
+	for id, st := range live {
+		if want := map[string]string{sdk.StateRunning: "running", sdk.StateStopped: "stopped"}[st]; doms[id] != want {
+			badf("instance %s is %s in the API, its domain is %q", id, st, doms[id])
+		}
+	}
+
+	// Seeds, disks and VF claims on the host only for live instances.
+	ents, _ := os.ReadDir(filepath.Join(p.hostData, "instances"))
+	for _, e := range ents {
+		if _, ok := live[e.Name()]; !ok {
+			badf("hostd keeps files (seed, disk) of dead instance %s", e.Name())
+		}
+	}
+	claims, _ := filepath.Glob(filepath.Join(p.hostData, "vfs", "*.claim"))
+	if len(claims) > 0 {
+		badf("VF claims on a host without VFs: %v", claims)
+	}
+
+	// GPU reservations and host room only for live instances, and the counters agree.
+	var orphanRes, reserved, resBytes int64
+	if err := p.st.Pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM gpu_reservations r JOIN instances i ON i.id = r.instance_id WHERE i.state = 'deleted'),
+		(SELECT coalesce(sum(reserved_bytes), 0) FROM gpus),
+		(SELECT coalesce(sum(bytes), 0) FROM gpu_reservations)`).Scan(&orphanRes, &reserved, &resBytes); err != nil {
+		t.Fatal(err)
+	}
+	if orphanRes != 0 || reserved != resBytes {
+		badf("GPU reservations: %d of deleted instances; GPUs say %d bytes reserved, reservations hold %d", orphanRes, reserved, resBytes)
+	}
+	if h, err := p.op.GetHost(ctx, p.hostID); err != nil || h.UsedVCPUs != liveVCPUs {
+		badf("host uses %d vCPUs, live instances hold %d (%v)", h.UsedVCPUs, liveVCPUs, err)
+	}
+
+	// gpuserverd: no session (no guest runs now), no worker process, none orphaned by a kill.
+	if n, err := p.gsSessions(); err != nil || n != 0 {
+		badf("gpuserverd serves %d sessions (%v)", n, err)
+	}
+	if pids := processesOf(filepath.Join(p.bin, "gpuserverd")); len(pids) != 1 || pids[0] != p.gs.pid() {
+		badf("gpuserverd processes %v, want only the daemon %d: a worker outlived its session or its gpuserverd", pids, p.gs.pid())
+	}
+
+	// Billing: every record gpuserverd logged, exactly once, and none it did not log.
+	logged := p.usageLog(t)
+	var billed []string
+	rows, err = p.st.Pool.Query(ctx, `SELECT id FROM billing_usage_records WHERE source = $1 ORDER BY id`, p.gsID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		billed = append(billed, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(logged)
+	if !slices.Equal(logged, billed) {
+		badf("gpuserverd logged %d usage records, billing holds %d of its: missing %v, unknown %v",
+			len(logged), len(billed), minus(logged, billed), minus(billed, logged))
+	}
+	// The same time of one instance billed under two ids is double billing too.
+	var overlaps int
+	if err := p.st.Pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_records a JOIN billing_usage_records b
+		ON a.instance_id = b.instance_id AND a.kind = b.kind AND a.id < b.id
+		AND a.start_at < b.end_at AND b.start_at < a.end_at`).Scan(&overlaps); err != nil {
+		t.Fatal(err)
+	}
+	if overlaps != 0 {
+		badf("%d pairs of usage records bill the same instance for the same time", overlaps)
+	}
+	return bad
+}
+
+// missingVMWindows counts, per keeper, the minutes it ran (from its first running event to now)
+// that billing holds no VM record of. hostd bills every minute a VM is seen running; its queue of
+// unsent records lives in memory, so a hostd killed while the apiserver was down loses them.
+func (p *platform) missingVMWindows(ctx context.Context, t *testing.T, keepers []string) map[string]int {
+	out := map[string]int{}
+	for _, k := range keepers {
+		var missing int
+		if err := p.st.Pool.QueryRow(ctx, `SELECT count(*) FROM generate_series(
+			date_trunc('minute', (SELECT min(at) FROM instance_events WHERE instance_id = $1::uuid AND to_state = 'running')),
+			date_trunc('minute', now()) - interval '1 minute', interval '1 minute') w
+			WHERE NOT EXISTS (SELECT 1 FROM billing_usage_records r WHERE r.kind = 'vm' AND r.instance_id = $1::text AND r.start_at = w)`,
+			k).Scan(&missing); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = missing
+	}
+	return out
+}
+
+func minus(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// hostdDomains reads hostd's hostd_domain series: instance id -> domain state.
+func (p *platform) hostdDomains() (map[string]string, error) {
+	body, err := get("http://" + p.hostdMetrics + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	doms := map[string]string{}
+	for _, l := range strings.Split(body, "\n") {
+		var id, st string
+		if _, err := fmt.Sscanf(strings.NewReplacer(`"`, " ", ",", " ", "}", " ").Replace(l), "hostd_domain{instance= %s state= %s", &id, &st); err == nil {
+			doms[id] = st
+		}
+	}
+	return doms, nil
+}
+
+func (p *platform) gsSessions() (int, error) {
+	body, err := get("http://" + p.gsAdmin + "/metrics")
+	if err != nil {
+		return -1, err
+	}
+	for _, l := range strings.Split(body, "\n") {
+		var n int
+		if _, err := fmt.Sscanf(l, "gpuserverd_sessions_active %d", &n); err == nil {
+			return n, nil
+		}
+	}
+	return -1, fmt.Errorf("no gpuserverd_sessions_active in /metrics")
+}
+
+func get(url string) (string, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
