@@ -1,5 +1,6 @@
 // Package ingest takes usage records from daemons into PostgreSQL exactly once by id, booking each
-// into its tenant's open period and maintaining the hourly rollups in the same statement.
+// into its tenant's open period; Flush derives the hourly rollups from the records committed since
+// the last flush.
 package ingest
 
 import (
