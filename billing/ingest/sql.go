@@ -73,13 +73,21 @@ mark AS (
     -- pg_current_snapshot() is this statement's snapshot, the one fresh was read with.
     UPDATE billing_rollup_watermark SET snap = pg_current_snapshot()
 )
-` + upsertHourlyHead + `
+INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
+    gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
+SELECT tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type,
     sum(CASE WHEN kind = 'gpu' THEN gpu_count * ms ELSE 0 END),
     sum(CASE WHEN kind = 'gpu' THEN gpu_count * (memory_quota / 1048576) * ms ELSE 0 END),
     sum(CASE WHEN kind = 'vm' THEN ms ELSE 0 END),
     count(*) FILTER (WHERE hour = date_trunc('hour', start_at, 'UTC'))
 FROM pieces
-` + upsertHourlyTail
+GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
+ORDER BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
+ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
+DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
+    quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
+    vm_ms = r.vm_ms + excluded.vm_ms,
+    records = r.records + excluded.records`
 
 // summarizeSQL indexes the block ranges filled since the last flush, so rollupSQL skips them once
 // flushed (unsummarised ranges are always read).
@@ -91,19 +99,11 @@ const flushSQL = `
 WITH moved AS (
     DELETE FROM billing_usage_pending RETURNING *
 )
-` + upsertHourlyHead + `
-    sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records)
-FROM moved
-` + upsertHourlyTail
-
-// upsertHourlyHead and upsertHourlyTail wrap a grouped SELECT list that adds to the hourly
-// rollups: in key order, so concurrent upserts of the same keys wait instead of deadlocking.
-const upsertHourlyHead = `
 INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
     gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
-SELECT tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type,`
-
-const upsertHourlyTail = `
+SELECT tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type,
+    sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records)
+FROM moved
 GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
 ORDER BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
 ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
