@@ -106,20 +106,25 @@ func (in *Ingester) storeOnce(ctx context.Context, query string, recs []api.Usag
 	// after them: closing a tenant's period takes the same lock exclusively, so a record is either
 	// booked before the invoice is computed or sees the period closed.
 	b.Queue(lockTenantsSQL, c.tenantID)
-	b.Queue(query, c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
+	args := []any{c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
 		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
-		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB)
+		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB}
+	if query == insertNewSQL {
+		p := toPending(recs, c.tenantID)
+		args = append(args, p.tenant, p.month, p.hour, p.kind, p.tier, p.gpuModel, p.instType,
+			p.gpuMS, p.quotaMiBMS, p.vmMS, p.recs)
+	}
+	b.Queue(query, args...)
 	br := in.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return 0, fmt.Errorf("ingest: lock tenants: %w", err)
 	}
-	tag, err := br.Exec()
-	if err != nil {
+	var n int
+	if err := br.QueryRow().Scan(&n); err != nil {
 		br.Close()
 		return 0, fmt.Errorf("ingest: insert %d records: %w", len(recs), err)
 	}
-	n := int(tag.RowsAffected())
 	if err := br.Close(); err != nil {
 		return 0, fmt.Errorf("ingest: commit %d records: %w", len(recs), err)
 	}

@@ -17,7 +17,7 @@ type Beginner interface {
 // deadlock; one after the other, the second finds little to do.
 const flushLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('billing-rollup-flush', 0))`
 
-// Flush adds the usage committed since the last flush to the hourly rollups. Run it in a transaction (tx) when its result
+// Flush moves pending usage into the hourly rollups. Run it in a transaction (tx) when its result
 // must be seen together with other reads (closing a period); with a pool it runs on its own.
 func Flush(ctx context.Context, db Beginner) (int64, error) {
 	tx, err := db.Begin(ctx)
@@ -28,21 +28,14 @@ func Flush(ctx context.Context, db Beginner) (int64, error) {
 	if _, err := tx.Exec(ctx, flushLockSQL); err != nil {
 		return 0, fmt.Errorf("rollup flush: lock: %w", err)
 	}
-	if _, err := tx.Exec(ctx, summarizeSQL); err != nil {
-		return 0, fmt.Errorf("rollup flush: summarize xid index: %w", err)
-	}
-	tag, err := tx.Exec(ctx, rollupSQL)
+	tag, err := tx.Exec(ctx, flushSQL)
 	if err != nil {
 		return 0, fmt.Errorf("rollup flush: %w", err)
-	}
-	legacy, err := tx.Exec(ctx, flushSQL)
-	if err != nil {
-		return 0, fmt.Errorf("rollup flush: pending rows: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("rollup flush: commit: %w", err)
 	}
-	return tag.RowsAffected() + legacy.RowsAffected(), nil
+	return tag.RowsAffected(), nil
 }
 
 // Flush moves pending usage into the hourly rollups now.

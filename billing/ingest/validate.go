@@ -1,6 +1,5 @@
 // Package ingest takes usage records from daemons into PostgreSQL exactly once by id, booking each
-// into its tenant's open period; Flush derives the hourly rollups from the records committed since
-// the last flush.
+// into its tenant's open period and maintaining the hourly rollups in the same statement.
 package ingest
 
 import (
