@@ -8,8 +8,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"gpucloud/api"
@@ -75,12 +77,19 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(ap
 	return res, nil
 }
 
-// store runs the insert, retrying the rare deadlock between rollup upserts.
+// store runs the insert, retrying the rare deadlock between rollup upserts. It first tries the
+// plain insert (every id new, the common case); a batch holding an id already stored or repeated
+// fails whole, nothing of it lands, and runs again with ON CONFLICT DO NOTHING.
 func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, error) {
 	cols := toColumns(recs)
+	query := insertNewSQL
 	for attempt := 1; ; attempt++ {
-		n, err := in.storeOnce(ctx, recs, cols)
+		n, err := in.storeOnce(ctx, query, recs, cols)
 		var pgErr *pgconn.PgError
+		if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" && query == insertNewSQL {
+			query = insertSQL
+			continue
+		}
 		if err != nil && errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") && attempt < 5 {
 			in.log.Warn("usage batch retried", "attempt", attempt, "err", err)
 			continue
@@ -89,7 +98,7 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 	}
 }
 
-func (in *Ingester) storeOnce(ctx context.Context, recs []api.UsageRecord, c columns) (int, error) {
+func (in *Ingester) storeOnce(ctx context.Context, query string, recs []api.UsageRecord, c columns) (int, error) {
 	// Both statements go in one round trip; a batch without BEGIN runs as one implicit
 	// transaction in PostgreSQL (all or nothing, locks held to its end).
 	b := &pgx.Batch{}
@@ -97,9 +106,15 @@ func (in *Ingester) storeOnce(ctx context.Context, recs []api.UsageRecord, c col
 	// after them: closing a tenant's period takes the same lock exclusively, so a record is either
 	// booked before the invoice is computed or sees the period closed.
 	b.Queue(lockTenantsSQL, c.tenantID)
-	b.Queue(insertSQL, c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
+	args := []any{c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
 		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
-		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB)
+		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB}
+	if query == insertNewSQL {
+		p := toPending(recs, c.tenantID)
+		args = append(args, p.tenant, p.month, p.hour, p.kind, p.tier, p.gpuModel, p.instType,
+			p.gpuMS, p.quotaMiBMS, p.vmMS, p.recs)
+	}
+	b.Queue(query, args...)
 	br := in.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
@@ -124,20 +139,22 @@ SELECT count(pg_advisory_xact_lock_shared(hashtextextended('billing-tenant:' || 
 FROM (SELECT DISTINCT t FROM unnest($1::uuid[]) AS t ORDER BY t) AS tenants`
 
 type columns struct {
-	id, kind, source, tenantID, instanceID, sessionID []string
-	start, end                                        []time.Time
-	gpuModel, tier                                    []string
-	gpuCount                                          []int32
-	memoryQuota, memoryPeak, memoryAvg, bytesMoved    []int64
-	instanceType                                      []string
-	vcpus, memoryMiB                                  []int32
+	id, kind, source                               []string
+	tenantID                                       []pgtype.UUID // binary: text would be parsed by array_in
+	instanceID, sessionID                          []string
+	start, end                                     []time.Time
+	gpuModel, tier                                 []string
+	gpuCount                                       []int32
+	memoryQuota, memoryPeak, memoryAvg, bytesMoved []int64
+	instanceType                                   []string
+	vcpus, memoryMiB                               []int32
 }
 
 func toColumns(recs []api.UsageRecord) columns {
 	n := len(recs)
 	c := columns{
 		id: make([]string, n), kind: make([]string, n), source: make([]string, n),
-		tenantID: make([]string, n), instanceID: make([]string, n), sessionID: make([]string, n),
+		tenantID: make([]pgtype.UUID, n), instanceID: make([]string, n), sessionID: make([]string, n),
 		start: make([]time.Time, n), end: make([]time.Time, n),
 		gpuModel: make([]string, n), tier: make([]string, n), gpuCount: make([]int32, n),
 		memoryQuota: make([]int64, n), memoryPeak: make([]int64, n), memoryAvg: make([]int64, n),
@@ -146,7 +163,9 @@ func toColumns(recs []api.UsageRecord) columns {
 	}
 	for i, r := range recs {
 		c.id[i], c.kind[i], c.source[i] = r.ID, r.Kind, r.Source
-		c.tenantID[i], c.instanceID[i], c.sessionID[i] = r.TenantID, r.InstanceID, r.SessionID
+		// Validate normalised TenantID to a parsed uuid.
+		c.tenantID[i] = pgtype.UUID{Bytes: uuid.MustParse(r.TenantID), Valid: true}
+		c.instanceID[i], c.sessionID[i] = r.InstanceID, r.SessionID
 		c.start[i], c.end[i] = r.Start, r.End
 		c.gpuModel[i], c.tier[i], c.gpuCount[i] = r.GPUModel, r.Tier, int32(r.GPUCount)
 		// Validate bounded these below 2^63.

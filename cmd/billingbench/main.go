@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -43,13 +44,26 @@ func main() {
 		reports    = flag.Int("reports", 5, "report runs to time")
 		ordered    = flag.Bool("ordered", true, "records in time order, as daemons send them (false: anywhere in the month)")
 		flushEvery = flag.Duration("flush", time.Second, "rollup flush interval during ingestion")
+		cpuProfile = flag.String("cpuprofile", "", "write the bench's own CPU profile (pprof) to this file")
 	)
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "billingbench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery); err != nil {
 		fmt.Fprintln(os.Stderr, "billingbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
