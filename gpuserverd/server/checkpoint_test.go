@@ -112,7 +112,7 @@ func TestRestartClosesSessionsCutMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	openTestSession(s, 103, "c", t0.Add(21*time.Second)) // started after the last checkpoint
-	s.usage.Close()                                     // the crash: no session ends
+	s.usage.Close()                                      // the crash: no session ends
 
 	s2, err := New(cfg, sim.New(2, 1<<30))
 	if err != nil {

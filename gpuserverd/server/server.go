@@ -65,7 +65,7 @@ type Server struct {
 
 type counters struct {
 	accepted, refused, ended, usageErrors, cut uint64
-	refusedBy                             map[string]uint64
+	refusedBy                                  map[string]uint64
 }
 
 // New opens the usage log and the device inventory; b is the backend chosen for this server.
