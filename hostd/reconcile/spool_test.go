@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -113,4 +114,29 @@ func TestUsageSpoolTornAndCorrupt(t *testing.T) {
 	if after, _ := os.ReadFile(path); len(after) != len(before)+len("not json\n") {
 		t.Fatal("a refused spool was changed")
 	}
+}
+
+// FuzzReadSpool: any file content either reads as whole VM records up to an offset within it, or
+// is refused; a refused spool is never half-read.
+func FuzzReadSpool(f *testing.F) {
+	f.Add([]byte(`{"id":"h/i/60","kind":"vm","start":"2026-11-22T12:00:00Z","end":"2026-11-22T12:01:00Z"}` + "\n"))
+	f.Add([]byte(`{"id":"h/i/60","kind":"gpu"}` + "\n"))
+	f.Add([]byte("{\"id\":\"h/i/6"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, off, err := readSpool(bytes.NewReader(b))
+		if err != nil {
+			if recs != nil || off != 0 {
+				t.Fatalf("refused spool yet returned %d records, offset %d", len(recs), off)
+			}
+			return
+		}
+		if off < 0 || off > int64(len(b)) || (off > 0 && b[off-1] != '\n') {
+			t.Fatalf("offset %d in %d bytes", off, len(b))
+		}
+		for _, r := range recs {
+			if r.ID == "" || r.Kind != api.UsageVM {
+				t.Fatalf("accepted %+v", r)
+			}
+		}
+	})
 }
