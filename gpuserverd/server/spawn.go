@@ -104,19 +104,26 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	s.metrics.ended++
 	s.mu.Unlock()
 	log.Info("session ended", "worker_exit", werr, "seconds", end.Sub(se.start).Seconds())
-	s.ckptMu.Lock()
-	err = s.record(se, end)
-	if err == nil {
-		err = s.forgetOpen(se)
-	}
-	s.ckptMu.Unlock()
-	if err != nil {
+	if err := s.endUsage(se, end); err != nil {
 		s.mu.Lock()
 		s.metrics.usageErrors++
 		s.mu.Unlock()
 		return err
 	}
 	return nil
+}
+
+// endUsage writes the ended session's last usage record and drops it from the open list; se is
+// already out of s.sessions.
+func (s *Server) endUsage(se *session, end time.Time) error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if end.After(se.billedTo) { // a checkpoint racing the end may already have billed through it
+		if err := s.record(se, end); err != nil {
+			return err
+		}
+	}
+	return s.forgetOpen(se)
 }
 
 // record writes the session's usage record for [se.billedTo, end] and moves billedTo to end.
