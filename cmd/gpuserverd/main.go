@@ -52,7 +52,7 @@ func main() {
 // settings are gpuserverd's flags.
 type settings struct {
 	config, id, listen, listenUnix, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
-	usageEvery, hbMax                                                                          time.Duration
+	usageEvery, hbMax, checkpoint                                                              time.Duration
 }
 
 // env returns the environment variable's value, or def.
@@ -80,6 +80,7 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.advert, "advertise", env("GPUSERVERD_ADVERTISE", ""), "host:port guest libraries dial, reported in heartbeats ($GPUSERVERD_ADVERTISE)")
 	fs.StringVar(&s.caFile, "ca-file", env("GPUSERVERD_CA_FILE", ""), "PEM CA certificates to trust for an https --apiserver instead of the system roots ($GPUSERVERD_CA_FILE)")
 	fs.DurationVar(&s.usageEvery, "usage-period", 10*time.Second, "how often usage records are shipped to --apiserver")
+	fs.DurationVar(&s.checkpoint, "checkpoint-period", 10*time.Second, "how often open sessions' usage is written durably; a gpuserverd killed mid-session loses at most this much of each session")
 	fs.DurationVar(&s.hbMax, "max-heartbeat-period", 0, "heartbeat at least this often; 0: as the apiserver asks")
 	return fs
 }
@@ -139,7 +140,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	}
 	s, err := server.New(server.Config{
 		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
-		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log,
+		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
 	}, b)
 	if err != nil {
 		return err

@@ -83,6 +83,8 @@ func TestChaos(t *testing.T) {
 	go func() { defer close(chaosDone); p.chaos(t, seed, stopChaos) }()
 
 	var next, guests, guestErrs atomic.Int64
+	var sessMu sync.Mutex
+	var whole, cutIDs []string // instances whose guest session ran to its end / was cut by a kill
 	tCycles := time.Now()
 	var wg sync.WaitGroup
 	for range 4 {
@@ -115,6 +117,13 @@ func TestChaos(t *testing.T) {
 					case err != nil:
 						t.Errorf("cycle %d: guest session failed while gpuserverd ran: %v", n, err)
 					}
+					sessMu.Lock()
+					if err == nil {
+						whole = append(whole, id)
+					} else {
+						cutIDs = append(cutIDs, id)
+					}
+					sessMu.Unlock()
 				}
 				p.delete(ctx, t, id)
 				if st := p.wait(ctx, t, id, sdk.StateDeleted); st != sdk.StateDeleted {
@@ -136,7 +145,13 @@ func TestChaos(t *testing.T) {
 		p.dumpLogs(t)
 		t.Fatalf("after convergence:\n  %s", strings.Join(problems, "\n  "))
 	}
-	t.Logf("keepers' minutes without a VM usage record (hostd's in-memory queue): %v", p.missingVMWindows(ctx, t, keepers))
+	if lost := p.gpuTimeLost(ctx, t, whole); len(lost) > 0 {
+		p.dumpLogs(t)
+		t.Fatalf("guest sessions billed less than their %v hold minus one checkpoint period: %v", guestHold, lost)
+	}
+	t.Logf("guest sessions cut by a gpuserverd kill: %d, of which %d billed some GPU time (checkpoints)",
+		len(cutIDs), p.billedSome(ctx, t, cutIDs))
+	t.Logf("keepers' minutes without a VM usage record (hostd down, or a window in progress at the end): %v", p.missingVMWindows(ctx, t, keepers))
 	t.Logf("chaos: seed %d, %d cycles (%d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d; cycles %.1f s, total %.1f s",
 		seed, cycles, guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills,
 		cyclesTook.Seconds(), time.Since(t0).Seconds())
@@ -225,7 +240,8 @@ func startPlatform(t *testing.T) *platform {
 	p.gsData = filepath.Join(dir, "gpuserverd")
 	p.gs = newDaemon(t, "gpuserverd", []string{"GPUSERVERD_SIM_DEVICES=2"}, filepath.Join(p.bin, "gpuserverd"),
 		"--apiserver", url, "--credential", gsReg.Credential, "--listen", gsEP, "--advertise", gsEP, "--admin", p.gsAdmin,
-		"--backend", "simulated", "--data-dir", p.gsData, "--usage-period", "200ms", "--max-heartbeat-period", "500ms")
+		"--backend", "simulated", "--data-dir", p.gsData, "--usage-period", "200ms", "--max-heartbeat-period", "500ms",
+		"--checkpoint-period", checkpointPeriod.String())
 
 	p.hostData = filepath.Join(dir, "hostd")
 	images := filepath.Join(p.hostData, "images")

@@ -225,3 +225,43 @@ func get(url string) (string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return string(b), err
 }
+
+// guestHold is how long golden.c holds its session; checkpointPeriod is gpuserverd's
+// --checkpoint-period here, the most GPU time a gpuserverd kill may lose of a session.
+const (
+	guestHold        = 300 * time.Millisecond
+	checkpointPeriod = 100 * time.Millisecond
+)
+
+// gpuSeconds is the GPU time billing holds for an instance.
+func (p *platform) gpuSeconds(ctx context.Context, t *testing.T, id string) time.Duration {
+	var secs float64
+	if err := p.st.Pool.QueryRow(ctx, `SELECT coalesce(sum(extract(epoch FROM end_at - start_at)), 0)::float8
+		FROM billing_usage_records WHERE kind = 'gpu' AND instance_id = $1::text`, id).Scan(&secs); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(secs * float64(time.Second))
+}
+
+// gpuTimeLost names the sessions that ran to their end yet are billed less than the guest held
+// them minus one checkpoint period (a kill just after the guest's end may cut the last interval).
+func (p *platform) gpuTimeLost(ctx context.Context, t *testing.T, ids []string) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, id := range ids {
+		if d := p.gpuSeconds(ctx, t, id); d < guestHold-checkpointPeriod {
+			out[id] = d
+		}
+	}
+	return out
+}
+
+// billedSome counts the instances billed any GPU time.
+func (p *platform) billedSome(ctx context.Context, t *testing.T, ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if p.gpuSeconds(ctx, t, id) > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -74,6 +74,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(&b, "gpuserverd_usage_records_total %d\n", s.usage.Len())
 	metric("gpuserverd_usage_errors_total", "counter", "Usage records that could not be written.")
 	fmt.Fprintf(&b, "gpuserverd_usage_errors_total %d\n", m.usageErrors)
+	metric("gpuserverd_sessions_cut_total", "counter", "Sessions an earlier gpuserverd left open (killed mid-session), closed at start-up.")
+	fmt.Fprintf(&b, "gpuserverd_sessions_cut_total %d\n", m.cut)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
 }

@@ -37,6 +37,9 @@ type Config struct {
 	Log           *slog.Logger
 	// HandshakeTimeout bounds how long a new connection may take to present its token.
 	HandshakeTimeout time.Duration
+	// CheckpointEvery is how often open sessions' usage is written (10s): a gpuserverd killed
+	// mid-session loses at most this much of each session's time.
+	CheckpointEvery time.Duration
 }
 
 // Server serves sessions.
@@ -46,6 +49,8 @@ type Server struct {
 	devices []backend.Device
 	usage   *usage.Log
 	log     *slog.Logger
+
+	ckptMu sync.Mutex // orders checkpoints and sessions' final records; taken before mu
 
 	mu       sync.Mutex
 	sessions map[int]*session // by worker pid
@@ -59,8 +64,8 @@ type Server struct {
 }
 
 type counters struct {
-	accepted, refused, ended, usageErrors uint64
-	refusedBy                             map[string]uint64
+	accepted, refused, ended, usageErrors, cut uint64
+	refusedBy                                  map[string]uint64
 }
 
 // New opens the usage log and the device inventory; b is the backend chosen for this server.
@@ -74,6 +79,9 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	if cfg.HandshakeTimeout == 0 {
 		cfg.HandshakeTimeout = 10 * time.Second
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = 10 * time.Second
+	}
 	devs, err := b.Devices()
 	if err != nil {
 		return nil, fmt.Errorf("server: listing devices: %w", err)
@@ -82,9 +90,14 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
+	s := &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
 		sessions: map[int]*session{}, gpus: map[string]*gpuUse{},
-		metrics: counters{refusedBy: map[string]uint64{}}}, nil
+		metrics: counters{refusedBy: map[string]uint64{}}}
+	if _, err := s.closeCut(); err != nil {
+		ul.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return s, nil
 }
 
 // Listen binds both ports; Addr and AdminAddr are valid after it.
@@ -125,6 +138,12 @@ func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
 func (s *Server) Serve(ctx context.Context) error {
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go hs.Serve(s.adminLn)
+	ckctx, stopCkpt := context.WithCancel(context.Background())
+	ckDone := make(chan struct{})
+	go func() {
+		defer close(ckDone)
+		s.RunCheckpoints(ckctx, s.cfg.CheckpointEvery)
+	}()
 	go func() {
 		<-ctx.Done()
 		s.ln.Close()
@@ -145,7 +164,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}()
 	}
 	err := s.acceptLoop(ctx, s.ln)
-	s.wg.Wait()
+	s.wg.Wait() // sessions end and write their final records; checkpoints go on meanwhile
+	stopCkpt()
+	<-ckDone
 	s.usage.Close()
 	return err
 }

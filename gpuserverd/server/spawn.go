@@ -25,6 +25,10 @@ type session struct {
 	pid    int
 	start  time.Time
 
+	// billedTo is where the last checkpoint record ended: the next record starts here. Guarded
+	// by s.ckptMu so a checkpoint and the session's end never bill the same interval twice.
+	billedTo time.Time
+
 	mu   sync.Mutex
 	last worker.Snapshot
 
@@ -74,7 +78,8 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	connFile.Close()
 	conn.Close() // the worker owns the connection now
 
-	se := &session{claims: c, pid: cmd.Process.Pid, start: time.Now(), lanes: lanesHere}
+	now := time.Now()
+	se := &session{claims: c, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere}
 	s.mu.Lock()
 	s.sessions[se.pid] = se
 	s.mu.Unlock()
@@ -99,7 +104,7 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	s.metrics.ended++
 	s.mu.Unlock()
 	log.Info("session ended", "worker_exit", werr, "seconds", end.Sub(se.start).Seconds())
-	if err := s.record(se, end); err != nil {
+	if err := s.endUsage(se, end); err != nil {
 		s.mu.Lock()
 		s.metrics.usageErrors++
 		s.mu.Unlock()
@@ -108,12 +113,30 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	return nil
 }
 
-// record writes the session's usage record.
+// endUsage writes the ended session's last usage record and drops it from the open list; se is
+// already out of s.sessions.
+func (s *Server) endUsage(se *session, end time.Time) error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if end.After(se.billedTo) { // a checkpoint racing the end may already have billed through it
+		if err := s.record(se, end); err != nil {
+			return err
+		}
+	}
+	return s.forgetOpen(se)
+}
+
+// record writes the session's usage record for [se.billedTo, end] and moves billedTo to end.
+// The caller holds s.ckptMu.
 func (s *Server) record(se *session, end time.Time) error {
 	se.mu.Lock()
 	snap := se.last
 	se.mu.Unlock()
 	c := se.claims
+	from := se.billedTo
+	if from.IsZero() {
+		from = se.start
+	}
 	model := ""
 	for _, d := range s.devices {
 		if len(c.GPUs) > 0 && d.UUID == c.GPUs[0] {
@@ -124,10 +147,13 @@ func (s *Server) record(se *session, end time.Time) error {
 		return api.UsageRecord{
 			ID: fmt.Sprintf("%s/%s/%d", s.cfg.ServerID, c.SessionID, seq), Kind: api.UsageGPU,
 			Source: s.cfg.ServerID, TenantID: c.TenantID, InstanceID: c.InstanceID, SessionID: c.SessionID,
-			Start: se.start.UTC(), End: end.UTC(), GPUModel: model, Tier: c.Tier, GPUCount: len(c.GPUs),
+			Start: from.UTC(), End: end.UTC(), GPUModel: model, Tier: c.Tier, GPUCount: len(c.GPUs),
 			MemoryQuota: c.MemoryQuota, MemoryPeakBytes: snap.MemoryPeakBytes,
 			MemoryAvgBytes: snap.MemoryAvgBytes, BytesMoved: snap.BytesMoved,
 		}
 	})
+	if err == nil {
+		se.billedTo = end
+	}
 	return err
 }

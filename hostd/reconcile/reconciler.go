@@ -88,7 +88,21 @@ func New(cfg Config) (*Reconciler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second}, nil
+	sp, spooled, err := openSpool(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	r := &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second}
+	r.usage.spool = sp
+	r.usage.pending = spooled
+	r.usage.sent = map[string]time.Time{}
+	for _, rec := range spooled {
+		r.usage.sent[rec.ID] = rec.Start
+	}
+	if len(spooled) > 0 {
+		r.log.Info("usage records from an earlier run to send", "records", len(spooled))
+	}
+	return r, nil
 }
 
 // Heartbeat registers the host (first time) and reports its capacity.

@@ -13,6 +13,7 @@ import (
 // falls in, under the id "<host>/<instance>/<window start unix>". A window is thus billed once
 // however many passes (or hostd restarts) see it, because billing ingests each id once.
 type usageQueue struct {
+	spool   *spool // pending, on disk (spool.go)
 	pending []api.UsageRecord
 	sent    map[string]time.Time // record id -> window start, to skip windows already queued
 }
@@ -33,10 +34,15 @@ func (r *Reconciler) noteRunning(d api.DesiredInstance) {
 		return
 	}
 	r.usage.sent[id] = start
-	r.usage.pending = append(r.usage.pending, api.UsageRecord{
+	rec := api.UsageRecord{
 		ID: id, Kind: api.UsageVM, Source: r.hostID, TenantID: d.TenantID, InstanceID: d.ID,
 		Start: start, End: start.Add(w), InstanceType: d.InstanceType, VCPUs: d.Spec.VCPUs, MemoryMiB: d.Spec.MemoryMiB,
-	})
+	}
+	if err := r.usage.spool.add(rec); err != nil {
+		// Still queued in memory: it is sent unless this hostd dies first.
+		r.log.Error("usage record not spooled to disk", "id", id, "err", err)
+	}
+	r.usage.pending = append(r.usage.pending, rec)
 	for k, t := range r.usage.sent {
 		if start.Sub(t) > 2*w {
 			delete(r.usage.sent, k)
@@ -64,6 +70,10 @@ func (r *Reconciler) flushUsage(ctx context.Context) error {
 		}
 		r.mu.Lock()
 		r.usage.pending = r.usage.pending[n:]
+		err = r.usage.spool.compact(r.usage.pending)
 		r.mu.Unlock()
+		if err != nil {
+			return err // the acknowledged records stay spooled and are sent again: harmless
+		}
 	}
 }

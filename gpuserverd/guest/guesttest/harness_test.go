@@ -90,12 +90,19 @@ const serverID = "gs-test"
 
 func startServer(t *testing.T, env ...string) *gpuserverd {
 	t.Helper()
-	dir := buildAll(t)
 	pub, priv, _ := ed25519.GenerateKey(nil)
+	return startServerOn(t, t.TempDir(), pub, priv, nil, env...)
+}
+
+// startServerOn starts gpuserverd on dataDir with extra flags: a restart passes the same dir and key.
+func startServerOn(t *testing.T, dataDir string, pub ed25519.PublicKey, priv ed25519.PrivateKey, flags []string, env ...string) *gpuserverd {
+	t.Helper()
+	dir := buildAll(t)
 	sock := filepath.Join(t.TempDir(), "gpuserverd.sock")
-	cmd := exec.Command(filepath.Join(dir, "gpuserverd"), "--id", serverID, "--listen", "127.0.0.1:0", "--listen-unix", sock,
-		"--admin", "127.0.0.1:0", "--backend", "simulated", "--data-dir", t.TempDir(),
-		"--public-key", base64.StdEncoding.EncodeToString(pub))
+	args := append([]string{"--id", serverID, "--listen", "127.0.0.1:0", "--listen-unix", sock,
+		"--admin", "127.0.0.1:0", "--backend", "simulated", "--data-dir", dataDir,
+		"--public-key", base64.StdEncoding.EncodeToString(pub)}, flags...)
+	cmd := exec.Command(filepath.Join(dir, "gpuserverd"), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = &testWriter{t: t}
 	out, _ := cmd.StdoutPipe()

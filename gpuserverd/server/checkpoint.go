@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// openFile lists the sessions that have a checkpoint record but no final one yet. A gpuserverd
+// killed mid-session (its workers die with it) leaves them here; the next start closes them.
+const openFile = "sessions.open"
+
+// openSession is one entry of openFile.
+type openSession struct {
+	SessionID  string    `json:"session_id"`
+	TenantID   string    `json:"tenant_id"`
+	InstanceID string    `json:"instance_id"`
+	BilledTo   time.Time `json:"billed_to"`
+}
+
+// RunCheckpoints bills every open session's time since its last record every period until ctx
+// ends, so a gpuserverd killed mid-session loses at most one period of each session's usage
+// instead of the whole session.
+func (s *Server) RunCheckpoints(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if err := s.Checkpoint(now); err != nil {
+				s.log.Error("checkpointing sessions' usage", "err", err)
+			}
+		}
+	}
+}
+
+// Checkpoint appends, for each open session, a usage record covering [its last record's end,
+// now], then notes the open sessions in openFile.
+func (s *Server) Checkpoint(now time.Time) error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	s.mu.Lock()
+	open := make([]*session, 0, len(s.sessions))
+	for _, se := range s.sessions {
+		open = append(open, se)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, se := range open {
+		if !now.After(se.billedTo) {
+			continue
+		}
+		if err := s.record(se, now); err != nil {
+			s.mu.Lock()
+			s.metrics.usageErrors++
+			s.mu.Unlock()
+			errs = append(errs, fmt.Errorf("session %s: %w", se.claims.SessionID, err))
+		}
+	}
+	if err := s.writeOpen(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// forgetOpen drops an ended session from openFile; the caller holds s.ckptMu and has removed se
+// from s.sessions.
+func (s *Server) forgetOpen(se *session) error {
+	if se.billedTo.Equal(se.start) {
+		return nil // never checkpointed, so never listed
+	}
+	return s.writeOpen()
+}
+
+// writeOpen rewrites openFile from the sessions running now that have been checkpointed. It is
+// written aside, fsync'd and renamed, so a crash leaves the old list or the new, never half.
+func (s *Server) writeOpen() error {
+	s.mu.Lock()
+	var list []openSession
+	for _, se := range s.sessions {
+		if se.billedTo.After(se.start) {
+			list = append(list, openSession{SessionID: se.claims.SessionID, TenantID: se.claims.TenantID,
+				InstanceID: se.claims.InstanceID, BilledTo: se.billedTo.UTC()})
+		}
+	}
+	s.mu.Unlock()
+	path := filepath.Join(s.cfg.DataDir, openFile)
+	b, err := json.Marshal(list)
+	if err != nil {
+		return fmt.Errorf("open sessions: %w", err)
+	}
+	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("open sessions: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(path+".tmp", path)
+	}
+	if err != nil {
+		return fmt.Errorf("open sessions: %w", err)
+	}
+	return nil
+}
+
+// closeCut closes the sessions an earlier gpuserverd left open: their workers died with it
+// (Pdeathsig), so each is over; its usage is billed up to its last checkpoint, and the time
+// after that (at most one checkpoint period) is lost. It returns them.
+func (s *Server) closeCut() ([]openSession, error) {
+	path := filepath.Join(s.cfg.DataDir, openFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open sessions: %w", err)
+	}
+	var list []openSession
+	if err := json.Unmarshal(b, &list); err != nil {
+		// The file is only ever replaced whole; a bad one is not ours to guess at. Keep it for a
+		// person and go on: the records it would describe are already in the usage log.
+		s.log.Error("open sessions file is unreadable; leaving it", "path", path, "err", err)
+		return nil, nil
+	}
+	for _, o := range list {
+		s.log.Warn("closing a session cut by a gpuserverd stop; usage after its last checkpoint is lost",
+			"session", o.SessionID, "tenant", o.TenantID, "instance", o.InstanceID, "billed_to", o.BilledTo)
+	}
+	s.metrics.cut += uint64(len(list))
+	if err := os.Remove(path); err != nil {
+		return list, fmt.Errorf("open sessions: %w", err)
+	}
+	return list, nil
+}

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"crypto/ed25519"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/internal/sessiontoken"
+)
+
+// openTestSession registers a session as runWorker does, without a worker process.
+func openTestSession(s *Server, pid int, sid string, start time.Time) *session {
+	se := &session{claims: sessiontoken.Claims{SessionID: sid, TenantID: "t-" + sid, InstanceID: "i-" + sid,
+		GPUs: []string{sim.UUID(0)}, Tier: sessiontoken.TierShared}, pid: pid, start: start, billedTo: start}
+	s.mu.Lock()
+	s.sessions[pid] = se
+	s.mu.Unlock()
+	return se
+}
+
+// endTestSession is runWorker's ending, without a worker process.
+func endTestSession(t *testing.T, s *Server, se *session, end time.Time) {
+	t.Helper()
+	s.mu.Lock()
+	delete(s.sessions, se.pid)
+	s.mu.Unlock()
+	if err := s.endUsage(se, end); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// billed sums, per session, the seconds its records cover, failing on any gap or overlap.
+func billed(t *testing.T, s *Server) map[string]time.Duration {
+	t.Helper()
+	recs, err := s.usage.After("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := map[string]time.Duration{}
+	last := map[string]time.Time{}
+	ids := map[string]bool{}
+	for _, r := range recs {
+		if ids[r.ID] {
+			t.Fatalf("id %s twice", r.ID)
+		}
+		ids[r.ID] = true
+		if l, ok := last[r.SessionID]; ok && !r.Start.Equal(l) {
+			t.Fatalf("session %s: record %s starts %v, previous ended %v", r.SessionID, r.ID, r.Start, l)
+		}
+		if r.TenantID != "t-"+r.SessionID {
+			t.Fatalf("record %s billed to tenant %s", r.ID, r.TenantID)
+		}
+		last[r.SessionID] = r.End
+		sum[r.SessionID] += r.End.Sub(r.Start)
+	}
+	return sum
+}
+
+func TestCheckpointsBillOpenSessionsWithoutOverlap(t *testing.T) {
+	s, _ := newServer(t)
+	t0 := time.Now().Truncate(time.Second)
+	a := openTestSession(s, 101, "a", t0)
+	if err := s.Checkpoint(t0.Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	b := openTestSession(s, 102, "b", t0.Add(12*time.Second))
+	if err := s.Checkpoint(t0.Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	endTestSession(t, s, a, t0.Add(25*time.Second))
+	// b's worker exits at 27 s, but a checkpoint stamped 28 s takes it first: its end bills
+	// nothing more, never an interval running backwards.
+	if err := s.Checkpoint(t0.Add(28 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	endTestSession(t, s, b, t0.Add(27*time.Second))
+	// A checkpoint after both ended bills nothing more.
+	if err := s.Checkpoint(t0.Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := billed(t, s)
+	if got["a"] != 25*time.Second || got["b"] != 16*time.Second || s.usage.Len() != 5 {
+		t.Fatalf("billed %v in %d records; want a 25s (3 records), b 16s (2)", got, s.usage.Len())
+	}
+	// Nothing is left open, so a restart closes nothing.
+	if cut, err := s.closeCut(); err != nil || len(cut) != 0 {
+		t.Fatalf("after clean ends: cut %v, %v", cut, err)
+	}
+}
+
+// A gpuserverd dropped mid-session (no end) keeps the checkpointed time; the next one on the same
+// data dir closes the session, bills nothing twice, and counts it.
+func TestRestartClosesSessionsCutMidway(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	dir := t.TempDir()
+	cfg := Config{ServerID: "gs1", PublicKey: pub, WorkerCommand: []string{"/bin/false"}, DataDir: dir, BackendKind: sim.Kind}
+	s, err := New(cfg, sim.New(2, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Truncate(time.Second)
+	openTestSession(s, 101, "a", t0)
+	openTestSession(s, 102, "b", t0.Add(time.Second)) // never checkpointed before the crash
+	if err := s.Checkpoint(t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(t0.Add(20 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	openTestSession(s, 103, "c", t0.Add(21*time.Second)) // started after the last checkpoint
+	s.usage.Close()                                      // the crash: no session ends
+
+	s2, err := New(cfg, sim.New(2, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.usage.Close()
+	got := billed(t, s2)
+	if got["a"] != 20*time.Second || got["b"] != 19*time.Second || got["c"] != 0 {
+		t.Fatalf("billed after restart %v; want a 20s, b 19s, c nothing", got)
+	}
+	rec := httptest.NewRecorder()
+	s2.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "gpuserverd_sessions_cut_total 2") {
+		t.Fatalf("metrics after restart:\n%s", rec.Body)
+	}
+	// Closed once: a third start finds nothing open.
+	if cut, err := s2.closeCut(); err != nil || len(cut) != 0 {
+		t.Fatalf("second close: %v, %v", cut, err)
+	}
+}
