@@ -36,6 +36,7 @@ import (
 	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/cputime"
 	"gpucloud/internal/pglocal"
 	"gpucloud/migrations"
 
@@ -44,7 +45,7 @@ import (
 
 type config struct {
 	url, typ    string
-	pgDir       string // with -local: the cluster's folder, to account its CPU time
+	pgDir       string // with -local: the cluster's data folder, to account its CPU time
 	keys        []string
 	clients     int
 	duration    time.Duration
@@ -118,7 +119,7 @@ func run(ctx context.Context, cfg config, keys string, local, durable bool, tena
 			return err
 		}
 		defer stopServer()
-		cfg.url, cfg.pgDir = url, dir
+		cfg.url, cfg.pgDir = url, cluster.DataDir()
 		if cfg.keys, cfg.typ, err = seed(ctx, dbURL, url, tenants, tier); err != nil {
 			return err
 		}
@@ -286,7 +287,7 @@ func load(ctx context.Context, cfg config) error {
 		seq       atomic.Int64
 		wg        sync.WaitGroup
 	)
-	selfCPU0, pgCPU0 := cpuTimes(cfg.pgDir)
+	selfCPU0, pgCPU0 := cputime.Self(), cputime.PostgresServer(cfg.pgDir)
 	start := time.Now()
 	for w := 0; w < cfg.clients; w++ {
 		wg.Add(1)
@@ -323,7 +324,7 @@ func load(ctx context.Context, cfg config) error {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	selfCPU1, pgCPU1 := cpuTimes(cfg.pgDir)
+	selfCPU1, pgCPU1 := cputime.Self(), cputime.PostgresServer(cfg.pgDir)
 	slices.Sort(latencies)
 	pct := func(p float64) time.Duration {
 		if len(latencies) == 0 {

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime/pprof"
 	"sort"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
+	"gpucloud/internal/cputime"
 	"gpucloud/internal/pglocal"
 	"gpucloud/migrations"
 )
@@ -85,7 +85,7 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		}
 		defer cluster.Stop(context.Background()) //nolint:errcheck // best effort on the way out
 		url = cluster.URL("postgres")
-		dataDir = filepath.Join(cluster.Dir, "pgdata")
+		dataDir = cluster.DataDir()
 	}
 	if err := migrate(ctx, url); err != nil {
 		return err
@@ -116,7 +116,7 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	start := time.Now()
-	cpuGo0, cpuPG0 := selfCPU(), serverCPU(dataDir)
+	cpuGo0, cpuPG0 := cputime.Self(), cputime.PostgresServer(dataDir)
 	progress := time.NewTicker(10 * time.Second)
 	defer progress.Stop()
 	go func() {
@@ -165,7 +165,7 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		return err
 	}
 	elapsed := time.Since(start)
-	cpuGo, cpuPG := selfCPU()-cpuGo0, serverCPU(dataDir)-cpuPG0
+	cpuGo, cpuPG := cputime.Self()-cpuGo0, cputime.PostgresServer(dataDir)-cpuPG0
 	close(errs)
 	if err := <-errs; err != nil {
 		return err

@@ -43,7 +43,8 @@ func (c *Cluster) URL(database string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.Port, database)
 }
 
-func (c *Cluster) dataDir() string { return filepath.Join(c.Dir, "pgdata") }
+// DataDir is the server's data folder (what pg_ctl -D names).
+func (c *Cluster) DataDir() string { return filepath.Join(c.Dir, "pgdata") }
 
 // Start initialises dir (once) and starts the server on a free loopback port.
 func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
@@ -72,15 +73,15 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 	if err := c.chownToServerUser(c.Dir); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(c.dataDir(), "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(c.DataDir(), "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
 		if err := c.initdb(ctx); err != nil {
 			return nil, err
 		}
 	}
 	// A server left behind by a killed run holds the data folder: stop it before starting anew.
-	if _, err := os.Stat(filepath.Join(c.dataDir(), "postmaster.pid")); err == nil {
-		_ = c.pgctl(ctx, "stop", "-D", c.dataDir(), "-m", "immediate", "-w")
-		_ = os.Remove(filepath.Join(c.dataDir(), "postmaster.pid"))
+	if _, err := os.Stat(filepath.Join(c.DataDir(), "postmaster.pid")); err == nil {
+		_ = c.pgctl(ctx, "stop", "-D", c.DataDir(), "-m", "immediate", "-w")
+		_ = os.Remove(filepath.Join(c.DataDir(), "postmaster.pid"))
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		port, err := freePort()
@@ -97,7 +98,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		if opts.Ephemeral {
 			opt = append(opt, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 		}
-		err = c.pgctl(ctx, "start", "-w", "-t", "60", "-D", c.dataDir(),
+		err = c.pgctl(ctx, "start", "-w", "-t", "60", "-D", c.DataDir(),
 			"-l", filepath.Join(c.Dir, "postgres.log"), "-o", strings.Join(opt, " "))
 		if err == nil {
 			c.logger.Info("postgres started", "dir", c.Dir, "port", c.Port)
@@ -111,7 +112,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 
 // Stop shuts the server down, waiting for it to finish.
 func (c *Cluster) Stop(ctx context.Context) error {
-	if err := c.pgctl(ctx, "stop", "-D", c.dataDir(), "-m", "fast", "-w"); err != nil {
+	if err := c.pgctl(ctx, "stop", "-D", c.DataDir(), "-m", "fast", "-w"); err != nil {
 		return fmt.Errorf("pglocal: stop: %w", err)
 	}
 	c.logger.Info("postgres stopped", "dir", c.Dir)
@@ -119,10 +120,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 }
 
 func (c *Cluster) initdb(ctx context.Context) error {
-	err := c.command(ctx, filepath.Join(c.bin, "initdb"), "-D", c.dataDir(), "-U", "postgres",
+	err := c.command(ctx, filepath.Join(c.bin, "initdb"), "-D", c.DataDir(), "-U", "postgres",
 		"-A", "trust", "-E", "UTF8", "--no-sync", "--locale=C").Run()
 	if err != nil {
-		return fmt.Errorf("pglocal: initdb %s: %w", c.dataDir(), err)
+		return fmt.Errorf("pglocal: initdb %s: %w", c.DataDir(), err)
 	}
 	return nil
 }

@@ -1,4 +1,7 @@
-package main
+// Package cputime reads the CPU time a benchmark spends in its own process and in the PostgreSQL
+// server it drives. On a machine shared with other work, CPU per operation is the figure that
+// does not depend on how busy the neighbours are; the benchmarks print it beside wall-clock rates.
+package cputime
 
 import (
 	"os"
@@ -9,14 +12,10 @@ import (
 	"time"
 )
 
-// The machine is shared, so wall-clock rates depend on what else runs. CPU time spent by this
-// process and by the PostgreSQL server tells what ingestion costs regardless: records per
-// CPU-second, and the rate two idle cores would give.
-
 const clockTick = 100 // USER_HZ on Linux
 
-// selfCPU is this process's user+system time.
-func selfCPU() time.Duration {
+// Self is this process's user+system time.
+func Self() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
@@ -24,9 +23,13 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// serverCPU is the CPU time of the PostgreSQL server whose data folder is dataDir: the
-// postmaster, its live children and its reaped children. 0 when it cannot be read.
-func serverCPU(dataDir string) time.Duration {
+// PostgresServer is the CPU time of the PostgreSQL server whose data folder is dataDir: the
+// postmaster, its reaped children (backends that have exited) and its live children. It is 0
+// when dataDir is empty or the server cannot be read (stopped, not Linux).
+func PostgresServer(dataDir string) time.Duration {
+	if dataDir == "" {
+		return 0
+	}
 	raw, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
 		return 0
