@@ -190,14 +190,10 @@ func TestConsoleEndToEnd(t *testing.T) {
 	defer stopAgent()
 	go fakeHost(agentCtx, s, host.Credential)
 
-	// Billing is another part; when its report route is not mounted the browser skips that case.
-	billing := s.call("GET", "/v1/reports/gpu-hours?group_by=tier&granularity=day", finKey, nil, nil) != http.StatusNotFound
-	if billing {
-		seedUsage(t, s, gsrv, aUser.TenantID.String())
-		// $2 per dedicated H100 GPU-hour; shared stays unpriced.
-		s.must(201, "POST", "/v1/prices", finKey, map[string]any{"kind": "gpu", "gpu_model": "H100 80GB", "tier": "dedicated",
-			"unit_price_micros": 2_000_000, "currency": "USD", "effective_from": time.Now().UTC().Truncate(24 * time.Hour)}, nil)
-	}
+	seedUsage(t, s, gsrv, aUser.TenantID.String())
+	// $2 per dedicated H100 GPU-hour; shared stays unpriced.
+	s.must(201, "POST", "/v1/prices", finKey, map[string]any{"kind": "gpu", "gpu_model": "H100 80GB", "tier": "dedicated",
+		"unit_price_micros": 2_000_000, "currency": "USD", "effective_from": time.Now().UTC().Truncate(24 * time.Hour)}, nil)
 
 	artifacts, _ := filepath.Abs(filepath.Join("e2e", "artifacts"))
 	if err := os.MkdirAll(artifacts, 0o755); err != nil {
@@ -206,17 +202,13 @@ func TestConsoleEndToEnd(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "console.mjs")
 	cmd.Dir = "e2e"
 	cmd.Env = append(os.Environ(), "BASE_URL="+hs.URL, "CHROMIUM="+chromium, "ARTIFACTS="+artifacts, "PASSWORD="+pw,
-		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com",
-		fmt.Sprintf("BILLING=%t", billing))
+		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com")
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	err = cmd.Run()
 	t.Logf("browser run:\n%s", log.String())
 	if err != nil {
 		t.Fatalf("console end-to-end script failed: %v (screenshots in %s)", err, artifacts)
-	}
-	if !billing {
-		t.Log("finance CSV case skipped: the billing API (/v1/reports/gpu-hours) is not mounted in this build")
 	}
 
 	// What the browser did happened on the server: tenant A's VM went away, the host got cordoned.

@@ -1,7 +1,7 @@
 // End-to-end test of the gpucloud console in Debian's headless Chromium, driven by Playwright.
 // Run by web/e2e_test.go, which starts the real apiserver and database and passes, in the
-// environment: BASE_URL, CHROMIUM, ARTIFACTS, PASSWORD, TENANT_A, TENANT_B, OPERATOR, FINANCE and
-// BILLING (whether the billing API is mounted). Exits non-zero on the first failed expectation.
+// environment: BASE_URL, CHROMIUM, ARTIFACTS, PASSWORD, TENANT_A, TENANT_B, OPERATOR and FINANCE.
+// Exits non-zero on the first failed expectation.
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import fs from 'node:fs/promises';
@@ -145,17 +145,13 @@ try {
   await a.locator('tr[data-name="e2e-key"]').waitFor();
   await shot(a, '08-api-keys');
 
-  log('usage and invoices render, or say clearly they are not available');
+  log('usage and invoices render with the estimated cost');
   await a.getByRole('link', { name: 'Usage & invoices' }).click();
   await a.locator('h2', { hasText: 'Invoices' }).waitFor();
   await a.waitForLoadState('networkidle');
-  if (process.env.BILLING === 'true') {
-    // 2 minutes of dedicated GPU at $2/GPU-hour = 6.67 cents; the shared minute has no price.
-    await a.getByTestId('estimated-cost').filter({ hasText: 'estimated cost $0.07' }).waitFor();
-    await a.getByTestId('usage-total').filter({ hasText: 'some usage has no price yet' }).waitFor();
-  } else {
-    await a.getByTestId('not-available').first().waitFor();
-  }
+  // 2 minutes of dedicated GPU at $2/GPU-hour = 6.67 cents; the shared minute has no price.
+  await a.getByTestId('estimated-cost').filter({ hasText: 'estimated cost $0.07' }).waitFor();
+  await a.getByTestId('usage-total').filter({ hasText: 'some usage has no price yet' }).waitFor();
   await shot(a, '09-usage');
 
   log('operator: fleet capacity, cordon a host, tenants and quota field errors');
@@ -177,30 +173,24 @@ try {
   log('finance: GPU-hour report per tier, CSV download matches the API');
   const fin = await signedIn(env('FINANCE'));
   await fin.waitForURL(/#\/reports$/);
-  if (process.env.BILLING !== 'true') {
-    await fin.getByTestId('not-available').waitFor();
-    await shot(fin, '12-report-not-available');
-    console.log('[e2e] SKIP finance CSV comparison: the billing API is not mounted in this build');
-  } else {
-    await fin.getByTestId('report').waitFor();
-    await shot(fin, '12-report');
-    const [download] = await Promise.all([fin.waitForEvent('download'), fin.getByTestId('download-csv').click()]);
-    const file = path.join(ART, 'gpu-hours.csv');
-    await download.saveAs(file);
-    const got = await fs.readFile(file, 'utf8');
-    const from = await fin.getByLabel('From').inputValue();
-    const to = await fin.getByLabel('To (exclusive)').inputValue();
-    const q = `from=${from}&to=${to}&group_by=tier&granularity=day`;
-    const api = await fin.request.get(`${BASE}/v1/reports/gpu-hours?${q}&format=csv`);
-    assert.equal(got, await api.text(), 'the downloaded CSV is what the API serves');
-    const json = await (await fin.request.get(`${BASE}/v1/reports/gpu-hours?${q}`)).json();
-    const lines = got.trim().split('\n').slice(1);
-    assert.equal(lines.length, json.rows.length, 'one CSV row per report row');
-    json.rows.forEach((r, i) => assert.ok(lines[i].startsWith(`${r.bucket},${r.group},${r.gpu_ms},${r.gpu_hours}`), `row ${i}`));
-    assert.deepEqual(json.rows.map((r) => r.group).sort(), ['dedicated', 'shared'], 'one row per tier');
-    const shown = await fin.locator('[data-testid="report"] tbody tr').allTextContents();
-    assert.equal(shown.length, json.rows.length, 'the page shows every report row');
-  }
+  await fin.getByTestId('report').waitFor();
+  await shot(fin, '12-report');
+  const [download] = await Promise.all([fin.waitForEvent('download'), fin.getByTestId('download-csv').click()]);
+  const file = path.join(ART, 'gpu-hours.csv');
+  await download.saveAs(file);
+  const got = await fs.readFile(file, 'utf8');
+  const from = await fin.getByLabel('From').inputValue();
+  const to = await fin.getByLabel('To (exclusive)').inputValue();
+  const q = `from=${from}&to=${to}&group_by=tier&granularity=day`;
+  const api = await fin.request.get(`${BASE}/v1/reports/gpu-hours?${q}&format=csv`);
+  assert.equal(got, await api.text(), 'the downloaded CSV is what the API serves');
+  const json = await (await fin.request.get(`${BASE}/v1/reports/gpu-hours?${q}`)).json();
+  const lines = got.trim().split('\n').slice(1);
+  assert.equal(lines.length, json.rows.length, 'one CSV row per report row');
+  json.rows.forEach((r, i) => assert.ok(lines[i].startsWith(`${r.bucket},${r.group},${r.gpu_ms},${r.gpu_hours}`), `row ${i}`));
+  assert.deepEqual(json.rows.map((r) => r.group).sort(), ['dedicated', 'shared'], 'one row per tier');
+  const shown = await fin.locator('[data-testid="report"] tbody tr').allTextContents();
+  assert.equal(shown.length, json.rows.length, 'the page shows every report row');
   console.log('[e2e] all steps passed');
 } catch (e) {
   console.error(`[e2e] FAILED at step "${step}": ${e.stack || e}`);
