@@ -3,13 +3,10 @@ package web_test
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +20,7 @@ import (
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
 	"gpucloud/internal/pgtest"
+	"gpucloud/sdk/sdktest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -125,22 +123,8 @@ func TestConsoleEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, pgtest.NewDatabase(t), 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	// The whole apiserver as it ships, billing mounted, its rollups running until the test ends.
-	srvCtx, stopServer := context.WithCancel(context.Background())
-	t.Cleanup(stopServer)
-	srv, err := app.NewServer(srvCtx, server.Options{Store: st, TokenKey: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	s := &stack{t: t, url: hs.URL, st: st}
+	baseURL, _, st := sdktest.StartServer(ctx, t)
+	s := &stack{t: t, url: baseURL, st: st}
 
 	boot := authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"})
 	opUser, opKey, err := app.Bootstrap(ctx, st, "operator@example.com", authn.RoleOperator)
@@ -201,7 +185,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, node, "console.mjs")
 	cmd.Dir = "e2e"
-	cmd.Env = append(os.Environ(), "BASE_URL="+hs.URL, "CHROMIUM="+chromium, "ARTIFACTS="+artifacts, "PASSWORD="+pw,
+	cmd.Env = append(os.Environ(), "BASE_URL="+baseURL, "CHROMIUM="+chromium, "ARTIFACTS="+artifacts, "PASSWORD="+pw,
 		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com")
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log

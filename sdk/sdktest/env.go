@@ -39,18 +39,16 @@ type Env struct {
 	OperatorClient         *sdk.Client
 }
 
-// New starts the apiserver; everything stops at the test's end.
-func New(t testing.TB) *Env {
+// StartServer serves the apiserver as it ships (billing mounted) on a fresh database and returns
+// its URL. The server, its background work and the database connections stop at the test's end.
+func StartServer(ctx context.Context, t testing.TB) (string, *server.Server, *store.Store) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	st, err := store.Open(ctx, pgtest.NewDatabase(t), 20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	// The apiserver as it ships, billing mounted; its background work stops with the test.
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	t.Cleanup(stopServer)
 	srv, err := app.NewServer(srvCtx, server.Options{Store: st, TokenKey: key})
@@ -59,7 +57,17 @@ func New(t testing.TB) *Env {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	e := &Env{URL: hs.URL, Server: srv, Store: st}
+	return hs.URL, srv, st
+}
+
+// New starts the apiserver; everything stops at the test's end.
+func New(t testing.TB) *Env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url, srv, st := StartServer(ctx, t)
+	e := &Env{URL: url, Server: srv, Store: st}
+	var err error
 	if _, e.Operator, err = app.Bootstrap(ctx, st, "op@example.com", authn.RoleOperator); err != nil {
 		t.Fatal(err)
 	}
