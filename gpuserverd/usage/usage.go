@@ -4,17 +4,14 @@
 package usage
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
 
 	"gpucloud/api"
+	"gpucloud/internal/jsonlines"
 )
 
 // FileName is the log's name in the data directory.
@@ -40,47 +37,15 @@ func Open(dir string) (*Log, error) {
 		return nil, fmt.Errorf("usage: data dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	f, recs, err := jsonlines.Open(path, 0o640, "a usage record", func(r *api.UsageRecord) bool { return r.ID != "" })
 	if err != nil {
-		return nil, fmt.Errorf("usage: open log: %w", err)
-	}
-	l := &Log{f: f, index: map[string]int{}}
-	good, err := l.load(f)
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("usage: %s: %w", path, err)
 	}
-	if err := f.Truncate(good); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("usage: truncating torn tail: %w", err)
-	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
+	l := &Log{f: f, records: recs, index: make(map[string]int, len(recs))}
+	for i, rec := range recs {
+		l.index[rec.ID] = i
 	}
 	return l, nil
-}
-
-// load reads complete lines and returns the offset after the last good one.
-func (l *Log) load(r io.Reader) (int64, error) {
-	br := bufio.NewReader(r)
-	var off int64
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			return off, nil // a partial line without its newline is a torn append
-		}
-		if err != nil {
-			return 0, err
-		}
-		var rec api.UsageRecord
-		if err := json.Unmarshal(bytes.TrimSpace(line), &rec); err != nil || rec.ID == "" {
-			return 0, fmt.Errorf("line %d is not a usage record: %v", n, err)
-		}
-		l.index[rec.ID] = len(l.records)
-		l.records = append(l.records, rec)
-		off += int64(len(line))
-	}
 }
 
 // Next returns the sequence number the next record should carry in its id.
@@ -98,15 +63,8 @@ func (l *Log) Append(build func(seq int) api.UsageRecord) (api.UsageRecord, erro
 	if _, dup := l.index[rec.ID]; dup || rec.ID == "" {
 		return rec, fmt.Errorf("usage: record id %q empty or already logged", rec.ID)
 	}
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return rec, fmt.Errorf("usage: encode: %w", err)
-	}
-	if _, err := l.f.Write(append(line, '\n')); err != nil {
-		return rec, fmt.Errorf("usage: append: %w", err)
-	}
-	if err := l.f.Sync(); err != nil {
-		return rec, fmt.Errorf("usage: fsync: %w", err)
+	if err := jsonlines.Append(l.f, rec); err != nil {
+		return rec, fmt.Errorf("usage: %w", err)
 	}
 	l.index[rec.ID] = len(l.records)
 	l.records = append(l.records, rec)

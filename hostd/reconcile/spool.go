@@ -1,16 +1,15 @@
 package reconcile
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
 	"gpucloud/api"
+	"gpucloud/internal/jsonlines"
 )
 
 // spoolFile holds, one JSON line each, the VM usage records the apiserver has not acknowledged,
@@ -29,19 +28,8 @@ type spool struct {
 // line, left by a crash mid-append, is cut off; any other bad line is an error naming it.
 func openSpool(dir string) (*spool, []api.UsageRecord, error) {
 	path := filepath.Join(dir, spoolFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, recs, err := jsonlines.Open(path, 0o600, "a VM usage record", validSpooled)
 	if err != nil {
-		return nil, nil, fmt.Errorf("usage spool: %w", err)
-	}
-	recs, good, err := readSpool(f)
-	if err == nil {
-		err = f.Truncate(good)
-	}
-	if err == nil {
-		_, err = f.Seek(good, io.SeekStart)
-	}
-	if err != nil {
-		f.Close()
 		return nil, nil, fmt.Errorf("usage spool %s: %w", path, err)
 	}
 	return &spool{path: path, f: f}, recs, nil
@@ -49,37 +37,15 @@ func openSpool(dir string) (*spool, []api.UsageRecord, error) {
 
 // readSpool reads complete lines and returns their records and the offset after the last one.
 func readSpool(r io.Reader) ([]api.UsageRecord, int64, error) {
-	br := bufio.NewReader(r)
-	var recs []api.UsageRecord
-	var off int64
-	for n := 1; ; n++ {
-		line, err := br.ReadBytes('\n')
-		if errors.Is(err, io.EOF) {
-			return recs, off, nil // a partial line without its newline is a torn append
-		}
-		if err != nil {
-			return nil, 0, err
-		}
-		var rec api.UsageRecord
-		if err := json.Unmarshal(bytes.TrimSpace(line), &rec); err != nil || rec.ID == "" || rec.Kind != api.UsageVM {
-			return nil, 0, fmt.Errorf("line %d is not a VM usage record: %v", n, err)
-		}
-		recs = append(recs, rec)
-		off += int64(len(line))
-	}
+	return jsonlines.Read(r, "a VM usage record", validSpooled)
 }
+
+func validSpooled(r *api.UsageRecord) bool { return r.ID != "" && r.Kind == api.UsageVM }
 
 // add appends rec and fsyncs before returning.
 func (s *spool) add(rec api.UsageRecord) error {
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("usage spool: encode: %w", err)
-	}
-	if _, err := s.f.Write(append(line, '\n')); err != nil {
-		return fmt.Errorf("usage spool: append: %w", err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("usage spool: fsync: %w", err)
+	if err := jsonlines.Append(s.f, rec); err != nil {
+		return fmt.Errorf("usage spool: %w", err)
 	}
 	return nil
 }
