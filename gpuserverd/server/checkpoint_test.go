@@ -133,3 +133,35 @@ func TestRestartClosesSessionsCutMidway(t *testing.T) {
 		t.Fatalf("second close: %v, %v", cut, err)
 	}
 }
+
+// Records are whole milliseconds, as billing counts them: a checkpoint less than a millisecond
+// after the last record bills nothing (billing would refuse an empty interval), and the remainder
+// joins the next record.
+func TestRecordsAreWholeMilliseconds(t *testing.T) {
+	s, _ := newServer(t)
+	t0 := time.Now().Truncate(time.Second)
+	se := openTestSession(s, 103, "ms", t0.Add(400*time.Millisecond+500*time.Microsecond))
+	if err := s.Checkpoint(t0.Add(400*time.Millisecond + 900*time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	if s.usage.Len() != 0 {
+		t.Fatalf("a checkpoint inside the session's first millisecond wrote %d records", s.usage.Len())
+	}
+	if err := s.Checkpoint(t0.Add(500*time.Millisecond + 300*time.Microsecond)); err != nil {
+		t.Fatal(err)
+	}
+	endTestSession(t, s, se, t0.Add(500*time.Millisecond+600*time.Microsecond))
+	recs, err := s.usage.After("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1 (the end's sub-millisecond remainder bills nothing)", len(recs))
+	}
+	r := recs[0]
+	if !r.Start.Equal(t0.Add(400*time.Millisecond)) || !r.End.Equal(t0.Add(500*time.Millisecond)) {
+		t.Fatalf("record %v..%v, want whole milliseconds %v..%v", r.Start, r.End,
+			t0.Add(400*time.Millisecond), t0.Add(500*time.Millisecond))
+	}
+	billed(t, s) // contiguous, no overlap
+}

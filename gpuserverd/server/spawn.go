@@ -137,6 +137,13 @@ func (s *Server) record(se *session, end time.Time) error {
 	if from.IsZero() {
 		from = se.start
 	}
+	// Billing counts whole milliseconds, so records are cut on millisecond boundaries: a piece
+	// shorter than that has nothing to bill (and billing would refuse it as empty); it stays
+	// unbilled and joins the next record, which starts where the last one ended.
+	from, end = from.Truncate(time.Millisecond), end.Truncate(time.Millisecond)
+	if !end.After(from) {
+		return nil
+	}
 	model := ""
 	for _, d := range s.devices {
 		if len(c.GPUs) > 0 && d.UUID == c.GPUs[0] {
