@@ -89,6 +89,13 @@ if [[ ${RT:-1} != 0 ]]; then
 fi
 ls -l "$BUILD"
 
+if [[ ${RT:-1} != 0 ]]; then
+	# What NVIDIA's driver itself answers for the private tables its runtime fetches (natively).
+	step "export tables (native driver)"
+	make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" "$BUILD/exportprobe" &&
+		"$BUILD/exportprobe" | tee "$OUT/exportprobe.txt" || fail "exportprobe"
+fi
+
 # run_rt runs every runtime-API program built; $1 = label (native/remote). With gpucloud's
 # libcudart built, the -cudart shared programs run a second time on it (label native+gccudart,
 # remote+gccudart): the same binaries, the loader finding our libcudart.so.13 first.

@@ -24,23 +24,34 @@ static CUresult value_reply(uint16_t type, const uint8_t *b, size_t n, int *out)
     return rc;
 }
 
+/* GC_API_VERSION is the CUDA API level this library implements: the newest entry-point forms it
+ * serves through cuGetProcAddress (e.g. cuCtxGetDevice's 13.0 form). A runtime compares the
+ * driver's version with its own and refuses an older driver, so the answer is the server driver's
+ * version capped at what this library can honour. */
+#define GC_API_VERSION 13000
+
 EXPORT CUresult cuDriverGetVersion(int *version) {
-    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    if (!version) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    /* NVIDIA's driver answers before cuInit, and runtimes ask before it: connect now. */
+    gc_connect();
     if (gc_ensure_init() != CUDA_SUCCESS) {
-        *version = CUDA_VERSION; /* CUDA answers this one before cuInit too */
-        return CUDA_SUCCESS;
+        *version = GC_API_VERSION; /* no server: what this library offers */
+        return GC_T(CUDA_SUCCESS);
     }
     struct gw_driver_version m = {0};
     GC_ENCODE(driver_version, m, b);
-    return value_reply(GW_TYPE_DRIVER_VERSION, b, b_n, version);
+    int server = 0;
+    CUresult rc = value_reply(GW_TYPE_DRIVER_VERSION, b, b_n, &server);
+    if (rc == CUDA_SUCCESS) *version = server < GC_API_VERSION ? server : GC_API_VERSION;
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuDeviceGetCount(int *count) {
-    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    if (!count) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = gc_ensure_init();
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     *count = gc.device_count;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 static CUresult check_device(CUdevice d) {
@@ -50,10 +61,10 @@ static CUresult check_device(CUdevice d) {
 }
 
 EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal) {
-    if (!device) return CUDA_ERROR_INVALID_VALUE;
+    if (!device) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = check_device(ordinal);
     if (rc == CUDA_SUCCESS) *device = ordinal;
-    return rc;
+    return GC_T(rc);
 }
 
 static CUresult info(CUdevice d, struct devinfo **out) {
@@ -92,47 +103,47 @@ static CUresult info(CUdevice d, struct devinfo **out) {
 
 EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
     struct devinfo *di;
-    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!name || len <= 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = info(d, &di);
     if (rc == CUDA_SUCCESS) snprintf(name, len, "%s", di->name);
-    return rc;
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice d) {
     struct devinfo *di;
-    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    if (!uuid) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = info(d, &di);
     if (rc == CUDA_SUCCESS) *uuid = di->uuid;
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuDeviceGetUuid, cuDeviceGetUuid_v2);
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     struct devinfo *di;
-    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (!bytes) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = info(d, &di);
     if (rc == CUDA_SUCCESS) *bytes = di->total;
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuDeviceTotalMem, cuDeviceTotalMem_v2);
 
 EXPORT CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice d) {
     struct devinfo *di;
-    if (!major || !minor) return CUDA_ERROR_INVALID_VALUE;
+    if (!major || !minor) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = info(d, &di);
     if (rc == CUDA_SUCCESS) {
         *major = di->major;
         *minor = di->minor;
     }
-    return rc;
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuDeviceGetPCIBusId(char *pci, int len, CUdevice d) {
     struct devinfo *di;
-    if (!pci || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!pci || len <= 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = info(d, &di);
     if (rc == CUDA_SUCCESS) snprintf(pci, len, "%s", di->pci);
-    return rc;
+    return GC_T(rc);
 }
 
 /* Attributes do not change; frameworks ask for them often, so they are cached. */
@@ -141,13 +152,13 @@ static int attr_val[GC_MAX_DEVICES][MAX_ATTR];
 static unsigned char attr_ok[GC_MAX_DEVICES][MAX_ATTR];
 
 EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice d) {
-    if (!pi) return CUDA_ERROR_INVALID_VALUE;
+    if (!pi) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = check_device(d);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     int a = (int)attr;
     if (a > 0 && a < MAX_ATTR && __atomic_load_n(&attr_ok[d][a], __ATOMIC_ACQUIRE)) {
         *pi = attr_val[d][a];
-        return CUDA_SUCCESS;
+        return GC_T(CUDA_SUCCESS);
     }
     struct gw_device_attribute m = {.ordinal = (uint32_t)d, .attribute = a};
     GC_ENCODE(device_attribute, m, b);
@@ -156,7 +167,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice 
         attr_val[d][a] = *pi;
         __atomic_store_n(&attr_ok[d][a], 1, __ATOMIC_RELEASE);
     }
-    return rc;
+    return GC_T(rc);
 }
 
 /* ---- contexts ---- */
@@ -169,6 +180,7 @@ static int primary_refs[GC_MAX_DEVICES];
 static unsigned primary_flags[GC_MAX_DEVICES];
 
 static int valid_ctx(struct CUctx_st *c) { return c && c->magic == GC_CTX_MAGIC; }
+int gc_valid_context(CUcontext c) { return valid_ctx(c); }
 
 CUresult gc_current_device(int *dev) {
     CUresult rc = gc_ensure_init();
@@ -179,9 +191,9 @@ CUresult gc_current_device(int *dev) {
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d) {
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!pctx) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = check_device(d);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     pthread_mutex_lock(&dev_mu);
     primary[d].magic = GC_CTX_MAGIC;
     primary[d].device = d;
@@ -189,46 +201,46 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d) {
     primary_refs[d]++;
     pthread_mutex_unlock(&dev_mu);
     *pctx = &primary[d];
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     CUresult rc = check_device(d);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     pthread_mutex_lock(&dev_mu);
     rc = primary_refs[d] > 0 ? (primary_refs[d]--, CUDA_SUCCESS) : CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_unlock(&dev_mu);
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2);
 
 EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
     CUresult rc = check_device(d);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     pthread_mutex_lock(&dev_mu);
     primary_refs[d] = 0;
     pthread_mutex_unlock(&dev_mu);
     gc_cls_context_gone(&primary[d]);
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 ALIAS(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2);
 
 EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned flags) {
     CUresult rc = check_device(d);
     if (rc == CUDA_SUCCESS) primary_flags[d] = flags;
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuDevicePrimaryCtxSetFlags, cuDevicePrimaryCtxSetFlags_v2);
 
 EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
-    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    if (!flags || !active) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = check_device(d);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     pthread_mutex_lock(&dev_mu);
     *flags = primary_flags[d];
     *active = primary_refs[d] > 0;
     pthread_mutex_unlock(&dev_mu);
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 static CUresult push(struct CUctx_st *c) {
@@ -239,36 +251,36 @@ static CUresult push(struct CUctx_st *c) {
 
 EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
     (void)flags;
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!pctx) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = check_device(d);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     struct CUctx_st *c = calloc(1, sizeof *c);
-    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!c) return GC_T(CUDA_ERROR_OUT_OF_MEMORY);
     c->magic = GC_CTX_MAGIC;
     c->device = d;
     rc = push(c);
     if (rc != CUDA_SUCCESS) {
         free(c);
-        return rc;
+        return GC_T(rc);
     }
     *pctx = c;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 ALIAS(cuCtxCreate, cuCtxCreate_v2);
 
 EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned flags, CUdevice d) {
     (void)params;
     (void)n;
-    return cuCtxCreate_v2(pctx, flags, d);
+    return GC_T(cuCtxCreate_v2(pctx, flags, d));
 }
 
 EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned flags, CUdevice d) {
     (void)params;
-    return cuCtxCreate_v2(pctx, flags, d);
+    return GC_T(cuCtxCreate_v2(pctx, flags, d));
 }
 
 EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-    if (!valid_ctx(ctx) || ctx->primary) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!valid_ctx(ctx) || ctx->primary) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
     for (int i = 0; i < depth; i++) /* drop it from this thread's stack */
         if (stack[i] == ctx) {
             memmove(&stack[i], &stack[i + 1], (depth - i - 1) * sizeof stack[0]);
@@ -278,57 +290,78 @@ EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
     gc_cls_context_gone(ctx);
     ctx->magic = 0;
     free(ctx);
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 ALIAS(cuCtxDestroy, cuCtxDestroy_v2);
 
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-    return push(ctx);
+    if (!valid_ctx(ctx)) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
+    return GC_T(push(ctx));
 }
 ALIAS(cuCtxPushCurrent, cuCtxPushCurrent_v2);
 
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx) {
-    if (depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (depth == 0) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
     CUcontext c = stack[--depth];
     if (pctx) *pctx = c;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 ALIAS(cuCtxPopCurrent, cuCtxPopCurrent_v2);
 
 EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
     if (ctx == NULL) {
         if (depth > 0) depth--;
-        return CUDA_SUCCESS;
+        return GC_T(CUDA_SUCCESS);
     }
-    if (!valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
-    if (depth == 0) return push(ctx);
+    if (!valid_ctx(ctx)) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
+    if (depth == 0) return GC_T(push(ctx));
     stack[depth - 1] = ctx;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
-    if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+    if (!pctx) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = gc_ensure_init();
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     *pctx = depth ? stack[depth - 1] : NULL;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuCtxGetDevice(CUdevice *device) {
-    if (!device) return CUDA_ERROR_INVALID_VALUE;
-    return gc_current_device(device);
+    if (!device) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    return GC_T(gc_current_device(device));
+}
+
+/* cuCtxGetDevice_v2 (CUDA 13.0): the device of ctx, or of the current context when ctx is NULL. */
+EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+    if (!device) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!ctx) return GC_T(gc_current_device(device));
+    if (!valid_ctx(ctx)) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
+    *device = ctx->device;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned *version) {
-    if (!version) return CUDA_ERROR_INVALID_VALUE;
-    if (ctx && !valid_ctx(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!version) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (ctx && !valid_ctx(ctx)) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
     *version = 3020;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuCtxSynchronize(void) {
     struct gw_synchronize m = {0};
     GC_ENCODE(synchronize, m, b);
-    return gc_call_status(GW_TYPE_SYNCHRONIZE, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_SYNCHRONIZE, 0, b, b_n));
+}
+
+/* cuCtxSynchronize_v2 (CUDA 13.0): waits for ctx's work (the current context's when NULL) without
+ * changing which context is current. */
+EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    if (!ctx) return GC_T(cuCtxSynchronize());
+    if (!valid_ctx(ctx)) return GC_T(CUDA_ERROR_INVALID_CONTEXT);
+    CUresult rc = push(ctx);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    rc = cuCtxSynchronize();
+    depth--;
+    return GC_T(rc);
 }

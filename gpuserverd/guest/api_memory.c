@@ -63,7 +63,7 @@ CUstream gc_stream_ptr(uint64_t h) { return (CUstream)(uintptr_t)(h << 8); }
 /* ---- allocation ---- */
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
-    if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!dptr || bytes == 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_mem_alloc m = {.bytes = bytes};
     GC_ENCODE(mem_alloc, m, b);
     struct gw_handle_reply hr;
@@ -72,22 +72,22 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
         *dptr = hr.handle;
         gc_track_alloc(hr.handle, bytes);
     }
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuMemAlloc, cuMemAlloc_v2);
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-    if (p == 0) return CUDA_SUCCESS;
+    if (p == 0) return GC_T(CUDA_SUCCESS);
     struct gw_mem_free m = {.ptr = p};
     GC_ENCODE(mem_free, m, b);
     CUresult rc = gc_call_status(GW_TYPE_MEM_FREE, 0, b, b_n);
     if (rc == CUDA_SUCCESS) gc_untrack_alloc(p);
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuMemFree, cuMemFree_v2);
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
-    if (!free || !total) return CUDA_ERROR_INVALID_VALUE;
+    if (!free || !total) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_mem_get_info m = {0};
     GC_ENCODE(mem_get_info, m, b);
     struct gw_mem_get_info_reply mr;
@@ -96,14 +96,14 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total) {
         *free = mr.free;
         *total = mr.total;
     }
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuMemGetInfo, cuMemGetInfo_v2);
 
 EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr p) {
     CUresult rc = gc_ensure_init();
-    if (rc != CUDA_SUCCESS) return rc;
-    return gc_find_alloc(p, pbase, psize) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    return GC_T(gc_find_alloc(p, pbase, psize) ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND);
 }
 ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 
@@ -113,11 +113,11 @@ ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
  * anyway, and the server's staging buffers are the pinned ones. */
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     (void)flags;
-    if (!pp || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!pp || bytes == 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = gc_ensure_init();
-    if (rc != CUDA_SUCCESS) return rc;
-    if ((*pp = gc_shm_alloc(bytes)) != NULL) return CUDA_SUCCESS;
-    return posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    if ((*pp = gc_shm_alloc(bytes)) != NULL) return GC_T(CUDA_SUCCESS);
+    return GC_T(posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAlloc(pp, bytes, 0); }
@@ -125,7 +125,7 @@ ALIAS(cuMemAllocHost, cuMemAllocHost_v2);
 
 EXPORT CUresult cuMemFreeHost(void *p) {
     if (!gc_shm_free(p)) free(p);
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 /* ---- copies ---- */

@@ -135,5 +135,5 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
 }
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
-    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+    return GC_T(cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL));
 }

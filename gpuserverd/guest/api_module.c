@@ -86,14 +86,14 @@ static CUresult load(struct CUmod_st **out, const void *image, size_t n) {
 }
 
 EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-    if (!image) return CUDA_ERROR_INVALID_VALUE;
+    if (!image) return GC_T(CUDA_ERROR_INVALID_VALUE);
     image = unwrap(image);
-    return load(module, image, image_size(image));
+    return GC_T(load(module, image, image_size(image)));
 }
 
 EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned n, CUjit_option *o, void **v) {
     (void)n; (void)o; (void)v; /* JIT options tune the server-side compile; none change meaning */
-    return cuModuleLoadData(module, image);
+    return GC_T(cuModuleLoadData(module, image));
 }
 
 EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin) { return cuModuleLoadData(module, fatCubin); }
@@ -122,7 +122,7 @@ static CUresult read_file(const char *path, void **data, size_t *n) {
 }
 
 EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
-    if (!fname) return CUDA_ERROR_INVALID_VALUE;
+    if (!fname) return GC_T(CUDA_ERROR_INVALID_VALUE);
     void *data;
     size_t n;
     CUresult rc = read_file(fname, &data, &n);
@@ -130,25 +130,25 @@ EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname) {
         rc = load(module, data, n);
         free(data);
     }
-    return rc;
+    return GC_T(rc);
 }
 
 /* The server's driver loads module code lazily (CUDA 12.2+'s default) unless told otherwise with
  * CUDA_MODULE_LOADING=EAGER, which a program sets for itself; cuBLAS asks at start-up. */
 EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode *mode) {
-    if (!mode) return CUDA_ERROR_INVALID_VALUE;
+    if (!mode) return GC_T(CUDA_ERROR_INVALID_VALUE);
     const char *v = getenv("CUDA_MODULE_LOADING");
     *mode = v && !strcmp(v, "EAGER") ? CU_MODULE_EAGER_LOADING : CU_MODULE_LAZY_LOADING;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuModuleUnload(CUmodule mod) {
-    if (!mod) return CUDA_ERROR_INVALID_HANDLE;
+    if (!mod) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_module_unload m = {.module = mod->handle};
     GC_ENCODE(module_unload, m, b);
     CUresult rc = gc_call_status(GW_TYPE_MODULE_UNLOAD, 0, b, b_n);
     if (rc == CUDA_SUCCESS) free(mod);
-    return rc;
+    return GC_T(rc);
 }
 
 CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out) {
@@ -159,26 +159,26 @@ CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out
 }
 
 EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule mod, const char *name) {
-    if (!hfunc || !name) return CUDA_ERROR_INVALID_VALUE;
-    if (!mod) return CUDA_ERROR_INVALID_HANDLE;
+    if (!hfunc || !name) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!mod) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_module_get_function m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
-    if (m.name_len > 1024) return CUDA_ERROR_INVALID_VALUE;
+    if (m.name_len > 1024) return GC_T(CUDA_ERROR_INVALID_VALUE);
     GC_ENCODE(module_get_function, m, b);
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_MODULE_GET_FUNCTION, b, b_n, &h);
-    if (rc != CUDA_SUCCESS) return rc;
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
     struct CUfunc_st *f = calloc(1, sizeof *f);
-    if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!f) return GC_T(CUDA_ERROR_OUT_OF_MEMORY);
     f->handle = h;
     *hfunc = f;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
-    if (!name) return CUDA_ERROR_INVALID_VALUE;
-    if (!mod) return CUDA_ERROR_INVALID_HANDLE;
+    if (!name) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!mod) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_module_get_global m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
-    if (m.name_len > 1024) return CUDA_ERROR_INVALID_VALUE;
+    if (m.name_len > 1024) return GC_T(CUDA_ERROR_INVALID_VALUE);
     GC_ENCODE(module_get_global, m, b);
     struct gw_module_get_global_reply gr;
     CUresult rc = gc_request(GW_TYPE_MODULE_GET_GLOBAL, 0, b, b_n, GW_TYPE_MODULE_GET_GLOBAL_REPLY, &gr);
@@ -187,7 +187,7 @@ EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule 
         if (bytes) *bytes = gr.bytes;
         gc_track_alloc(gr.ptr, gr.bytes);
     }
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuModuleGetGlobal, cuModuleGetGlobal_v2);
 
@@ -221,41 +221,41 @@ EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *lib, const char *path, CUjit_op
 }
 
 EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
-    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+    if (!lib) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     CUresult rc = cuModuleUnload(lib->mod);
     if (rc == CUDA_SUCCESS) free(lib);
-    return rc;
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuLibraryGetModule(CUmodule *mod, CUlibrary lib) {
-    if (!mod) return CUDA_ERROR_INVALID_VALUE;
-    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
+    if (!mod) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!lib) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     *mod = lib->mod;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary lib, const char *name) {
-    if (!kernel) return CUDA_ERROR_INVALID_VALUE;
-    if (!lib) return CUDA_ERROR_INVALID_HANDLE;
-    return cuModuleGetFunction((CUfunction *)kernel, lib->mod, name);
+    if (!kernel) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!lib) return GC_T(CUDA_ERROR_INVALID_HANDLE);
+    return GC_T(cuModuleGetFunction((CUfunction *)kernel, lib->mod, name));
 }
 
 EXPORT CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
-    if (!func) return CUDA_ERROR_INVALID_VALUE;
-    if (!kernel) return CUDA_ERROR_INVALID_HANDLE;
+    if (!func) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!kernel) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     *func = (CUfunction)kernel;
-    return CUDA_SUCCESS;
+    return GC_T(CUDA_SUCCESS);
 }
 
 EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attr, CUfunction f) {
-    if (!pi) return CUDA_ERROR_INVALID_VALUE;
-    if (!f) return CUDA_ERROR_INVALID_HANDLE;
+    if (!pi) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!f) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_func_get_attribute m = {.function = f->handle, .attribute = (int32_t)attr};
     GC_ENCODE(func_get_attribute, m, b);
     struct gw_value_reply v;
     CUresult rc = gc_request(GW_TYPE_FUNC_GET_ATTRIBUTE, 0, b, b_n, GW_TYPE_VALUE_REPLY, &v);
     if (rc == CUDA_SUCCESS) *pi = v.value;
-    return rc;
+    return GC_T(rc);
 }
 
 /* ---- launches ---- */

@@ -5,95 +5,95 @@
 #define EVENT_HANDLE(e) ((uint64_t)(uintptr_t)(e) >> 8)
 
 EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
-    if (!ps) return CUDA_ERROR_INVALID_VALUE;
+    if (!ps) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_stream_create m = {.flags = flags};
     GC_ENCODE(stream_create, m, b);
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_STREAM_CREATE, b, b_n, &h);
     if (rc == CUDA_SUCCESS) *ps = gc_stream_ptr(h);
-    return rc;
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned flags, int priority) {
     (void)priority; /* priorities are a scheduling hint */
-    return cuStreamCreate(ps, flags);
+    return GC_T(cuStreamCreate(ps, flags));
 }
 
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
-    if (gc_stream_handle(s) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (gc_stream_handle(s) == 0) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_stream_destroy m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_destroy, m, b);
-    return gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n));
 }
 ALIAS(cuStreamDestroy, cuStreamDestroy_v2);
 
 EXPORT CUresult cuStreamSynchronize(CUstream s) {
     struct gw_stream_synchronize m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_synchronize, m, b);
-    return gc_call_status(GW_TYPE_STREAM_SYNCHRONIZE, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_STREAM_SYNCHRONIZE, 0, b, b_n));
 }
 
 EXPORT CUresult cuStreamQuery(CUstream s) {
     struct gw_stream_query m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_query, m, b);
-    return gc_call_status(GW_TYPE_STREAM_QUERY, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_STREAM_QUERY, 0, b, b_n));
 }
 
 EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
     (void)flags;
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_stream_wait_event m = {.stream = gc_stream_handle(s), .event = EVENT_HANDLE(e)};
     GC_ENCODE(stream_wait_event, m, b);
-    return gc_call_status(GW_TYPE_STREAM_WAIT_EVENT, GW_FLAG_NO_REPLY, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_STREAM_WAIT_EVENT, GW_FLAG_NO_REPLY, b, b_n));
 }
 
 EXPORT CUresult cuEventCreate(CUevent *pe, unsigned flags) {
-    if (!pe) return CUDA_ERROR_INVALID_VALUE;
+    if (!pe) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_event_create m = {.flags = flags};
     GC_ENCODE(event_create, m, b);
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_EVENT_CREATE, b, b_n, &h);
     if (rc == CUDA_SUCCESS) *pe = EVENT_PTR(h);
-    return rc;
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuEventDestroy_v2(CUevent e) {
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_event_destroy m = {.event = EVENT_HANDLE(e)};
     GC_ENCODE(event_destroy, m, b);
-    return gc_call_status(GW_TYPE_EVENT_DESTROY, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_EVENT_DESTROY, 0, b, b_n));
 }
 ALIAS(cuEventDestroy, cuEventDestroy_v2);
 
 EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_event_record m = {.event = EVENT_HANDLE(e), .stream = gc_stream_handle(s)};
     GC_ENCODE(event_record, m, b);
-    return gc_call_status(GW_TYPE_EVENT_RECORD, GW_FLAG_NO_REPLY, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_EVENT_RECORD, GW_FLAG_NO_REPLY, b, b_n));
 }
 
 EXPORT CUresult cuEventSynchronize(CUevent e) {
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_event_synchronize m = {.event = EVENT_HANDLE(e)};
     GC_ENCODE(event_synchronize, m, b);
-    return gc_call_status(GW_TYPE_EVENT_SYNCHRONIZE, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_EVENT_SYNCHRONIZE, 0, b, b_n));
 }
 
 EXPORT CUresult cuEventQuery(CUevent e) {
-    if (!e) return CUDA_ERROR_INVALID_HANDLE;
+    if (!e) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_event_query m = {.event = EVENT_HANDLE(e)};
     GC_ENCODE(event_query, m, b);
-    return gc_call_status(GW_TYPE_EVENT_QUERY, 0, b, b_n);
+    return GC_T(gc_call_status(GW_TYPE_EVENT_QUERY, 0, b, b_n));
 }
 
 EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
-    if (!ms) return CUDA_ERROR_INVALID_VALUE;
-    if (!start || !end) return CUDA_ERROR_INVALID_HANDLE;
+    if (!ms) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!start || !end) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_event_elapsed_time m = {.start = EVENT_HANDLE(start), .end = EVENT_HANDLE(end)};
     GC_ENCODE(event_elapsed_time, m, b);
     struct gw_elapsed_reply er;
     CUresult rc = gc_request(GW_TYPE_EVENT_ELAPSED_TIME, 0, b, b_n, GW_TYPE_ELAPSED_REPLY, &er);
     if (rc == CUDA_SUCCESS) *ms = er.milliseconds;
-    return rc;
+    return GC_T(rc);
 }
 ALIAS(cuEventElapsedTime_v2, cuEventElapsedTime);

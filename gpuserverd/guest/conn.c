@@ -171,9 +171,13 @@ CUresult gc_ensure_init(void) {
     return gc.init_result;
 }
 
+/* gc_connect opens the session once; cuInit and the calls NVIDIA's driver answers before cuInit
+ * (cuDriverGetVersion) share it. */
+void gc_connect(void) { pthread_once(&init_once, connect_once); }
+
 EXPORT CUresult cuInit(unsigned int flags) {
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    pthread_once(&init_once, connect_once);
+    gc_connect();
     return gc.init_result;
 }
 

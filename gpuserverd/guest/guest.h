@@ -60,6 +60,12 @@ struct gc_reply {
 };
 
 CUresult gc_ensure_init(void);
+void gc_connect(void);
+/* GC_T passes a public entry point's result through, logging "name -> result" with
+ * GPUCLOUD_TRACE=1: local answers (devices, contexts) leave no frame to trace otherwise. */
+CUresult gc_traced(const char *fn, CUresult rc);
+#define GC_T(rc) gc_traced(__func__, (rc))
+int gc_valid_context(CUcontext c);
 void gc_start_flusher(void);
 /* Sends a frame (head, then tail) and, unless flags has GW_FLAG_NO_REPLY, reads the reply of type
  * want. Caller holds gc.mu. */

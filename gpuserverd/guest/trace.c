@@ -34,6 +34,11 @@ void gc_trace(const char *fmt, ...) {
     fprintf(stderr, "gpucloud-trace: %.*s\n", n, line);
 }
 
+CUresult gc_traced(const char *fn, CUresult rc) {
+    if (gc_trace_on()) gc_trace("%s -> %d", fn, rc);
+    return rc;
+}
+
 void gc_format_uuid(const unsigned char b[16], char out[37]) {
     static const char hex[] = "0123456789abcdef";
     int j = 0;
