@@ -14,6 +14,9 @@ static const CUuuid cudart_interface = {{0x6b, 0xd5, 0xfb, 0x6c, 0x5b, 0xf4, 0xe
 static const CUuuid hooks = {{(char)0xa0, (char)0x94, 0x79, (char)0x8c, 0x2e, 0x74, 0x2e, 0x74, (char)0x93, (char)0xf2, 0x08, 0x00, 0x20, 0x0c, 0x0a, 0x66}};
 static const CUuuid cls = {{(char)0xc6, (char)0x93, 0x33, 0x6e, 0x11, 0x21, (char)0xdf, 0x11, (char)0xa8, (char)0xc3, 0x68, (char)0xf3, 0x55, (char)0xd8, (char)0x95, (char)0x93}};
 static const CUuuid bypass = {{0x0c, (char)0xa5, 0x0b, (char)0x8c, 0x10, 0x04, (char)0x92, (char)0x9a, (char)0x89, (char)0xa7, (char)0xd0, (char)0xdf, 0x10, (char)0xe7, 0x72, (char)0x86}};
+static const CUuuid tools_tls = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6, (char)0xcb, 0x47, (char)0x82, (char)0x98, (char)0xf6, (char)0xe7, (char)0x8a, 0x3a, (char)0xec, (char)0xdc}};
+static const CUuuid checks = {{0x26, 0x3e, (char)0x88, 0x60, 0x7c, (char)0xd2, 0x61, 0x43, (char)0x92, (char)0xf6, (char)0xbb, (char)0xd5, 0x00, 0x6d, (char)0xfa, 0x7e}};
+static const CUuuid f8cf = {{(char)0xf8, (char)0xcf, (char)0xf9, 0x51, 0x21, 0x46, (char)0x8b, 0x4e, (char)0xb9, (char)0xe2, (char)0xfb, 0x46, (char)0x9e, 0x7c, 0x0d, (char)0xd9}};
 static const CUuuid integrity = {{(char)0xd4, 0x08, 0x20, 0x55, (char)0xbd, (char)0xe6, 0x70, 0x4b, (char)0x8d, 0x34, (char)0xba, 0x12, 0x3c, 0x66, (char)0xe1, (char)0xf2}};
 
 
@@ -42,6 +45,11 @@ static void fill(CUmodule m, unsigned v) {
 }
 
 int main(void) {
+    /* Asked before cuInit, as runtimes do: the server driver's version (the simulator's 12.4),
+     * capped at the API level the library serves. */
+    int version = 0;
+    CHECK(cuDriverGetVersion(&version));
+    EXPECT(version == 12040);
     CHECK(cuInit(0));
     const void *t = (void *)1;
     EXPECT_RC(cuGetExportTable(NULL, &cudart_interface), CUDA_ERROR_INVALID_VALUE);
@@ -49,6 +57,34 @@ int main(void) {
     /* The integrity digest is NVIDIA's own: not imitated, so not found. */
     EXPECT_RC(cuGetExportTable(&t, &integrity), CUDA_ERROR_NOT_FOUND);
     EXPECT(t == NULL);
+    /* Tables of unknown meaning are served only for diagnosis, named in GPUCLOUD_PROBE_TABLES;
+     * their slots fail, naming themselves. */
+    EXPECT_RC(cuGetExportTable(&t, &f8cf), CUDA_ERROR_NOT_FOUND);
+    setenv("GPUCLOUD_PROBE_TABLES", "f8cff951,d4082055", 1);
+    const void *const *probe;
+    CHECK(cuGetExportTable((const void **)&probe, &f8cf));
+    EXPECT((uintptr_t)probe[0] == 3 * sizeof(void *));
+    CHECK(cuGetExportTable((const void **)&probe, &integrity));
+    uint64_t digest[2] = {7, 7};
+    EXPECT_RC(((CUresult(*)(unsigned, uint64_t, uint64_t *))probe[1])(13000, 1, digest), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT(digest[0] == 7 && digest[1] == 7);
+    unsetenv("GPUCLOUD_PROBE_TABLES");
+    EXPECT_RC(cuGetExportTable(&t, &integrity), CUDA_ERROR_NOT_FOUND);
+
+    /* TOOLS_TLS and CONTEXT_CHECKS, sized as NVIDIA's driver serves them (gputests/exportprobe):
+     * a context of this library has none of the conditions the checks ask about. */
+    const void *const *tls;
+    CHECK(cuGetExportTable((const void **)&tls, &tools_tls));
+    EXPECT((uintptr_t)tls[0] == 3 * sizeof(void *));
+    const void *const *ck;
+    CHECK(cuGetExportTable((const void **)&ck, &checks));
+    EXPECT((uintptr_t)ck[0] == 15 * sizeof(void *));
+    uint32_t conditions = 0xdeadbeef;
+    const void *detail = &conditions;
+    CHECK(((CUresult(*)(CUcontext, uint32_t *, const void **))ck[2])(NULL, &conditions, &detail));
+    EXPECT(conditions == 0 && detail == &conditions);
+    EXPECT(((uint32_t(*)(void))ck[3])() == 0);
+    EXPECT_RC(((CUresult(*)(void))ck[14])(), CUDA_ERROR_NOT_SUPPORTED);
 
     /* CUDART_INTERFACE: its size, then the primary context without a reference taken. */
     const void *const *ri;
@@ -93,7 +129,10 @@ int main(void) {
     void *buf = NULL;
     size_t n = 0;
     ((void (*)(void **, size_t *))th[2])(&buf, &n);
-    EXPECT(buf != NULL && n == 512);
+    EXPECT(buf != NULL && n == 1024); /* a runtime refuses a driver offering fewer (CUDA 13) */
+    memset(buf, 0xab, n * sizeof(uintptr_t));
+    ((void (*)(void **, size_t *))th[6])(&buf, &n);
+    EXPECT(buf != NULL && n == 14);
     memset(buf, 0xab, n * sizeof(uintptr_t));
 
     /* Context-local storage: per (context, key), NULL meaning the current context; destructors
@@ -124,6 +163,19 @@ int main(void) {
     CUdevice dev = -1;
     CHECK(cuCtxGetDevice(&dev));
     EXPECT(dev == 0);
+    /* CUDA 13's forms take the context explicitly (NULL: the current one). */
+    dev = -1;
+    CHECK(cuCtxGetDevice_v2(&dev, prim));
+    EXPECT(dev == 0);
+    dev = -1;
+    CHECK(cuCtxGetDevice_v2(&dev, NULL));
+    EXPECT(dev == 0);
+    EXPECT_RC(cuCtxGetDevice_v2(NULL, prim), CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuCtxSynchronize_v2(prim));
+    CUcontext still = NULL;
+    CHECK(cuCtxGetCurrent(&still));
+    EXPECT(still == mine); /* synchronising another context leaves the current one */
+    CHECK(cuCtxSynchronize_v2(NULL));
     EXPECT_RC(((cls_get)cl[2])(&v, NULL, &key1), CUDA_ERROR_INVALID_VALUE);
     CHECK(((cls_set)cl[0])(NULL, &key1, &value2, on_destroy));
     CHECK(cuCtxDestroy(mine));

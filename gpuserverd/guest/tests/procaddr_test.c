@@ -28,6 +28,16 @@ int main(void) {
     EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v4"));
     CHECK(cuGetProcAddress("cuCtxCreate", &fn, 11000, 0, NULL));
     EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxCreate_v2"));
+    CHECK(cuGetProcAddress("cuCtxGetDevice", &fn, 13000, 0, NULL));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxGetDevice_v2"));
+    CHECK(cuGetProcAddress("cuCtxGetDevice", &fn, 12090, 0, NULL));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxGetDevice"));
+    CHECK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, NULL));
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxSynchronize_v2"));
+    /* No session here (the token is refused): the version is what the library offers. */
+    int version = 0;
+    CHECK(cuDriverGetVersion(&version));
+    EXPECT(version == 13000);
     CHECK(cuGetProcAddress("cuStreamSynchronize_ptsz", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL));
     EXPECT(fn == dlsym(RTLD_DEFAULT, "cuStreamSynchronize"));
     CUdriverProcAddressQueryResult st;
