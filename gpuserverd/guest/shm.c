@@ -99,7 +99,8 @@ static CUresult ask_arena(uint64_t bytes, struct gw_shm_open_reply *sr, int *fd)
 /* gc_open_shm asks for the arena (GPUCLOUD_SHM_MIB, default 256; 0: none) and maps it. Returns 1
  * when shared memory is in use. Runs once after the handshake, on a Unix-socket connection.
  * A request over the server's arena limits is refused with out of memory and the largest arena
- * it would grant now: the library says so and takes that one (once); with none it stays on the
+ * it would grant now: the library says so and takes that one (at most twice: first the
+ * per-session limit, then the server's total may cut it); with none it stays on the
  * socket. */
 int gc_open_shm(void) {
     const char *v = getenv("GPUCLOUD_SHM_MIB");
@@ -112,7 +113,7 @@ int gc_open_shm(void) {
         if (ask_arena(want, &sr, &fd) != CUDA_SUCCESS) return 0;
         if (sr.result == 0 && fd >= 0) break;
         if (fd >= 0) close(fd);
-        if (sr.result == CUDA_ERROR_OUT_OF_MEMORY && attempt == 0 && sr.bytes >= GW_SHM_MIN && sr.bytes < want) {
+        if (sr.result == CUDA_ERROR_OUT_OF_MEMORY && attempt < 2 && sr.bytes >= GW_SHM_MIN && sr.bytes < want) {
             fprintf(stderr, "gpucloud: shared arena of %llu MiB refused (%.*s); taking %llu MiB\n",
                     (unsigned long long)(want >> 20), (int)sr.message_len, sr.message, (unsigned long long)(sr.bytes >> 20));
             want = sr.bytes;
