@@ -400,7 +400,7 @@ const char *gc_shm_adopt(char *va, size_t len, uint64_t *off) {
     char *blk = gc_shm_alloc(len);
     if (!blk) return "the arena is full";
     pcopy(blk, va, len);
-    if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, shm.fd, blk - shm.base) == MAP_FAILED) {
+    if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, shm.fd, blk - shm.base) == MAP_FAILED) {
         /* The kernel refuses before unmapping the old pages, except when out of memory midway:
          * then put private pages back with the contents. */
         if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED &&
@@ -416,7 +416,7 @@ const char *gc_shm_adopt(char *va, size_t len, uint64_t *off) {
 /* gc_shm_release puts private anonymous pages with the same contents back at [va, va+len) and
  * frees the arena block at off. Returns 0, or -1 (nothing changed). Caller holds gc.mu. */
 int gc_shm_release(char *va, size_t len, uint64_t off) {
-    void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (tmp == MAP_FAILED) return -1;
     pcopy(tmp, va, len);
     if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, va) == MAP_FAILED) {
