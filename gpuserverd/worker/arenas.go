@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
-	"os"
 	"time"
 )
 
@@ -70,19 +69,7 @@ func socketBudget(c *net.UnixConn) arenaBudget {
 }
 
 // openArenaSocket opens the budget socket inherited at ArenaFD, if the server passed one.
-func openArenaSocket() *net.UnixConn {
-	f := os.NewFile(ArenaFD, "arenas")
-	if f == nil {
-		return nil
-	}
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		return nil
-	}
-	uc, _ := c.(*net.UnixConn)
-	return uc
-}
+func openArenaSocket() *net.UnixConn { return inheritedUnixConn(ArenaFD, "arenas") }
 
 // SetArenaBudget makes ShmOpen ask budget before creating an arena.
 func (s *Session) SetArenaBudget(budget arenaBudget) { s.budget = budget }
