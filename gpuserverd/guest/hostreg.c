@@ -12,6 +12,7 @@
 #include "guest.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #define PAGE 4096u
@@ -89,6 +90,8 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     }
     regs[nregs++] = r;
     pthread_mutex_unlock(&gc.mu);
+    if (!r.zc_n && gc_shm_on() && getenv("GPUCLOUD_DEBUG"))
+        fprintf(stderr, "gpucloud: cuMemHostRegister %p+%zu: not zero-copy (%s); its copies are staged\n", p, n, why);
     if (gc_trace_on()) {
         if (r.zc_n) gc_trace("cuMemHostRegister %p+%zu flags %#x: zero-copy %p+%zu at arena offset %llu", p, n, flags,
                              (void *)r.zc, r.zc_n, (unsigned long long)r.off);

@@ -26,6 +26,7 @@ func regLine(t *testing.T, out, prefix string, args ...any) {
 // staged.
 func TestHostRegisterShm(t *testing.T) {
 	s := startServer(t)
+	t.Setenv("GPUCLOUD_DEBUG", "1") // the client inherits it: staged registrations say why
 	out := s.shmRun(t, s.token("reg-shm", "shared", 1<<30), "32", "reg_test", "shm")
 	if !strings.Contains(out, "reg_test: ok") {
 		t.Fatalf("reg_test did not finish:\n%s", tail(out))
@@ -50,6 +51,8 @@ func TestHostRegisterShm(t *testing.T) {
 		"staged (not private anonymous read-write memory)", // the file and read-only mappings
 		"staged (the arena is full)",                       // 24 MiB
 		"staged (no whole page in the range)",              // 100 bytes
+		"gpucloud: cuMemHostRegister",                      // GPUCLOUD_DEBUG's line
+		"not zero-copy (the arena is full); its copies are staged",
 	} {
 		if !strings.Contains(before, want) {
 			t.Errorf("trace lacks %q", want)
