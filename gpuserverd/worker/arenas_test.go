@@ -113,3 +113,22 @@ func FuzzArenaMessages(f *testing.F) {
 		}
 	})
 }
+
+// An arena the server made room for but the worker could not make gives the room back.
+func TestShmOpenFailedGivesBack(t *testing.T) {
+	var asked []uint64
+	c, uc, _ := unixSession(t, func(s *Session) {
+		s.cfg.Devices = []int{7} // the backend has no device 7: no context, no arena
+		s.SetArenaBudget(func(n uint64) (bool, uint64, error) {
+			asked = append(asked, n)
+			return true, 64 << 20, nil
+		})
+	})
+	r, mem := openArena(t, c, uc, 16<<20)
+	if r.Result == 0 || mem != nil || !strings.Contains(r.Message, "no device") {
+		t.Fatalf("ShmOpen without a device: %+v", r)
+	}
+	if !equalU64(asked, []uint64{16 << 20, 0}) {
+		t.Fatalf("server asked %v, want the room taken and given back", asked)
+	}
+}
