@@ -24,6 +24,7 @@ struct hostreg {
     char *zc; /* the whole pages moved into the arena (zc_n 0: none, staged) */
     size_t zc_n;
     uint64_t off; /* their arena offset */
+    int held;     /* other threads' writes were held while they moved */
 };
 
 /* Guarded by gc.mu: copies read the table while they hold it. */
@@ -83,7 +84,7 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     const char *why = "no shared arena";
     if (gc_shm_on()) {
         why = "no whole page in the range";
-        if (hi > lo && (why = gc_shm_adopt(lo, (size_t)(hi - lo), &r.off)) == NULL) {
+        if (hi > lo && (why = gc_shm_adopt(lo, (size_t)(hi - lo), &r.off, &r.held)) == NULL) {
             r.zc = lo;
             r.zc_n = (size_t)(hi - lo);
         }
@@ -93,8 +94,8 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     if (!r.zc_n && gc_shm_on() && getenv("GPUCLOUD_DEBUG"))
         fprintf(stderr, "gpucloud: cuMemHostRegister %p+%zu: not zero-copy (%s); its copies are staged\n", p, n, why);
     if (gc_trace_on()) {
-        if (r.zc_n) gc_trace("cuMemHostRegister %p+%zu flags %#x: zero-copy %p+%zu at arena offset %llu", p, n, flags,
-                             (void *)r.zc, r.zc_n, (unsigned long long)r.off);
+        if (r.zc_n) gc_trace("cuMemHostRegister %p+%zu flags %#x: zero-copy %p+%zu at arena offset %llu, writes %s", p, n, flags,
+                             (void *)r.zc, r.zc_n, (unsigned long long)r.off, r.held ? "held" : "not held");
         else gc_trace("cuMemHostRegister %p+%zu flags %#x: staged (%s)", p, n, flags, why);
     }
     return CUDA_SUCCESS;

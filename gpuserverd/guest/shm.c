@@ -390,39 +390,48 @@ CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, u
 
 /* gc_shm_adopt moves the pages [va, va+len) (page-aligned private anonymous memory) into the
  * arena: it takes a block, copies the contents there and maps the block over the range, so the
- * range keeps its address and contents but is now memory the worker has pinned. Returns NULL
- * and the block's offset, or why not. Caller holds gc.mu. A write to the range by another thread
- * between the copy and the mapping is lost. */
-const char *gc_shm_adopt(char *va, size_t len, uint64_t *off) {
+ * range keeps its address and contents but is now memory the worker has pinned. Other threads'
+ * writes to the range wait meanwhile when the process may use userfaultfd (holdwrites.c);
+ * otherwise one between the copy and the mapping is lost. Returns NULL and the block's offset,
+ * or why not; *held says whether writes were held. Caller holds gc.mu. */
+const char *gc_shm_adopt(char *va, size_t len, uint64_t *off, int *held) {
     if (!shm.base || shm.fd < 0) return "no arena";
     if (sysconf(_SC_PAGESIZE) != SHM_ALIGN) return "page size is not 4 KiB";
     if (!gc_maps_private_anon((uintptr_t)va, (uintptr_t)va + len)) return "not private anonymous read-write memory";
     char *blk = gc_shm_alloc(len);
     if (!blk) return "the arena is full";
+    int hold = gc_hold_writes(va, len, 0);
     pcopy(blk, va, len);
     if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, shm.fd, blk - shm.base) == MAP_FAILED) {
         /* The kernel refuses before unmapping the old pages, except when out of memory midway:
          * then put private pages back with the contents. */
+        gc_release_writes(hold);
         if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED &&
             memcmp(va, blk, len) != 0)
             memcpy(va, blk, len);
         gc_shm_free(blk);
         return "mapping the arena over the range failed";
     }
+    gc_release_writes(hold);
     *off = (uint64_t)(blk - shm.base);
+    *held = hold >= 0;
     return NULL;
 }
 
 /* gc_shm_release puts private anonymous pages with the same contents back at [va, va+len) and
- * frees the arena block at off. Returns 0, or -1 (nothing changed). Caller holds gc.mu. */
+ * frees the arena block at off, holding writers as gc_shm_adopt does. Returns 0, or -1 (nothing
+ * changed). Caller holds gc.mu. */
 int gc_shm_release(char *va, size_t len, uint64_t off) {
     void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (tmp == MAP_FAILED) return -1;
+    int hold = gc_hold_writes(va, len, 1);
     pcopy(tmp, va, len);
     if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, va) == MAP_FAILED) {
+        gc_release_writes(hold);
         munmap(tmp, len);
         return -1;
     }
+    gc_release_writes(hold);
     gc_shm_free(shm.base + off);
     return 0;
 }
