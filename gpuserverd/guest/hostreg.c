@@ -50,6 +50,13 @@ int gc_hostreg_span(const char *p, size_t n, uint64_t *off, size_t *len) {
     return 0;
 }
 
+/* find is the index of the registration based at p, or nregs. */
+static size_t find(const void *p) {
+    size_t i = 0;
+    while (i < nregs && regs[i].p != p) i++;
+    return i;
+}
+
 static int overlaps(const char *p, size_t n) {
     for (size_t i = 0; i < nregs; i++)
         if (p < regs[i].p + regs[i].n && regs[i].p < p + n) return 1;
@@ -102,19 +109,22 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
 }
 ALIAS(cuMemHostRegister, cuMemHostRegister_v2);
 
-/* cuMemHostUnregister of a range in the arena first waits for the current context's work (an
- * async copy may still be reading or writing the pages; CUDA's own call may likewise return an
- * earlier asynchronous error), then moves the pages back. */
+/* cuMemHostUnregister of a range whose pages are in the arena first waits for the current
+ * context's work (an async copy may still be reading or writing them; CUDA's own call may likewise
+ * return an earlier asynchronous error), then moves the pages back. */
 EXPORT CUresult cuMemHostUnregister(void *p) {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     int dev;
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     CUresult sync = CUDA_SUCCESS;
-    if (gc_shm_on()) sync = cuCtxSynchronize();
     pthread_mutex_lock(&gc.mu);
-    size_t i = 0;
-    while (i < nregs && regs[i].p != p) i++;
+    size_t i = find(p);
+    int moved = i < nregs && regs[i].zc_n;
+    pthread_mutex_unlock(&gc.mu);
+    if (moved) sync = cuCtxSynchronize(); /* unlocked: it is a call of its own */
+    pthread_mutex_lock(&gc.mu);
+    i = find(p); /* another thread may have unregistered it meanwhile */
     if (i == nregs) {
         pthread_mutex_unlock(&gc.mu);
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
