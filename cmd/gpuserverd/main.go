@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"gpucloud/gpuserverd/server"
+	"gpucloud/gpuserverd/wire"
 	"gpucloud/gpuserverd/worker"
 	"gpucloud/internal/tlsconf"
 )
@@ -53,6 +54,7 @@ func main() {
 type settings struct {
 	config, id, listen, listenUnix, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
 	usageEvery, hbMax, checkpoint                                                              time.Duration
+	shmSessionMiB, shmTotalMiB                                                                 uint64
 }
 
 // env returns the environment variable's value, or def.
@@ -82,6 +84,8 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.DurationVar(&s.usageEvery, "usage-period", 10*time.Second, "how often usage records are shipped to --apiserver")
 	fs.DurationVar(&s.checkpoint, "checkpoint-period", 10*time.Second, "how often open sessions' usage is written durably; a gpuserverd killed mid-session loses at most this much of each session")
 	fs.DurationVar(&s.hbMax, "max-heartbeat-period", 0, "heartbeat at least this often; 0: as the apiserver asks")
+	fs.Uint64Var(&s.shmSessionMiB, "shm-session-mib", server.DefaultShmSessionMax>>20, "the largest shared-memory arena (pinned host memory) one session on --listen-unix may have, MiB; a larger request is refused and told this size")
+	fs.Uint64Var(&s.shmTotalMiB, "shm-total-mib", 0, "pinned host memory all sessions' arenas may hold together, MiB; 0: half of this machine's RAM")
 	return fs
 }
 
@@ -134,6 +138,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if st.id == "" {
 		return errors.New("--id is required (or --apiserver and --credential to learn it)")
 	}
+	if err := checkShmLimits(st.shmSessionMiB, st.shmTotalMiB); err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding own binary for workers: %w", err)
@@ -141,6 +148,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	s, err := server.New(server.Config{
 		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
 		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
+		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
 	}, b)
 	if err != nil {
 		return err
@@ -155,6 +163,21 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	// Tests and scripts read the bound addresses from here (useful with port 0).
 	fmt.Printf("listening %s admin %s\n", s.Addr(), s.AdminAddr())
 	return s.Serve(ctx)
+}
+
+// checkShmLimits refuses arena limits no arena could meet or the protocol could not carry.
+func checkShmLimits(sessionMiB, totalMiB uint64) error {
+	const minMiB, maxMiB = wire.ShmMin >> 20, wire.ShmMax >> 20
+	if sessionMiB < minMiB || sessionMiB > maxMiB {
+		return fmt.Errorf("--shm-session-mib %d: want %d to %d (the smallest and largest arena)", sessionMiB, minMiB, maxMiB)
+	}
+	if totalMiB != 0 && totalMiB < minMiB {
+		return fmt.Errorf("--shm-total-mib %d: below the smallest arena, %d MiB (0: half of RAM)", totalMiB, minMiB)
+	}
+	if totalMiB > 1<<40 {
+		return fmt.Errorf("--shm-total-mib %d: more than any machine's memory", totalMiB)
+	}
+	return nil
 }
 
 // applyConfig sets each flag named in the file that the command line left unset.

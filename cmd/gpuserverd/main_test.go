@@ -18,6 +18,10 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"--id", "gs1", "--public-key", "short"}, "--public-key: want 32 bytes"},
 		{[]string{"--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, "--id is required"},
 		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "tpu"}, "want auto, cuda or simulated"},
+		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--shm-session-mib", "8"}, "--shm-session-mib 8: want 16 to 16384"},
+		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--shm-session-mib", "20000"}, "--shm-session-mib 20000: want 16 to 16384"},
+		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--shm-total-mib", "1"}, "--shm-total-mib 1: below the smallest arena"},
+		{[]string{"--shm-total-mib", "-1"}, "invalid value"},
 	}
 	for _, tc := range cases {
 		err := run(context.Background(), tc.args, slog.Default())

@@ -28,6 +28,8 @@ static const struct {
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
     {CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "too many resources requested for launch"},
     {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", "part or all of the requested memory range is already mapped"},
+    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", "pointer does not correspond to a registered memory region"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
@@ -58,7 +60,7 @@ extern void cuDeviceGetUuid(void), cuDeviceTotalMem(void), cuDevicePrimaryCtxRel
     cuMemcpyDtoD(void), cuMemcpyHtoDAsync(void), cuMemcpyDtoHAsync(void), cuMemcpyDtoDAsync(void),
     cuMemsetD8(void), cuMemsetD16(void), cuMemsetD32(void), cuMemcpy2D(void), cuMemcpy2DUnaligned(void),
     cuMemcpy2DAsync(void), cuMemsetD2D8(void), cuMemsetD2D16(void), cuMemsetD2D32(void), cuModuleGetGlobal(void), cuStreamDestroy(void),
-    cuEventDestroy(void), cuEventElapsedTime_v2(void);
+    cuEventDestroy(void), cuEventElapsedTime_v2(void), cuMemHostRegister(void);
 
 struct proc {
     const char *name;

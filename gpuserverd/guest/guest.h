@@ -91,6 +91,16 @@ void gc_rings_start(char *arena); /* ring.c */
 void *gc_shm_alloc(size_t n);
 int gc_shm_free(void *p);
 CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, uint64_t stream, int async);
+const char *gc_shm_adopt(char *va, size_t len, uint64_t *off, int *held);
+int gc_shm_release(char *va, size_t len, uint64_t off);
+int gc_shm_contains(const void *p, size_t n);
+/* Write-protects [va, va+len) so that other threads' writes wait until gc_release_writes: the
+ * descriptor to pass it, or -1 when this process cannot (holdwrites.c). */
+int gc_hold_writes(void *va, size_t len, int shared);
+void gc_release_writes(int fd);
+/* Registered host ranges (hostreg.c): whether p lies in one whose pages are in the arena (then
+ * *off and the contiguous *len of n), else *len = bytes before the next such range. gc.mu held. */
+int gc_hostreg_span(const char *p, size_t n, uint64_t *off, size_t *len);
 /* A call on the current context's device: sends the encoded request and, unless it goes without a
  * reply, decodes the reply (of type want) into *reply and returns its result. Only the reply's
  * fixed fields may be read afterwards: its strings and bytes point into a buffer the next call

@@ -8,7 +8,9 @@
  * After the arena opens, the frames themselves (the same as over TCP) travel through two byte rings
  * at its start, each side spinning briefly and then sleeping on a futex: a small call's round
  * trip makes no system call. The socket stays open only to tell either side the other has gone. */
+#define _GNU_SOURCE /* mremap */
 #include "guest.h"
+#include "maps.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +37,8 @@ static struct {
     pthread_mutex_t mu;
     struct block *blocks;
     size_t nblocks, cblocks;
-} shm = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    int fd; /* the arena's descriptor, kept to map its blocks over registered ranges */
+} shm = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 int gc_shm_on(void) { return shm.base != NULL; }
 
@@ -71,37 +74,59 @@ static CUresult recv_reply_fd(struct gc_reply *r, int *fd) {
     return CUDA_SUCCESS;
 }
 
-/* gc_open_shm asks for the arena (GPUCLOUD_SHM_MIB, default 256; 0: none) and maps it. Returns 1
- * when shared memory is in use. Runs once after the handshake, on a Unix-socket connection. */
-int gc_open_shm(void) {
-    const char *v = getenv("GPUCLOUD_SHM_MIB");
-    long mib = v && *v ? atol(v) : SHM_DEFAULT_MIB;
-    if (mib <= 0) return 0;
-    struct gw_shm_open m = {.bytes = (uint64_t)mib << 20};
+/* ask_arena sends ShmOpen{bytes} and reads the reply and the descriptor passed with it. */
+static CUresult ask_arena(uint64_t bytes, struct gw_shm_open_reply *sr, int *fd) {
+    struct gw_shm_open m = {.bytes = bytes};
     uint8_t b[16];
     size_t n = gw_shm_open_size(&m);
     gw_shm_open_encode(&m, b);
     struct gc_reply r = {0};
-    struct gw_shm_open_reply sr = {0};
     char err[128];
-    int fd = -1;
+    *fd = -1;
     pthread_mutex_lock(&gc.mu);
     CUresult rc = gc_xfer_locked(GW_TYPE_SHM_OPEN, 0, b, n, NULL, 0, 0, NULL);
-    if (rc == CUDA_SUCCESS) rc = recv_reply_fd(&r, &fd);
-    if (rc == CUDA_SUCCESS && (r.type != GW_TYPE_SHM_OPEN_REPLY || gw_shm_open_reply_decode(&sr, r.p, r.n, err, sizeof err) != 0))
+    if (rc == CUDA_SUCCESS) rc = recv_reply_fd(&r, fd);
+    if (rc == CUDA_SUCCESS && (r.type != GW_TYPE_SHM_OPEN_REPLY || gw_shm_open_reply_decode(sr, r.p, r.n, err, sizeof err) != 0))
         rc = gc_transport_error("malformed ShmOpen reply");
     pthread_mutex_unlock(&gc.mu);
-    if (rc != CUDA_SUCCESS) return 0;
-    if (sr.result != 0 || fd < 0) {
-        fprintf(stderr, "gpucloud: no shared memory (%d): %.*s\n", sr.result, (int)sr.message_len, sr.message);
+    if (rc != CUDA_SUCCESS && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return rc;
+}
+
+/* gc_open_shm asks for the arena (GPUCLOUD_SHM_MIB, default 256; 0: none) and maps it. Returns 1
+ * when shared memory is in use. Runs once after the handshake, on a Unix-socket connection.
+ * A request over the server's arena limits is refused with out of memory and the largest arena
+ * it would grant now: the library says so and takes that one (at most twice: first the
+ * per-session limit, then the server's total may cut it); with none it stays on the
+ * socket. */
+int gc_open_shm(void) {
+    const char *v = getenv("GPUCLOUD_SHM_MIB");
+    long mib = v && *v ? atol(v) : SHM_DEFAULT_MIB;
+    if (mib <= 0) return 0;
+    uint64_t want = (uint64_t)mib << 20;
+    struct gw_shm_open_reply sr = {0};
+    int fd = -1;
+    for (int attempt = 0;; attempt++) {
+        if (ask_arena(want, &sr, &fd) != CUDA_SUCCESS) return 0;
+        if (sr.result == 0 && fd >= 0) break;
         if (fd >= 0) close(fd);
+        if (sr.result == CUDA_ERROR_OUT_OF_MEMORY && attempt < 2 && sr.bytes >= GW_SHM_MIN && sr.bytes < want) {
+            fprintf(stderr, "gpucloud: shared arena of %llu MiB refused (%.*s); taking %llu MiB\n",
+                    (unsigned long long)(want >> 20), (int)sr.message_len, sr.message, (unsigned long long)(sr.bytes >> 20));
+            want = sr.bytes;
+            continue;
+        }
+        fprintf(stderr, "gpucloud: no shared memory (%d): %.*s\n", sr.result, (int)sr.message_len, sr.message);
         return 0;
     }
     void *p = mmap(NULL, sr.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED || sr.bytes != m.bytes) {
+    if (p == MAP_FAILED || sr.bytes != want) {
         fprintf(stderr, "gpucloud: cannot map the shared arena of %llu bytes\n", (unsigned long long)sr.bytes);
         if (p != MAP_FAILED) munmap(p, sr.bytes);
+        close(fd);
         return 0;
     }
     shm.size = sr.bytes;
@@ -112,8 +137,10 @@ int gc_open_shm(void) {
     shm.blocks = malloc(16 * sizeof *shm.blocks);
     if (!shm.blocks) {
         munmap(p, sr.bytes);
+        close(fd);
         return 0;
     }
+    shm.fd = fd;
     shm.cblocks = 16;
     shm.blocks[0] = (struct block){shm.heap_off, shm.size - shm.heap_off, 0};
     shm.nblocks = 1;
@@ -178,13 +205,20 @@ int gc_shm_free(void *p) {
     return 1;
 }
 
-/* in_arena tells whether [p, p+n) lies in the arena's allocations, and where. */
-static int in_arena(const void *p, size_t n, uint64_t *off) {
-    const char *c = p;
-    if (!shm.base || c < shm.base + shm.heap_off || c >= shm.base + shm.size) return 0;
-    if (n > (size_t)(shm.base + shm.size - c)) return 0;
-    *off = (uint64_t)(c - shm.base);
-    return 1;
+/* arena_span tells whether host memory at p is arena memory: an allocation, or a registered
+ * range whose pages were moved into the arena (hostreg.c). If so, *off is its arena offset and
+ * *len how many of the n bytes from p lie there contiguously; if not, *len is how many bytes from
+ * p are ordinary memory before the next arena memory. */
+static int arena_span(const char *p, size_t n, uint64_t *off, size_t *len) {
+    const char *lo = shm.base + shm.heap_off, *hi = shm.base + shm.size;
+    if (p >= lo && p < hi) {
+        *off = (uint64_t)(p - shm.base);
+        *len = n < (size_t)(hi - p) ? n : (size_t)(hi - p);
+        return 1;
+    }
+    if (gc_hostreg_span(p, n, off, len)) return 1;
+    if (lo > p && (size_t)(lo - p) < *len) *len = (size_t)(lo - p);
+    return 0;
 }
 
 /* ---- parallel memcpy ----
@@ -300,22 +334,14 @@ static CUresult read_status_locked(CUresult *first) {
     return CUDA_SUCCESS;
 }
 
-/* gc_shm_copy_locked moves n bytes between host memory at host and the device at dev (to_device:
- * host to device). Caller holds gc.mu and has selected the device. */
-CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, uint64_t stream, int async) {
+/* staged_copy_locked moves a pageable buffer through the staging chunks. Each chunk's reply says
+ * its bytes have moved (the worker waits for an async chunk before answering), so its slot can
+ * be reused. */
+static CUresult staged_copy_locked(int to_device, uint64_t dev, char *p, size_t n, uint64_t stream, int async, CUresult *first) {
     uint16_t type = to_device ? GW_TYPE_MEMCPY_HTO_D_SHM : GW_TYPE_MEMCPY_DTO_H_SHM;
-    uint64_t off;
-    CUresult first = CUDA_SUCCESS, rc;
-    if (in_arena(host, n, &off)) { /* pinned: one DMA, and an async one need not be waited for */
-        rc = send_copy_locked(type, dev, off, n, stream, async, async ? GW_FLAG_NO_REPLY : 0);
-        if (rc == CUDA_SUCCESS && !async) rc = read_status_locked(&first);
-        return rc != CUDA_SUCCESS ? rc : first;
-    }
-    /* Pageable: through the staging chunks. Each chunk's reply says its bytes have moved (the
-     * worker waits for an async chunk before answering), so its slot can be reused. */
     size_t chunks = (n + shm.slot - 1) / shm.slot, sent = 0, done = 0;
-    char *p = host;
-    rc = CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    if (gc_trace_on()) gc_trace("copy %s %zu bytes: staged in %zu chunks", to_device ? "h2d" : "d2h", n, chunks);
     while (done < chunks && rc == CUDA_SUCCESS) {
         while (sent < chunks && sent - done < SHM_SLOTS && rc == CUDA_SUCCESS) {
             size_t o = sent * shm.slot, len = n - o < shm.slot ? n - o : shm.slot;
@@ -327,12 +353,91 @@ CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, u
         }
         if (rc != CUDA_SUCCESS) break;
         if (to_device && sent < chunks && sent - done < SHM_SLOTS) continue;
-        rc = read_status_locked(&first);
-        if (rc == CUDA_SUCCESS && !to_device && first == CUDA_SUCCESS) {
+        rc = read_status_locked(first);
+        if (rc == CUDA_SUCCESS && !to_device && *first == CUDA_SUCCESS) {
             size_t o = done * shm.slot, len = n - o < shm.slot ? n - o : shm.slot;
             pcopy(p + o, shm.base + GW_SHM_CTL + (done % SHM_SLOTS) * shm.slot, len);
         }
         done++;
     }
+    return rc;
+}
+
+/* gc_shm_copy_locked moves n bytes between host memory at host and the device at dev (to_device:
+ * host to device). Caller holds gc.mu and has selected the device. The host range is taken in
+ * pieces: arena memory (pinned allocations, registered ranges) is one DMA, and an async one need
+ * not be waited for; ordinary memory goes through the staging chunks. */
+CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, uint64_t stream, int async) {
+    uint16_t type = to_device ? GW_TYPE_MEMCPY_HTO_D_SHM : GW_TYPE_MEMCPY_DTO_H_SHM;
+    CUresult first = CUDA_SUCCESS, rc = CUDA_SUCCESS;
+    char *p = host;
+    for (size_t done = 0; done < n && rc == CUDA_SUCCESS;) {
+        uint64_t off;
+        size_t len = n - done;
+        if (arena_span(p + done, n - done, &off, &len)) {
+            if (gc_trace_on()) gc_trace("copy %s %zu bytes: one DMA at arena offset %llu", to_device ? "h2d" : "d2h", len, (unsigned long long)off);
+            rc = send_copy_locked(type, dev + done, off, len, stream, async, async ? GW_FLAG_NO_REPLY : 0);
+            if (rc == CUDA_SUCCESS && !async) rc = read_status_locked(&first);
+        } else {
+            rc = staged_copy_locked(to_device, dev + done, p + done, len, stream, async, &first);
+        }
+        done += len;
+    }
     return rc != CUDA_SUCCESS ? rc : first;
+}
+
+/* ---- registered ranges moved into the arena (hostreg.c decides which) ---- */
+
+/* gc_shm_adopt moves the pages [va, va+len) (page-aligned private anonymous memory) into the
+ * arena: it takes a block, copies the contents there and maps the block over the range, so the
+ * range keeps its address and contents but is now memory the worker has pinned. Other threads'
+ * writes to the range wait meanwhile when the process may use userfaultfd (holdwrites.c);
+ * otherwise one between the copy and the mapping is lost. Returns NULL and the block's offset,
+ * or why not; *held says whether writes were held. Caller holds gc.mu. */
+const char *gc_shm_adopt(char *va, size_t len, uint64_t *off, int *held) {
+    if (!shm.base || shm.fd < 0) return "no arena";
+    if (sysconf(_SC_PAGESIZE) != SHM_ALIGN) return "page size is not 4 KiB";
+    if (!gc_maps_private_anon((uintptr_t)va, (uintptr_t)va + len)) return "not private anonymous read-write memory";
+    char *blk = gc_shm_alloc(len);
+    if (!blk) return "the arena is full";
+    int hold = gc_hold_writes(va, len, 0);
+    pcopy(blk, va, len);
+    if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, shm.fd, blk - shm.base) == MAP_FAILED) {
+        /* The kernel refuses before unmapping the old pages, except when out of memory midway:
+         * then put private pages back with the contents. */
+        gc_release_writes(hold);
+        if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED &&
+            memcmp(va, blk, len) != 0)
+            memcpy(va, blk, len);
+        gc_shm_free(blk);
+        return "mapping the arena over the range failed";
+    }
+    gc_release_writes(hold);
+    *off = (uint64_t)(blk - shm.base);
+    *held = hold >= 0;
+    return NULL;
+}
+
+/* gc_shm_release puts private anonymous pages with the same contents back at [va, va+len) and
+ * frees the arena block at off, holding writers as gc_shm_adopt does. Returns 0, or -1 (nothing
+ * changed). Caller holds gc.mu. */
+int gc_shm_release(char *va, size_t len, uint64_t off) {
+    void *tmp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (tmp == MAP_FAILED) return -1;
+    int hold = gc_hold_writes(va, len, 1);
+    pcopy(tmp, va, len);
+    if (mremap(tmp, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, va) == MAP_FAILED) {
+        gc_release_writes(hold);
+        munmap(tmp, len);
+        return -1;
+    }
+    gc_release_writes(hold);
+    gc_shm_free(shm.base + off);
+    return 0;
+}
+
+/* gc_shm_contains tells whether [p, p+n) touches the arena's own mapping. */
+int gc_shm_contains(const void *p, size_t n) {
+    const char *c = p;
+    return shm.base && c < shm.base + shm.size && c + n > shm.base;
 }

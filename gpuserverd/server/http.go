@@ -70,6 +70,10 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	metric("gpuserverd_session_memory_bytes", "gauge", "GPU memory held by active sessions.")
 	fmt.Fprintf(&b, "gpuserverd_session_memory_bytes %d\n", mem)
+	metric("gpuserverd_arena_bytes", "gauge", "Shared-memory arenas (pinned host memory) held by active sessions.")
+	fmt.Fprintf(&b, "gpuserverd_arena_bytes %d\n", s.arenas.inUse())
+	metric("gpuserverd_arena_limit_bytes", "gauge", "The limit on all sessions' arenas together.")
+	fmt.Fprintf(&b, "gpuserverd_arena_limit_bytes %d\n", s.arenas.total)
 	metric("gpuserverd_usage_records_total", "counter", "Usage records logged.")
 	fmt.Fprintf(&b, "gpuserverd_usage_records_total %d\n", s.usage.Len())
 	metric("gpuserverd_usage_errors_total", "counter", "Usage records that could not be written.")

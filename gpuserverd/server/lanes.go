@@ -13,20 +13,7 @@ import (
 
 // laneSocket makes the Unix socket pair on which lane connections are passed to a worker: the
 // server keeps the first end, the worker inherits the second as worker.LanesFD.
-func laneSocket() (*net.UnixConn, *os.File, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("lane socket: %w", err)
-	}
-	here := os.NewFile(uintptr(fds[0]), "lanes")
-	defer here.Close()
-	c, err := net.FileConn(here)
-	if err != nil {
-		syscall.Close(fds[1])
-		return nil, nil, fmt.Errorf("lane socket: %w", err)
-	}
-	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "lanes-worker"), nil
-}
+func laneSocket() (*net.UnixConn, *os.File, error) { return seqpacketPair("lanes") }
 
 // attachLane hands a connection that opened with LaneHello to its session's worker, which checks
 // the key and answers on the lane. The server only routes: it knows session ids, not keys.

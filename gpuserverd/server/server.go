@@ -40,7 +40,15 @@ type Config struct {
 	// CheckpointEvery is how often open sessions' usage is written (10s): a gpuserverd killed
 	// mid-session loses at most this much of each session's time.
 	CheckpointEvery time.Duration
+	// ShmSessionMax bounds one session's shared arena (default DefaultShmSessionMax), and
+	// ShmTotalMax all of this server's sessions' arenas together (default: half the machine's
+	// RAM). Arenas are pinned host memory; see arenas.go.
+	ShmSessionMax, ShmTotalMax uint64
 }
+
+// DefaultShmSessionMax is a session's arena limit unless configured: room for pinned buffers of
+// a few GiB, beyond which a program is better served by pageable copies than by pinning more.
+const DefaultShmSessionMax = 4 << 30
 
 // Server serves sessions.
 type Server struct {
@@ -56,6 +64,7 @@ type Server struct {
 	sessions map[int]*session // by worker pid
 	gpus     map[string]*gpuUse
 	metrics  counters
+	arenas   *arenaBudget
 
 	ln      net.Listener
 	unixLn  net.Listener // nil without ListenUnix
@@ -82,6 +91,12 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	if cfg.CheckpointEvery <= 0 {
 		cfg.CheckpointEvery = 10 * time.Second
 	}
+	if cfg.ShmSessionMax == 0 {
+		cfg.ShmSessionMax = DefaultShmSessionMax
+	}
+	if cfg.ShmTotalMax == 0 {
+		cfg.ShmTotalMax = physicalMemory() / 2
+	}
 	devs, err := b.Devices()
 	if err != nil {
 		return nil, fmt.Errorf("server: listing devices: %w", err)
@@ -92,7 +107,7 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
 		sessions: map[int]*session{}, gpus: map[string]*gpuUse{},
-		metrics: counters{refusedBy: map[string]uint64{}}}
+		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax)}
 	if _, err := s.closeCut(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)

@@ -54,7 +54,7 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	defer statsR.Close()
 	cfg, _ := json.Marshal(worker.Config{
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
-		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals,
+		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals, ShmMax: s.cfg.ShmSessionMax,
 	})
 	lanesHere, lanesThere, err := laneSocket()
 	if err != nil {
@@ -62,19 +62,28 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 		return err
 	}
 	defer lanesHere.Close()
+	arenasHere, arenasThere, err := seqpacketPair("arenas")
+	if err != nil {
+		statsW.Close()
+		lanesThere.Close()
+		return err
+	}
+	defer arenasHere.Close()
 	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere} // fds 3, 4 and 5 (worker.LanesFD)
+	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere} // fds 3-6 (worker.LanesFD, worker.ArenaFD)
 	// A worker must not outlive gpuserverd: its session could no longer be metered.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		statsW.Close()
 		lanesThere.Close()
+		arenasThere.Close()
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	statsW.Close()
 	lanesThere.Close()
+	arenasThere.Close()
 	connFile.Close()
 	conn.Close() // the worker owns the connection now
 
@@ -85,6 +94,11 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	s.mu.Unlock()
 	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
 	log.Info("session started")
+	arenasDone := make(chan struct{})
+	go func() {
+		defer close(arenasDone)
+		s.serveArenas(arenasHere, se.pid, log)
+	}()
 
 	stop := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
 	defer stop()
@@ -99,6 +113,11 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	}
 	werr := cmd.Wait()
 	end := time.Now()
+	// However the worker ended, its arena is gone with it; a request it sent just before dying
+	// is answered (or not) before its bytes are dropped, so none stay held.
+	arenasHere.Close()
+	<-arenasDone
+	s.arenas.drop(se.pid)
 	s.mu.Lock()
 	delete(s.sessions, se.pid)
 	s.metrics.ended++

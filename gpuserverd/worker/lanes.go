@@ -206,8 +206,11 @@ func oneFD(oob []byte) (int, error) {
 }
 
 // openLaneSocket opens the lane socket inherited at LanesFD, if the server passed one.
-func openLaneSocket() *net.UnixConn {
-	f := os.NewFile(LanesFD, "lanes")
+func openLaneSocket() *net.UnixConn { return inheritedUnixConn(LanesFD, "lanes") }
+
+// inheritedUnixConn is the Unix socket the server passed at fd, or nil.
+func inheritedUnixConn(fd uintptr, name string) *net.UnixConn {
+	f := os.NewFile(fd, name)
 	if f == nil {
 		return nil
 	}

@@ -45,6 +45,10 @@ func Main(ctx context.Context, log *slog.Logger) error {
 		go s.serveLaneSocket(uc)
 		defer uc.Close()
 	}
+	if uc := openArenaSocket(); uc != nil {
+		s.SetArenaBudget(socketBudget(uc))
+		defer uc.Close()
+	}
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)

@@ -47,6 +47,53 @@ func (s *Session) shmOpen(m *wire.ShmOpen, req uint32) (wire.Message, error) {
 	case m.Bytes%uint64(syscall.Getpagesize()) != 0:
 		return refuse(backend.ErrInvalidValue, "bytes %d not a multiple of the page size %d", m.Bytes, syscall.Getpagesize())
 	}
+	if max := s.cfg.shmMax(); m.Bytes > max {
+		r, _ := refuse(backend.ErrOutOfMemory, "%d bytes over this server's arena limit per session, %d", m.Bytes, max)
+		r.(*wire.ShmOpenReply).Bytes = offer(max)
+		return r, nil
+	}
+	if s.budget != nil {
+		ok, avail, err := s.budget(m.Bytes)
+		if err != nil {
+			return refuse(backend.ErrOutOfMemory, "%v", err)
+		}
+		if !ok {
+			r, _ := refuse(backend.ErrOutOfMemory, "%d bytes: the arenas of this server's sessions may hold only %d more", m.Bytes, avail)
+			r.(*wire.ShmOpenReply).Bytes = offer(min(avail, s.cfg.shmMax()))
+			return r, nil
+		}
+	}
+	reply, err := s.makeArena(m, req, snd)
+	if s.shm == nil && s.budget != nil { // not made: give the bytes back
+		if _, _, berr := s.budget(0); berr != nil {
+			s.log.Warn("arena: giving its bytes back", "err", berr)
+		}
+	}
+	return reply, err
+}
+
+// offer is the largest arena a guest refused for room may ask for instead: whole MiB, at least
+// wire.ShmMin (0: none).
+func offer(room uint64) uint64 {
+	room &^= 1<<20 - 1
+	if room < wire.ShmMin {
+		return 0
+	}
+	return room
+}
+
+func (c Config) shmMax() uint64 {
+	if c.ShmMax == 0 || c.ShmMax > wire.ShmMax {
+		return wire.ShmMax
+	}
+	return c.ShmMax
+}
+
+// makeArena creates, maps and registers the arena and sends it to the guest.
+func (s *Session) makeArena(m *wire.ShmOpen, req uint32, snd fdSender) (wire.Message, error) {
+	refuse := func(r backend.Result, format string, args ...any) (wire.Message, error) {
+		return &wire.ShmOpenReply{Result: int32(r), Message: fmt.Sprintf("ShmOpen: "+format, args...)}, nil
+	}
 	d, err := s.dev()
 	if err != nil {
 		return refuse(backend.ResultOf(err), "no device: %v", err)

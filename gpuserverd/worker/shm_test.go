@@ -21,7 +21,7 @@ import (
 
 // unixSession serves a session over a real Unix socket pair, the worker's end a blockingConn as
 // in a worker process, and returns the client's end.
-func unixSession(t *testing.T) (*client, *net.UnixConn, *Session) {
+func unixSession(t *testing.T, setup ...func(*Session)) (*client, *net.UnixConn, *Session) {
 	t.Helper()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -40,6 +40,9 @@ func unixSession(t *testing.T) (*client, *net.UnixConn, *Session) {
 	uc := fc.(*net.UnixConn)
 	b := sim.New(1, 1<<30)
 	s := NewSession(Config{Backend: "simulated", SessionID: "s-shm", Tier: "shared", Devices: []int{0}}, b, bc, slog.Default())
+	for _, f := range setup {
+		f(s)
+	}
 	c := &client{t: t, conn: uc, done: make(chan error, 1)}
 	go func() { c.done <- s.Serve(context.Background()) }()
 	t.Cleanup(func() { uc.Close() })

@@ -29,6 +29,8 @@ type Config struct {
 	MemoryQuota uint64 `json:"memory_quota"` // bytes per GPU; 0 = the whole GPU
 	// Devices are the backend ordinals of the granted GPUs; the guest sees them as 0..n-1.
 	Devices []int `json:"devices"`
+	// ShmMax bounds the session's shared arena (bytes; 0: the protocol's wire.ShmMax).
+	ShmMax uint64 `json:"shm_max,omitempty"`
 }
 
 // device is the session's state on one granted GPU, created on first use.
@@ -53,7 +55,8 @@ type Session struct {
 	current int
 	pending error // first error of a call sent without waiting; surfaces at the next sync
 	lanes   lanes
-	shm     *arena // the shared arena of a client on this host; nil until ShmOpen
+	shm     *arena      // the shared arena of a client on this host; nil until ShmOpen
+	budget  arenaBudget // the server's total over all arenas; nil: none
 	buf     []byte
 	out     []byte
 	Stats   *Stats

@@ -27,19 +27,24 @@ static void report(const char *row, double *v, int n, const char *unit, int high
 }
 
 enum { H2D, D2H };
+// Host memory kinds: cuMemAllocHost, malloc'd page-aligned memory registered with
+// cuMemHostRegister, and plain malloc'd (pageable) memory.
+enum { PINNED, REGISTERED, PAGEABLE };
+static const char *kind_name[] = {"pinned", "registered", "pageable"};
 
-static void bench_copy(int dir, int pinned, size_t mib) {
+static void bench_copy(int dir, int kind, size_t mib) {
 	size_t bytes = mib << 20;
 	int reps = mib <= 1 ? 50 : mib <= 8 ? 20 : mib <= 64 ? 10 : 5;
 	if (quick) reps = 3;
 	void *host;
-	if (pinned) {
+	if (kind == PINNED) {
 		CHECK(cuMemAllocHost(&host, bytes));
 	} else {
-		host = malloc(bytes);
+		host = kind == REGISTERED ? aligned_alloc(4096, bytes) : malloc(bytes);
 		if (!host) exit(2);
 	}
 	memset(host, 1, bytes); // fault the pages in before timing
+	if (kind == REGISTERED) CHECK(cuMemHostRegister(host, bytes, 0));
 	CUdeviceptr dev;
 	CHECK(cuMemAlloc(&dev, bytes));
 	double v[64];
@@ -54,13 +59,35 @@ static void bench_copy(int dir, int pinned, size_t mib) {
 		if (r >= 0) v[r] = (double)bytes / dt / 1e9;
 	}
 	char row[64];
-	snprintf(row, sizeof row, "%s_%s_%zuMiB", dir == H2D ? "h2d" : "d2h", pinned ? "pinned" : "pageable", mib);
+	snprintf(row, sizeof row, "%s_%s_%zuMiB", dir == H2D ? "h2d" : "d2h", kind_name[kind], mib);
 	report(row, v, reps, "GB/s", 1);
 	CHECK(cuMemFree(dev));
-	if (pinned)
+	if (kind == PINNED) {
 		CHECK(cuMemFreeHost(host));
-	else
-		free(host);
+		return;
+	}
+	if (kind == REGISTERED) CHECK(cuMemHostUnregister(host));
+	free(host);
+}
+
+// What registering costs: cuMemHostRegister + cuMemHostUnregister of 64 MiB of touched memory
+// (the driver pins the pages; through gpucloud's shared memory the pages are copied into the
+// arena and back).
+static void bench_register(void) {
+	size_t bytes = 64u << 20;
+	int reps = quick ? 3 : 10;
+	double v[16];
+	void *host = aligned_alloc(4096, bytes);
+	if (!host) exit(2);
+	memset(host, 1, bytes);
+	for (int r = -1; r < reps; r++) {
+		double t0 = now_s();
+		CHECK(cuMemHostRegister(host, bytes, 0));
+		CHECK(cuMemHostUnregister(host));
+		if (r >= 0) v[r] = (now_s() - t0) * 1e6;
+	}
+	report("register_unregister_64MiB", v, reps, "us", 0);
+	free(host);
 }
 
 // Async launch rate: many empty launches queued back to back, then one synchronise.
@@ -118,9 +145,10 @@ int main(int argc, char **argv) {
 	CHECK(cuModuleGetFunction(&empty, mod, "empty"));
 
 	static const size_t sizes[] = {1, 8, 64, 256};
-	for (int pinned = 1; pinned >= 0; pinned--)
+	for (int kind = PINNED; kind <= PAGEABLE; kind++)
 		for (int dir = H2D; dir <= D2H; dir++)
-			for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) bench_copy(dir, pinned, sizes[i]);
+			for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) bench_copy(dir, kind, sizes[i]);
+	bench_register();
 	bench_launch_async(empty);
 	bench_launch_sync(empty);
 	bench_alloc_free();

@@ -10,9 +10,9 @@ import (
 
 // shmRun runs prog as a guest on this host: over gpuserverd's Unix socket, with an arena of
 // mib MiB, tracing frames so the test sees which path the copies took.
-func (s *gpuserverd) shmRun(t *testing.T, token, mib, prog string) string {
+func (s *gpuserverd) shmRun(t *testing.T, token, mib, prog string, args ...string) string {
 	t.Helper()
-	cmd := s.client(token, prog)
+	cmd := s.client(token, prog, args...)
 	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB="+mib, "GPUCLOUD_TRACE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
