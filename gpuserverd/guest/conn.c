@@ -77,7 +77,13 @@ static const char *unix_path(const char *endpoint) {
     return NULL;
 }
 
+/* The endpoint's ivshmem channel ("ivshmem:/sys/.../resource2", "ivshmem:auto"), or NULL. */
+static const char *ivshmem_spec(const char *endpoint) {
+    return strncmp(endpoint, "ivshmem:", 8) == 0 ? endpoint + 8 : NULL;
+}
+
 int gc_dial(const char *endpoint) {
+    if (ivshmem_spec(endpoint)) return gc_ivshmem_open(ivshmem_spec(endpoint));
     if (unix_path(endpoint)) return dial_unix(unix_path(endpoint));
     char host[256], port[16];
     const char *colon = strrchr(endpoint, ':');
@@ -161,8 +167,16 @@ static void connect_once(void) {
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
     hr.session_id = sid;
-    /* A client on this host shares memory with its worker; lanes would only add copies. */
-    if (!(unix_path(used) && gc_open_shm())) gc_open_lanes(used, &hr);
+    /* A client on this host shares memory with its worker; lanes would only add copies. A VM's
+     * ivshmem region already is the arena. */
+    if (gc_ivshmem_on()) {
+        if (gc_ivshmem_adopt() != 0) {
+            gc.init_result = CUDA_ERROR_OUT_OF_MEMORY;
+            return;
+        }
+    } else if (!(unix_path(used) && gc_open_shm())) {
+        gc_open_lanes(used, &hr);
+    }
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }

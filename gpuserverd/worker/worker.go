@@ -29,6 +29,10 @@ type Config struct {
 	MemoryQuota uint64 `json:"memory_quota"` // bytes per GPU; 0 = the whole GPU
 	// Devices are the backend ordinals of the granted GPUs; the guest sees them as 0..n-1.
 	Devices []int `json:"devices"`
+	// Channel is "ivshmem" when fd 3 is a VM's ivshmem channel file rather than a socket.
+	Channel string `json:"channel,omitempty"`
+	// PeerTimeout is how long an ivshmem guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
+	PeerTimeout time.Duration `json:"peer_timeout,omitempty"`
 }
 
 // device is the session's state on one granted GPU, created on first use.
