@@ -1,15 +1,19 @@
 package guesttest
 
 import (
+	"bufio"
 	"crypto/ed25519"
 	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"gpucloud/gpuserverd/ivshmem"
+	"gpucloud/internal/sessiontoken"
 )
 
 // A VM's ivshmem channel, without the VM: the guest library maps the channel file itself (as a
@@ -99,4 +103,182 @@ func TestIvshmem(t *testing.T) {
 	if recs := s.usage(); recs[0].InstanceID != "inst-vm1" || recs[0].BytesMoved == 0 {
 		t.Fatalf("usage %+v", recs[0])
 	}
+}
+
+// Refusals come through the region, named; the channel is free again afterwards. A token for
+// another instance is refused: a VM's channel serves only its own instance's sessions.
+func TestIvshmemRefused(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-vm2")
+	gen := waitFree(t, path, 0)
+	other := s.token("vm3", "shared", 1<<30) // instance inst-vm3
+	forged := s.token("vm2", "shared", 1<<30)
+	forged = forged[:len(forged)-4] + "AAAA"
+	for _, tc := range []struct{ token, want string }{
+		{other, `refused the session: session token is for instance "inst-vm3", not "inst-vm2" whose ivshmem channel this is`},
+		{forged, "refused the session: session token refused"},
+	} {
+		out, _ := s.ivshmemClient(tc.token, path, "probe", "init").CombinedOutput()
+		if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "INIT 800 ") {
+			t.Fatalf("want %q and CUDA_ERROR_NOT_PERMITTED:\n%s", tc.want, tail(string(out)))
+		}
+		gen = waitFree(t, path, gen)
+	}
+	out, err := s.ivshmemClient(s.token("vm2", "shared", 1<<30), path, "probe", "init").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "INIT 0 ") {
+		t.Fatalf("the rightful session after refusals: %v\n%s", err, tail(string(out)))
+	}
+}
+
+// One session per channel: a second process in the VM is told the channel is in use.
+func TestIvshmemInUse(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-vm4")
+	waitFree(t, path, 0)
+	hold := s.ivshmemClient(s.token("vm4", "shared", 1<<30), path, "probe", "hold", "1")
+	stdin, _ := hold.StdinPipe()
+	stdout, _ := hold.StdoutPipe()
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Process.Kill(); hold.Wait() })
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+		t.Fatalf("probe hold: %q %v", line, err)
+	}
+	out, _ := s.ivshmemClient(s.token("vm4b", "shared", 1<<30, func(c *sessiontoken.Claims) { c.InstanceID = "inst-vm4" }),
+		path, "probe", "init").CombinedOutput()
+	if !strings.Contains(string(out), "is in use by another process (one session per channel)") || !strings.Contains(string(out), "INIT 100 ") {
+		t.Fatalf("second claim:\n%s", tail(string(out)))
+	}
+	stdin.Write([]byte("go\n"))
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("the holder after a second process tried: %q", line)
+	}
+}
+
+// Regions that are not a served channel are refused with the reason, before any claim.
+func TestIvshmemBadRegion(t *testing.T) {
+	s := startServer(t)
+	dir := t.TempDir() // no gpuserverd watches it
+	unserved := channelFile(t, dir, "inst-x")
+	small := filepath.Join(dir, "small")
+	os.WriteFile(small, make([]byte, 8192), 0o600)
+	wrongSize := filepath.Join(dir, "wrong-size")
+	b := make([]byte, 16<<20)
+	binary.LittleEndian.PutUint64(b[ivshmem.HeaderOff:], ivshmem.Magic)
+	binary.LittleEndian.PutUint32(b[ivshmem.HeaderOff+8:], ivshmem.Version)
+	binary.LittleEndian.PutUint64(b[ivshmem.HeaderOff+16:], 32<<20)
+	os.WriteFile(wrongSize, b, 0o600)
+	badVersion := filepath.Join(dir, "bad-version")
+	binary.LittleEndian.PutUint32(b[ivshmem.HeaderOff+8:], 7)
+	os.WriteFile(badVersion, b, 0o600)
+	for _, tc := range []struct{ path, want string }{
+		{unserved, "has no gpucloud header: gpuserverd does not serve it"},
+		{small, "is too small to be a gpucloud channel"},
+		{wrongSize, "header's size differs from the region's"},
+		{badVersion, "has an unknown header version"},
+		{filepath.Join(dir, "absent"), "cannot open the ivshmem channel"},
+	} {
+		out, _ := s.ivshmemClient(s.token("bad", "shared", 1<<30), tc.path, "probe", "init").CombinedOutput()
+		if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "INIT 100 ") {
+			t.Fatalf("%s: want %q and CUDA_ERROR_NO_DEVICE:\n%s", tc.path, tc.want, tail(string(out)))
+		}
+	}
+	if st, _ := channelState(t, unserved); st != ivshmem.StateUnserved {
+		t.Fatalf("an unserved channel was claimed: state %d", st)
+	}
+}
+
+// ivshmem:auto finds the device by its PCI ids in sysfs (a fake tree here, whose resource2 is
+// the channel file).
+func TestIvshmemAuto(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-vm5")
+	waitFree(t, path, 0)
+	sys := t.TempDir()
+	for dev, ids := range map[string][2]string{"0000:00:02.0": {"0x1af4", "0x1000"}, "0000:00:03.0": {"0x1af4", "0x1110"}} {
+		d := filepath.Join(sys, "bus/pci/devices", dev)
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "vendor"), []byte(ids[0]+"\n"), 0o644)
+		os.WriteFile(filepath.Join(d, "device"), []byte(ids[1]+"\n"), 0o644)
+		if ids[1] == "0x1110" {
+			os.Symlink(path, filepath.Join(d, "resource2"))
+		}
+	}
+	cmd := s.ivshmemClient(s.token("vm5", "shared", 1<<30), "auto", "probe", "init")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_SYSFS="+sys)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ivshmem channel "+sys+"/bus/pci/devices/0000:00:03.0/resource2") || !strings.Contains(string(out), "INIT 0 ") {
+		t.Fatalf("ivshmem:auto: %v\n%s", err, tail(string(out)))
+	}
+	os.Remove(filepath.Join(sys, "bus/pci/devices/0000:00:03.0/resource2"))
+	os.WriteFile(filepath.Join(sys, "bus/pci/devices/0000:00:03.0/device"), []byte("0x1111\n"), 0o644)
+	cmd = s.ivshmemClient(s.token("vm5", "shared", 1<<30), "auto", "probe", "init")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_SYSFS="+sys)
+	if out, _ := cmd.CombinedOutput(); !strings.Contains(string(out), "ivshmem:auto: no ivshmem PCI device (1af4:1110) in sysfs") {
+		t.Fatalf("no device:\n%s", tail(string(out)))
+	}
+}
+
+// holdOver starts probe hold over the channel and returns it once it holds memory.
+func holdOver(t *testing.T, s *gpuserverd, token, path string, env ...string) (*exec.Cmd, *bufio.Reader, func()) {
+	t.Helper()
+	cmd := s.ivshmemClient(token, path, "probe", "hold", "1")
+	cmd.Env = append(cmd.Env, env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := bufio.NewReader(stdout)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+		t.Fatalf("probe hold over ivshmem: %q %v", line, err)
+	}
+	return cmd, r, func() { stdin.Write([]byte("go\n")) }
+}
+
+// lostWithin checks the held probe's calls fail (not hang) and it exits within limit.
+func lostWithin(t *testing.T, cmd *exec.Cmd, r *bufio.Reader, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	hang := time.AfterFunc(limit+10*time.Second, func() { cmd.Process.Kill() })
+	defer hang.Stop()
+	line, _ := r.ReadString('\n')
+	after, _ := r.ReadString('\n')
+	err := cmd.Wait()
+	if err != nil || !strings.HasPrefix(line, "LOST 999") || after != "AFTER 999 999\n" {
+		t.Fatalf("client of a gone server: %v %q %q", err, line, after)
+	}
+	if took := time.Since(start); took > limit {
+		t.Fatalf("the client took %v to see its server gone, over %v", took, limit)
+	}
+}
+
+// A killed worker: gpuserverd resets the channel and the guest's calls fail at once.
+func TestIvshmemKilledWorker(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-vm6")
+	gen := waitFree(t, path, 0)
+	cmd, r, goOn := holdOver(t, s, s.token("vm6", "shared", 1<<30), path)
+	var pids []int
+	waitFor(t, "one worker", func() bool { pids = s.workers(); return len(pids) == 1 })
+	syscall.Kill(pids[0], syscall.SIGKILL)
+	waitFree(t, path, gen)
+	goOn()
+	lostWithin(t, cmd, r, 2*time.Second)
+	waitFor(t, "the usage record", func() bool { return len(s.usage()) == 1 })
+}
+
+// A killed gpuserverd (its workers die with it): the heartbeat stops and the guest's calls fail
+// within its timeout, not hang.
+func TestIvshmemKilledServer(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-vm7")
+	waitFree(t, path, 0)
+	cmd, r, goOn := holdOver(t, s, s.token("vm7", "shared", 1<<30), path, "GPUCLOUD_IVSHMEM_TIMEOUT_MS=1000")
+	s.cmd.Process.Kill()
+	goOn()
+	lostWithin(t, cmd, r, 4*time.Second)
 }
