@@ -46,7 +46,9 @@ func TestChannelHello(t *testing.T) {
 			IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Minute).Unix()})
 		return tok
 	}
-	hello := func(tok string) []byte { return wire.AppendFrame(nil, &wire.Hello{Version: wire.Version, Token: tok}, 0, 1) }
+	hello := func(tok string) []byte {
+		return wire.AppendFrame(nil, &wire.Hello{Version: wire.Version, Token: tok}, 0, 1)
+	}
 	big := wire.AppendHeader(nil, wire.TypeHello, 0, 1, helloLimit+1)
 	for _, tc := range []struct {
 		name  string
