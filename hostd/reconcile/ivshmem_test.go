@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -53,6 +54,15 @@ func TestIvshmemChannelLifecycle(t *testing.T) {
 	if sm := shmems("g1"); len(sm) != 1 || sm[0].Name != "gpucloud-g1" || sm[0].Model == nil || sm[0].Model.Type != "ivshmem-plain" ||
 		sm[0].Size == nil || uint64(sm[0].Size.Value)<<unitShift(sm[0].Size.Unit) != 32<<20 {
 		t.Fatalf("g1's shmem devices %+v", sm)
+	}
+	for id, want := range map[string]string{"g1": "GPUCLOUD_ENDPOINTS=ivshmem:auto,10.1.0.1:7000\n", "g2": "GPUCLOUD_ENDPOINTS=10.1.0.1:7000\n"} {
+		if _, err := exec.LookPath("isoinfo"); err != nil {
+			break
+		}
+		conf, err := exec.Command("isoinfo", "-i", h.paths(id).seed, "-R", "-x", "/gpucloud/guest.conf").Output()
+		if err != nil || !strings.Contains(string(conf), want) {
+			t.Fatalf("%s's guest.conf lacks %q: %v\n%s", id, want, err, conf)
+		}
 	}
 	if sm := shmems("g2"); len(sm) != 0 {
 		t.Fatalf("an instance of another GPU server got a channel: %+v", sm)
