@@ -146,24 +146,33 @@ func peerAlive(fd int) func() error {
 	}
 }
 
-// Polling doorbell: naps growing from pollNapMin to pollNapMax, the liveness check every
-// pollCheck. A nanosleep on the worker's locked thread, not time.Sleep: the runtime's timers
-// would round a few microseconds up to far more.
+// Polling doorbell: naps growing from pollNapMin to pollNapMax, and to pollNapIdle once the wait
+// has lasted pollIdle (a guest idle between calls costs the worker at most 500 wake-ups a second,
+// its next call at most 2 ms more); the liveness check every pollCheck. A nanosleep on the
+// worker's locked thread, not time.Sleep: the runtime's timers would round a few microseconds up
+// to far more. (guest/ring.c has the same schedule.)
 const (
-	pollNapMin = 2 * time.Microsecond
-	pollNapMax = 200 * time.Microsecond
-	pollCheck  = 50 * time.Millisecond
+	pollNapMin  = 2 * time.Microsecond
+	pollNapMax  = 200 * time.Microsecond
+	pollIdle    = 100 * time.Millisecond
+	pollNapIdle = 2 * time.Millisecond
+	pollCheck   = 50 * time.Millisecond
 )
 
 func (r *shmRing) pollWait(word *uint32, seen uint32) error {
 	nap := pollNapMin
-	last := time.Now()
+	began := time.Now()
+	last := began
 	for atomic.LoadUint32(word) == seen {
 		ts := unix.NsecToTimespec(int64(nap))
 		unix.Nanosleep(&ts, nil)
-		nap = min(2*nap, pollNapMax)
 		if atomic.LoadUint32(word) != seen {
 			break
+		}
+		if time.Since(began) > pollIdle {
+			nap = min(2*nap, pollNapIdle)
+		} else {
+			nap = min(2*nap, pollNapMax)
 		}
 		if time.Since(last) > pollCheck {
 			last = time.Now()

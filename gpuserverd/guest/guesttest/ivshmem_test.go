@@ -22,13 +22,18 @@ import (
 // channelFile creates an instance's channel file in dir as hostd does: 0600, 16 MiB.
 func channelFile(t *testing.T, dir, instance string) string {
 	t.Helper()
+	return channelFileOf(t, dir, instance, 16<<20)
+}
+
+func channelFileOf(t *testing.T, dir, instance string, size int64) string {
+	t.Helper()
 	path := filepath.Join(dir, ivshmem.FilePrefix+instance)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := f.Truncate(16 << 20); err != nil {
+	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
 	return path
