@@ -1,8 +1,12 @@
 package guesttest
 
 import (
+	"bufio"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"gpucloud/internal/sessiontoken"
 )
@@ -24,7 +28,12 @@ func TestSharedMemoryFigures(t *testing.T) {
 	if os.Getenv("GPUCLOUD_BENCH") == "" {
 		t.Skip("set GPUCLOUD_BENCH=1 to measure")
 	}
-	s, dir := startIvshmemServer(t)
+	dir, err := os.MkdirTemp("/dev/shm", "gpucloud-bench-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	s, dir := startIvshmemServerIn(t, dir)
 	path := channelFileOf(t, dir, "inst-bench", 256<<20)
 	waitFree(t, path, 0)
 	tok := s.token("bench", sessiontoken.TierDedicated, 0)
@@ -38,4 +47,53 @@ func TestSharedMemoryFigures(t *testing.T) {
 		t.Logf("%s\n%s", ep, out)
 		waitFor(t, "the session's end", func() bool { return len(s.usage()) == i+1 })
 	}
+}
+
+// TestIdleWorkerCPU prints the CPU time a worker spends while its guest sits idle between calls
+// for 3 s, over a futex doorbell (unix:) and a polling one (ivshmem:), when GPUCLOUD_BENCH=1.
+func TestIdleWorkerCPU(t *testing.T) {
+	if os.Getenv("GPUCLOUD_BENCH") == "" {
+		t.Skip("set GPUCLOUD_BENCH=1 to measure")
+	}
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-idle")
+	waitFree(t, path, 0)
+	tok := s.token("idle", sessiontoken.TierShared, 1<<30)
+	for i, ep := range []string{"unix:" + s.sock, "ivshmem:" + path} {
+		cmd := s.client(tok, "probe", "hold", "1")
+		cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT="+ep, "GPUCLOUD_SHM_MIB=16")
+		stdin, _ := cmd.StdinPipe()
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
+			t.Fatalf("probe hold over %s: %q %v", ep, line, err)
+		}
+		var pids []int
+		waitFor(t, "one worker", func() bool { pids = s.workers(); return len(pids) == 1 })
+		time.Sleep(500 * time.Millisecond) // past the spin and the first naps
+		before := cpuTicks(t, pids[0])
+		time.Sleep(3 * time.Second)
+		used := cpuTicks(t, pids[0]) - before
+		t.Logf("%-8s worker CPU while its guest idles: %d ticks of 10 ms in 3 s (%.1f%% of a core)",
+			strings.SplitN(ep, ":", 2)[0], used, float64(used)/3)
+		stdin.Write([]byte("go\n"))
+		cmd.Wait()
+		waitFor(t, "the session's end", func() bool { return len(s.usage()) == i+1 })
+		waitFree(t, path, 0)
+	}
+}
+
+// cpuTicks is a process's user+system time in clock ticks, all threads.
+func cpuTicks(t *testing.T, pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	var u, s int
+	fmt.Sscan(f[11], &u)
+	fmt.Sscan(f[12], &s)
+	return u + s
 }

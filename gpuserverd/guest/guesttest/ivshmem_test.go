@@ -57,7 +57,13 @@ func channelState(t *testing.T, path string) (state, gen uint32) {
 // startIvshmemServer starts gpuserverd serving channel files in a new directory.
 func startIvshmemServer(t *testing.T, extra ...string) (*gpuserverd, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return startIvshmemServerIn(t, t.TempDir(), extra...)
+}
+
+// startIvshmemServerIn serves channel files in dir: /dev/shm (tmpfs) where a measurement must
+// not pay for a disk file's page cache, as production's channels do not.
+func startIvshmemServerIn(t *testing.T, dir string, extra ...string) (*gpuserverd, string) {
+	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	s := startServerOn(t, t.TempDir(), pub, priv, append([]string{"--ivshmem-dir", dir}, extra...))
 	return s, dir
