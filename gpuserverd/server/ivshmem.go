@@ -116,15 +116,16 @@ func (s *Server) serveChannel(ctx context.Context, path, instance string) error 
 	log := s.log.With("channel", path, "instance", instance)
 	ch.Reset()
 	log.Info("ivshmem channel ready", "bytes", len(ch.Mem), "generation", ch.Generation())
-	beatCtx, stopBeat := context.WithCancel(context.Background())
-	defer stopBeat()
+	stopBeat, beatDone := make(chan struct{}), make(chan struct{})
+	defer func() { close(stopBeat); <-beatDone }() // before the region is unmapped
 	go func() { // the guest's proof that gpuserverd is there, for as long as it serves the file
+		defer close(beatDone)
 		t := time.NewTicker(ivshmem.BeatPeriod)
 		defer t.Stop()
 		for {
 			ch.Beat()
 			select {
-			case <-beatCtx.Done():
+			case <-stopBeat:
 				return
 			case <-t.C:
 			}
