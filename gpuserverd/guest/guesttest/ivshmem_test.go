@@ -293,3 +293,43 @@ func TestIvshmemKilledServer(t *testing.T) {
 	goOn()
 	lostWithin(t, cmd, r, 4*time.Second)
 }
+
+// Two VMs of two tenants on one host, each on its own channel at the same time: each session is
+// its tenant's alone, and a tenant's token does not open the other's channel.
+func TestIvshmemTwoTenants(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	paths := map[string]string{"a": channelFile(t, dir, "inst-a"), "b": channelFile(t, dir, "inst-b")}
+	for _, p := range paths {
+		waitFree(t, p, 0)
+	}
+	cmds := map[string]*exec.Cmd{}
+	for id, p := range paths {
+		cmds[id] = s.ivshmemClient(s.token(id, "shared", 1<<30), p, "api_test")
+	}
+	type result struct {
+		id  string
+		out []byte
+		err error
+	}
+	done := make(chan result)
+	for id, c := range cmds {
+		go func() { out, err := c.CombinedOutput(); done <- result{id, out, err} }()
+	}
+	for range cmds {
+		if r := <-done; r.err != nil {
+			t.Fatalf("tenant %s: %v\n%s", r.id, r.err, tail(string(r.out)))
+		}
+	}
+	waitFor(t, "two usage records", func() bool { return len(s.usage()) == 2 })
+	for _, r := range s.usage() {
+		if r.TenantID != "tenant-"+r.SessionID || r.InstanceID != "inst-"+r.SessionID {
+			t.Fatalf("record %+v mixes tenants", r)
+		}
+	}
+	gen := waitFree(t, paths["b"], 1)
+	out, _ := s.ivshmemClient(s.token("a", "shared", 1<<30), paths["b"], "probe", "init").CombinedOutput()
+	if !strings.Contains(string(out), `session token is for instance "inst-a", not "inst-b"`) {
+		t.Fatalf("tenant a through b's channel:\n%s", tail(string(out)))
+	}
+	waitFree(t, paths["b"], gen)
+}
