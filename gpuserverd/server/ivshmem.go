@@ -118,7 +118,8 @@ func (s *Server) serveChannel(ctx context.Context, path, instance string) error 
 	log.Info("ivshmem channel ready", "bytes", len(ch.Mem), "generation", ch.Generation())
 	stopBeat, beatDone := make(chan struct{}), make(chan struct{})
 	defer func() { close(stopBeat); <-beatDone }() // before the region is unmapped
-	go func() {                                    // the guest's proof that gpuserverd is there, for as long as it serves the file
+	// The guest's proof that gpuserverd is there, for as long as it serves the file.
+	go func() {
 		defer close(beatDone)
 		t := time.NewTicker(ivshmem.BeatPeriod)
 		defer t.Stop()
