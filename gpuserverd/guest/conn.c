@@ -307,14 +307,16 @@ static void *flusher(void *arg) {
     return NULL;
 }
 
-void gc_start_flusher(void) {
+void gc_spawn_detached(void *(*fn)(void *)) {
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_create(&t, &a, flusher, NULL);
+    pthread_create(&t, &a, fn, NULL);
     pthread_attr_destroy(&a);
 }
+
+void gc_start_flusher(void) { gc_spawn_detached(flusher); }
 
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply) {

@@ -61,6 +61,7 @@ struct gc_reply {
 
 CUresult gc_ensure_init(void);
 void gc_start_flusher(void);
+void gc_spawn_detached(void *(*fn)(void *)); /* a detached thread running fn(NULL) */
 /* Sends a frame (head, then tail) and, unless flags has GW_FLAG_NO_REPLY, reads the reply of type
  * want. Caller holds gc.mu. */
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,

@@ -187,12 +187,7 @@ int gc_ivshmem_open(const char *spec) {
     ch.last_beat = ld64(&h->server_beat);
     ch.last_beat_at = now_ms();
     atexit(release);
-    pthread_t th;
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_create(&th, &a, beat, NULL);
-    pthread_attr_destroy(&a);
+    gc_spawn_detached(beat);
     gc_rings_start(p, peer_gone);
     if (gc_trace_on()) gc_trace("ivshmem channel %s: %zu bytes, generation %u", ch.path, n, gen);
     return fd;

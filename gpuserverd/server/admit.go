@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"time"
 
@@ -51,16 +52,9 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		claims, ordinals, err = s.hello(h, p)
 	}
 	if err != nil {
-		var r *refusal
-		if !errors.As(err, &r) {
-			log.Info("handshake failed", "err", err)
-			return
+		if frame := s.refusalReply(err, log); frame != nil {
+			conn.Write(frame)
 		}
-		s.count(r.reason)
-		log.Warn("session refused", "reason", r.reason, "err", r.msg)
-		frame := wire.AppendFrame(nil, &wire.HelloReply{Result: int32(r.code), Version: wire.Version,
-			Message: truncate(r.msg, 1024)}, 0, 0)
-		conn.Write(frame)
 		return
 	}
 	conn.SetDeadline(time.Time{})
@@ -69,6 +63,20 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	if err := s.runWorker(ctx, conn, claims, ordinals, log); err != nil {
 		log.Error("worker", "session", claims.SessionID, "err", err)
 	}
+}
+
+// refusalReply counts and logs a failed handshake and, when it was refused (not merely cut
+// short), returns the HelloReply frame that tells the client why.
+func (s *Server) refusalReply(err error, log *slog.Logger) []byte {
+	var r *refusal
+	if !errors.As(err, &r) {
+		log.Info("handshake failed", "err", err)
+		return nil
+	}
+	s.count(r.reason)
+	log.Warn("session refused", "reason", r.reason, "err", r.msg)
+	return wire.AppendFrame(nil, &wire.HelloReply{Result: int32(r.code), Version: wire.Version,
+		Message: truncate(r.msg, 1024)}, 0, 0)
 }
 
 func truncate(s string, n int) string {

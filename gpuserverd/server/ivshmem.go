@@ -169,16 +169,10 @@ func (s *Server) serveClaim(ctx context.Context, ch *ivshmem.Channel, instance s
 	in, out := worker.NewPollRing(ch.Mem, 0, alive), worker.NewPollRing(ch.Mem, 1, alive)
 	claims, ordinals, err := s.channelHello(in, instance)
 	if err != nil {
-		var r *refusal
-		if !errors.As(err, &r) {
-			log.Info("ivshmem handshake failed", "err", err)
-			return
+		if frame := s.refusalReply(err, log); frame != nil {
+			out.Write(frame)
+			s.awaitRelease(ctx, ch, gen)
 		}
-		s.count(r.reason)
-		log.Warn("session refused", "reason", r.reason, "err", r.msg)
-		out.Write(wire.AppendFrame(nil, &wire.HelloReply{Result: int32(r.code), Version: wire.Version,
-			Message: truncate(r.msg, 1024)}, 0, 0))
-		s.awaitRelease(ctx, ch, gen)
 		return
 	}
 	defer s.release(claims)

@@ -146,23 +146,13 @@ func TestIvshmemInUse(t *testing.T) {
 	s, dir := startIvshmemServer(t)
 	path := channelFile(t, dir, "inst-vm4")
 	waitFree(t, path, 0)
-	hold := s.ivshmemClient(s.token("vm4", "shared", 1<<30), path, "probe", "hold", "1")
-	stdin, _ := hold.StdinPipe()
-	stdout, _ := hold.StdoutPipe()
-	if err := hold.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hold.Process.Kill(); hold.Wait() })
-	r := bufio.NewReader(stdout)
-	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
-		t.Fatalf("probe hold: %q %v", line, err)
-	}
+	_, r, goOn := holdOver(t, s, s.token("vm4", "shared", 1<<30), path)
 	out, _ := s.ivshmemClient(s.token("vm4b", "shared", 1<<30, func(c *sessiontoken.Claims) { c.InstanceID = "inst-vm4" }),
 		path, "probe", "init").CombinedOutput()
 	if !strings.Contains(string(out), "is in use by another process (one session per channel)") || !strings.Contains(string(out), "INIT 100 ") {
 		t.Fatalf("second claim:\n%s", tail(string(out)))
 	}
-	stdin.Write([]byte("go\n"))
+	goOn()
 	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
 		t.Fatalf("the holder after a second process tried: %q", line)
 	}
