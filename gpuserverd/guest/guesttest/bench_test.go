@@ -1,7 +1,6 @@
 package guesttest
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"strings"
@@ -62,14 +61,7 @@ func TestIdleWorkerCPU(t *testing.T) {
 	for i, ep := range []string{"unix:" + s.sock, "ivshmem:" + path} {
 		cmd := s.client(tok, "probe", "hold", "1")
 		cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT="+ep, "GPUCLOUD_SHM_MIB=16")
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
-			t.Fatalf("probe hold over %s: %q %v", ep, line, err)
-		}
+		_, _, send := startHold(t, cmd)
 		var pids []int
 		waitFor(t, "one worker", func() bool { pids = s.workers(); return len(pids) == 1 })
 		time.Sleep(500 * time.Millisecond) // past the spin and the first naps
@@ -78,7 +70,7 @@ func TestIdleWorkerCPU(t *testing.T) {
 		used := cpuTicks(t, pids[0]) - before
 		t.Logf("%-8s worker CPU while its guest idles: %d ticks of 10 ms in 3 s (%.1f%% of a core)",
 			strings.SplitN(ep, ":", 2)[0], used, float64(used)/3)
-		stdin.Write([]byte("go\n"))
+		send("go\n")
 		cmd.Wait()
 		waitFor(t, "the session's end", func() bool { return len(s.usage()) == i+1 })
 		waitFree(t, path, 0)

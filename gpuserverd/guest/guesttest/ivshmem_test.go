@@ -227,17 +227,8 @@ func holdOver(t *testing.T, s *gpuserverd, token, path string, env ...string) (*
 	t.Helper()
 	cmd := s.ivshmemClient(token, path, "probe", "hold", "1")
 	cmd.Env = append(cmd.Env, env...)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	r := bufio.NewReader(stdout)
-	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD ") {
-		t.Fatalf("probe hold over ivshmem: %q %v", line, err)
-	}
-	return cmd, r, func() { stdin.Write([]byte("go\n")) }
+	r, _, send := startHold(t, cmd)
+	return cmd, r, func() { send("go\n") }
 }
 
 // lostWithin checks the held probe's calls fail (not hang) and it exits within limit.
