@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -108,19 +109,28 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 
 // readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
+	return readOpening(conn, wire.MaxFrame, wire.TypeHello, wire.TypeLaneHello)
+}
+
+// readOpening reads the frame that opens a connection or channel: one of types, its payload at
+// most limit bytes.
+func readOpening(r io.Reader, limit uint32, types ...wire.Type) (wire.Header, []byte, error) {
 	var hb [wire.HeaderSize]byte
-	if _, err := io.ReadFull(conn, hb[:]); err != nil {
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return wire.Header{}, nil, fmt.Errorf("reading hello: %w", err)
 	}
 	h, err := wire.ParseHeader(hb[:])
 	if err != nil {
 		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
 	}
-	if h.Type != wire.TypeHello && h.Type != wire.TypeLaneHello {
+	if !slices.Contains(types, h.Type) {
 		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
 	}
+	if h.Length > limit {
+		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("%s of %d bytes exceeds %d", h.Type, h.Length, limit)}
+	}
 	p := make([]byte, h.Length)
-	if _, err := io.ReadFull(conn, p); err != nil {
+	if _, err := io.ReadFull(r, p); err != nil {
 		return h, nil, fmt.Errorf("reading hello: %w", err)
 	}
 	return h, p, nil

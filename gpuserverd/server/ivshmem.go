@@ -201,28 +201,10 @@ func (s *Server) channelHello(in io.Reader, instance string) (sessiontoken.Claim
 	return c, ordinals, nil
 }
 
-// readHello reads a channel's first frame, which must be a Hello of at most helloLimit bytes:
-// the region is the guest's to write, so nothing in it is trusted.
+// readHello reads a channel's first frame, a Hello of at most helloLimit bytes: the region is
+// the guest's to write, so nothing in it is trusted.
 func readHello(in io.Reader) (wire.Header, []byte, error) {
-	var hb [wire.HeaderSize]byte
-	if _, err := io.ReadFull(in, hb[:]); err != nil {
-		return wire.Header{}, nil, fmt.Errorf("reading hello: %w", err)
-	}
-	h, err := wire.ParseHeader(hb[:])
-	if err != nil {
-		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
-	}
-	if h.Type != wire.TypeHello {
-		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
-	}
-	if h.Length > helloLimit {
-		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("Hello of %d bytes exceeds %d", h.Length, helloLimit)}
-	}
-	p := make([]byte, h.Length)
-	if _, err := io.ReadFull(in, p); err != nil {
-		return h, nil, fmt.Errorf("reading hello: %w", err)
-	}
-	return h, p, nil
+	return readOpening(in, helloLimit, wire.TypeHello)
 }
 
 // awaitRelease gives a refused guest time to read its answer: until it lets the channel go, its
