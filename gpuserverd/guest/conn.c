@@ -115,9 +115,22 @@ int gc_dial(const char *endpoint) {
     return fd;
 }
 
+/* The endpoints to try: the environment's GPUCLOUD_ENDPOINT; else the config file's list
+ * ("endpoints=" or hostd's "GPUCLOUD_ENDPOINTS=": a VM's ivshmem channel first, then gpuserverd
+ * over TCP), so a channel that cannot be opened falls back to TCP; else its single endpoint. */
+static int endpoints_setting(char *out, size_t cap) {
+    const char *v = getenv("GPUCLOUD_ENDPOINT");
+    if (v && *v) {
+        snprintf(out, cap, "%s", v);
+        return 1;
+    }
+    return config_value("endpoints", out, cap) || config_value("GPUCLOUD_ENDPOINTS", out, cap) ||
+           config_value("endpoint", out, cap) || config_value("GPUCLOUD_ENDPOINT", out, cap);
+}
+
 static void connect_once(void) {
     char endpoints[MAX_VALUE], token[MAX_VALUE + 1];
-    if (!setting("GPUCLOUD_ENDPOINT", "endpoint", endpoints, sizeof endpoints) ||
+    if (!endpoints_setting(endpoints, sizeof endpoints) ||
         !setting("GPUCLOUD_TOKEN", "token", token, sizeof token)) {
         fprintf(stderr, "gpucloud: no endpoint or token: set GPUCLOUD_ENDPOINT and GPUCLOUD_TOKEN or "
                         "write them to %s (GPUCLOUD_CONFIG)\n", CONFIG_DEFAULT);

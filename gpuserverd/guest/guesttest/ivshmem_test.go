@@ -314,3 +314,32 @@ func TestIvshmemTwoTenants(t *testing.T) {
 	}
 	waitFree(t, paths["b"], gen)
 }
+
+// hostd's seed names the VM's channel first and gpuserverd's TCP address after it
+// (GPUCLOUD_ENDPOINTS): the library uses the channel, and falls back to TCP when it cannot.
+func TestIvshmemSeedEndpoints(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-seed")
+	waitFree(t, path, 0)
+	unserved := channelFile(t, t.TempDir(), "inst-seed")
+	tok := s.token("seed", "shared", 1<<30)
+	for _, tc := range []struct{ channel, want string }{
+		{path, "gpucloud-trace: ivshmem channel " + path},
+		{unserved, "has no gpucloud header"},
+	} {
+		conf := filepath.Join(t.TempDir(), "guest.conf")
+		os.WriteFile(conf, []byte("GPUCLOUD_ENDPOINT=ivshmem:"+tc.channel+"\nGPUCLOUD_ENDPOINTS=ivshmem:"+tc.channel+","+s.addr+
+			"\nGPUCLOUD_TOKEN="+tok+"\n"), 0o600)
+		cmd := s.client("", "probe", "hold", "1")
+		cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=", "GPUCLOUD_TOKEN=", "GPUCLOUD_CONFIG="+conf, "GPUCLOUD_TRACE=1")
+		cmd.Stdin = strings.NewReader("go\n")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), "INTACT") {
+			t.Fatalf("seed with %s: %v\n%s", tc.channel, err, tail(string(out)))
+		}
+		if tc.channel == unserved && (strings.Contains(string(out), "trace: ivshmem channel") || !strings.Contains(string(out), "send LanesOpen")) {
+			t.Fatalf("not over TCP after an unserved channel:\n%s", tail(string(out)))
+		}
+		waitFree(t, path, 0)
+	}
+}
