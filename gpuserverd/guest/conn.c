@@ -128,7 +128,7 @@ static int endpoints_setting(char *out, size_t cap) {
            config_value("endpoint", out, cap) || config_value("GPUCLOUD_ENDPOINT", out, cap);
 }
 
-static void connect_once(void) {
+static void connect_session(void) {
     char endpoints[MAX_VALUE], token[MAX_VALUE + 1];
     if (!endpoints_setting(endpoints, sizeof endpoints) ||
         !setting("GPUCLOUD_TOKEN", "token", token, sizeof token)) {
@@ -192,6 +192,12 @@ static void connect_once(void) {
     }
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
+}
+
+static void connect_once(void) {
+    connect_session();
+    /* A refused session lets its ivshmem channel go now, not at exit: another process may use it. */
+    if (gc.init_result != CUDA_SUCCESS && gc_ivshmem_on()) gc_ivshmem_release();
 }
 
 CUresult gc_ensure_init(void) {

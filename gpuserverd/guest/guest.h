@@ -86,6 +86,7 @@ int gc_ivshmem_open(const char *spec);
 /* After an accepted hello: the region's data bytes become the arena. */
 int gc_ivshmem_adopt(void);
 int gc_ivshmem_on(void);
+void gc_ivshmem_release(void); /* lets the channel go (a refused session) */
 extern int gc_ring_on; /* frames go through the arena's rings, not the socket */
 int gc_ring_write(const void *p, size_t n);
 int gc_ring_read(void *p, size_t n);

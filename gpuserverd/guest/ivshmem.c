@@ -196,3 +196,5 @@ int gc_ivshmem_open(const char *spec) {
 int gc_ivshmem_adopt(void) { return ch.base ? gc_shm_adopt(ch.base, ch.size) : -1; }
 
 int gc_ivshmem_on(void) { return ch.base != NULL; }
+
+void gc_ivshmem_release(void) { release(); }

@@ -208,16 +208,18 @@ func readHello(in io.Reader) (wire.Header, []byte, error) {
 }
 
 // awaitRelease gives a refused guest time to read its answer: until it lets the channel go, its
-// heartbeat stops, or ctx ends.
+// heartbeat stops, the handshake timeout passes (a guest that never lets go does not keep the
+// channel), or ctx ends.
 func (s *Server) awaitRelease(ctx context.Context, ch *ivshmem.Channel, gen uint32) {
 	timeout := s.cfg.IvshmemPeerTimeout
 	if timeout <= 0 {
 		timeout = ivshmem.PeerTimeout
 	}
+	deadline := time.Now().Add(s.cfg.HandshakeTimeout)
 	beat, at := ch.ClientBeat(), time.Now()
 	t := time.NewTicker(claimPoll)
 	defer t.Stop()
-	for ch.State() == ivshmem.StateClaimed && ch.Generation() == gen {
+	for ch.State() == ivshmem.StateClaimed && ch.Generation() == gen && time.Now().Before(deadline) {
 		if b := ch.ClientBeat(); b != beat {
 			beat, at = b, time.Now()
 		} else if time.Since(at) > timeout {

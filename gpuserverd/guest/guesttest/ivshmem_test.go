@@ -135,10 +135,27 @@ func TestIvshmemRefused(t *testing.T) {
 		}
 		gen = waitFree(t, path, gen)
 	}
+	// A refused process that lives on has let the channel go: the rightful one gets it meanwhile.
+	refused := s.ivshmemClient(other, path, "probe", "init-wait")
+	stdin, _ := refused.StdinPipe()
+	stdout, _ := refused.StdoutPipe()
+	if err := refused.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { refused.Process.Kill(); refused.Wait() })
+	if line, _ := bufio.NewReader(stdout).ReadString('\n'); !strings.HasPrefix(line, "INIT 800 ") {
+		t.Fatalf("refused process: %q", line)
+	}
+	start := time.Now()
+	waitFree(t, path, gen)
+	if d := time.Since(start); d > 2*time.Second { // gpuserverd's own limit would be 10 s
+		t.Fatalf("the channel was freed %v after the refusal", d)
+	}
 	out, err := s.ivshmemClient(s.token("vm2", "shared", 1<<30), path, "probe", "init").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "INIT 0 ") {
 		t.Fatalf("the rightful session after refusals: %v\n%s", err, tail(string(out)))
 	}
+	stdin.Close()
 }
 
 // One session per channel: a second process in the VM is told the channel is in use.
