@@ -79,7 +79,7 @@ CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, ch
 /* Shared memory with a worker on this host (shm.c). */
 int gc_open_shm(void);
 int gc_shm_on(void);
-int gc_shm_adopt(char *base, size_t size);
+int gc_shm_attach(char *base, size_t size);
 /* A VM's ivshmem region (ivshmem.c): claims the channel at spec ("auto" or a path) and starts the
  * rings over it; returns a descriptor standing for the connection, or -1 after saying why. */
 int gc_ivshmem_open(const char *spec);

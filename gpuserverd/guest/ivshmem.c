@@ -193,7 +193,7 @@ int gc_ivshmem_open(const char *spec) {
     return fd;
 }
 
-int gc_ivshmem_adopt(void) { return ch.base ? gc_shm_adopt(ch.base, ch.size) : -1; }
+int gc_ivshmem_adopt(void) { return ch.base ? gc_shm_attach(ch.base, ch.size) : -1; }
 
 int gc_ivshmem_on(void) { return ch.base != NULL; }
 

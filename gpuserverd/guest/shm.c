@@ -104,7 +104,7 @@ int gc_open_shm(void) {
         if (p != MAP_FAILED) munmap(p, sr.bytes);
         return 0;
     }
-    if (gc_shm_adopt(p, sr.bytes) != 0) {
+    if (gc_shm_attach(p, sr.bytes) != 0) {
         munmap(p, sr.bytes);
         return 0;
     }
@@ -112,9 +112,9 @@ int gc_open_shm(void) {
     return 1;
 }
 
-/* gc_shm_adopt lays the staging chunks and the pinned heap over a mapped arena of size bytes (a
+/* gc_shm_attach lays the staging chunks and the pinned heap over a mapped arena of size bytes (a
  * memfd from ShmOpen, or a VM's ivshmem region); the rings are the caller's. 0, or -1 without memory. */
-int gc_shm_adopt(char *p, size_t size) {
+int gc_shm_attach(char *p, size_t size) {
     shm.size = size;
     shm.slot = (shm.size - GW_SHM_CTL) / 4 / SHM_SLOTS;
     if (shm.slot > SHM_SLOT_MAX) shm.slot = SHM_SLOT_MAX;
