@@ -40,6 +40,11 @@
 #                   busy among three idle), natively and through gpuserverd on the shared tier
 #   FAIR_SECONDS    seconds per fairshare phase (default 4)
 #   SHM_MIB         the shared arena of the shm gpubench run (default 512: its 256 MiB pinned rows fit)
+#   IVSHMEM         0 to skip gpubench over a VM-style ivshmem channel between two processes: a
+#                   channel file in /dev/shm served by gpuserverd --ivshmem-dir {IVDIR}, the guest
+#                   library mapping it (GPUCLOUD_ENDPOINT=ivshmem:FILE) as a VM maps the device's
+#                   BAR; polling doorbells instead of futexes (table in $OUT/table-ivshmem.md)
+#   IVSHMEM_MIB     that channel's size (default 512; a power of two)
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -57,7 +62,7 @@ SOCK=${SOCK:-/tmp/gpuserverd-gpurun.sock}
 SERVER_ID=${SERVER_ID:-gs-gpurun}
 # (Not ${VAR:-default}: the braces of the placeholders would end the expansion early.)
 if [[ -z ${GPUSERVERD_FLAGS:-} ]]; then
-	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --listen-unix {SOCK} --admin {ADMIN} --public-key {PUBKEY} --data-dir {DATA}'
+	GPUSERVERD_FLAGS='--backend cuda --id {SERVER} --listen {ADDR} --listen-unix {SOCK} --ivshmem-dir {IVDIR} --admin {ADMIN} --public-key {PUBKEY} --data-dir {DATA}'
 fi
 if [[ -z ${GUEST_ENV:-} ]]; then
 	GUEST_ENV='GPUCLOUD_ENDPOINT={ADDR} GPUCLOUD_TOKEN={TOKEN}'
@@ -176,6 +181,7 @@ start_server() {
 	flags=${flags//\{SOCK\}/$SOCK}
 	flags=${flags//\{SERVER\}/$SERVER_ID}
 	flags=${flags//\{ADMIN\}/$ADMIN}
+	flags=${flags//\{IVDIR\}/$IVDIR}
 	# shellcheck disable=SC2086 # flags are words on purpose
 	"$GPUSERVERD" $flags >"$OUT/$2.log" 2>&1 &
 	server=$!
@@ -183,6 +189,23 @@ start_server() {
 		[[ -n $(sessions_active) ]] && break
 		sleep 0.2
 	done
+}
+
+# The channel of gputoken's default instance, in tmpfs: the driver pins shmem pages, not a
+# disk file's. gpuserverd serves it from its start.
+IVDIR=$(mktemp -d /dev/shm/gpurun-ivshmem.XXXXXX)
+CHANNEL=$IVDIR/gpucloud-instance-gputest
+install -m 600 /dev/null "$CHANNEL" && truncate -s "${IVSHMEM_MIB:-512}M" "$CHANNEL"
+trap 'rm -rf "$IVDIR"' EXIT
+
+# wait_channel waits (up to 10 s) until gpuserverd has the channel free for a claim (header
+# state word, gpuserverd/ivshmem).
+wait_channel() {
+	for _ in $(seq 100); do
+		[[ $(od -An -tu4 -j 4108 -N4 "$CHANNEL" | tr -d ' ') == 1 ]] && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 stop_server() {
@@ -236,6 +259,15 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 		settle
 		(cd "$BUILD" && GPUCLOUD_ENDPOINT=unix:$SOCK timeout "${PROGRAM_TIMEOUT:-180}" ./vecadd kernels.ptx) || fail "shm vecadd"
 	fi
+	if [[ ${IVSHMEM:-1} != 0 && ${DRIVER_PROGRAMS:-1} != 0 ]]; then
+		step "gpubench over an ivshmem channel file (GPUCLOUD_ENDPOINT=ivshmem:$CHANNEL, polling doorbells)"
+		settle
+		wait_channel || fail "gpuserverd does not serve $CHANNEL"
+		(cd "$BUILD" && GPUCLOUD_ENDPOINT=ivshmem:$CHANNEL timeout "${PROGRAM_TIMEOUT:-180}" ./gpubench kernels.ptx $BENCH_MODE) | tee "$OUT/bench-remote-ivshmem.txt" || fail "ivshmem gpubench"
+		settle
+		wait_channel || fail "the channel was not freed after gpubench"
+		(cd "$BUILD" && GPUCLOUD_ENDPOINT=ivshmem:$CHANNEL timeout "${PROGRAM_TIMEOUT:-180}" ./vecadd kernels.ptx) || fail "ivshmem vecadd"
+	fi
 	unset LD_LIBRARY_PATH
 	stop_server
 	remote=1
@@ -257,6 +289,10 @@ step "table (median of repetitions)"
 if [[ -f $OUT/bench-remote-shm.txt ]]; then
 	step "table: native vs shared memory"
 	"$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" "$OUT/bench-remote-shm.txt" | tee "$OUT/table-shm.md"
+fi
+if [[ -f $OUT/bench-remote-ivshmem.txt ]]; then
+	step "table: native vs ivshmem channel (compare launch_sync with table-shm.md: polling vs futex)"
+	"$ROOT/scripts/bench-table.sh" "$OUT/bench-native.txt" "$OUT/bench-remote-ivshmem.txt" | tee "$OUT/table-ivshmem.md"
 fi
 echo
 [[ $status -eq 0 ]] && echo "gpu-run: all passed" || echo "gpu-run: FAILURES above"

@@ -1,6 +1,6 @@
 // Command gpuserverd serves remote CUDA sessions on this machine's GPUs.
 //
-//	gpuserverd --id gs1 --public-key <base64> [--listen :7070] [--listen-unix /run/gpuserverd.sock] [--admin :7071] [--backend auto]
+//	gpuserverd --id gs1 --public-key <base64> [--listen :7070] [--listen-unix /run/gpuserverd.sock] [--ivshmem-dir /dev/shm] [--admin :7071] [--backend auto]
 //	gpuserverd --apiserver URL --credential gcg_... --advertise host:port [...]
 //	  (joins the control plane: id and token key come from the apiserver's ack; usage is shipped)
 //	gpuserverd worker     (started by gpuserverd itself, one per session)
@@ -52,9 +52,9 @@ func main() {
 
 // settings are gpuserverd's flags.
 type settings struct {
-	config, id, listen, listenUnix, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
-	usageEvery, hbMax, checkpoint                                                              time.Duration
-	shmSessionMiB, shmTotalMiB                                                                 uint64
+	config, id, listen, listenUnix, ivshmemDir, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
+	usageEvery, hbMax, checkpoint, ivshmemTimeout                                                          time.Duration
+	shmSessionMiB, shmTotalMiB                                                                             uint64
 }
 
 // env returns the environment variable's value, or def.
@@ -73,6 +73,8 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.id, "id", env("GPUSERVERD_ID", ""), "this GPU server's id (the audience session tokens must name); learnt from --apiserver when unset ($GPUSERVERD_ID)")
 	fs.StringVar(&s.listen, "listen", env("GPUSERVERD_LISTEN", ":7070"), "address guest libraries connect to ($GPUSERVERD_LISTEN)")
 	fs.StringVar(&s.listenUnix, "listen-unix", env("GPUSERVERD_LISTEN_UNIX", ""), "Unix socket path for guests on this host, which may then use shared memory (optional) ($GPUSERVERD_LISTEN_UNIX)")
+	fs.StringVar(&s.ivshmemDir, "ivshmem-dir", env("GPUSERVERD_IVSHMEM_DIR", ""), "directory of VMs' ivshmem channel files (gpucloud-<instance>, created by hostd; libvirt's is /dev/shm) to serve (optional) ($GPUSERVERD_IVSHMEM_DIR)")
+	fs.DurationVar(&s.ivshmemTimeout, "ivshmem-peer-timeout", 0, "how long a VM guest's heartbeat may stand still before its session ends (0: 5s)")
 	fs.StringVar(&s.admin, "admin", env("GPUSERVERD_ADMIN", "127.0.0.1:7071"), "HTTP address for /usage, /metrics and /healthz ($GPUSERVERD_ADMIN)")
 	fs.StringVar(&s.pubKey, "public-key", env("GPUSERVERD_PUBLIC_KEY", ""), "the apiserver's Ed25519 session-token public key, base64; learnt from --apiserver when unset ($GPUSERVERD_PUBLIC_KEY)")
 	fs.StringVar(&s.kind, "backend", env("GPUSERVERD_BACKEND", "auto"), "auto, cuda or simulated ($GPUSERVERD_BACKEND)")
@@ -146,7 +148,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return fmt.Errorf("finding own binary for workers: %w", err)
 	}
 	s, err := server.New(server.Config{
-		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
+		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, IvshmemDir: st.ivshmemDir, IvshmemPeerTimeout: st.ivshmemTimeout, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
 		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
 		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
 	}, b)

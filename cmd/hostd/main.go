@@ -41,6 +41,8 @@ type options struct {
 	network, listen, logLevel             string
 	caFile                                string
 	interval                              time.Duration
+	ivshmemServer, ivshmemDir             string
+	ivshmemMiB, ivshmemGID                int
 }
 
 // env returns the environment variable's value, or def.
@@ -70,6 +72,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
+	fs.StringVar(&o.ivshmemServer, "ivshmem-gpu-server", env("HOSTD_IVSHMEM_GPU_SERVER", ""), "id of the gpuserverd on this host: its GPU instances get an ivshmem channel file it serves (gpuserverd --ivshmem-dir); empty: none ($HOSTD_IVSHMEM_GPU_SERVER)")
+	fs.StringVar(&o.ivshmemDir, "ivshmem-dir", env("HOSTD_IVSHMEM_DIR", "/dev/shm"), "where channel files go; libvirt has QEMU open them in /dev/shm ($HOSTD_IVSHMEM_DIR)")
+	fs.IntVar(&o.ivshmemMiB, "ivshmem-mib", 256, "size of each channel: a power of two, 16 to 16384")
+	fs.IntVar(&o.ivshmemGID, "ivshmem-gid", -1, "group of the channel files, mode 0660 (the group QEMU and gpuserverd share); -1: mode 0600, owner only")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs
 }
@@ -163,9 +169,13 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	network, _ := parseNetwork(o.network)
+	var shm *reconcile.IvshmemConfig
+	if o.ivshmemServer != "" {
+		shm = &reconcile.IvshmemConfig{GPUServerID: o.ivshmemServer, Dir: o.ivshmemDir, Bytes: uint64(o.ivshmemMiB) << 20, GID: o.ivshmemGID}
+	}
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
-		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log,
+		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 	})
 	if err != nil {
 		return err

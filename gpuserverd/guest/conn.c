@@ -77,7 +77,13 @@ static const char *unix_path(const char *endpoint) {
     return NULL;
 }
 
+/* The endpoint's ivshmem channel ("ivshmem:/sys/.../resource2", "ivshmem:auto"), or NULL. */
+static const char *ivshmem_spec(const char *endpoint) {
+    return strncmp(endpoint, "ivshmem:", 8) == 0 ? endpoint + 8 : NULL;
+}
+
 int gc_dial(const char *endpoint) {
+    if (ivshmem_spec(endpoint)) return gc_ivshmem_open(ivshmem_spec(endpoint));
     if (unix_path(endpoint)) return dial_unix(unix_path(endpoint));
     char host[256], port[16];
     const char *colon = strrchr(endpoint, ':');
@@ -109,9 +115,22 @@ int gc_dial(const char *endpoint) {
     return fd;
 }
 
-static void connect_once(void) {
+/* The endpoints to try: the environment's GPUCLOUD_ENDPOINT; else the config file's list
+ * ("endpoints=" or hostd's "GPUCLOUD_ENDPOINTS=": a VM's ivshmem channel first, then gpuserverd
+ * over TCP), so a channel that cannot be opened falls back to TCP; else its single endpoint. */
+static int endpoints_setting(char *out, size_t cap) {
+    const char *v = getenv("GPUCLOUD_ENDPOINT");
+    if (v && *v) {
+        snprintf(out, cap, "%s", v);
+        return 1;
+    }
+    return config_value("endpoints", out, cap) || config_value("GPUCLOUD_ENDPOINTS", out, cap) ||
+           config_value("endpoint", out, cap) || config_value("GPUCLOUD_ENDPOINT", out, cap);
+}
+
+static void connect_session(void) {
     char endpoints[MAX_VALUE], token[MAX_VALUE + 1];
-    if (!setting("GPUCLOUD_ENDPOINT", "endpoint", endpoints, sizeof endpoints) ||
+    if (!endpoints_setting(endpoints, sizeof endpoints) ||
         !setting("GPUCLOUD_TOKEN", "token", token, sizeof token)) {
         fprintf(stderr, "gpucloud: no endpoint or token: set GPUCLOUD_ENDPOINT and GPUCLOUD_TOKEN or "
                         "write them to %s (GPUCLOUD_CONFIG)\n", CONFIG_DEFAULT);
@@ -161,10 +180,24 @@ static void connect_once(void) {
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
     hr.session_id = sid;
-    /* A client on this host shares memory with its worker; lanes would only add copies. */
-    if (!(unix_path(used) && gc_open_shm())) gc_open_lanes(used, &hr);
+    /* A client on this host shares memory with its worker; lanes would only add copies. A VM's
+     * ivshmem region already is the arena. */
+    if (gc_ivshmem_on()) {
+        if (gc_ivshmem_adopt() != 0) {
+            gc.init_result = CUDA_ERROR_OUT_OF_MEMORY;
+            return;
+        }
+    } else if (!(unix_path(used) && gc_open_shm())) {
+        gc_open_lanes(used, &hr);
+    }
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
+}
+
+static void connect_once(void) {
+    connect_session();
+    /* A refused session lets its ivshmem channel go now, not at exit: another process may use it. */
+    if (gc.init_result != CUDA_SUCCESS && gc_ivshmem_on()) gc_ivshmem_release();
 }
 
 CUresult gc_ensure_init(void) {
@@ -297,14 +330,16 @@ static void *flusher(void *arg) {
     return NULL;
 }
 
-void gc_start_flusher(void) {
+void gc_spawn_detached(void *(*fn)(void *)) {
     pthread_t t;
     pthread_attr_t a;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_create(&t, &a, flusher, NULL);
+    pthread_create(&t, &a, fn, NULL);
     pthread_attr_destroy(&a);
 }
+
+void gc_start_flusher(void) { gc_spawn_detached(flusher); }
 
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply) {

@@ -67,6 +67,7 @@ CUresult gc_traced(const char *fn, CUresult rc);
 #define GC_T(rc) gc_traced(__func__, (rc))
 int gc_valid_context(CUcontext c);
 void gc_start_flusher(void);
+void gc_spawn_detached(void *(*fn)(void *)); /* a detached thread running fn(NULL) */
 /* Sends a frame (head, then tail) and, unless flags has GW_FLAG_NO_REPLY, reads the reply of type
  * want. Caller holds gc.mu. */
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
@@ -84,10 +85,20 @@ CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, ch
 /* Shared memory with a worker on this host (shm.c). */
 int gc_open_shm(void);
 int gc_shm_on(void);
+int gc_shm_attach(char *base, size_t size);
+/* A VM's ivshmem region (ivshmem.c): claims the channel at spec ("auto" or a path) and starts the
+ * rings over it; returns a descriptor standing for the connection, or -1 after saying why. */
+int gc_ivshmem_open(const char *spec);
+/* After an accepted hello: the region's data bytes become the arena. */
+int gc_ivshmem_adopt(void);
+int gc_ivshmem_on(void);
+void gc_ivshmem_release(void); /* lets the channel go (a refused session) */
 extern int gc_ring_on; /* frames go through the arena's rings, not the socket */
 int gc_ring_write(const void *p, size_t n);
 int gc_ring_read(void *p, size_t n);
-void gc_rings_start(char *arena); /* ring.c */
+/* ring.c: frames go through the arena's rings from here on; with peer_gone_poll the doorbell polls
+ * (an ivshmem region) and asks it whether the server has gone, else it is a futex. */
+void gc_rings_start(char *arena, int (*peer_gone_poll)(void));
 void *gc_shm_alloc(size_t n);
 int gc_shm_free(void *p);
 CUresult gc_shm_copy_locked(int to_device, uint64_t dev, void *host, size_t n, uint64_t stream, int async);

@@ -1,7 +1,17 @@
 /* The control rings of a shared arena (layout: wire spec, shm_ctl): two byte streams, ring 0 for
  * this library's frames and ring 1 for the worker's. A waiting side spins for RING_SPIN_NS, then
- * sleeps on a futex word the other side wakes; while asleep it checks every 100 ms that the
- * worker's socket is still open. One reader and one writer per ring (callers hold gc.mu). */
+ * waits on its doorbell, one of two kinds:
+ *   - futex (a process on the GPU host, arena from a memfd): it sleeps on a futex word the other
+ *     side wakes; while asleep it checks every 100 ms that the worker's socket is still open;
+ *   - polling (a VM's ivshmem region): a futex wake cannot cross the VM boundary and ivshmem-plain
+ *     has no interrupts, so it sleeps in short, growing naps (RING_NAP_MIN_NS up to
+ *     RING_NAP_MAX_NS) and re-reads the word; every RING_CHECK_NS it asks ivshmem.c whether the
+ *     server is still there (heartbeat and generation words).
+ * The trade-off of polling: a reply that comes while the waiter spins costs nothing extra; one that
+ * comes after costs up to RING_NAP_MAX_NS more (RING_NAP_IDLE_NS once the wait has lasted
+ * RING_IDLE_NS), and a waiting thread wakes at most 5000 times a second at first, 500 after:
+ * a few percent of one core, then well under one.
+ * One reader and one writer per ring (callers hold gc.mu). */
 #define _GNU_SOURCE 1 /* POLLRDHUP */
 #include "guest.h"
 
@@ -22,6 +32,19 @@ static struct ring ring_out, ring_in; /* ring 0: our frames; ring 1: the worker'
 int gc_ring_on;
 
 #define RING_SPIN_NS 50000
+#define RING_NAP_MIN_NS 2000
+#define RING_NAP_MAX_NS 200000
+#define RING_IDLE_NS 100000000L    /* after waiting this long, a longer nap: */
+#define RING_NAP_IDLE_NS 2000000L  /* a program idle for long pays at most 2 ms on its next call */
+#define RING_CHECK_NS 50000000
+
+/* The doorbell: how a side waits for a word to change and wakes the other. */
+struct doorbell {
+    int (*wait)(uint32_t *word, uint32_t seen, uint32_t *sleeping); /* 0, or -1: peer gone */
+    void (*wake)(uint32_t *word, uint32_t *sleeping);
+};
+static const struct doorbell *bell;
+static int (*poll_peer_gone)(void); /* the polling doorbell's liveness check */
 
 static void ring_init(struct ring *r, char *base, int idx) {
     char *h = base + idx * 2048;
@@ -51,14 +74,19 @@ static double mono_ns(void) {
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* ring_wait returns 0 once *word is no longer seen, -1 if the worker has gone. */
-static int ring_wait(uint32_t *word, uint32_t seen, uint32_t *sleeping) {
+/* spin returns 1 if *word changed from seen within RING_SPIN_NS. */
+static int spin(uint32_t *word, uint32_t seen) {
     double start = mono_ns();
     for (unsigned i = 1;; i++) {
-        if (ld(word) != seen) return 0;
-        if ((i & 255) == 0 && mono_ns() - start > RING_SPIN_NS) break;
+        if (ld(word) != seen) return 1;
+        if ((i & 255) == 0 && mono_ns() - start > RING_SPIN_NS) return 0;
         __builtin_ia32_pause();
     }
+}
+
+/* futex_wait returns 0 once *word is no longer seen, -1 if the worker has gone. */
+static int futex_wait(uint32_t *word, uint32_t seen, uint32_t *sleeping) {
+    if (spin(word, seen)) return 0;
     st(sleeping, 1); /* then re-check: the other side stores its counter first, then reads this */
     int rc = 0;
     while (ld(word) == seen) {
@@ -74,20 +102,51 @@ static int ring_wait(uint32_t *word, uint32_t seen, uint32_t *sleeping) {
     return rc;
 }
 
+static void futex_wake(uint32_t *word, uint32_t *sleeping) {
+    if (ld(sleeping)) syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static const struct doorbell futex_bell = {futex_wait, futex_wake};
+
+/* poll_wait naps instead of sleeping on a futex; nobody rings it. */
+static int poll_wait(uint32_t *word, uint32_t seen, uint32_t *sleeping) {
+    (void)sleeping;
+    if (spin(word, seen)) return 0;
+    long nap = RING_NAP_MIN_NS;
+    double began = mono_ns(), last_check = began;
+    while (ld(word) == seen) {
+        struct timespec ts = {0, nap};
+        nanosleep(&ts, NULL);
+        if (ld(word) != seen) break;
+        double now = mono_ns();
+        long cap = now - began > RING_IDLE_NS ? RING_NAP_IDLE_NS : RING_NAP_MAX_NS;
+        nap = nap * 2 < cap ? nap * 2 : cap;
+        if (now - last_check > RING_CHECK_NS) {
+            last_check = now;
+            if (poll_peer_gone && poll_peer_gone()) return -1;
+        }
+    }
+    return 0;
+}
+
+static void poll_wake(uint32_t *word, uint32_t *sleeping) { (void)word, (void)sleeping; }
+
+static const struct doorbell poll_bell = {poll_wait, poll_wake};
+
 int gc_ring_write(const void *buf, size_t n) {
     const char *p = buf;
     struct ring *r = &ring_out;
     while (n > 0) {
         uint32_t head = ld(r->head), tail = ld(r->tail), free_ = r->size - (head - tail);
         if (free_ == 0) {
-            if (ring_wait(r->tail, tail, r->wwait) != 0) return -1;
+            if (bell->wait(r->tail, tail, r->wwait) != 0) return -1;
             continue;
         }
         uint32_t c = n < free_ ? (uint32_t)n : free_, off = head % r->size, k = r->size - off < c ? r->size - off : c;
         memcpy(r->data + off, p, k);
         memcpy(r->data, p + k, c - k);
         st(r->head, head + c);
-        if (ld(r->rwait)) syscall(SYS_futex, r->head, FUTEX_WAKE, 1, NULL, NULL, 0);
+        bell->wake(r->head, r->rwait);
         p += c;
         n -= c;
     }
@@ -100,7 +159,7 @@ int gc_ring_read(void *buf, size_t n) {
     while (n > 0) {
         uint32_t head = ld(r->head), tail = ld(r->tail);
         if (head == tail) {
-            if (ring_wait(r->head, head, r->rwait) != 0) return -1;
+            if (bell->wait(r->head, head, r->rwait) != 0) return -1;
             continue;
         }
         uint32_t avail = head - tail, c = n < avail ? (uint32_t)n : avail, off = tail % r->size;
@@ -108,15 +167,17 @@ int gc_ring_read(void *buf, size_t n) {
         memcpy(p, r->data + off, k);
         memcpy(p + k, r->data, c - k);
         st(r->tail, tail + c);
-        if (ld(r->wwait)) syscall(SYS_futex, r->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
+        bell->wake(r->tail, r->wwait);
         p += c;
         n -= c;
     }
     return 0;
 }
 
-void gc_rings_start(char *arena) {
+void gc_rings_start(char *arena, int (*peer_gone_poll)(void)) {
     ring_init(&ring_out, arena, 0);
     ring_init(&ring_in, arena, 1);
+    bell = peer_gone_poll ? &poll_bell : &futex_bell;
+    poll_peer_gone = peer_gone_poll;
     gc_ring_on = 1;
 }

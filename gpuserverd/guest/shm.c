@@ -129,25 +129,32 @@ int gc_open_shm(void) {
         close(fd);
         return 0;
     }
-    shm.size = sr.bytes;
+    if (gc_shm_attach(p, sr.bytes) != 0) {
+        munmap(p, sr.bytes);
+        close(fd);
+        return 0;
+    }
+    shm.fd = fd; /* registered ranges map arena blocks from it */
+    gc_rings_start(p, NULL); /* from here on, every frame goes through the rings */
+    return 1;
+}
+
+/* gc_shm_attach lays the staging chunks and the pinned heap over a mapped arena of size bytes (a
+ * memfd from ShmOpen, or a VM's ivshmem region); the rings are the caller's. 0, or -1 without memory. */
+int gc_shm_attach(char *p, size_t size) {
+    shm.size = size;
     shm.slot = (shm.size - GW_SHM_CTL) / 4 / SHM_SLOTS;
     if (shm.slot > SHM_SLOT_MAX) shm.slot = SHM_SLOT_MAX;
     shm.slot &= ~(size_t)(SHM_ALIGN - 1);
     shm.heap_off = GW_SHM_CTL + shm.slot * SHM_SLOTS;
     shm.blocks = malloc(16 * sizeof *shm.blocks);
-    if (!shm.blocks) {
-        munmap(p, sr.bytes);
-        close(fd);
-        return 0;
-    }
-    shm.fd = fd;
+    if (!shm.blocks) return -1;
     shm.cblocks = 16;
     shm.blocks[0] = (struct block){shm.heap_off, shm.size - shm.heap_off, 0};
     shm.nblocks = 1;
     shm.base = p;
-    gc_rings_start(p); /* from here on, every frame goes through the rings */
     if (gc_trace_on()) gc_trace("shared arena: %zu bytes, %d staging chunks of %zu", shm.size, SHM_SLOTS, shm.slot);
-    return 1;
+    return 0;
 }
 
 /* ---- pinned allocations: first fit over a sorted block list ---- */

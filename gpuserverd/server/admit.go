@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -51,16 +53,9 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		claims, ordinals, err = s.hello(h, p)
 	}
 	if err != nil {
-		var r *refusal
-		if !errors.As(err, &r) {
-			log.Info("handshake failed", "err", err)
-			return
+		if frame := s.refusalReply(err, log); frame != nil {
+			conn.Write(frame)
 		}
-		s.count(r.reason)
-		log.Warn("session refused", "reason", r.reason, "err", r.msg)
-		frame := wire.AppendFrame(nil, &wire.HelloReply{Result: int32(r.code), Version: wire.Version,
-			Message: truncate(r.msg, 1024)}, 0, 0)
-		conn.Write(frame)
 		return
 	}
 	conn.SetDeadline(time.Time{})
@@ -69,6 +64,20 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 	if err := s.runWorker(ctx, conn, claims, ordinals, log); err != nil {
 		log.Error("worker", "session", claims.SessionID, "err", err)
 	}
+}
+
+// refusalReply counts and logs a failed handshake and, when it was refused (not merely cut
+// short), returns the HelloReply frame that tells the client why.
+func (s *Server) refusalReply(err error, log *slog.Logger) []byte {
+	var r *refusal
+	if !errors.As(err, &r) {
+		log.Info("handshake failed", "err", err)
+		return nil
+	}
+	s.count(r.reason)
+	log.Warn("session refused", "reason", r.reason, "err", r.msg)
+	return wire.AppendFrame(nil, &wire.HelloReply{Result: int32(r.code), Version: wire.Version,
+		Message: truncate(r.msg, 1024)}, 0, 0)
 }
 
 func truncate(s string, n int) string {
@@ -100,19 +109,28 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 
 // readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
+	return readOpening(conn, wire.MaxFrame, wire.TypeHello, wire.TypeLaneHello)
+}
+
+// readOpening reads the frame that opens a connection or channel: one of types, its payload at
+// most limit bytes.
+func readOpening(r io.Reader, limit uint32, types ...wire.Type) (wire.Header, []byte, error) {
 	var hb [wire.HeaderSize]byte
-	if _, err := io.ReadFull(conn, hb[:]); err != nil {
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return wire.Header{}, nil, fmt.Errorf("reading hello: %w", err)
 	}
 	h, err := wire.ParseHeader(hb[:])
 	if err != nil {
 		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", err.Error()}
 	}
-	if h.Type != wire.TypeHello && h.Type != wire.TypeLaneHello {
+	if !slices.Contains(types, h.Type) {
 		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("first message must be Hello, got %s", h.Type)}
 	}
+	if h.Length > limit {
+		return h, nil, &refusal{backend.ErrInvalidValue, "protocol", fmt.Sprintf("%s of %d bytes exceeds %d", h.Type, h.Length, limit)}
+	}
 	p := make([]byte, h.Length)
-	if _, err := io.ReadFull(conn, p); err != nil {
+	if _, err := io.ReadFull(r, p); err != nil {
 		return h, nil, fmt.Errorf("reading hello: %w", err)
 	}
 	return h, p, nil

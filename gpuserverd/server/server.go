@@ -27,8 +27,14 @@ type Config struct {
 	// ListenUnix, when set, is a Unix socket path for guests on this host: their sessions may open
 	// a shared-memory arena (gpuserverd/README.md, "Shared memory").
 	ListenUnix string
-	Admin      string // HTTP: /usage, /metrics, /healthz
-	PublicKey  ed25519.PublicKey
+	// IvshmemDir, when set, is where VMs' ivshmem channel files appear (/dev/shm, where libvirt
+	// puts them): each file named gpucloud-<instance> is served as that instance's channel
+	// (package ivshmem; gpuserverd/README.md, "VMs on this host").
+	IvshmemDir string
+	// IvshmemPeerTimeout is how long a VM guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
+	IvshmemPeerTimeout time.Duration
+	Admin              string // HTTP: /usage, /metrics, /healthz
+	PublicKey          ed25519.PublicKey
 	// BackendKind is the resolved backend ("cuda" or "simulated") workers open.
 	BackendKind string
 	// WorkerCommand starts a worker process, e.g. {"/usr/bin/gpuserverd", "worker"}.
@@ -176,6 +182,13 @@ func (s *Server) Serve(ctx context.Context) error {
 		go func() {
 			defer s.wg.Done()
 			s.acceptLoop(ctx, s.unixLn)
+		}()
+	}
+	if s.cfg.IvshmemDir != "" {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchChannels(ctx, s.cfg.IvshmemDir)
 		}()
 	}
 	err := s.acceptLoop(ctx, s.ln)

@@ -47,6 +47,13 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 		return fmt.Errorf("connection fd: %w", err)
 	}
 	defer connFile.Close()
+	return s.startWorker(ctx, connFile, conn.Close, "", c, ordinals, log)
+}
+
+// startWorker runs a worker on connFile (a socket, or with channel "ivshmem" a VM's channel
+// file); release is called once the worker holds its own copy.
+func (s *Server) startWorker(ctx context.Context, connFile *os.File, release func() error, channel string,
+	c sessiontoken.Claims, ordinals []int, log *slog.Logger) error {
 	statsR, statsW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("stats pipe: %w", err)
@@ -55,6 +62,7 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	cfg, _ := json.Marshal(worker.Config{
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
 		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals, ShmMax: s.cfg.ShmSessionMax,
+		Channel: channel, PeerTimeout: s.cfg.IvshmemPeerTimeout,
 	})
 	lanesHere, lanesThere, err := laneSocket()
 	if err != nil {
@@ -84,8 +92,7 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 	statsW.Close()
 	lanesThere.Close()
 	arenasThere.Close()
-	connFile.Close()
-	conn.Close() // the worker owns the connection now
+	release() // the worker owns the connection now
 
 	now := time.Now()
 	se := &session{claims: c, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere}

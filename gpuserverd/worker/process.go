@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/ivshmem"
 )
 
 // File descriptors a worker process inherits from the server (exec.Cmd.ExtraFiles start at 3).
@@ -27,7 +29,16 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	if err := json.NewDecoder(io.LimitReader(os.Stdin, 1<<20)).Decode(&cfg); err != nil {
 		return fmt.Errorf("worker: reading config from stdin: %w", err)
 	}
-	conn, err := newBlockingConn(ConnFD, frameTimeout)
+	var conn net.Conn
+	var ch *ivshmem.Channel
+	var err error
+	if cfg.Channel == "ivshmem" {
+		if ch, err = ivshmem.Adopt(os.NewFile(ConnFD, "ivshmem")); err == nil {
+			conn = newIvshmemConn(ch, cfg.PeerTimeout)
+		}
+	} else {
+		conn, err = newBlockingConn(ConnFD, frameTimeout)
+	}
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -40,6 +51,12 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	}
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
+	if ch != nil {
+		if err := s.adoptIvshmem(ch); err != nil {
+			s.close()
+			return err
+		}
+	}
 	if uc := openLaneSocket(); uc != nil {
 		s.EnableLanes()
 		go s.serveLaneSocket(uc)

@@ -24,6 +24,7 @@ type shmRing struct {
 	data         []byte
 	alive        func() error // checked while sleeping: nil while the peer is there
 	spin         time.Duration
+	poll         bool // the polling doorbell (a VM's ivshmem region): nap, never futex
 }
 
 // ringSpin is how long a side waits actively before sleeping.
@@ -54,7 +55,7 @@ func (r *shmRing) Write(p []byte) (int, error) {
 		k := copy(r.data[off:], p[n:n+c])
 		copy(r.data, p[n+k:n+c])
 		atomic.StoreUint32(r.head, head+uint32(c))
-		if atomic.LoadUint32(r.rwait) != 0 {
+		if !r.poll && atomic.LoadUint32(r.rwait) != 0 {
 			futexWake(r.head)
 		}
 		n += c
@@ -72,7 +73,7 @@ func (r *shmRing) Read(p []byte) (int, error) {
 			k := copy(p[:c], r.data[off:])
 			copy(p[k:c], r.data)
 			atomic.StoreUint32(r.tail, tail+uint32(c))
-			if atomic.LoadUint32(r.wwait) != 0 {
+			if !r.poll && atomic.LoadUint32(r.wwait) != 0 {
 				futexWake(r.tail)
 			}
 			return c, nil
@@ -93,6 +94,9 @@ func (r *shmRing) wait(word *uint32, seen uint32, sleeping *uint32) error {
 		if i&255 == 255 && time.Since(start) > r.spin {
 			break
 		}
+	}
+	if r.poll {
+		return r.pollWait(word, seen)
 	}
 	atomic.StoreUint32(sleeping, 1) // then re-check: a writer stores first, then reads the flag
 	defer atomic.StoreUint32(sleeping, 0)
@@ -140,4 +144,52 @@ func peerAlive(fd int) func() error {
 		}
 		return err
 	}
+}
+
+// Polling doorbell: naps growing from pollNapMin to pollNapMax, and to pollNapIdle once the wait
+// has lasted pollIdle (a guest idle between calls costs the worker at most 500 wake-ups a second,
+// its next call at most 2 ms more); the liveness check every pollCheck. A nanosleep on the
+// worker's locked thread, not time.Sleep: the runtime's timers would round a few microseconds up
+// to far more. (guest/ring.c has the same schedule.)
+const (
+	pollNapMin  = 2 * time.Microsecond
+	pollNapMax  = 200 * time.Microsecond
+	pollIdle    = 100 * time.Millisecond
+	pollNapIdle = 2 * time.Millisecond
+	pollCheck   = 50 * time.Millisecond
+)
+
+func (r *shmRing) pollWait(word *uint32, seen uint32) error {
+	nap := pollNapMin
+	began := time.Now()
+	last := began
+	for atomic.LoadUint32(word) == seen {
+		ts := unix.NsecToTimespec(int64(nap))
+		unix.Nanosleep(&ts, nil)
+		if atomic.LoadUint32(word) != seen {
+			break
+		}
+		if time.Since(began) > pollIdle {
+			nap = min(2*nap, pollNapIdle)
+		} else {
+			nap = min(2*nap, pollNapMax)
+		}
+		if time.Since(last) > pollCheck {
+			last = time.Now()
+			if r.alive != nil {
+				if err := r.alive(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// NewPollRing is ring r (0: the guest's frames, 1: the server's) of a VM's ivshmem region, with
+// the polling doorbell; alive says, every so often while it waits, whether to go on.
+func NewPollRing(mem []byte, r int, alive func() error) io.ReadWriter {
+	ring := newShmRing(mem, r, alive)
+	ring.poll = true
+	return ring
 }

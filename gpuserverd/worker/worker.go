@@ -31,6 +31,10 @@ type Config struct {
 	Devices []int `json:"devices"`
 	// ShmMax bounds the session's shared arena (bytes; 0: the protocol's wire.ShmMax).
 	ShmMax uint64 `json:"shm_max,omitempty"`
+	// Channel is "ivshmem" when fd 3 is a VM's ivshmem channel file rather than a socket.
+	Channel string `json:"channel,omitempty"`
+	// PeerTimeout is how long an ivshmem guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
+	PeerTimeout time.Duration `json:"peer_timeout,omitempty"`
 }
 
 // device is the session's state on one granted GPU, created on first use.

@@ -30,6 +30,7 @@ type env struct {
 	data   string
 	images string
 	lib    string
+	shm    *IvshmemConfig // ivshmem channels, when a test turns them on
 }
 
 // foreignNode is the test driver's host: it already runs a domain that is not hostd's.
@@ -83,7 +84,7 @@ func (e *env) hostd() *Reconciler {
 	cfg := Config{
 		ControlPlane: e.cp.Client(e.t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
 		GuestLibrary: e.lib, Network: virt.Network{Kind: "user"}, Hostname: "node1", Version: "test",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm,
 	}
 	if e.pool != nil {
 		cfg.VFs = e.pool

@@ -210,7 +210,12 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	spec := virt.DomainSpec{
 		Meta: m, Type: r.cfg.Hypervisor.DomainType(), VCPUs: d.Spec.VCPUs, MemoryMiB: d.Spec.MemoryMiB,
 		Disk: p.disk, Seed: p.seed, ConsoleLog: p.console, VFPCIAddress: m.VFPCIAddress,
-		Network: r.cfg.Network, Kernel: r.cfg.Kernel,
+		Network: r.cfg.Network, Kernel: r.cfg.Kernel, Shmem: r.channelFor(d),
+	}
+	if spec.Shmem != nil { // before the domain exists: QEMU must open ours, not create its own
+		if err := r.createChannel(d.ID); err != nil {
+			return m, err
+		}
 	}
 	if spec.Kernel == nil {
 		spec.Kernel = r.imageKernel(d.Spec.Image)
@@ -242,6 +247,9 @@ func (r *Reconciler) teardown(id string) error {
 	if err := os.RemoveAll(r.paths(id).dir); err != nil {
 		return fmt.Errorf("remove files of %s: %w", id, err)
 	}
+	if err := r.removeChannel(id); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	delete(r.stopRequested, name)
 	r.mu.Unlock()
@@ -262,6 +270,10 @@ func (r *Reconciler) collectGarbage(wanted map[string]bool, actual map[string]vi
 			r.log.Info("removing leftover files", "instance", id)
 			errs = append(errs, os.RemoveAll(filepath.Join(r.cfg.DataDir, "instances", id)))
 		}
+	}
+	for _, id := range r.leftoverChannels(func(id string) bool { _, has := actual[id]; return wanted[id] || has }) {
+		r.log.Info("removing leftover ivshmem channel", "instance", id)
+		errs = append(errs, r.removeChannel(id))
 	}
 	if r.cfg.VFs != nil {
 		claims, err := r.cfg.VFs.Claims()

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,21 +26,7 @@ import (
 // endpoint written there (a listener of this test, reached through user-mode networking).
 // Domain type qemu (TCG): nested KVM guests hang at boot on the CI machines.
 func TestRealVMBootsThroughHostd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: it starts libvirtd and uses qemu:///system")
-	}
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 not installed")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := vmtest.EnsureLibvirtd(ctx); err != nil {
-		t.Fatal(err)
-	}
-	guest, err := vmtest.BuildGuest(ctx, filepath.Join(repoRoot(t), ".data", "vmtest"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, hv, guest, dir, images := realVMSetup(t)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -58,20 +45,6 @@ func TestRealVMBootsThroughHostd(t *testing.T) {
 		hello <- strings.TrimSpace(line)
 	}()
 
-	hv, err := virt.Open("qemu:///system", "qemu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hv.Close()
-	dir := t.TempDir()
-	// Where qemu.conf runs QEMU as libvirt-qemu, it must be able to walk to the VM's files.
-	os.Chmod(dir, 0o711)
-	os.Chmod(filepath.Dir(dir), 0o711)
-	images := filepath.Join(dir, "images")
-	os.MkdirAll(images, 0o755)
-	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
 	cp := cpfake.New(t, "host-secret")
 	r, err := New(Config{
 		ControlPlane: cp.Client(t), Hypervisor: hv, DataDir: filepath.Join(dir, "data"), ImagesDir: images,
@@ -146,6 +119,44 @@ func TestRealVMBootsThroughHostd(t *testing.T) {
 	}
 }
 
+// realVMSetup is what a real-VM test needs: root, QEMU, a running libvirtd, the guest kernel and
+// initramfs, a qemu:///system connection and a base image. The context ends after 3 minutes.
+func realVMSetup(t *testing.T) (ctx context.Context, hv *virt.Hypervisor, guest vmtest.Guest, dir, images string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it starts libvirtd and uses qemu:///system")
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("qemu-system-x86_64 not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	if err := vmtest.EnsureLibvirtd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	guest, err = vmtest.BuildGuest(ctx, filepath.Join(repoRoot(t), ".data", "vmtest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	hv, err = virt.Open("qemu:///system", "qemu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hv.Close() })
+	dir = t.TempDir()
+	// Where qemu.conf runs QEMU as libvirt-qemu, it must be able to walk to the VM's files.
+	os.Chmod(dir, 0o711)
+	os.Chmod(filepath.Dir(dir), 0o711)
+	images = filepath.Join(dir, "images")
+	os.MkdirAll(images, 0o755)
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	return ctx, hv, guest, dir, images
+}
+
 func repoRoot(t *testing.T) string {
 	dir, err := os.Getwd()
 	if err != nil {
@@ -160,5 +171,69 @@ func repoRoot(t *testing.T) string {
 			t.Fatal("go.mod not found above the test")
 		}
 		dir = parent
+	}
+}
+
+// TestRealVMGetsItsIvshmemChannel defines and starts a GPU instance of the local gpuserverd
+// through libvirt (qemu:///system): libvirt accepts the shmem device, QEMU maps the file hostd
+// made in /dev/shm (not one of its own), and deleting the instance removes the file.
+func TestRealVMGetsItsIvshmemChannel(t *testing.T) {
+	ctx, hv, guest, dir, images := realVMSetup(t)
+	cp := cpfake.New(t, "host-secret")
+	r, err := New(Config{
+		ControlPlane: cp.Client(t), Hypervisor: hv, DataDir: filepath.Join(dir, "data"), ImagesDir: images,
+		Network: virt.Network{Kind: "user"}, Hostname: "vmtest",
+		Kernel:  &virt.KernelBoot{Kernel: guest.Kernel, Initrd: guest.Initrd, Cmdline: "console=ttyS0 panic=-1"},
+		Ivshmem: &IvshmemConfig{GPUServerID: "gs1", Dir: "/dev/shm", Bytes: 16 << 20, GID: -1},
+		Log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("vmtest-shm-%d", time.Now().UnixNano()%1e9)
+	in := instance(id, "tenant-vm", 0)
+	in.Spec.VCPUs, in.Spec.MemoryMiB = 1, 256
+	cp.Put(in)
+	defer hv.Undefine(virt.DomainName(id))
+	path := "/dev/shm/gpucloud-" + id
+	defer os.Remove(path)
+	before, err := os.Stat(path)
+	if err == nil {
+		t.Fatalf("channel file exists before the instance: %v", before.Mode())
+	}
+	if err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := cp.Observed(id); o.State != api.ObservedRunning {
+		t.Fatalf("observed %+v", o)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Size() != 16<<20 {
+		t.Fatalf("channel file: %v %v", fi, err)
+	}
+	pidb, err := os.ReadFile("/run/libvirt/qemu/" + virt.DomainName(id) + ".pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pidb)) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fmt.Sprint(fi.Sys().(*syscall.Stat_t).Ino)
+	mapped := false
+	for _, l := range strings.Split(string(maps), "\n") {
+		if f := strings.Fields(l); len(f) >= 6 && f[5] == path && f[4] == ino {
+			mapped = true
+		}
+	}
+	if !mapped {
+		t.Fatalf("QEMU has not mapped hostd's %s (inode %s)", path, ino)
+	}
+	cp.SetDesired(id, api.DesiredDeleted)
+	if err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("channel file after delete: %v", err)
 	}
 }

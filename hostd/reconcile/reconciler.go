@@ -32,6 +32,7 @@ type Config struct {
 	GuestLibrary string      // the guest libcuda.so.1 put into every seed; "" for none
 	Network      virt.Network
 	Kernel       *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
+	Ivshmem      *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
 	Hostname     string
 	Version      string
 
@@ -66,6 +67,11 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.DataDir == "" || cfg.ImagesDir == "" {
 		return nil, errors.New("reconcile: data and images dirs are required")
+	}
+	if cfg.Ivshmem != nil {
+		if err := cfg.Ivshmem.validate(); err != nil {
+			return nil, fmt.Errorf("reconcile: %w", err)
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "instances"), 0o755); err != nil {
 		return nil, fmt.Errorf("reconcile: data dir: %w", err)

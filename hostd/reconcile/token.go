@@ -39,6 +39,9 @@ func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, nam
 	cfg := seed.Config{InstanceID: d.ID, Hostname: d.Name, Token: tok.Token, TokenExpiresAt: tok.ExpiresAt, SSHKey: d.Spec.SSHKey}
 	if g := d.GPU; g != nil {
 		cfg.Endpoints, cfg.Tier, cfg.GPUModel = g.Endpoints, g.Tier, g.Model
+		if r.channelFor(d) != nil { // the VM's own channel first; the library finds the device
+			cfg.Endpoints = append([]string{"ivshmem:auto"}, g.Endpoints...)
+		}
 	}
 	if r.cfg.GuestLibrary != "" {
 		lib, err := os.ReadFile(r.cfg.GuestLibrary)

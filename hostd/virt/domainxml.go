@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -75,6 +76,26 @@ type DomainSpec struct {
 	VFPCIAddress string // InfiniBand VF passed through, or ""
 	Network      Network
 	Kernel       *KernelBoot
+	Shmem        *Shmem // the VM's ivshmem channel to a gpuserverd on this host, or nil
+}
+
+// Shmem is an ivshmem-plain PCI device whose BAR 2 is the host file /dev/shm/<Name>: libvirt puts
+// it there (and refuses a name with '/'); hostd creates the file first with the right owner and
+// mode, so QEMU opens it rather than making one of its own.
+type Shmem struct {
+	Name  string
+	Bytes uint64 // a power of two (a PCI BAR)
+}
+
+func (m *Shmem) validate() error {
+	var errs []error
+	if m.Name == "" || strings.ContainsAny(m.Name, "/\x00") || m.Name == "." || m.Name == ".." {
+		errs = append(errs, fmt.Errorf("shmem name %q: want a file name, no '/'", m.Name))
+	}
+	if m.Bytes < 1<<20 || m.Bytes&(m.Bytes-1) != 0 {
+		errs = append(errs, fmt.Errorf("shmem size %d: want a power of two of at least 1 MiB", m.Bytes))
+	}
+	return errors.Join(errs...)
 }
 
 // Validate checks a spec before anything is built from it.
@@ -94,6 +115,11 @@ func (s DomainSpec) Validate() error {
 	}
 	if s.VFPCIAddress != "" {
 		if _, _, _, _, err := sriov.PCIParts(s.VFPCIAddress); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.Shmem != nil {
+		if err := s.Shmem.validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -190,6 +216,13 @@ func DomainXML(s DomainSpec) (string, error) {
 					Address: &libvirtxml.DomainAddressPCI{Domain: &dom, Bus: &bus, Slot: &slot, Function: &fn},
 				},
 			},
+		}}
+	}
+	if m := s.Shmem; m != nil {
+		d.Devices.Shmems = []libvirtxml.DomainShmem{{
+			Name:  m.Name,
+			Model: &libvirtxml.DomainShmemModel{Type: "ivshmem-plain"},
+			Size:  &libvirtxml.DomainShmemSize{Value: uint(m.Bytes >> 10), Unit: "KiB"},
 		}}
 	}
 	out, err := d.Marshal()

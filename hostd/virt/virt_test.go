@@ -47,11 +47,12 @@ func TestInvalidSpec(t *testing.T) {
 	s := spec("/d", "../etc")
 	s.VCPUs = 0
 	s.VFPCIAddress = "zz"
+	s.Shmem = &virt.Shmem{Name: "a/b", Bytes: 3 << 20}
 	_, err := virt.DomainXML(s)
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, want := range []string{"instance id", "vcpus 0", "PCI address"} {
+	for _, want := range []string{"instance id", "vcpus 0", "PCI address", `shmem name "a/b"`, "shmem size 3145728"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}

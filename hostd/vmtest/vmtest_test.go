@@ -102,3 +102,24 @@ func TestResolveModulesOrdersDependencies(t *testing.T) {
 		t.Fatalf("missing module: %v", err)
 	}
 }
+
+// An overlay is a second archive after the guest's: both parts read back, in order.
+func TestWithOverlay(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(dir, "base.gz")
+	if err := writeInitramfs(base, []cpioFile{{name: "init", data: []byte("old"), mode: 0o755}}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := Guest{Kernel: "k", Initrd: base}.WithOverlay(filepath.Join(dir, "both.gz"), File{Name: "init", Data: []byte("new"), Mode: 0o755})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := readNewc(t, base)
+	b, _ := os.ReadFile(g.Initrd)
+	baseLen, _ := os.Stat(base)
+	rest := filepath.Join(dir, "rest.gz")
+	os.WriteFile(rest, b[baseLen.Size():], 0o644)
+	if first["init"] != "old" || readNewc(t, rest)["init"] != "new" || g.Kernel != "k" {
+		t.Fatalf("parts %q %q", first, readNewc(t, rest))
+	}
+}

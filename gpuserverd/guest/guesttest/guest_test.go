@@ -148,6 +148,18 @@ func TestRefusedTokens(t *testing.T) {
 func hold(t *testing.T, s *gpuserverd, token string, mib string) (*exec.Cmd, *bufio.Reader, func(string)) {
 	t.Helper()
 	cmd := s.client(token, "probe", "hold", mib)
+	r, line, send := startHold(t, cmd)
+	if !strings.HasPrefix(line, "HELD 7f") {
+		t.Fatalf("probe hold: %q", line)
+	}
+	heldAt = strings.TrimSpace(strings.TrimPrefix(line, "HELD "))
+	return cmd, r, send
+}
+
+// startHold starts a "probe hold" command and returns its output once it holds its memory, with
+// its first line and a function that writes to its input.
+func startHold(t *testing.T, cmd *exec.Cmd) (*bufio.Reader, string, func(string)) {
+	t.Helper()
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -155,12 +167,11 @@ func hold(t *testing.T, s *gpuserverd, token string, mib string) (*exec.Cmd, *bu
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	r := bufio.NewReader(stdout)
-	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HELD 7f") {
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HELD ") {
 		t.Fatalf("probe hold: %q %v", line, err)
-	} else {
-		heldAt = strings.TrimSpace(strings.TrimPrefix(line, "HELD "))
 	}
-	return cmd, r, func(s string) { stdin.Write([]byte(s)) }
+	return r, line, func(s string) { stdin.Write([]byte(s)) }
 }
 
 // heldAt is the device address of the last probe hold's memory.

@@ -1,5 +1,6 @@
 /* A small client for the server-side tests:
  *   probe init            prints "INIT <code> <name>"
+ *   probe init-wait       the same, then waits for a line on stdin before it exits
  *   probe hold <MiB>      allocates and fills MiB, prints "HELD <address>", then waits for a line on stdin
  *                         and checks the memory still holds its pattern ("INTACT", or "LOST" with
  *                         the error and "AFTER" with the results of later calls)
@@ -13,8 +14,11 @@
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     CUresult rc = cuInit(0);
-    if (!strcmp(argv[1], "init")) {
+    if (!strcmp(argv[1], "init") || !strcmp(argv[1], "init-wait")) {
         printf("INIT %d %s\n", rc, errname(rc));
+        fflush(stdout);
+        char line[16];
+        if (!strcmp(argv[1], "init-wait") && !fgets(line, sizeof line, stdin)) return 3;
         return 0;
     }
     CHECK(rc);
