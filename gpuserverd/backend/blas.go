@@ -3,6 +3,8 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 )
 
 // BlasStatus is a cuBLAS status code (cublasStatus_t); BlasSuccess is 0.
@@ -194,13 +196,23 @@ func (g *Gemm) Validate() error {
 }
 
 // Span is how many bytes from its base an operand of rows x cols with leading dimension ld and
-// batch matrices stride elements apart reaches; 0 for an empty operand.
+// batch matrices stride elements apart reaches; 0 for an empty operand, and math.MaxUint64 when
+// that does not fit in 64 bits (no memory holds it).
 func Span(rows, cols, ld int32, stride int64, batch int32, elem uint64) uint64 {
-	if rows == 0 || cols == 0 || batch == 0 {
+	if rows <= 0 || cols <= 0 || batch <= 0 || ld <= 0 || stride < 0 {
 		return 0
 	}
-	last := uint64(cols-1)*uint64(ld) + uint64(rows)
-	return (uint64(batch-1)*uint64(stride) + last) * elem
+	last := uint64(cols-1)*uint64(ld) + uint64(rows) // < 2^63: no overflow
+	hi, lo := bits.Mul64(uint64(batch-1), uint64(stride))
+	n, carry := bits.Add64(lo, last, 0)
+	if hi != 0 || carry != 0 {
+		return math.MaxUint64
+	}
+	hi, b := bits.Mul64(n, elem)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return b
 }
 
 // Spans are the byte extents of A, B and C that g reads or writes.

@@ -1,12 +1,18 @@
 package worker
 
 import (
+	"context"
 	"encoding/binary"
+	"io"
+	"log/slog"
 	"math"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/gpuserverd/wire"
 )
 
@@ -194,4 +200,41 @@ func TestBlasHandlesAreSessionLocal(t *testing.T) {
 	if r := owner.blas(&wire.BlasSetMathMode{Handle: h, Mode: 1}); r.Status != 0 {
 		t.Fatalf("owner's handle after the other's attempts: %+v", r)
 	}
+}
+
+// FuzzBlas feeds arbitrary frames to a session whose seeds reach the cuBLAS dispatcher with a
+// live handle: GEMMs of any shape, stride and scalar mode must be refused or computed, never
+// crash the worker or run past memory (the simulated backend's GEMM reads every operand).
+func FuzzBlas(f *testing.F) {
+	seed := func(msgs ...wire.Message) []byte {
+		var b []byte
+		for i, m := range msgs {
+			b = wire.AppendFrame(b, m, 0, uint32(i+1))
+		}
+		return b
+	}
+	base := uint64(0x7f2c00000000)
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, sgemm2(2, base, base, base, 1, 0), &wire.Synchronize{}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, &wire.BlasGemm{Handle: 2, Dtype: 1, Transa: 1, Transb: 2,
+		M: 3, N: 2, K: 4, PointerMode: 1, Alpha: base, Beta: base + 8, A: base, Lda: 4, StrideA: 16, B: base, Ldb: 2,
+		StrideB: 8, C: base + 512, Ldc: 3, StrideC: 6, Batch: 3}, &wire.Synchronize{}))
+	f.Add(seed(&wire.BlasCreate{}, &wire.StreamCreate{}, &wire.BlasSetStream{Handle: 1, Stream: 2},
+		&wire.BlasSetMathMode{Handle: 1, Mode: 1}, &wire.BlasSetWorkspace{Handle: 1, Ptr: base, Bytes: 64},
+		&wire.BlasDestroy{Handle: 1}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, b := net.Pipe()
+		s := NewSession(Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), b,
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		done := make(chan struct{})
+		go func() { s.Serve(context.Background()); close(done) }()
+		go io.Copy(io.Discard, a)
+		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		a.Write(in)
+		a.Close()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("session did not end after its client left")
+		}
+	})
 }

@@ -8,6 +8,9 @@ import (
 	"gpucloud/gpuserverd/backend"
 )
 
+// MaxGemmWork bounds a simulated GEMM's multiply-adds: it runs on one CPU core.
+const MaxGemmWork = 1 << 27
+
 // blasHandle is a simulated cuBLAS handle: GEMMs run on the CPU, on its stream's goroutine, over
 // the context's simulated device memory (a test double of NVIDIA's cuBLAS).
 type blasHandle struct {
@@ -99,6 +102,10 @@ func (c *Context) BlasGemm(g backend.Gemm) error {
 	}
 	if err := g.Validate(); err != nil {
 		return err
+	}
+	if work := uint64(g.M) * uint64(g.N) * uint64(g.K) * uint64(g.Batch); work > MaxGemmWork {
+		return &backend.BlasError{Op: "gemm", Status: backend.BlasNotSupported,
+			Detail: fmt.Sprintf("%d multiply-adds: the simulated backend computes at most %d", work, uint64(MaxGemmWork))}
 	}
 	s, err := c.stream(bh.stream)
 	if err != nil {
