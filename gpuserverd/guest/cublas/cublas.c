@@ -236,8 +236,10 @@ EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t h, cublasPointerMod
 EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    /* 0-4 (4: CUDA 13's FP32 emulated by BF16x9), optionally with the reduction flag (16); the
+     * worker's cuBLAS judges whether it has the mode. */
     unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
-    if (base > CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
+    if (base > 4) return CUBLAS_STATUS_INVALID_VALUE;
     struct gw_blas_set_math_mode m = {.handle = h->server, .mode = (uint32_t)mode};
     uint8_t b[32];
     gw_blas_set_math_mode_encode(&m, b);

@@ -4,7 +4,8 @@
  * that they were loaded over a libcuda that cannot serve them and say so.
  *
  * Both sides are built from the same tree: the table carries the wire version and the sizes of
- * the message structs it passes, and a library refuses a table that disagrees. */
+ * the message structs it passes, and a library refuses a table that disagrees. Include cuda.h
+ * and wire_gen.h first. */
 #ifndef GPUCLOUD_PRIVATE_H
 #define GPUCLOUD_PRIVATE_H
 
