@@ -93,7 +93,7 @@ int main(void) {
     void *buf = NULL;
     size_t n = 0;
     ((void (*)(void **, size_t *))th[2])(&buf, &n);
-    EXPECT(buf != NULL && n == 512);
+    EXPECT(buf != NULL && n == 1024);
     memset(buf, 0xab, n * sizeof(uintptr_t));
 
     /* Context-local storage: per (context, key), NULL meaning the current context; destructors
