@@ -1,15 +1,10 @@
 package worker
 
 import (
-	"context"
 	"encoding/binary"
-	"io"
-	"log/slog"
 	"math"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/backend/sim"
@@ -222,19 +217,6 @@ func FuzzBlas(f *testing.F) {
 		&wire.BlasSetMathMode{Handle: 1, Mode: 1}, &wire.BlasSetWorkspace{Handle: 1, Ptr: base, Bytes: 64},
 		&wire.BlasDestroy{Handle: 1}))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		a, b := net.Pipe()
-		s := NewSession(Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), b,
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		done := make(chan struct{})
-		go func() { s.Serve(context.Background()); close(done) }()
-		go io.Copy(io.Discard, a)
-		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		a.Write(in)
-		a.Close()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Fatal("session did not end after its client left")
-		}
+		serveBytes(t, Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), false, in)
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -33,19 +32,7 @@ func buildFakeBlas(t *testing.T, name, skip, extra string) string {
 			fmt.Fprintf(&b, "int %s(void) { return 14; }\n", m[1])
 		}
 	}
-	dir := t.TempDir()
-	c, lib := filepath.Join(dir, name+".c"), filepath.Join(dir, name+".so")
-	if err := os.WriteFile(c, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "cc"
-	}
-	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, c).CombinedOutput(); err != nil {
-		t.Fatalf("build fake cuBLAS: %v\n%s", err, out)
-	}
-	return lib
+	return buildLib(t, name+".so", b.String())
 }
 
 // TestFakeBlasChild is the child's side; it only runs under fakeBlasEnv.
