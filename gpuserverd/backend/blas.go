@@ -105,11 +105,61 @@ func BlasStatusOf(err error) BlasStatus {
 	return BlasInternalError
 }
 
-// Element types of a GEMM.
+// Element types (cudaDataType_t) a GEMM may name.
 const (
-	BlasFloat  uint32 = 0
-	BlasDouble uint32 = 1
+	DataR32F  uint32 = 0
+	DataR64F  uint32 = 1
+	DataR16F  uint32 = 2
+	DataR8I   uint32 = 3
+	DataR32I  uint32 = 10
+	DataR16BF uint32 = 14
 )
+
+// DataSize is the size of one element of type t; false for a type GEMM does not take.
+func DataSize(t uint32) (uint64, bool) {
+	switch t {
+	case DataR8I:
+		return 1, true
+	case DataR16F, DataR16BF:
+		return 2, true
+	case DataR32F, DataR32I:
+		return 4, true
+	case DataR64F:
+		return 8, true
+	}
+	return 0, false
+}
+
+// Compute types (cublasComputeType_t) that cublasGemmEx takes.
+const (
+	Compute16F           uint32 = 64
+	Compute16FPedantic   uint32 = 65
+	Compute32F           uint32 = 68
+	Compute32FPedantic   uint32 = 69
+	Compute64F           uint32 = 70
+	Compute64FPedantic   uint32 = 71
+	Compute32I           uint32 = 72
+	Compute32IPedantic   uint32 = 73
+	Compute32FFast16F    uint32 = 74
+	Compute32FFast16BF   uint32 = 75
+	Compute32FFastTF32   uint32 = 77
+	Compute32FEmulBF16x9 uint32 = 78
+)
+
+// ScalarType is the type of alpha and beta under compute type c; false for an unknown one.
+func ScalarType(c uint32) (uint32, bool) {
+	switch c {
+	case Compute16F, Compute16FPedantic:
+		return DataR16F, true
+	case Compute32F, Compute32FPedantic, Compute32FFast16F, Compute32FFast16BF, Compute32FFastTF32, Compute32FEmulBF16x9:
+		return DataR32F, true
+	case Compute64F, Compute64FPedantic:
+		return DataR64F, true
+	case Compute32I, Compute32IPedantic:
+		return DataR32I, true
+	}
+	return 0, false
+}
 
 // Operations on a GEMM operand (cublasOperation_t).
 const (
@@ -119,30 +169,32 @@ const (
 )
 
 // Gemm is C = alpha*op(A)*op(B) + beta*C, column-major, Batch times with the element strides
-// between consecutive matrices (cublas<t>gemmStridedBatched; Batch 1 is cublas<t>gemm).
+// between consecutive matrices: cublas<t>gemm (Ex false: all types R_32F with Compute32F, or
+// R_64F with Compute64F) or cublasGemmEx, and their strided-batched forms for Batch > 1.
 type Gemm struct {
-	Handle      Handle
-	Type        uint32 // BlasFloat or BlasDouble
-	TransA      uint32
-	TransB      uint32
-	M, N, K     int32
-	DevicePtrs  bool   // Alpha and Beta are device addresses of the scalars
-	Alpha, Beta uint64 // the scalars' bits (a float in the low 32) unless DevicePtrs
-	A, B, C     uint64
-	LdA, LdB    int32
-	LdC         int32
-	StrideA     int64
-	StrideB     int64
-	StrideC     int64
-	Batch       int32
+	Handle              Handle
+	Ex                  bool
+	AType, BType, CType uint32 // cudaDataType_t
+	Compute             uint32 // cublasComputeType_t
+	Algo                int32  // cublasGemmAlgo_t (Ex only)
+	TransA, TransB      uint32
+	M, N, K             int32
+	DevicePtrs          bool   // Alpha and Beta are device addresses of the scalars
+	Alpha, Beta         uint64 // the scalars' bytes, little-endian, unless DevicePtrs
+	A, B, C             uint64
+	LdA, LdB, LdC       int32
+	StrideA             int64
+	StrideB             int64
+	StrideC             int64
+	Batch               int32
 }
 
-// ElemSize is the size of one element of g's type.
-func (g *Gemm) ElemSize() uint64 {
-	if g.Type == BlasDouble {
-		return 8
-	}
-	return 4
+// SGEMM and DGEMM's types.
+func (g *Gemm) isS() bool {
+	return g.AType == DataR32F && g.BType == DataR32F && g.CType == DataR32F && g.Compute == Compute32F
+}
+func (g *Gemm) isD() bool {
+	return g.AType == DataR64F && g.BType == DataR64F && g.CType == DataR64F && g.Compute == Compute64F
 }
 
 // Rows and columns of op(A) stored: A is ka x kb as stored (before the operation).
@@ -166,8 +218,16 @@ func (g *Gemm) Validate() error {
 	bad := func(f string, a ...any) error {
 		return &BlasError{Op: "gemm", Status: BlasInvalidValue, Detail: fmt.Sprintf(f, a...)}
 	}
-	if g.Type != BlasFloat && g.Type != BlasDouble {
-		return bad("element type %d", g.Type)
+	if !g.Ex && !g.isS() && !g.isD() {
+		return bad("types %d/%d/%d compute %d: not SGEMM's or DGEMM's", g.AType, g.BType, g.CType, g.Compute)
+	}
+	for _, t := range []uint32{g.AType, g.BType, g.CType} {
+		if _, ok := DataSize(t); !ok {
+			return bad("element type %d", t)
+		}
+	}
+	if _, ok := ScalarType(g.Compute); !ok {
+		return bad("compute type %d", g.Compute)
 	}
 	if g.TransA > BlasOpC || g.TransB > BlasOpC {
 		return bad("operation %d/%d", g.TransA, g.TransB)
@@ -215,14 +275,16 @@ func Span(rows, cols, ld int32, stride int64, batch int32, elem uint64) uint64 {
 	return b
 }
 
-// Spans are the byte extents of A, B and C that g reads or writes.
+// Spans are the byte extents of A, B and C that g reads or writes (g must be valid).
 func (g *Gemm) Spans() (a, b, c uint64) {
-	e := g.ElemSize()
+	ea, _ := DataSize(g.AType)
+	eb, _ := DataSize(g.BType)
+	ec, _ := DataSize(g.CType)
 	ra, ca := g.shapeA()
 	rb, cb := g.shapeB()
 	if g.K == 0 {
 		ra, rb = 0, 0 // op(A) and op(B) are not read
 	}
-	return Span(ra, ca, g.LdA, g.StrideA, g.Batch, e), Span(rb, cb, g.LdB, g.StrideB, g.Batch, e),
-		Span(g.M, g.N, g.LdC, g.StrideC, g.Batch, e)
+	return Span(ra, ca, g.LdA, g.StrideA, g.Batch, ea), Span(rb, cb, g.LdB, g.StrideB, g.Batch, eb),
+		Span(g.M, g.N, g.LdC, g.StrideC, g.Batch, ec)
 }

@@ -1591,6 +1591,11 @@ size_t gw_blas_gemm_size(const struct gw_blas_gemm *m) {
 	n += 4;
 	n += 4;
 	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
 	n += 8;
 	n += 8;
 	n += 8;
@@ -1609,7 +1614,12 @@ size_t gw_blas_gemm_size(const struct gw_blas_gemm *m) {
 uint8_t *gw_blas_gemm_encode(const struct gw_blas_gemm *m, uint8_t *o) {
 	(void)m;
 	o = put64(o, m->handle);
-	o = put32(o, (uint32_t)m->dtype);
+	o = put32(o, (uint32_t)m->ex);
+	o = put32(o, (uint32_t)m->atype);
+	o = put32(o, (uint32_t)m->btype);
+	o = put32(o, (uint32_t)m->ctype);
+	o = put32(o, (uint32_t)m->compute);
+	o = put32(o, (uint32_t)m->algo);
 	o = put32(o, (uint32_t)m->transa);
 	o = put32(o, (uint32_t)m->transb);
 	o = put32(o, (uint32_t)m->m);
@@ -1635,7 +1645,12 @@ int gw_blas_gemm_decode(struct gw_blas_gemm *m, const uint8_t *p, size_t n, char
 	struct dec d = {p, n, "BlasGemm", err, errlen, 0};
 	memset(m, 0, sizeof *m);
 	m->handle = d64(&d, "handle");
-	m->dtype = d32(&d, "dtype");
+	m->ex = d32(&d, "ex");
+	m->atype = d32(&d, "atype");
+	m->btype = d32(&d, "btype");
+	m->ctype = d32(&d, "ctype");
+	m->compute = d32(&d, "compute");
+	m->algo = (int32_t)d32(&d, "algo");
 	m->transa = d32(&d, "transa");
 	m->transb = d32(&d, "transb");
 	m->m = (int32_t)d32(&d, "m");

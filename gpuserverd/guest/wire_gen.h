@@ -605,7 +605,12 @@ int gw_blas_set_workspace_decode(struct gw_blas_set_workspace *m, const uint8_t 
 
 struct gw_blas_gemm {
 	uint64_t handle;
-	uint32_t dtype;
+	uint32_t ex;
+	uint32_t atype;
+	uint32_t btype;
+	uint32_t ctype;
+	uint32_t compute;
+	int32_t algo;
 	uint32_t transa;
 	uint32_t transb;
 	int32_t m;

@@ -1787,7 +1787,12 @@ func (m *BlasSetWorkspace) Decode(p []byte) error {
 // BlasGemm is message type 126.
 type BlasGemm struct {
 	Handle      uint64
-	Dtype       uint32
+	Ex          uint32
+	Atype       uint32
+	Btype       uint32
+	Ctype       uint32
+	Compute     uint32
+	Algo        int32
 	Transa      uint32
 	Transb      uint32
 	M           int32
@@ -1814,7 +1819,12 @@ func (*BlasGemm) Type() Type { return TypeBlasGemm }
 // Append appends the encoded payload to b.
 func (m *BlasGemm) Append(b []byte) []byte {
 	b = putU64(b, m.Handle)
-	b = putU32(b, m.Dtype)
+	b = putU32(b, m.Ex)
+	b = putU32(b, m.Atype)
+	b = putU32(b, m.Btype)
+	b = putU32(b, m.Ctype)
+	b = putU32(b, m.Compute)
+	b = putU32(b, uint32(m.Algo))
 	b = putU32(b, m.Transa)
 	b = putU32(b, m.Transb)
 	b = putU32(b, uint32(m.M))
@@ -1840,7 +1850,12 @@ func (m *BlasGemm) Append(b []byte) []byte {
 func (m *BlasGemm) Decode(p []byte) error {
 	d := decoder{p: p, msg: "BlasGemm"}
 	m.Handle = d.u64("handle")
-	m.Dtype = d.u32("dtype")
+	m.Ex = d.u32("ex")
+	m.Atype = d.u32("atype")
+	m.Btype = d.u32("btype")
+	m.Ctype = d.u32("ctype")
+	m.Compute = d.u32("compute")
+	m.Algo = int32(d.u32("algo"))
 	m.Transa = d.u32("transa")
 	m.Transb = d.u32("transb")
 	m.M = int32(d.u32("m"))

@@ -71,7 +71,8 @@ func (s *Session) blas(d *device, m wire.Message) *wire.BlasReply {
 		return blasReply(0, s.blasSetWorkspace(d, m))
 	case *wire.BlasGemm:
 		return blasReply(0, c.BlasGemm(backend.Gemm{
-			Handle: backend.Handle(m.Handle), Type: m.Dtype, TransA: m.Transa, TransB: m.Transb,
+			Handle: backend.Handle(m.Handle), Ex: m.Ex != 0, AType: m.Atype, BType: m.Btype, CType: m.Ctype,
+			Compute: m.Compute, Algo: m.Algo, TransA: m.Transa, TransB: m.Transb,
 			M: m.M, N: m.N, K: m.K, DevicePtrs: m.PointerMode == 1, Alpha: m.Alpha, Beta: m.Beta,
 			A: m.A, LdA: m.Lda, StrideA: int64(m.StrideA), B: m.B, LdB: m.Ldb, StrideB: int64(m.StrideB),
 			C: m.C, LdC: m.Ldc, StrideC: int64(m.StrideC), Batch: m.Batch,

@@ -57,7 +57,7 @@ func (c *client) getF32(src uint64, n int) []float32 {
 
 // sgemm2 is a 2x2 SGEMM message over a, b, c (column-major, ld 2).
 func sgemm2(h, a, b, c uint64, alpha, beta float32) *wire.BlasGemm {
-	return &wire.BlasGemm{Handle: h, M: 2, N: 2, K: 2, Alpha: uint64(math.Float32bits(alpha)),
+	return &wire.BlasGemm{Handle: h, Compute: uint32(backend.Compute32F), M: 2, N: 2, K: 2, Alpha: uint64(math.Float32bits(alpha)),
 		Beta: uint64(math.Float32bits(beta)), A: a, Lda: 2, B: b, Ldb: 2, C: c, Ldc: 2, Batch: 1}
 }
 
@@ -121,10 +121,13 @@ func TestBlasRefusals(t *testing.T) {
 		msg    string
 	}{
 		{sgemm2(h+100, a, a, a, 1, 0), backend.BlasNotInitialized, backend.ErrInvalidHandle, "no cuBLAS handle"},
-		{&wire.BlasGemm{Handle: h, M: 4, N: 1, K: 1, A: a, Lda: 3, B: a, Ldb: 1, C: a, Ldc: 4, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "lda 3 < 4 rows"},
-		{&wire.BlasGemm{Handle: h, M: -1, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "negative size"},
-		{&wire.BlasGemm{Handle: h, Dtype: 7, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "element type 7"},
-		{&wire.BlasGemm{Handle: h, Lda: 1, Ldb: 1, Ldc: 1, Batch: 0}, backend.BlasInvalidValue, backend.ErrInvalidValue, "batch count 0"},
+		{&wire.BlasGemm{Handle: h, Compute: 68, M: 4, N: 1, K: 1, A: a, Lda: 3, B: a, Ldb: 1, C: a, Ldc: 4, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "lda 3 < 4 rows"},
+		{&wire.BlasGemm{Handle: h, Compute: 68, M: -1, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "negative size"},
+		{&wire.BlasGemm{Handle: h, Ex: 1, Atype: 7, Compute: 68, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "element type 7"},
+		{&wire.BlasGemm{Handle: h, Ex: 1, Compute: 99, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "compute type 99"},
+		{&wire.BlasGemm{Handle: h, Atype: 2, Btype: 2, Compute: 68, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasInvalidValue, backend.ErrInvalidValue, "not SGEMM's or DGEMM's"},
+		{&wire.BlasGemm{Handle: h, Ex: 1, Atype: 3, Btype: 3, Ctype: 10, Compute: 72, Lda: 1, Ldb: 1, Ldc: 1, Batch: 1}, backend.BlasNotSupported, backend.ErrNotSupported, "floating-point GEMMs only"},
+		{&wire.BlasGemm{Handle: h, Compute: 68, Lda: 1, Ldb: 1, Ldc: 1, Batch: 0}, backend.BlasInvalidValue, backend.ErrInvalidValue, "batch count 0"},
 		{&wire.BlasSetStream{Handle: h, Stream: 12345}, backend.BlasNotInitialized, backend.ErrInvalidHandle, "stream"},
 		{&wire.BlasSetWorkspace{Handle: h, Ptr: a + 32, Bytes: 64}, backend.BlasInvalidValue, backend.ErrInvalidValue, "not inside one of the session's allocations"},
 		{&wire.BlasDestroy{Handle: 999}, backend.BlasNotInitialized, backend.ErrInvalidHandle, "no cuBLAS handle 999"},
@@ -210,9 +213,12 @@ func FuzzBlas(f *testing.F) {
 	}
 	base := uint64(0x7f2c00000000)
 	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, sgemm2(2, base, base, base, 1, 0), &wire.Synchronize{}))
-	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, &wire.BlasGemm{Handle: 2, Dtype: 1, Transa: 1, Transb: 2,
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, &wire.BlasGemm{Handle: 2, Atype: 1, Btype: 1, Ctype: 1, Compute: 70, Transa: 1, Transb: 2,
 		M: 3, N: 2, K: 4, PointerMode: 1, Alpha: base, Beta: base + 8, A: base, Lda: 4, StrideA: 16, B: base, Ldb: 2,
 		StrideB: 8, C: base + 512, Ldc: 3, StrideC: 6, Batch: 3}, &wire.Synchronize{}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, &wire.BlasGemm{Handle: 2, Ex: 1, Atype: 2, Btype: 14,
+		Ctype: 0, Compute: 64, Algo: -1, M: 4, N: 4, K: 4, Alpha: 0x3c00, A: base, Lda: 4, B: base + 64, Ldb: 4,
+		C: base + 128, Ldc: 4, Batch: 2, StrideA: 16, StrideB: 16, StrideC: 16}, &wire.Synchronize{}))
 	f.Add(seed(&wire.BlasCreate{}, &wire.StreamCreate{}, &wire.BlasSetStream{Handle: 1, Stream: 2},
 		&wire.BlasSetMathMode{Handle: 1, Mode: 1}, &wire.BlasSetWorkspace{Handle: 1, Ptr: base, Bytes: 64},
 		&wire.BlasDestroy{Handle: 1}))

@@ -15,18 +15,24 @@
 	X(set_pointer_mode, "cublasSetPointerMode_v2", int (*)(cublasHandle_t, int))                   \
 	X(set_workspace, "cublasSetWorkspace_v2", int (*)(cublasHandle_t, void *, size_t))             \
 	X(sgemm, "cublasSgemm_v2",                                                                     \
-	  int (*)(cublasHandle_t, int, int, int, int, int, const float *, const float *, int,          \
-	          const float *, int, const float *, float *, int))                                    \
+	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int,            \
+	          const void *, int, const void *, void *, int))                                       \
 	X(dgemm, "cublasDgemm_v2",                                                                     \
-	  int (*)(cublasHandle_t, int, int, int, int, int, const double *, const double *, int,        \
-	          const double *, int, const double *, double *, int))                                 \
+	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int,            \
+	          const void *, int, const void *, void *, int))                                       \
 	X(sgemm_batched, "cublasSgemmStridedBatched",                                                  \
-	  int (*)(cublasHandle_t, int, int, int, int, int, const float *, const float *, int,          \
-	          long long, const float *, int, long long, const float *, float *, int, long long, int)) \
+	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, long long, \
+	          const void *, int, long long, const void *, void *, int, long long, int))            \
 	X(dgemm_batched, "cublasDgemmStridedBatched",                                                  \
-	  int (*)(cublasHandle_t, int, int, int, int, int, const double *, const double *, int,        \
-	          long long, const double *, int, long long, const double *, double *, int, long long, \
-	          int))
+	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, long long, \
+	          const void *, int, long long, const void *, void *, int, long long, int))            \
+	X(gemm_ex, "cublasGemmEx",                                                                     \
+	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int,       \
+	          const void *, int, int, const void *, void *, int, int, int, int))                   \
+	X(gemm_ex_batched, "cublasGemmStridedBatchedEx",                                               \
+	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int,       \
+	          long long, const void *, int, int, long long, const void *, void *, int, int,        \
+	          long long, int, int, int))
 
 #define DECLARE(field, sym, type) __typeof__(type) field;
 static struct {
@@ -78,30 +84,28 @@ int gc_blas_set_workspace(CUcontext ctx, cublasHandle_t h, CUdeviceptr p, size_t
 	BOUND_BLAS(ctx, bl.set_workspace(h, (void *)(uintptr_t)p, bytes));
 }
 
-int gc_blas_gemm(CUcontext ctx, cublasHandle_t h, int dtype, int ta, int tb, int m, int n, int k,
-                 uint64_t alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb,
-                 long long sb, uint64_t beta, CUdeviceptr c, int ldc, long long sc, int batch,
-                 int device_ptrs) {
+int gc_blas_gemm(CUcontext ctx, cublasHandle_t h, const struct gc_gemm *g) {
 	if (gc_bind(ctx) != 0) return CUBLAS_STATUS_INTERNAL_ERROR;
-	if (dtype == 0) {
-		const float *A = (const float *)(uintptr_t)a, *B = (const float *)(uintptr_t)b;
-		float *C = (float *)(uintptr_t)c;
-		uint32_t ab = (uint32_t)alpha, bb = (uint32_t)beta;
-		float al, be;
-		memcpy(&al, &ab, 4);
-		memcpy(&be, &bb, 4);
-		const float *pa = device_ptrs ? (const float *)(uintptr_t)alpha : &al;
-		const float *pb = device_ptrs ? (const float *)(uintptr_t)beta : &be;
-		if (batch == 1) return bl.sgemm(h, ta, tb, m, n, k, pa, A, lda, B, ldb, pb, C, ldc);
-		return bl.sgemm_batched(h, ta, tb, m, n, k, pa, A, lda, sa, B, ldb, sb, pb, C, ldc, sc, batch);
+	// Host scalars: their bytes, little-endian, at the start of a word here.
+	uint64_t al = g->alpha, be = g->beta;
+	const void *pa = g->device_ptrs ? (const void *)(uintptr_t)g->alpha : (const void *)&al;
+	const void *pb = g->device_ptrs ? (const void *)(uintptr_t)g->beta : (const void *)&be;
+	const void *A = (const void *)(uintptr_t)g->a, *B = (const void *)(uintptr_t)g->b;
+	void *C = (void *)(uintptr_t)g->c;
+	if (g->ex) {
+		if (g->batch == 1)
+			return bl.gemm_ex(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->atype, g->lda, B, g->btype, g->ldb, pb, C,
+			                  g->ctype, g->ldc, g->compute, g->algo);
+		return bl.gemm_ex_batched(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->atype, g->lda, g->sa, B, g->btype,
+		                          g->ldb, g->sb, pb, C, g->ctype, g->ldc, g->sc, g->batch, g->compute, g->algo);
 	}
-	const double *A = (const double *)(uintptr_t)a, *B = (const double *)(uintptr_t)b;
-	double *C = (double *)(uintptr_t)c;
-	double al, be;
-	memcpy(&al, &alpha, 8);
-	memcpy(&be, &beta, 8);
-	const double *pa = device_ptrs ? (const double *)(uintptr_t)alpha : &al;
-	const double *pb = device_ptrs ? (const double *)(uintptr_t)beta : &be;
-	if (batch == 1) return bl.dgemm(h, ta, tb, m, n, k, pa, A, lda, B, ldb, pb, C, ldc);
-	return bl.dgemm_batched(h, ta, tb, m, n, k, pa, A, lda, sa, B, ldb, sb, pb, C, ldc, sc, batch);
+	if (g->atype == 0) { // CUDA_R_32F: SGEMM
+		if (g->batch == 1)
+			return bl.sgemm(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->lda, B, g->ldb, pb, C, g->ldc);
+		return bl.sgemm_batched(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->lda, g->sa, B, g->ldb, g->sb, pb, C,
+		                        g->ldc, g->sc, g->batch);
+	}
+	if (g->batch == 1) return bl.dgemm(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->lda, B, g->ldb, pb, C, g->ldc);
+	return bl.dgemm_batched(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->lda, g->sa, B, g->ldb, g->sb, pb, C, g->ldc,
+	                        g->sc, g->batch);
 }

@@ -170,13 +170,21 @@ func (c *Context) BlasGemm(g backend.Gemm) error {
 		bh.ptrMode = mode
 	}
 	op := "cublasSgemm"
-	if g.Type == backend.BlasDouble {
+	switch {
+	case g.Ex:
+		op = "cublasGemmEx"
+	case g.AType == backend.DataR64F:
 		op = "cublasDgemm"
 	}
-	return blasCheck(op, C.gc_blas_gemm(c.ctx, bh.ptr, C.int(g.Type), C.int(g.TransA), C.int(g.TransB),
-		C.int(g.M), C.int(g.N), C.int(g.K), C.uint64_t(g.Alpha), C.CUdeviceptr(g.A), C.int(g.LdA),
-		C.longlong(g.StrideA), C.CUdeviceptr(g.B), C.int(g.LdB), C.longlong(g.StrideB), C.uint64_t(g.Beta),
-		C.CUdeviceptr(g.C), C.int(g.LdC), C.longlong(g.StrideC), C.int(g.Batch), C.int(mode)))
+	cg := C.struct_gc_gemm{
+		ex: boolInt(g.Ex), atype: C.int(g.AType), btype: C.int(g.BType), ctype: C.int(g.CType),
+		compute: C.int(g.Compute), algo: C.int(g.Algo), ta: C.int(g.TransA), tb: C.int(g.TransB),
+		m: C.int(g.M), n: C.int(g.N), k: C.int(g.K), lda: C.int(g.LdA), ldb: C.int(g.LdB), ldc: C.int(g.LdC),
+		batch: C.int(g.Batch), device_ptrs: C.int(mode), alpha: C.uint64_t(g.Alpha), beta: C.uint64_t(g.Beta),
+		a: C.CUdeviceptr(g.A), b: C.CUdeviceptr(g.B), c: C.CUdeviceptr(g.C),
+		sa: C.longlong(g.StrideA), sb: C.longlong(g.StrideB), sc: C.longlong(g.StrideC),
+	}
+	return blasCheck(op, C.gc_blas_gemm(c.ctx, bh.ptr, &cg))
 }
 
 // closeBlas destroys the context's handles before the context goes.

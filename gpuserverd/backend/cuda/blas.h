@@ -20,12 +20,15 @@ int gc_blas_set_stream(CUcontext ctx, cublasHandle_t h, CUstream s);
 int gc_blas_set_math_mode(CUcontext ctx, cublasHandle_t h, int mode);
 int gc_blas_set_pointer_mode(CUcontext ctx, cublasHandle_t h, int mode);
 int gc_blas_set_workspace(CUcontext ctx, cublasHandle_t h, CUdeviceptr p, size_t bytes);
-// dtype 0 float, 1 double. alpha and beta are the scalars' bits (a float in the low 32), or with
-// device_ptrs their device addresses (the handle must be in device pointer mode). batch 1 calls
-// <t>gemm, more <t>gemmStridedBatched.
-int gc_blas_gemm(CUcontext ctx, cublasHandle_t h, int dtype, int ta, int tb, int m, int n, int k,
-                 uint64_t alpha, CUdeviceptr a, int lda, long long sa, CUdeviceptr b, int ldb,
-                 long long sb, uint64_t beta, CUdeviceptr c, int ldc, long long sc, int batch,
-                 int device_ptrs);
+// gc_gemm is one GEMM: ex 0 is cublas<t>gemm (atype 0, CUDA_R_32F: S; else D), 1 cublasGemmEx;
+// batch > 1 the strided-batched form. alpha and beta are the scalars' bytes (little-endian), or
+// with device_ptrs their device addresses (the handle must be in device pointer mode).
+struct gc_gemm {
+	int ex, atype, btype, ctype, compute, algo, ta, tb, m, n, k, lda, ldb, ldc, batch, device_ptrs;
+	uint64_t alpha, beta;
+	CUdeviceptr a, b, c;
+	long long sa, sb, sc;
+};
+int gc_blas_gemm(CUcontext ctx, cublasHandle_t h, const struct gc_gemm *g);
 
 #endif

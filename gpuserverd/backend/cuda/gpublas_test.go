@@ -27,7 +27,8 @@ func TestGPUBlas(t *testing.T) {
 	ok(t, c.MemcpyHtoD(dA, floatBytes(a), 0, false))
 	ok(t, c.MemcpyHtoD(dB, floatBytes(b), 0, false))
 	ok(t, c.MemcpyHtoD(dC, floatBytes(cv), 0, false))
-	ok(t, c.BlasGemm(backend.Gemm{Handle: h, Type: backend.BlasFloat, TransA: backend.BlasOpN, TransB: backend.BlasOpT,
+	ok(t, c.BlasGemm(backend.Gemm{Handle: h, AType: backend.DataR32F, BType: backend.DataR32F, CType: backend.DataR32F,
+		Compute: backend.Compute32F, TransA: backend.BlasOpN, TransB: backend.BlasOpT,
 		M: 2, N: 2, K: 3, Alpha: uint64(math.Float32bits(2)), Beta: uint64(math.Float32bits(-1)),
 		A: dA, LdA: 2, B: dB, LdB: 2, C: dC, LdC: 2, Batch: 1}))
 	ok(t, c.StreamSynchronize(s))
@@ -54,7 +55,8 @@ func TestGPUBlas(t *testing.T) {
 	ok(t, c.MemcpyHtoD(dB2, f64(3, 4, 5, 6), 0, false))
 	ok(t, c.MemcpyHtoD(dC2, f64(1, 1, 1, 1), 0, false))
 	ok(t, c.MemcpyHtoD(dS, f64(0.5, 10), 0, false))
-	ok(t, c.BlasGemm(backend.Gemm{Handle: h, Type: backend.BlasDouble, M: 2, N: 1, K: 2, DevicePtrs: true,
+	ok(t, c.BlasGemm(backend.Gemm{Handle: h, AType: backend.DataR64F, BType: backend.DataR64F, CType: backend.DataR64F,
+		Compute: backend.Compute64F, M: 2, N: 1, K: 2, DevicePtrs: true,
 		Alpha: dS, Beta: dS + 8, A: dA2, LdA: 2, StrideA: 4, B: dB2, LdB: 2, StrideB: 2, C: dC2, LdC: 2, StrideC: 2, Batch: 2}))
 	ok(t, c.StreamSynchronize(s))
 	got = make([]byte, 32)
@@ -70,7 +72,23 @@ func TestGPUBlas(t *testing.T) {
 		}
 	}
 
-	if err := c.BlasGemm(backend.Gemm{Handle: h, M: 2, N: 2, K: 2, A: dA, LdA: 1, B: dB, LdB: 2, C: dC, LdC: 2, Batch: 1}); backend.BlasStatusOf(err) != backend.BlasInvalidValue {
+	// GemmEx: half A (1 2 3 4) times the half identity into float C, alpha 2 (a float under
+	// compute 32F).
+	dH, dI, dF := must(c.MemAlloc(8)), must(c.MemAlloc(8)), must(c.MemAlloc(16))
+	ok(t, c.MemcpyHtoD(dH, []byte{0x00, 0x3c, 0x00, 0x40, 0x00, 0x42, 0x00, 0x44}, 0, false))
+	ok(t, c.MemcpyHtoD(dI, []byte{0x00, 0x3c, 0, 0, 0, 0, 0x00, 0x3c}, 0, false))
+	ok(t, c.BlasGemm(backend.Gemm{Handle: h, Ex: true, AType: backend.DataR16F, BType: backend.DataR16F,
+		CType: backend.DataR32F, Compute: backend.Compute32F, Algo: -1, M: 2, N: 2, K: 2,
+		Alpha: uint64(math.Float32bits(2)), A: dH, LdA: 2, B: dI, LdB: 2, C: dF, LdC: 2, Batch: 1}))
+	ok(t, c.StreamSynchronize(s))
+	got = make([]byte, 16)
+	ok(t, c.MemcpyDtoH(got, dF, 0, false))
+	if f := floats(got); f[0] != 2 || f[1] != 4 || f[2] != 6 || f[3] != 8 {
+		t.Fatalf("GemmEx half x half -> float: %v", f)
+	}
+
+	if err := c.BlasGemm(backend.Gemm{Handle: h, AType: backend.DataR32F, BType: backend.DataR32F, CType: backend.DataR32F,
+		Compute: backend.Compute32F, M: 2, N: 2, K: 2, A: dA, LdA: 1, B: dB, LdB: 2, C: dC, LdC: 2, Batch: 1}); backend.BlasStatusOf(err) != backend.BlasInvalidValue {
 		t.Fatalf("lda < m: %v", err)
 	}
 	ok(t, c.BlasDestroy(h))

@@ -1,7 +1,7 @@
 /* gpucloud's libcublas over the guest libcuda and a real gpuserverd (simulated backend): SGEMM and
  * DGEMM in every transpose combination with ragged sizes and padded leading dimensions against a
  * CPU product, beta 0 over NaNs, device pointer mode, strided batches, matrix and vector copies
- * (strided, async on a stream), stream ordering, refused arguments leaving C as it was, destroyed
+ * (strided, async on a stream), GemmEx over half, bfloat16, float and double, stream ordering, refused arguments leaving C as it was, destroyed
  * and made-up handles, workspaces, and a failing GEMM surfacing at the next synchronisation.
  * Built against testshim/cublas_v2.h (a test double of NVIDIA's header).
  *
@@ -225,6 +225,84 @@ static void device_scalars_and_batches(cublasHandle_t h) {
     CHECK(cuMemFree((CUdeviceptr)(uintptr_t)fdC));
 }
 
+/* Half and bfloat16 of floats they represent exactly (the values below are multiples of 1/2). */
+static uint16_t f2h(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if (f == 0) return (uint16_t)((b >> 16) & 0x8000);
+    return (uint16_t)(((b >> 16) & 0x8000) | ((((b >> 23) & 0xff) - 112) << 10) | ((b >> 13) & 0x3ff));
+}
+static float h2f(uint16_t h) {
+    if ((h & 0x7fff) == 0) return (h & 0x8000) ? -0.0f : 0.0f;
+    uint32_t b = ((uint32_t)(h & 0x8000) << 16) | ((((h >> 10) & 0x1f) + 112u) << 23) | ((uint32_t)(h & 0x3ff) << 13);
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+static uint16_t f2bf(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)(b >> 16);
+}
+
+/* GemmEx: bfloat16 A and B into float C (compute 32F); half everything under compute 16F (half
+ * scalars), strided batched; an integer GEMM the simulated backend refuses, its refusal
+ * surfacing at the next synchronisation and not after; refused types. */
+static void gemm_ex(cublasHandle_t h) {
+    enum { M = 5, N = 3, K = 4 };
+    uint16_t A[M * K], Abf[M * K], B[K * N], Ch[2 * M * N];
+    float Af[M * K], Bf[K * N], C[M * N];
+    for (int i = 0; i < M * K; i++) Af[i] = (float)((int)(rnd() * 4)) / 2, A[i] = f2h(Af[i]), Abf[i] = f2bf(Af[i]);
+    for (int i = 0; i < K * N; i++) Bf[i] = (float)((int)(rnd() * 4)) / 2, B[i] = f2bf(Bf[i]);
+    uint16_t *dA = dalloc(sizeof A), *dAbf = dalloc(sizeof Abf), *dB = dalloc(sizeof B), *dH = dalloc(sizeof Ch);
+    float *dC = dalloc(sizeof C);
+    BLAS(cublasSetVector(M * K, 2, A, 1, dA, 1));
+    BLAS(cublasSetVector(M * K, 2, Abf, 1, dAbf, 1));
+    BLAS(cublasSetVector(K * N, 2, B, 1, dB, 1));
+    float al = 2, be = 0;
+    BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dAbf, CUDA_R_16BF, M, dB, CUDA_R_16BF, K, &be, dC,
+                      CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    BLAS(cublasGetVector(M * N, 4, dC, 1, C, 1));
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float r = 0;
+            for (int l = 0; l < K; l++) r += Af[i + l * M] * Bf[l + j * K];
+            EXPECT(C[i + j * M] == 2 * r);
+        }
+    /* Two batches of half A times half B (A shared: stride 0), accumulating onto C of ones. */
+    uint16_t B2[K * N], hal = f2h(0.5f), hbe = f2h(1.0f);
+    for (int i = 0; i < K * N; i++) B2[i] = f2h(Bf[i]);
+    uint16_t *dB2 = dalloc(2 * sizeof B2);
+    BLAS(cublasSetVector(K * N, 2, B2, 1, dB2, 1));
+    BLAS(cublasSetVector(K * N, 2, B2, 1, dB2 + K * N, 1));
+    uint16_t ones[2 * M * N];
+    for (int i = 0; i < 2 * M * N; i++) ones[i] = f2h(1);
+    BLAS(cublasSetVector(2 * M * N, 2, ones, 1, dH, 1));
+    BLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &hal, dA, CUDA_R_16F, M, 0, dB2, CUDA_R_16F,
+                                    K, K * N, &hbe, dH, CUDA_R_16F, M, M * N, 2, CUBLAS_COMPUTE_16F,
+                                    CUBLAS_GEMM_DEFAULT));
+    BLAS(cublasGetVector(2 * M * N, 2, dH, 1, Ch, 1));
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < M * N; i++) EXPECT(h2f(Ch[b * M * N + i]) == C[i] / 4 + 1);
+    EXPECT_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dA, (cudaDataType)99, M, dB, CUDA_R_16BF, K, &be,
+                             dC, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dA, CUDA_R_16F, M, dB, CUDA_R_16BF, K, &be, dC,
+                             CUDA_R_32F, M, (cublasComputeType_t)12345, CUBLAS_GEMM_DEFAULT),
+                CUBLAS_STATUS_INVALID_VALUE);
+    int ial = 1, ibe = 0;
+    BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &ial, dA, CUDA_R_8I, 1, dB, CUDA_R_8I, 1, &ibe, dC,
+                      CUDA_R_32I, 1, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT));
+    EXPECT_RC(cuCtxSynchronize(), CUDA_ERROR_NOT_SUPPORTED); /* the simulated backend's refusal, deferred */
+    CHECK(cuCtxSynchronize());                               /* reported once, not sticky */
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dAbf));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB2));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dH));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+}
+
 static int foreign(void) {
     cublasHandle_t h = NULL;
     EXPECT_BLAS(cublasCreate(&h), CUBLAS_STATUS_NOT_INITIALIZED);
@@ -265,6 +343,7 @@ int main(int argc, char **argv) {
     refusals(h);
     stream_order(h);
     device_scalars_and_batches(h);
+    gemm_ex(h);
 
     /* Handles: a destroyed one, a made-up one and NULL are refused. */
     cublasHandle_t h2;

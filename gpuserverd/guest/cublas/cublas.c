@@ -403,13 +403,33 @@ EXPORT cublasStatus_t cublasGetVectorAsync(int n, int elem, const void *x, int i
 
 /* ---- GEMM ---- */
 
+/* scalar_size is the size of alpha and beta under a compute type (cuBLAS's rule: half for 16F,
+ * float for the 32F family, double for 64F, int for 32I); 0 for one cuBLAS does not have. */
+static size_t scalar_size(int compute) {
+    switch (compute) {
+    case 64: case 65: return 2;                                 /* CUBLAS_COMPUTE_16F[_PEDANTIC] */
+    case 68: case 69: case 74: case 75: case 77: case 78: return 4; /* 32F, its fast and emulated forms */
+    case 70: case 71: return 8;                                 /* 64F */
+    case 72: case 73: return 4;                                 /* 32I */
+    }
+    return 0;
+}
+
+static int known_type(int t) { /* cudaDataType_t: 16F, 32F, 64F, 8I, 32I, 16BF */
+    return t == 2 || t == 0 || t == 1 || t == 3 || t == 10 || t == 14;
+}
+
 /* gemm checks the arguments as cuBLAS does before launching (the same checks gpuserverd makes,
- * backend.Gemm.Validate) and sends the call without waiting. */
-static cublasStatus_t gemm(cublasHandle_t h, uint32_t dtype, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                           int k, const void *alpha, const void *A, int lda, long long sa, const void *B, int ldb,
-                           long long sb, const void *beta, void *C, int ldc, long long sc, int batch) {
+ * backend.Gemm.Validate) and sends the call without waiting. ex 0: <t>gemm with all types at
+ * type and its compute type; 1: GemmEx. */
+static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo,
+                           cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                           const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                           const void *beta, void *C, int ldc, long long sc, int batch) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    size_t ss = scalar_size(compute);
+    if (!ss || !known_type(at) || !known_type(bt) || !known_type(ct)) return CUBLAS_STATUS_INVALID_VALUE;
     if ((unsigned)ta > CUBLAS_OP_C || (unsigned)tb > CUBLAS_OP_C || m < 0 || n < 0 || k < 0 || batch < 0)
         return CUBLAS_STATUS_INVALID_VALUE;
     int ra = ta == CUBLAS_OP_N ? m : k, rb = tb == CUBLAS_OP_N ? k : n;
@@ -418,49 +438,68 @@ static cublasStatus_t gemm(cublasHandle_t h, uint32_t dtype, cublasOperation_t t
     if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS; /* nothing to compute */
     if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
     struct gw_blas_gemm g = {
-        .handle = h->server, .dtype = dtype, .transa = (uint32_t)ta, .transb = (uint32_t)tb, .m = m, .n = n, .k = k,
-        .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
+        .handle = h->server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
+        .compute = (uint32_t)compute, .algo = algo, .transa = (uint32_t)ta, .transb = (uint32_t)tb, .m = m, .n = n,
+        .k = k, .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
         .stride_a = (uint64_t)sa, .b = (uint64_t)(uintptr_t)B, .ldb = ldb, .stride_b = (uint64_t)sb,
         .c = (uint64_t)(uintptr_t)C, .ldc = ldc, .stride_c = (uint64_t)sc, .batch = batch,
     };
     if (g.pointer_mode) {
         g.alpha = (uint64_t)(uintptr_t)alpha;
         g.beta = (uint64_t)(uintptr_t)beta;
-    } else if (dtype == 0) {
-        uint32_t a32, b32;
-        memcpy(&a32, alpha, 4);
-        memcpy(&b32, beta, 4);
-        g.alpha = a32;
-        g.beta = b32;
-    } else {
-        memcpy(&g.alpha, alpha, 8);
-        memcpy(&g.beta, beta, 8);
+    } else { /* the scalars' bytes travel little-endian in the low bytes, as they lie in memory here */
+        memcpy(&g.alpha, alpha, ss);
+        memcpy(&g.beta, beta, ss);
     }
     ENCODE_CALL(blas_gemm, BLAS_GEMM, g, 1, NULL);
 }
 
+/* gemm's ex, types, compute type and algorithm for <t>gemm: CUDA_R_32F with CUBLAS_COMPUTE_32F,
+ * CUDA_R_64F with CUBLAS_COMPUTE_64F. */
+#define S_TYPES 0, 0, 0, 0, 68, -1
+#define D_TYPES 0, 1, 1, 1, 70, -1
+
 EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                      const float *alpha, const float *A, int lda, const float *B, int ldb,
                                      const float *beta, float *C, int ldc) {
-    return gemm(h, 0, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    return gemm(h, S_TYPES, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                      const double *alpha, const double *A, int lda, const double *B, int ldb,
                                      const double *beta, double *C, int ldc) {
-    return gemm(h, 1, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+    return gemm(h, D_TYPES, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
 }
 
 EXPORT cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                                                 int n, int k, const float *alpha, const float *A, int lda,
                                                 long long int sa, const float *B, int ldb, long long int sb,
                                                 const float *beta, float *C, int ldc, long long int sc, int batch) {
-    return gemm(h, 0, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return gemm(h, S_TYPES, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 
 EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                                                 int n, int k, const double *alpha, const double *A, int lda,
                                                 long long int sa, const double *B, int ldb, long long int sb,
                                                 const double *beta, double *C, int ldc, long long int sc, int batch) {
-    return gemm(h, 1, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+    return gemm(h, D_TYPES, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+/* GemmEx: the types travel as they are; which combinations exist is the worker's cuBLAS's to say
+ * (CUBLAS_STATUS_NOT_SUPPORTED, at the next synchronisation). */
+EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                                   cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    return gemm(h, 1, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                 int n, int k, const void *alpha, const void *A, cudaDataType at,
+                                                 int lda, long long int sa, const void *B, cudaDataType bt, int ldb,
+                                                 long long int sb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                                 long long int sc, int batch, cublasComputeType_t compute,
+                                                 cublasGemmAlgo_t algo) {
+    return gemm(h, 1, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                batch);
 }
