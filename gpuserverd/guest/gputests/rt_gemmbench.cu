@@ -3,7 +3,8 @@
 // (what the program sees: through gpuserverd it includes the remoting), the two side by side for
 // NVIDIA's cuBLAS natively and gpucloud's remoted one. A sample of C is checked against a CPU
 // product, so a fast wrong answer fails. At n = 64 a call is mostly overhead: the row shows what
-// remoting adds per call (GEMMs go without waiting, batched like launches). Prints "GEMM sgemm <n> events <GFLOP/s> wall <GFLOP/s>".
+// remoting adds per call (GEMMs go without waiting, batched like launches).
+// Prints "GEMM sgemm <n> events <GFLOP/s> wall <GFLOP/s> (...)", one line per n.
 #include "rt_common.h"
 #include <chrono>
 #include <cmath>
