@@ -22,5 +22,10 @@ if [[ $# -gt 0 ]]; then
 	cp -r gpuserverd/guest/gputests "$dest/gpuserverd/guest/"
 	if [[ -d gpuserverd/guest/cudart ]]; then cp -r gpuserverd/guest/cudart "$dest/gpuserverd/guest/"; fi
 	if [[ -d gpuserverd/guest/build ]]; then cp -r gpuserverd/guest/build "$dest/gpuserverd/guest/"; fi
+	if [[ -d gpuserverd/guest/cublas ]]; then # built there against the toolkit, with our wire code
+		cp -r gpuserverd/guest/cublas gpuserverd/guest/wire_gen.c gpuserverd/guest/wire_gen.h "$dest/gpuserverd/guest/"
+		mkdir -p "$dest/gpuserverd/guest/include"
+		cp gpuserverd/guest/include/gpucloud_private.h "$dest/gpuserverd/guest/include/"
+	fi
 	du -sh "$dest"
 fi

@@ -32,6 +32,10 @@
 #   RT              0 to skip the runtime-API programs (rt_*.cu, built with -cudart shared and
 #                   static, and cuBLAS); each prints PASS/FAIL native and remote, summed up in
 #                   $OUT/rt-results.txt
+#                   The remote+gccudart runs also find gpucloud's libcublas.so.13 (gpuserverd/guest/cublas,
+#                   built here), so cuBLAS programs run remoted; rt_gemmbench's GFLOP/s, native and
+#                   remote, go to $OUT/gemm.md
+#   GPUSERVERD_CUBLAS  NVIDIA's libcublas for gpuserverd's workers (default: the toolkit's lib64)
 #   RT_TRACE        1 to run the remote rt programs with GPUCLOUD_TRACE=1 (logs in $OUT/rt-*.log)
 #   RT_GUEST_ENV    extra guest settings for the remote rt programs (NAME=value words)
 #   SHM             0 to skip gpubench over shared memory (gpuserverd's Unix socket {SOCK},
@@ -84,12 +88,23 @@ if [[ ${DRIVER_PROGRAMS:-1} != 0 ]]; then
 	make -s -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" || { fail "build"; exit 1; }
 fi
 GCCUDART=""
+GCCUBLAS=""
+# gpuserverd's workers (and the cuda backend's tests) load NVIDIA's cuBLAS for remoted cuBLAS
+# calls: the toolkit's, wherever the loader would not find it.
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+if [[ -z ${GPUSERVERD_CUBLAS:-} && -e $CUDA_HOME/lib64/libcublas.so.13 ]]; then
+	export GPUSERVERD_CUBLAS=$CUDA_HOME/lib64/libcublas.so.13
+fi
 if [[ ${RT:-1} != 0 ]]; then
 	make -s -j8 -k -C "$ROOT/gpuserverd/guest/gputests" BUILD="$BUILD" rt || fail "build rt"
 	# gpucloud's own libcudart.so.13, for the -cudart shared programs (NVIDIA's runtime only starts
 	# on NVIDIA's driver): built here, against the toolkit's headers.
 	if [[ -f $ROOT/gpuserverd/guest/cudart/Makefile ]]; then
 		make -s -C "$ROOT/gpuserverd/guest/cudart" BUILD="$BUILD/gccudart" && GCCUDART=$BUILD/gccudart || fail "build gpucloud libcudart"
+	fi
+	# gpucloud's libcublas.so.13 (cuBLAS remoted to gpuserverd), for the remote+gccudart runs.
+	if [[ -f $ROOT/gpuserverd/guest/cublas/Makefile ]]; then
+		make -s -C "$ROOT/gpuserverd/guest/cublas" BUILD="$BUILD/gccublas" && GCCUBLAS=$BUILD/gccublas || fail "build gpucloud libcublas"
 	fi
 fi
 ls -l "$BUILD"
@@ -121,7 +136,11 @@ run_rt() {
 		settle
 		if [[ $lab == *gccudart ]]; then
 			# shellcheck disable=SC2086 # words on purpose
-			(cd "$BUILD" && env LD_LIBRARY_PATH=$GCCUDART${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $([[ $label == remote ]] && echo ${RT_GUEST_ENV:-}) $([[ $label == remote && ${RT_TRACE:-0} == 1 ]] && echo GPUCLOUD_TRACE=1) timeout "$limit" "$p") >"$OUT/rt-$lab-$name.log" 2>&1
+			# Remotely our libcublas too (NVIDIA's carries NVIDIA's runtime, which does not start on
+			# the guest library); natively NVIDIA's (ours needs gpuserverd).
+			local ours=$GCCUDART
+			[[ $label == remote && -n $GCCUBLAS ]] && ours=$GCCUDART:$GCCUBLAS
+			(cd "$BUILD" && env LD_LIBRARY_PATH=$ours${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $([[ $label == remote ]] && echo ${RT_GUEST_ENV:-}) $([[ $label == remote && ${RT_TRACE:-0} == 1 ]] && echo GPUCLOUD_TRACE=1) timeout "$limit" "$p") >"$OUT/rt-$lab-$name.log" 2>&1
 		elif [[ $label == remote ]]; then
 			# shellcheck disable=SC2086 # words on purpose
 			(cd "$BUILD" && env ${RT_GUEST_ENV:-} $([[ ${RT_TRACE:-0} == 1 ]] && echo GPUCLOUD_TRACE=1) timeout "$limit" "$p") >"$OUT/rt-$label-$name.log" 2>&1
@@ -282,6 +301,23 @@ if [[ -x $GPUSERVERD && -e $GUEST_LIBDIR/libcuda.so.1 && -x $GPUTOKEN ]]; then
 	fi
 else
 	echo "skip remote: need GPUSERVERD ($GPUSERVERD), GUEST_LIBDIR/libcuda.so.1 ($GUEST_LIBDIR) and GPUTOKEN ($GPUTOKEN)"
+fi
+
+# gemm_table: rt_gemmbench's GFLOP/s, NVIDIA's cuBLAS natively against gpucloud's remoted one.
+gemm_table() {
+	local nat=$OUT/rt-native-rt_gemmbench_shared.log rem=$OUT/rt-remote+gccudart-rt_gemmbench_shared.log
+	[[ -f $nat ]] || return 0
+	echo "| SGEMM n | native events | native wall | remote events | remote wall | remote/native (wall) |"
+	echo "| --- | --- | --- | --- | --- | --- |"
+	local n ne nw re rw
+	while read -r _ _ n _ ne _ nw _; do
+		read -r re rw < <(awk -v n="$n" '$1 == "GEMM" && $3 == n {print $5, $7}' "$rem" 2>/dev/null)
+		echo "| $n | $ne | $nw | ${re:--} | ${rw:--} | $([[ -n ${rw:-} ]] && awk -v a="$rw" -v b="$nw" 'BEGIN {printf "%.2f", a / b}' || echo -) |"
+	done < <(grep '^GEMM sgemm' "$nat")
+}
+if [[ ${RT:-1} != 0 ]]; then
+	step "cuBLAS SGEMM, GFLOP/s (rt_gemmbench: NVIDIA's natively, gpucloud's libcublas remoted)"
+	gemm_table | tee "$OUT/gemm.md"
 fi
 
 step "table (median of repetitions)"

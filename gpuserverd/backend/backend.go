@@ -136,6 +136,18 @@ type Context interface {
 	EventQuery(event Handle) error
 	EventElapsedTime(start, end Handle) (float32, error)
 
+	// cuBLAS on this context (the library API remoted; see blas.go). Handles are ids like the
+	// others'; each has a stream (0 until set) and a workspace in the context's memory.
+	BlasCreate() (Handle, error)
+	BlasDestroy(h Handle) error
+	BlasSetStream(h, stream Handle) error
+	BlasSetMathMode(h Handle, mode uint32) error
+	// BlasSetWorkspace makes [ptr, ptr+bytes) of device memory the handle's workspace.
+	BlasSetWorkspace(h Handle, ptr, bytes uint64) error
+	// BlasGemm issues g on its handle's stream, like a kernel launch: errors of execution
+	// surface at the next synchronisation.
+	BlasGemm(g Gemm) error
+
 	Synchronize() error
 	// Close destroys the context, freeing everything it holds.
 	Close() error

@@ -6,6 +6,7 @@
 #define GPUCLOUD_GUEST_IMPL
 #include "include/cuda.h"
 #include "wire_gen.h"
+#include "include/gpucloud_private.h"
 #include <pthread.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -150,6 +151,9 @@ void gc_cls_context_gone(CUcontext ctx);
 /* A function that reports name as unimplemented and fails with CUDA_ERROR_NOT_SUPPORTED, or NULL
  * when the pool of such stubs is spent (missing.c). */
 void *gc_missing_stub(const char *name);
+
+/* gpucloud's own export table, for gpucloud's guest libraries (private_table.c). */
+extern const struct gc_private_table gc_private_table;
 
 /* Encode a message with the generated encoder into a stack buffer and call. */
 #define GC_ENCODE(lower, msg, buf)                                                     \

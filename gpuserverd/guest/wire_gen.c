@@ -97,6 +97,13 @@ const char *gw_type_name(uint16_t type) {
 	case 81: return "ShmOpenReply";
 	case 82: return "MemcpyHtoDShm";
 	case 83: return "MemcpyDtoHShm";
+	case 120: return "BlasCreate";
+	case 121: return "BlasReply";
+	case 122: return "BlasDestroy";
+	case 123: return "BlasSetStream";
+	case 124: return "BlasSetMathMode";
+	case 125: return "BlasSetWorkspace";
+	case 126: return "BlasGemm";
 	}
 	return "unknown";
 }
@@ -1433,6 +1440,238 @@ int gw_memcpy_dto_h_shm_decode(struct gw_memcpy_dto_h_shm *m, const uint8_t *p, 
 	return dfinish(&d);
 }
 
+size_t gw_blas_create_size(const struct gw_blas_create *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_blas_create_encode(const struct gw_blas_create *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_blas_create_decode(struct gw_blas_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
+size_t gw_blas_reply_size(const struct gw_blas_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_blas_reply_encode(const struct gw_blas_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->handle);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_blas_reply_decode(struct gw_blas_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->handle = d64(&d, "handle");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
+size_t gw_blas_destroy_size(const struct gw_blas_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_blas_destroy_encode(const struct gw_blas_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	return o;
+}
+
+int gw_blas_destroy_decode(struct gw_blas_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	return dfinish(&d);
+}
+
+size_t gw_blas_set_stream_size(const struct gw_blas_set_stream *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_blas_set_stream_encode(const struct gw_blas_set_stream *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_blas_set_stream_decode(struct gw_blas_set_stream *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasSetStream", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_blas_set_math_mode_size(const struct gw_blas_set_math_mode *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_blas_set_math_mode_encode(const struct gw_blas_set_math_mode *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->mode);
+	return o;
+}
+
+int gw_blas_set_math_mode_decode(struct gw_blas_set_math_mode *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasSetMathMode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->mode = d32(&d, "mode");
+	return dfinish(&d);
+}
+
+size_t gw_blas_set_workspace_size(const struct gw_blas_set_workspace *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_blas_set_workspace_encode(const struct gw_blas_set_workspace *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put64(o, m->ptr);
+	o = put64(o, m->bytes);
+	return o;
+}
+
+int gw_blas_set_workspace_decode(struct gw_blas_set_workspace *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasSetWorkspace", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->ptr = d64(&d, "ptr");
+	m->bytes = d64(&d, "bytes");
+	return dfinish(&d);
+}
+
+size_t gw_blas_gemm_size(const struct gw_blas_gemm *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_blas_gemm_encode(const struct gw_blas_gemm *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->ex);
+	o = put32(o, (uint32_t)m->atype);
+	o = put32(o, (uint32_t)m->btype);
+	o = put32(o, (uint32_t)m->ctype);
+	o = put32(o, (uint32_t)m->compute);
+	o = put32(o, (uint32_t)m->algo);
+	o = put32(o, (uint32_t)m->transa);
+	o = put32(o, (uint32_t)m->transb);
+	o = put32(o, (uint32_t)m->m);
+	o = put32(o, (uint32_t)m->n);
+	o = put32(o, (uint32_t)m->k);
+	o = put32(o, (uint32_t)m->pointer_mode);
+	o = put64(o, m->alpha);
+	o = put64(o, m->beta);
+	o = put64(o, m->a);
+	o = put32(o, (uint32_t)m->lda);
+	o = put64(o, m->stride_a);
+	o = put64(o, m->b);
+	o = put32(o, (uint32_t)m->ldb);
+	o = put64(o, m->stride_b);
+	o = put64(o, m->c);
+	o = put32(o, (uint32_t)m->ldc);
+	o = put64(o, m->stride_c);
+	o = put32(o, (uint32_t)m->batch);
+	return o;
+}
+
+int gw_blas_gemm_decode(struct gw_blas_gemm *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasGemm", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->ex = d32(&d, "ex");
+	m->atype = d32(&d, "atype");
+	m->btype = d32(&d, "btype");
+	m->ctype = d32(&d, "ctype");
+	m->compute = d32(&d, "compute");
+	m->algo = (int32_t)d32(&d, "algo");
+	m->transa = d32(&d, "transa");
+	m->transb = d32(&d, "transb");
+	m->m = (int32_t)d32(&d, "m");
+	m->n = (int32_t)d32(&d, "n");
+	m->k = (int32_t)d32(&d, "k");
+	m->pointer_mode = d32(&d, "pointer_mode");
+	m->alpha = d64(&d, "alpha");
+	m->beta = d64(&d, "beta");
+	m->a = d64(&d, "a");
+	m->lda = (int32_t)d32(&d, "lda");
+	m->stride_a = d64(&d, "stride_a");
+	m->b = d64(&d, "b");
+	m->ldb = (int32_t)d32(&d, "ldb");
+	m->stride_b = d64(&d, "stride_b");
+	m->c = d64(&d, "c");
+	m->ldc = (int32_t)d32(&d, "ldc");
+	m->stride_c = d64(&d, "stride_c");
+	m->batch = (int32_t)d32(&d, "batch");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -1537,6 +1776,20 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_memcpy_hto_d_shm_decode(m, p, n, err, errlen);
 	case 83:
 		return gw_memcpy_dto_h_shm_decode(m, p, n, err, errlen);
+	case 120:
+		return gw_blas_create_decode(m, p, n, err, errlen);
+	case 121:
+		return gw_blas_reply_decode(m, p, n, err, errlen);
+	case 122:
+		return gw_blas_destroy_decode(m, p, n, err, errlen);
+	case 123:
+		return gw_blas_set_stream_decode(m, p, n, err, errlen);
+	case 124:
+		return gw_blas_set_math_mode_decode(m, p, n, err, errlen);
+	case 125:
+		return gw_blas_set_workspace_decode(m, p, n, err, errlen);
+	case 126:
+		return gw_blas_gemm_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

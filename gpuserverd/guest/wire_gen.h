@@ -74,6 +74,13 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_SHM_OPEN_REPLY 81
 #define GW_TYPE_MEMCPY_HTO_D_SHM 82
 #define GW_TYPE_MEMCPY_DTO_H_SHM 83
+#define GW_TYPE_BLAS_CREATE 120
+#define GW_TYPE_BLAS_REPLY 121
+#define GW_TYPE_BLAS_DESTROY 122
+#define GW_TYPE_BLAS_SET_STREAM 123
+#define GW_TYPE_BLAS_SET_MATH_MODE 124
+#define GW_TYPE_BLAS_SET_WORKSPACE 125
+#define GW_TYPE_BLAS_GEMM 126
 
 struct gw_hello {
 	uint32_t version;
@@ -545,6 +552,87 @@ struct gw_memcpy_dto_h_shm {
 size_t gw_memcpy_dto_h_shm_size(const struct gw_memcpy_dto_h_shm *m);
 uint8_t *gw_memcpy_dto_h_shm_encode(const struct gw_memcpy_dto_h_shm *m, uint8_t *out);
 int gw_memcpy_dto_h_shm_decode(struct gw_memcpy_dto_h_shm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_create {
+	char unused;
+};
+size_t gw_blas_create_size(const struct gw_blas_create *m);
+uint8_t *gw_blas_create_encode(const struct gw_blas_create *m, uint8_t *out);
+int gw_blas_create_decode(struct gw_blas_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t handle;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_blas_reply_size(const struct gw_blas_reply *m);
+uint8_t *gw_blas_reply_encode(const struct gw_blas_reply *m, uint8_t *out);
+int gw_blas_reply_decode(struct gw_blas_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_destroy {
+	uint64_t handle;
+};
+size_t gw_blas_destroy_size(const struct gw_blas_destroy *m);
+uint8_t *gw_blas_destroy_encode(const struct gw_blas_destroy *m, uint8_t *out);
+int gw_blas_destroy_decode(struct gw_blas_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_set_stream {
+	uint64_t handle;
+	uint64_t stream;
+};
+size_t gw_blas_set_stream_size(const struct gw_blas_set_stream *m);
+uint8_t *gw_blas_set_stream_encode(const struct gw_blas_set_stream *m, uint8_t *out);
+int gw_blas_set_stream_decode(struct gw_blas_set_stream *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_set_math_mode {
+	uint64_t handle;
+	uint32_t mode;
+};
+size_t gw_blas_set_math_mode_size(const struct gw_blas_set_math_mode *m);
+uint8_t *gw_blas_set_math_mode_encode(const struct gw_blas_set_math_mode *m, uint8_t *out);
+int gw_blas_set_math_mode_decode(struct gw_blas_set_math_mode *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_set_workspace {
+	uint64_t handle;
+	uint64_t ptr;
+	uint64_t bytes;
+};
+size_t gw_blas_set_workspace_size(const struct gw_blas_set_workspace *m);
+uint8_t *gw_blas_set_workspace_encode(const struct gw_blas_set_workspace *m, uint8_t *out);
+int gw_blas_set_workspace_decode(struct gw_blas_set_workspace *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_gemm {
+	uint64_t handle;
+	uint32_t ex;
+	uint32_t atype;
+	uint32_t btype;
+	uint32_t ctype;
+	uint32_t compute;
+	int32_t algo;
+	uint32_t transa;
+	uint32_t transb;
+	int32_t m;
+	int32_t n;
+	int32_t k;
+	uint32_t pointer_mode;
+	uint64_t alpha;
+	uint64_t beta;
+	uint64_t a;
+	int32_t lda;
+	uint64_t stride_a;
+	uint64_t b;
+	int32_t ldb;
+	uint64_t stride_b;
+	uint64_t c;
+	int32_t ldc;
+	uint64_t stride_c;
+	int32_t batch;
+};
+size_t gw_blas_gemm_size(const struct gw_blas_gemm *m);
+uint8_t *gw_blas_gemm_encode(const struct gw_blas_gemm *m, uint8_t *out);
+int gw_blas_gemm_decode(struct gw_blas_gemm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -75,6 +75,13 @@ const (
 	TypeShmOpenReply         Type = 81
 	TypeMemcpyHtoDShm        Type = 82
 	TypeMemcpyDtoHShm        Type = 83
+	TypeBlasCreate           Type = 120
+	TypeBlasReply            Type = 121
+	TypeBlasDestroy          Type = 122
+	TypeBlasSetStream        Type = 123
+	TypeBlasSetMathMode      Type = 124
+	TypeBlasSetWorkspace     Type = 125
+	TypeBlasGemm             Type = 126
 )
 
 var typeNames = map[Type]string{
@@ -129,6 +136,13 @@ var typeNames = map[Type]string{
 	TypeShmOpenReply:         "ShmOpenReply",
 	TypeMemcpyHtoDShm:        "MemcpyHtoDShm",
 	TypeMemcpyDtoHShm:        "MemcpyDtoHShm",
+	TypeBlasCreate:           "BlasCreate",
+	TypeBlasReply:            "BlasReply",
+	TypeBlasDestroy:          "BlasDestroy",
+	TypeBlasSetStream:        "BlasSetStream",
+	TypeBlasSetMathMode:      "BlasSetMathMode",
+	TypeBlasSetWorkspace:     "BlasSetWorkspace",
+	TypeBlasGemm:             "BlasGemm",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -236,6 +250,20 @@ func New(t Type) Message {
 		return new(MemcpyHtoDShm)
 	case TypeMemcpyDtoHShm:
 		return new(MemcpyDtoHShm)
+	case TypeBlasCreate:
+		return new(BlasCreate)
+	case TypeBlasReply:
+		return new(BlasReply)
+	case TypeBlasDestroy:
+		return new(BlasDestroy)
+	case TypeBlasSetStream:
+		return new(BlasSetStream)
+	case TypeBlasSetMathMode:
+		return new(BlasSetMathMode)
+	case TypeBlasSetWorkspace:
+		return new(BlasSetWorkspace)
+	case TypeBlasGemm:
+		return new(BlasGemm)
 	}
 	return nil
 }
@@ -1608,5 +1636,243 @@ func (m *MemcpyDtoHShm) Decode(p []byte) error {
 	m.Bytes = d.u64("bytes")
 	m.Stream = d.u64("stream")
 	m.Async = d.u32("async")
+	return d.finish()
+}
+
+// BlasCreate is message type 120.
+type BlasCreate struct {
+}
+
+// Type returns TypeBlasCreate.
+func (*BlasCreate) Type() Type { return TypeBlasCreate }
+
+// Append appends the encoded payload to b.
+func (m *BlasCreate) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasCreate"}
+	return d.finish()
+}
+
+// BlasReply is message type 121.
+type BlasReply struct {
+	Result  int32
+	Status  int32
+	Handle  uint64
+	Message string
+}
+
+// Type returns TypeBlasReply.
+func (*BlasReply) Type() Type { return TypeBlasReply }
+
+// Append appends the encoded payload to b.
+func (m *BlasReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.Handle)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.Handle = d.u64("handle")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// BlasDestroy is message type 122.
+type BlasDestroy struct {
+	Handle uint64
+}
+
+// Type returns TypeBlasDestroy.
+func (*BlasDestroy) Type() Type { return TypeBlasDestroy }
+
+// Append appends the encoded payload to b.
+func (m *BlasDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasDestroy"}
+	m.Handle = d.u64("handle")
+	return d.finish()
+}
+
+// BlasSetStream is message type 123.
+type BlasSetStream struct {
+	Handle uint64
+	Stream uint64
+}
+
+// Type returns TypeBlasSetStream.
+func (*BlasSetStream) Type() Type { return TypeBlasSetStream }
+
+// Append appends the encoded payload to b.
+func (m *BlasSetStream) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasSetStream) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasSetStream"}
+	m.Handle = d.u64("handle")
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// BlasSetMathMode is message type 124.
+type BlasSetMathMode struct {
+	Handle uint64
+	Mode   uint32
+}
+
+// Type returns TypeBlasSetMathMode.
+func (*BlasSetMathMode) Type() Type { return TypeBlasSetMathMode }
+
+// Append appends the encoded payload to b.
+func (m *BlasSetMathMode) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Mode)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasSetMathMode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasSetMathMode"}
+	m.Handle = d.u64("handle")
+	m.Mode = d.u32("mode")
+	return d.finish()
+}
+
+// BlasSetWorkspace is message type 125.
+type BlasSetWorkspace struct {
+	Handle uint64
+	Ptr    uint64
+	Bytes  uint64
+}
+
+// Type returns TypeBlasSetWorkspace.
+func (*BlasSetWorkspace) Type() Type { return TypeBlasSetWorkspace }
+
+// Append appends the encoded payload to b.
+func (m *BlasSetWorkspace) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Bytes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasSetWorkspace) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasSetWorkspace"}
+	m.Handle = d.u64("handle")
+	m.Ptr = d.u64("ptr")
+	m.Bytes = d.u64("bytes")
+	return d.finish()
+}
+
+// BlasGemm is message type 126.
+type BlasGemm struct {
+	Handle      uint64
+	Ex          uint32
+	Atype       uint32
+	Btype       uint32
+	Ctype       uint32
+	Compute     uint32
+	Algo        int32
+	Transa      uint32
+	Transb      uint32
+	M           int32
+	N           int32
+	K           int32
+	PointerMode uint32
+	Alpha       uint64
+	Beta        uint64
+	A           uint64
+	Lda         int32
+	StrideA     uint64
+	B           uint64
+	Ldb         int32
+	StrideB     uint64
+	C           uint64
+	Ldc         int32
+	StrideC     uint64
+	Batch       int32
+}
+
+// Type returns TypeBlasGemm.
+func (*BlasGemm) Type() Type { return TypeBlasGemm }
+
+// Append appends the encoded payload to b.
+func (m *BlasGemm) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Ex)
+	b = putU32(b, m.Atype)
+	b = putU32(b, m.Btype)
+	b = putU32(b, m.Ctype)
+	b = putU32(b, m.Compute)
+	b = putU32(b, uint32(m.Algo))
+	b = putU32(b, m.Transa)
+	b = putU32(b, m.Transb)
+	b = putU32(b, uint32(m.M))
+	b = putU32(b, uint32(m.N))
+	b = putU32(b, uint32(m.K))
+	b = putU32(b, m.PointerMode)
+	b = putU64(b, m.Alpha)
+	b = putU64(b, m.Beta)
+	b = putU64(b, m.A)
+	b = putU32(b, uint32(m.Lda))
+	b = putU64(b, m.StrideA)
+	b = putU64(b, m.B)
+	b = putU32(b, uint32(m.Ldb))
+	b = putU64(b, m.StrideB)
+	b = putU64(b, m.C)
+	b = putU32(b, uint32(m.Ldc))
+	b = putU64(b, m.StrideC)
+	b = putU32(b, uint32(m.Batch))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasGemm) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasGemm"}
+	m.Handle = d.u64("handle")
+	m.Ex = d.u32("ex")
+	m.Atype = d.u32("atype")
+	m.Btype = d.u32("btype")
+	m.Ctype = d.u32("ctype")
+	m.Compute = d.u32("compute")
+	m.Algo = int32(d.u32("algo"))
+	m.Transa = d.u32("transa")
+	m.Transb = d.u32("transb")
+	m.M = int32(d.u32("m"))
+	m.N = int32(d.u32("n"))
+	m.K = int32(d.u32("k"))
+	m.PointerMode = d.u32("pointer_mode")
+	m.Alpha = d.u64("alpha")
+	m.Beta = d.u64("beta")
+	m.A = d.u64("a")
+	m.Lda = int32(d.u32("lda"))
+	m.StrideA = d.u64("stride_a")
+	m.B = d.u64("b")
+	m.Ldb = int32(d.u32("ldb"))
+	m.StrideB = d.u64("stride_b")
+	m.C = d.u64("c")
+	m.Ldc = int32(d.u32("ldc"))
+	m.StrideC = d.u64("stride_c")
+	m.Batch = int32(d.u32("batch"))
 	return d.finish()
 }

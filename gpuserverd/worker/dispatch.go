@@ -65,6 +65,8 @@ func (s *Session) serveOne() error {
 			detail := ""
 			if st, ok := answer.(*wire.Status); ok {
 				detail = st.Message
+			} else if br, ok := answer.(*wire.BlasReply); ok {
+				detail = br.Message
 			}
 			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
 		}
@@ -81,6 +83,8 @@ func resultOf(m wire.Message) int32 {
 	case *wire.HandleReply:
 		return r.Result
 	case *wire.ValueReply:
+		return r.Result
+	case *wire.BlasReply:
 		return r.Result
 	}
 	return 0
@@ -121,6 +125,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		if _, ok := m.(*wire.MemcpyDtoH); ok {
 			return &wire.MemcpyDtoHData{Result: int32(backend.ResultOf(err))}, nil
 		}
+		if isBlas(m) {
+			return blasReply(0, err), nil
+		}
 		return status(err), nil
 	}
 	c := d.ctx
@@ -130,13 +137,10 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.MemAlloc:
 		return s.memAlloc(d, m.Bytes), nil
 	case *wire.MemFree:
-		err := c.MemFree(m.Ptr)
-		if err == nil {
-			s.Stats.memory(-int64(d.allocs[m.Ptr]))
-			d.used -= d.allocs[m.Ptr]
-			delete(d.allocs, m.Ptr)
+		if d.blas.isWorkspace(m.Ptr) {
+			return status(fmt.Errorf("%#x is a cuBLAS handle's workspace: %w", m.Ptr, backend.ErrInvalidValue)), nil
 		}
-		return status(err), nil
+		return status(s.free(d, m.Ptr)), nil
 	case *wire.MemGetInfo:
 		free, total, err := c.MemGetInfo()
 		if q := s.cfg.MemoryQuota; q > 0 {
@@ -206,6 +210,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return status(s.takePending(c.EventSynchronize(backend.Handle(m.Event)))), nil
 	case *wire.EventQuery:
 		return status(s.takePending(c.EventQuery(backend.Handle(m.Event)))), nil
+	case *wire.BlasCreate, *wire.BlasDestroy, *wire.BlasSetStream, *wire.BlasSetMathMode,
+		*wire.BlasSetWorkspace, *wire.BlasGemm:
+		return s.blas(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil
@@ -248,8 +255,14 @@ func (s *Session) deviceInfo(m *wire.DeviceInfo) wire.Message {
 
 // memAlloc enforces the session's memory quota before the device sees the request.
 func (s *Session) memAlloc(d *device, bytes uint64) wire.Message {
+	p, err := s.alloc(d, bytes)
+	return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: p}
+}
+
+// alloc allocates device memory charged to the session's quota.
+func (s *Session) alloc(d *device, bytes uint64) (uint64, error) {
 	if q := s.cfg.MemoryQuota; q > 0 && (bytes > q || d.used > q-bytes) {
-		return &wire.HandleReply{Result: int32(backend.ErrOutOfMemory)}
+		return 0, fmt.Errorf("%d bytes past the session's quota of %d: %w", bytes, q, backend.ErrOutOfMemory)
 	}
 	p, err := d.ctx.MemAlloc(bytes)
 	if err == nil {
@@ -257,7 +270,18 @@ func (s *Session) memAlloc(d *device, bytes uint64) wire.Message {
 		d.used += bytes
 		s.Stats.memory(int64(bytes))
 	}
-	return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: p}
+	return p, err
+}
+
+// free releases an allocation made by alloc.
+func (s *Session) free(d *device, p uint64) error {
+	err := d.ctx.MemFree(p)
+	if err == nil {
+		s.Stats.memory(-int64(d.allocs[p]))
+		d.used -= d.allocs[p]
+		delete(d.allocs, p)
+	}
+	return err
 }
 
 func (s *Session) memcpyHtoD(d *device, m *wire.MemcpyHtoD, h wire.Header, sl *slot) wire.Message {

@@ -36,22 +36,28 @@ func FuzzSession(f *testing.F) {
 	f.Add(seed(&wire.LanesOpen{Lanes: 2}, &wire.MemcpyHtoDStriped{Dst: 0x7f2c00000000, Bytes: 5, Lanes: 2},
 		&wire.MemcpyDtoHStriped{Src: 0x7f2c00000000, Bytes: 5, Lanes: 1}))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		a, b := net.Pipe()
-		s := NewSession(Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), b,
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		s.EnableLanes()
-		done := make(chan struct{})
-		go func() { s.Serve(context.Background()); close(done) }()
-		go io.Copy(io.Discard, a) // replies
-		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		a.Write(in)
-		a.Close()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Fatal("session did not end after its client left")
-		}
+		serveBytes(t, Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), true, in)
 	})
+}
+
+// serveBytes feeds in to a new session after its handshake, then leaves: the session must end.
+func serveBytes(t *testing.T, cfg Config, b *sim.Backend, lanes bool, in []byte) {
+	a, c := net.Pipe()
+	s := NewSession(cfg, b, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if lanes {
+		s.EnableLanes()
+	}
+	done := make(chan struct{})
+	go func() { s.Serve(context.Background()); close(done) }()
+	go io.Copy(io.Discard, a) // replies
+	a.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	a.Write(in)
+	a.Close()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("session did not end after its client left")
+	}
 }
 
 // FuzzLaneHello: any first frame on a lane is refused or attached, never a crash, and a refused

@@ -45,6 +45,7 @@ type device struct {
 	stripe  *ring             // staging for striped copies, two slots per lane; made on first use
 	allocs  map[uint64]uint64 // ptr -> bytes, for the quota
 	used    uint64
+	blas    blasState
 }
 
 // Session serves one connection.

@@ -41,6 +41,7 @@ type Context struct {
 	events    handles[C.CUevent]
 	host      map[unsafe.Pointer]int // pinned host allocations: address -> size
 	reg       map[unsafe.Pointer]int // registered host ranges: address -> size
+	blas      map[backend.Handle]*blasHandle
 }
 
 var _ backend.Context = (*Context)(nil)
@@ -528,7 +529,7 @@ func (c *Context) Close() error {
 	if c.closed {
 		return nil
 	}
-	var errs []error
+	errs := c.closeBlas()
 	for p := range c.host {
 		errs = append(errs, check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p)))
 	}

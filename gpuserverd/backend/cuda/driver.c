@@ -148,7 +148,8 @@ CUresult gc_ctx_destroy(CUcontext ctx, CUdevice dev, int primary) {
 }
 
 // bind makes ctx current unless it already is (cheap either way; the check saves a driver lock).
-static CUresult bind(CUcontext ctx) {
+static CUresult bind(CUcontext ctx) { return gc_bind(ctx); }
+CUresult gc_bind(CUcontext ctx) {
 	CUcontext cur = NULL;
 	if (d.ctx_get_current(&cur) == 0 && cur == ctx) return 0;
 	return d.ctx_set_current(ctx);

@@ -37,6 +37,9 @@ CUresult gc_ctx_create(CUcontext *ctx, unsigned flags, CUdevice d, int *primary)
 CUresult gc_ctx_destroy(CUcontext ctx, CUdevice d, int primary);
 CUresult gc_ctx_synchronize(CUcontext ctx);
 
+// gc_bind makes ctx current on the calling thread (libraries such as cuBLAS then work in it).
+CUresult gc_bind(CUcontext ctx);
+
 // Every call below first makes ctx current on the calling OS thread, in the same cgo call, so a
 // goroutine that moved threads between calls still talks to its own context.
 CUresult gc_mem_alloc(CUcontext ctx, CUdeviceptr *p, size_t bytes);

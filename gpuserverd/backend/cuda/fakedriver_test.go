@@ -47,10 +47,16 @@ func buildFakeDriver(t *testing.T) string {
 			fmt.Fprintf(&b, "int %s(void) { return 999; }\n", m[1])
 		}
 	}
+	return buildLib(t, "libcuda.so.1", b.String())
+}
+
+// buildLib compiles C source into a shared library named name in a fresh folder, with the C
+// compiler cgo uses.
+func buildLib(t *testing.T, name, src string) string {
+	t.Helper()
 	dir := t.TempDir()
-	c := filepath.Join(dir, "fakecuda.c")
-	lib := filepath.Join(dir, "libcuda.so.1")
-	if err := os.WriteFile(c, []byte(b.String()), 0o644); err != nil {
+	c, lib := filepath.Join(dir, "src.c"), filepath.Join(dir, name)
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cc := os.Getenv("CC")
@@ -58,7 +64,7 @@ func buildFakeDriver(t *testing.T) string {
 		cc = "cc"
 	}
 	if out, err := exec.Command(cc, "-shared", "-fPIC", "-o", lib, c).CombinedOutput(); err != nil {
-		t.Fatalf("build fake driver: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", name, err, out)
 	}
 	return lib
 }

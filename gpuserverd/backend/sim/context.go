@@ -25,6 +25,7 @@ type Context struct {
 	functions map[backend.Handle]*kernel
 	asyncErr  error         // sticky: the first error of work run asynchronously
 	reg       map[*byte]int // registered host ranges, as the driver keeps them
+	blas      map[backend.Handle]*blasHandle
 }
 
 func newContext(b *Backend, ordinal int) *Context {

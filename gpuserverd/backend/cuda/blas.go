@@ -1,0 +1,198 @@
+package cuda
+
+/*
+#include <stdlib.h>
+#include "blas.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// BlasLibraries are the cuBLAS libraries tried in order on a session's first handle;
+// GPUSERVERD_CUBLAS names another (a toolkit's lib64 outside the loader's path).
+var BlasLibraries = []string{"libcublas.so.13", "libcublas.so.12"}
+
+var blasLoad struct {
+	sync.Mutex
+	done bool
+	err  error
+}
+
+// loadBlas loads cuBLAS once per process (a worker serves one session).
+func loadBlas() error {
+	blasLoad.Lock()
+	defer blasLoad.Unlock()
+	if blasLoad.done {
+		return blasLoad.err
+	}
+	blasLoad.done = true
+	names := BlasLibraries
+	if p := os.Getenv("GPUSERVERD_CUBLAS"); p != "" {
+		names = []string{p}
+	}
+	var errs []error
+	for _, n := range names {
+		cn := C.CString(n)
+		var buf [512]C.char
+		rc := C.gc_blas_open(cn, &buf[0], C.size_t(len(buf)))
+		C.free(unsafe.Pointer(cn))
+		if rc == 0 {
+			return nil
+		}
+		errs = append(errs, errors.New(C.GoString(&buf[0])))
+	}
+	blasLoad.err = &backend.BlasError{Op: "load cuBLAS", Status: backend.BlasNotInitialized, Detail: errors.Join(errs...).Error()}
+	return blasLoad.err
+}
+
+// blasHandle is a cuBLAS handle of this context, with what must be reapplied to it.
+type blasHandle struct {
+	ptr       C.cublasHandle_t
+	stream    C.CUstream
+	ptrMode   int
+	workspace [2]uint64
+}
+
+func blasCheck(op string, st C.int) error {
+	if st == 0 {
+		return nil
+	}
+	return &backend.BlasError{Op: op, Status: backend.BlasStatus(st)}
+}
+
+func (c *Context) blasHandle(h backend.Handle) (*blasHandle, error) {
+	if err := c.live(); err != nil {
+		return nil, err
+	}
+	bh, ok := c.blas[h]
+	if !ok {
+		return nil, &backend.BlasError{Op: "handle", Status: backend.BlasNotInitialized, Detail: fmt.Sprintf("no cuBLAS handle %d", h)}
+	}
+	return bh, nil
+}
+
+// BlasCreate is cublasCreate in this context, loading cuBLAS on first use.
+func (c *Context) BlasCreate() (backend.Handle, error) {
+	if err := c.live(); err != nil {
+		return 0, err
+	}
+	if err := loadBlas(); err != nil {
+		return 0, err
+	}
+	bh := &blasHandle{}
+	if err := blasCheck("cublasCreate", C.gc_blas_create(c.ctx, &bh.ptr)); err != nil {
+		return 0, err
+	}
+	if c.blas == nil {
+		c.blas = map[backend.Handle]*blasHandle{}
+	}
+	c.next++
+	c.blas[c.next] = bh
+	return c.next, nil
+}
+
+// BlasDestroy is cublasDestroy (which waits for the handle's work).
+func (c *Context) BlasDestroy(h backend.Handle) error {
+	bh, err := c.blasHandle(h)
+	if err != nil {
+		return err
+	}
+	delete(c.blas, h)
+	return blasCheck("cublasDestroy", C.gc_blas_destroy(c.ctx, bh.ptr))
+}
+
+// BlasSetStream is cublasSetStream. cuBLAS drops a user workspace when the stream changes, so
+// the handle's is set again.
+func (c *Context) BlasSetStream(h, stream backend.Handle) error {
+	bh, err := c.blasHandle(h)
+	if err != nil {
+		return err
+	}
+	s, err := c.stream(stream)
+	if err != nil {
+		return err
+	}
+	if err := blasCheck("cublasSetStream", C.gc_blas_set_stream(c.ctx, bh.ptr, s)); err != nil {
+		return err
+	}
+	bh.stream = s
+	if ws := bh.workspace; ws[1] > 0 {
+		return blasCheck("cublasSetWorkspace", C.gc_blas_set_workspace(c.ctx, bh.ptr, C.CUdeviceptr(ws[0]), C.size_t(ws[1])))
+	}
+	return nil
+}
+
+func (c *Context) BlasSetMathMode(h backend.Handle, mode uint32) error {
+	bh, err := c.blasHandle(h)
+	if err != nil {
+		return err
+	}
+	return blasCheck("cublasSetMathMode", C.gc_blas_set_math_mode(c.ctx, bh.ptr, C.int(mode)))
+}
+
+func (c *Context) BlasSetWorkspace(h backend.Handle, ptr, bytes uint64) error {
+	bh, err := c.blasHandle(h)
+	if err != nil {
+		return err
+	}
+	if err := blasCheck("cublasSetWorkspace", C.gc_blas_set_workspace(c.ctx, bh.ptr, C.CUdeviceptr(ptr), C.size_t(bytes))); err != nil {
+		return err
+	}
+	bh.workspace = [2]uint64{ptr, bytes}
+	return nil
+}
+
+// BlasGemm issues <t>gemm or <t>gemmStridedBatched on the handle's stream.
+func (c *Context) BlasGemm(g backend.Gemm) error {
+	bh, err := c.blasHandle(g.Handle)
+	if err != nil {
+		return err
+	}
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	mode := 0
+	if g.DevicePtrs {
+		mode = 1
+	}
+	if mode != bh.ptrMode {
+		if err := blasCheck("cublasSetPointerMode", C.gc_blas_set_pointer_mode(c.ctx, bh.ptr, C.int(mode))); err != nil {
+			return err
+		}
+		bh.ptrMode = mode
+	}
+	op := "cublasSgemm"
+	switch {
+	case g.Ex:
+		op = "cublasGemmEx"
+	case g.AType == backend.DataR64F:
+		op = "cublasDgemm"
+	}
+	cg := C.struct_gc_gemm{
+		ex: boolInt(g.Ex), atype: C.int(g.AType), btype: C.int(g.BType), ctype: C.int(g.CType),
+		compute: C.int(g.Compute), algo: C.int(g.Algo), ta: C.int(g.TransA), tb: C.int(g.TransB),
+		m: C.int(g.M), n: C.int(g.N), k: C.int(g.K), lda: C.int(g.LdA), ldb: C.int(g.LdB), ldc: C.int(g.LdC),
+		batch: C.int(g.Batch), device_ptrs: C.int(mode), alpha: C.uint64_t(g.Alpha), beta: C.uint64_t(g.Beta),
+		a: C.CUdeviceptr(g.A), b: C.CUdeviceptr(g.B), c: C.CUdeviceptr(g.C),
+		sa: C.longlong(g.StrideA), sb: C.longlong(g.StrideB), sc: C.longlong(g.StrideC),
+	}
+	return blasCheck(op, C.gc_blas_gemm(c.ctx, bh.ptr, &cg))
+}
+
+// closeBlas destroys the context's handles before the context goes.
+func (c *Context) closeBlas() []error {
+	var errs []error
+	for h, bh := range c.blas {
+		errs = append(errs, blasCheck("cublasDestroy", C.gc_blas_destroy(c.ctx, bh.ptr)))
+		delete(c.blas, h)
+	}
+	return errs
+}

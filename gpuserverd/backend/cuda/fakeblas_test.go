@@ -1,0 +1,82 @@
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// Fake libcublas builds (test doubles) reach the loader's refusals without a GPU: a library
+// missing a symbol, and gpucloud's own guest libcublas (which must never serve a worker: it would
+// forward the worker's calls to itself). Loading happens once per process, so each case runs in
+// a child process, as the fake driver's do.
+
+//go:embed blas.c
+var blasC string
+
+const fakeBlasEnv = "GPUCLOUD_TEST_FAKE_CUBLAS_CHILD"
+
+// buildFakeBlas writes a library with every symbol blas.c resolves except skip, plus extra.
+func buildFakeBlas(t *testing.T, name, skip, extra string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(extra + "\n")
+	for _, m := range regexp.MustCompile(`"(cublas[A-Za-z0-9_]+)"`).FindAllStringSubmatch(blasC, -1) {
+		if m[1] != skip {
+			fmt.Fprintf(&b, "int %s(void) { return 14; }\n", m[1])
+		}
+	}
+	return buildLib(t, name+".so", b.String())
+}
+
+// TestFakeBlasChild is the child's side; it only runs under fakeBlasEnv.
+func TestFakeBlasChild(t *testing.T) {
+	if os.Getenv(fakeBlasEnv) == "" {
+		t.Skip("runs only as the child of TestBlasLoad")
+	}
+	err := loadBlas()
+	fmt.Printf("RESULT status=%d err=%v\n", backend.BlasStatusOf(err), err)
+}
+
+func TestBlasLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		lib    string
+		status backend.BlasStatus
+		want   []string
+	}{
+		{"complete", buildFakeBlas(t, "complete", "", ""), backend.BlasSuccess, nil},
+		{"missing a symbol", buildFakeBlas(t, "partial", "cublasDgemmStridedBatched", ""), backend.BlasNotInitialized,
+			[]string{"load cuBLAS", "missing symbol cublasDgemmStridedBatched"}},
+		{"gpucloud's guest libcublas", buildFakeBlas(t, "guest", "", "const int gpucloud_cublas_guest = 1;"),
+			backend.BlasNotInitialized, []string{"is gpucloud's guest libcublas, not NVIDIA's"}},
+		{"absent", "/nonexistent/libcublas.so.13", backend.BlasNotInitialized, []string{"/nonexistent/libcublas.so.13"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeBlasChild$", "-test.v")
+			cmd.Env = append(os.Environ(), fakeBlasEnv+"=1", "GPUSERVERD_CUBLAS="+tc.lib)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("child: %v\n%s", err, out)
+			}
+			line := regexp.MustCompile(`RESULT status=(\d+) err=(.*)`).FindStringSubmatch(string(out))
+			if line == nil {
+				t.Fatalf("child printed no result:\n%s", out)
+			}
+			if line[1] != fmt.Sprint(int32(tc.status)) {
+				t.Fatalf("status %s, want %d (%s)", line[1], tc.status, line[2])
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(line[2], w) {
+					t.Errorf("error %q does not contain %q", line[2], w)
+				}
+			}
+		})
+	}
+}

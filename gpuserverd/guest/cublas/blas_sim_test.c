@@ -1,0 +1,369 @@
+/* gpucloud's libcublas over the guest libcuda and a real gpuserverd (simulated backend): SGEMM and
+ * DGEMM in every transpose combination with ragged sizes and padded leading dimensions against a
+ * CPU product, beta 0 over NaNs, device pointer mode, strided batches, matrix and vector copies
+ * (strided, async on a stream), GemmEx over half, bfloat16, float and double, stream ordering, refused arguments leaving C as it was, destroyed
+ * and made-up handles, workspaces, and a failing GEMM surfacing at the next synchronisation.
+ * Built against testshim/cublas_v2.h (a test double of NVIDIA's header).
+ *
+ * With the argument "foreign" it only checks that cublasCreate refuses a libcuda that is not
+ * gpucloud's guest library. */
+#include "../tests/check.h"
+
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdint.h>
+
+#define BLAS(call)                                                                                       \
+    do {                                                                                                 \
+        cublasStatus_t s_ = (call);                                                                      \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                               \
+            fprintf(stderr, "%s:%d: %s = %s\n", __FILE__, __LINE__, #call, cublasGetStatusName(s_));     \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+#define EXPECT_BLAS(call, want)                                                                          \
+    do {                                                                                                 \
+        cublasStatus_t s_ = (call);                                                                      \
+        if (s_ != (want)) {                                                                              \
+            fprintf(stderr, "%s:%d: %s = %s, want %s\n", __FILE__, __LINE__, #call, cublasGetStatusName(s_), \
+                    #want);                                                                              \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+
+static unsigned seed = 7;
+static double rnd(void) {
+    seed = seed * 1103515245u + 12345u;
+    return ((seed >> 9) % 2001) / 1000.0 - 1.0;
+}
+
+/* op(X)(i, j) of a column-major X with leading dimension ld. */
+static double at(const double *x, cublasOperation_t t, int i, int j, int ld) {
+    return t == CUBLAS_OP_N ? x[i + (size_t)j * ld] : x[j + (size_t)i * ld];
+}
+
+/* reference computes C = alpha op(A) op(B) + beta C in double precision (beta 0: C unread). */
+static void reference(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, double alpha, const double *A,
+                      int lda, const double *B, int ldb, double beta, double *C, int ldc) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) s += at(A, ta, i, l, lda) * at(B, tb, l, j, ldb);
+            C[i + (size_t)j * ldc] = alpha * s + (beta == 0 ? 0 : beta * C[i + (size_t)j * ldc]);
+        }
+}
+
+static void *dalloc(size_t n) {
+    CUdeviceptr p;
+    CHECK(cuMemAlloc(&p, n ? n : 1));
+    return (void *)(uintptr_t)p;
+}
+
+/* gemm_case runs one GEMM of type dbl (0 float, 1 double) through the library and checks it. */
+static void gemm_case(cublasHandle_t h, int dbl, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                      double alpha, double beta, int nan_c) {
+    int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m;
+    int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
+    int lda = ra + 3, ldb = rb + 1, ldc = m + 2; /* padded: lda > rows */
+    size_t na = (size_t)lda * ca, nb = (size_t)ldb * cb, nc = (size_t)ldc * n, e = dbl ? 8 : 4;
+    double *A = malloc(na * 8), *B = malloc(nb * 8), *C = malloc(nc * 8), *R = malloc(nc * 8);
+    for (size_t i = 0; i < na; i++) A[i] = rnd();
+    for (size_t i = 0; i < nb; i++) B[i] = rnd();
+    for (size_t i = 0; i < nc; i++) C[i] = R[i] = nan_c ? NAN : rnd();
+    reference(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, R, ldc);
+    void *dA = dalloc(na * e), *dB = dalloc(nb * e), *dC = dalloc(nc * e);
+    float *fa = malloc(na * 4), *fb = malloc(nb * 4), *fc = malloc(nc * 4);
+    if (dbl) {
+        BLAS(cublasSetMatrix(lda, ca, 8, A, lda, dA, lda));
+        BLAS(cublasSetMatrix(ldb, cb, 8, B, ldb, dB, ldb));
+        BLAS(cublasSetMatrix(ldc, n, 8, C, ldc, dC, ldc));
+        BLAS(cublasDgemm(h, ta, tb, m, n, k, &alpha, dA, lda, dB, ldb, &beta, dC, ldc));
+        BLAS(cublasGetMatrix(ldc, n, 8, dC, ldc, C, ldc));
+    } else {
+        for (size_t i = 0; i < na; i++) fa[i] = (float)A[i];
+        for (size_t i = 0; i < nb; i++) fb[i] = (float)B[i];
+        for (size_t i = 0; i < nc; i++) fc[i] = (float)C[i];
+        float al = (float)alpha, be = (float)beta;
+        BLAS(cublasSetMatrix(lda, ca, 4, fa, lda, dA, lda));
+        BLAS(cublasSetMatrix(ldb, cb, 4, fb, ldb, dB, ldb));
+        BLAS(cublasSetMatrix(ldc, n, 4, fc, ldc, dC, ldc));
+        BLAS(cublasSgemm(h, ta, tb, m, n, k, &al, dA, lda, dB, ldb, &be, dC, ldc));
+        BLAS(cublasGetMatrix(ldc, n, 4, dC, ldc, fc, ldc));
+        for (size_t i = 0; i < nc; i++) C[i] = fc[i];
+    }
+    double tol = dbl ? 1e-12 : 1e-5;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < ldc; i++) {
+            double g = C[i + (size_t)j * ldc], r = R[i + (size_t)j * ldc];
+            if (i >= m) { /* padding rows of C: untouched */
+                if (!(isnan(r) ? isnan(g) : fabs(g - r) <= tol * (1 + fabs(r)))) {
+                    fprintf(stderr, "padding C(%d,%d) changed: %g, was %g\n", i, j, g, r);
+                    exit(1);
+                }
+                continue;
+            }
+            if (!(fabs(g - r) <= tol * (1 + fabs(r)))) {
+                fprintf(stderr, "%cgemm %d%d %dx%dx%d alpha %g beta %g%s: C(%d,%d) = %g, want %g\n", dbl ? 'D' : 'S', ta, tb,
+                        m, n, k, alpha, beta, nan_c ? " (C was NaN)" : "", i, j, g, r);
+                exit(1);
+            }
+        }
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+    free(A), free(B), free(C), free(R), free(fa), free(fb), free(fc);
+}
+
+/* Refused arguments: the right status, nothing sent, C as it was. */
+static void refusals(cublasHandle_t h) {
+    float c0[4] = {1, 2, 3, 4}, c[4], one = 1, zero = 0;
+    float *d = dalloc(sizeof c0);
+    BLAS(cublasSetVector(4, 4, c0, 1, d, 1));
+    EXPECT_BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, -1, 2, 2, &one, d, 2, d, 2, &zero, d, 2), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 1, d, 2, &zero, d, 2), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, d, 2, d, 3, &zero, d, 2), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, 2, 2, 2, &one, d, 2, d, 1, &zero, d, 2), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d, 2, &zero, d, 1), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemm(h, (cublasOperation_t)9, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, d, 2, &zero, d, 2), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, NULL, d, 2, d, 2, &zero, d, 2), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, d, 2, -4, d, 2, 4, &zero, d, 2, 4, 2),
+                CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSetMatrix(3, 1, 4, c0, 2, d, 3), CUBLAS_STATUS_INVALID_VALUE); /* lda < rows */
+    EXPECT_BLAS(cublasSetVector(2, 4, c0, 0, d, 1), CUBLAS_STATUS_INVALID_VALUE);    /* incx 0 */
+    EXPECT_BLAS(cublasSetMathMode(h, (cublasMath_t)42), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasSetPointerMode(h, (cublasPointerMode_t)5), CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cuCtxSynchronize()); /* nothing failed on the server either */
+    BLAS(cublasGetVector(4, 4, d, 1, c, 1));
+    EXPECT(memcmp(c, c0, sizeof c) == 0);
+    /* A workspace outside the session's memory is refused by gpuserverd; inside, accepted. */
+    EXPECT_BLAS(cublasSetWorkspace(h, (char *)d + 8, 64), CUBLAS_STATUS_INVALID_VALUE);
+    BLAS(cublasSetWorkspace(h, d, sizeof c0));
+    BLAS(cublasSetWorkspace(h, NULL, 0));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)d));
+}
+
+/* GEMM on the handle's non-blocking stream between async copies on it: ordered by the stream alone. */
+static void stream_order(cublasHandle_t h) {
+    enum { N = 33 };
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    BLAS(cublasSetStream(h, (cudaStream_t)s));
+    cudaStream_t got;
+    BLAS(cublasGetStream(h, &got));
+    EXPECT(got == (cudaStream_t)s);
+    static float A[N * N], B[N * N], C[N * N];
+    double Ad[N * N], Bd[N * N], R[N * N];
+    for (int i = 0; i < N * N; i++) A[i] = (float)(Ad[i] = rnd()), B[i] = (float)(Bd[i] = rnd());
+    reference(CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, 1, Ad, N, Bd, N, 0, R, N);
+    float *dA = dalloc(sizeof A), *dB = dalloc(sizeof B), *dC = dalloc(sizeof C), one = 1, zero = 0;
+    BLAS(cublasSetMatrixAsync(N, N, 4, A, N, dA, N, (cudaStream_t)s));
+    BLAS(cublasSetVectorAsync(N * N, 4, B, 1, dB, 1, (cudaStream_t)s));
+    BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, dA, N, dB, N, &zero, dC, N));
+    BLAS(cublasGetMatrixAsync(N, N, 4, dC, N, C, N, (cudaStream_t)s));
+    CHECK(cuStreamSynchronize(s));
+    for (int i = 0; i < N * N; i++)
+        if (fabs(C[i] - R[i]) > 1e-5 * (1 + fabs(R[i]))) {
+            fprintf(stderr, "stream-ordered SGEMM: C[%d] = %g, want %g\n", i, C[i], R[i]);
+            exit(1);
+        }
+    BLAS(cublasSetStream(h, NULL));
+    CHECK(cuStreamDestroy(s));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+}
+
+/* Device pointer mode (scalars read from device memory) and strided batches, float and double. */
+static void device_scalars_and_batches(cublasHandle_t h) {
+    enum { M = 3, K = 2, NB = 3 };
+    double A[NB * M * K], B[NB * K], C[NB * M], R[NB * M];
+    for (int i = 0; i < NB * M * K; i++) A[i] = rnd();
+    for (int i = 0; i < NB * K; i++) B[i] = rnd();
+    for (int i = 0; i < NB * M; i++) C[i] = R[i] = rnd();
+    double sc[2] = {1.5, -2};
+    for (int b = 0; b < NB; b++)
+        reference(CUBLAS_OP_N, CUBLAS_OP_N, M, 1, K, sc[0], A + b * M * K, M, B + b * K, K, sc[1], R + b * M, M);
+    double *dA = dalloc(sizeof A), *dB = dalloc(sizeof B), *dC = dalloc(sizeof C), *dS = dalloc(sizeof sc);
+    BLAS(cublasSetVector(NB * M * K, 8, A, 1, dA, 1));
+    BLAS(cublasSetVector(NB * K, 8, B, 1, dB, 1));
+    BLAS(cublasSetVector(NB * M, 8, C, 1, dC, 1));
+    BLAS(cublasSetVector(2, 8, sc, 1, dS, 1));
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    cublasPointerMode_t pm;
+    BLAS(cublasGetPointerMode(h, &pm));
+    EXPECT(pm == CUBLAS_POINTER_MODE_DEVICE);
+    BLAS(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, M, 1, K, dS, dA, M, M * K, dB, K, K, dS + 1, dC, M, M, NB));
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    BLAS(cublasGetVector(NB * M, 8, dC, 1, C, 1));
+    for (int i = 0; i < NB * M; i++) EXPECT(fabs(C[i] - R[i]) <= 1e-12 * (1 + fabs(R[i])));
+    /* The same batch in float with host scalars; every other element of C read back (incy 2). */
+    float fA[NB * M * K], fB[NB * K], fC[NB * M], g[2 * NB * M];
+    for (int i = 0; i < NB * M * K; i++) fA[i] = (float)A[i];
+    for (int i = 0; i < NB * K; i++) fB[i] = (float)B[i];
+    for (int i = 0; i < NB * M; i++) fC[i] = 0;
+    float al = 2, be = 0;
+    float *fdA = dalloc(sizeof fA), *fdB = dalloc(sizeof fB), *fdC = dalloc(sizeof fC);
+    BLAS(cublasSetVector(NB * M * K, 4, fA, 1, fdA, 1));
+    BLAS(cublasSetVector(NB * K, 4, fB, 1, fdB, 1));
+    BLAS(cublasSetVector(NB * M, 4, fC, 1, fdC, 1));
+    BLAS(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, M, 1, K, &al, fdA, M, M * K, fdB, K, K, &be, fdC, M, M, NB));
+    memset(g, 0, sizeof g);
+    BLAS(cublasGetVector(NB * M, 4, fdC, 1, g, 2));
+    for (int b = 0; b < NB; b++)
+        for (int i = 0; i < M; i++) {
+            double s = 0;
+            for (int l = 0; l < K; l++) s += (double)fA[b * M * K + i + l * M] * fB[b * K + l];
+            EXPECT(fabs(g[2 * (b * M + i)] - 2 * s) <= 1e-5 * (1 + fabs(2 * s)));
+            EXPECT(g[2 * (b * M + i) + 1] == 0);
+        }
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dS));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)fdA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)fdB));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)fdC));
+}
+
+/* Half and bfloat16 of floats they represent exactly (the values below are multiples of 1/2). */
+static uint16_t f2h(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if (f == 0) return (uint16_t)((b >> 16) & 0x8000);
+    return (uint16_t)(((b >> 16) & 0x8000) | ((((b >> 23) & 0xff) - 112) << 10) | ((b >> 13) & 0x3ff));
+}
+static float h2f(uint16_t h) {
+    if ((h & 0x7fff) == 0) return (h & 0x8000) ? -0.0f : 0.0f;
+    uint32_t b = ((uint32_t)(h & 0x8000) << 16) | ((((h >> 10) & 0x1f) + 112u) << 23) | ((uint32_t)(h & 0x3ff) << 13);
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+static uint16_t f2bf(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return (uint16_t)(b >> 16);
+}
+
+/* GemmEx: bfloat16 A and B into float C (compute 32F); half everything under compute 16F (half
+ * scalars), strided batched; an integer GEMM the simulated backend refuses, its refusal
+ * surfacing at the next synchronisation and not after; refused types. */
+static void gemm_ex(cublasHandle_t h) {
+    enum { M = 5, N = 3, K = 4 };
+    uint16_t A[M * K], Abf[M * K], B[K * N], Ch[2 * M * N];
+    float Af[M * K], Bf[K * N], C[M * N];
+    for (int i = 0; i < M * K; i++) Af[i] = (float)((int)(rnd() * 4)) / 2, A[i] = f2h(Af[i]), Abf[i] = f2bf(Af[i]);
+    for (int i = 0; i < K * N; i++) Bf[i] = (float)((int)(rnd() * 4)) / 2, B[i] = f2bf(Bf[i]);
+    uint16_t *dA = dalloc(sizeof A), *dAbf = dalloc(sizeof Abf), *dB = dalloc(sizeof B), *dH = dalloc(sizeof Ch);
+    float *dC = dalloc(sizeof C);
+    BLAS(cublasSetVector(M * K, 2, A, 1, dA, 1));
+    BLAS(cublasSetVector(M * K, 2, Abf, 1, dAbf, 1));
+    BLAS(cublasSetVector(K * N, 2, B, 1, dB, 1));
+    float al = 2, be = 0;
+    BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dAbf, CUDA_R_16BF, M, dB, CUDA_R_16BF, K, &be, dC,
+                      CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    BLAS(cublasGetVector(M * N, 4, dC, 1, C, 1));
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float r = 0;
+            for (int l = 0; l < K; l++) r += Af[i + l * M] * Bf[l + j * K];
+            EXPECT(C[i + j * M] == 2 * r);
+        }
+    /* Two batches of half A times half B (A shared: stride 0), accumulating onto C of ones. */
+    uint16_t B2[K * N], hal = f2h(0.5f), hbe = f2h(1.0f);
+    for (int i = 0; i < K * N; i++) B2[i] = f2h(Bf[i]);
+    uint16_t *dB2 = dalloc(2 * sizeof B2);
+    BLAS(cublasSetVector(K * N, 2, B2, 1, dB2, 1));
+    BLAS(cublasSetVector(K * N, 2, B2, 1, dB2 + K * N, 1));
+    uint16_t ones[2 * M * N];
+    for (int i = 0; i < 2 * M * N; i++) ones[i] = f2h(1);
+    BLAS(cublasSetVector(2 * M * N, 2, ones, 1, dH, 1));
+    BLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &hal, dA, CUDA_R_16F, M, 0, dB2, CUDA_R_16F,
+                                    K, K * N, &hbe, dH, CUDA_R_16F, M, M * N, 2, CUBLAS_COMPUTE_16F,
+                                    CUBLAS_GEMM_DEFAULT));
+    BLAS(cublasGetVector(2 * M * N, 2, dH, 1, Ch, 1));
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < M * N; i++) EXPECT(h2f(Ch[b * M * N + i]) == C[i] / 4 + 1);
+    EXPECT_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dA, (cudaDataType)99, M, dB, CUDA_R_16BF, K, &be,
+                             dC, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dA, CUDA_R_16F, M, dB, CUDA_R_16BF, K, &be, dC,
+                             CUDA_R_32F, M, (cublasComputeType_t)12345, CUBLAS_GEMM_DEFAULT),
+                CUBLAS_STATUS_INVALID_VALUE);
+    int ial = 1, ibe = 0;
+    BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &ial, dA, CUDA_R_8I, 1, dB, CUDA_R_8I, 1, &ibe, dC,
+                      CUDA_R_32I, 1, CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT));
+    EXPECT_RC(cuCtxSynchronize(), CUDA_ERROR_NOT_SUPPORTED); /* the simulated backend's refusal, deferred */
+    CHECK(cuCtxSynchronize());                               /* reported once, not sticky */
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dAbf));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB2));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dH));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+}
+
+static int foreign(void) {
+    cublasHandle_t h = NULL;
+    EXPECT_BLAS(cublasCreate(&h), CUBLAS_STATUS_NOT_INITIALIZED);
+    EXPECT(h == NULL);
+    printf("blas_sim_test foreign: OK\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign();
+    CHECK(cuInit(0));
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+
+    cublasHandle_t h;
+    BLAS(cublasCreate(&h));
+    int v = 0;
+    BLAS(cublasGetVersion(h, &v));
+    EXPECT(v >= 10000);
+    EXPECT(strcmp(cublasGetStatusName(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE") == 0);
+    EXPECT(strlen(cublasGetStatusString(CUBLAS_STATUS_MAPPING_ERROR)) > 0);
+    BLAS(cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH));
+    cublasMath_t mm;
+    BLAS(cublasGetMathMode(h, &mm));
+    EXPECT(mm == CUBLAS_TF32_TENSOR_OP_MATH);
+    BLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+
+    const cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C};
+    for (int dbl = 0; dbl < 2; dbl++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++) gemm_case(h, dbl, ops[a], ops[b], 7, 5, 9, 1.25, -0.5, 0);
+    gemm_case(h, 0, CUBLAS_OP_T, CUBLAS_OP_N, 31, 17, 23, -2, 0, 1); /* beta 0 over NaN */
+    gemm_case(h, 1, CUBLAS_OP_N, CUBLAS_OP_T, 1, 13, 1, 0.5, 0, 1);
+    gemm_case(h, 0, CUBLAS_OP_N, CUBLAS_OP_N, 6, 4, 0, 3, 2, 0); /* k 0: C = beta C */
+    refusals(h);
+    stream_order(h);
+    device_scalars_and_batches(h);
+    gemm_ex(h);
+
+    /* Handles: a destroyed one, a made-up one and NULL are refused. */
+    cublasHandle_t h2;
+    BLAS(cublasCreate(&h2));
+    BLAS(cublasDestroy(h2));
+    float one = 1;
+    EXPECT_BLAS(cublasSgemm(h2, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, NULL, 1, NULL, 1, &one, NULL, 1),
+                CUBLAS_STATUS_NOT_INITIALIZED);
+    EXPECT_BLAS(cublasDestroy(h2), CUBLAS_STATUS_NOT_INITIALIZED);
+    uint64_t forged[8] = {0x67636273u, 0, 1};
+    EXPECT_BLAS(cublasSetStream((cublasHandle_t)forged, NULL), CUBLAS_STATUS_NOT_INITIALIZED);
+    EXPECT_BLAS(cublasGetVersion(NULL, &v), CUBLAS_STATUS_NOT_INITIALIZED);
+    EXPECT_BLAS(cublasCreate(NULL), CUBLAS_STATUS_INVALID_VALUE);
+
+    /* A GEMM whose output is not device memory is accepted at issue, like a launch, and fails
+     * when it runs: the error comes back at the next synchronisation (sticky, as on a GPU). */
+    float *dA = dalloc(16);
+    BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, dA, 2, dA, 2, &one, (float *)(uintptr_t)0x10, 2));
+    EXPECT_RC(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+    BLAS(cublasDestroy(h));
+    printf("blas_sim_test: OK\n");
+    return 0;
+}

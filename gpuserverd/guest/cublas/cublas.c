@@ -1,0 +1,505 @@
+/* gpucloud's libcublas.so.13: cuBLAS remoted at the library API, as rCUDA does. NVIDIA's
+ * libcublas carries NVIDIA's runtime inside, which will not start on a driver other than NVIDIA's
+ * (docs/benchmarks/gpu-runtime-compat.md); so a guest image installs this library in its place,
+ * and each call goes to gpuserverd, whose worker runs NVIDIA's real cuBLAS on the real GPU.
+ *
+ * Handles, streams, pointer and math modes and GEMM go over the guest libcuda's session, reached
+ * through gpucloud's private export table (include/gpucloud_private.h): over any other libcuda
+ * this library refuses to start, saying why. Matrix and vector copies are driver-API copies.
+ * GEMM is sent like a kernel launch, without waiting for a reply: its arguments are checked here
+ * first (as cuBLAS checks them before launching), and errors of its execution surface at the next
+ * synchronising call. Functions not implemented here are not exported: a program that needs one
+ * fails to load, naming it, rather than running wrongly.
+ *
+ * Built against NVIDIA's cublas_v2.h where the toolkit is (every signature checked against
+ * NVIDIA's declarations), and against testshim/cublas_v2.h in CI. */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <cublas_v2.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../wire_gen.h"
+#include "../include/gpucloud_private.h"
+
+#define EXPORT __attribute__((visibility("default")))
+/* Exports the plain name NVIDIA's header maps to target (cublas_v2.h's macros would rewrite a
+ * declaration that spells it, hence the assembler name). */
+#define PLAIN(id, name, target) \
+    EXPORT __typeof__(target) id __asm__(name) __attribute__((alias(#target)))
+
+/* Lets gpuserverd's cuda backend refuse this library if it were found in NVIDIA's place. */
+EXPORT const int gpucloud_cublas_guest = 1;
+
+/* ---- the guest libcuda's session ---- */
+
+static const struct gc_private_table *T;
+static cublasStatus_t t_status = CUBLAS_STATUS_NOT_INITIALIZED;
+static pthread_once_t t_once = PTHREAD_ONCE_INIT;
+
+static void load_table(void) {
+    CUresult rc = cuInit(0);
+    if (rc != CUDA_SUCCESS) {
+        fprintf(stderr, "gpucloud libcublas: cuInit failed (%d): no session with gpuserverd\n", rc);
+        return;
+    }
+    static const unsigned char id[16] = GC_PRIVATE_TABLE_ID;
+    CUuuid u;
+    memcpy(u.bytes, id, sizeof id);
+    const void *t = NULL;
+    if (cuGetExportTable(&t, &u) != CUDA_SUCCESS || !t) {
+        fprintf(stderr, "gpucloud libcublas: the libcuda.so.1 in this process is not gpucloud's guest "
+                        "library; this libcublas only forwards cuBLAS calls to gpuserverd (use NVIDIA's "
+                        "libcublas on NVIDIA's driver)\n");
+        return;
+    }
+    const struct gc_private_table *p = t;
+    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION ||
+        p->wire_check != GC_PRIVATE_WIRE_CHECK) {
+        fprintf(stderr, "gpucloud libcublas: the guest libcuda.so.1 is from another gpucloud release "
+                        "(table abi %u, wire %u/%#x; want %u, %u/%#x)\n",
+                p->abi, p->wire_version, p->wire_check, GC_PRIVATE_ABI, GW_VERSION, GC_PRIVATE_WIRE_CHECK);
+        return;
+    }
+    T = p;
+    t_status = CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t ready(void) {
+    pthread_once(&t_once, load_table);
+    return t_status;
+}
+
+/* call sends one encoded BLAS request and returns cuBLAS's status; no_reply sends it without
+ * waiting (its failure then surfaces at the next synchronising call). */
+static cublasStatus_t call(uint16_t type, const uint8_t *b, size_t n, int no_reply, uint64_t *handle) {
+    struct gw_blas_reply r = {0};
+    CUresult rc = T->request(type, no_reply ? GW_FLAG_NO_REPLY : 0, b, n, GW_TYPE_BLAS_REPLY, &r);
+    if (no_reply) return rc == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INTERNAL_ERROR;
+    if (r.status != 0) {
+        if (getenv("GPUCLOUD_DEBUG"))
+            fprintf(stderr, "gpucloud: %s failed (status %d)\n", gw_type_name(type), r.status);
+        return (cublasStatus_t)r.status;
+    }
+    if (rc != CUDA_SUCCESS) /* no BLAS status: the session itself failed */
+        return rc == CUDA_ERROR_INVALID_CONTEXT ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INTERNAL_ERROR;
+    if (handle) *handle = r.handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+#define ENCODE_CALL(lower, TYPE, msg, no_reply, out)                                    \
+    do {                                                                                \
+        uint8_t buf_[256];                                                              \
+        size_t n_ = gw_##lower##_size(&(msg));                                          \
+        if (n_ > sizeof buf_) return CUBLAS_STATUS_INTERNAL_ERROR;                      \
+        gw_##lower##_encode(&(msg), buf_);                                              \
+        return call(GW_TYPE_##TYPE, buf_, n_, (no_reply), (out));                       \
+    } while (0)
+
+/* ---- handles ---- */
+
+#define HANDLE_MAGIC 0x67636273u
+
+struct cublasContext {
+    uint32_t magic;
+    int device;      /* the device current at cublasCreate */
+    uint64_t server; /* the worker's id of the handle */
+    cudaStream_t stream;
+    cublasPointerMode_t pmode;
+    cublasMath_t math;
+    struct cublasContext *next;
+};
+
+/* Live handles: a handle is looked up here before it is read, so a destroyed or made-up one is
+ * refused (CUBLAS_STATUS_NOT_INITIALIZED) instead of dereferenced. */
+static struct cublasContext *live;
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int is_live(cublasHandle_t h) {
+    pthread_mutex_lock(&live_mu);
+    struct cublasContext *c = live;
+    while (c && c != h) c = c->next;
+    pthread_mutex_unlock(&live_mu);
+    return c != NULL && c->magic == HANDLE_MAGIC;
+}
+
+/* on_device makes sure the calling thread works on the handle's device: with no current context
+ * it makes that device's primary context current (as the runtime does lazily); a thread current
+ * on another device is refused (the handle belongs to its device). */
+static cublasStatus_t on_device(cublasHandle_t h) {
+    int dev;
+    if (T->current_device(&dev) == CUDA_SUCCESS) return dev == h->device ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+    CUcontext c;
+    if (cuDevicePrimaryCtxRetain(&c, h->device) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* check admits a call on h: the library ready, h live, the thread on its device. */
+static cublasStatus_t check(cublasHandle_t h) {
+    cublasStatus_t s = ready();
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!h || !is_live(h)) return CUBLAS_STATUS_NOT_INITIALIZED;
+    return on_device(h);
+}
+
+EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
+    if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
+    cublasStatus_t s = ready();
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    int dev;
+    if (T->current_device(&dev) != CUDA_SUCCESS) { /* no context yet: device 0's primary, as the runtime */
+        CUcontext c;
+        if (cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
+            return CUBLAS_STATUS_NOT_INITIALIZED;
+        dev = 0;
+    }
+    struct cublasContext *h = calloc(1, sizeof *h);
+    if (!h) return CUBLAS_STATUS_ALLOC_FAILED;
+    struct gw_blas_create m = {0};
+    uint8_t b[8];
+    gw_blas_create_encode(&m, b);
+    s = call(GW_TYPE_BLAS_CREATE, b, gw_blas_create_size(&m), 0, &h->server);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        free(h);
+        return s;
+    }
+    h->magic = HANDLE_MAGIC;
+    h->device = dev;
+    pthread_mutex_lock(&live_mu);
+    h->next = live;
+    live = h;
+    pthread_mutex_unlock(&live_mu);
+    *handle = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    pthread_mutex_lock(&live_mu);
+    struct cublasContext **p = &live;
+    while (*p && *p != h) p = &(*p)->next;
+    if (*p) *p = h->next;
+    pthread_mutex_unlock(&live_mu);
+    struct gw_blas_destroy m = {.handle = h->server};
+    h->magic = 0;
+    free(h);
+    ENCODE_CALL(blas_destroy, BLAS_DESTROY, m, 0, NULL);
+}
+
+EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t h, int *version) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!version) return CUBLAS_STATUS_INVALID_VALUE;
+    *version = CUBLAS_VERSION; /* the cuBLAS API this library was built against */
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t stream) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    struct gw_blas_set_stream m = {.handle = h->server, .stream = T->stream_handle((CUstream)stream)};
+    uint8_t b[32];
+    gw_blas_set_stream_encode(&m, b);
+    s = call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 0, NULL);
+    if (s == CUBLAS_STATUS_SUCCESS) h->stream = stream;
+    return s;
+}
+
+EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *stream) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!stream) return CUBLAS_STATUS_INVALID_VALUE;
+    *stream = h->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t mode) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE) return CUBLAS_STATUS_INVALID_VALUE;
+    h->pmode = mode; /* travels with each call */
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t h, cublasPointerMode_t *mode) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = h->pmode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    /* 0-4 (4: CUDA 13's FP32 emulated by BF16x9), optionally with the reduction flag (16); the
+     * worker's cuBLAS judges whether it has the mode. */
+    unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    if (base > 4) return CUBLAS_STATUS_INVALID_VALUE;
+    struct gw_blas_set_math_mode m = {.handle = h->server, .mode = (uint32_t)mode};
+    uint8_t b[32];
+    gw_blas_set_math_mode_encode(&m, b);
+    s = call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 0, NULL);
+    if (s == CUBLAS_STATUS_SUCCESS) h->math = mode;
+    return s;
+}
+
+EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
+    *mode = h->math;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* The workspace must be the program's device memory; gpuserverd checks that it lies inside one
+ * of the session's allocations. NULL or 0 bytes: back to the worker's own workspace. */
+EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace, size_t bytes) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!workspace) bytes = 0;
+    struct gw_blas_set_workspace m = {.handle = h->server, .ptr = (uint64_t)(uintptr_t)workspace, .bytes = bytes};
+    ENCODE_CALL(blas_set_workspace, BLAS_SET_WORKSPACE, m, 0, NULL);
+}
+
+PLAIN(gc_plain_create, "cublasCreate", cublasCreate_v2);
+PLAIN(gc_plain_destroy, "cublasDestroy", cublasDestroy_v2);
+PLAIN(gc_plain_set_stream, "cublasSetStream", cublasSetStream_v2);
+PLAIN(gc_plain_get_stream, "cublasGetStream", cublasGetStream_v2);
+PLAIN(gc_plain_set_pointer_mode, "cublasSetPointerMode", cublasSetPointerMode_v2);
+PLAIN(gc_plain_get_pointer_mode, "cublasGetPointerMode", cublasGetPointerMode_v2);
+PLAIN(gc_plain_set_workspace, "cublasSetWorkspace", cublasSetWorkspace_v2);
+/* Not cublasGetVersion, cublasSgemm or cublasDgemm: those plain names are the legacy API's
+ * (cublas.h), with other signatures, which this library does not implement. */
+
+/* ---- statuses ---- */
+
+EXPORT const char *cublasGetStatusName(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
+    }
+}
+
+EXPORT const char *cublasGetStatusString(cublasStatus_t s) {
+    switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "an absent device architectural feature is required";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "an access to GPU memory space failed";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "an internal operation failed";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "an error was detected when checking the current licensing";
+    default: return "unknown error";
+    }
+}
+
+/* ---- matrix and vector copies: driver-API 2-D copies (a vector is a column of rows) ---- */
+
+/* copy2d moves rows x cols elements between host and device, columns pitch_src and pitch_dst
+ * elements apart; a failed copy is CUBLAS_STATUS_MAPPING_ERROR, as in cuBLAS. */
+static cublasStatus_t copy2d(int to_device, size_t width, size_t height, const void *src, size_t spitch, void *dst,
+                             size_t dpitch, CUstream stream, int async) {
+    cublasStatus_t s = ready();
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (width == 0 || height == 0) return CUBLAS_STATUS_SUCCESS;
+    CUresult rc;
+    if (spitch == width && dpitch == width) { /* contiguous: one copy */
+        size_t n = width * height;
+        if (to_device)
+            rc = async ? cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)dst, src, n, stream)
+                       : cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, n);
+        else
+            rc = async ? cuMemcpyDtoHAsync(dst, (CUdeviceptr)(uintptr_t)src, n, stream)
+                       : cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, n);
+    } else {
+        CUDA_MEMCPY2D c;
+        memset(&c, 0, sizeof c);
+        c.WidthInBytes = width;
+        c.Height = height;
+        c.srcPitch = spitch;
+        c.dstPitch = dpitch;
+        if (to_device) {
+            c.srcMemoryType = CU_MEMORYTYPE_HOST;
+            c.srcHost = src;
+            c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            c.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+        } else {
+            c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+            c.srcDevice = (CUdeviceptr)(uintptr_t)src;
+            c.dstMemoryType = CU_MEMORYTYPE_HOST;
+            c.dstHost = dst;
+        }
+        rc = async ? cuMemcpy2DAsync(&c, stream) : cuMemcpy2D(&c);
+    }
+    return rc == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_MAPPING_ERROR;
+}
+
+static cublasStatus_t matrix(int to_device, int rows, int cols, int elem, const void *a, int lda, void *b, int ldb,
+                             cudaStream_t stream, int async) {
+    if (rows < 0 || cols < 0 || elem <= 0 || lda <= 0 || ldb <= 0 || lda < rows || ldb < rows)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (rows == 0 || cols == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!a || !b) return CUBLAS_STATUS_INVALID_VALUE;
+    size_t e = (size_t)elem;
+    return copy2d(to_device, (size_t)rows * e, (size_t)cols, a, (size_t)lda * e, b, (size_t)ldb * e,
+                  (CUstream)stream, async);
+}
+
+static cublasStatus_t vector(int to_device, int n, int elem, const void *x, int incx, void *y, int incy,
+                             cudaStream_t stream, int async) {
+    if (n < 0 || elem <= 0 || incx <= 0 || incy <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (n == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!x || !y) return CUBLAS_STATUS_INVALID_VALUE;
+    size_t e = (size_t)elem;
+    if (incx == 1 && incy == 1) return copy2d(to_device, (size_t)n * e, 1, x, (size_t)n * e, y, (size_t)n * e, (CUstream)stream, async);
+    return copy2d(to_device, e, (size_t)n, x, (size_t)incx * e, y, (size_t)incy * e, (CUstream)stream, async);
+}
+
+EXPORT cublasStatus_t cublasSetMatrix(int rows, int cols, int elem, const void *A, int lda, void *B, int ldb) {
+    return matrix(1, rows, cols, elem, A, lda, B, ldb, NULL, 0);
+}
+EXPORT cublasStatus_t cublasGetMatrix(int rows, int cols, int elem, const void *A, int lda, void *B, int ldb) {
+    return matrix(0, rows, cols, elem, A, lda, B, ldb, NULL, 0);
+}
+EXPORT cublasStatus_t cublasSetMatrixAsync(int rows, int cols, int elem, const void *A, int lda, void *B, int ldb,
+                                           cudaStream_t stream) {
+    return matrix(1, rows, cols, elem, A, lda, B, ldb, stream, 1);
+}
+EXPORT cublasStatus_t cublasGetMatrixAsync(int rows, int cols, int elem, const void *A, int lda, void *B, int ldb,
+                                           cudaStream_t stream) {
+    return matrix(0, rows, cols, elem, A, lda, B, ldb, stream, 1);
+}
+EXPORT cublasStatus_t cublasSetVector(int n, int elem, const void *x, int incx, void *y, int incy) {
+    return vector(1, n, elem, x, incx, y, incy, NULL, 0);
+}
+EXPORT cublasStatus_t cublasGetVector(int n, int elem, const void *x, int incx, void *y, int incy) {
+    return vector(0, n, elem, x, incx, y, incy, NULL, 0);
+}
+EXPORT cublasStatus_t cublasSetVectorAsync(int n, int elem, const void *x, int incx, void *y, int incy,
+                                           cudaStream_t stream) {
+    return vector(1, n, elem, x, incx, y, incy, stream, 1);
+}
+EXPORT cublasStatus_t cublasGetVectorAsync(int n, int elem, const void *x, int incx, void *y, int incy,
+                                           cudaStream_t stream) {
+    return vector(0, n, elem, x, incx, y, incy, stream, 1);
+}
+
+/* ---- GEMM ---- */
+
+/* scalar_size is the size of alpha and beta under a compute type (cuBLAS's rule: half for 16F,
+ * float for the 32F family, double for 64F, int for 32I); 0 for one cuBLAS does not have. */
+static size_t scalar_size(int compute) {
+    switch (compute) {
+    case 64: case 65: return 2;                                 /* CUBLAS_COMPUTE_16F[_PEDANTIC] */
+    case 68: case 69: case 74: case 75: case 77: case 78: return 4; /* 32F, its fast and emulated forms */
+    case 70: case 71: return 8;                                 /* 64F */
+    case 72: case 73: return 4;                                 /* 32I */
+    }
+    return 0;
+}
+
+static int known_type(int t) { /* cudaDataType_t: 16F, 32F, 64F, 8I, 32I, 16BF */
+    return t == 2 || t == 0 || t == 1 || t == 3 || t == 10 || t == 14;
+}
+
+/* gemm checks the arguments as cuBLAS does before launching (the same checks gpuserverd makes,
+ * backend.Gemm.Validate) and sends the call without waiting. ex 0: <t>gemm with all types at
+ * type and its compute type; 1: GemmEx. */
+static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo,
+                           cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                           const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                           const void *beta, void *C, int ldc, long long sc, int batch) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    size_t ss = scalar_size(compute);
+    if (!ss || !known_type(at) || !known_type(bt) || !known_type(ct)) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((unsigned)ta > CUBLAS_OP_C || (unsigned)tb > CUBLAS_OP_C || m < 0 || n < 0 || k < 0 || batch < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int ra = ta == CUBLAS_OP_N ? m : k, rb = tb == CUBLAS_OP_N ? k : n;
+    if (lda < (ra > 1 ? ra : 1) || ldb < (rb > 1 ? rb : 1) || ldc < (m > 1 ? m : 1)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (batch > 1 && (sa < 0 || sb < 0 || sc < 0)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS; /* nothing to compute */
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    struct gw_blas_gemm g = {
+        .handle = h->server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
+        .compute = (uint32_t)compute, .algo = algo, .transa = (uint32_t)ta, .transb = (uint32_t)tb, .m = m, .n = n,
+        .k = k, .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
+        .stride_a = (uint64_t)sa, .b = (uint64_t)(uintptr_t)B, .ldb = ldb, .stride_b = (uint64_t)sb,
+        .c = (uint64_t)(uintptr_t)C, .ldc = ldc, .stride_c = (uint64_t)sc, .batch = batch,
+    };
+    if (g.pointer_mode) {
+        g.alpha = (uint64_t)(uintptr_t)alpha;
+        g.beta = (uint64_t)(uintptr_t)beta;
+    } else { /* the scalars' bytes travel little-endian in the low bytes, as they lie in memory here */
+        memcpy(&g.alpha, alpha, ss);
+        memcpy(&g.beta, beta, ss);
+    }
+    ENCODE_CALL(blas_gemm, BLAS_GEMM, g, 1, NULL);
+}
+
+/* gemm's ex, types, compute type and algorithm for <t>gemm: CUDA_R_32F with CUBLAS_COMPUTE_32F,
+ * CUDA_R_64F with CUBLAS_COMPUTE_64F. */
+#define S_TYPES 0, 0, 0, 0, 68, -1
+#define D_TYPES 0, 1, 1, 1, 70, -1
+
+EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                     const float *alpha, const float *A, int lda, const float *B, int ldb,
+                                     const float *beta, float *C, int ldc) {
+    return gemm(h, S_TYPES, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                     const double *alpha, const double *A, int lda, const double *B, int ldb,
+                                     const double *beta, double *C, int ldc) {
+    return gemm(h, D_TYPES, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                int n, int k, const float *alpha, const float *A, int lda,
+                                                long long int sa, const float *B, int ldb, long long int sb,
+                                                const float *beta, float *C, int ldc, long long int sc, int batch) {
+    return gemm(h, S_TYPES, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                int n, int k, const double *alpha, const double *A, int lda,
+                                                long long int sa, const double *B, int ldb, long long int sb,
+                                                const double *beta, double *C, int ldc, long long int sc, int batch) {
+    return gemm(h, D_TYPES, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+/* GemmEx: the types travel as they are; which combinations exist is the worker's cuBLAS's to say
+ * (CUBLAS_STATUS_NOT_SUPPORTED, at the next synchronisation). */
+EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                                   cudaDataType bt, int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    return gemm(h, 1, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                 int n, int k, const void *alpha, const void *A, cudaDataType at,
+                                                 int lda, long long int sa, const void *B, cudaDataType bt, int ldb,
+                                                 long long int sb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                                 long long int sc, int batch, cublasComputeType_t compute,
+                                                 cublasGemmAlgo_t algo) {
+    return gemm(h, 1, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
+                batch);
+}
