@@ -121,6 +121,11 @@ type Context interface {
 	// ParamLayout tells how to pack the function's parameters (cuFuncGetParamInfo on a real GPU).
 	ParamLayout(function Handle) ([]Param, error)
 	FuncGetAttribute(function Handle, attr int32) (int32, error)
+	// FuncSetAttribute is cuFuncSetAttribute: chiefly the dynamic shared memory a function may
+	// launch with past the 48 KiB default.
+	FuncSetAttribute(function Handle, attr, value int32) error
+	// OccupancyMaxActiveBlocks is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
+	OccupancyMaxActiveBlocks(function Handle, blockSize int32, dynamicShared uint64, flags uint32) (int32, error)
 	LaunchKernel(cfg LaunchConfig) error
 
 	StreamCreate(flags uint32) (Handle, error)

@@ -97,6 +97,8 @@ const char *gw_type_name(uint16_t type) {
 	case 81: return "ShmOpenReply";
 	case 82: return "MemcpyHtoDShm";
 	case 83: return "MemcpyDtoHShm";
+	case 100: return "FuncSetAttribute";
+	case 101: return "OccupancyMaxActiveBlocks";
 	}
 	return "unknown";
 }
@@ -1433,6 +1435,61 @@ int gw_memcpy_dto_h_shm_decode(struct gw_memcpy_dto_h_shm *m, const uint8_t *p, 
 	return dfinish(&d);
 }
 
+size_t gw_func_set_attribute_size(const struct gw_func_set_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_func_set_attribute_encode(const struct gw_func_set_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->attribute);
+	o = put32(o, (uint32_t)m->value);
+	return o;
+}
+
+int gw_func_set_attribute_decode(struct gw_func_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "FuncSetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->function = d64(&d, "function");
+	m->attribute = (int32_t)d32(&d, "attribute");
+	m->value = (int32_t)d32(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_occupancy_max_active_blocks_size(const struct gw_occupancy_max_active_blocks *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_occupancy_max_active_blocks_encode(const struct gw_occupancy_max_active_blocks *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->block_size);
+	o = put64(o, m->dynamic_shared);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_occupancy_max_active_blocks_decode(struct gw_occupancy_max_active_blocks *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "OccupancyMaxActiveBlocks", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->function = d64(&d, "function");
+	m->block_size = (int32_t)d32(&d, "block_size");
+	m->dynamic_shared = d64(&d, "dynamic_shared");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -1537,6 +1594,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_memcpy_hto_d_shm_decode(m, p, n, err, errlen);
 	case 83:
 		return gw_memcpy_dto_h_shm_decode(m, p, n, err, errlen);
+	case 100:
+		return gw_func_set_attribute_decode(m, p, n, err, errlen);
+	case 101:
+		return gw_occupancy_max_active_blocks_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

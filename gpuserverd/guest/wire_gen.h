@@ -74,6 +74,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_SHM_OPEN_REPLY 81
 #define GW_TYPE_MEMCPY_HTO_D_SHM 82
 #define GW_TYPE_MEMCPY_DTO_H_SHM 83
+#define GW_TYPE_FUNC_SET_ATTRIBUTE 100
+#define GW_TYPE_OCCUPANCY_MAX_ACTIVE_BLOCKS 101
 
 struct gw_hello {
 	uint32_t version;
@@ -545,6 +547,25 @@ struct gw_memcpy_dto_h_shm {
 size_t gw_memcpy_dto_h_shm_size(const struct gw_memcpy_dto_h_shm *m);
 uint8_t *gw_memcpy_dto_h_shm_encode(const struct gw_memcpy_dto_h_shm *m, uint8_t *out);
 int gw_memcpy_dto_h_shm_decode(struct gw_memcpy_dto_h_shm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_func_set_attribute {
+	uint64_t function;
+	int32_t attribute;
+	int32_t value;
+};
+size_t gw_func_set_attribute_size(const struct gw_func_set_attribute *m);
+uint8_t *gw_func_set_attribute_encode(const struct gw_func_set_attribute *m, uint8_t *out);
+int gw_func_set_attribute_decode(struct gw_func_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_occupancy_max_active_blocks {
+	uint64_t function;
+	int32_t block_size;
+	uint64_t dynamic_shared;
+	uint32_t flags;
+};
+size_t gw_occupancy_max_active_blocks_size(const struct gw_occupancy_max_active_blocks *m);
+uint8_t *gw_occupancy_max_active_blocks_encode(const struct gw_occupancy_max_active_blocks *m, uint8_t *out);
+int gw_occupancy_max_active_blocks_decode(struct gw_occupancy_max_active_blocks *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -178,6 +178,11 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.FuncGetAttribute:
 		v, err := c.FuncGetAttribute(backend.Handle(m.Function), m.Attribute)
 		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.FuncSetAttribute:
+		return status(c.FuncSetAttribute(backend.Handle(m.Function), m.Attribute, m.Value)), nil
+	case *wire.OccupancyMaxActiveBlocks:
+		v, err := c.OccupancyMaxActiveBlocks(backend.Handle(m.Function), m.BlockSize, m.DynamicShared, m.Flags)
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
 	case *wire.LaunchKernel:
 		return status(c.LaunchKernel(backend.LaunchConfig{
 			Function: backend.Handle(m.Function), Grid: [3]uint32{m.GridX, m.GridY, m.GridZ},

@@ -356,6 +356,29 @@ func (c *Context) FuncGetAttribute(h backend.Handle, attr int32) (int32, error) 
 	return int32(v), nil
 }
 
+// FuncSetAttribute is cuFuncSetAttribute.
+func (c *Context) FuncSetAttribute(h backend.Handle, attr, value int32) error {
+	f, err := c.function(h)
+	if err != nil {
+		return err
+	}
+	return check("cuFuncSetAttribute", C.gc_func_set_attribute(c.ctx, f.ptr, C.int(attr), C.int(value)))
+}
+
+// OccupancyMaxActiveBlocks is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
+func (c *Context) OccupancyMaxActiveBlocks(h backend.Handle, blockSize int32, dynamicShared uint64, flags uint32) (int32, error) {
+	f, err := c.function(h)
+	if err != nil {
+		return 0, err
+	}
+	var n C.int
+	rc := C.gc_occupancy(c.ctx, &n, f.ptr, C.int(blockSize), C.size_t(dynamicShared), C.unsigned(flags))
+	if err := check("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", rc); err != nil {
+		return 0, err
+	}
+	return int32(n), nil
+}
+
 // LaunchKernel is cuLaunchKernel with the parameters as one packed buffer. The buffer is checked
 // against the function's layout first so a short buffer never makes the driver read past it.
 func (c *Context) LaunchKernel(cfg backend.LaunchConfig) error {

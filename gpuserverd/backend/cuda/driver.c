@@ -59,6 +59,9 @@
 	X(module_get_global, "cuModuleGetGlobal_v2",                                                   \
 	  CUresult (*)(CUdeviceptr *, size_t *, CUmodule, const char *))                               \
 	X(func_get_attribute, "cuFuncGetAttribute", CUresult (*)(int *, int, CUfunction))              \
+	X(func_set_attribute, "cuFuncSetAttribute", CUresult (*)(CUfunction, int, int))                \
+	X(occupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",                           \
+	  CUresult (*)(int *, CUfunction, int, size_t, unsigned))                                      \
 	X(launch_kernel, "cuLaunchKernel",                                                             \
 	  CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,         \
 	               unsigned, CUstream, void **, void **))                                          \
@@ -211,6 +214,12 @@ CUresult gc_func_param_info(CUcontext ctx, CUfunction f, size_t i, size_t *off, 
 }
 CUresult gc_func_get_attribute(CUcontext ctx, int *v, int attr, CUfunction f) {
 	BOUND(ctx, d.func_get_attribute(v, attr, f));
+}
+CUresult gc_func_set_attribute(CUcontext ctx, CUfunction f, int attr, int v) {
+	BOUND(ctx, d.func_set_attribute(f, attr, v));
+}
+CUresult gc_occupancy(CUcontext ctx, int *blocks, CUfunction f, int block, size_t shared, unsigned flags) {
+	BOUND(ctx, d.occupancy(blocks, f, block, shared, flags));
 }
 
 CUresult gc_launch(CUcontext ctx, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -23,8 +23,9 @@ type Context struct {
 	events    map[backend.Handle]*event
 	modules   map[backend.Handle]*module
 	functions map[backend.Handle]*kernel
-	asyncErr  error         // sticky: the first error of work run asynchronously
-	reg       map[*byte]int // registered host ranges, as the driver keeps them
+	funcAttrs map[backend.Handle]funcAttrs // what cuFuncSetAttribute set, by function
+	asyncErr  error                        // sticky: the first error of work run asynchronously
+	reg       map[*byte]int                // registered host ranges, as the driver keeps them
 }
 
 func newContext(b *Backend, ordinal int) *Context {
