@@ -287,7 +287,8 @@ static void kernel_attributes(void) {
     RT(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)fill_u32_stub, 256, 0));
     EXPECT(blocks >= 1 && blocks * 256 <= p.maxThreadsPerMultiProcessor);
     RT(cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&big, (const void *)fill_u32_stub, 256, BIG, 0));
-    EXPECT(big >= 1 && big < blocks && (size_t)big * BIG <= 228 * 1024);
+    EXPECT(big >= 1 && big < blocks && (size_t)big * BIG <= p.sharedMemPerMultiprocessor);
+    EXPECT((size_t)blocks * 256 * fa.numRegs <= (size_t)p.regsPerMultiprocessor && p.sharedMemPerBlockOptin >= BIG);
     EXPECT_ERR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)fill_u32_stub, 0, 0),
                cudaErrorInvalidValue);
     EXPECT_ERR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (const void *)unregistered_stub, 256, 0),

@@ -47,6 +47,10 @@ struct cudaDeviceProp {
     size_t totalConstMem;
     int major, minor, multiProcessorCount, pciBusID, pciDeviceID, pciDomainID, l2CacheSize;
     int maxThreadsPerMultiProcessor, unifiedAddressing;
+    size_t sharedMemPerMultiprocessor, sharedMemPerBlockOptin, memPitch, textureAlignment, texturePitchAlignment;
+    size_t reservedSharedMemPerBlock;
+    int memoryBusWidth, asyncEngineCount, concurrentKernels, regsPerMultiprocessor, managedMemory;
+    int maxBlocksPerMultiProcessor;
 };
 
 struct cudaFuncAttributes {
