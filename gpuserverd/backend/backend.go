@@ -13,20 +13,21 @@ type Result int32
 
 // The codes the platform itself produces; a real backend passes the driver's codes through as they are.
 const (
-	Success           Result = 0
-	ErrInvalidValue   Result = 1
-	ErrOutOfMemory    Result = 2
-	ErrNotInitialized Result = 3
-	ErrDeinitialized  Result = 4
-	ErrNoDevice       Result = 100
-	ErrInvalidDevice  Result = 101
-	ErrInvalidImage   Result = 200
-	ErrInvalidContext Result = 201
-	ErrInvalidHandle  Result = 400
-	ErrNotFound       Result = 500
-	ErrNotReady       Result = 600
-	ErrIllegalAddress Result = 700
-	ErrLaunchFailed   Result = 719
+	Success             Result = 0
+	ErrInvalidValue     Result = 1
+	ErrOutOfMemory      Result = 2
+	ErrNotInitialized   Result = 3
+	ErrDeinitialized    Result = 4
+	ErrNoDevice         Result = 100
+	ErrInvalidDevice    Result = 101
+	ErrInvalidImage     Result = 200
+	ErrInvalidContext   Result = 201
+	ErrInvalidHandle    Result = 400
+	ErrUnsupportedLimit Result = 215
+	ErrNotFound         Result = 500
+	ErrNotReady         Result = 600
+	ErrIllegalAddress   Result = 700
+	ErrLaunchFailed     Result = 719
 	// ErrHostAlreadyRegistered and ErrHostNotRegistered are cuMemHostRegister's and
 	// cuMemHostUnregister's refusals.
 	ErrHostAlreadyRegistered Result = 712
@@ -142,6 +143,13 @@ type Context interface {
 	EventElapsedTime(start, end Handle) (float32, error)
 
 	Synchronize() error
+	// SetLimit and Limit are cuCtxSetLimit and cuCtxGetLimit (limit: a CUlimit).
+	SetLimit(limit int32, value uint64) error
+	Limit(limit int32) (uint64, error)
+	// SetCacheConfig and CacheConfig are cuCtxSetCacheConfig and cuCtxGetCacheConfig (a
+	// CUfunc_cache: a preference the driver may not follow).
+	SetCacheConfig(config int32) error
+	CacheConfig() (int32, error)
 	// Close destroys the context, freeing everything it holds.
 	Close() error
 }

@@ -76,6 +76,11 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_MEMCPY_DTO_H_SHM 83
 #define GW_TYPE_FUNC_SET_ATTRIBUTE 100
 #define GW_TYPE_OCCUPANCY_MAX_ACTIVE_BLOCKS 101
+#define GW_TYPE_CTX_SET_LIMIT 102
+#define GW_TYPE_CTX_GET_LIMIT 103
+#define GW_TYPE_LIMIT_REPLY 104
+#define GW_TYPE_CTX_SET_CACHE_CONFIG 105
+#define GW_TYPE_CTX_GET_CACHE_CONFIG 106
 
 struct gw_hello {
 	uint32_t version;
@@ -566,6 +571,43 @@ struct gw_occupancy_max_active_blocks {
 size_t gw_occupancy_max_active_blocks_size(const struct gw_occupancy_max_active_blocks *m);
 uint8_t *gw_occupancy_max_active_blocks_encode(const struct gw_occupancy_max_active_blocks *m, uint8_t *out);
 int gw_occupancy_max_active_blocks_decode(struct gw_occupancy_max_active_blocks *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_set_limit {
+	int32_t limit;
+	uint64_t value;
+};
+size_t gw_ctx_set_limit_size(const struct gw_ctx_set_limit *m);
+uint8_t *gw_ctx_set_limit_encode(const struct gw_ctx_set_limit *m, uint8_t *out);
+int gw_ctx_set_limit_decode(struct gw_ctx_set_limit *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_get_limit {
+	int32_t limit;
+};
+size_t gw_ctx_get_limit_size(const struct gw_ctx_get_limit *m);
+uint8_t *gw_ctx_get_limit_encode(const struct gw_ctx_get_limit *m, uint8_t *out);
+int gw_ctx_get_limit_decode(struct gw_ctx_get_limit *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_limit_reply {
+	int32_t result;
+	uint64_t value;
+};
+size_t gw_limit_reply_size(const struct gw_limit_reply *m);
+uint8_t *gw_limit_reply_encode(const struct gw_limit_reply *m, uint8_t *out);
+int gw_limit_reply_decode(struct gw_limit_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_set_cache_config {
+	int32_t config;
+};
+size_t gw_ctx_set_cache_config_size(const struct gw_ctx_set_cache_config *m);
+uint8_t *gw_ctx_set_cache_config_encode(const struct gw_ctx_set_cache_config *m, uint8_t *out);
+int gw_ctx_set_cache_config_decode(struct gw_ctx_set_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_get_cache_config {
+	char unused;
+};
+size_t gw_ctx_get_cache_config_size(const struct gw_ctx_get_cache_config *m);
+uint8_t *gw_ctx_get_cache_config_encode(const struct gw_ctx_get_cache_config *m, uint8_t *out);
+int gw_ctx_get_cache_config_decode(struct gw_ctx_get_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

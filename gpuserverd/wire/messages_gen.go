@@ -77,6 +77,11 @@ const (
 	TypeMemcpyDtoHShm            Type = 83
 	TypeFuncSetAttribute         Type = 100
 	TypeOccupancyMaxActiveBlocks Type = 101
+	TypeCtxSetLimit              Type = 102
+	TypeCtxGetLimit              Type = 103
+	TypeLimitReply               Type = 104
+	TypeCtxSetCacheConfig        Type = 105
+	TypeCtxGetCacheConfig        Type = 106
 )
 
 var typeNames = map[Type]string{
@@ -133,6 +138,11 @@ var typeNames = map[Type]string{
 	TypeMemcpyDtoHShm:            "MemcpyDtoHShm",
 	TypeFuncSetAttribute:         "FuncSetAttribute",
 	TypeOccupancyMaxActiveBlocks: "OccupancyMaxActiveBlocks",
+	TypeCtxSetLimit:              "CtxSetLimit",
+	TypeCtxGetLimit:              "CtxGetLimit",
+	TypeLimitReply:               "LimitReply",
+	TypeCtxSetCacheConfig:        "CtxSetCacheConfig",
+	TypeCtxGetCacheConfig:        "CtxGetCacheConfig",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -244,6 +254,16 @@ func New(t Type) Message {
 		return new(FuncSetAttribute)
 	case TypeOccupancyMaxActiveBlocks:
 		return new(OccupancyMaxActiveBlocks)
+	case TypeCtxSetLimit:
+		return new(CtxSetLimit)
+	case TypeCtxGetLimit:
+		return new(CtxGetLimit)
+	case TypeLimitReply:
+		return new(LimitReply)
+	case TypeCtxSetCacheConfig:
+		return new(CtxSetCacheConfig)
+	case TypeCtxGetCacheConfig:
+		return new(CtxGetCacheConfig)
 	}
 	return nil
 }
@@ -1673,5 +1693,113 @@ func (m *OccupancyMaxActiveBlocks) Decode(p []byte) error {
 	m.BlockSize = int32(d.u32("block_size"))
 	m.DynamicShared = d.u64("dynamic_shared")
 	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// CtxSetLimit is message type 102.
+type CtxSetLimit struct {
+	Limit int32
+	Value uint64
+}
+
+// Type returns TypeCtxSetLimit.
+func (*CtxSetLimit) Type() Type { return TypeCtxSetLimit }
+
+// Append appends the encoded payload to b.
+func (m *CtxSetLimit) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Limit))
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxSetLimit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxSetLimit"}
+	m.Limit = int32(d.u32("limit"))
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// CtxGetLimit is message type 103.
+type CtxGetLimit struct {
+	Limit int32
+}
+
+// Type returns TypeCtxGetLimit.
+func (*CtxGetLimit) Type() Type { return TypeCtxGetLimit }
+
+// Append appends the encoded payload to b.
+func (m *CtxGetLimit) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Limit))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxGetLimit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxGetLimit"}
+	m.Limit = int32(d.u32("limit"))
+	return d.finish()
+}
+
+// LimitReply is message type 104.
+type LimitReply struct {
+	Result int32
+	Value  uint64
+}
+
+// Type returns TypeLimitReply.
+func (*LimitReply) Type() Type { return TypeLimitReply }
+
+// Append appends the encoded payload to b.
+func (m *LimitReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LimitReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LimitReply"}
+	m.Result = int32(d.u32("result"))
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// CtxSetCacheConfig is message type 105.
+type CtxSetCacheConfig struct {
+	Config int32
+}
+
+// Type returns TypeCtxSetCacheConfig.
+func (*CtxSetCacheConfig) Type() Type { return TypeCtxSetCacheConfig }
+
+// Append appends the encoded payload to b.
+func (m *CtxSetCacheConfig) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Config))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxSetCacheConfig) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxSetCacheConfig"}
+	m.Config = int32(d.u32("config"))
+	return d.finish()
+}
+
+// CtxGetCacheConfig is message type 106.
+type CtxGetCacheConfig struct {
+}
+
+// Type returns TypeCtxGetCacheConfig.
+func (*CtxGetCacheConfig) Type() Type { return TypeCtxGetCacheConfig }
+
+// Append appends the encoded payload to b.
+func (m *CtxGetCacheConfig) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxGetCacheConfig) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxGetCacheConfig"}
 	return d.finish()
 }

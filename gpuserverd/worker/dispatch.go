@@ -127,6 +127,16 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	switch m := m.(type) {
 	case *wire.Synchronize:
 		return status(s.takePending(c.Synchronize())), nil
+	case *wire.CtxSetLimit:
+		return status(c.SetLimit(m.Limit, m.Value)), nil
+	case *wire.CtxGetLimit:
+		v, err := c.Limit(m.Limit)
+		return &wire.LimitReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.CtxSetCacheConfig:
+		return status(c.SetCacheConfig(m.Config)), nil
+	case *wire.CtxGetCacheConfig:
+		v, err := c.CacheConfig()
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
 	case *wire.MemAlloc:
 		return s.memAlloc(d, m.Bytes), nil
 	case *wire.MemFree:

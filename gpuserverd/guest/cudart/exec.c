@@ -91,38 +91,28 @@ EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *n, const v
 
 /* ---- device limits, cache preference and flags ---- */
 
-DRIVER_SLOT(cuCtxSetLimit);
-DRIVER_SLOT(cuCtxGetLimit);
-DRIVER_SLOT(cuCtxSetCacheConfig);
-DRIVER_SLOT(cuCtxGetCacheConfig);
-
-/* cudaLimit values are CUlimit ones. */
+/* cudaLimit and cudaFuncCache values are CUlimit and CUfunc_cache ones. */
 EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t v) {
     READY();
-    CUresult (*f)(int, size_t) = DRIVER(CUresult(*)(int, size_t), cuCtxSetLimit);
-    return ret(f ? f((int)limit, v) : CUDA_ERROR_NOT_SUPPORTED);
+    return ret(cuCtxSetLimit((CUlimit)limit, v));
 }
 
 EXPORT cudaError_t cudaDeviceGetLimit(size_t *v, enum cudaLimit limit) {
     if (!v) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
-    CUresult (*f)(size_t *, int) = DRIVER(CUresult(*)(size_t *, int), cuCtxGetLimit);
-    return ret(f ? f(v, (int)limit) : CUDA_ERROR_NOT_SUPPORTED);
+    return ret(cuCtxGetLimit(v, (CUlimit)limit));
 }
 
-/* cudaFuncCache values are CUfunc_cache ones. */
 EXPORT cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache c) {
     READY();
-    CUresult (*f)(int) = DRIVER(CUresult(*)(int), cuCtxSetCacheConfig);
-    return ret(f ? f((int)c) : CUDA_ERROR_NOT_SUPPORTED);
+    return ret(cuCtxSetCacheConfig((CUfunc_cache)c));
 }
 
 EXPORT cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *c) {
     if (!c) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
-    CUresult (*f)(int *) = DRIVER(CUresult(*)(int *), cuCtxGetCacheConfig);
-    int v = 0;
-    CUresult rc = f ? f(&v) : CUDA_ERROR_NOT_SUPPORTED;
+    CUfunc_cache v = CU_FUNC_CACHE_PREFER_NONE;
+    CUresult rc = cuCtxGetCacheConfig(&v);
     if (rc == CUDA_SUCCESS) *c = (enum cudaFuncCache)v;
     return ret(rc);
 }

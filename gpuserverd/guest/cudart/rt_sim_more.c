@@ -307,22 +307,26 @@ static void device_state(void) {
     EXPECT_ERR(cudaSetDeviceFlags(cudaDeviceScheduleSpin | cudaDeviceScheduleYield), cudaErrorInvalidValue);
     EXPECT_ERR(cudaSetDeviceFlags(0x100), cudaErrorInvalidValue);
 
-    /* Limits and the context's cache preference: the driver's where it has them; the guest
-     * library has neither yet, and the runtime says so. */
-    size_t stack = 0;
-    cudaError_t e = cudaDeviceGetLimit(&stack, cudaLimitStackSize);
-    if (e == cudaSuccess) {
-        RT(cudaDeviceSetLimit(cudaLimitStackSize, 4096));
-        RT(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
-        EXPECT(stack >= 4096);
-    } else {
-        EXPECT(e == cudaErrorNotSupported && cudaGetLastError() == cudaErrorNotSupported);
-        EXPECT_ERR(cudaDeviceSetLimit(cudaLimitStackSize, 4096), cudaErrorNotSupported);
-    }
-    enum cudaFuncCache c;
-    e = cudaDeviceGetCacheConfig(&c);
-    EXPECT(e == cudaSuccess || e == cudaErrorNotSupported);
-    cudaGetLastError();
+    /* Limits and the context's cache preference, kept by the session's context. */
+    size_t stack = 0, heap = 0;
+    RT(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
+    EXPECT(stack > 0);
+    RT(cudaDeviceSetLimit(cudaLimitStackSize, stack + 4096));
+    RT(cudaDeviceSetLimit(cudaLimitMallocHeapSize, 64 << 20));
+    RT(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
+    RT(cudaDeviceGetLimit(&heap, cudaLimitMallocHeapSize));
+    EXPECT(stack >= 4096 && heap == 64 << 20);
+    EXPECT_ERR(cudaDeviceGetLimit(&stack, (enum cudaLimit)77), cudaErrorUnsupportedLimit);
+    EXPECT_ERR(cudaDeviceGetLimit(NULL, cudaLimitStackSize), cudaErrorInvalidValue);
+    enum cudaFuncCache c = cudaFuncCachePreferL1;
+    RT(cudaDeviceGetCacheConfig(&c));
+    EXPECT(c == cudaFuncCachePreferNone);
+    RT(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+    RT(cudaDeviceGetCacheConfig(&c));
+    EXPECT(c == cudaFuncCachePreferShared);
+    EXPECT_ERR(cudaDeviceSetCacheConfig((enum cudaFuncCache)9), cudaErrorInvalidValue);
+    RT(cudaDeviceGetCacheConfig(&c));
+    EXPECT(c == cudaFuncCachePreferShared); /* a refused setting changes nothing */
 }
 
 /* ---- streams, events, entry points, errors ---- */

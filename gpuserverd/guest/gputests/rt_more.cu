@@ -215,13 +215,15 @@ static void device_and_driver() {
     unsigned flags = 0;
     CHECK(cudaGetDeviceFlags(&flags));
     EXPECT((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync, "device flags %#x", flags);
-    size_t stack = 0;
-    if (supported(cudaDeviceGetLimit(&stack, cudaLimitStackSize), "cudaDeviceGetLimit")) {
-        CHECK(cudaDeviceSetLimit(cudaLimitStackSize, stack + 1024));
-        size_t now = 0;
-        CHECK(cudaDeviceGetLimit(&now, cudaLimitStackSize));
-        EXPECT(now >= stack + 1024, "stack limit %zu after asking %zu", now, stack + 1024);
-    }
+    size_t stack = 0, now = 0;
+    CHECK(cudaDeviceGetLimit(&stack, cudaLimitStackSize));
+    CHECK(cudaDeviceSetLimit(cudaLimitStackSize, stack + 1024));
+    CHECK(cudaDeviceGetLimit(&now, cudaLimitStackSize));
+    EXPECT(now >= stack + 1024, "stack limit %zu after asking %zu", now, stack + 1024);
+    cudaFuncCache cc = cudaFuncCachePreferNone;
+    CHECK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
+    CHECK(cudaDeviceGetCacheConfig(&cc));
+    EXPECT(cc == cudaFuncCachePreferShared, "cache configuration %d", (int)cc);
     void *fn = nullptr;
     cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
     CHECK(cudaGetDriverEntryPointByVersion("cuDriverGetVersion", &fn, 12000, cudaEnableDefault, &st));

@@ -15,6 +15,7 @@ typedef enum cudaError_enum_shim {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidPitchValue = 12,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorUnsupportedLimit = 215,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
