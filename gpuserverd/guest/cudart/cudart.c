@@ -194,13 +194,11 @@ static cudaError_t properties(struct cudaDeviceProp *p, int d) {
     A(unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
     A(sharedMemPerMultiprocessor, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
     A(sharedMemPerBlockOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-    A(memoryBusWidth, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
     A(asyncEngineCount, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+    /* (Fields CUDA 13 dropped from cudaDeviceProp, such as clockRate, are not filled: they are
+     * not there to fill. Programs read them through cudaDeviceGetAttribute.) */
     A(concurrentKernels, CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
-    A(memPitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH);
-    A(textureAlignment, CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
     /* By number: the guest library's cuda.h does not name them. */
-    A(texturePitchAlignment, (CUdevice_attribute)51);
     A(regsPerMultiprocessor, (CUdevice_attribute)82);
     A(managedMemory, (CUdevice_attribute)83);
     A(maxBlocksPerMultiProcessor, (CUdevice_attribute)106);

@@ -48,9 +48,8 @@ struct cudaDeviceProp {
     size_t totalConstMem;
     int major, minor, multiProcessorCount, pciBusID, pciDeviceID, pciDomainID, l2CacheSize;
     int maxThreadsPerMultiProcessor, unifiedAddressing;
-    size_t sharedMemPerMultiprocessor, sharedMemPerBlockOptin, memPitch, textureAlignment, texturePitchAlignment;
-    size_t reservedSharedMemPerBlock;
-    int memoryBusWidth, asyncEngineCount, concurrentKernels, regsPerMultiprocessor, managedMemory;
+    size_t sharedMemPerMultiprocessor, sharedMemPerBlockOptin, reservedSharedMemPerBlock;
+    int asyncEngineCount, concurrentKernels, regsPerMultiprocessor, managedMemory;
     int maxBlocksPerMultiProcessor;
 };
 
