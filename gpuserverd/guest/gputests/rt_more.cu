@@ -223,7 +223,8 @@ static void device_and_driver() {
     cudaFuncCache cc = cudaFuncCachePreferNone;
     CHECK(cudaDeviceSetCacheConfig(cudaFuncCachePreferShared));
     CHECK(cudaDeviceGetCacheConfig(&cc));
-    EXPECT(cc == cudaFuncCachePreferShared, "cache configuration %d", (int)cc);
+    // A device whose L1/shared split is fixed always reports no preference (NVIDIA's documentation).
+    EXPECT(cc == cudaFuncCachePreferShared || cc == cudaFuncCachePreferNone, "cache configuration %d", (int)cc);
     void *fn = nullptr;
     cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
     CHECK(cudaGetDriverEntryPointByVersion("cuDriverGetVersion", &fn, 12000, cudaEnableDefault, &st));
