@@ -98,20 +98,30 @@ static void init(void) { init_rc = cuInit(0); }
 
 /* ready makes the current device's primary context current on this thread (lazily, as the
  * runtime does). */
+/* device_context is device d's primary context, retained on first use. */
+CUresult device_context(int d, CUcontext *out) {
+    pthread_once(&init_once, init);
+    if (init_rc != CUDA_SUCCESS) return init_rc;
+    if (d < 0 || d >= MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&mu);
+    CUresult rc = CUDA_SUCCESS;
+    if (!primary[d]) {
+        CUdevice dev;
+        rc = cuDeviceGet(&dev, d);
+        if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&primary[d], dev);
+    }
+    *out = primary[d];
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
 CUresult ready(void) {
     pthread_once(&init_once, init);
     if (init_rc != CUDA_SUCCESS) return init_rc;
     CUcontext cur = NULL;
     if (bound && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == bound) return CUDA_SUCCESS;
-    pthread_mutex_lock(&mu);
-    CUresult rc = CUDA_SUCCESS;
-    if (!primary[cur_dev]) {
-        CUdevice d;
-        rc = cuDeviceGet(&d, cur_dev);
-        if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&primary[cur_dev], d);
-    }
-    CUcontext c = primary[cur_dev];
-    pthread_mutex_unlock(&mu);
+    CUcontext c = NULL;
+    CUresult rc = device_context(cur_dev, &c);
     if (rc == CUDA_SUCCESS) rc = cuCtxSetCurrent(c);
     if (rc == CUDA_SUCCESS) bound = c;
     return rc;

@@ -14,6 +14,8 @@ extern pthread_mutex_t mu;
 
 /* ret records a failure as the thread's last error and gives it back as a cudaError_t. */
 cudaError_t ret(CUresult rc);
+/* device_context is device d's primary context, retained on first use. */
+CUresult device_context(int d, CUcontext *out);
 /* ready makes the current device's primary context current on this thread. */
 CUresult ready(void);
 #define READY()                                 \

@@ -236,29 +236,68 @@ EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
     return ret(rc);
 }
 
-/* ---- peers: one device copies to itself; no peer access between devices ---- */
+/* ---- peers: copies between devices go through the host; no peer access ---- */
 
-static cudaError_t same_device(int a, int b) {
+static cudaError_t check_devices(int a, int b) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) return e;
     if (a < 0 || a >= n || b < 0 || b >= n) return ret(CUDA_ERROR_INVALID_DEVICE);
-    if (a != b) return ret(CUDA_ERROR_NOT_SUPPORTED); /* copies between devices are not forwarded */
     return cudaSuccess;
 }
 
-EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n) {
-    cudaError_t e = same_device(dd, sd);
-    if (e != cudaSuccess) return e;
-    READY();
-    return ret(cuMemcpyDtoD((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n));
+#define STAGE (4u << 20)
+
+/* staged copies n bytes from device sd to device dd through a host buffer, each side in its
+ * own device's context, once both devices' earlier work has ended: a peer copy is ordered after
+ * all work queued before it on either device, and ends before this returns. */
+static CUresult staged(CUdeviceptr dst, int dd, CUdeviceptr src, int sd, size_t n) {
+    if (n == 0) return CUDA_SUCCESS;
+    CUcontext sc, dc;
+    CUresult rc = device_context(sd, &sc);
+    if (rc == CUDA_SUCCESS) rc = device_context(dd, &dc);
+    if (rc != CUDA_SUCCESS) return rc;
+    void *buf = malloc(n < STAGE ? n : STAGE);
+    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUcontext ctxs[2] = {sc, dc};
+    for (int i = 0; i < 2 && rc == CUDA_SUCCESS; i++) {
+        rc = cuCtxPushCurrent(ctxs[i]);
+        if (rc != CUDA_SUCCESS) break;
+        rc = cuCtxSynchronize();
+        cuCtxPopCurrent(NULL);
+    }
+    for (size_t off = 0; rc == CUDA_SUCCESS && off < n; off += STAGE) {
+        size_t k = n - off < STAGE ? n - off : STAGE;
+        if ((rc = cuCtxPushCurrent(sc)) != CUDA_SUCCESS) break;
+        rc = cuMemcpyDtoH(buf, src + off, k);
+        cuCtxPopCurrent(NULL);
+        if (rc != CUDA_SUCCESS || (rc = cuCtxPushCurrent(dc)) != CUDA_SUCCESS) break;
+        rc = cuMemcpyHtoD(dst + off, buf, k);
+        cuCtxPopCurrent(NULL);
+    }
+    free(buf);
+    return rc;
 }
 
-EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s) {
-    cudaError_t e = same_device(dd, sd);
+EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, size_t n) {
+    cudaError_t e = check_devices(dd, sd);
     if (e != cudaSuccess) return e;
     READY();
-    return ret(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n, (CUstream)s));
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, s = (CUdeviceptr)(uintptr_t)src;
+    return ret(dd == sd ? cuMemcpyDtoD(d, s, n) : staged(d, dd, s, sd, n));
+}
+
+/* Between two devices the copy is the synchronous one after the stream's earlier work: correct
+ * (nothing queued later on the stream starts before it ends), not asynchronous. */
+EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int sd, size_t n, cudaStream_t s) {
+    cudaError_t e = check_devices(dd, sd);
+    if (e != cudaSuccess) return e;
+    READY();
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
+    if (dd == sd) return ret(cuMemcpyDtoDAsync(d, sp, n, (CUstream)s));
+    CUresult rc = drain((CUstream)s);
+    if (rc == CUDA_SUCCESS) rc = staged(d, dd, sp, sd, n);
+    return ret(rc);
 }
 
 /* This runtime enables no peer access (cudaDeviceEnablePeerAccess is not exported), so no device

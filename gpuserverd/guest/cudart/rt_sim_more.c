@@ -164,8 +164,41 @@ static void stream_ordered(int ndev) {
     EXPECT(can == 0);
     EXPECT_ERR(cudaDeviceCanAccessPeer(&can, 0, ndev), cudaErrorInvalidDevice);
     EXPECT_ERR(cudaMemcpyPeer(h, ndev, h, 0, 4), cudaErrorInvalidDevice);
-    if (ndev > 1) EXPECT_ERR(cudaMemcpyPeer(h, 1, h, 0, 4), cudaErrorNotSupported);
     RT(cudaStreamDestroy(s));
+}
+
+/* Copies between two devices (through the host, each side in its device's context), ordered
+ * after the work queued before them. */
+static void peers(int ndev) {
+    if (ndev < 2) return;
+    enum { N = (1 << 20) + 4096 }; /* just over 4 MiB: two staging chunks */
+    static unsigned h[N], back[N];
+    for (int i = 0; i < N; i++) h[i] = 7u * i + 1;
+    unsigned *a, *b;
+    RT(cudaSetDevice(0));
+    RT(cudaMalloc((void **)&a, sizeof h));
+    RT(cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice));
+    RT(cudaSetDevice(1));
+    RT(cudaMalloc((void **)&b, sizeof h));
+    RT(cudaMemset(b, 0, sizeof h));
+    RT(cudaMemcpyPeer(b, 1, a, 0, sizeof h));
+    RT(cudaMemcpy(back, b, sizeof back, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(back, h, sizeof h) == 0);
+
+    /* On a stream of device 1, after a kernel there that rewrites b. */
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 1));
+    EXPECT(__cudaPushCallConfiguration((dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, 0, s) == 0);
+    fill_u32_stub(b, 0xabcdu, N);
+    RT(cudaMemcpyPeerAsync(a, 0, b, 1, sizeof h, s));
+    RT(cudaStreamSynchronize(s));
+    RT(cudaStreamDestroy(s));
+    RT(cudaFree(b));
+    RT(cudaSetDevice(0));
+    RT(cudaMemcpy(back, a, sizeof back, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < N; i++) EXPECT(back[i] == 0xabcdu);
+    RT(cudaMemcpyPeer(a, 0, a, 1, 0)); /* nothing to copy */
+    RT(cudaFree(a));
 }
 
 void more_memory(int ndev) {
@@ -173,6 +206,7 @@ void more_memory(int ndev) {
     pitched();
     host_memory();
     stream_ordered(ndev);
+    peers(ndev);
 }
 
 /* ---- host callbacks in stream order ---- */

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/internal/sessiontoken"
 )
 
 var cudartBuild struct {
@@ -58,4 +61,16 @@ func (e *buildError) Error() string {
 func TestCudartOnSim(t *testing.T) {
 	buildCudart(t)
 	runOK(t, startServer(t), "rt_sim_test")
+}
+
+// TestCudartTwoGPUs runs the same program with two GPUs in the session: copies between them.
+func TestCudartTwoGPUs(t *testing.T) {
+	buildCudart(t)
+	s := startServer(t, "GPUSERVERD_SIM_DEVICES=2")
+	tok := s.token("s-rt2", sessiontoken.TierDedicated, 0, func(c *sessiontoken.Claims) {
+		c.GPUs = []string{sim.UUID(0), sim.UUID(1)}
+	})
+	if out := s.run(tok, "rt_sim_test"); !strings.Contains(out, "rt_sim_test: OK") {
+		t.Fatalf("rt_sim_test:\n%s", out)
+	}
 }
