@@ -5,18 +5,22 @@
 #include "internal.h"
 
 #include <cuda_profiler_api.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 CUresult drain(CUstream s); /* memory2.c */
 
+/* A function counts as offered when the driver both serves it by version and exports it by name:
+ * the guest library, asked to (GPUCLOUD_STUB_MISSING=1), hands out stand-ins for names it lacks,
+ * which only fail, and exports none of them. */
 void *driver_fn(void **slot, const char *name) {
     void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (fn) return fn;
     CUdriverProcAddressQueryResult st;
     if (cuGetProcAddress(name, &fn, CUDART_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
-        st != CU_GET_PROC_ADDRESS_SUCCESS)
+        st != CU_GET_PROC_ADDRESS_SUCCESS || !dlsym(RTLD_DEFAULT, name))
         return NULL;
     __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
     return fn;
