@@ -13,21 +13,20 @@ type Result int32
 
 // The codes the platform itself produces; a real backend passes the driver's codes through as they are.
 const (
-	Success             Result = 0
-	ErrInvalidValue     Result = 1
-	ErrOutOfMemory      Result = 2
-	ErrNotInitialized   Result = 3
-	ErrDeinitialized    Result = 4
-	ErrNoDevice         Result = 100
-	ErrInvalidDevice    Result = 101
-	ErrInvalidImage     Result = 200
-	ErrInvalidContext   Result = 201
-	ErrInvalidHandle    Result = 400
-	ErrUnsupportedLimit Result = 215
-	ErrNotFound         Result = 500
-	ErrNotReady         Result = 600
-	ErrIllegalAddress   Result = 700
-	ErrLaunchFailed     Result = 719
+	Success           Result = 0
+	ErrInvalidValue   Result = 1
+	ErrOutOfMemory    Result = 2
+	ErrNotInitialized Result = 3
+	ErrDeinitialized  Result = 4
+	ErrNoDevice       Result = 100
+	ErrInvalidDevice  Result = 101
+	ErrInvalidImage   Result = 200
+	ErrInvalidContext Result = 201
+	ErrInvalidHandle  Result = 400
+	ErrNotFound       Result = 500
+	ErrNotReady       Result = 600
+	ErrIllegalAddress Result = 700
+	ErrLaunchFailed   Result = 719
 	// ErrHostAlreadyRegistered and ErrHostNotRegistered are cuMemHostRegister's and
 	// cuMemHostUnregister's refusals.
 	ErrHostAlreadyRegistered Result = 712
@@ -35,6 +34,8 @@ const (
 	ErrNotPermitted          Result = 800
 	ErrNotSupported          Result = 801
 	ErrUnknown               Result = 999
+	// ErrUnsupportedLimit is cuCtxSetLimit's and cuCtxGetLimit's refusal of a limit it does not know.
+	ErrUnsupportedLimit Result = 215
 )
 
 func (r Result) Error() string { return fmt.Sprintf("CUDA error %d", int32(r)) }

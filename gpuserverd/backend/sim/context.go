@@ -17,17 +17,19 @@ type Context struct {
 	ordinal int
 	mem     *memory
 
-	mu          sync.Mutex
-	nextH       backend.Handle
-	streams     map[backend.Handle]*stream // 0: the default stream
-	events      map[backend.Handle]*event
-	modules     map[backend.Handle]*module
-	functions   map[backend.Handle]*kernel
-	funcAttrs   map[backend.Handle]funcAttrs // what cuFuncSetAttribute set, by function
-	limits      map[int32]uint64             // what cuCtxSetLimit set
+	mu        sync.Mutex
+	nextH     backend.Handle
+	streams   map[backend.Handle]*stream // 0: the default stream
+	events    map[backend.Handle]*event
+	modules   map[backend.Handle]*module
+	functions map[backend.Handle]*kernel
+	asyncErr  error         // sticky: the first error of work run asynchronously
+	reg       map[*byte]int // registered host ranges, as the driver keeps them
+
+	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
+	funcAttrs   map[backend.Handle]funcAttrs
+	limits      map[int32]uint64
 	cacheConfig int32
-	asyncErr    error         // sticky: the first error of work run asynchronously
-	reg         map[*byte]int // registered host ranges, as the driver keeps them
 }
 
 func newContext(b *Backend, ordinal int) *Context {
