@@ -34,6 +34,8 @@ const (
 	ErrNotPermitted          Result = 800
 	ErrNotSupported          Result = 801
 	ErrUnknown               Result = 999
+	// ErrUnsupportedLimit is cuCtxSetLimit's and cuCtxGetLimit's refusal of a limit it does not know.
+	ErrUnsupportedLimit Result = 215
 )
 
 func (r Result) Error() string { return fmt.Sprintf("CUDA error %d", int32(r)) }
@@ -121,6 +123,11 @@ type Context interface {
 	// ParamLayout tells how to pack the function's parameters (cuFuncGetParamInfo on a real GPU).
 	ParamLayout(function Handle) ([]Param, error)
 	FuncGetAttribute(function Handle, attr int32) (int32, error)
+	// FuncSetAttribute is cuFuncSetAttribute: chiefly the dynamic shared memory a function may
+	// launch with past the 48 KiB default.
+	FuncSetAttribute(function Handle, attr, value int32) error
+	// OccupancyMaxActiveBlocks is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
+	OccupancyMaxActiveBlocks(function Handle, blockSize int32, dynamicShared uint64, flags uint32) (int32, error)
 	LaunchKernel(cfg LaunchConfig) error
 
 	StreamCreate(flags uint32) (Handle, error)
@@ -149,6 +156,13 @@ type Context interface {
 	BlasGemm(g Gemm) error
 
 	Synchronize() error
+	// SetLimit and Limit are cuCtxSetLimit and cuCtxGetLimit (limit: a CUlimit).
+	SetLimit(limit int32, value uint64) error
+	Limit(limit int32) (uint64, error)
+	// SetCacheConfig and CacheConfig are cuCtxSetCacheConfig and cuCtxGetCacheConfig (a
+	// CUfunc_cache: a preference the driver may not follow).
+	SetCacheConfig(config int32) error
+	CacheConfig() (int32, error)
 	// Close destroys the context, freeing everything it holds.
 	Close() error
 }

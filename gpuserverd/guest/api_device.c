@@ -365,3 +365,37 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
     depth--;
     return GC_T(rc);
 }
+
+/* ---- the current context's limits and cache preference, kept by the server's context ---- */
+
+EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+    struct gw_ctx_set_limit m = {.limit = (int32_t)limit, .value = value};
+    GC_ENCODE(ctx_set_limit, m, b);
+    return GC_T(gc_call_status(GW_TYPE_CTX_SET_LIMIT, 0, b, b_n));
+}
+
+EXPORT CUresult cuCtxGetLimit(size_t *v, CUlimit limit) {
+    if (!v) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gw_ctx_get_limit m = {.limit = (int32_t)limit};
+    GC_ENCODE(ctx_get_limit, m, b);
+    struct gw_limit_reply r;
+    CUresult rc = gc_request(GW_TYPE_CTX_GET_LIMIT, 0, b, b_n, GW_TYPE_LIMIT_REPLY, &r);
+    if (rc == CUDA_SUCCESS) *v = r.value;
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config) {
+    struct gw_ctx_set_cache_config m = {.config = (int32_t)config};
+    GC_ENCODE(ctx_set_cache_config, m, b);
+    return GC_T(gc_call_status(GW_TYPE_CTX_SET_CACHE_CONFIG, 0, b, b_n));
+}
+
+EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *config) {
+    if (!config) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gw_ctx_get_cache_config m = {0};
+    GC_ENCODE(ctx_get_cache_config, m, b);
+    struct gw_value_reply r;
+    CUresult rc = gc_request(GW_TYPE_CTX_GET_CACHE_CONFIG, 0, b, b_n, GW_TYPE_VALUE_REPLY, &r);
+    if (rc == CUDA_SUCCESS) *config = (CUfunc_cache)r.value;
+    return GC_T(rc);
+}

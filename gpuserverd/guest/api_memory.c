@@ -76,6 +76,24 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
 }
 ALIAS(cuMemAlloc, cuMemAlloc_v2);
 
+/* PITCH_ALIGN is the row alignment of pitched allocations: what NVIDIA's driver gives on recent
+ * GPUs, so every row starts where coalesced and texture access want it. */
+#define PITCH_ALIGN 512
+
+/* cuMemAllocPitch is a plain allocation of height rows padded to PITCH_ALIGN: the pitch is the
+ * guest's choice, the server needs no message of its own. */
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
+    if (!dptr || !pitch || width == 0 || height == 0 || (elem != 4 && elem != 8 && elem != 16))
+        return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (width > SIZE_MAX - PITCH_ALIGN) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    size_t p = (width + PITCH_ALIGN - 1) / PITCH_ALIGN * PITCH_ALIGN;
+    if (height > SIZE_MAX / p) return GC_T(CUDA_ERROR_OUT_OF_MEMORY);
+    CUresult rc = cuMemAlloc_v2(dptr, p * height);
+    if (rc == CUDA_SUCCESS) *pitch = p;
+    return GC_T(rc);
+}
+ALIAS(cuMemAllocPitch, cuMemAllocPitch_v2);
+
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
     if (p == 0) return GC_T(CUDA_SUCCESS);
     struct gw_mem_free m = {.ptr = p};

@@ -55,7 +55,7 @@ EXPORT CUresult cuGetErrorString(CUresult code, const char **s) { return describ
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 extern void cuDeviceGetUuid(void), cuDeviceTotalMem(void), cuDevicePrimaryCtxRelease(void),
     cuDevicePrimaryCtxReset(void), cuDevicePrimaryCtxSetFlags(void), cuCtxCreate(void), cuCtxDestroy(void),
-    cuCtxPushCurrent(void), cuCtxPopCurrent(void), cuMemAlloc(void), cuMemFree(void), cuMemGetInfo(void),
+    cuCtxPushCurrent(void), cuCtxPopCurrent(void), cuMemAlloc(void), cuMemAllocPitch(void), cuMemFree(void), cuMemGetInfo(void),
     cuMemGetAddressRange(void), cuMemAllocHost(void), cuMemcpyHtoD(void), cuMemcpyDtoH(void),
     cuMemcpyDtoD(void), cuMemcpyHtoDAsync(void), cuMemcpyDtoHAsync(void), cuMemcpyDtoDAsync(void),
     cuMemsetD8(void), cuMemsetD16(void), cuMemsetD32(void), cuMemcpy2D(void), cuMemcpy2DUnaligned(void),

@@ -258,6 +258,30 @@ EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attr, CUfunctio
     return GC_T(rc);
 }
 
+EXPORT CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attr, int value) {
+    if (!f) return GC_T(CUDA_ERROR_INVALID_HANDLE);
+    struct gw_func_set_attribute m = {.function = f->handle, .attribute = (int32_t)attr, .value = value};
+    GC_ENCODE(func_set_attribute, m, b);
+    return GC_T(gc_call_status(GW_TYPE_FUNC_SET_ATTRIBUTE, 0, b, b_n));
+}
+
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *n, CUfunction f, int block, size_t shared,
+                                                                     unsigned flags) {
+    if (!n) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!f) return GC_T(CUDA_ERROR_INVALID_HANDLE);
+    struct gw_occupancy_max_active_blocks m = {
+        .function = f->handle, .block_size = block, .dynamic_shared = shared, .flags = flags};
+    GC_ENCODE(occupancy_max_active_blocks, m, b);
+    struct gw_value_reply v;
+    CUresult rc = gc_request(GW_TYPE_OCCUPANCY_MAX_ACTIVE_BLOCKS, 0, b, b_n, GW_TYPE_VALUE_REPLY, &v);
+    if (rc == CUDA_SUCCESS) *n = v.value;
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block, size_t shared) {
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, shared, CU_OCCUPANCY_DEFAULT);
+}
+
 /* ---- launches ---- */
 
 /* layout fetches the function's parameter offsets and sizes once. Caller holds gc.mu. */

@@ -104,6 +104,13 @@ const char *gw_type_name(uint16_t type) {
 	case 124: return "BlasSetMathMode";
 	case 125: return "BlasSetWorkspace";
 	case 126: return "BlasGemm";
+	case 100: return "FuncSetAttribute";
+	case 101: return "OccupancyMaxActiveBlocks";
+	case 102: return "CtxSetLimit";
+	case 103: return "CtxGetLimit";
+	case 104: return "LimitReply";
+	case 105: return "CtxSetCacheConfig";
+	case 106: return "CtxGetCacheConfig";
 	}
 	return "unknown";
 }
@@ -1672,6 +1679,164 @@ int gw_blas_gemm_decode(struct gw_blas_gemm *m, const uint8_t *p, size_t n, char
 	return dfinish(&d);
 }
 
+size_t gw_func_set_attribute_size(const struct gw_func_set_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_func_set_attribute_encode(const struct gw_func_set_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->attribute);
+	o = put32(o, (uint32_t)m->value);
+	return o;
+}
+
+int gw_func_set_attribute_decode(struct gw_func_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "FuncSetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->function = d64(&d, "function");
+	m->attribute = (int32_t)d32(&d, "attribute");
+	m->value = (int32_t)d32(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_occupancy_max_active_blocks_size(const struct gw_occupancy_max_active_blocks *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_occupancy_max_active_blocks_encode(const struct gw_occupancy_max_active_blocks *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->block_size);
+	o = put64(o, m->dynamic_shared);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_occupancy_max_active_blocks_decode(struct gw_occupancy_max_active_blocks *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "OccupancyMaxActiveBlocks", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->function = d64(&d, "function");
+	m->block_size = (int32_t)d32(&d, "block_size");
+	m->dynamic_shared = d64(&d, "dynamic_shared");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_ctx_set_limit_size(const struct gw_ctx_set_limit *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_ctx_set_limit_encode(const struct gw_ctx_set_limit *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->limit);
+	o = put64(o, m->value);
+	return o;
+}
+
+int gw_ctx_set_limit_decode(struct gw_ctx_set_limit *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CtxSetLimit", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->limit = (int32_t)d32(&d, "limit");
+	m->value = d64(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_ctx_get_limit_size(const struct gw_ctx_get_limit *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_ctx_get_limit_encode(const struct gw_ctx_get_limit *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->limit);
+	return o;
+}
+
+int gw_ctx_get_limit_decode(struct gw_ctx_get_limit *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CtxGetLimit", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->limit = (int32_t)d32(&d, "limit");
+	return dfinish(&d);
+}
+
+size_t gw_limit_reply_size(const struct gw_limit_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_limit_reply_encode(const struct gw_limit_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->value);
+	return o;
+}
+
+int gw_limit_reply_decode(struct gw_limit_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LimitReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->value = d64(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_ctx_set_cache_config_size(const struct gw_ctx_set_cache_config *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_ctx_set_cache_config_encode(const struct gw_ctx_set_cache_config *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->config);
+	return o;
+}
+
+int gw_ctx_set_cache_config_decode(struct gw_ctx_set_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CtxSetCacheConfig", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->config = (int32_t)d32(&d, "config");
+	return dfinish(&d);
+}
+
+size_t gw_ctx_get_cache_config_size(const struct gw_ctx_get_cache_config *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_ctx_get_cache_config_encode(const struct gw_ctx_get_cache_config *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_ctx_get_cache_config_decode(struct gw_ctx_get_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CtxGetCacheConfig", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -1790,6 +1955,20 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_blas_set_workspace_decode(m, p, n, err, errlen);
 	case 126:
 		return gw_blas_gemm_decode(m, p, n, err, errlen);
+	case 100:
+		return gw_func_set_attribute_decode(m, p, n, err, errlen);
+	case 101:
+		return gw_occupancy_max_active_blocks_decode(m, p, n, err, errlen);
+	case 102:
+		return gw_ctx_set_limit_decode(m, p, n, err, errlen);
+	case 103:
+		return gw_ctx_get_limit_decode(m, p, n, err, errlen);
+	case 104:
+		return gw_limit_reply_decode(m, p, n, err, errlen);
+	case 105:
+		return gw_ctx_set_cache_config_decode(m, p, n, err, errlen);
+	case 106:
+		return gw_ctx_get_cache_config_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

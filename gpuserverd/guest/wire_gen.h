@@ -81,6 +81,13 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_BLAS_SET_MATH_MODE 124
 #define GW_TYPE_BLAS_SET_WORKSPACE 125
 #define GW_TYPE_BLAS_GEMM 126
+#define GW_TYPE_FUNC_SET_ATTRIBUTE 100
+#define GW_TYPE_OCCUPANCY_MAX_ACTIVE_BLOCKS 101
+#define GW_TYPE_CTX_SET_LIMIT 102
+#define GW_TYPE_CTX_GET_LIMIT 103
+#define GW_TYPE_LIMIT_REPLY 104
+#define GW_TYPE_CTX_SET_CACHE_CONFIG 105
+#define GW_TYPE_CTX_GET_CACHE_CONFIG 106
 
 struct gw_hello {
 	uint32_t version;
@@ -633,6 +640,62 @@ struct gw_blas_gemm {
 size_t gw_blas_gemm_size(const struct gw_blas_gemm *m);
 uint8_t *gw_blas_gemm_encode(const struct gw_blas_gemm *m, uint8_t *out);
 int gw_blas_gemm_decode(struct gw_blas_gemm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_func_set_attribute {
+	uint64_t function;
+	int32_t attribute;
+	int32_t value;
+};
+size_t gw_func_set_attribute_size(const struct gw_func_set_attribute *m);
+uint8_t *gw_func_set_attribute_encode(const struct gw_func_set_attribute *m, uint8_t *out);
+int gw_func_set_attribute_decode(struct gw_func_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_occupancy_max_active_blocks {
+	uint64_t function;
+	int32_t block_size;
+	uint64_t dynamic_shared;
+	uint32_t flags;
+};
+size_t gw_occupancy_max_active_blocks_size(const struct gw_occupancy_max_active_blocks *m);
+uint8_t *gw_occupancy_max_active_blocks_encode(const struct gw_occupancy_max_active_blocks *m, uint8_t *out);
+int gw_occupancy_max_active_blocks_decode(struct gw_occupancy_max_active_blocks *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_set_limit {
+	int32_t limit;
+	uint64_t value;
+};
+size_t gw_ctx_set_limit_size(const struct gw_ctx_set_limit *m);
+uint8_t *gw_ctx_set_limit_encode(const struct gw_ctx_set_limit *m, uint8_t *out);
+int gw_ctx_set_limit_decode(struct gw_ctx_set_limit *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_get_limit {
+	int32_t limit;
+};
+size_t gw_ctx_get_limit_size(const struct gw_ctx_get_limit *m);
+uint8_t *gw_ctx_get_limit_encode(const struct gw_ctx_get_limit *m, uint8_t *out);
+int gw_ctx_get_limit_decode(struct gw_ctx_get_limit *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_limit_reply {
+	int32_t result;
+	uint64_t value;
+};
+size_t gw_limit_reply_size(const struct gw_limit_reply *m);
+uint8_t *gw_limit_reply_encode(const struct gw_limit_reply *m, uint8_t *out);
+int gw_limit_reply_decode(struct gw_limit_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_set_cache_config {
+	int32_t config;
+};
+size_t gw_ctx_set_cache_config_size(const struct gw_ctx_set_cache_config *m);
+uint8_t *gw_ctx_set_cache_config_encode(const struct gw_ctx_set_cache_config *m, uint8_t *out);
+int gw_ctx_set_cache_config_decode(struct gw_ctx_set_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ctx_get_cache_config {
+	char unused;
+};
+size_t gw_ctx_get_cache_config_size(const struct gw_ctx_get_cache_config *m);
+uint8_t *gw_ctx_get_cache_config_encode(const struct gw_ctx_get_cache_config *m, uint8_t *out);
+int gw_ctx_get_cache_config_decode(struct gw_ctx_get_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -24,125 +24,139 @@ const (
 
 // Message types.
 const (
-	TypeHello                Type = 1
-	TypeHelloReply           Type = 2
-	TypeStatus               Type = 3
-	TypeHandleReply          Type = 4
-	TypeValueReply           Type = 5
-	TypeProtocolError        Type = 6
-	TypeDriverVersion        Type = 10
-	TypeDeviceInfo           Type = 11
-	TypeDeviceInfoReply      Type = 12
-	TypeDeviceAttribute      Type = 13
-	TypeSetDevice            Type = 20
-	TypeSynchronize          Type = 21
-	TypeMemAlloc             Type = 30
-	TypeMemFree              Type = 31
-	TypeMemGetInfo           Type = 32
-	TypeMemGetInfoReply      Type = 33
-	TypeMemcpyHtoD           Type = 34
-	TypeMemcpyDtoH           Type = 35
-	TypeMemcpyDtoHData       Type = 36
-	TypeMemcpyDtoD           Type = 37
-	TypeMemset               Type = 38
-	TypeModuleLoad           Type = 40
-	TypeModuleUnload         Type = 41
-	TypeModuleGetFunction    Type = 42
-	TypeModuleGetGlobal      Type = 43
-	TypeModuleGetGlobalReply Type = 44
-	TypeFuncParamLayout      Type = 45
-	TypeFuncParamLayoutReply Type = 46
-	TypeFuncGetAttribute     Type = 47
-	TypeLaunchKernel         Type = 48
-	TypeStreamCreate         Type = 50
-	TypeStreamDestroy        Type = 51
-	TypeStreamSynchronize    Type = 52
-	TypeStreamQuery          Type = 53
-	TypeStreamWaitEvent      Type = 54
-	TypeEventCreate          Type = 60
-	TypeEventDestroy         Type = 61
-	TypeEventRecord          Type = 62
-	TypeEventSynchronize     Type = 63
-	TypeEventQuery           Type = 64
-	TypeEventElapsedTime     Type = 65
-	TypeElapsedReply         Type = 66
-	TypeLanesOpen            Type = 70
-	TypeLanesOpenReply       Type = 71
-	TypeLaneHello            Type = 72
-	TypeMemcpyHtoDStriped    Type = 73
-	TypeMemcpyDtoHStriped    Type = 74
-	TypeShmOpen              Type = 80
-	TypeShmOpenReply         Type = 81
-	TypeMemcpyHtoDShm        Type = 82
-	TypeMemcpyDtoHShm        Type = 83
-	TypeBlasCreate           Type = 120
-	TypeBlasReply            Type = 121
-	TypeBlasDestroy          Type = 122
-	TypeBlasSetStream        Type = 123
-	TypeBlasSetMathMode      Type = 124
-	TypeBlasSetWorkspace     Type = 125
-	TypeBlasGemm             Type = 126
+	TypeHello                    Type = 1
+	TypeHelloReply               Type = 2
+	TypeStatus                   Type = 3
+	TypeHandleReply              Type = 4
+	TypeValueReply               Type = 5
+	TypeProtocolError            Type = 6
+	TypeDriverVersion            Type = 10
+	TypeDeviceInfo               Type = 11
+	TypeDeviceInfoReply          Type = 12
+	TypeDeviceAttribute          Type = 13
+	TypeSetDevice                Type = 20
+	TypeSynchronize              Type = 21
+	TypeMemAlloc                 Type = 30
+	TypeMemFree                  Type = 31
+	TypeMemGetInfo               Type = 32
+	TypeMemGetInfoReply          Type = 33
+	TypeMemcpyHtoD               Type = 34
+	TypeMemcpyDtoH               Type = 35
+	TypeMemcpyDtoHData           Type = 36
+	TypeMemcpyDtoD               Type = 37
+	TypeMemset                   Type = 38
+	TypeModuleLoad               Type = 40
+	TypeModuleUnload             Type = 41
+	TypeModuleGetFunction        Type = 42
+	TypeModuleGetGlobal          Type = 43
+	TypeModuleGetGlobalReply     Type = 44
+	TypeFuncParamLayout          Type = 45
+	TypeFuncParamLayoutReply     Type = 46
+	TypeFuncGetAttribute         Type = 47
+	TypeLaunchKernel             Type = 48
+	TypeStreamCreate             Type = 50
+	TypeStreamDestroy            Type = 51
+	TypeStreamSynchronize        Type = 52
+	TypeStreamQuery              Type = 53
+	TypeStreamWaitEvent          Type = 54
+	TypeEventCreate              Type = 60
+	TypeEventDestroy             Type = 61
+	TypeEventRecord              Type = 62
+	TypeEventSynchronize         Type = 63
+	TypeEventQuery               Type = 64
+	TypeEventElapsedTime         Type = 65
+	TypeElapsedReply             Type = 66
+	TypeLanesOpen                Type = 70
+	TypeLanesOpenReply           Type = 71
+	TypeLaneHello                Type = 72
+	TypeMemcpyHtoDStriped        Type = 73
+	TypeMemcpyDtoHStriped        Type = 74
+	TypeShmOpen                  Type = 80
+	TypeShmOpenReply             Type = 81
+	TypeMemcpyHtoDShm            Type = 82
+	TypeMemcpyDtoHShm            Type = 83
+	TypeBlasCreate               Type = 120
+	TypeBlasReply                Type = 121
+	TypeBlasDestroy              Type = 122
+	TypeBlasSetStream            Type = 123
+	TypeBlasSetMathMode          Type = 124
+	TypeBlasSetWorkspace         Type = 125
+	TypeBlasGemm                 Type = 126
+	TypeFuncSetAttribute         Type = 100
+	TypeOccupancyMaxActiveBlocks Type = 101
+	TypeCtxSetLimit              Type = 102
+	TypeCtxGetLimit              Type = 103
+	TypeLimitReply               Type = 104
+	TypeCtxSetCacheConfig        Type = 105
+	TypeCtxGetCacheConfig        Type = 106
 )
 
 var typeNames = map[Type]string{
-	TypeHello:                "Hello",
-	TypeHelloReply:           "HelloReply",
-	TypeStatus:               "Status",
-	TypeHandleReply:          "HandleReply",
-	TypeValueReply:           "ValueReply",
-	TypeProtocolError:        "ProtocolError",
-	TypeDriverVersion:        "DriverVersion",
-	TypeDeviceInfo:           "DeviceInfo",
-	TypeDeviceInfoReply:      "DeviceInfoReply",
-	TypeDeviceAttribute:      "DeviceAttribute",
-	TypeSetDevice:            "SetDevice",
-	TypeSynchronize:          "Synchronize",
-	TypeMemAlloc:             "MemAlloc",
-	TypeMemFree:              "MemFree",
-	TypeMemGetInfo:           "MemGetInfo",
-	TypeMemGetInfoReply:      "MemGetInfoReply",
-	TypeMemcpyHtoD:           "MemcpyHtoD",
-	TypeMemcpyDtoH:           "MemcpyDtoH",
-	TypeMemcpyDtoHData:       "MemcpyDtoHData",
-	TypeMemcpyDtoD:           "MemcpyDtoD",
-	TypeMemset:               "Memset",
-	TypeModuleLoad:           "ModuleLoad",
-	TypeModuleUnload:         "ModuleUnload",
-	TypeModuleGetFunction:    "ModuleGetFunction",
-	TypeModuleGetGlobal:      "ModuleGetGlobal",
-	TypeModuleGetGlobalReply: "ModuleGetGlobalReply",
-	TypeFuncParamLayout:      "FuncParamLayout",
-	TypeFuncParamLayoutReply: "FuncParamLayoutReply",
-	TypeFuncGetAttribute:     "FuncGetAttribute",
-	TypeLaunchKernel:         "LaunchKernel",
-	TypeStreamCreate:         "StreamCreate",
-	TypeStreamDestroy:        "StreamDestroy",
-	TypeStreamSynchronize:    "StreamSynchronize",
-	TypeStreamQuery:          "StreamQuery",
-	TypeStreamWaitEvent:      "StreamWaitEvent",
-	TypeEventCreate:          "EventCreate",
-	TypeEventDestroy:         "EventDestroy",
-	TypeEventRecord:          "EventRecord",
-	TypeEventSynchronize:     "EventSynchronize",
-	TypeEventQuery:           "EventQuery",
-	TypeEventElapsedTime:     "EventElapsedTime",
-	TypeElapsedReply:         "ElapsedReply",
-	TypeLanesOpen:            "LanesOpen",
-	TypeLanesOpenReply:       "LanesOpenReply",
-	TypeLaneHello:            "LaneHello",
-	TypeMemcpyHtoDStriped:    "MemcpyHtoDStriped",
-	TypeMemcpyDtoHStriped:    "MemcpyDtoHStriped",
-	TypeShmOpen:              "ShmOpen",
-	TypeShmOpenReply:         "ShmOpenReply",
-	TypeMemcpyHtoDShm:        "MemcpyHtoDShm",
-	TypeMemcpyDtoHShm:        "MemcpyDtoHShm",
-	TypeBlasCreate:           "BlasCreate",
-	TypeBlasReply:            "BlasReply",
-	TypeBlasDestroy:          "BlasDestroy",
-	TypeBlasSetStream:        "BlasSetStream",
-	TypeBlasSetMathMode:      "BlasSetMathMode",
-	TypeBlasSetWorkspace:     "BlasSetWorkspace",
-	TypeBlasGemm:             "BlasGemm",
+	TypeHello:                    "Hello",
+	TypeHelloReply:               "HelloReply",
+	TypeStatus:                   "Status",
+	TypeHandleReply:              "HandleReply",
+	TypeValueReply:               "ValueReply",
+	TypeProtocolError:            "ProtocolError",
+	TypeDriverVersion:            "DriverVersion",
+	TypeDeviceInfo:               "DeviceInfo",
+	TypeDeviceInfoReply:          "DeviceInfoReply",
+	TypeDeviceAttribute:          "DeviceAttribute",
+	TypeSetDevice:                "SetDevice",
+	TypeSynchronize:              "Synchronize",
+	TypeMemAlloc:                 "MemAlloc",
+	TypeMemFree:                  "MemFree",
+	TypeMemGetInfo:               "MemGetInfo",
+	TypeMemGetInfoReply:          "MemGetInfoReply",
+	TypeMemcpyHtoD:               "MemcpyHtoD",
+	TypeMemcpyDtoH:               "MemcpyDtoH",
+	TypeMemcpyDtoHData:           "MemcpyDtoHData",
+	TypeMemcpyDtoD:               "MemcpyDtoD",
+	TypeMemset:                   "Memset",
+	TypeModuleLoad:               "ModuleLoad",
+	TypeModuleUnload:             "ModuleUnload",
+	TypeModuleGetFunction:        "ModuleGetFunction",
+	TypeModuleGetGlobal:          "ModuleGetGlobal",
+	TypeModuleGetGlobalReply:     "ModuleGetGlobalReply",
+	TypeFuncParamLayout:          "FuncParamLayout",
+	TypeFuncParamLayoutReply:     "FuncParamLayoutReply",
+	TypeFuncGetAttribute:         "FuncGetAttribute",
+	TypeLaunchKernel:             "LaunchKernel",
+	TypeStreamCreate:             "StreamCreate",
+	TypeStreamDestroy:            "StreamDestroy",
+	TypeStreamSynchronize:        "StreamSynchronize",
+	TypeStreamQuery:              "StreamQuery",
+	TypeStreamWaitEvent:          "StreamWaitEvent",
+	TypeEventCreate:              "EventCreate",
+	TypeEventDestroy:             "EventDestroy",
+	TypeEventRecord:              "EventRecord",
+	TypeEventSynchronize:         "EventSynchronize",
+	TypeEventQuery:               "EventQuery",
+	TypeEventElapsedTime:         "EventElapsedTime",
+	TypeElapsedReply:             "ElapsedReply",
+	TypeLanesOpen:                "LanesOpen",
+	TypeLanesOpenReply:           "LanesOpenReply",
+	TypeLaneHello:                "LaneHello",
+	TypeMemcpyHtoDStriped:        "MemcpyHtoDStriped",
+	TypeMemcpyDtoHStriped:        "MemcpyDtoHStriped",
+	TypeShmOpen:                  "ShmOpen",
+	TypeShmOpenReply:             "ShmOpenReply",
+	TypeMemcpyHtoDShm:            "MemcpyHtoDShm",
+	TypeMemcpyDtoHShm:            "MemcpyDtoHShm",
+	TypeBlasCreate:               "BlasCreate",
+	TypeBlasReply:                "BlasReply",
+	TypeBlasDestroy:              "BlasDestroy",
+	TypeBlasSetStream:            "BlasSetStream",
+	TypeBlasSetMathMode:          "BlasSetMathMode",
+	TypeBlasSetWorkspace:         "BlasSetWorkspace",
+	TypeBlasGemm:                 "BlasGemm",
+	TypeFuncSetAttribute:         "FuncSetAttribute",
+	TypeOccupancyMaxActiveBlocks: "OccupancyMaxActiveBlocks",
+	TypeCtxSetLimit:              "CtxSetLimit",
+	TypeCtxGetLimit:              "CtxGetLimit",
+	TypeLimitReply:               "LimitReply",
+	TypeCtxSetCacheConfig:        "CtxSetCacheConfig",
+	TypeCtxGetCacheConfig:        "CtxGetCacheConfig",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -264,6 +278,20 @@ func New(t Type) Message {
 		return new(BlasSetWorkspace)
 	case TypeBlasGemm:
 		return new(BlasGemm)
+	case TypeFuncSetAttribute:
+		return new(FuncSetAttribute)
+	case TypeOccupancyMaxActiveBlocks:
+		return new(OccupancyMaxActiveBlocks)
+	case TypeCtxSetLimit:
+		return new(CtxSetLimit)
+	case TypeCtxGetLimit:
+		return new(CtxGetLimit)
+	case TypeLimitReply:
+		return new(LimitReply)
+	case TypeCtxSetCacheConfig:
+		return new(CtxSetCacheConfig)
+	case TypeCtxGetCacheConfig:
+		return new(CtxGetCacheConfig)
 	}
 	return nil
 }
@@ -1874,5 +1902,170 @@ func (m *BlasGemm) Decode(p []byte) error {
 	m.Ldc = int32(d.u32("ldc"))
 	m.StrideC = d.u64("stride_c")
 	m.Batch = int32(d.u32("batch"))
+	return d.finish()
+}
+
+// FuncSetAttribute is message type 100.
+type FuncSetAttribute struct {
+	Function  uint64
+	Attribute int32
+	Value     int32
+}
+
+// Type returns TypeFuncSetAttribute.
+func (*FuncSetAttribute) Type() Type { return TypeFuncSetAttribute }
+
+// Append appends the encoded payload to b.
+func (m *FuncSetAttribute) Append(b []byte) []byte {
+	b = putU64(b, m.Function)
+	b = putU32(b, uint32(m.Attribute))
+	b = putU32(b, uint32(m.Value))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *FuncSetAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "FuncSetAttribute"}
+	m.Function = d.u64("function")
+	m.Attribute = int32(d.u32("attribute"))
+	m.Value = int32(d.u32("value"))
+	return d.finish()
+}
+
+// OccupancyMaxActiveBlocks is message type 101.
+type OccupancyMaxActiveBlocks struct {
+	Function      uint64
+	BlockSize     int32
+	DynamicShared uint64
+	Flags         uint32
+}
+
+// Type returns TypeOccupancyMaxActiveBlocks.
+func (*OccupancyMaxActiveBlocks) Type() Type { return TypeOccupancyMaxActiveBlocks }
+
+// Append appends the encoded payload to b.
+func (m *OccupancyMaxActiveBlocks) Append(b []byte) []byte {
+	b = putU64(b, m.Function)
+	b = putU32(b, uint32(m.BlockSize))
+	b = putU64(b, m.DynamicShared)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *OccupancyMaxActiveBlocks) Decode(p []byte) error {
+	d := decoder{p: p, msg: "OccupancyMaxActiveBlocks"}
+	m.Function = d.u64("function")
+	m.BlockSize = int32(d.u32("block_size"))
+	m.DynamicShared = d.u64("dynamic_shared")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// CtxSetLimit is message type 102.
+type CtxSetLimit struct {
+	Limit int32
+	Value uint64
+}
+
+// Type returns TypeCtxSetLimit.
+func (*CtxSetLimit) Type() Type { return TypeCtxSetLimit }
+
+// Append appends the encoded payload to b.
+func (m *CtxSetLimit) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Limit))
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxSetLimit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxSetLimit"}
+	m.Limit = int32(d.u32("limit"))
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// CtxGetLimit is message type 103.
+type CtxGetLimit struct {
+	Limit int32
+}
+
+// Type returns TypeCtxGetLimit.
+func (*CtxGetLimit) Type() Type { return TypeCtxGetLimit }
+
+// Append appends the encoded payload to b.
+func (m *CtxGetLimit) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Limit))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxGetLimit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxGetLimit"}
+	m.Limit = int32(d.u32("limit"))
+	return d.finish()
+}
+
+// LimitReply is message type 104.
+type LimitReply struct {
+	Result int32
+	Value  uint64
+}
+
+// Type returns TypeLimitReply.
+func (*LimitReply) Type() Type { return TypeLimitReply }
+
+// Append appends the encoded payload to b.
+func (m *LimitReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LimitReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LimitReply"}
+	m.Result = int32(d.u32("result"))
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// CtxSetCacheConfig is message type 105.
+type CtxSetCacheConfig struct {
+	Config int32
+}
+
+// Type returns TypeCtxSetCacheConfig.
+func (*CtxSetCacheConfig) Type() Type { return TypeCtxSetCacheConfig }
+
+// Append appends the encoded payload to b.
+func (m *CtxSetCacheConfig) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Config))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxSetCacheConfig) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxSetCacheConfig"}
+	m.Config = int32(d.u32("config"))
+	return d.finish()
+}
+
+// CtxGetCacheConfig is message type 106.
+type CtxGetCacheConfig struct {
+}
+
+// Type returns TypeCtxGetCacheConfig.
+func (*CtxGetCacheConfig) Type() Type { return TypeCtxGetCacheConfig }
+
+// Append appends the encoded payload to b.
+func (m *CtxGetCacheConfig) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CtxGetCacheConfig) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CtxGetCacheConfig"}
 	return d.finish()
 }

@@ -134,6 +134,16 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	switch m := m.(type) {
 	case *wire.Synchronize:
 		return status(s.takePending(c.Synchronize())), nil
+	case *wire.CtxSetLimit:
+		return status(c.SetLimit(m.Limit, m.Value)), nil
+	case *wire.CtxGetLimit:
+		v, err := c.Limit(m.Limit)
+		return &wire.LimitReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.CtxSetCacheConfig:
+		return status(c.SetCacheConfig(m.Config)), nil
+	case *wire.CtxGetCacheConfig:
+		v, err := c.CacheConfig()
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
 	case *wire.MemAlloc:
 		return s.memAlloc(d, m.Bytes), nil
 	case *wire.MemFree:
@@ -181,6 +191,11 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return r, nil
 	case *wire.FuncGetAttribute:
 		v, err := c.FuncGetAttribute(backend.Handle(m.Function), m.Attribute)
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.FuncSetAttribute:
+		return status(c.FuncSetAttribute(backend.Handle(m.Function), m.Attribute, m.Value)), nil
+	case *wire.OccupancyMaxActiveBlocks:
+		v, err := c.OccupancyMaxActiveBlocks(backend.Handle(m.Function), m.BlockSize, m.DynamicShared, m.Flags)
 		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
 	case *wire.LaunchKernel:
 		return status(c.LaunchKernel(backend.LaunchConfig{

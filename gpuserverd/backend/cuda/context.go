@@ -357,6 +357,57 @@ func (c *Context) FuncGetAttribute(h backend.Handle, attr int32) (int32, error) 
 	return int32(v), nil
 }
 
+// FuncSetAttribute is cuFuncSetAttribute.
+func (c *Context) FuncSetAttribute(h backend.Handle, attr, value int32) error {
+	f, err := c.function(h)
+	if err != nil {
+		return err
+	}
+	return check("cuFuncSetAttribute", C.gc_func_set_attribute(c.ctx, f.ptr, C.int(attr), C.int(value)))
+}
+
+// OccupancyMaxActiveBlocks is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
+func (c *Context) OccupancyMaxActiveBlocks(h backend.Handle, blockSize int32, dynamicShared uint64, flags uint32) (int32, error) {
+	f, err := c.function(h)
+	if err != nil {
+		return 0, err
+	}
+	var n C.int
+	rc := C.gc_occupancy(c.ctx, &n, f.ptr, C.int(blockSize), C.size_t(dynamicShared), C.unsigned(flags))
+	if err := check("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", rc); err != nil {
+		return 0, err
+	}
+	return int32(n), nil
+}
+
+// SetLimit is cuCtxSetLimit.
+func (c *Context) SetLimit(limit int32, value uint64) error {
+	return check("cuCtxSetLimit", C.gc_ctx_set_limit(c.ctx, C.int(limit), C.size_t(value)))
+}
+
+// Limit is cuCtxGetLimit.
+func (c *Context) Limit(limit int32) (uint64, error) {
+	var v C.size_t
+	if err := check("cuCtxGetLimit", C.gc_ctx_get_limit(c.ctx, &v, C.int(limit))); err != nil {
+		return 0, err
+	}
+	return uint64(v), nil
+}
+
+// SetCacheConfig is cuCtxSetCacheConfig.
+func (c *Context) SetCacheConfig(config int32) error {
+	return check("cuCtxSetCacheConfig", C.gc_ctx_set_cache_config(c.ctx, C.int(config)))
+}
+
+// CacheConfig is cuCtxGetCacheConfig.
+func (c *Context) CacheConfig() (int32, error) {
+	var v C.int
+	if err := check("cuCtxGetCacheConfig", C.gc_ctx_get_cache_config(c.ctx, &v)); err != nil {
+		return 0, err
+	}
+	return int32(v), nil
+}
+
 // LaunchKernel is cuLaunchKernel with the parameters as one packed buffer. The buffer is checked
 // against the function's layout first so a short buffer never makes the driver read past it.
 func (c *Context) LaunchKernel(cfg backend.LaunchConfig) error {

@@ -59,6 +59,13 @@
 	X(module_get_global, "cuModuleGetGlobal_v2",                                                   \
 	  CUresult (*)(CUdeviceptr *, size_t *, CUmodule, const char *))                               \
 	X(func_get_attribute, "cuFuncGetAttribute", CUresult (*)(int *, int, CUfunction))              \
+	X(func_set_attribute, "cuFuncSetAttribute", CUresult (*)(CUfunction, int, int))                \
+	X(ctx_set_limit, "cuCtxSetLimit", CUresult (*)(int, size_t))                                   \
+	X(ctx_get_limit, "cuCtxGetLimit", CUresult (*)(size_t *, int))                                 \
+	X(ctx_set_cache_config, "cuCtxSetCacheConfig", CUresult (*)(int))                              \
+	X(ctx_get_cache_config, "cuCtxGetCacheConfig", CUresult (*)(int *))                            \
+	X(occupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags",                           \
+	  CUresult (*)(int *, CUfunction, int, size_t, unsigned))                                      \
 	X(launch_kernel, "cuLaunchKernel",                                                             \
 	  CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,         \
 	               unsigned, CUstream, void **, void **))                                          \
@@ -212,6 +219,16 @@ CUresult gc_func_param_info(CUcontext ctx, CUfunction f, size_t i, size_t *off, 
 }
 CUresult gc_func_get_attribute(CUcontext ctx, int *v, int attr, CUfunction f) {
 	BOUND(ctx, d.func_get_attribute(v, attr, f));
+}
+CUresult gc_func_set_attribute(CUcontext ctx, CUfunction f, int attr, int v) {
+	BOUND(ctx, d.func_set_attribute(f, attr, v));
+}
+CUresult gc_ctx_set_limit(CUcontext ctx, int limit, size_t v) { BOUND(ctx, d.ctx_set_limit(limit, v)); }
+CUresult gc_ctx_get_limit(CUcontext ctx, size_t *v, int limit) { BOUND(ctx, d.ctx_get_limit(v, limit)); }
+CUresult gc_ctx_set_cache_config(CUcontext ctx, int c) { BOUND(ctx, d.ctx_set_cache_config(c)); }
+CUresult gc_ctx_get_cache_config(CUcontext ctx, int *c) { BOUND(ctx, d.ctx_get_cache_config(c)); }
+CUresult gc_occupancy(CUcontext ctx, int *blocks, CUfunction f, int block, size_t shared, unsigned flags) {
+	BOUND(ctx, d.occupancy(blocks, f, block, shared, flags));
 }
 
 CUresult gc_launch(CUcontext ctx, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,

@@ -61,6 +61,12 @@ CUresult gc_module_get_function(CUcontext ctx, CUfunction *f, CUmodule m, const 
 CUresult gc_module_get_global(CUcontext ctx, CUdeviceptr *p, size_t *bytes, CUmodule m, const char *name);
 CUresult gc_func_param_info(CUcontext ctx, CUfunction f, size_t index, size_t *offset, size_t *size);
 CUresult gc_func_get_attribute(CUcontext ctx, int *v, int attr, CUfunction f);
+CUresult gc_func_set_attribute(CUcontext ctx, CUfunction f, int attr, int v);
+CUresult gc_ctx_set_limit(CUcontext ctx, int limit, size_t v);
+CUresult gc_ctx_get_limit(CUcontext ctx, size_t *v, int limit);
+CUresult gc_ctx_set_cache_config(CUcontext ctx, int c);
+CUresult gc_ctx_get_cache_config(CUcontext ctx, int *c);
+CUresult gc_occupancy(CUcontext ctx, int *blocks, CUfunction f, int block, size_t shared, unsigned flags);
 CUresult gc_launch(CUcontext ctx, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                    unsigned by, unsigned bz, unsigned shmem, CUstream s, void *params, size_t size);
 

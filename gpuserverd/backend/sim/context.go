@@ -26,6 +26,11 @@ type Context struct {
 	asyncErr  error         // sticky: the first error of work run asynchronously
 	reg       map[*byte]int // registered host ranges, as the driver keeps them
 	blas      map[backend.Handle]*blasHandle
+
+	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
+	funcAttrs   map[backend.Handle]funcAttrs
+	limits      map[int32]uint64
+	cacheConfig int32
 }
 
 func newContext(b *Backend, ordinal int) *Context {

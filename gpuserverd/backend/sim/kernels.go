@@ -174,6 +174,9 @@ func (c *Context) LaunchKernel(cfg backend.LaunchConfig) error {
 	if cfg.Block[0]*cfg.Block[1]*cfg.Block[2] > 1024 {
 		return fmt.Errorf("launch %s: more than 1024 threads per block: %w", k.name, backend.ErrInvalidValue)
 	}
+	if err := c.checkShared(cfg.Function, k.name, cfg.SharedMemBytes); err != nil {
+		return err
+	}
 	last := k.params[len(k.params)-1]
 	if len(cfg.Params) < int(last.Offset+last.Size) {
 		return fmt.Errorf("launch %s: %d parameter bytes, need %d: %w", k.name, len(cfg.Params), last.Offset+last.Size, backend.ErrInvalidValue)

@@ -178,6 +178,9 @@ func (c *Context) FuncGetAttribute(h backend.Handle, attr int32) (int32, error) 
 	case 5, 6: // PTX and binary version
 		return 90, nil
 	}
+	if v, ok := c.settable(h, attr); ok {
+		return v, nil
+	}
 	if attr < 0 || attr > 20 {
 		return 0, fmt.Errorf("function attribute %d: %w", attr, backend.ErrInvalidValue)
 	}

@@ -10,22 +10,18 @@
  * ordinary programs use: fat-binary and kernel registration, launches, memory, copies, memsets,
  * streams, events, devices and their properties, errors. */
 #define _GNU_SOURCE
-#include <cuda.h>
-#include <cuda_runtime_api.h>
-#include <pthread.h>
+#include "internal.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPORT __attribute__((visibility("default")))
-#define MAX_DEVICES 16
-
 /* ---- errors: cudaError_t and CUresult share their numbers for everything the driver returns ---- */
 
 static __thread cudaError_t last_error;
 
-static cudaError_t ret(CUresult rc) {
+cudaError_t ret(CUresult rc) {
     cudaError_t e = (cudaError_t)rc;
     if (e != cudaSuccess && e != cudaErrorNotReady) last_error = e;
     return e;
@@ -38,24 +34,63 @@ EXPORT cudaError_t cudaGetLastError(void) {
 }
 EXPORT cudaError_t cudaPeekAtLastError(void) { return last_error; }
 
+/* The runtime's names differ from the driver's for these codes (or the driver has none). */
+static const struct {
+    int code;
+    const char *name, *text;
+} own_errors[] = {
+    {2, "cudaErrorMemoryAllocation", NULL},
+    {3, "cudaErrorInitializationError", NULL},
+    {4, "cudaErrorCudartUnloading", NULL},
+    {12, "cudaErrorInvalidPitchValue", "invalid pitch argument"},
+    {13, "cudaErrorInvalidSymbol", "invalid device symbol"},
+    {35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
+    {200, "cudaErrorInvalidKernelImage", NULL},
+    {201, "cudaErrorDeviceUninitialized", NULL},
+    {209, "cudaErrorNoKernelImageForDevice", NULL},
+    {400, "cudaErrorInvalidResourceHandle", NULL},
+    {500, "cudaErrorSymbolNotFound", NULL},
+    {719, "cudaErrorLaunchFailure", NULL},
+};
+
+static int own_error(cudaError_t e) {
+    for (size_t i = 0; i < sizeof own_errors / sizeof own_errors[0]; i++)
+        if (own_errors[i].code == (int)e) return (int)i;
+    return -1;
+}
+
+/* cudaGetErrorName turns the driver's CUDA_ERROR_INVALID_VALUE into cudaErrorInvalidValue: the
+ * runtime's name for every code the two share a spelling for. */
 EXPORT const char *cudaGetErrorName(cudaError_t e) {
+    static __thread char buf[96];
+    int i = own_error(e);
+    if (i >= 0) return own_errors[i].name;
+    if (e == cudaSuccess) return "cudaSuccess";
     const char *s = NULL;
-    if (e == cudaErrorInsufficientDriver) return "cudaErrorInsufficientDriver";
-    if (cuGetErrorName((CUresult)e, &s) != CUDA_SUCCESS || !s) return "cudaErrorUnknown";
-    return s; /* the driver's CUDA_ERROR_ name for the same number */
+    if (cuGetErrorName((CUresult)e, &s) != CUDA_SUCCESS || !s || strncmp(s, "CUDA_ERROR_", 11) != 0)
+        return "unrecognized error code";
+    size_t n = snprintf(buf, sizeof buf, "cudaError");
+    for (s += 11; *s && n + 1 < sizeof buf; s++) {
+        int start = s[-1] == '_';
+        if (*s != '_') buf[n++] = start ? *s : (char)(*s | 0x20); /* ASCII lower case */
+    }
+    buf[n] = 0;
+    return buf;
 }
 EXPORT const char *cudaGetErrorString(cudaError_t e) {
+    int i = own_error(e);
+    if (i >= 0 && own_errors[i].text) return own_errors[i].text;
     const char *s = NULL;
-    if (cuGetErrorString((CUresult)e, &s) != CUDA_SUCCESS || !s) return "unknown error";
+    if (cuGetErrorString((CUresult)e, &s) != CUDA_SUCCESS || !s) return "unrecognized error code";
     return s;
 }
 
 /* ---- devices and the primary context each thread works in ---- */
 
-static __thread int cur_dev;
+__thread int cur_dev;
 static __thread CUcontext bound; /* the primary context this thread made current, or NULL */
 static CUcontext primary[MAX_DEVICES];
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static CUresult init_rc;
 
@@ -63,29 +98,34 @@ static void init(void) { init_rc = cuInit(0); }
 
 /* ready makes the current device's primary context current on this thread (lazily, as the
  * runtime does). */
-static CUresult ready(void) {
+/* device_context is device d's primary context, retained on first use. */
+CUresult device_context(int d, CUcontext *out) {
+    pthread_once(&init_once, init);
+    if (init_rc != CUDA_SUCCESS) return init_rc;
+    if (d < 0 || d >= MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&mu);
+    CUresult rc = CUDA_SUCCESS;
+    if (!primary[d]) {
+        CUdevice dev;
+        rc = cuDeviceGet(&dev, d);
+        if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&primary[d], dev);
+    }
+    *out = primary[d];
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+CUresult ready(void) {
     pthread_once(&init_once, init);
     if (init_rc != CUDA_SUCCESS) return init_rc;
     CUcontext cur = NULL;
     if (bound && cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == bound) return CUDA_SUCCESS;
-    pthread_mutex_lock(&mu);
-    CUresult rc = CUDA_SUCCESS;
-    if (!primary[cur_dev]) {
-        CUdevice d;
-        rc = cuDeviceGet(&d, cur_dev);
-        if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&primary[cur_dev], d);
-    }
-    CUcontext c = primary[cur_dev];
-    pthread_mutex_unlock(&mu);
+    CUcontext c = NULL;
+    CUresult rc = device_context(cur_dev, &c);
     if (rc == CUDA_SUCCESS) rc = cuCtxSetCurrent(c);
     if (rc == CUDA_SUCCESS) bound = c;
     return rc;
 }
-#define READY()                                 \
-    do {                                        \
-        CUresult r_ = ready();                  \
-        if (r_ != CUDA_SUCCESS) return ret(r_); \
-    } while (0)
 
 EXPORT cudaError_t cudaGetDeviceCount(int *n) {
     pthread_once(&init_once, init);
@@ -162,6 +202,17 @@ static cudaError_t properties(struct cudaDeviceProp *p, int d) {
     A(l2CacheSize, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
     A(maxThreadsPerMultiProcessor, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
     A(unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING);
+    A(sharedMemPerMultiprocessor, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+    A(sharedMemPerBlockOptin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    A(asyncEngineCount, CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT);
+    /* (Fields CUDA 13 dropped from cudaDeviceProp, such as clockRate, are not filled: they are
+     * not there to fill. Programs read them through cudaDeviceGetAttribute.) */
+    A(concurrentKernels, CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS);
+    /* By number: the guest library's cuda.h does not name them. */
+    A(regsPerMultiprocessor, (CUdevice_attribute)82);
+    A(managedMemory, (CUdevice_attribute)83);
+    A(maxBlocksPerMultiProcessor, (CUdevice_attribute)106);
+    A(reservedSharedMemPerBlock, (CUdevice_attribute)111);
 #undef A
     return ret(rc);
 }
@@ -214,19 +265,20 @@ EXPORT cudaError_t cudaFree(void *p) {
     return ret(cuMemFree((CUdeviceptr)(uintptr_t)p));
 }
 
-EXPORT cudaError_t cudaMallocHost(void **p, size_t n) {
-    READY();
-    return ret(cuMemAllocHost(p, n));
-}
-
 EXPORT cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
     READY();
-    return ret(cuMemHostAlloc(p, n, flags)); /* cudaHostAlloc* flags are CU_MEMHOSTALLOC_* */
+    CUresult rc = cuMemHostAlloc(p, n, flags); /* cudaHostAlloc* flags are CU_MEMHOSTALLOC_* */
+    if (rc == CUDA_SUCCESS) host_track(*p, n);
+    return ret(rc);
 }
+
+EXPORT cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
 
 EXPORT cudaError_t cudaFreeHost(void *p) {
     READY();
-    return ret(cuMemFreeHost(p));
+    CUresult rc = cuMemFreeHost(p);
+    if (rc == CUDA_SUCCESS) host_untrack(p);
+    return ret(rc);
 }
 
 EXPORT cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total) {
@@ -279,17 +331,25 @@ EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
 /* ---- streams and events (cudaStream_t/cudaEvent_t are the driver's handles) ---- */
 
 EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    if (!s) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
-    return ret(cuStreamCreate((CUstream *)s, flags));
+    CUresult rc = cuStreamCreate((CUstream *)s, flags);
+    if (rc == CUDA_SUCCESS) stream_track(*s, flags);
+    return ret(rc);
 }
 EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, 0); }
 EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int prio) {
+    if (!s) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
-    return ret(cuStreamCreateWithPriority((CUstream *)s, flags, prio));
+    CUresult rc = cuStreamCreateWithPriority((CUstream *)s, flags, prio);
+    if (rc == CUDA_SUCCESS) stream_track(*s, flags);
+    return ret(rc);
 }
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s) {
     READY();
-    return ret(cuStreamDestroy((CUstream)s));
+    CUresult rc = cuStreamDestroy((CUstream)s);
+    if (rc == CUDA_SUCCESS) stream_untrack(s);
+    return ret(rc);
 }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     READY();
@@ -473,7 +533,7 @@ static CUresult kernel_function(struct kernel *k, CUfunction *out) {
     return rc;
 }
 
-static CUresult function(const void *host, CUfunction *out) {
+CUresult function(const void *host, CUfunction *out) {
     pthread_mutex_lock(&mu);
     struct kernel *k = find_locked(host);
     pthread_mutex_unlock(&mu);
@@ -531,6 +591,10 @@ EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const voi
     A(numRegs, CU_FUNC_ATTRIBUTE_NUM_REGS);
     A(ptxVersion, CU_FUNC_ATTRIBUTE_PTX_VERSION);
     A(binaryVersion, CU_FUNC_ATTRIBUTE_BINARY_VERSION);
+    A(constSizeBytes, CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
+    A(localSizeBytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    A(maxDynamicSharedSizeBytes, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    A(preferredShmemCarveout, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT);
 #undef A
     return ret(rc);
 }
@@ -624,10 +688,17 @@ EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size
     return from_symbol(dst, symbol, n, offset, kind, (CUstream)s, 1);
 }
 
-/* ---- hints with no effect here ---- */
+/* ---- stream priorities ---- */
 
-/* Stream priorities are not scheduled by gpuserverd: the range is empty, as on a device without. */
+DRIVER_SLOT(cuCtxGetStreamPriorityRange);
+
+/* The driver's range where it has one; the guest library schedules no priorities (it creates every
+ * stream at the same one), so there the range is empty, as on a device without priorities, and
+ * a priority given at creation is clamped to 0. */
 EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    READY();
+    CUresult (*f)(int *, int *) = DRIVER(CUresult(*)(int *, int *), cuCtxGetStreamPriorityRange);
+    if (f) return ret(f(least, greatest));
     if (least) *least = 0;
     if (greatest) *greatest = 0;
     return cudaSuccess;

@@ -5,71 +5,19 @@
  * Built against testshim/cuda_runtime_api.h (a test double of NVIDIA's header). */
 #include "../tests/check.h"
 
-#include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <string.h>
 
-/* What nvcc's host_runtime.h declares. */
-void **__cudaRegisterFatBinary(void *wrapper);
-void __cudaRegisterFatBinaryEnd(void **handle);
-void __cudaRegisterFunction(void **handle, const char *host, char *dev, const char *name, int limit, uint3 *tid,
-                            uint3 *bid, dim3 *bdim, dim3 *gdim, int *wsize);
-unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, cudaStream_t stream);
-cudaError_t __cudaPopCallConfiguration(dim3 *grid, dim3 *block, size_t *shared, void *stream);
-cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *host);
-cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shared, cudaStream_t s);
-cudaError_t cudaLaunchKernel(const void *host, dim3 g, dim3 b, void **args, size_t shared, cudaStream_t s);
-cudaError_t cudaGetLastError(void);
-cudaError_t cudaPeekAtLastError(void);
-cudaError_t cudaGetDeviceCount(int *);
-cudaError_t cudaSetDevice(int);
-cudaError_t cudaGetDevice(int *);
-cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *, int);
-cudaError_t cudaDeviceGetAttribute(int *, enum cudaDeviceAttr, int);
-cudaError_t cudaMalloc(void **, size_t);
-cudaError_t cudaFree(void *);
-cudaError_t cudaMallocHost(void **, size_t);
-cudaError_t cudaFreeHost(void *);
-cudaError_t cudaMemcpy(void *, const void *, size_t, enum cudaMemcpyKind);
-cudaError_t cudaMemcpyAsync(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
-cudaError_t cudaMemset(void *, int, size_t);
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *, unsigned);
-cudaError_t cudaStreamSynchronize(cudaStream_t);
-cudaError_t cudaStreamDestroy(cudaStream_t);
-cudaError_t cudaEventCreate(cudaEvent_t *);
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t);
-cudaError_t cudaEventSynchronize(cudaEvent_t);
-cudaError_t cudaEventElapsedTime(float *, cudaEvent_t, cudaEvent_t);
-cudaError_t cudaEventDestroy(cudaEvent_t);
-cudaError_t cudaDeviceSynchronize(void);
-const char *cudaGetErrorName(cudaError_t);
-void __cudaRegisterVar(void **handle, char *host, char *dev, const char *name, int ext, size_t size, int constant,
-                       int global);
-cudaError_t cudaMemcpyToSymbol(const void *, const void *, size_t, size_t, enum cudaMemcpyKind);
-cudaError_t cudaMemcpyFromSymbol(void *, const void *, size_t, size_t, enum cudaMemcpyKind);
-cudaError_t cudaMemcpyToSymbolAsync(const void *, const void *, size_t, size_t, enum cudaMemcpyKind, cudaStream_t);
-cudaError_t cudaMemcpyFromSymbolAsync(void *, const void *, size_t, size_t, enum cudaMemcpyKind, cudaStream_t);
-cudaError_t cudaGetSymbolAddress(void **, const void *);
-cudaError_t cudaGetSymbolSize(size_t *, const void *);
-
-#define RT(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s = %d (%s)\n", __FILE__, __LINE__, #call, e_, cudaGetErrorName(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "rt_sim.h"
 
 /* The host stubs nvcc would generate: their addresses identify the kernels. */
-static void fill_u32_stub(unsigned *p, unsigned v, int n);
 static void vector_add_stub(const float *a, const float *b, float *c, int n) { (void)a; (void)b; (void)c; (void)n; }
-static void unregistered_stub(void) {}
+void unregistered_stub(void) {}
 /* The host shadow of `__device__ char counter[16]` (the sim module's global). */
 static char counter[16], unregistered_var[4];
 
-/* A <<<grid, block, 0, s>>> launch of fill_u32 as CUDA 12.4+ stubs do it. */
-static void fill_u32_stub(unsigned *p, unsigned v, int n) {
+/* A <<<grid, block, shared, s>>> launch of fill_u32 as CUDA 12.4+ stubs do it. */
+void fill_u32_stub(unsigned *p, unsigned v, int n) {
     static cudaKernel_t handle;
     if (!handle) RT(__cudaGetKernel(&handle, (const void *)fill_u32_stub));
     dim3 g, b;
@@ -202,6 +150,9 @@ int main(void) {
     RT(cudaFree(db));
     RT(cudaFree(dc));
     RT(cudaFree(NULL));
+
+    more_memory(n);
+    more_exec();
     printf("rt_sim_test: OK\n");
     return 0;
 }

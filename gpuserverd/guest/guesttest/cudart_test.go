@@ -6,6 +6,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/internal/sessiontoken"
 )
 
 var cudartBuild struct {
@@ -24,9 +27,10 @@ func buildCudart(t *testing.T) string {
 		steps := [][]string{
 			append(append([]string{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-fPIC", "-shared",
 				"-fvisibility=hidden", "-pthread"}, inc...), "-Wl,-soname,libcudart.so.13",
-				"-Wl,--version-script=../cudart/libcudart.map", "-o", lib, "../cudart/cudart.c", "-L"+dir, "-lcuda"),
+				"-Wl,--version-script=../cudart/libcudart.map", "-o", lib, "../cudart/cudart.c", "../cudart/memory2.c",
+				"../cudart/exec.c", "-L"+dir, "-lcuda", "-ldl"),
 			append(append([]string{"gcc", "-Wall", "-Wextra", "-Werror"}, inc...), "-o",
-				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", lib, "-L"+dir, "-lcuda"),
+				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", lib, "-L"+dir, "-lcuda"),
 		}
 		for _, s := range steps {
 			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
@@ -57,4 +61,23 @@ func (e *buildError) Error() string {
 func TestCudartOnSim(t *testing.T) {
 	buildCudart(t)
 	runOK(t, startServer(t), "rt_sim_test")
+}
+
+// TestCudartWithStubs: with the guest library handing out failing stand-ins for driver
+// functions it lacks, the runtime still tells them from real ones (its fallbacks answer).
+func TestCudartWithStubs(t *testing.T) {
+	buildCudart(t)
+	runOK(t, startServer(t), "rt_sim_test", "GPUCLOUD_STUB_MISSING=1")
+}
+
+// TestCudartTwoGPUs runs the same program with two GPUs in the session: copies between them.
+func TestCudartTwoGPUs(t *testing.T) {
+	buildCudart(t)
+	s := startServer(t, "GPUSERVERD_SIM_DEVICES=2")
+	tok := s.token("s-rt2", sessiontoken.TierDedicated, 0, func(c *sessiontoken.Claims) {
+		c.GPUs = []string{sim.UUID(0), sim.UUID(1)}
+	})
+	if out := s.run(tok, "rt_sim_test"); !strings.Contains(out, "rt_sim_test: OK") {
+		t.Fatalf("rt_sim_test:\n%s", out)
+	}
 }

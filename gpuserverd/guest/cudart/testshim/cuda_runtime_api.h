@@ -13,11 +13,14 @@ typedef enum cudaError_enum_shim {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
     cudaErrorMemoryAllocation = 2,
+    cudaErrorInvalidPitchValue = 12,
     cudaErrorInsufficientDriver = 35,
+    cudaErrorUnsupportedLimit = 215,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
     cudaErrorNotSupported = 801,
+    cudaErrorUnknown = 999,
 } cudaError_t;
 
 enum cudaMemcpyKind {
@@ -45,12 +48,52 @@ struct cudaDeviceProp {
     size_t totalConstMem;
     int major, minor, multiProcessorCount, pciBusID, pciDeviceID, pciDomainID, l2CacheSize;
     int maxThreadsPerMultiProcessor, unifiedAddressing;
+    size_t sharedMemPerMultiprocessor, sharedMemPerBlockOptin, reservedSharedMemPerBlock;
+    int asyncEngineCount, concurrentKernels, regsPerMultiprocessor, managedMemory;
+    int maxBlocksPerMultiProcessor;
 };
 
 struct cudaFuncAttributes {
-    size_t sharedSizeBytes;
+    size_t sharedSizeBytes, constSizeBytes, localSizeBytes;
     int maxThreadsPerBlock, numRegs, ptxVersion, binaryVersion;
+    int maxDynamicSharedSizeBytes, preferredShmemCarveout;
 };
+
+enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cudaMemoryTypeDevice = 2, cudaMemoryTypeManaged = 3 };
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer, *hostPointer;
+};
+
+typedef void (*cudaHostFn_t)(void *data);
+typedef void (*cudaStreamCallback_t)(cudaStream_t s, cudaError_t status, void *data);
+
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
+enum cudaFuncCache { cudaFuncCachePreferNone = 0, cudaFuncCachePreferShared = 1, cudaFuncCachePreferL1 = 2, cudaFuncCachePreferEqual = 3 };
+enum cudaLimit { cudaLimitStackSize = 0, cudaLimitPrintfFifoSize = 1, cudaLimitMallocHeapSize = 2 };
+enum cudaDriverEntryPointQueryResult {
+    cudaDriverEntryPointSuccess = 0,
+    cudaDriverEntryPointSymbolNotFound = 1,
+    cudaDriverEntryPointVersionNotSufficent = 2,
+};
+
+#define cudaDeviceScheduleAuto 0x00
+#define cudaDeviceScheduleSpin 0x01
+#define cudaDeviceScheduleYield 0x02
+#define cudaDeviceScheduleBlockingSync 0x04
+#define cudaDeviceScheduleMask 0x07
+#define cudaDeviceMapHost 0x08
+#define cudaDeviceMask 0xff
+#define cudaEventRecordDefault 0x00
+#define cudaEventRecordExternal 0x01
+#define cudaOccupancyDefault 0x00
+#define cudaHostRegisterDefault 0x00
+#define cudaEnableDefault 0x0
+
+/* The runtime's own calls that its other files use. */
+cudaError_t cudaMalloc(void **p, size_t n);
+cudaError_t cudaGetDeviceCount(int *n);
 
 #define cudaGetDeviceProperties cudaGetDeviceProperties_v2
 #endif
