@@ -74,6 +74,9 @@ func readBody(c *gin.Context) ([]byte, error) {
 		return nil, problem.New(http.StatusRequestEntityTooLarge, "body-too-large", "Body too large", fmt.Sprintf("limit is %d bytes", maxBody))
 	}
 	c.Set("body", body)
+	// Handlers mounted from other parts (billing) read the request body themselves: give them
+	// the bytes again, or an Idempotency-Key request reaches them with an empty body.
+	c.Request.Body = io.NopCloser(bytes.NewReader(body))
 	return body, nil
 }
 
