@@ -24,6 +24,9 @@ func OpenAPIPaths() map[string]any {
 	str := map[string]any{"type": "string"}
 	enum := func(v ...string) map[string]any { return map[string]any{"type": "string", "enum": v} }
 	obj := map[string]any{"type": "object"}
+	// The apiserver's idempotency layer serves every POST of /v1 but the agent API: a retried
+	// price add or period close with the same key gets the first answer back.
+	idemKey := []any{param("Idempotency-Key", "header", "replays the first answer for a retried request", false, str)}
 	rangeParams := []any{
 		param("from", "query", "start, inclusive: RFC 3339, YYYY-MM-DD or YYYY-MM (default: this month)", false, str),
 		param("to", "query", "end, exclusive (default: next month)", false, str),
@@ -71,7 +74,7 @@ func OpenAPIPaths() map[string]any {
 				"responses": errs(map[string]any{"200": jsonResp("price entries", obj)}, "401", "403", "500"),
 			},
 			"post": map[string]any{
-				"operationId": "addPrice", "tags": []string{"billing"},
+				"operationId": "addPrice", "tags": []string{"billing"}, "parameters": idemKey,
 				"summary": "Add a price entry (finance): micro-units per GPU-hour (dedicated), GiB-hour of quota (shared) or VM-hour, from a whole hour",
 				"requestBody": body(map[string]any{"type": "object", "required": []string{"kind", "unit_price_micros", "effective_from"},
 					"properties": map[string]any{"kind": enum("gpu", "vm"), "gpu_model": str, "tier": enum("dedicated", "shared"),
@@ -81,7 +84,7 @@ func OpenAPIPaths() map[string]any {
 			},
 		},
 		"/v1/periods/close": map[string]any{"post": map[string]any{
-			"operationId": "closePeriod", "tags": []string{"billing"}, "summary": "Close a tenant's month into a final invoice (finance)",
+			"operationId": "closePeriod", "tags": []string{"billing"}, "parameters": idemKey, "summary": "Close a tenant's month into a final invoice (finance)",
 			"requestBody": body(map[string]any{"type": "object", "required": []string{"tenant_id", "period"},
 				"properties": map[string]any{"tenant_id": str, "period": map[string]any{"type": "string", "pattern": `^\d{4}-\d{2}$`}}}),
 			"responses": errs(map[string]any{"201": jsonResp("the invoice", obj)}, "400", "401", "403", "409", "500"),
