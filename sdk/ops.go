@@ -88,7 +88,13 @@ var (
 	opGPUServerHeartbeat = op("POST", "/v1/agent/gpu-server/heartbeat")
 	opPostUsage          = op("POST", "/v1/agent/usage")
 
-	// Billing's routes (mounted into the apiserver when billing is merged).
+	// Billing's routes (billing/httpapi, mounted by the apiserver).
+	opGetUsage       = op("GET", "/v1/usage")
+	opListInvoices   = op("GET", "/v1/invoices")
+	opGetInvoice     = op("GET", "/v1/invoices/{id}")
+	opListPrices     = op("GET", "/v1/prices")
+	opAddPrice       = op("POST", "/v1/prices")
+	opClosePeriod    = op("POST", "/v1/periods/close")
 	opGPUHoursReport = op("GET", "/v1/reports/gpu-hours")
 )
 

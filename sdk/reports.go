@@ -15,13 +15,7 @@ type GPUHoursQuery struct {
 }
 
 func (q GPUHoursQuery) values() url.Values {
-	v := url.Values{}
-	if !q.From.IsZero() {
-		v.Set("from", q.From.UTC().Format(time.RFC3339))
-	}
-	if !q.To.IsZero() {
-		v.Set("to", q.To.UTC().Format(time.RFC3339))
-	}
+	v := rangeValues(q.From, q.To)
 	if q.GroupBy != "" {
 		v.Set("group_by", q.GroupBy)
 	}

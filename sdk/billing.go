@@ -1,0 +1,196 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Billing's routes, served by the apiserver (billing/httpapi). Tenant roles see their own
+// tenant's usage and invoices only (another tenant's invoice is not found); operator and
+// finance see every tenant's. Only finance adds prices and closes periods.
+
+// UsageQuery selects a tenant's usage: [From, To) (zero: the current month), Granularity day or
+// month (empty: day). TenantID is required for platform roles; tenant roles may leave it empty
+// (their own tenant) and get not found for any other.
+type UsageQuery struct {
+	TenantID    string
+	From, To    time.Time
+	Granularity string
+}
+
+func (q UsageQuery) values() url.Values {
+	v := rangeValues(q.From, q.To)
+	if q.TenantID != "" {
+		v.Set("tenant_id", q.TenantID)
+	}
+	if q.Granularity != "" {
+		v.Set("granularity", q.Granularity)
+	}
+	return v
+}
+
+// rangeValues are billing's from/to parameters; a zero time leaves the server's default.
+func rangeValues(from, to time.Time) url.Values {
+	v := url.Values{}
+	if !from.IsZero() {
+		v.Set("from", from.UTC().Format(time.RFC3339))
+	}
+	if !to.IsZero() {
+		v.Set("to", to.UTC().Format(time.RFC3339))
+	}
+	return v
+}
+
+// UsageRow is a tenant's usage in one bucket for one kind, tier and GPU model (gpu) or instance
+// type (vm). Hours are decimal strings with 6 places; the *Ms fields are exact.
+type UsageRow struct {
+	Bucket       string `json:"bucket"` // YYYY-MM-DD or YYYY-MM
+	Kind         string `json:"kind"`   // gpu or vm
+	Tier         string `json:"tier,omitempty"`
+	GPUModel     string `json:"gpu_model,omitempty"`
+	InstanceType string `json:"instance_type,omitempty"`
+	GPUMs        int64  `json:"gpu_ms"`
+	GPUHours     string `json:"gpu_hours"`
+	QuotaMiBMs   int64  `json:"quota_mib_ms"` // shared slices: memory quota MiB x ms
+	VMMs         int64  `json:"vm_ms"`
+	VMHours      string `json:"vm_hours"`
+	Records      int64  `json:"records"`
+}
+
+// Usage is a tenant's usage over [From, To).
+type Usage struct {
+	TenantID string     `json:"tenant_id"`
+	From     time.Time  `json:"from"`
+	To       time.Time  `json:"to"`
+	Rows     []UsageRow `json:"rows"`
+}
+
+// Usage returns a tenant's usage per day or month.
+func (c *Client) Usage(ctx context.Context, q UsageQuery) (Usage, error) {
+	return do[Usage](ctx, c, request{op: opGetUsage, query: q.values()})
+}
+
+// Price is an entry of billing's price book, in force from EffectiveFrom until the next entry
+// for the same key (kind, GPU model and tier, or instance type).
+type Price struct {
+	ID              string    `json:"id"`
+	Kind            string    `json:"kind"` // gpu or vm
+	GPUModel        string    `json:"gpu_model,omitempty"`
+	Tier            string    `json:"tier,omitempty"`
+	InstanceType    string    `json:"instance_type,omitempty"`
+	Unit            string    `json:"unit"`              // gpu-hour, gib-hour, vm-hour
+	UnitPriceMicros int64     `json:"unit_price_micros"` // millionths of the currency unit per unit
+	Currency        string    `json:"currency"`
+	EffectiveFrom   time.Time `json:"effective_from"` // a whole hour, UTC
+	CreatedAt       time.Time `json:"created_at,omitzero"`
+}
+
+// AddPriceRequest adds a price entry (finance). UnitPriceMicros is a pointer because zero (free)
+// is a price, and the server refuses a request without one. Entries are never replaced: a
+// change is a new entry with a later EffectiveFrom.
+type AddPriceRequest struct {
+	Kind            string    `json:"kind"`
+	GPUModel        string    `json:"gpu_model,omitempty"`
+	Tier            string    `json:"tier,omitempty"`
+	InstanceType    string    `json:"instance_type,omitempty"`
+	UnitPriceMicros *int64    `json:"unit_price_micros"`
+	Currency        string    `json:"currency,omitempty"`
+	EffectiveFrom   time.Time `json:"effective_from"`
+}
+
+// ListPrices returns the whole price book (the API serves it in one page).
+func (c *Client) ListPrices(ctx context.Context) (Page[Price], error) {
+	return listPage[Price](ctx, c, opListPrices, nil)
+}
+
+// Prices iterates the price book.
+func (c *Client) Prices(ctx context.Context) iter.Seq2[Price, error] {
+	return all(ctx, func(ctx context.Context, _ string) (Page[Price], error) { return c.ListPrices(ctx) })
+}
+
+// AddPrice adds a price entry (finance); an entry for the same key and time is a conflict.
+func (c *Client) AddPrice(ctx context.Context, r AddPriceRequest) (Price, error) {
+	return do[Price](ctx, c, request{op: opAddPrice, body: r})
+}
+
+// Invoice is a tenant's closed month. It never changes once closed.
+type Invoice struct {
+	ID         string        `json:"id"`
+	TenantID   string        `json:"tenant_id"`
+	Period     string        `json:"period"` // YYYY-MM
+	Status     string        `json:"status"`
+	Currency   string        `json:"currency"`
+	TotalCents int64         `json:"total_cents"`
+	Total      string        `json:"total"` // decimal
+	ClosedAt   time.Time     `json:"closed_at"`
+	Lines      []InvoiceLine `json:"lines,omitempty"` // GetInvoice and ClosePeriod only
+}
+
+// InvoiceLine is one priced line: a kind/tier/model or instance type of one usage month (an
+// earlier month's late usage is an Adjustment line).
+type InvoiceLine struct {
+	LineNo          int    `json:"line_no"`
+	Description     string `json:"description"`
+	Kind            string `json:"kind"`
+	Tier            string `json:"tier,omitempty"`
+	GPUModel        string `json:"gpu_model,omitempty"`
+	InstanceType    string `json:"instance_type,omitempty"`
+	UsagePeriod     string `json:"usage_period"`
+	Adjustment      bool   `json:"adjustment"`
+	QuantityMs      int64  `json:"quantity_ms"`
+	Quantity        string `json:"quantity"` // in Unit, 6 decimals
+	Unit            string `json:"unit"`
+	UnitPriceMicros int64  `json:"unit_price_micros"`
+	PriceID         string `json:"price_id"`
+	AmountCents     int64  `json:"amount_cents"`
+}
+
+// MaxInvoices is the most invoices one list returns: the API does not page invoices, it
+// returns the newest periods first, up to this many.
+const MaxInvoices = 1000
+
+// InvoiceListOptions filter invoice lists: TenantID (platform roles; tenant roles always see
+// their own) and Limit 1..MaxInvoices (0: MaxInvoices).
+type InvoiceListOptions struct {
+	TenantID string
+	Limit    int
+}
+
+// ListInvoices returns closed invoices, newest period first, without their lines.
+func (c *Client) ListInvoices(ctx context.Context, o InvoiceListOptions) (Page[Invoice], error) {
+	if o.Limit < 0 || o.Limit > MaxInvoices {
+		return Page[Invoice]{}, fmt.Errorf("sdk: invoice list limit %d: want 1..%d (0: the most)", o.Limit, MaxInvoices)
+	}
+	q := url.Values{}
+	if o.TenantID != "" {
+		q.Set("tenant_id", o.TenantID)
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	return listPage[Invoice](ctx, c, opListInvoices, q)
+}
+
+// Invoices iterates the visible invoices (of tenantID, if not empty), newest period first, up
+// to MaxInvoices of them.
+func (c *Client) Invoices(ctx context.Context, tenantID string) iter.Seq2[Invoice, error] {
+	return all(ctx, func(ctx context.Context, _ string) (Page[Invoice], error) {
+		return c.ListInvoices(ctx, InvoiceListOptions{TenantID: tenantID})
+	})
+}
+
+// GetInvoice returns an invoice with its lines.
+func (c *Client) GetInvoice(ctx context.Context, id string) (Invoice, error) {
+	return do[Invoice](ctx, c, request{op: opGetInvoice, args: []string{id}})
+}
+
+// ClosePeriod closes a tenant's month (YYYY-MM, ended) into its final invoice (finance). A
+// closed month is a conflict (ErrConflict, type "period-closed"), as are a month not yet
+// ended ("period-not-ended") and usage without a price ("usage-unpriced").
+func (c *Client) ClosePeriod(ctx context.Context, tenantID, period string) (Invoice, error) {
+	return do[Invoice](ctx, c, request{op: opClosePeriod, body: map[string]string{"tenant_id": tenantID, "period": period}})
+}
