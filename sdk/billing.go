@@ -192,5 +192,11 @@ func (c *Client) GetInvoice(ctx context.Context, id string) (Invoice, error) {
 // closed month is a conflict (ErrConflict, type "period-closed"), as are a month not yet
 // ended ("period-not-ended") and usage without a price ("usage-unpriced").
 func (c *Client) ClosePeriod(ctx context.Context, tenantID, period string) (Invoice, error) {
-	return do[Invoice](ctx, c, request{op: opClosePeriod, body: map[string]string{"tenant_id": tenantID, "period": period}})
+	return do[Invoice](ctx, c, request{op: opClosePeriod, body: ClosePeriodRequest{TenantID: tenantID, Period: period}})
+}
+
+// ClosePeriodRequest is the body of a period close.
+type ClosePeriodRequest struct {
+	TenantID string `json:"tenant_id"`
+	Period   string `json:"period"` // YYYY-MM
 }

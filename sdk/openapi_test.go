@@ -157,3 +157,43 @@ func TestIdempotencyKeyWhereDocumented(t *testing.T) {
 		t.Fatalf("checked %d operations", checked)
 	}
 }
+
+// TestBillingBodiesMatchDocument checks the SDK's billing request bodies against the schemas
+// billing documents inline (its answers are documented as plain objects, so only the requests
+// can be checked).
+func TestBillingBodiesMatchDocument(t *testing.T) {
+	e := sdktest.New(t)
+	resp, err := http.Get(e.URL + "/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Paths map[string]map[string]struct {
+			RequestBody struct {
+				Content map[string]struct {
+					Schema struct {
+						Properties map[string]json.RawMessage `json:"properties"`
+					} `json:"schema"`
+				} `json:"content"`
+			} `json:"requestBody"`
+		} `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	for op, got := range map[string][]string{
+		"POST /v1/prices":        jsonFields(reflect.TypeOf(sdk.AddPriceRequest{})),
+		"POST /v1/periods/close": jsonFields(reflect.TypeOf(sdk.ClosePeriodRequest{})),
+	} {
+		method, path, _ := strings.Cut(op, " ")
+		var want []string
+		for p := range d.Paths[path][strings.ToLower(method)].RequestBody.Content["application/json"].Schema.Properties {
+			want = append(want, p)
+		}
+		sort.Strings(want)
+		if len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("%s: SDK sends %v, document has %v", op, got, want)
+		}
+	}
+}
