@@ -81,10 +81,3 @@ func (a *app) instanceTypesCmd() *cobra.Command {
 	c.AddCommand(create)
 	return c
 }
-
-// pricesCmd is the price list: instance types by price.
-func (a *app) pricesCmd() *cobra.Command {
-	c := listCmd(a, "The price list (instance types with hourly prices)", collected((*sdk.Client).InstanceTypes), typeCols)
-	c.Use = "prices"
-	return c
-}

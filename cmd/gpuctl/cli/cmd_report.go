@@ -49,8 +49,8 @@ func (a *app) reportCmd() *cobra.Command {
 				col("RECORDS", func(r sdk.ReportRow) string { return itoa(r.Records) })})
 		})}
 	f := hours.Flags()
-	f.StringVar(&from, "from", "", "start, RFC 3339 or YYYY-MM-DD (default: start of this month)")
-	f.StringVar(&to, "to", "", "end, exclusive, RFC 3339 or YYYY-MM-DD (default: start of next month)")
+	f.StringVar(&from, "from", "", "start, RFC 3339, YYYY-MM-DD or YYYY-MM (default: start of this month)")
+	f.StringVar(&to, "to", "", "end, exclusive, same forms (default: start of next month)")
 	f.StringVar(&q.GroupBy, "group-by", "tier", "tier, gpu_model or tenant")
 	f.StringVar(&q.Granularity, "granularity", "day", "day or month")
 	f.StringVar(&format, "format", "", "csv: the server's CSV as is")
@@ -62,10 +62,10 @@ func parseWhen(flag, v string) (time.Time, error) {
 	if v == "" {
 		return time.Time{}, nil
 	}
-	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+	for _, layout := range []string{time.RFC3339, "2006-01-02", "2006-01"} {
 		if t, err := time.Parse(layout, v); err == nil {
 			return t, nil
 		}
 	}
-	return time.Time{}, usagef(fmt.Errorf("--%s %q: want RFC 3339 (2026-03-01T00:00:00Z) or YYYY-MM-DD", flag, v))
+	return time.Time{}, usagef(fmt.Errorf("--%s %q: want RFC 3339 (2026-03-01T00:00:00Z), YYYY-MM-DD or YYYY-MM", flag, v))
 }

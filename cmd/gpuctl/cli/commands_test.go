@@ -116,9 +116,9 @@ func TestCatalogCommands(t *testing.T) {
 		t.Fatalf("type %+v", it)
 	}
 	h.code(cli.ExitInvalid, "", "instance-types", "create", "bad", "--vcpus", "1", "--memory-mib", "1", "--disk-gib", "1", "--gpus", "1")
-	out := h.ok(h.e.B.AdminKey, "prices")
+	out := h.ok(h.e.B.AdminKey, "instance-types", "list")
 	if !strings.Contains(out, "a100-x2") || !strings.Contains(out, "4.50 EUR") || !strings.Contains(out, "2.50 USD") {
-		t.Fatalf("prices:\n%s", out)
+		t.Fatalf("instance types with their prices:\n%s", out)
 	}
 	var types []sdk.InstanceType
 	h.jsonOf(&types, h.e.B.AdminKey, "instance-types", "list")

@@ -59,7 +59,7 @@ func Run(ctx context.Context, args []string, io IO) int {
 func (a *app) root() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "gpuctl",
-		Short:         "Command line for gpucloud: tenants, instances, hosts, GPU servers, reports",
+		Short:         "Command line for gpucloud: tenants, instances, hosts, GPU servers, billing",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,7 +79,7 @@ func (a *app) root() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef(err) })
 	root.AddCommand(a.configCmd(), a.meCmd(), a.tenantsCmd(), a.quotaCmd(), a.usersCmd(), a.keysCmd(),
 		a.gpuModelsCmd(), a.tiersCmd(), a.instanceTypesCmd(), a.pricesCmd(), a.instancesCmd(),
-		a.hostsCmd(), a.gpuServersCmd(), a.auditCmd(), a.reportCmd())
+		a.hostsCmd(), a.gpuServersCmd(), a.auditCmd(), a.reportCmd(), a.usageCmd(), a.invoicesCmd(), a.periodsCmd())
 	return root
 }
 

@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"gpucloud/sdk"
+)
+
+// Billing's commands: usage, invoices, periods (this file) and the price book (cmd_prices.go).
+
+func (a *app) usageCmd() *cobra.Command {
+	var from, to string
+	var q sdk.UsageQuery
+	cmd := &cobra.Command{Use: "usage", Short: "A tenant's usage per day or month (tenants: their own)", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			var err error
+			if q.From, err = parseWhen("from", from); err != nil {
+				return err
+			}
+			if q.To, err = parseWhen("to", to); err != nil {
+				return err
+			}
+			if q.Granularity != "day" && q.Granularity != "month" {
+				return usagef(fmt.Errorf("--granularity %q: want day or month", q.Granularity))
+			}
+			if err := checkUUID("tenant", q.TenantID, true); err != nil {
+				return err
+			}
+			u, err := cl.Usage(cmd.Context(), q)
+			if err != nil {
+				return err
+			}
+			if a.output != "table" {
+				return encode(a.io.Out, a.output, u)
+			}
+			return printList(a.io.Out, a.output, u.Rows, []column[sdk.UsageRow]{
+				col("BUCKET", func(r sdk.UsageRow) string { return r.Bucket }), col("KIND", func(r sdk.UsageRow) string { return r.Kind }),
+				col("TIER", func(r sdk.UsageRow) string { return dash(r.Tier) }),
+				col("GPU MODEL/TYPE", func(r sdk.UsageRow) string { return first(r.GPUModel, r.InstanceType, "-") }),
+				col("GPU HOURS", func(r sdk.UsageRow) string { return r.GPUHours }), col("VM HOURS", func(r sdk.UsageRow) string { return r.VMHours }),
+				col("RECORDS", func(r sdk.UsageRow) string { return itoa(r.Records) })})
+		})}
+	f := cmd.Flags()
+	f.StringVar(&q.TenantID, "tenant", "", "the tenant (required for operator and finance; tenants: their own)")
+	f.StringVar(&from, "from", "", "start, RFC 3339, YYYY-MM-DD or YYYY-MM (default: start of this month)")
+	f.StringVar(&to, "to", "", "end, exclusive, same forms (default: start of next month)")
+	f.StringVar(&q.Granularity, "granularity", "day", "day or month")
+	return cmd
+}
+
+var invoiceCols = []column[sdk.Invoice]{
+	col("ID", func(i sdk.Invoice) string { return i.ID }), col("TENANT", func(i sdk.Invoice) string { return i.TenantID }),
+	col("PERIOD", func(i sdk.Invoice) string { return i.Period }), col("STATUS", func(i sdk.Invoice) string { return i.Status }),
+	col("TOTAL", func(i sdk.Invoice) string { return i.Total + " " + i.Currency }),
+	col("CLOSED", func(i sdk.Invoice) string { return i.ClosedAt.Format(time.RFC3339) }),
+}
+
+func (a *app) invoicesCmd() *cobra.Command {
+	c := &cobra.Command{Use: "invoices", Aliases: []string{"invoice"}, Short: "Invoices of closed months (tenants: their own)"}
+	var o sdk.InvoiceListOptions
+	list := &cobra.Command{Use: "list", Short: "List invoices, newest month first", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			if err := checkInvoiceList(o); err != nil {
+				return err
+			}
+			p, err := cl.ListInvoices(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			return printList(a.io.Out, a.output, p.Items, invoiceCols)
+		})}
+	list.Flags().StringVar(&o.TenantID, "tenant", "", "only this tenant's (operator, finance)")
+	list.Flags().IntVar(&o.Limit, "limit", 0, fmt.Sprintf("at most this many, 1..%d (default: all, up to %d)", sdk.MaxInvoices, sdk.MaxInvoices))
+	get := &cobra.Command{Use: "get INVOICE_ID", Short: "Show an invoice with its lines", Args: exactArgs(1, "an invoice id"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			if err := checkUUID("invoice id", args[0], false); err != nil {
+				return err
+			}
+			inv, err := cl.GetInvoice(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return printInvoice(a.io.Out, a.output, inv)
+		})}
+	c.AddCommand(list, get)
+	return c
+}
+
+func checkInvoiceList(o sdk.InvoiceListOptions) error {
+	if o.Limit < 0 || o.Limit > sdk.MaxInvoices {
+		return usagef(fmt.Errorf("--limit %d: want 1..%d", o.Limit, sdk.MaxInvoices))
+	}
+	return checkUUID("tenant", o.TenantID, true)
+}
+
+// printInvoice shows an invoice and, in a table, its lines under it.
+func printInvoice(w io.Writer, format string, inv sdk.Invoice) error {
+	if format != "table" {
+		return encode(w, format, inv)
+	}
+	if err := printOne(w, format, inv, invoiceCols); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return printList(w, format, inv.Lines, []column[sdk.InvoiceLine]{
+		col("LINE", func(l sdk.InvoiceLine) string { return itoa(l.LineNo) }),
+		col("DESCRIPTION", func(l sdk.InvoiceLine) string { return l.Description }),
+		col("QUANTITY", func(l sdk.InvoiceLine) string { return l.Quantity + " " + l.Unit }),
+		col("UNIT PRICE", func(l sdk.InvoiceLine) string { return formatMicros(l.UnitPriceMicros) }),
+		col("AMOUNT", func(l sdk.InvoiceLine) string { return money(l.AmountCents, inv.Currency) })})
+}
+
+// closedPeriod is a tenant's month that has its invoice. The API keeps no other record of
+// periods: a month without an invoice is open.
+type closedPeriod struct {
+	TenantID  string    `json:"tenant_id"`
+	Period    string    `json:"period"`
+	Status    string    `json:"status"`
+	InvoiceID string    `json:"invoice_id"`
+	Total     string    `json:"total"`
+	Currency  string    `json:"currency"`
+	ClosedAt  time.Time `json:"closed_at"`
+}
+
+func (a *app) periodsCmd() *cobra.Command {
+	c := &cobra.Command{Use: "periods", Aliases: []string{"period"}, Short: "Billing months: the closed ones, and closing one (finance)"}
+	var tenant string
+	list := &cobra.Command{Use: "list", Short: "List closed months with their invoices, newest first", Args: exactArgs(0, "no arguments"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
+			if err := checkUUID("tenant", tenant, true); err != nil {
+				return err
+			}
+			var out []closedPeriod
+			for inv, err := range cl.Invoices(cmd.Context(), tenant) {
+				if err != nil {
+					return err
+				}
+				out = append(out, closedPeriod{inv.TenantID, inv.Period, inv.Status, inv.ID, inv.Total, inv.Currency, inv.ClosedAt})
+			}
+			return printList(a.io.Out, a.output, out, []column[closedPeriod]{
+				col("TENANT", func(p closedPeriod) string { return p.TenantID }), col("PERIOD", func(p closedPeriod) string { return p.Period }),
+				col("STATUS", func(p closedPeriod) string { return p.Status }), col("INVOICE", func(p closedPeriod) string { return p.InvoiceID }),
+				col("TOTAL", func(p closedPeriod) string { return p.Total + " " + p.Currency }),
+				col("CLOSED", func(p closedPeriod) string { return p.ClosedAt.Format(time.RFC3339) })})
+		})}
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's (operator, finance)")
+	closeCmd := &cobra.Command{Use: "close TENANT_ID YYYY-MM", Short: "Close a tenant's ended month into its final invoice (finance)",
+		Args: exactArgs(2, "a tenant id and a month (YYYY-MM)"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			if err := checkUUID("tenant id", args[0], false); err != nil {
+				return err
+			}
+			if _, err := time.Parse("2006-01", args[1]); err != nil {
+				return usagef(fmt.Errorf("month %q: want YYYY-MM", args[1]))
+			}
+			inv, err := cl.ClosePeriod(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return printInvoice(a.io.Out, a.output, inv)
+		})}
+	c.AddCommand(list, closeCmd)
+	return c
+}
+
+// checkUUID refuses a malformed id before any request (the API would say not found or invalid,
+// after a round trip and with less to go on).
+func checkUUID(what, v string, optional bool) error {
+	if v == "" && optional {
+		return nil
+	}
+	if _, err := uuid.Parse(v); err != nil {
+		return usagef(fmt.Errorf("%s %q is not a uuid", what, v))
+	}
+	return nil
+}
