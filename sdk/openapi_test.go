@@ -28,16 +28,25 @@ type document struct {
 
 func fetchDocument(t *testing.T, url string) document {
 	t.Helper()
+	var d document
+	decodeDocument(t, url, &d)
+	if len(d.Paths) == 0 {
+		t.Fatal("the OpenAPI document has no paths")
+	}
+	return d
+}
+
+// decodeDocument decodes the served OpenAPI document into v (each test declares what it reads).
+func decodeDocument(t *testing.T, url string, v any) {
+	t.Helper()
 	resp, err := http.Get(url + "/v1/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var d document
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || len(d.Paths) == 0 {
-		t.Fatalf("decode OpenAPI document: %v (%d paths)", err, len(d.Paths))
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("decode OpenAPI document: %v", err)
 	}
-	return d
 }
 
 // TestOperationsMatchOpenAPI checks the SDK's route table against the served document both
@@ -126,19 +135,12 @@ func jsonFields(t reflect.Type) []string {
 // operations whose documentation declares the header.
 func TestIdempotencyKeyWhereDocumented(t *testing.T) {
 	e := sdktest.New(t)
-	resp, err := http.Get(e.URL + "/v1/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var d struct {
 		Paths map[string]map[string]struct {
 			Parameters []struct{ Name, In string } `json:"parameters"`
 		} `json:"paths"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	decodeDocument(t, e.URL, &d)
 	checked := 0
 	for _, o := range sdk.Ops() {
 		op, ok := d.Paths[o.Path][strings.ToLower(o.Method)]
@@ -163,11 +165,6 @@ func TestIdempotencyKeyWhereDocumented(t *testing.T) {
 // can be checked).
 func TestBillingBodiesMatchDocument(t *testing.T) {
 	e := sdktest.New(t)
-	resp, err := http.Get(e.URL + "/v1/openapi.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var d struct {
 		Paths map[string]map[string]struct {
 			RequestBody struct {
@@ -179,9 +176,7 @@ func TestBillingBodiesMatchDocument(t *testing.T) {
 			} `json:"requestBody"`
 		} `json:"paths"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
-		t.Fatal(err)
-	}
+	decodeDocument(t, e.URL, &d)
 	for op, got := range map[string][]string{
 		"POST /v1/prices":        jsonFields(reflect.TypeOf(sdk.AddPriceRequest{})),
 		"POST /v1/periods/close": jsonFields(reflect.TypeOf(sdk.ClosePeriodRequest{})),

@@ -19,10 +19,7 @@ func (a *app) usageCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "usage", Short: "A tenant's usage per day or month (tenants: their own)", Args: exactArgs(0, "no arguments"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
 			var err error
-			if q.From, err = parseWhen("from", from); err != nil {
-				return err
-			}
-			if q.To, err = parseWhen("to", to); err != nil {
+			if q.From, q.To, err = parseRange(from, to); err != nil {
 				return err
 			}
 			if q.Granularity != "day" && q.Granularity != "month" {

@@ -16,10 +16,7 @@ func (a *app) reportCmd() *cobra.Command {
 	hours := &cobra.Command{Use: "gpu-hours", Short: "GPU-hours and revenue by tier, GPU model or tenant", Args: exactArgs(0, "no arguments"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
 			var err error
-			if q.From, err = parseWhen("from", from); err != nil {
-				return err
-			}
-			if q.To, err = parseWhen("to", to); err != nil {
+			if q.From, q.To, err = parseRange(from, to); err != nil {
 				return err
 			}
 			if format == "csv" {
@@ -56,6 +53,16 @@ func (a *app) reportCmd() *cobra.Command {
 	f.StringVar(&format, "format", "", "csv: the server's CSV as is")
 	c.AddCommand(hours)
 	return c
+}
+
+// parseRange reads --from and --to (empty: the server's default).
+func parseRange(from, to string) (time.Time, time.Time, error) {
+	f, err := parseWhen("from", from)
+	if err != nil {
+		return f, time.Time{}, err
+	}
+	t, err := parseWhen("to", to)
+	return f, t, err
 }
 
 func parseWhen(flag, v string) (time.Time, error) {
