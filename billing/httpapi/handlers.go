@@ -181,17 +181,48 @@ func (s *Service) listInvoices(c *gin.Context) {
 		fail(c, d)
 		return
 	}
-	limit := 0
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			fail(c, problem.Validation(problem.FieldError{Field: "limit", Reason: "must be 1..1000"}))
-			return
-		}
-		limit = n
+	limit, d := queryLimit(c)
+	if d != nil {
+		fail(c, d)
+		return
 	}
 	invs, err := s.invoices.List(c.Request.Context(), tenant, limit)
 	writeItems(c, s.log, invs, err)
+}
+
+// queryLimit reads the optional limit parameter, 1..1000 (0: absent).
+func queryLimit(c *gin.Context) (int, *problem.Details) {
+	v := c.Query("limit")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, problem.Validation(problem.FieldError{Field: "limit", Reason: "must be 1..1000"})
+	}
+	return n, nil
+}
+
+// listPeriods lists months with usage or an invoice, open or closed: what finance still has to
+// close, and what is final.
+func (s *Service) listPeriods(c *gin.Context) {
+	tenant, d := scope(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	limit, d := queryLimit(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	status := c.Query("status")
+	if status != "" && status != "open" && status != "closed" {
+		fail(c, problem.Validation(problem.FieldError{Field: "status", Reason: fmt.Sprintf("%q is neither open nor closed", status)}))
+		return
+	}
+	ps, err := s.invoices.Periods(c.Request.Context(), invoice.PeriodFilter{Tenant: tenant, Status: status, Limit: limit})
+	writeItems(c, s.log, ps, err)
 }
 
 // writeItems answers a list: {"items": [...]} (never null), or the error.

@@ -83,6 +83,14 @@ func OpenAPIPaths() map[string]any {
 				"responses": errs(map[string]any{"201": jsonResp("the entry", obj)}, "400", "401", "403", "409", "500"),
 			},
 		},
+		"/v1/periods": map[string]any{"get": map[string]any{
+			"operationId": "listPeriods", "tags": []string{"billing"},
+			"summary": "Months with usage or an invoice, newest first: open (ended: may be closed now) or closed with their invoice (tenants: their own)",
+			"parameters": []any{param("tenant_id", "query", "platform roles: filter by tenant", false, str),
+				param("status", "query", "only open or only closed months", false, enum("open", "closed")),
+				param("limit", "query", "1..1000", false, map[string]any{"type": "integer"})},
+			"responses": errs(map[string]any{"200": jsonResp("periods", obj)}, "400", "401", "403", "404", "500"),
+		}},
 		"/v1/periods/close": map[string]any{"post": map[string]any{
 			"operationId": "closePeriod", "tags": []string{"billing"}, "parameters": idemKey, "summary": "Close a tenant's month into a final invoice (finance)",
 			"requestBody": body(map[string]any{"type": "object", "required": []string{"tenant_id", "period"},

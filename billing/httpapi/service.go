@@ -7,6 +7,7 @@
 //	GET  /v1/invoices/{id}          tenant, platform one invoice with lines
 //	GET  /v1/prices                 tenant, platform the price book
 //	POST /v1/prices                 finance          add a price entry
+//	GET  /v1/periods                tenant, platform months with usage or an invoice, open or closed
 //	POST /v1/periods/close          finance          close a tenant's month into an invoice
 //	GET  /v1/reports/gpu-hours      finance, operator GPU-hours and revenue, JSON or CSV
 package httpapi
@@ -74,6 +75,7 @@ func (s *Service) Mount(g *gin.RouterGroup) {
 	g.GET("/invoices/:id", s.allow(tenantRoles...), s.getInvoice)
 	g.GET("/prices", s.allow(tenantRoles...), s.listPrices)
 	g.POST("/prices", s.allow(authn.RoleFinance), s.addPrice)
+	g.GET("/periods", s.allow(tenantRoles...), s.listPeriods)
 	g.POST("/periods/close", s.allow(authn.RoleFinance), s.closePeriod)
 	g.GET("/reports/gpu-hours", s.allow(authn.RoleFinance, authn.RoleOperator), s.gpuHours)
 }

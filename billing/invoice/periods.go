@@ -1,0 +1,84 @@
+package invoice
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"gpucloud/billing/ingest"
+)
+
+// Period is a tenant's month as billing sees it: closed (it has its final invoice) or open with
+// usage booked to it. A month with neither is not listed: there is nothing to bill.
+type Period struct {
+	TenantID uuid.UUID `json:"tenant_id"`
+	Period   string    `json:"period"` // YYYY-MM
+	Status   string    `json:"status"` // open or closed
+	// Ended: the month is over, so an open one can be closed now.
+	Ended      bool       `json:"ended"`
+	InvoiceID  *uuid.UUID `json:"invoice_id,omitempty"`
+	TotalCents *int64     `json:"total_cents,omitempty"`
+	ClosedAt   *time.Time `json:"closed_at,omitempty"`
+}
+
+// PeriodFilter selects periods: of one tenant (nil: all), with one status ("": both), at most
+// Limit (1..1000; 0: 1000), newest month first.
+type PeriodFilter struct {
+	Tenant *uuid.UUID
+	Status string
+	Limit  int
+}
+
+// Periods lists months with usage or an invoice. It flushes pending usage first, so a month
+// whose only usage arrived a moment ago is listed.
+func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error) {
+	if f.Status != "" && f.Status != "open" && f.Status != "closed" {
+		return nil, fmt.Errorf("invoice: period status %q is neither open nor closed", f.Status)
+	}
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 1000
+	}
+	if _, err := ingest.Flush(ctx, s.pool); err != nil {
+		return nil, err
+	}
+	// Booked months come from the rollups' primary key prefix (tenant_id, booked_period).
+	rows, err := s.pool.Query(ctx, `
+		WITH booked AS (
+		    SELECT DISTINCT tenant_id, booked_period AS period FROM billing_usage_hourly
+		    WHERE $1::uuid IS NULL OR tenant_id = $1
+		), closed AS (
+		    SELECT id, tenant_id, period, total_cents, closed_at FROM billing_invoices
+		    WHERE status = 'closed' AND ($1::uuid IS NULL OR tenant_id = $1)
+		)
+		SELECT coalesce(c.tenant_id, b.tenant_id) AS tenant, coalesce(c.period, b.period) AS month,
+		    c.id, c.total_cents, c.closed_at
+		FROM booked b FULL JOIN closed c ON c.tenant_id = b.tenant_id AND c.period = b.period
+		WHERE $2 = '' OR ($2 = 'closed') = (c.id IS NOT NULL)
+		ORDER BY month DESC, tenant
+		LIMIT $3`, f.Tenant, f.Status, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("invoice: list periods: %w", err)
+	}
+	now := s.now()
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Period, error) {
+		var p Period
+		var month time.Time
+		if err := r.Scan(&p.TenantID, &month, &p.InvoiceID, &p.TotalCents, &p.ClosedAt); err != nil {
+			return p, err
+		}
+		p.Period, p.Status, p.Ended = month.Format("2006-01"), "open", !now.Before(month.AddDate(0, 1, 0))
+		if p.InvoiceID != nil {
+			p.Status = "closed"
+			t := p.ClosedAt.UTC()
+			p.ClosedAt = &t
+		}
+		return p, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("invoice: list periods: %w", err)
+	}
+	return out, nil
+}
