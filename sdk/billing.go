@@ -162,17 +162,26 @@ type InvoiceListOptions struct {
 
 // ListInvoices returns closed invoices, newest period first, without their lines.
 func (c *Client) ListInvoices(ctx context.Context, o InvoiceListOptions) (Page[Invoice], error) {
-	if o.Limit < 0 || o.Limit > MaxInvoices {
-		return Page[Invoice]{}, fmt.Errorf("sdk: invoice list limit %d: want 1..%d (0: the most)", o.Limit, MaxInvoices)
-	}
-	q := url.Values{}
-	if o.TenantID != "" {
-		q.Set("tenant_id", o.TenantID)
-	}
-	if o.Limit > 0 {
-		q.Set("limit", strconv.Itoa(o.Limit))
+	q, err := tenantLimit("invoice", o.TenantID, o.Limit)
+	if err != nil {
+		return Page[Invoice]{}, err
 	}
 	return listPage[Invoice](ctx, c, opListInvoices, q)
+}
+
+// tenantLimit are the tenant_id and limit parameters of billing's unpaged lists.
+func tenantLimit(what, tenantID string, limit int) (url.Values, error) {
+	if limit < 0 || limit > MaxInvoices {
+		return nil, fmt.Errorf("sdk: %s list limit %d: want 1..%d (0: the most)", what, limit, MaxInvoices)
+	}
+	q := url.Values{}
+	if tenantID != "" {
+		q.Set("tenant_id", tenantID)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return q, nil
 }
 
 // Invoices iterates the visible invoices (of tenantID, if not empty), newest period first, up
@@ -186,6 +195,51 @@ func (c *Client) Invoices(ctx context.Context, tenantID string) iter.Seq2[Invoic
 // GetInvoice returns an invoice with its lines.
 func (c *Client) GetInvoice(ctx context.Context, id string) (Invoice, error) {
 	return do[Invoice](ctx, c, request{op: opGetInvoice, args: []string{id}})
+}
+
+// Period is a tenant's month with usage or an invoice: open (Ended: it may be closed now) or
+// closed with its invoice.
+type Period struct {
+	TenantID   string     `json:"tenant_id"`
+	Period     string     `json:"period"` // YYYY-MM
+	Status     string     `json:"status"` // open or closed
+	Ended      bool       `json:"ended"`
+	InvoiceID  string     `json:"invoice_id,omitempty"`
+	TotalCents *int64     `json:"total_cents,omitempty"`
+	ClosedAt   *time.Time `json:"closed_at,omitempty"`
+}
+
+// Period statuses.
+const (
+	PeriodOpen   = "open"
+	PeriodClosed = "closed"
+)
+
+// PeriodFilter selects periods: of TenantID (platform roles; tenant roles always see their own),
+// with Status PeriodOpen or PeriodClosed (empty: both), at most Limit 1..MaxInvoices (0: the
+// most), newest month first. Like invoices, the API does not page periods.
+type PeriodFilter struct {
+	TenantID string
+	Status   string
+	Limit    int
+}
+
+// ListPeriods returns months with usage or an invoice, newest first.
+func (c *Client) ListPeriods(ctx context.Context, f PeriodFilter) (Page[Period], error) {
+	q, err := tenantLimit("period", f.TenantID, f.Limit)
+	if err != nil {
+		return Page[Period]{}, err
+	}
+	if f.Status != "" {
+		q.Set("status", f.Status)
+	}
+	return listPage[Period](ctx, c, opListPeriods, q)
+}
+
+// Periods iterates the periods f selects (f.Limit is ignored: all of them, up to MaxInvoices).
+func (c *Client) Periods(ctx context.Context, f PeriodFilter) iter.Seq2[Period, error] {
+	f.Limit = 0
+	return all(ctx, func(ctx context.Context, _ string) (Page[Period], error) { return c.ListPeriods(ctx, f) })
 }
 
 // ClosePeriod closes a tenant's month (YYYY-MM, ended) into its final invoice (finance). A

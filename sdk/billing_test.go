@@ -305,3 +305,53 @@ func TestRetriedBillingCreates(t *testing.T) {
 		t.Fatalf("book after a retried add: %+v %v", book, err)
 	}
 }
+
+// TestPeriods: months with usage are open (ended, so closable) until finance closes them; a
+// tenant sees its own months only.
+func TestPeriods(t *testing.T) {
+	ctx := ctxT(t)
+	s := newBilled(t)
+	e := s.e
+	all, err := sdk.Collect(s.fin.Periods(ctx, sdk.PeriodFilter{}))
+	if err != nil || len(all) != 2 {
+		t.Fatalf("periods: %+v %v", all, err)
+	}
+	for _, p := range all {
+		switch p.TenantID {
+		case e.A.ID:
+			if p.Status != sdk.PeriodClosed || p.InvoiceID != s.invA.ID || p.TotalCents == nil || *p.TotalCents != 375 || p.ClosedAt == nil {
+				t.Errorf("A's March %+v", p)
+			}
+		case e.B.ID:
+			if p.Status != sdk.PeriodOpen || !p.Ended || p.InvoiceID != "" || p.Period != "2026-03" {
+				t.Errorf("B's March %+v", p)
+			}
+		default:
+			t.Errorf("a period of no tenant here: %+v", p)
+		}
+	}
+	toClose, err := sdk.Collect(s.fin.Periods(ctx, sdk.PeriodFilter{Status: sdk.PeriodOpen}))
+	if err != nil || len(toClose) != 1 || toClose[0].TenantID != e.B.ID {
+		t.Fatalf("open periods: %+v %v", toClose, err)
+	}
+	if _, err := s.fin.ClosePeriod(ctx, toClose[0].TenantID, toClose[0].Period); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := sdk.Collect(s.fin.Periods(ctx, sdk.PeriodFilter{Status: sdk.PeriodOpen})); err != nil || len(left) != 0 {
+		t.Fatalf("open after closing: %+v %v", left, err)
+	}
+	own, err := sdk.Collect(s.a.Periods(ctx, sdk.PeriodFilter{}))
+	if err != nil || len(own) != 1 || own[0].TenantID != e.A.ID {
+		t.Fatalf("A's periods: %+v %v", own, err)
+	}
+	if _, err := sdk.Collect(s.a.Periods(ctx, sdk.PeriodFilter{TenantID: e.B.ID})); !sdk.IsNotFound(err) {
+		t.Fatalf("A lists B's periods: %v", err)
+	}
+	_, err = s.fin.ListPeriods(ctx, sdk.PeriodFilter{Status: "draft"})
+	if ae := apiErr(t, "status draft", err, http.StatusBadRequest, ""); ae.Fields[0].Field != "status" {
+		t.Fatalf("fields %+v", ae.Fields)
+	}
+	if _, err := s.fin.ListPeriods(ctx, sdk.PeriodFilter{Limit: -1}); err == nil || sdk.IsValidation(err) {
+		t.Fatalf("a negative limit is the SDK's error: %v", err)
+	}
+}

@@ -94,6 +94,7 @@ var (
 	opGetInvoice     = op("GET", "/v1/invoices/{id}")
 	opListPrices     = op("GET", "/v1/prices")
 	opAddPrice       = op("POST", "/v1/prices")
+	opListPeriods    = op("GET", "/v1/periods")
 	opClosePeriod    = op("POST", "/v1/periods/close")
 	opGPUHoursReport = op("GET", "/v1/reports/gpu-hours")
 )

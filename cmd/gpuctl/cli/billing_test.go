@@ -146,14 +146,34 @@ func TestInvoicesAndPeriodsCommands(t *testing.T) {
 		t.Fatalf("yaml invoice: %v %+v", err, y)
 	}
 
-	var periods []map[string]any
+	// Periods: every month with usage is listed; closing one moves it from open to closed.
+	h.ok(fin, "prices", "add", "--kind", "gpu", "--gpu-model", "H100", "--tier", "shared", "--unit-price", "0.055", "--effective-from", "2026-03")
+	h.e.Meter(t, "gs-april").GPU(t, h.e.B.ID, "H100", "shared", march.AddDate(0, 1, 2), time.Hour)
+	var open []sdk.Period
+	h.jsonOf(&open, fin, "periods", "list", "--status", "open")
+	if len(open) != 1 || open[0].TenantID != h.e.B.ID || open[0].Period != "2026-04" || !open[0].Ended {
+		t.Fatalf("open periods %+v", open)
+	}
+	var periods []sdk.Period
 	h.jsonOf(&periods, fin, "periods", "list")
-	if len(periods) != 2 || periods[0]["status"] != "closed" || periods[0]["invoice_id"] == "" {
+	if len(periods) != 3 || periods[0].Period != "2026-04" || periods[1].Status != "closed" || periods[2].InvoiceID == "" {
 		t.Fatalf("periods %+v", periods)
 	}
 	out = h.ok(b, "periods", "list")
-	if !strings.Contains(out, "2026-03") || !strings.Contains(out, invB.ID) || strings.Contains(out, h.e.A.ID) {
+	if !strings.Contains(out, "2026-03") || !strings.Contains(out, invB.ID) || !strings.Contains(out, "1.25") ||
+		!strings.Contains(out, "open") || strings.Contains(out, h.e.A.ID) {
 		t.Fatalf("B's periods:\n%s", out)
+	}
+	h.code(cli.ExitNotFound, a, "periods", "list", "--tenant", h.e.B.ID)
+	h.code(cli.ExitUsage, fin, "periods", "list", "--status", "draft")
+	var apr sdk.Invoice
+	h.jsonOf(&apr, fin, "periods", "close", h.e.B.ID, "2026-04")
+	if apr.TotalCents != 110 { // 20 GiB x 1 h x 0.055
+		t.Fatalf("B's April %+v", apr)
+	}
+	h.jsonOf(&open, fin, "periods", "list", "--status", "open")
+	if len(open) != 0 {
+		t.Fatalf("open after closing %+v", open)
 	}
 }
 

@@ -112,40 +112,43 @@ func printInvoice(w io.Writer, format string, inv sdk.Invoice) error {
 		col("AMOUNT", func(l sdk.InvoiceLine) string { return money(l.AmountCents, inv.Currency) })})
 }
 
-// closedPeriod is a tenant's month that has its invoice. The API keeps no other record of
-// periods: a month without an invoice is open.
-type closedPeriod struct {
-	TenantID  string    `json:"tenant_id"`
-	Period    string    `json:"period"`
-	Status    string    `json:"status"`
-	InvoiceID string    `json:"invoice_id"`
-	Total     string    `json:"total"`
-	Currency  string    `json:"currency"`
-	ClosedAt  time.Time `json:"closed_at"`
+var periodCols = []column[sdk.Period]{
+	col("TENANT", func(p sdk.Period) string { return p.TenantID }), col("PERIOD", func(p sdk.Period) string { return p.Period }),
+	col("STATUS", func(p sdk.Period) string { return p.Status }), col("ENDED", func(p sdk.Period) string { return yesno(p.Ended) }),
+	col("INVOICE", func(p sdk.Period) string { return dash(p.InvoiceID) }),
+	col("TOTAL", func(p sdk.Period) string {
+		if p.TotalCents == nil {
+			return "-"
+		}
+		return cents(*p.TotalCents)
+	}),
+	col("CLOSED", func(p sdk.Period) string {
+		if p.ClosedAt == nil {
+			return "-"
+		}
+		return p.ClosedAt.Format(time.RFC3339)
+	}),
 }
 
 func (a *app) periodsCmd() *cobra.Command {
-	c := &cobra.Command{Use: "periods", Aliases: []string{"period"}, Short: "Billing months: the closed ones, and closing one (finance)"}
-	var tenant string
-	list := &cobra.Command{Use: "list", Short: "List closed months with their invoices, newest first", Args: exactArgs(0, "no arguments"),
+	c := &cobra.Command{Use: "periods", Aliases: []string{"period"}, Short: "Billing months: open ones with usage, closed ones with their invoice"}
+	var f sdk.PeriodFilter
+	list := &cobra.Command{Use: "list", Short: "List months with usage or an invoice, newest first", Args: exactArgs(0, "no arguments"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, _ []string) error {
-			if err := checkUUID("tenant", tenant, true); err != nil {
+			if f.Status != "" && f.Status != sdk.PeriodOpen && f.Status != sdk.PeriodClosed {
+				return usagef(fmt.Errorf("--status %q: want open or closed", f.Status))
+			}
+			if err := checkUUID("tenant", f.TenantID, true); err != nil {
 				return err
 			}
-			var out []closedPeriod
-			for inv, err := range cl.Invoices(cmd.Context(), tenant) {
-				if err != nil {
-					return err
-				}
-				out = append(out, closedPeriod{inv.TenantID, inv.Period, inv.Status, inv.ID, inv.Total, inv.Currency, inv.ClosedAt})
+			ps, err := sdk.Collect(cl.Periods(cmd.Context(), f))
+			if err != nil {
+				return err
 			}
-			return printList(a.io.Out, a.output, out, []column[closedPeriod]{
-				col("TENANT", func(p closedPeriod) string { return p.TenantID }), col("PERIOD", func(p closedPeriod) string { return p.Period }),
-				col("STATUS", func(p closedPeriod) string { return p.Status }), col("INVOICE", func(p closedPeriod) string { return p.InvoiceID }),
-				col("TOTAL", func(p closedPeriod) string { return p.Total + " " + p.Currency }),
-				col("CLOSED", func(p closedPeriod) string { return p.ClosedAt.Format(time.RFC3339) })})
+			return printList(a.io.Out, a.output, ps, periodCols)
 		})}
-	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's (operator, finance)")
+	list.Flags().StringVar(&f.TenantID, "tenant", "", "only this tenant's (operator, finance)")
+	list.Flags().StringVar(&f.Status, "status", "", "only open or only closed months")
 	closeCmd := &cobra.Command{Use: "close TENANT_ID YYYY-MM", Short: "Close a tenant's ended month into its final invoice (finance)",
 		Args: exactArgs(2, "a tenant id and a month (YYYY-MM)"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {

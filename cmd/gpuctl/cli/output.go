@@ -110,6 +110,13 @@ func dash(s string) string {
 func gib(b int64) string { return fmt.Sprintf("%.1fGiB", float64(b)/(1<<30)) }
 
 // money shows minor units (cents) with the currency.
-func money(minor int64, currency string) string {
-	return fmt.Sprintf("%d.%02d %s", minor/100, minor%100, currency)
+func money(minor int64, currency string) string { return cents(minor) + " " + currency }
+
+// cents shows minor units as a decimal; credits (negative amounts) keep one sign.
+func cents(minor int64) string {
+	sign := ""
+	if minor < 0 {
+		sign, minor = "-", -minor
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, minor/100, minor%100)
 }

@@ -18,6 +18,11 @@ func TestParseMicros(t *testing.T) {
 			t.Errorf("parseMicros(%q): %v, want an error saying %q", in, err, reason)
 		}
 	}
+	for c, want := range map[int64]string{375: "3.75", 5: "0.05", 0: "0.00", -150: "-1.50", -5: "-0.05"} {
+		if got := cents(c); got != want {
+			t.Errorf("cents(%d) = %q, want %q", c, got, want)
+		}
+	}
 	for m, want := range map[int64]string{2_500_000: "2.50", 0: "0.00", 1: "0.000001", 55_000: "0.055", 10_000_000_000: "10000.00", -1_250_000: "-1.25"} {
 		if got := formatMicros(m); got != want {
 			t.Errorf("formatMicros(%d) = %q, want %q", m, got, want)
