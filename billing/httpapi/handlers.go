@@ -176,12 +176,7 @@ func (s *Service) getUsage(c *gin.Context) {
 }
 
 func (s *Service) listInvoices(c *gin.Context) {
-	tenant, d := scope(c)
-	if d != nil {
-		fail(c, d)
-		return
-	}
-	limit, d := queryLimit(c)
+	tenant, limit, d := scopeAndLimit(c)
 	if d != nil {
 		fail(c, d)
 		return
@@ -190,28 +185,27 @@ func (s *Service) listInvoices(c *gin.Context) {
 	writeItems(c, s.log, invs, err)
 }
 
-// queryLimit reads the optional limit parameter, 1..1000 (0: absent).
-func queryLimit(c *gin.Context) (int, *problem.Details) {
+// scopeAndLimit reads a list's tenant scope and its optional limit, 1..1000 (0: absent).
+func scopeAndLimit(c *gin.Context) (*uuid.UUID, int, *problem.Details) {
+	tenant, d := scope(c)
+	if d != nil {
+		return nil, 0, d
+	}
 	v := c.Query("limit")
 	if v == "" {
-		return 0, nil
+		return tenant, 0, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 1000 {
-		return 0, problem.Validation(problem.FieldError{Field: "limit", Reason: "must be 1..1000"})
+		return nil, 0, problem.Validation(problem.FieldError{Field: "limit", Reason: "must be 1..1000"})
 	}
-	return n, nil
+	return tenant, n, nil
 }
 
 // listPeriods lists months with usage or an invoice, open or closed: what finance still has to
 // close, and what is final.
 func (s *Service) listPeriods(c *gin.Context) {
-	tenant, d := scope(c)
-	if d != nil {
-		fail(c, d)
-		return
-	}
-	limit, d := queryLimit(c)
+	tenant, limit, d := scopeAndLimit(c)
 	if d != nil {
 		fail(c, d)
 		return
