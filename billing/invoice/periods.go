@@ -44,21 +44,35 @@ func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error)
 	if _, err := ingest.Flush(ctx, s.pool); err != nil {
 		return nil, err
 	}
-	// Booked months come from the rollups' primary key prefix (tenant_id, booked_period).
+	// Booked months are distinct prefixes (tenant_id, booked_period) of the rollups' primary key,
+	// found by a loose index scan: one index probe per month instead of reading every hourly
+	// row (a year of 100 tenants: 1.75 million rows; docs/benchmarks/billing-periods.md). The
+	// tenant condition is written only when there is one, so the planner sees it as an index bound.
+	tenant := func(alias string) string { return "true" }
+	args := []any{f.Status, f.Limit}
+	if f.Tenant != nil {
+		tenant = func(alias string) string { return alias + ".tenant_id = $3" }
+		args = append(args, *f.Tenant)
+	}
 	rows, err := s.pool.Query(ctx, `
-		WITH booked AS (
-		    SELECT DISTINCT tenant_id, booked_period AS period FROM billing_usage_hourly
-		    WHERE $1::uuid IS NULL OR tenant_id = $1
+		WITH RECURSIVE booked AS (
+		    (SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h WHERE `+tenant("h")+`
+		     ORDER BY h.tenant_id, h.booked_period LIMIT 1)
+		    UNION ALL
+		    SELECT n.tenant_id, n.booked_period FROM booked b CROSS JOIN LATERAL (
+		        SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h
+		        WHERE `+tenant("h")+` AND (h.tenant_id, h.booked_period) > (b.tenant_id, b.booked_period)
+		        ORDER BY h.tenant_id, h.booked_period LIMIT 1) n
 		), closed AS (
-		    SELECT id, tenant_id, period, total_cents, closed_at FROM billing_invoices
-		    WHERE status = 'closed' AND ($1::uuid IS NULL OR tenant_id = $1)
+		    SELECT i.id, i.tenant_id, i.period, i.total_cents, i.closed_at FROM billing_invoices i
+		    WHERE i.status = 'closed' AND `+tenant("i")+`
 		)
-		SELECT coalesce(c.tenant_id, b.tenant_id) AS tenant, coalesce(c.period, b.period) AS month,
+		SELECT coalesce(c.tenant_id, b.tenant_id) AS tenant, coalesce(c.period, b.booked_period) AS month,
 		    c.id, c.total_cents, c.closed_at
-		FROM booked b FULL JOIN closed c ON c.tenant_id = b.tenant_id AND c.period = b.period
-		WHERE $2 = '' OR ($2 = 'closed') = (c.id IS NOT NULL)
+		FROM booked b FULL JOIN closed c ON c.tenant_id = b.tenant_id AND c.period = b.booked_period
+		WHERE $1 = '' OR ($1 = 'closed') = (c.id IS NOT NULL)
 		ORDER BY month DESC, tenant
-		LIMIT $3`, f.Tenant, f.Status, f.Limit)
+		LIMIT $2`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("invoice: list periods: %w", err)
 	}
