@@ -237,6 +237,11 @@ func (s *Service) getInvoice(c *gin.Context) {
 		fail(c, d)
 		return
 	}
+	asCSV, d := wantCSV(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
 	id, err := uuid.Parse(c.Param("id"))
 	if err != nil {
 		fail(c, problem.Validation(problem.FieldError{Field: "id", Reason: "is not a uuid"}))
@@ -249,6 +254,10 @@ func (s *Service) getInvoice(c *gin.Context) {
 	}
 	if err != nil {
 		internal(c, s.log, err)
+		return
+	}
+	if asCSV {
+		s.writeCSV(c, fmt.Sprintf("invoice_%s_%s.csv", inv.Period, inv.ID), func(w io.Writer) error { return invoice.WriteCSV(w, inv) })
 		return
 	}
 	c.JSON(http.StatusOK, inv)
@@ -345,12 +354,9 @@ func (s *Service) gpuHours(c *gin.Context) {
 		return
 	}
 	q := report.Query{From: from, To: to, GroupBy: c.DefaultQuery("group_by", "tier"), Granularity: c.DefaultQuery("granularity", "day")}
-	format := c.Query("format")
-	if format == "" && strings.Contains(c.GetHeader("Accept"), "text/csv") {
-		format = "csv"
-	}
-	if format != "" && format != "csv" && format != "json" {
-		fail(c, problem.Validation(problem.FieldError{Field: "format", Reason: fmt.Sprintf("%q is neither json nor csv", format)}))
+	asCSV, d := wantCSV(c)
+	if d != nil {
+		fail(c, d)
 		return
 	}
 	rep, err := s.reports.GPUHours(c.Request.Context(), q)
@@ -362,15 +368,32 @@ func (s *Service) gpuHours(c *gin.Context) {
 		internal(c, s.log, err)
 		return
 	}
-	if format == "csv" {
+	if asCSV {
 		name := fmt.Sprintf("gpu-hours_%s_%s_%s_%s.csv", q.GroupBy, q.Granularity, from.Format("20060102T15"), to.Format("20060102T15"))
-		c.Header("Content-Type", "text/csv; charset=utf-8")
-		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
-		c.Status(http.StatusOK)
-		if err := report.WriteCSV(c.Writer, rep); err != nil {
-			s.log.WarnContext(c.Request.Context(), "csv report write failed", "err", err)
-		}
+		s.writeCSV(c, name, func(w io.Writer) error { return report.WriteCSV(w, rep) })
 		return
 	}
 	c.JSON(http.StatusOK, rep)
+}
+
+// wantCSV reads the format parameter, or else an Accept naming text/csv.
+func wantCSV(c *gin.Context) (bool, *problem.Details) {
+	format := c.Query("format")
+	if format == "" && strings.Contains(c.GetHeader("Accept"), "text/csv") {
+		format = "csv"
+	}
+	if format != "" && format != "csv" && format != "json" {
+		return false, problem.Validation(problem.FieldError{Field: "format", Reason: fmt.Sprintf("%q is neither json nor csv", format)})
+	}
+	return format == "csv", nil
+}
+
+// writeCSV answers a CSV download named name.
+func (s *Service) writeCSV(c *gin.Context, name string, write func(io.Writer) error) {
+	c.Header("Content-Type", "text/csv; charset=utf-8")
+	c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+	c.Status(http.StatusOK)
+	if err := write(c.Writer); err != nil {
+		s.log.WarnContext(c.Request.Context(), "csv write failed", "path", c.Request.URL.Path, "err", err)
+	}
 }

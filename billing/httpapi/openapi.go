@@ -64,9 +64,12 @@ func OpenAPIPaths() map[string]any {
 			"responses": errs(map[string]any{"200": jsonResp("invoices", obj)}, "400", "401", "403", "404", "500"),
 		}},
 		"/v1/invoices/{id}": map[string]any{"get": map[string]any{
-			"operationId": "getInvoice", "tags": []string{"billing"}, "summary": "An invoice with its line items",
-			"parameters": []any{param("id", "path", "invoice id", true, str)},
-			"responses":  errs(map[string]any{"200": jsonResp("invoice", obj)}, "400", "401", "403", "404", "500"),
+			"operationId": "getInvoice", "tags": []string{"billing"},
+			"summary": "An invoice with its line items; its lines as CSV with Accept: text/csv or format=csv",
+			"parameters": []any{param("id", "path", "invoice id", true, str),
+				param("format", "query", "json (default) or csv", false, enum("json", "csv"))},
+			"responses": errs(map[string]any{"200": map[string]any{"description": "the invoice", "content": map[string]any{
+				"application/json": map[string]any{"schema": obj}, "text/csv": map[string]any{"schema": str}}}}, "400", "401", "403", "404", "500"),
 		}},
 		"/v1/prices": map[string]any{
 			"get": map[string]any{
