@@ -197,6 +197,13 @@ func (c *Client) GetInvoice(ctx context.Context, id string) (Invoice, error) {
 	return do[Invoice](ctx, c, request{op: opGetInvoice, args: []string{id}})
 }
 
+// GetInvoiceCSV returns an invoice's lines as the server's CSV: a header, then one row per line
+// naming the invoice, tenant and period.
+func (c *Client) GetInvoiceCSV(ctx context.Context, id string) ([]byte, error) {
+	var raw []byte
+	return raw, c.call(ctx, request{op: opGetInvoice, args: []string{id}, query: url.Values{"format": {"csv"}}, raw: &raw, accept: "text/csv"})
+}
+
 // Period is a tenant's month with usage or an invoice: open (Ended: it may be closed now) or
 // closed with its invoice.
 type Period struct {

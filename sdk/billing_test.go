@@ -1,6 +1,8 @@
 package sdk_test
 
 import (
+	"bytes"
+	"encoding/csv"
 	"net/http"
 	"reflect"
 	"slices"
@@ -161,6 +163,14 @@ func TestClosePeriodAndInvoices(t *testing.T) {
 	}
 	if _, err := s.fin.ListInvoices(ctx, sdk.InvoiceListOptions{Limit: sdk.MaxInvoices + 1}); err == nil || sdk.IsValidation(err) {
 		t.Fatalf("a limit over the most is the SDK's error, before any request: %v", err)
+	}
+	raw, err := s.a.GetInvoiceCSV(ctx, s.invA.ID)
+	rows, perr := csv.NewReader(bytes.NewReader(raw)).ReadAll()
+	if err != nil || perr != nil || len(rows) != 2 || rows[1][0] != s.invA.ID || rows[1][14] != "375" {
+		t.Fatalf("A's invoice as CSV: %q %v %v", rows, err, perr)
+	}
+	if _, err := s.b.GetInvoiceCSV(ctx, s.invA.ID); !sdk.IsNotFound(err) {
+		t.Fatalf("B reads A's invoice as CSV: %v", err)
 	}
 	_, err = s.fin.GetInvoice(ctx, "nope")
 	apiErr(t, "malformed id", err, http.StatusBadRequest, "")

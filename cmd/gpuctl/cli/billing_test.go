@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/csv"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,11 @@ func TestInvoicesAndPeriodsCommands(t *testing.T) {
 	if got.ID != invB.ID || len(got.Lines) != 1 || got.Lines[0].AmountCents != 125 {
 		t.Fatalf("B's invoice for B %+v", got)
 	}
+	rows, err := csv.NewReader(strings.NewReader(h.ok(b, "invoices", "get", invB.ID, "--format", "csv"))).ReadAll()
+	if err != nil || len(rows) != 2 || rows[0][0] != "invoice_id" || rows[1][0] != invB.ID || rows[1][14] != "125" {
+		t.Fatalf("B's invoice as CSV: %q %v", rows, err)
+	}
+	h.code(cli.ExitUsage, b, "invoices", "get", invB.ID, "--format", "pdf")
 	var y map[string]any
 	if err := yaml.Unmarshal([]byte(h.ok(b, "invoices", "get", invB.ID, "-o", "yaml")), &y); err != nil || y["total"] != "1.25" {
 		t.Fatalf("yaml invoice: %v %+v", err, y)

@@ -73,9 +73,21 @@ func (a *app) invoicesCmd() *cobra.Command {
 		})}
 	list.Flags().StringVar(&o.TenantID, "tenant", "", "only this tenant's (operator, finance)")
 	list.Flags().IntVar(&o.Limit, "limit", 0, fmt.Sprintf("at most this many, 1..%d (default: all, up to %d)", sdk.MaxInvoices, sdk.MaxInvoices))
+	var format string
 	get := &cobra.Command{Use: "get INVOICE_ID", Short: "Show an invoice with its lines", Args: exactArgs(1, "an invoice id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			if err := checkUUID("invoice id", args[0], false); err != nil {
+				return err
+			}
+			if format != "" && format != "csv" {
+				return usagef(fmt.Errorf("--format %q: only csv (or -o table|json|yaml)", format))
+			}
+			if format == "csv" {
+				raw, err := cl.GetInvoiceCSV(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				_, err = a.io.Out.Write(raw)
 				return err
 			}
 			inv, err := cl.GetInvoice(cmd.Context(), args[0])
@@ -84,6 +96,7 @@ func (a *app) invoicesCmd() *cobra.Command {
 			}
 			return printInvoice(a.io.Out, a.output, inv)
 		})}
+	get.Flags().StringVar(&format, "format", "", "csv: the lines as the server's CSV")
 	c.AddCommand(list, get)
 	return c
 }
