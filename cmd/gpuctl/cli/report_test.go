@@ -15,8 +15,8 @@ import (
 
 // TestReportAgainstBillingShape runs "report gpu-hours" against a stand-in for billing's
 // GET /v1/reports/gpu-hours (its answer shape copied from billing/report.Report), checking
-// the query gpuctl sends and each output. It is replaced by a test against billing itself
-// once billing's routes are mounted into the apiserver.
+// the exact query gpuctl sends and each output. TestReportCommand runs it against billing
+// itself, where the query cannot be seen.
 func TestReportAgainstBillingShape(t *testing.T) {
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
