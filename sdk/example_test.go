@@ -33,3 +33,34 @@ func Example() {
 		fmt.Println(i.Name, i.State)
 	}
 }
+
+// Finance's month end: close every ended month that still has open usage, and keep each
+// invoice's lines as CSV.
+func ExampleClient_ClosePeriod() {
+	ctx := context.Background()
+	c, err := sdk.New("https://api.example.com", os.Getenv("GPUCLOUD_API_KEY"))
+	if err != nil {
+		panic(err)
+	}
+	for p, err := range c.Periods(ctx, sdk.PeriodFilter{Status: sdk.PeriodOpen}) {
+		if err != nil {
+			panic(err)
+		}
+		if !p.Ended {
+			continue
+		}
+		inv, err := c.ClosePeriod(ctx, p.TenantID, p.Period)
+		if ae, ok := sdk.AsAPIError(err); ok && ae.Type == "usage-unpriced" {
+			fmt.Println("add a price first:", ae.Detail)
+			continue
+		}
+		if err != nil {
+			panic(err)
+		}
+		lines, err := c.GetInvoiceCSV(ctx, inv.ID)
+		if err != nil {
+			panic(err)
+		}
+		_ = os.WriteFile("invoice-"+inv.ID+".csv", lines, 0o600)
+	}
+}
