@@ -132,6 +132,10 @@ func TestClosePeriodAndInvoices(t *testing.T) {
 	}
 	_, err = s.b.ClosePeriod(ctx, e.B.ID, "2026-03")
 	apiErr(t, "tenant closes", err, http.StatusForbidden, "forbidden")
+	_, err = e.OperatorClient.ClosePeriod(ctx, e.B.ID, "2026-03") // operators read billing; finance runs it
+	apiErr(t, "operator closes", err, http.StatusForbidden, "forbidden")
+	_, err = e.OperatorClient.AddPrice(ctx, sdk.AddPriceRequest{Kind: "gpu", GPUModel: "A100", Tier: "shared", UnitPriceMicros: micros(1), EffectiveFrom: march})
+	apiErr(t, "operator adds a price", err, http.StatusForbidden, "forbidden")
 	s.meter.GPU(t, e.B.ID, "H100", "shared", march.AddDate(0, 1, 3), time.Hour)
 	_, err = s.fin.ClosePeriod(ctx, e.B.ID, "2026-04")
 	if ae := apiErr(t, "unpriced", err, http.StatusConflict, "usage-unpriced"); !strings.Contains(ae.Detail, "shared") {
