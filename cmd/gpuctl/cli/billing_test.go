@@ -123,6 +123,7 @@ func TestInvoicesAndPeriodsCommands(t *testing.T) {
 	if len(list) != 1 || list[0].TenantID != h.e.A.ID || list[0].TotalCents != 375 {
 		t.Fatalf("A's invoices %+v", list)
 	}
+	invA := list[0]
 	h.jsonOf(&list, fin, "invoices", "list")
 	if len(list) != 2 {
 		t.Fatalf("finance's invoices %+v", list)
@@ -147,6 +148,9 @@ func TestInvoicesAndPeriodsCommands(t *testing.T) {
 		t.Fatalf("B's invoice as CSV: %q %v", rows, err)
 	}
 	h.code(cli.ExitUsage, b, "invoices", "get", invB.ID, "--format", "pdf")
+	if out := h.ok(b, "__complete", "invoices", "get", ""); !strings.Contains(out, invB.ID+"\t2026-03 1.25 USD") || strings.Contains(out, invA.ID) {
+		t.Fatalf("completion of B's invoice ids:\n%s", out)
+	}
 	var y map[string]any
 	if err := yaml.Unmarshal([]byte(h.ok(b, "invoices", "get", invB.ID, "-o", "yaml")), &y); err != nil || y["total"] != "1.25" {
 		t.Fatalf("yaml invoice: %v %+v", err, y)

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"iter"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,6 +100,9 @@ func (a *app) invoicesCmd() *cobra.Command {
 		})}
 	get.Flags().StringVar(&format, "format", "", "csv: the lines as the server's CSV")
 	c.AddCommand(list, get)
+	completeArg(c, "INVOICE_ID", completeIDs(a, collected(func(cl *sdk.Client, ctx context.Context) iter.Seq2[sdk.Invoice, error] {
+		return cl.Invoices(ctx, "")
+	}), func(i sdk.Invoice) string { return i.ID }, func(i sdk.Invoice) string { return i.Period + " " + i.Total + " " + i.Currency }))
 	return c
 }
 
