@@ -69,6 +69,17 @@ func startIvshmemServerIn(t *testing.T, dir string, extra ...string) (*gpuserver
 	return s, dir
 }
 
+// tmpfsDir is a new directory in /dev/shm, removed after the test.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "gpucloud-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // waitFree waits until gpuserverd has set the channel up (or reset it after a session).
 func waitFree(t *testing.T, path string, after uint32) uint32 {
 	t.Helper()
@@ -158,7 +169,7 @@ func TestIvshmemRefused(t *testing.T) {
 	stdin.Close()
 }
 
-// One session per channel: a second process in the VM is told the channel is in use.
+// One slot (a 16 MiB channel): a second process in the VM is told all channels are in use.
 func TestIvshmemInUse(t *testing.T) {
 	s, dir := startIvshmemServer(t)
 	path := channelFile(t, dir, "inst-vm4")
@@ -166,7 +177,7 @@ func TestIvshmemInUse(t *testing.T) {
 	_, r, goOn := holdOver(t, s, s.token("vm4", "shared", 1<<30), path)
 	out, _ := s.ivshmemClient(s.token("vm4b", "shared", 1<<30, func(c *sessiontoken.Claims) { c.InstanceID = "inst-vm4" }),
 		path, "probe", "init").CombinedOutput()
-	if !strings.Contains(string(out), "is in use by another process (one session per channel)") || !strings.Contains(string(out), "INIT 100 ") {
+	if !strings.Contains(string(out), "has all 1 channels in use by other processes (one session per channel)") || !strings.Contains(string(out), "INIT 100 ") {
 		t.Fatalf("second claim:\n%s", tail(string(out)))
 	}
 	goOn()
