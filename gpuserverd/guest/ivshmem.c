@@ -88,7 +88,10 @@ static int read_small(const char *path, char *out, size_t cap) {
 }
 
 /* find_device writes the resource2 path of the first ivshmem device (1af4:1110) under
- * $GPUCLOUD_SYSFS (default /sys) into out. */
+ * $GPUCLOUD_SYSFS (default /sys) into out. resource2, not resource2_wc: the kernel maps the first
+ * uncached and the second write-combining (weakly ordered, which the rings do not allow for);
+ * under KVM on Intel the guest's PAT is ignored for this RAM-backed BAR by default, so it is
+ * write-back in effect (gpuserverd/README.md, "Zero-copy in VMs"). */
 static int find_device(char *out, size_t cap) {
     const char *sys = getenv("GPUCLOUD_SYSFS");
     char dir[256], p[640], v[32], d[32];
@@ -159,9 +162,9 @@ static int fail(int fd, void *p, size_t n, const char *fmt, const char *what) {
     return -1;
 }
 
-/* claim_slot claims the first free slot of the region p of n bytes, whose slot 0 header h0 has been
- * checked, and returns its index; -1 with why set when none is free. */
-static int claim_slot(char *p, size_t n, const struct ch_header *h0, const char **why) {
+/* claim_slot claims the first free slot of the region p, whose slot 0 header h0 has been checked,
+ * and returns its index; -1 with why set when none is free. */
+static int claim_slot(char *p, const struct ch_header *h0, const char **why) {
     uint32_t slots = h0->slots;
     size_t size = (size_t)h0->size;
     unsigned busy = 0;
@@ -176,7 +179,6 @@ static int claim_slot(char *p, size_t n, const struct ch_header *h0, const char 
         }
         busy += want == ST_CLAIMED;
     }
-    (void)n;
     static char msg[160];
     if (busy == slots)
         snprintf(msg, sizeof msg, "has all %u channels in use by other processes (one session per channel)", slots);
@@ -213,7 +215,7 @@ int gc_ivshmem_open(const char *spec) {
     if (slots == 0 || slots > CH_MAX_SLOTS || h->index != 0 || h->size < GW_SHM_MIN || h->size * slots != n)
         return fail(fd, p, n, "gpucloud: the ivshmem channel %s %s\n", "header's size differs from the region's");
     const char *why = NULL;
-    int slot = claim_slot(p, n, h, &why);
+    int slot = claim_slot(p, h, &why);
     if (slot < 0) return fail(fd, p, n, "gpucloud: the ivshmem channel %s %s\n", why);
     ch.map = p;
     ch.map_size = n;
