@@ -303,11 +303,11 @@ func TestIvshmemKilledServer(t *testing.T) {
 	lostWithin(t, cmd, r, 4*time.Second)
 }
 
-// Two VMs of two tenants on one host, each on its own channel at the same time: each session is
-// its tenant's alone, and a tenant's token does not open the other's channel.
+// Two VMs of two tenants on one host, each on its own channel (two slots each) at the same time:
+// each session is its tenant's alone, and a tenant's token does not open the other's channel.
 func TestIvshmemTwoTenants(t *testing.T) {
-	s, dir := startIvshmemServer(t)
-	paths := map[string]string{"a": channelFile(t, dir, "inst-a"), "b": channelFile(t, dir, "inst-b")}
+	s, dir := startIvshmemServer(t, "--ivshmem-slots", "2")
+	paths := map[string]string{"a": channelFileOf(t, dir, "inst-a", 32<<20), "b": channelFileOf(t, dir, "inst-b", 32<<20)}
 	for _, p := range paths {
 		waitFree(t, p, 0)
 	}
@@ -336,9 +336,15 @@ func TestIvshmemTwoTenants(t *testing.T) {
 		}
 	}
 	gen := waitFree(t, paths["b"], 1)
+	// While b's own process holds slot 0, a's token is refused in slot 1.
+	_, r, goOn := holdOver(t, s, s.token("b2", "shared", 1<<30, func(c *sessiontoken.Claims) { c.InstanceID = "inst-b" }), paths["b"])
 	out, _ := s.ivshmemClient(s.token("a", "shared", 1<<30), paths["b"], "probe", "init").CombinedOutput()
 	if !strings.Contains(string(out), `session token is for instance "inst-a", not "inst-b"`) {
 		t.Fatalf("tenant a through b's channel:\n%s", tail(string(out)))
+	}
+	goOn()
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("b's process beside the refused one: %q", line)
 	}
 	waitFree(t, paths["b"], gen)
 }
