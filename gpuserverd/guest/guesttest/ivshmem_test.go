@@ -39,19 +39,10 @@ func channelFileOf(t *testing.T, dir, instance string, size int64) string {
 	return path
 }
 
-// channelState reads the channel header's state and generation from the file.
+// channelState reads the channel's first slot header's state and generation from the file.
 func channelState(t *testing.T, path string) (state, gen uint32) {
 	t.Helper()
-	b := make([]byte, 32)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.ReadAt(b, ivshmem.HeaderOff); err != nil {
-		t.Fatal(err)
-	}
-	return binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[24:])
+	return slotState(t, path, 0, 0)
 }
 
 // startIvshmemServer starts gpuserverd serving channel files in a new directory.
