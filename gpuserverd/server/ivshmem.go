@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,38 +141,46 @@ func (s *Server) serveChannel(ctx context.Context, path, instance string) error 
 			}
 		}
 	}()
+	// One poller for the idle slots (every claimPoll, however many slots), one goroutine per
+	// claim. A claim ends when its worker does (the guest let the slot go, or its heartbeat stood
+	// still: a killed process), or when its hello is refused; the slot is then reset for the next
+	// claim, so no claim outlives its process.
 	var wg sync.WaitGroup
-	for _, sl := range slots {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.serveSlot(ctx, sl, instance, log.With("slot", sl.Index))
-		}()
-	}
-	wg.Wait()
-	return nil
-}
-
-// serveSlot serves one slot's claims, one at a time, until ctx ends. A claim ends when its worker
-// does (the guest let the slot go, or its heartbeat stood still: a killed process), or when its
-// hello is refused; the slot is then reset for the next claim, so no claim outlives its process.
-func (s *Server) serveSlot(ctx context.Context, sl *ivshmem.Channel, instance string, log *slog.Logger) {
-	defer sl.Reset() // a guest still holding it learns that its session has ended
+	defer func() {
+		wg.Wait()
+		for _, sl := range slots {
+			sl.Reset() // a guest still holding it learns that its session has ended
+		}
+	}()
+	busy := make([]atomic.Bool, len(slots))
 	t := time.NewTicker(claimPoll)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
-		switch sl.State() {
-		case ivshmem.StateFree:
-			continue
-		case ivshmem.StateClaimed:
-			s.serveClaim(ctx, sl, instance, log)
+		for i, sl := range slots {
+			if busy[i].Load() {
+				continue
+			}
+			switch sl.State() {
+			case ivshmem.StateFree:
+				continue
+			case ivshmem.StateClaimed:
+				busy[i].Store(true)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.serveClaim(ctx, sl, instance, log.With("slot", sl.Index))
+					sl.Reset()
+					busy[i].Store(false)
+				}()
+			default: // let go, or a state the guest wrote that means nothing
+				sl.Reset()
+			}
 		}
-		sl.Reset()
 	}
 }
 
