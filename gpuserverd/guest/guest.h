@@ -96,6 +96,9 @@ int gc_ivshmem_open(const char *spec);
 /* After an accepted hello: the region's data bytes become the arena. */
 int gc_ivshmem_adopt(void);
 int gc_ivshmem_on(void);
+/* The channel's mapping behaves as uncached (a VM whose PAT the hypervisor honours): registered
+ * ranges are not moved into it, where the program's own use of them would be slowed. */
+int gc_ivshmem_uncached(void);
 void gc_ivshmem_release(void); /* lets the channel go (a refused session) */
 extern int gc_ring_on; /* frames go through the arena's rings, not the socket */
 int gc_ring_write(const void *p, size_t n);

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"gpucloud/gpuserverd/ivshmem"
 	"gpucloud/internal/sessiontoken"
 )
 
@@ -49,15 +50,25 @@ func TestHostRegisterIvshmem(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reg_test over ivshmem:%s: %v\n%s", path, err, tail(string(out)))
 	}
-	if !strings.Contains(string(out), "slot 1 of 2, 33554432 bytes") {
-		t.Fatalf("not in slot 1 (slot 0 is held):\n%s", tail(string(out)))
+	if !strings.Contains(string(out), "slot 1 of 2, 33554432 bytes") || !strings.Contains(string(out), "ivshmem mapping: cached") {
+		t.Fatalf("not in slot 1 (slot 0 is held), or the mapping not found cached:\n%s", tail(string(out)))
 	}
 	checkRegTrace(t, string(out))
+	// Where the VM's mapping of the BAR is uncached (its PAT honoured: AMD hosts), pages are not
+	// moved into it: every registration is staged, as without an arena, and says why.
+	waitFor(t, "slot 1 free", func() bool { st, _ := slotState(t, path, 1, 32<<20); return st == ivshmem.StateFree })
+	cmd := s.ivshmemClient(s.token("reg", "shared", 1<<30), path, "reg_test", "tcp")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_IVSHMEM_CACHING=uc")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "reg_test: ok") || strings.Contains(string(out), ": zero-copy ") ||
+		!strings.Contains(string(out), "staged (the ivshmem mapping is uncached in this VM") {
+		t.Fatalf("reg_test over an uncached mapping: %v\n%s", err, tail(string(out)))
+	}
 	goOn() // the other slot's process, its memory untouched by the registrations in this one
 	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
 		t.Fatalf("slot 0's process after slot 1's registrations: %q", line)
 	}
-	waitFor(t, "two usage records", func() bool { return len(s.usage()) == 2 })
+	waitFor(t, "three usage records", func() bool { return len(s.usage()) == 3 })
 }
 
 // checkRegTrace checks reg_test's output over an arena against the library's trace. With
