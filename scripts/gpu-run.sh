@@ -48,7 +48,9 @@
 #                   channel file in /dev/shm served by gpuserverd --ivshmem-dir {IVDIR}, the guest
 #                   library mapping it (GPUCLOUD_ENDPOINT=ivshmem:FILE) as a VM maps the device's
 #                   BAR; polling doorbells instead of futexes (table in $OUT/table-ivshmem.md)
-#   IVSHMEM_MIB     that channel's size (default 512; a power of two)
+#   IVSHMEM_MIB     that channel's size (default 2048, a power of two: gpuserverd splits it into 4
+#                   slots of 512 MiB, one per process; gpubench's 256 MiB pinned rows fit in one,
+#                   and its registered rows are zero-copy there too)
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 
@@ -214,11 +216,11 @@ start_server() {
 # disk file's. gpuserverd serves it from its start.
 IVDIR=$(mktemp -d /dev/shm/gpurun-ivshmem.XXXXXX)
 CHANNEL=$IVDIR/gpucloud-instance-gputest
-install -m 600 /dev/null "$CHANNEL" && truncate -s "${IVSHMEM_MIB:-512}M" "$CHANNEL"
+install -m 600 /dev/null "$CHANNEL" && truncate -s "${IVSHMEM_MIB:-2048}M" "$CHANNEL"
 trap 'rm -rf "$IVDIR"' EXIT
 
-# wait_channel waits (up to 10 s) until gpuserverd has the channel free for a claim (header
-# state word, gpuserverd/ivshmem).
+# wait_channel waits (up to 10 s) until gpuserverd has the channel's first slot free for a claim
+# (its header's state word, gpuserverd/ivshmem).
 wait_channel() {
 	for _ in $(seq 100); do
 		[[ $(od -An -tu4 -j 4108 -N4 "$CHANNEL" | tr -d ' ') == 1 ]] && return 0

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"gpucloud/gpuserverd/ivshmem"
 	"gpucloud/gpuserverd/server"
 	"gpucloud/gpuserverd/wire"
 	"gpucloud/gpuserverd/worker"
@@ -55,6 +56,7 @@ type settings struct {
 	config, id, listen, listenUnix, ivshmemDir, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
 	usageEvery, hbMax, checkpoint, ivshmemTimeout                                                          time.Duration
 	shmSessionMiB, shmTotalMiB                                                                             uint64
+	ivshmemSlots                                                                                           int
 }
 
 // env returns the environment variable's value, or def.
@@ -74,6 +76,7 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.listen, "listen", env("GPUSERVERD_LISTEN", ":7070"), "address guest libraries connect to ($GPUSERVERD_LISTEN)")
 	fs.StringVar(&s.listenUnix, "listen-unix", env("GPUSERVERD_LISTEN_UNIX", ""), "Unix socket path for guests on this host, which may then use shared memory (optional) ($GPUSERVERD_LISTEN_UNIX)")
 	fs.StringVar(&s.ivshmemDir, "ivshmem-dir", env("GPUSERVERD_IVSHMEM_DIR", ""), "directory of VMs' ivshmem channel files (gpucloud-<instance>, created by hostd; libvirt's is /dev/shm) to serve (optional) ($GPUSERVERD_IVSHMEM_DIR)")
+	fs.IntVar(&s.ivshmemSlots, "ivshmem-slots", 0, "sessions at once per VM channel: the channel is split into this many slots (0: one per 64 MiB, at most 4; lowered to a power of two leaving each slot 16 MiB or more)")
 	fs.DurationVar(&s.ivshmemTimeout, "ivshmem-peer-timeout", 0, "how long a VM guest's heartbeat may stand still before its session ends (0: 5s)")
 	fs.StringVar(&s.admin, "admin", env("GPUSERVERD_ADMIN", "127.0.0.1:7071"), "HTTP address for /usage, /metrics and /healthz ($GPUSERVERD_ADMIN)")
 	fs.StringVar(&s.pubKey, "public-key", env("GPUSERVERD_PUBLIC_KEY", ""), "the apiserver's Ed25519 session-token public key, base64; learnt from --apiserver when unset ($GPUSERVERD_PUBLIC_KEY)")
@@ -143,12 +146,15 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err := checkShmLimits(st.shmSessionMiB, st.shmTotalMiB); err != nil {
 		return err
 	}
+	if st.ivshmemSlots < 0 || st.ivshmemSlots > ivshmem.MaxSlots {
+		return fmt.Errorf("--ivshmem-slots %d: want 0 (by the channel's size) to %d", st.ivshmemSlots, ivshmem.MaxSlots)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding own binary for workers: %w", err)
 	}
 	s, err := server.New(server.Config{
-		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, IvshmemDir: st.ivshmemDir, IvshmemPeerTimeout: st.ivshmemTimeout, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
+		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, IvshmemDir: st.ivshmemDir, IvshmemPeerTimeout: st.ivshmemTimeout, IvshmemSlots: st.ivshmemSlots, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
 		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
 		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
 	}, b)

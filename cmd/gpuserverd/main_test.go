@@ -22,6 +22,8 @@ func TestFlagsAreChecked(t *testing.T) {
 		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--shm-session-mib", "20000"}, "--shm-session-mib 20000: want 16 to 16384"},
 		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--shm-total-mib", "1"}, "--shm-total-mib 1: below the smallest arena"},
 		{[]string{"--shm-total-mib", "-1"}, "invalid value"},
+		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--ivshmem-slots", "65"}, "--ivshmem-slots 65: want 0 (by the channel's size) to 64"},
+		{[]string{"--id", "gs1", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", "--backend", "simulated", "--ivshmem-slots", "-1"}, "--ivshmem-slots -1: want 0"},
 	}
 	for _, tc := range cases {
 		err := run(context.Background(), tc.args, slog.Default())

@@ -74,7 +74,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
 	fs.StringVar(&o.ivshmemServer, "ivshmem-gpu-server", env("HOSTD_IVSHMEM_GPU_SERVER", ""), "id of the gpuserverd on this host: its GPU instances get an ivshmem channel file it serves (gpuserverd --ivshmem-dir); empty: none ($HOSTD_IVSHMEM_GPU_SERVER)")
 	fs.StringVar(&o.ivshmemDir, "ivshmem-dir", env("HOSTD_IVSHMEM_DIR", "/dev/shm"), "where channel files go; libvirt has QEMU open them in /dev/shm ($HOSTD_IVSHMEM_DIR)")
-	fs.IntVar(&o.ivshmemMiB, "ivshmem-mib", 256, "size of each channel: a power of two, 16 to 16384")
+	fs.IntVar(&o.ivshmemMiB, "ivshmem-mib", 256, "size of each channel: a power of two, 16 to 16384 (gpuserverd splits it into slots, one per process of the VM: by default one per 64 MiB, at most 4)")
 	fs.IntVar(&o.ivshmemGID, "ivshmem-gid", -1, "group of the channel files, mode 0660 (the group QEMU and gpuserverd share); -1: mode 0600, owner only")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs

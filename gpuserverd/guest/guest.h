@@ -8,6 +8,7 @@
 #include "wire_gen.h"
 #include "include/gpucloud_private.h"
 #include <pthread.h>
+#include <sys/types.h>
 
 #define EXPORT __attribute__((visibility("default")))
 /* Exports name as another name for target (same signature). */
@@ -87,12 +88,17 @@ CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, ch
 int gc_open_shm(void);
 int gc_shm_on(void);
 int gc_shm_attach(char *base, size_t size);
+/* Registered ranges map arena blocks from fd, the arena starting at file offset off (not closed). */
+void gc_shm_map_from(int fd, off_t off);
 /* A VM's ivshmem region (ivshmem.c): claims the channel at spec ("auto" or a path) and starts the
  * rings over it; returns a descriptor standing for the connection, or -1 after saying why. */
 int gc_ivshmem_open(const char *spec);
 /* After an accepted hello: the region's data bytes become the arena. */
 int gc_ivshmem_adopt(void);
 int gc_ivshmem_on(void);
+/* The channel's mapping behaves as uncached (a VM whose PAT the hypervisor honours): registered
+ * ranges are not moved into it, where the program's own use of them would be slowed. */
+int gc_ivshmem_uncached(void);
 void gc_ivshmem_release(void); /* lets the channel go (a refused session) */
 extern int gc_ring_on; /* frames go through the arena's rings, not the socket */
 int gc_ring_write(const void *p, size_t n);

@@ -91,7 +91,8 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     const char *why = "no shared arena";
     if (gc_shm_on()) {
         why = "no whole page in the range";
-        if (hi > lo && (why = gc_shm_adopt(lo, (size_t)(hi - lo), &r.off, &r.held)) == NULL) {
+        if (gc_ivshmem_uncached()) why = "the ivshmem mapping is uncached in this VM: the program's own use of the pages would slow down";
+        else if (hi > lo && (why = gc_shm_adopt(lo, (size_t)(hi - lo), &r.off, &r.held)) == NULL) {
             r.zc = lo;
             r.zc_n = (size_t)(hi - lo);
         }

@@ -37,7 +37,8 @@ static struct {
     pthread_mutex_t mu;
     struct block *blocks;
     size_t nblocks, cblocks;
-    int fd; /* the arena's descriptor, kept to map its blocks over registered ranges */
+    int fd;         /* the arena's descriptor, kept to map its blocks over registered ranges */
+    off_t fd_off;   /* where the arena starts in it (a slot of an ivshmem channel) */
 } shm = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 int gc_shm_on(void) { return shm.base != NULL; }
@@ -134,9 +135,14 @@ int gc_open_shm(void) {
         close(fd);
         return 0;
     }
-    shm.fd = fd; /* registered ranges map arena blocks from it */
+    gc_shm_map_from(fd, 0); /* registered ranges map arena blocks from it */
     gc_rings_start(p, NULL); /* from here on, every frame goes through the rings */
     return 1;
+}
+
+void gc_shm_map_from(int fd, off_t off) {
+    shm.fd = fd;
+    shm.fd_off = off;
 }
 
 /* gc_shm_attach lays the staging chunks and the pinned heap over a mapped arena of size bytes (a
@@ -409,7 +415,7 @@ const char *gc_shm_adopt(char *va, size_t len, uint64_t *off, int *held) {
     if (!blk) return "the arena is full";
     int hold = gc_hold_writes(va, len, 0);
     pcopy(blk, va, len);
-    if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, shm.fd, blk - shm.base) == MAP_FAILED) {
+    if (mmap(va, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_POPULATE, shm.fd, shm.fd_off + (blk - shm.base)) == MAP_FAILED) {
         /* The kernel refuses before unmapping the old pages, except when out of memory midway:
          * then put private pages back with the contents. */
         gc_release_writes(hold);

@@ -1,13 +1,17 @@
 // Package ivshmem is a VM's channel to gpuserverd: a file on the host (/dev/shm/gpucloud-<instance>)
 // that QEMU maps into the VM as an ivshmem-plain PCI device (BAR 2) and gpuserverd maps here. The
-// region is laid out as a shared arena (wire spec, shm_ctl: the two frame rings, then staging
-// chunks and the guest's pinned heap) with a channel header in the control area, at HeaderOff:
+// region is split into N equal slots (N a power of two, each at least wire.ShmMin bytes), each an
+// independent channel serving one guest process at a time: slot i is [i*size, (i+1)*size), laid out
+// as a shared arena (wire spec, shm_ctl: the two frame rings, then staging chunks and the guest's
+// pinned heap) with a slot header in its control area, at HeaderOff from the slot's start:
 //
 //	+0   u64 magic "GCIVSHM1"   written last when the header is valid
-//	+8   u32 version
+//	+8   u32 version (2)
 //	+12  u32 state              StateUnserved .. StateResetting
-//	+16  u64 size               the region's bytes
+//	+16  u64 size               the slot's bytes
 //	+24  u32 generation         bumped at every reset
+//	+28  u32 slots              N, the same in every slot
+//	+32  u32 index              this slot's number, 0..N-1
 //	+64  u64 server heartbeat   gpuserverd adds 1 every BeatPeriod
 //	+128 u64 client heartbeat   the guest library adds 1 every BeatPeriod while it holds a claim
 //
@@ -36,7 +40,13 @@ import (
 const (
 	HeaderOff = 4096
 	Magic     = 0x314d485356494347 // "GCIVSHM1", little endian
-	Version   = 1
+	Version   = 2
+	// MaxSlots bounds a region's slots (a VM's processes with a session at once).
+	MaxSlots = 64
+	// slotAuto is the slot size SlotCount aims at when not told: a 256 MiB region (hostd's default)
+	// is 4 slots, each with room for a 45 MiB pinned heap.
+	slotAuto     = 64 << 20
+	autoMaxSlots = 4
 	// FilePrefix starts every channel file's name; the rest is the instance id. libvirt places an
 	// ivshmem-plain device's backing file at /dev/shm/<shmem name> and refuses a name with '/'.
 	FilePrefix = "gpucloud-"
@@ -61,11 +71,27 @@ func InstanceOf(name string) (string, bool) {
 	return id, ok && id != "" && !strings.ContainsAny(id, "/.")
 }
 
-// Channel is a mapped channel file.
+// Channel is a mapped channel file, or one slot of it (Slots, AdoptSlot): Mem is the slot's
+// bytes, and Index and Count say which of how many it is.
 type Channel struct {
-	Path string
-	File *os.File
-	Mem  []byte
+	Path         string
+	File         *os.File
+	Mem          []byte
+	Index, Count int
+	view         bool // a slot of a mapping that Close of the whole unmaps
+}
+
+// SlotCount is how many slots a region of size bytes is split into: want (0: one per 64 MiB, at
+// most 4), lowered to a power of two that leaves every slot at least wire.ShmMin bytes.
+func SlotCount(size int64, want int) int {
+	if want <= 0 {
+		want = int(min(size/slotAuto, autoMaxSlots))
+	}
+	n := 1
+	for n*2 <= min(want, MaxSlots) && size/int64(n*2) >= wire.ShmMin {
+		n *= 2
+	}
+	return n
 }
 
 // CheckFile says why the file at fi cannot be a channel: not a regular file, a size outside
@@ -111,11 +137,62 @@ func Adopt(f *os.File) (*Channel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ivshmem: mapping %s: %w", f.Name(), err)
 	}
-	return &Channel{Path: f.Name(), File: f, Mem: mem}, nil
+	return &Channel{Path: f.Name(), File: f, Mem: mem, Count: 1}, nil
 }
 
-// Close unmaps the region and closes the file.
+// AdoptSlot maps slot index of count from an open channel file: a worker maps (and registers
+// with the driver) only the slot its session runs in.
+func AdoptSlot(f *os.File, index, count int) (*Channel, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("ivshmem: %w", err)
+	}
+	if err := CheckFile(fi); err != nil {
+		return nil, fmt.Errorf("ivshmem: channel %s: %w", f.Name(), err)
+	}
+	if count < 1 || count > MaxSlots || index < 0 || index >= count || SlotCount(fi.Size(), count) != count {
+		return nil, fmt.Errorf("ivshmem: channel %s of %d bytes has no slot %d of %d", f.Name(), fi.Size(), index, count)
+	}
+	size := fi.Size() / int64(count)
+	mem, err := unix.Mmap(int(f.Fd()), int64(index)*size, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("ivshmem: mapping slot %d of %s: %w", index, f.Name(), err)
+	}
+	return &Channel{Path: f.Name(), File: f, Mem: mem, Index: index, Count: count}, nil
+}
+
+// Slots splits a mapped region into n slots (n from SlotCount), views sharing its mapping and file.
+func (c *Channel) Slots(n int) []*Channel {
+	size := len(c.Mem) / n
+	out := make([]*Channel, n)
+	for i := range out {
+		out[i] = &Channel{Path: c.Path, File: c.File, Mem: c.Mem[i*size : (i+1)*size : (i+1)*size], Index: i, Count: n, view: true}
+	}
+	return out
+}
+
+// Retire ends the sessions of the layout a region had before (a restarted gpuserverd may split
+// it differently): every slot header the old layout names is marked resetting with a new
+// generation, so a guest still holding one sees its session end rather than a rewritten region.
+func (c *Channel) Retire() {
+	if len(c.Mem) < HeaderOff+192 {
+		return
+	}
+	h := rawHeader(c.Mem)
+	if h.Magic != Magic || h.Slots == 0 || h.Slots > MaxSlots || h.Size*uint64(h.Slots) != uint64(len(c.Mem)) {
+		return // no layout, or one that cannot have been ours
+	}
+	for _, s := range c.Slots(int(h.Slots)) {
+		atomic.StoreUint32(s.u32(12), StateResetting)
+		atomic.AddUint32(s.u32(24), 1)
+	}
+}
+
+// Close unmaps the region and closes the file (a slot view: nothing, its region's Close does).
 func (c *Channel) Close() error {
+	if c.view {
+		return nil
+	}
 	err := unix.Munmap(c.Mem)
 	return errors.Join(err, c.File.Close())
 }
@@ -147,6 +224,8 @@ func (c *Channel) Reset() {
 	}
 	atomic.StoreUint32(c.u32(8), Version)
 	atomic.StoreUint64(c.u64(16), uint64(len(c.Mem)))
+	atomic.StoreUint32(c.u32(28), uint32(max(c.Count, 1)))
+	atomic.StoreUint32(c.u32(32), uint32(c.Index))
 	atomic.AddUint32(c.u32(24), 1)
 	atomic.StoreUint64(c.u64(128), 0)
 	atomic.StoreUint64(c.u64(0), Magic)
@@ -160,23 +239,17 @@ type Header struct {
 	State      uint32
 	Size       uint64
 	Generation uint32
+	Slots      uint32
+	Index      uint32
 }
 
-// ParseHeader reads and checks the channel header at the start of mem (the region's first
-// HeaderOff+192 bytes at least), as the guest library does before it claims a channel.
+// ParseHeader reads and checks the slot header at the start of mem (one slot's bytes), as the
+// guest library does before it claims a slot.
 func ParseHeader(mem []byte) (Header, error) {
-	var h Header
 	if len(mem) < HeaderOff+192 {
-		return h, fmt.Errorf("ivshmem: region of %d bytes is too small for a channel header", len(mem))
+		return Header{}, fmt.Errorf("ivshmem: region of %d bytes is too small for a channel header", len(mem))
 	}
-	le := func(off, n int) uint64 {
-		var v uint64
-		for i := n - 1; i >= 0; i-- {
-			v = v<<8 | uint64(mem[HeaderOff+off+i])
-		}
-		return v
-	}
-	h = Header{Magic: le(0, 8), Version: uint32(le(8, 4)), State: uint32(le(12, 4)), Size: le(16, 8), Generation: uint32(le(24, 4))}
+	h := rawHeader(mem)
 	switch {
 	case h.Magic != Magic:
 		return h, fmt.Errorf("ivshmem: no channel header (magic %#x): gpuserverd does not serve this region", h.Magic)
@@ -184,8 +257,23 @@ func ParseHeader(mem []byte) (Header, error) {
 		return h, fmt.Errorf("ivshmem: channel header version %d, want %d", h.Version, Version)
 	case h.Size != uint64(len(mem)):
 		return h, fmt.Errorf("ivshmem: channel header says %d bytes, the region has %d", h.Size, len(mem))
+	case h.Slots == 0 || h.Slots > MaxSlots || h.Index >= h.Slots:
+		return h, fmt.Errorf("ivshmem: channel header names slot %d of %d (at most %d)", h.Index, h.Slots, MaxSlots)
 	case h.State > StateResetting:
 		return h, fmt.Errorf("ivshmem: channel state %d unknown", h.State)
 	}
 	return h, nil
+}
+
+// rawHeader reads the header fields at HeaderOff of mem (at least HeaderOff+192 bytes), unchecked.
+func rawHeader(mem []byte) Header {
+	le := func(off, n int) uint64 {
+		var v uint64
+		for i := n - 1; i >= 0; i-- {
+			v = v<<8 | uint64(mem[HeaderOff+off+i])
+		}
+		return v
+	}
+	return Header{Magic: le(0, 8), Version: uint32(le(8, 4)), State: uint32(le(12, 4)), Size: le(16, 8),
+		Generation: uint32(le(24, 4)), Slots: uint32(le(28, 4)), Index: uint32(le(32, 4))}
 }

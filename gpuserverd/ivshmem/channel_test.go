@@ -85,14 +85,79 @@ func FuzzParseHeader(f *testing.F) {
 	binary.LittleEndian.PutUint64(good[HeaderOff:], Magic)
 	binary.LittleEndian.PutUint32(good[HeaderOff+8:], Version)
 	binary.LittleEndian.PutUint64(good[HeaderOff+16:], uint64(len(good)))
+	binary.LittleEndian.PutUint32(good[HeaderOff+28:], 4) // slot 2 of 4
+	binary.LittleEndian.PutUint32(good[HeaderOff+32:], 2)
 	f.Add(good[HeaderOff:])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, hdr []byte) {
 		mem := make([]byte, HeaderOff+len(hdr))
 		copy(mem[HeaderOff:], hdr)
 		h, err := ParseHeader(mem)
-		if err == nil && (h.Magic != Magic || h.Version != Version || h.Size != uint64(len(mem)) || h.State > StateResetting) {
+		if err == nil && (h.Magic != Magic || h.Version != Version || h.Size != uint64(len(mem)) || h.State > StateResetting ||
+			h.Slots == 0 || h.Slots > MaxSlots || h.Index >= h.Slots) {
 			t.Fatalf("accepted %+v for %d bytes", h, len(mem))
 		}
 	})
+}
+
+func TestSlotCount(t *testing.T) {
+	for _, tc := range []struct {
+		size      int64
+		want, got int
+	}{
+		{16 << 20, 0, 1}, {64 << 20, 0, 1}, {128 << 20, 0, 2}, {256 << 20, 0, 4}, {1 << 30, 0, 4},
+		{64 << 20, 4, 4}, {64 << 20, 8, 4}, // no slot under 16 MiB
+		{256 << 20, 3, 2}, {256 << 20, 1, 1}, {16 << 30, 1000, MaxSlots},
+	} {
+		if n := SlotCount(tc.size, tc.want); n != tc.got {
+			t.Errorf("SlotCount(%d MiB, %d) = %d, want %d", tc.size>>20, tc.want, n, tc.got)
+		}
+	}
+}
+
+// Each slot gets a header of its own that names it; a worker maps its slot alone.
+func TestSlots(t *testing.T) {
+	path := newFile(t, 64<<20, 0o600)
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	slots := c.Slots(4)
+	for _, s := range slots {
+		s.Reset()
+	}
+	for i, s := range slots {
+		h, err := ParseHeader(s.Mem)
+		if err != nil || h.Index != uint32(i) || h.Slots != 4 || h.Size != 16<<20 || h.State != StateFree {
+			t.Fatalf("slot %d: %+v %v", i, h, err)
+		}
+	}
+	if _, err := ParseHeader(c.Mem); err == nil {
+		t.Fatal("the whole region parsed as one slot")
+	}
+	f, _ := os.OpenFile(path, os.O_RDWR, 0)
+	w, err := AdoptSlot(f, 2, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if h, err := ParseHeader(w.Mem); err != nil || h.Index != 2 || len(w.Mem) != 16<<20 {
+		t.Fatalf("adopted slot: %+v %v (%d bytes)", h, err, len(w.Mem))
+	}
+	w.Mem[100] = 7 // the same bytes as the server's view of slot 2
+	if slots[2].Mem[100] != 7 || slots[1].Mem[100] != 0 {
+		t.Fatal("the adopted slot is not slot 2 of the file")
+	}
+	for _, bad := range [][2]int{{4, 4}, {-1, 4}, {0, 8}, {0, 3}, {0, 0}} {
+		if _, err := AdoptSlot(f, bad[0], bad[1]); err == nil || !strings.Contains(err.Error(), "has no slot") {
+			t.Errorf("slot %d of %d: %v", bad[0], bad[1], err)
+		}
+	}
+	// A new layout retires the old one's slots: their guests see a new generation.
+	gen := slots[3].Generation()
+	c.Retire()
+	if slots[3].State() != StateResetting || slots[3].Generation() == gen {
+		t.Fatalf("after Retire: state %d generation %d", slots[3].State(), slots[3].Generation())
+	}
 }

@@ -18,9 +18,11 @@ import (
 // CUDA_ERROR_DEVICE_UNAVAILABLE: what a refused second session on a dedicated GPU gets.
 const errDeviceUnavailable backend.Result = 46
 
-// gpuUse counts the sessions on one GPU, by tier.
+// gpuUse counts the sessions on one GPU, by tier; a dedicated GPU's sessions are all of one
+// instance.
 type gpuUse struct {
 	dedicated bool
+	instance  string
 	sessions  int
 }
 
@@ -179,7 +181,9 @@ func (s *Server) ordinals(uuids []string) ([]int, error) {
 	return out, nil
 }
 
-// admit applies the tiers: a dedicated session takes its GPUs whole; shared sessions share.
+// admit applies the tiers: a dedicated session takes its GPUs whole, for its instance (several
+// processes in that VM, each a session through its own ivshmem slot or connection, share them as
+// they would a GPU passed through); shared sessions share.
 func (s *Server) admit(c sessiontoken.Claims) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -188,7 +192,8 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 		if use == nil || use.sessions == 0 {
 			continue
 		}
-		if use.dedicated || c.Tier == sessiontoken.TierDedicated {
+		sameOwner := use.dedicated && c.Tier == sessiontoken.TierDedicated && c.InstanceID != "" && use.instance == c.InstanceID
+		if (use.dedicated || c.Tier == sessiontoken.TierDedicated) && !sameOwner {
 			return &refusal{errDeviceUnavailable, "busy",
 				fmt.Sprintf("GPU %s is in use by another session and tier %s cannot share it", u, c.Tier)}
 		}
@@ -200,7 +205,7 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 			s.gpus[u] = use
 		}
 		use.sessions++
-		use.dedicated = c.Tier == sessiontoken.TierDedicated
+		use.dedicated, use.instance = c.Tier == sessiontoken.TierDedicated, c.InstanceID
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,8 +24,8 @@ import (
 // /dev/shm/gpucloud-<instance> (mode 0660) before the domain starts and removes it when the
 // instance goes; QEMU maps it into that VM alone. gpuserverd finds the files by scanning
 // IvshmemDir, so it needs no word from hostd and a restart finds them again. Each channel is
-// served by its own goroutine: one session at a time, claimed by the guest, whose hello (token
-// and all) comes through the region; the token must name the channel's instance, so a VM cannot
+// split into slots, each served by its own goroutine: one session per slot at a time, claimed by
+// a guest process, whose hello (token and all) comes through the slot; the token must name the channel's instance, so a VM cannot
 // use another instance's session token (nor reach another VM's file, which is not mapped into it).
 
 // channelScan is how often IvshmemDir is looked at for new and removed channel files;
@@ -106,7 +107,9 @@ func (s *Server) watchChannels(ctx context.Context, dir string) {
 	}
 }
 
-// serveChannel sets up one channel file and serves its claims until ctx ends.
+// serveChannel sets up one channel file, split into slots (ivshmem.SlotCount), and serves every
+// slot's claims until ctx ends: each slot is a channel of its own, so several processes in the VM
+// have sessions at once.
 func (s *Server) serveChannel(ctx context.Context, path, instance string) error {
 	ch, err := ivshmem.Open(path)
 	if err != nil {
@@ -114,17 +117,23 @@ func (s *Server) serveChannel(ctx context.Context, path, instance string) error 
 	}
 	defer ch.Close()
 	log := s.log.With("channel", path, "instance", instance)
-	ch.Reset()
-	log.Info("ivshmem channel ready", "bytes", len(ch.Mem), "generation", ch.Generation())
+	ch.Retire() // a guest of an earlier layout (a restarted gpuserverd) sees its session end
+	slots := ch.Slots(ivshmem.SlotCount(int64(len(ch.Mem)), s.cfg.IvshmemSlots))
+	for _, sl := range slots {
+		sl.Reset()
+	}
+	log.Info("ivshmem channel ready", "bytes", len(ch.Mem), "slots", len(slots))
 	stopBeat, beatDone := make(chan struct{}), make(chan struct{})
 	defer func() { close(stopBeat); <-beatDone }() // before the region is unmapped
-	// The guest's proof that gpuserverd is there, for as long as it serves the file.
+	// The guests' proof that gpuserverd is there, for as long as it serves the file.
 	go func() {
 		defer close(beatDone)
 		t := time.NewTicker(ivshmem.BeatPeriod)
 		defer t.Stop()
 		for {
-			ch.Beat()
+			for _, sl := range slots {
+				sl.Beat()
+			}
 			select {
 			case <-stopBeat:
 				return
@@ -132,7 +141,18 @@ func (s *Server) serveChannel(ctx context.Context, path, instance string) error 
 			}
 		}
 	}()
-	defer ch.Reset() // a guest still holding it learns that its session has ended
+	// One poller for the idle slots (every claimPoll, however many slots), one goroutine per
+	// claim. A claim ends when its worker does (the guest let the slot go, or its heartbeat stood
+	// still: a killed process), or when its hello is refused; the slot is then reset for the next
+	// claim, so no claim outlives its process.
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		for _, sl := range slots {
+			sl.Reset() // a guest still holding it learns that its session has ended
+		}
+	}()
+	busy := make([]atomic.Bool, len(slots))
 	t := time.NewTicker(claimPoll)
 	defer t.Stop()
 	for {
@@ -141,13 +161,26 @@ func (s *Server) serveChannel(ctx context.Context, path, instance string) error 
 			return nil
 		case <-t.C:
 		}
-		switch ch.State() {
-		case ivshmem.StateFree:
-			continue
-		case ivshmem.StateClaimed:
-			s.serveClaim(ctx, ch, instance, log)
+		for i, sl := range slots {
+			if busy[i].Load() {
+				continue
+			}
+			switch sl.State() {
+			case ivshmem.StateFree:
+				continue
+			case ivshmem.StateClaimed:
+				busy[i].Store(true)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.serveClaim(ctx, sl, instance, log.With("slot", sl.Index))
+					sl.Reset()
+					busy[i].Store(false)
+				}()
+			default: // let go, or a state the guest wrote that means nothing
+				sl.Reset()
+			}
 		}
-		ch.Reset()
 	}
 }
 
@@ -177,8 +210,9 @@ func (s *Server) serveClaim(ctx context.Context, ch *ivshmem.Channel, instance s
 	}
 	defer s.release(claims)
 	s.count("")
-	// The worker inherits its own descriptor of the file; ours stays open for the heartbeat.
-	if err := s.startWorker(ctx, ch.File, func() error { return nil }, "ivshmem", claims, ordinals, log); err != nil {
+	// The worker inherits its own descriptor of the file (and maps only its slot); ours stays open
+	// for the heartbeat.
+	if err := s.startWorker(ctx, ch.File, func() error { return nil }, workerChannel{"ivshmem", ch.Index, ch.Count}, claims, ordinals, log); err != nil {
 		log.Error("worker", "session", claims.SessionID, "err", err)
 	}
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// puts them): each file named gpucloud-<instance> is served as that instance's channel
 	// (package ivshmem; gpuserverd/README.md, "VMs on this host").
 	IvshmemDir string
+	// IvshmemSlots is how many slots (sessions at once) each channel is split into: 0 is one per
+	// 64 MiB, at most 4 (ivshmem.SlotCount), and any number is lowered to a power of two leaving
+	// each slot at least 16 MiB.
+	IvshmemSlots int
 	// IvshmemPeerTimeout is how long a VM guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
 	IvshmemPeerTimeout time.Duration
 	Admin              string // HTTP: /usage, /metrics, /healthz

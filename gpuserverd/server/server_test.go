@@ -92,6 +92,28 @@ func TestTierAdmission(t *testing.T) {
 	if err := s.admit(claims(sessiontoken.TierDedicated, 1)); err != nil {
 		t.Fatalf("dedicated after release: %v", err)
 	}
+	// A dedicated GPU is its instance's: another process of that VM gets a session on it, another
+	// instance's does not.
+	vm := claims(sessiontoken.TierDedicated, 2)
+	vm.InstanceID = "inst-a"
+	for i := range 2 {
+		if err := s.admit(vm); err != nil {
+			t.Fatalf("session %d of the dedicated GPU's instance: %v", i+1, err)
+		}
+	}
+	other := vm
+	other.InstanceID = "inst-b"
+	if err := s.admit(other); !busy(err) {
+		t.Fatalf("another instance on a dedicated GPU: %v", err)
+	}
+	s.release(vm)
+	if err := s.admit(other); !busy(err) {
+		t.Fatalf("another instance while the owner still has a session: %v", err)
+	}
+	s.release(vm)
+	if err := s.admit(other); err != nil {
+		t.Fatalf("another instance once the owner's sessions ended: %v", err)
+	}
 	if _, err := s.ordinals([]string{sim.UUID(1), "GPU-nope"}); err == nil || !strings.Contains(err.Error(), "GPU-nope") {
 		t.Fatalf("unknown GPU: %v", err)
 	}

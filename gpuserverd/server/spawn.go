@@ -47,12 +47,19 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 		return fmt.Errorf("connection fd: %w", err)
 	}
 	defer connFile.Close()
-	return s.startWorker(ctx, connFile, conn.Close, "", c, ordinals, log)
+	return s.startWorker(ctx, connFile, conn.Close, workerChannel{}, c, ordinals, log)
+}
+
+// workerChannel says what a worker's fd 3 is: a socket (kind ""), or slot slot of count of a
+// VM's ivshmem channel file (kind "ivshmem").
+type workerChannel struct {
+	kind        string
+	slot, count int
 }
 
 // startWorker runs a worker on connFile (a socket, or with channel "ivshmem" a VM's channel
 // file); release is called once the worker holds its own copy.
-func (s *Server) startWorker(ctx context.Context, connFile *os.File, release func() error, channel string,
+func (s *Server) startWorker(ctx context.Context, connFile *os.File, release func() error, channel workerChannel,
 	c sessiontoken.Claims, ordinals []int, log *slog.Logger) error {
 	statsR, statsW, err := os.Pipe()
 	if err != nil {
@@ -62,7 +69,7 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	cfg, _ := json.Marshal(worker.Config{
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
 		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals, ShmMax: s.cfg.ShmSessionMax,
-		Channel: channel, PeerTimeout: s.cfg.IvshmemPeerTimeout,
+		Channel: channel.kind, Slot: channel.slot, Slots: channel.count, PeerTimeout: s.cfg.IvshmemPeerTimeout,
 	})
 	lanesHere, lanesThere, err := laneSocket()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 // A VM on this host reaches its worker through an ivshmem channel (package ivshmem): the server
 // has read the hello from the region's ring 0 and hands the worker the channel file instead of a
-// socket. The worker maps it, registers the whole region with the driver as pinned memory (the
+// socket. The worker maps its slot of it, registers that with the driver as pinned memory (the
 // guest's pinned heap and staging chunks live in it, exactly as in a ShmOpen arena) and serves the
 // session through the rings with the polling doorbell.
 
@@ -78,8 +78,10 @@ func (c *ivshmemConn) SetWriteDeadline(t time.Time) error { return nil }
 // adoptIvshmem makes the channel's region the session's arena, registered with the driver as
 // pinned memory. On failure the guest is told why in its HelloReply.
 func (s *Session) adoptIvshmem(ch *ivshmem.Channel) error {
-	if _, err := ivshmem.ParseHeader(ch.Mem); err != nil {
+	if h, err := ivshmem.ParseHeader(ch.Mem); err != nil {
 		return s.refuseHello(backend.ErrInvalidValue, err)
+	} else if int(h.Index) != ch.Index || int(h.Slots) != ch.Count {
+		return s.refuseHello(backend.ErrInvalidValue, fmt.Errorf("ivshmem: slot header says slot %d of %d, the worker was given %d of %d", h.Index, h.Slots, ch.Index, ch.Count))
 	}
 	d, err := s.dev()
 	if err != nil {
@@ -89,7 +91,7 @@ func (s *Session) adoptIvshmem(ch *ivshmem.Channel) error {
 		return s.refuseHello(backend.ResultOf(err), fmt.Errorf("registering the ivshmem region with the driver: %w", err))
 	}
 	s.shm = &arena{mem: ch.Mem, reg: d.ctx}
-	s.log.Info("ivshmem channel open", "path", ch.Path, "bytes", len(ch.Mem))
+	s.log.Info("ivshmem channel open", "path", ch.Path, "slot", ch.Index, "slots", ch.Count, "bytes", len(ch.Mem))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -106,5 +107,50 @@ func TestIvshmemSessionGuestSilent(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the session outlived its silent guest")
+	}
+}
+
+// A worker serves the slot it was given, registering that slot alone; a slot whose header names
+// another slot (the guest can write it) is refused by name, nothing registered.
+func TestIvshmemSlotSession(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gpucloud-i1")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(path, 2*wire.ShmMin)
+	whole, err := ivshmem.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer whole.Close()
+	for _, sl := range whole.Slots(2) {
+		sl.Reset()
+		setState(sl, ivshmem.StateClaimed)
+	}
+	for _, tc := range []struct {
+		index   int
+		forged  bool
+		wantErr string
+	}{{1, false, ""}, {1, true, "slot header says slot 0 of 2, the worker was given 1 of 2"}} {
+		f, _ := os.OpenFile(path, os.O_RDWR, 0)
+		ch, err := ivshmem.AdoptSlot(f, tc.index, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.forged {
+			binary.LittleEndian.PutUint32(ch.Mem[ivshmem.HeaderOff+32:], 0)
+		}
+		b := sim.New(1, 1<<30)
+		s := NewSession(Config{Backend: "simulated", SessionID: "s-slot", Tier: "shared", Devices: []int{0}},
+			b, newIvshmemConn(ch, time.Minute), slog.Default())
+		err = s.adoptIvshmem(ch)
+		switch {
+		case tc.wantErr == "" && (err != nil || len(s.shm.mem) != wire.ShmMin || s.devs[0].ctx.(*sim.Context).Registered() != 1):
+			t.Fatalf("slot %d: %v", tc.index, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || s.shm != nil):
+			t.Fatalf("forged slot header: %v", err)
+		}
+		s.close()
+		ch.Close()
 	}
 }

@@ -33,7 +33,7 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	var ch *ivshmem.Channel
 	var err error
 	if cfg.Channel == "ivshmem" {
-		if ch, err = ivshmem.Adopt(os.NewFile(ConnFD, "ivshmem")); err == nil {
+		if ch, err = ivshmem.AdoptSlot(os.NewFile(ConnFD, "ivshmem"), cfg.Slot, max(cfg.Slots, 1)); err == nil {
 			conn = newIvshmemConn(ch, cfg.PeerTimeout)
 		}
 	} else {

@@ -33,6 +33,9 @@ type Config struct {
 	ShmMax uint64 `json:"shm_max,omitempty"`
 	// Channel is "ivshmem" when fd 3 is a VM's ivshmem channel file rather than a socket.
 	Channel string `json:"channel,omitempty"`
+	// Slot and Slots: the worker's session runs in slot Slot of the channel's Slots.
+	Slot  int `json:"slot,omitempty"`
+	Slots int `json:"slots,omitempty"`
 	// PeerTimeout is how long an ivshmem guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
 	PeerTimeout time.Duration `json:"peer_timeout,omitempty"`
 }

@@ -35,12 +35,7 @@ func TestSharedMemoryFigures(t *testing.T) {
 	if os.Getenv("GPUCLOUD_BENCH") == "" {
 		t.Skip("set GPUCLOUD_BENCH=1 to measure")
 	}
-	dir, err := os.MkdirTemp("/dev/shm", "gpucloud-bench-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	s, dir := startIvshmemServerIn(t, dir)
+	s, dir := startIvshmemServerIn(t, tmpfsDir(t))
 	path := channelFileOf(t, dir, "inst-bench", 256<<20)
 	waitFree(t, path, 0)
 	tok := s.token("bench", sessiontoken.TierDedicated, 0)

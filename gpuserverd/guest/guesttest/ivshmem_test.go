@@ -39,19 +39,10 @@ func channelFileOf(t *testing.T, dir, instance string, size int64) string {
 	return path
 }
 
-// channelState reads the channel header's state and generation from the file.
+// channelState reads the channel's first slot header's state and generation from the file.
 func channelState(t *testing.T, path string) (state, gen uint32) {
 	t.Helper()
-	b := make([]byte, 32)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.ReadAt(b, ivshmem.HeaderOff); err != nil {
-		t.Fatal(err)
-	}
-	return binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint32(b[24:])
+	return slotState(t, path, 0, 0)
 }
 
 // startIvshmemServer starts gpuserverd serving channel files in a new directory.
@@ -67,6 +58,17 @@ func startIvshmemServerIn(t *testing.T, dir string, extra ...string) (*gpuserver
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	s := startServerOn(t, t.TempDir(), pub, priv, append([]string{"--ivshmem-dir", dir}, extra...))
 	return s, dir
+}
+
+// tmpfsDir is a new directory in /dev/shm, removed after the test.
+func tmpfsDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "gpucloud-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 // waitFree waits until gpuserverd has set the channel up (or reset it after a session).
@@ -158,7 +160,7 @@ func TestIvshmemRefused(t *testing.T) {
 	stdin.Close()
 }
 
-// One session per channel: a second process in the VM is told the channel is in use.
+// One slot (a 16 MiB channel): a second process in the VM is told all channels are in use.
 func TestIvshmemInUse(t *testing.T) {
 	s, dir := startIvshmemServer(t)
 	path := channelFile(t, dir, "inst-vm4")
@@ -166,7 +168,7 @@ func TestIvshmemInUse(t *testing.T) {
 	_, r, goOn := holdOver(t, s, s.token("vm4", "shared", 1<<30), path)
 	out, _ := s.ivshmemClient(s.token("vm4b", "shared", 1<<30, func(c *sessiontoken.Claims) { c.InstanceID = "inst-vm4" }),
 		path, "probe", "init").CombinedOutput()
-	if !strings.Contains(string(out), "is in use by another process (one session per channel)") || !strings.Contains(string(out), "INIT 100 ") {
+	if !strings.Contains(string(out), "has all 1 channels in use by other processes (one session per channel)") || !strings.Contains(string(out), "INIT 100 ") {
 		t.Fatalf("second claim:\n%s", tail(string(out)))
 	}
 	goOn()
@@ -292,11 +294,11 @@ func TestIvshmemKilledServer(t *testing.T) {
 	lostWithin(t, cmd, r, 4*time.Second)
 }
 
-// Two VMs of two tenants on one host, each on its own channel at the same time: each session is
-// its tenant's alone, and a tenant's token does not open the other's channel.
+// Two VMs of two tenants on one host, each on its own channel (two slots each) at the same time:
+// each session is its tenant's alone, and a tenant's token does not open the other's channel.
 func TestIvshmemTwoTenants(t *testing.T) {
-	s, dir := startIvshmemServer(t)
-	paths := map[string]string{"a": channelFile(t, dir, "inst-a"), "b": channelFile(t, dir, "inst-b")}
+	s, dir := startIvshmemServer(t, "--ivshmem-slots", "2")
+	paths := map[string]string{"a": channelFileOf(t, dir, "inst-a", 32<<20), "b": channelFileOf(t, dir, "inst-b", 32<<20)}
 	for _, p := range paths {
 		waitFree(t, p, 0)
 	}
@@ -325,9 +327,15 @@ func TestIvshmemTwoTenants(t *testing.T) {
 		}
 	}
 	gen := waitFree(t, paths["b"], 1)
+	// While b's own process holds slot 0, a's token is refused in slot 1.
+	_, r, goOn := holdOver(t, s, s.token("b2", "shared", 1<<30, func(c *sessiontoken.Claims) { c.InstanceID = "inst-b" }), paths["b"])
 	out, _ := s.ivshmemClient(s.token("a", "shared", 1<<30), paths["b"], "probe", "init").CombinedOutput()
 	if !strings.Contains(string(out), `session token is for instance "inst-a", not "inst-b"`) {
 		t.Fatalf("tenant a through b's channel:\n%s", tail(string(out)))
+	}
+	goOn()
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("b's process beside the refused one: %q", line)
 	}
 	waitFree(t, paths["b"], gen)
 }

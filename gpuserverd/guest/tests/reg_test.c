@@ -1,6 +1,8 @@
 /* cuMemHostRegister / cuMemHostUnregister of the program's own memory.
  *   reg_test shm   over shared memory (GPUCLOUD_ENDPOINT=unix:..., arena of 32 MiB): whole pages of
  *                  private anonymous ranges move into the arena (checked in /proc/self/maps)
+ *   reg_test ivshmem  the same over an ivshmem channel (GPUCLOUD_ENDPOINT=ivshmem:..., a 32 MiB slot):
+ *                  the whole pages move into the channel's slot, mapped from the channel file
  *   reg_test tcp   without an arena: every registration is staged
  * In both: data intact through register, copies (sync and async) and unregister; the range is
  * ordinary memory afterwards; CUDA's refusals; ranges that cannot move (a file mapping, read-only
@@ -45,7 +47,10 @@ static char backing(const void *p) {
         if ((uintptr_t)p < lo || (uintptr_t)p >= hi) continue;
         char *name = path;
         while (*name == ' ') name++;
-        if (strstr(name, "memfd:gpucloud-shm")) kind = 'm';
+        /* the arena: a memfd, or an ivshmem channel (the file on the host, resource2 in a VM) */
+        if (strstr(name, "memfd:gpucloud-shm") ||
+            (!strncmp(perms, "rw-s", 4) && (strstr(name, "/gpucloud-") || strstr(name, "/resource2"))))
+            kind = 'm';
         else if (!strncmp(perms, "rw-p", 4) && ino == 0 && (!*name || !strcmp(name, "[heap]"))) kind = 'a';
         else kind = 'o';
         break;
@@ -110,8 +115,8 @@ static int writes_kept(CUresult (*op)(void *), void *p) {
 static CUresult reg(void *p) { return cuMemHostRegister(p, WORDS * 8, 0); }
 
 int main(int argc, char **argv) {
-    EXPECT(argc == 2 && (!strcmp(argv[1], "shm") || !strcmp(argv[1], "tcp")));
-    shm_mode = !strcmp(argv[1], "shm");
+    EXPECT(argc == 2 && (!strcmp(argv[1], "shm") || !strcmp(argv[1], "ivshmem") || !strcmp(argv[1], "tcp")));
+    shm_mode = strcmp(argv[1], "tcp") != 0;
     char zc = shm_mode ? 'm' : 'a';
     CHECK(cuInit(0));
     CUdevice dev;
@@ -265,7 +270,7 @@ int main(int argc, char **argv) {
      *    userfaultfd (as the library then does), no write is lost; elsewhere the caveat applies
      *    (gpuserverd/README.md) and this is not checked. */
     int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
-    if (uffd >= 0 && shm_mode) {
+    if (uffd >= 0 && shm_mode && !getenv("REGTEST_NO_WRITERS")) {
         close(uffd);
         wr.range = aligned_alloc(4096, WORDS * 8);
         wr.last = calloc(WORDS, 8);
