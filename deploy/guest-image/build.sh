@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds a gpucloud base image: Debian 12 with cloud-init, and the guest library baked in as the
-# system's libcuda.so.1, so CUDA programs in the VM reach gpuserverd with no setup. The seed that
+# system's libcuda.so.1, so CUDA programs in the VM reach gpuserverd with no setup; optionally
+# gpucloud's CUDA runtime (libcudart.so.13) and cuBLAS (libcublas.so.13), found by the loader
+# ahead of any NVIDIA copy installed later, so -cudart shared programs run unmodified. The seed that
 # hostd attaches to each VM then only carries that VM's configuration (endpoints, token, tier).
 #
 # Everything comes from the Debian archive (debootstrap) and the guest library you pass; no
@@ -12,19 +14,25 @@
 # Usage (as root):
 #   deploy/guest-image/build.sh -l gpuserverd/guest/build/libcuda.so.1 -o /var/lib/gpucloud/hostd/images
 #   options: -n name (debian-12-gpucloud)  -s size (4G)  -m mirror (http://deb.debian.org/debian)
+#            -r libcudart.so.13 (make -C gpuserverd/guest/cudart, where the CUDA toolkit's headers are)
+#            -b libcublas.so.13 (make -C gpuserverd/guest/cublas, likewise)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out=""
-while getopts "l:o:n:s:m:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas=""
+while getopts "l:o:n:s:m:r:b:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;;
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
 [ -n "$lib" ] && [ -n "$out" ] || die "-l (guest library) and -o (output dir) are required"
 [ -f "$lib" ] || die "guest library $lib not found (build it: make -C gpuserverd/guest)"
+[ -z "$cudart" ] || [ -f "$cudart" ] || die "runtime $cudart not found (build it: make -C gpuserverd/guest/cudart)"
+[ -z "$cublas" ] || [ -f "$cublas" ] || die "cuBLAS $cublas not found (build it: make -C gpuserverd/guest/cublas)"
+[ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
 for t in debootstrap mke2fs qemu-img; do
@@ -62,6 +70,15 @@ echo "guest-image: installing the guest library as libcuda.so.1"
 install -D -m 0755 "$lib" "$root/usr/lib/gpucloud/libcuda.so.1"
 ln -sf /usr/lib/gpucloud/libcuda.so.1 "$root/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 ln -sf libcuda.so.1 "$root/usr/lib/x86_64-linux-gnu/libcuda.so"
+# gpucloud's runtime and cuBLAS: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
+# loader's cache prefers it to a CUDA toolkit installed later in the VM (NVIDIA's runtime does
+# not start on the guest library: docs/benchmarks/gpu-runtime-compat.md).
+if [ -n "$cudart" ]; then
+  echo "guest-image: installing gpucloud's libcudart.so.13${cublas:+ and libcublas.so.13}"
+  install -m 0755 "$cudart" "$root/usr/lib/gpucloud/libcudart.so.13"
+  [ -z "$cublas" ] || install -m 0755 "$cublas" "$root/usr/lib/gpucloud/libcublas.so.13"
+  echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
+fi
 chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"
 
