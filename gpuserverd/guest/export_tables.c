@@ -327,6 +327,17 @@ EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
      * runtime reads any other answer for some ids, e.g. f8cff951-..., as an old driver.) */
     *table = NULL;
     gc_trace("cuGetExportTable %s (unknown) -> %d", u, CUDA_ERROR_NOT_FOUND);
-    if (getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud: export table %s is not provided\n", u);
+    if (!strcmp(u, "d4082055-bde6-704b-8d34-ba123c66e1f2")) {
+        /* Only NVIDIA's runtime asks for this one, and it stops without it with an error that
+         * points nowhere ("named symbol not found"): say what is going on, once. */
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "gpucloud: this program uses NVIDIA's CUDA runtime (linked in statically, or "
+                            "NVIDIA's libcudart/libcublas found first), which authenticates NVIDIA's driver and "
+                            "does not run on gpucloud's; build it with nvcc -cudart shared so it loads "
+                            "gpucloud's libcudart.so.13 (in /usr/lib/gpucloud on gpucloud images)\n");
+    } else if (getenv("GPUCLOUD_DEBUG")) {
+        fprintf(stderr, "gpucloud: export table %s is not provided\n", u);
+    }
     return CUDA_ERROR_NOT_FOUND;
 }

@@ -18,10 +18,15 @@ func TestExportTables(t *testing.T) {
 		"gpucloud: CUDART_INTERFACE[3] (a private runtime entry) is not supported",
 		"gpucloud: CUDART_INTERFACE[8] with 1 host-variable registrations is not supported",
 		"gpucloud: cuGraphCreate is not implemented (CUDA_ERROR_NOT_SUPPORTED)",
+		// NVIDIA's runtime asking for its driver-authentication table gets a clear word, once.
+		"gpucloud: this program uses NVIDIA's CUDA runtime",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+	if n := strings.Count(out, "this program uses NVIDIA's CUDA runtime"); n != 1 {
+		t.Errorf("the NVIDIA-runtime notice came %d times, want once:\n%s", n, out)
 	}
 	if strings.Contains(out, "gpucloud-trace") {
 		t.Errorf("trace lines without GPUCLOUD_TRACE:\n%s", out)
