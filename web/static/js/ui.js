@@ -94,7 +94,7 @@ export function stateBadge(state) {
 }
 
 // Conditions that are not "True": the instance's host or GPU server stopped reporting, so its
-// shown state may be stale (the API keeps the last observed state; see docs/ARCHITECTURE.md).
+// shown state may be stale (the API keeps the last observed state; see docs/ARCHITECTURE.md, "Instance conditions").
 export function unhealthy(inst) {
   return (inst.conditions || []).filter((c) => c.status !== 'True');
 }
