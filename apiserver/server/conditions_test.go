@@ -121,20 +121,6 @@ func TestInstanceConditionsFollowSilentDaemons(t *testing.T) {
 		}
 	}
 
-	names := func(key, query string) []string {
-		t.Helper()
-		var p server.Page[store.Instance]
-		e.must(200, "GET", "/v1/instances?"+query, key, nil, &p)
-		var out []string
-		for _, i := range p.Items {
-			out = append(out, i.Name)
-			if i.Name == "a1" && len(i.Conditions) != 2 {
-				t.Errorf("?%s: a1 listed with conditions %+v", query, i.Conditions)
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
 	for _, c := range []struct {
 		who, key, query string
 		want            []string
@@ -150,9 +136,14 @@ func TestInstanceConditionsFollowSilentDaemons(t *testing.T) {
 		{"operator", e.operator, "condition=GPUServerReachable=True", []string{"a2", "b1"}},
 		{"operator", e.operator, "condition=HostReachable=True&state=pending", []string{"a2", "a3", "b1"}},
 	} {
-		if got := names(c.key, c.query); !slices.Equal(got, c.want) {
+		if got := e.names(c.key, c.query); !slices.Equal(got, c.want) {
 			t.Errorf("%s ?%s: %v, want %v", c.who, c.query, got, c.want)
 		}
+	}
+	var silentPage server.Page[store.Instance]
+	e.must(200, "GET", "/v1/instances?condition=HostReachable=False", e.operator, nil, &silentPage)
+	if len(silentPage.Items) != 1 || mustJSON(t, silentPage.Items[0].Conditions) != mustJSON(t, got.Conditions) {
+		t.Errorf("operator's filtered list: %+v, want a1 with %+v", silentPage.Items, got.Conditions)
 	}
 	for _, q := range []string{"condition=HostReachable", "condition=Bogus=False", "condition=HostReachable=false",
 		"condition=HostReachable=False,", "condition="} {
@@ -172,7 +163,7 @@ func TestInstanceConditionsFollowSilentDaemons(t *testing.T) {
 	if len(got.Conditions) != 2 || slices.ContainsFunc(got.Conditions, func(c store.Condition) bool { return c.Status != "True" || c.Since != nil || c.Message != "" }) {
 		t.Errorf("after heartbeats resumed: %+v", got.Conditions)
 	}
-	if n := names(e.operator, "condition=HostReachable=False"); n != nil {
+	if n := e.names(e.operator, "condition=HostReachable=False"); n != nil {
 		t.Errorf("after heartbeats resumed, HostReachable=False lists %v", n)
 	}
 }

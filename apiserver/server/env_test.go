@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -195,6 +196,19 @@ func gpuServerReport(name string, n int) api.GPUServerReport {
 			MemoryBytes: uint64(80 * gib), Healthy: true})
 	}
 	return rep
+}
+
+// names lists the instances key sees with ?query, by name, sorted.
+func (e *env) names(key, query string) []string {
+	e.t.Helper()
+	var p server.Page[store.Instance]
+	e.must(200, "GET", "/v1/instances?"+query, key, nil, &p)
+	var out []string
+	for _, i := range p.Items {
+		out = append(out, i.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (e *env) create(key, name, typ string) (int, store.Instance, []byte) {
