@@ -21,6 +21,9 @@ type InstanceFilter struct {
 	HostID         string   // only instances on this host
 	GPUServerID    string   // only instances with GPUs on this GPU server
 	IncludeDeleted bool
+	// Conditions: only live instances with all of these, each "TYPE=STATUS", e.g.
+	// ConditionHostReachable+"="+ConditionFalse.
+	Conditions []string
 }
 
 // InstanceListOptions page through a filtered instance list.
@@ -42,6 +45,9 @@ func (o InstanceListOptions) values() url.Values {
 	}
 	if o.IncludeDeleted {
 		v.Set("include_deleted", "true")
+	}
+	for _, c := range o.Conditions {
+		v.Add("condition", c)
 	}
 	return v
 }

@@ -94,7 +94,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"InstanceType": sdk.InstanceType{}, "CreateInstanceTypeRequest": sdk.CreateInstanceTypeRequest{},
 		"Instance": sdk.Instance{}, "CreateInstanceRequest": sdk.CreateInstanceRequest{}, "Event": sdk.Event{},
 		"Host": sdk.Host{}, "GPUServer": sdk.GPUServer{}, "GPU": sdk.GPU{}, "NewDaemon": sdk.NewDaemon{},
-		"AuditEntry": sdk.AuditEntry{}, "Problem": sdk.APIError{},
+		"AuditEntry": sdk.AuditEntry{}, "Problem": sdk.APIError{}, "Condition": sdk.Condition{},
 	}
 	for name, v := range pairs {
 		s, ok := d.Components.Schemas[name]

@@ -159,6 +159,37 @@ type Instance struct {
 	VFPCIAddress     string    `json:"vf_pci_address,omitempty"`
 	CreatedAt        time.Time `json:"created_at"`
 	UpdatedAt        time.Time `json:"updated_at"`
+	// Conditions: HostReachable for every live instance, GPUServerReachable for one with GPUs
+	// on a GPU server; empty for deleted instances. See Unhealthy.
+	Conditions []Condition `json:"conditions"`
+}
+
+// Condition is an observation about an instance, Kubernetes style: Status is "True" when all
+// is well; when "False", Since says from when (the daemon was marked unreachable) and Message why.
+type Condition struct {
+	Type    string     `json:"type"`
+	Status  string     `json:"status"`
+	Since   *time.Time `json:"since,omitempty"`
+	Message string     `json:"message,omitempty"`
+}
+
+// Condition types and statuses.
+const (
+	ConditionHostReachable      = "HostReachable"
+	ConditionGPUServerReachable = "GPUServerReachable"
+	ConditionTrue               = "True"
+	ConditionFalse              = "False"
+)
+
+// Unhealthy returns the instance's conditions that are not "True": empty when all is well.
+func (i Instance) Unhealthy() []Condition {
+	var out []Condition
+	for _, c := range i.Conditions {
+		if c.Status != ConditionTrue {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Instance states.

@@ -151,6 +151,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	if err := st.CreateGPUModel(boot, &m); err != nil {
 		t.Fatal(err)
 	}
+	var cpuType string
 	for _, it := range []store.InstanceType{
 		{Name: "h100-dedicated-1", VCPUs: 8, MemoryMiB: 65536, DiskGiB: 100, GPUModelID: &m.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
 		{Name: "h100-shared-10g", VCPUs: 2, MemoryMiB: 8192, DiskGiB: 40, GPUModelID: &m.ID, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
@@ -159,6 +160,19 @@ func TestConsoleEndToEnd(t *testing.T) {
 		if err := st.CreateInstanceType(boot, &it); err != nil {
 			t.Fatal(err)
 		}
+		if it.Name == "cpu-small" {
+			cpuType = it.ID.String()
+		}
+	}
+	// silent-vm sits on host-2, which the sweeper's query then marks unreachable (the only daemon
+	// heard from yet): the console must warn about it, and name no host to the tenant.
+	var silentHost server.NewDaemon
+	s.must(201, "POST", "/v1/hosts", opKey, map[string]string{"name": "host-2"}, &silentHost)
+	s.must(200, "POST", "/v1/agent/host/heartbeat", silentHost.Credential, api.HostReport{Hostname: "host-2.local", Hypervisor: "test:///default",
+		Capacity: api.HostCapacity{VCPUs: 4, MemoryMiB: 8192, DiskGiB: 100}}, nil)
+	s.must(201, "POST", "/v1/instances", aKey, map[string]string{"name": "silent-vm", "instance_type_id": cpuType, "image": "ubuntu-24.04"}, nil)
+	if n, err := st.MarkUnreachable(ctx, 0); err != nil || n != 1 {
+		t.Fatalf("mark host-2 unreachable: %d %v", n, err)
 	}
 	var host, gsrv server.NewDaemon
 	s.must(201, "POST", "/v1/hosts", opKey, map[string]string{"name": "host-1"}, &host)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -170,23 +171,44 @@ func problemOf(t *testing.T, body []byte) map[string]any {
 func (e *env) host(name string, vcpus, memMiB int) string {
 	var d server.NewDaemon
 	e.must(201, "POST", "/v1/hosts", e.operator, map[string]string{"name": name}, &d)
-	e.must(200, "POST", "/v1/agent/host/heartbeat", d.Credential, api.HostReport{Hostname: name, Hypervisor: "test:///default",
-		Capacity: api.HostCapacity{VCPUs: vcpus, MemoryMiB: memMiB, DiskGiB: 10000}}, nil)
+	e.must(200, "POST", "/v1/agent/host/heartbeat", d.Credential, hostReport(name, vcpus, memMiB), nil)
 	return d.Credential
+}
+
+func hostReport(name string, vcpus, memMiB int) api.HostReport {
+	return api.HostReport{Hostname: name, Hypervisor: "test:///default",
+		Capacity: api.HostCapacity{VCPUs: vcpus, MemoryMiB: memMiB, DiskGiB: 10000}}
 }
 
 // gpuServer registers a GPU server with n H100s.
 func (e *env) gpuServer(name string, n int) (string, api.GPUServerAck) {
 	var d server.NewDaemon
 	e.must(201, "POST", "/v1/gpu-servers", e.operator, map[string]string{"name": name}, &d)
+	var ack api.GPUServerAck
+	e.must(200, "POST", "/v1/agent/gpu-server/heartbeat", d.Credential, gpuServerReport(name, n), &ack)
+	return d.Credential, ack
+}
+
+func gpuServerReport(name string, n int) api.GPUServerReport {
 	rep := api.GPUServerReport{Hostname: name, Endpoint: name + ":7000", Backend: "simulated"}
 	for i := 0; i < n; i++ {
 		rep.GPUs = append(rep.GPUs, api.GPUInfo{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", name, i), Name: "NVIDIA H100 80GB HBM3",
 			MemoryBytes: uint64(80 * gib), Healthy: true})
 	}
-	var ack api.GPUServerAck
-	e.must(200, "POST", "/v1/agent/gpu-server/heartbeat", d.Credential, rep, &ack)
-	return d.Credential, ack
+	return rep
+}
+
+// names lists the instances key sees with ?query, by name, sorted.
+func (e *env) names(key, query string) []string {
+	e.t.Helper()
+	var p server.Page[store.Instance]
+	e.must(200, "GET", "/v1/instances?"+query, key, nil, &p)
+	var out []string
+	for _, i := range p.Items {
+		out = append(out, i.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (e *env) create(key, name, typ string) (int, store.Instance, []byte) {

@@ -38,7 +38,8 @@ func FuzzDecodeJSON(f *testing.F) {
 // problem, and what it accepts holds only known states.
 func FuzzInstanceFilter(f *testing.F) {
 	for _, s := range []string{"", "state=running", "state=running,deleted&state=pending", "host_id=0190c0de-0000-7000-8000-000000000000",
-		"gpu_server_id=x", "include_deleted=true", "include_deleted=maybe", "state=", "state=%00", "host_id=&host_id=1"} {
+		"gpu_server_id=x", "include_deleted=true", "include_deleted=maybe", "state=", "state=%00", "host_id=&host_id=1",
+		"condition=HostReachable=False", "condition=GPUServerReachable=True,HostReachable=False", "condition=HostReachable", "condition=x=False&condition="} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
@@ -56,6 +57,11 @@ func FuzzInstanceFilter(f *testing.F) {
 		for _, st := range got.States {
 			if !slices.Contains(store.States, st) {
 				t.Fatalf("?%s: accepted state %q", query, st)
+			}
+		}
+		for _, cf := range got.Conditions {
+			if !slices.Contains(store.ConditionTypes, cf.Type) || (cf.Status != store.CondTrue && cf.Status != store.CondFalse) {
+				t.Fatalf("?%s: accepted condition %+v", query, cf)
 			}
 		}
 	})

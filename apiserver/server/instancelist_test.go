@@ -41,17 +41,6 @@ func TestInstanceListFilters(t *testing.T) {
 	e.must(202, "DELETE", "/v1/instances/"+a2.ID.String(), e.tenantA.Key, nil, nil)
 	e.must(204, "PUT", "/v1/agent/host/instances/"+a2.ID.String()+"/status", h1Key, api.InstanceObserved{State: "deleted"}, nil)
 
-	names := func(key, query string) []string {
-		t.Helper()
-		var p server.Page[store.Instance]
-		e.must(200, "GET", "/v1/instances?"+query, key, nil, &p)
-		var out []string
-		for _, i := range p.Items {
-			out = append(out, i.Name)
-		}
-		slices.Sort(out)
-		return out
-	}
 	for _, c := range []struct {
 		who, key, query string
 		want            []string
@@ -73,7 +62,7 @@ func TestInstanceListFilters(t *testing.T) {
 		{"operator", e.operator, "gpu_server_id=" + g2 + "&state=pending", []string{"a3", "b1"}},
 		{"operator", e.operator, "gpu_server_id=" + g2 + "&host_id=" + h1, nil},
 	} {
-		if got := names(c.key, c.query); !slices.Equal(got, c.want) {
+		if got := e.names(c.key, c.query); !slices.Equal(got, c.want) {
 			t.Errorf("%s ?%s: %v, want %v", c.who, c.query, got, c.want)
 		}
 	}

@@ -158,7 +158,8 @@ func (s *Server) listInstances(c *gin.Context) error {
 }
 
 // instanceFilter reads the list's filters: ?state= (repeated or comma-separated), ?host_id=,
-// ?gpu_server_id= and ?include_deleted=.
+// ?gpu_server_id=, ?include_deleted= and ?condition=TYPE=STATUS (repeated or comma-separated; all
+// must hold).
 func instanceFilter(c *gin.Context) (store.InstanceFilter, error) {
 	var f store.InstanceFilter
 	for _, v := range c.QueryArray("state") {
@@ -176,6 +177,15 @@ func instanceFilter(c *gin.Context) (store.InstanceFilter, error) {
 				return f, invalid(name, "must be an id")
 			}
 			*dst = id
+		}
+	}
+	for _, v := range c.QueryArray("condition") {
+		for _, cond := range strings.Split(v, ",") {
+			cf, err := store.ParseConditionFilter(cond)
+			if err != nil {
+				return f, invalid("condition", err.Error())
+			}
+			f.Conditions = append(f.Conditions, cf)
 		}
 	}
 	if v, ok := c.GetQuery("include_deleted"); ok {

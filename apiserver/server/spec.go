@@ -50,6 +50,9 @@ func Document() *openapi.Document {
 			"only instances in these states; repeat the parameter or separate states by commas"),
 		openapi.QueryParam("host_id", openapi.Schema{"type": "string", "format": "uuid"}, "only instances on this host"),
 		openapi.QueryParam("gpu_server_id", openapi.Schema{"type": "string", "format": "uuid"}, "only instances with GPUs on this GPU server"),
+		openapi.QueryParam("condition", openapi.Schema{"type": "array", "items": openapi.Schema{"type": "string",
+			"pattern": "^(HostReachable|GPUServerReachable)=(True|False)$"}},
+			"only live instances with these conditions, each TYPE=STATUS (e.g. HostReachable=False); repeat the parameter or separate by commas; all must hold"),
 		openapi.QueryParam("include_deleted", openapi.Schema{"type": "boolean", "default": false},
 			"include deleted instances (also included when state names deleted)"))
 	op(get, "/v1/instances/{id}", "getInstance", "Get an instance", "instances", nil, store.Instance{}, ok)

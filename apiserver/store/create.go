@@ -107,6 +107,7 @@ func (c *create) instance(res placement.Result) Instance {
 	if res.GPUServerID != uuid.Nil {
 		inst.GPUServerID = &res.GPUServerID
 	}
+	inst.Conditions = conditions(inst, nil, nil) // placement picks only ready daemons
 	return inst
 }
 

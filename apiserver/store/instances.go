@@ -51,6 +51,8 @@ type Instance struct {
 	VFPCIAddress     string     `json:"vf_pci_address,omitempty"`
 	CreatedAt        time.Time  `json:"created_at"`
 	UpdatedAt        time.Time  `json:"updated_at"`
+	// Conditions are derived from the instance's host and GPU server at read time.
+	Conditions []Condition `json:"conditions"`
 }
 
 const instanceCols = `id, tenant_id, name, instance_type_id, image, ssh_key, state, desired_state, failure_reason,
@@ -134,7 +136,11 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id uuid.UUID) (Instance
 	if err != nil {
 		return i, fmt.Errorf("get instance: %w", err)
 	}
-	return i, nil
+	one := []Instance{i}
+	if err := withConditions(ctx, s.Pool, one); err != nil {
+		return i, err
+	}
+	return one[0], nil
 }
 
 // InstanceFilter narrows an instance list. The zero value lists live instances: deleted ones
@@ -144,6 +150,7 @@ type InstanceFilter struct {
 	HostID         uuid.UUID // zero: any host
 	GPUServerID    uuid.UUID // zero: any GPU server
 	IncludeDeleted bool
+	Conditions     []ConditionFilter // all of these hold; each excludes deleted instances
 }
 
 // ListInstances pages a tenant's instances (zero: all tenants) by id. The conditions are
@@ -170,6 +177,9 @@ func (s *Store) ListInstances(ctx context.Context, tenant uuid.UUID, f InstanceF
 	if f.GPUServerID != uuid.Nil {
 		and("gpu_server_id = $?", f.GPUServerID)
 	}
+	for _, c := range f.Conditions {
+		where += " AND " + c.sql()
+	}
 	args = append(args, limit)
 	rows, err := s.Pool.Query(ctx, `SELECT `+instanceCols+` FROM instances WHERE `+where+
 		` ORDER BY id LIMIT $`+strconv.Itoa(len(args)), args...)
@@ -185,7 +195,14 @@ func (s *Store) ListInstances(ctx context.Context, tenant uuid.UUID, f InstanceF
 		}
 		out = append(out, i)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	rows.Close()
+	if err := withConditions(ctx, s.Pool, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // States lists every instance state.

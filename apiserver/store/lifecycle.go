@@ -77,7 +77,14 @@ func (s *Store) Act(ctx context.Context, tenant, id uuid.UUID, action, actor str
 		out = inst
 		return Audit(ctx, tx, inst.TenantID, action, "instance", id.String(), nil)
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	one := []Instance{out}
+	if err := withConditions(ctx, s.Pool, one); err != nil {
+		return out, err
+	}
+	return one[0], nil
 }
 
 func lockInstance(ctx context.Context, tx pgx.Tx, where string, args ...any) (Instance, error) {

@@ -86,6 +86,19 @@ try {
   await a.locator('pre.log').filter({ hasText: '→ running' }).waitFor();
   await shot(a, '04-instance-details');
 
+  log('a VM on a silent host is marked in the list and warned about on its page, naming no host');
+  await a.goto(BASE + '/#/instances');
+  await a.locator('tr[data-name="silent-vm"] [data-condition="HostReachable"]').filter({ hasText: 'host unreachable' }).waitFor();
+  assert.equal(await a.locator('tr[data-name="e2e-vm"] [data-condition]').count(), 0, 'a VM on a live host carries no warning');
+  await a.locator('tr[data-name="silent-vm"] a').click();
+  const warning = a.getByTestId('conditions');
+  await warning.filter({ hasText: 'This VM may be unavailable.' }).filter({ hasText: 'stopped reporting' }).waitFor();
+  assert.equal(await a.getByText('host-2').count(), 0, 'the tenant\'s page names no host');
+  await shot(a, '04b-instance-unreachable-host');
+  await a.goto(instURL);
+  await a.locator('h1 [data-state="running"]').waitFor();
+  assert.equal(await a.getByTestId('conditions').count(), 0, 'a VM on a live host shows no warning');
+
   log('tenant B cannot reach tenant A\'s instance page');
   const b = await signedIn(env('TENANT_B'));
   await b.goto(instURL);

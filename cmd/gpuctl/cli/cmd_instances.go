@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,21 @@ var instanceCols = []column[sdk.Instance]{
 		return fmt.Sprintf("%dx%s", i.GPUCount, i.GPUModel)
 	}),
 	col("HOST", func(i sdk.Instance) string { return i.HostID }),
+	col("WARNINGS", warnings),
+}
+
+// warnings marks the conditions of an instance that are not True, e.g.
+// "HostReachable=False (2m0s ago)": its host or GPU server went silent and its state may be stale.
+func warnings(i sdk.Instance) string {
+	var out []string
+	for _, c := range i.Unhealthy() {
+		w := c.Type + "=" + c.Status
+		if c.Since != nil {
+			w += " (" + ago(c.Since) + ")"
+		}
+		out = append(out, w)
+	}
+	return dash(strings.Join(out, ", "))
 }
 
 func (a *app) instancesCmd() *cobra.Command {
@@ -39,6 +55,8 @@ func (a *app) instancesCmd() *cobra.Command {
 	list.Flags().StringSliceVar(&f.States, "state", nil, "only instances in these states (comma-separated or repeated)")
 	list.Flags().StringVar(&f.HostID, "host", "", "only instances on this host (id)")
 	list.Flags().StringVar(&f.GPUServerID, "gpu-server", "", "only instances with GPUs on this GPU server (id)")
+	list.Flags().StringSliceVar(&f.Conditions, "condition", nil,
+		"only live instances with these conditions, TYPE=STATUS (e.g. HostReachable=False; comma-separated or repeated; all must hold)")
 	c.AddCommand(list)
 	c.AddCommand(oneCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
 	c.AddCommand(&cobra.Command{Use: "events INSTANCE_ID", Short: "Show an instance's state transitions", Args: exactArgs(1, "an instance id"),

@@ -93,6 +93,29 @@ export function stateBadge(state) {
     busy ? h('span', { class: 'spinner', 'aria-hidden': 'true' }) : null, state);
 }
 
+// Conditions that are not "True": the instance's host or GPU server stopped reporting, so its
+// shown state may be stale (the API keeps the last observed state; see docs/ARCHITECTURE.md, "Instance conditions").
+export function unhealthy(inst) {
+  return (inst.conditions || []).filter((c) => c.status !== 'True');
+}
+
+const conditionLabels = { HostReachable: 'host unreachable', GPUServerReachable: 'GPU server unreachable' };
+
+export function conditionBadges(inst) {
+  return unhealthy(inst).map((c) => h('span', { class: 'badge unreachable', 'data-condition': c.type, title: c.message || '' },
+    '⚠ ', conditionLabels[c.type] || `${c.type}: ${c.status}`));
+}
+
+// conditionWarning is the details page's notice, or null when all is well.
+export function conditionWarning(inst) {
+  const bad = unhealthy(inst);
+  if (!bad.length) return null;
+  return h('div', { class: 'warning', role: 'alert', 'data-testid': 'conditions' },
+    h('strong', {}, 'This VM may be unavailable.'),
+    h('ul', {}, bad.map((c) => h('li', { 'data-condition': c.type },
+      `${conditionLabels[c.type] || c.type}${c.since ? ' since ' + new Date(c.since).toLocaleString() : ''}: ${c.message || ''}`))));
+}
+
 export function usageBar(used, total, label) {
   const pct = total > 0 ? Math.min(100, Math.round((used / total) * 100)) : 0;
   const fill = h('span');

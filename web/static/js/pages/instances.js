@@ -1,5 +1,5 @@
 import { api, get, all } from '../api.js';
-import { h, flash, confirm, stateBadge, busyStates, poll, pageAlive } from '../ui.js';
+import { h, flash, confirm, stateBadge, busyStates, poll, pageAlive, unhealthy, conditionBadges, conditionWarning } from '../ui.js';
 
 const actionsFor = {
   running: ['stop', 'reboot', 'delete'],
@@ -48,7 +48,7 @@ export async function instanceList(main, session) {
     if (!alive()) return;
     body.replaceChildren(...list.map((i) => h('tr', { 'data-name': i.name, 'data-id': i.id },
       h('td', {}, h('a', { href: `#/instances/${i.id}` }, i.name)),
-      h('td', {}, stateBadge(i.state)),
+      h('td', {}, stateBadge(i.state), ' ', ...conditionBadges(i)),
       h('td', {}, i.gpu_count ? `${i.gpu_count} × ${i.gpu_model}` : '—'),
       h('td', {}, i.tier || '—'),
       h('td', { class: 'num' }, i.vcpus),
@@ -56,7 +56,9 @@ export async function instanceList(main, session) {
       h('td', {}, actionButtons(i, refresh)))));
     if (!list.length) body.append(h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No instances yet.')));
     const busy = list.filter((i) => busyStates.includes(i.state)).length;
-    status.textContent = `${list.length} instance(s)${busy ? `, ${busy} changing state` : ''}.`;
+    const silent = list.filter((i) => unhealthy(i).length).length;
+    status.textContent = `${list.length} instance(s)${busy ? `, ${busy} changing state` : ''}` +
+      `${silent ? `, ${silent} on an unreachable host or GPU server` : ''}.`;
   };
   await poll(refresh, 2000);
 }
@@ -97,7 +99,8 @@ export async function instanceDetails(main, session, id) {
     head.replaceChildren(...[h('div', { class: 'spread' }, h('h1', {}, cur.name, ' ', stateBadge(cur.state)), actionButtons(cur, refresh)),
       busyStates.includes(cur.state)
         ? h('p', { class: 'progress', role: 'status' }, h('span', { class: 'spinner' }), `Working: ${cur.state} → ${cur.desired_state}`) : null,
-      cur.failure_reason ? h('p', { class: 'error' }, cur.failure_reason) : null].filter(Boolean));
+      cur.failure_reason ? h('p', { class: 'error' }, cur.failure_reason) : null,
+      conditionWarning(cur)].filter(Boolean));
     const rows = [
       ['Instance id', cur.id], ['State', `${cur.state} (desired: ${cur.desired_state})`],
       ['Instance type', type ? `${type.name}: ${type.vcpus} vCPU, ${type.memory_mib} MiB, ${type.disk_gib} GiB` : cur.instance_type_id],
