@@ -1,5 +1,5 @@
-// Package app wires the apiserver together (database, server, sweeper, HTTP listener) for the
-// apiserver command and the local stack.
+// Package app wires the apiserver together (database, server, sweeper, credentials listener,
+// HTTP listener) for the apiserver command and the local stack.
 package app
 
 import (
@@ -41,6 +41,12 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	go srv.RunSweeper(ctx, 5*time.Second)
+	listening := make(chan struct{})
+	go func() {
+		defer close(listening)
+		cfg.Store.ListenCredentials(ctx, opts.Logger)
+	}()
+	defer func() { cancel(); <-listening }() // its connection is closed before we return
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(cfg.Listener) }()

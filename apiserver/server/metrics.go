@@ -15,7 +15,7 @@ type metrics struct {
 	refusals *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, keyCacheLive func() bool) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "apiserver_http_requests_total", Help: "HTTP requests by route and status.",
@@ -31,7 +31,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "apiserver_instance_refusals_total", Help: "Instance creates refused, by reason.",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.placed, m.refusals)
+	listener := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "apiserver_key_cache_listener_up",
+		Help: "1 while the credentials listener is connected and the API key cache serves; 0: every key is looked up.",
+	}, func() float64 {
+		if keyCacheLive() {
+			return 1
+		}
+		return 0
+	})
+	reg.MustRegister(m.requests, m.latency, m.placed, m.refusals, listener)
 	return m
 }
 

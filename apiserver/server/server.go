@@ -74,7 +74,7 @@ func New(opts Options) (*Server, error) {
 		opts.Registry = prometheus.NewRegistry()
 		opts.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	s := &Server{opts: opts, store: opts.Store, log: opts.Logger, metrics: newMetrics(opts.Registry)}
+	s := &Server{opts: opts, store: opts.Store, log: opts.Logger, metrics: newMetrics(opts.Registry, opts.Store.KeyCacheLive)}
 	s.doc = Document()
 	for _, p := range opts.Paths {
 		if err := s.doc.Merge(p); err != nil {

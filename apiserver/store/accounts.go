@@ -167,10 +167,13 @@ func (s *Store) RevokeAPIKey(ctx context.Context, k APIKey, owner User) error {
 		if owner.TenantID != nil {
 			tenant = *owner.TenantID
 		}
+		if err := credentialsChanged(ctx, tx); err != nil {
+			return err
+		}
 		return Audit(ctx, tx, tenant, "revoke", "api-key", k.ID.String(), nil)
 	})
 	if err == nil {
-		s.keys.forget()
+		s.keys.forget() // at once here, without waiting for our own notification
 	}
 	return err
 }

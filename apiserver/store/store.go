@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -24,6 +25,8 @@ type Store struct {
 	cache shapeCache
 	hosts hostCache
 	keys  keyCache
+	// listenPID is the credentials listener's backend pid (keylisten.go), 0 while not connected.
+	listenPID atomic.Uint32
 }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far
