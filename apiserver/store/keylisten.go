@@ -37,6 +37,13 @@ func credentialsChanged(ctx context.Context, tx pgx.Tx) error {
 // serves (for the apiserver_key_cache_listener_up gauge and tests).
 func (s *Store) KeyCacheLive() bool { return s.keys.live.Load() }
 
+// KeyCacheSize is how many keys the cache holds (expired ones included); a test hook.
+func (s *Store) KeyCacheSize() int {
+	s.keys.mu.Lock()
+	defer s.keys.mu.Unlock()
+	return len(s.keys.m)
+}
+
 // ListenerPID is the backend process id of the listener's connection, 0 while not connected;
 // tests terminate it to simulate a lost connection.
 func (s *Store) ListenerPID() uint32 { return s.listenPID.Load() }
