@@ -67,12 +67,7 @@ func TestKeyRevocationReachesEveryReplica(t *testing.T) {
 	}
 
 	// 1. Used on B, so cached there; revoked through A; B refuses it once notified.
-	if s := status(t, b.url, k.Secret); s != http.StatusOK {
-		t.Fatalf("fresh key on B: %d", s)
-	}
-	if n := b.st.KeyCacheSize(); n != 1 {
-		t.Fatalf("B caches %d keys after one was used, want 1", n)
-	}
+	use(t, b, k.Secret, http.StatusOK, 1, "fresh key on B")
 	if err := sdkClient(t, a.url, adminKey).RevokeAPIKey(ctx, k.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -129,12 +124,7 @@ func TestKeyRevocationReachesEveryReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := status(t, b.url, k2.Secret); s != http.StatusOK {
-		t.Fatalf("key on B while its listener is down: %d", s)
-	}
-	if n := b.st.KeyCacheSize(); n != 0 {
-		t.Fatalf("B cached %d keys with its listener down", n)
-	}
+	use(t, b, k2.Secret, http.StatusOK, 0, "key on B while its listener is down")
 	if err := sdkClient(t, a.url, adminKey).RevokeAPIKey(ctx, k2.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +145,17 @@ func TestKeyRevocationReachesEveryReplica(t *testing.T) {
 	if g := gauge(t, b.url, "apiserver_key_cache_listener_up"); g != "1" {
 		t.Fatalf("listener gauge on B after reconnecting: %q, want 1", g)
 	}
-	if s := status(t, b.url, adminKey); s != http.StatusOK {
-		t.Fatalf("admin key on B after reconnecting: %d", s)
+	use(t, b, adminKey, http.StatusOK, 1, "admin key on B after reconnecting")
+}
+
+// use calls GET /v1/me on r with key and checks the answer and how many keys r caches after it.
+func use(t *testing.T, r replica, key string, want, cached int, what string) {
+	t.Helper()
+	if s := status(t, r.url, key); s != want {
+		t.Fatalf("%s: %d, want %d", what, s, want)
 	}
-	if n := b.st.KeyCacheSize(); n != 1 {
-		t.Fatalf("B caches %d keys after reconnecting and one use, want 1", n)
+	if n := r.st.KeyCacheSize(); n != cached {
+		t.Fatalf("%s: %d keys cached, want %d", what, n, cached)
 	}
 }
 
