@@ -16,8 +16,9 @@ const credentialsChannel = "gpucloud_credentials"
 
 // Listener timings: how long to wait for a notification before checking the connection is
 // still there, and the reconnect backoff's bounds.
+var listenIdle = 15 * time.Second // a var for the test of the quiet path
+
 const (
-	listenIdle       = 15 * time.Second
 	listenPing       = 5 * time.Second
 	listenBackoffMin = 100 * time.Millisecond
 	listenBackoffMax = 10 * time.Second
@@ -83,12 +84,19 @@ func (s *Store) ListenCredentials(ctx context.Context, log *slog.Logger) {
 // connection fails or ctx ends.
 func (s *Store) listenOnce(ctx context.Context, log *slog.Logger) error {
 	cfg := s.Pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
 	cfg.RuntimeParams["application_name"] = "gpucloud-apiserver-credentials-listener"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenPing)
+		defer cancel()
+		conn.Close(cctx)
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+credentialsChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
