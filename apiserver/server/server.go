@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -100,8 +101,12 @@ func (s *Server) Routes() []string {
 // OpenAPI returns the served document.
 func (s *Server) OpenAPI() *openapi.Document { return s.doc }
 
+// ginReleaseMode sets gin's process-wide mode once: replicas built concurrently (tests) would
+// otherwise race on it.
+var ginReleaseMode = sync.OnceFunc(func() { gin.SetMode(gin.ReleaseMode) })
+
 func (s *Server) routes() *gin.Engine {
-	gin.SetMode(gin.ReleaseMode)
+	ginReleaseMode()
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.recoverer, s.requestID, s.observe)
