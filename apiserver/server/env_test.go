@@ -66,6 +66,10 @@ func newEnv(t *testing.T, eo ...envOpts) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
+	// The credentials listener, as app.Serve runs it, so that the key cache is on as in service.
+	listening := make(chan struct{})
+	go func() { defer close(listening); st.ListenCredentials(t.Context(), nil) }()
+	t.Cleanup(func() { <-listening }) // t.Context() ends just before cleanups
 	pub, key, _ := ed25519.GenerateKey(rand.Reader)
 	var o server.Options
 	if len(eo) > 0 {
