@@ -334,19 +334,27 @@ func (e *ConflictError) Error() string { return e.Msg }
 func (s *Store) MarkUnreachable(ctx context.Context, timeout time.Duration) (int64, error) {
 	var total int64
 	for _, kind := range []Kind{KindHost, KindGPUServer} {
-		rows, err := s.Pool.Query(ctx, `UPDATE `+string(kind)+` SET status = 'unreachable'
-			WHERE status = 'ready' AND deleted_at IS NULL AND last_heartbeat_at < now() - make_interval(secs => $1) RETURNING id`, timeout.Seconds())
-		if err != nil {
-			return total, fmt.Errorf("mark unreachable %s: %w", kind, err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return total, fmt.Errorf("mark unreachable %s: %w", kind, err)
-		}
-		for _, id := range ids {
-			if err := Audit(ctx, s.Pool, uuid.Nil, "unreachable", kind.resource(), id.String(), map[string]string{"silent_for": timeout.String()}); err != nil {
-				return total, err
+		// One transaction: a reader never sees the status without the audit record that dates it
+		// (the instance conditions' since).
+		var ids []uuid.UUID
+		err := s.InTx(ctx, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `UPDATE `+string(kind)+` SET status = 'unreachable'
+				WHERE status = 'ready' AND deleted_at IS NULL AND last_heartbeat_at < now() - make_interval(secs => $1) RETURNING id`, timeout.Seconds())
+			if err != nil {
+				return fmt.Errorf("mark unreachable %s: %w", kind, err)
 			}
+			if ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID]); err != nil {
+				return fmt.Errorf("mark unreachable %s: %w", kind, err)
+			}
+			for _, id := range ids {
+				if err := Audit(ctx, tx, uuid.Nil, "unreachable", kind.resource(), id.String(), map[string]string{"silent_for": timeout.String()}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
 		}
 		total += int64(len(ids))
 	}
