@@ -317,17 +317,22 @@ EXPORT CUresult cuGetExportTable(const void **table, const CUuuid *id) {
     if (!table || !id) return CUDA_ERROR_INVALID_VALUE;
     char u[37];
     gc_format_uuid((const unsigned char *)id->bytes, u);
-    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
-        if (memcmp(tables[i].id, id->bytes, 16) == 0 && (!tables[i].probe || probe_enabled(u))) {
-            *table = tables[i].table;
-            gc_trace("cuGetExportTable %s (%s) -> 0", u, tables[i].name);
-            return CUDA_SUCCESS;
+    int authentication = 0; /* NVIDIA's driver-authentication table, not served */
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        if (memcmp(tables[i].id, id->bytes, 16) != 0) continue;
+        if (tables[i].probe && !probe_enabled(u)) {
+            authentication = tables[i].table == probe_d4082055;
+            break;
         }
+        *table = tables[i].table;
+        gc_trace("cuGetExportTable %s (%s) -> 0", u, tables[i].name);
+        return CUDA_SUCCESS;
+    }
     /* An id we do not know is answered as a driver without that table would: not found. (NVIDIA's
      * runtime reads any other answer for some ids, e.g. f8cff951-..., as an old driver.) */
     *table = NULL;
     gc_trace("cuGetExportTable %s (unknown) -> %d", u, CUDA_ERROR_NOT_FOUND);
-    if (!strcmp(u, "d4082055-bde6-704b-8d34-ba123c66e1f2")) {
+    if (authentication) {
         /* Only NVIDIA's runtime asks for this one, and it stops without it with an error that
          * points nowhere ("named symbol not found"): say what is going on, once. */
         static int said;
