@@ -1,6 +1,8 @@
 // Run-time binding to NVIDIA's cuBLAS (see blas.h).
 #include "blas.h"
 
+#include "dl.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,33 +36,21 @@
 	          long long, const void *, int, int, long long, const void *, void *, int, int,        \
 	          long long, int, int, int))
 
-#define DECLARE(field, sym, type) __typeof__(type) field;
 static struct {
-	BLAS_SYMBOLS(DECLARE)
+	BLAS_SYMBOLS(GC_DL_DECLARE)
 } bl;
 
 int gc_blas_open(const char *libname, char *err, size_t errlen) {
-	void *h = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-		return -1;
-	}
+	void *h = gc_dl_open(libname, err, errlen);
+	if (h == NULL) return -1;
 	if (dlsym(h, "gpucloud_cublas_guest") != NULL) {
 		snprintf(err, errlen, "%s is gpucloud's guest libcublas, not NVIDIA's", libname);
 		dlclose(h);
 		return -1;
 	}
-#define RESOLVE(field, sym, type)                                                                  \
-	t.field = (__typeof__(type))dlsym(h, sym);                                                     \
-	if (t.field == NULL) {                                                                         \
-		snprintf(err, errlen, "%s: missing symbol %s", libname, sym);                              \
-		dlclose(h);                                                                                \
-		return -1;                                                                                 \
-	}
 	__typeof__(bl) t;
 	memset(&t, 0, sizeof t);
-	BLAS_SYMBOLS(RESOLVE)
+	BLAS_SYMBOLS(GC_DL_RESOLVE)
 	bl = t;
 	return 0;
 }

@@ -2,6 +2,8 @@
 // that Go calls through cgo (Go cannot call a C function pointer itself).
 #include "driver.h"
 
+#include "dl.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -81,9 +83,8 @@
 	X(event_query, "cuEventQuery", CUresult (*)(CUevent))                                          \
 	X(event_elapsed_time, "cuEventElapsedTime", CUresult (*)(float *, CUevent, CUevent))
 
-#define DECLARE(field, sym, type) __typeof__(type) field;
 struct driver {
-	REQUIRED_SYMBOLS(DECLARE)
+	REQUIRED_SYMBOLS(GC_DL_DECLARE)
 	// Optional: a driver without cuCtxCreate_v2 (CUDA 13 headers map to _v4) gets the device's
 	// primary context instead, which is as good in a worker process that holds one session.
 	CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice);
@@ -93,23 +94,12 @@ struct driver {
 static struct driver d;
 
 int gc_driver_open(const char *libname, char *err, size_t errlen) {
-	void *h = dlopen(libname, RTLD_NOW | RTLD_LOCAL);
-	if (h == NULL) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-		return -1;
-	}
-#define RESOLVE(field, sym, type)                                                                  \
-	t.field = (__typeof__(type))dlsym(h, sym);                                                               \
-	if (t.field == NULL) {                                                                         \
-		snprintf(err, errlen, "%s: missing symbol %s", libname, sym);                              \
-		dlclose(h);                                                                                \
-		return -1;                                                                                 \
-	}
+	void *h = gc_dl_open(libname, err, errlen);
+	if (h == NULL) return -1;
 	// Resolve into t and publish only a complete table: a failed load leaves d as it was.
 	struct driver t;
 	memset(&t, 0, sizeof t);
-	REQUIRED_SYMBOLS(RESOLVE)
+	REQUIRED_SYMBOLS(GC_DL_RESOLVE)
 	t.ctx_create = (CUresult(*)(CUcontext *, unsigned, CUdevice))dlsym(h, "cuCtxCreate_v2");
 	t.func_get_param_info =
 	    (CUresult(*)(CUfunction, size_t, size_t *, size_t *))dlsym(h, "cuFuncGetParamInfo");
