@@ -115,6 +115,11 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	s.mu.Unlock()
 	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
 	log.Info("session started")
+	// A revocation that arrived between the Hello's check and now swept s.sessions without us.
+	if s.denied.revoked(c) {
+		log.Info("ending a session whose instance was stopped or deleted during its handshake")
+		cmd.Process.Kill()
+	}
 	arenasDone, memDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(arenasDone)
