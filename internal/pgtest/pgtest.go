@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +40,7 @@ var (
 
 // Main prepares the server and a migrated template database, runs the tests, and cleans up.
 func Main(m *testing.M) int {
+	closeInheritedOnExec()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var cluster *pglocal.Cluster
 	adminURL = os.Getenv(EnvURL)
@@ -54,6 +57,9 @@ func Main(m *testing.M) int {
 			return 1
 		}
 		adminURL = cluster.URL("postgres")
+		// Child test processes (go test -fuzz's workers run this Main too) use this cluster
+		// rather than start their own, which nothing would stop when the coordinator kills them.
+		os.Setenv(EnvURL, adminURL)
 	}
 	template = "tmpl_" + randomSuffix()
 	err := createDatabase(ctx, template, "")
@@ -149,4 +155,20 @@ func randomSuffix() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// closeInheritedOnExec keeps the descriptors this test binary was handed (a fuzz worker's pipes
+// to its coordinator, fds 3 and 4) out of the PostgreSQL it starts: Go marks its own descriptors
+// close-on-exec but not inherited ones, and a postgres holding a dead worker's pipes made the
+// fuzz coordinator wait for that worker until its timeout.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
