@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all deps build run test test-go test-c test-web generate check-generated check-binaries vet fmt clean bench-api
+.PHONY: all deps build run test test-go test-c test-web generate check-generated check-binaries vet fmt clean bench-api fuzz-short
 
 all: build
 
@@ -21,6 +21,11 @@ run: deps
 # library's tests (against a gpuserverd on its simulated backend).
 test: deps vet check-generated check-binaries
 	$(GO) test -count=1 -timeout 20m ./...
+	scripts/fuzz-short.sh
+
+# Every fuzz target for FUZZTIME each (default 2s), as make test runs them.
+fuzz-short:
+	scripts/fuzz-short.sh
 
 # The web console's end-to-end test in Debian's headless Chromium; npm ci installs the pinned
 # Playwright client (never a browser). Screenshots land in web/e2e/artifacts/.

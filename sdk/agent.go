@@ -2,6 +2,8 @@ package sdk
 
 import (
 	"context"
+	"net/url"
+	"time"
 
 	"gpucloud/api"
 )
@@ -32,6 +34,13 @@ func (c *Client) RenewSessionToken(ctx context.Context, id string) (api.SessionT
 // GPUServerHeartbeat registers or refreshes a GPU server and its GPUs.
 func (c *Client) GPUServerHeartbeat(ctx context.Context, r api.GPUServerReport) (api.GPUServerAck, error) {
 	return do[api.GPUServerAck](ctx, c, request{op: opGPUServerHeartbeat, body: r})
+}
+
+// Revocations returns the calling GPU server's revoked instances; when known is the version it
+// has, the answer waits up to wait (at most api.MaxRevocationWait) for a change.
+func (c *Client) Revocations(ctx context.Context, known string, wait time.Duration) (api.Revocations, error) {
+	q := url.Values{"known": {known}, "wait": {wait.String()}}
+	return do[api.Revocations](ctx, c, request{op: opRevocations, query: q})
 }
 
 // PostUsage sends a batch of usage records (a daemon's credential; each record's source must be

@@ -86,6 +86,7 @@ var (
 	opHostReport         = op("PUT", "/v1/agent/host/instances/{id}/status")
 	opRenewToken         = op("POST", "/v1/agent/host/instances/{id}/token")
 	opGPUServerHeartbeat = op("POST", "/v1/agent/gpu-server/heartbeat")
+	opRevocations        = op("GET", "/v1/agent/gpu-server/revocations")
 	opPostUsage          = op("POST", "/v1/agent/usage")
 
 	// Billing's routes (billing/httpapi, mounted by the apiserver).

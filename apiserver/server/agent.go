@@ -22,6 +22,7 @@ func (s *Server) agentRoutes(g *gin.RouterGroup) {
 	g.PUT("/host/instances/:id/status", s.handle(s.hostReport))
 	g.POST("/host/instances/:id/token", s.handle(s.renewToken))
 	g.POST("/gpu-server/heartbeat", s.handle(s.gpuServerHeartbeat))
+	g.GET("/gpu-server/revocations", s.handle(s.gpuServerRevocations)) // revocations.go
 }
 
 func (s *Server) hostHeartbeat(c *gin.Context) error {

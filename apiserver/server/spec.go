@@ -84,6 +84,7 @@ func Document() *openapi.Document {
 	op(put, "/v1/agent/host/instances/{id}/status", "hostReportInstance", "Observed state of an instance", "agent", api.InstanceObserved{}, nil, noContent)
 	op(post, "/v1/agent/host/instances/{id}/token", "renewSessionToken", "Renew an instance's session token", "agent", nil, api.SessionToken{}, ok)
 	op(post, "/v1/agent/gpu-server/heartbeat", "gpuServerHeartbeat", "GPU server registration and heartbeat", "agent", api.GPUServerReport{}, api.GPUServerAck{}, ok)
+	op(get, "/v1/agent/gpu-server/revocations", "gpuServerRevocations", "Long-poll the calling GPU server's revoked instances (?known=version&wait=25s)", "agent", nil, api.Revocations{}, ok)
 	return d
 }
 

@@ -100,15 +100,21 @@ func (s *Store) listenOnce(ctx context.Context, log *slog.Logger) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+credentialsChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	if _, err := conn.Exec(ctx, "LISTEN "+revocationsChannel); err != nil { // revocations.go
+		return fmt.Errorf("listen: %w", err)
+	}
 	s.listenPID.Store(conn.PgConn().PID())
+	s.revoked.wake("", true) // waiters that polled meanwhile re-read now that notifications flow
 	// Only now: anything committed from here on is notified to us.
 	s.keys.setLive(true)
 	log.Info("credentials listener connected; API key cache on")
 	for {
 		wctx, cancel := context.WithTimeout(ctx, listenIdle)
-		_, err := conn.WaitForNotification(wctx)
+		n, err := conn.WaitForNotification(wctx)
 		cancel()
 		switch {
+		case err == nil && n.Channel == revocationsChannel:
+			s.revoked.wake(n.Payload, false)
 		case err == nil:
 			s.keys.forget()
 		case ctx.Err() != nil:

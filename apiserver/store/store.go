@@ -27,6 +27,7 @@ type Store struct {
 	keys  keyCache
 	// listenPID is the credentials listener's backend pid (keylisten.go), 0 while not connected.
 	listenPID atomic.Uint32
+	revoked   revocationHub // long-polls waiting for revocations (revocations.go)
 }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far

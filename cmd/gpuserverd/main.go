@@ -53,10 +53,10 @@ func main() {
 
 // settings are gpuserverd's flags.
 type settings struct {
-	config, id, listen, listenUnix, ivshmemDir, admin, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
-	usageEvery, hbMax, checkpoint, ivshmemTimeout                                                          time.Duration
-	shmSessionMiB, shmTotalMiB                                                                             uint64
-	ivshmemSlots                                                                                           int
+	config, id, listen, listenUnix, ivshmemDir, admin, adminTokenFile, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
+	usageEvery, hbMax, checkpoint, ivshmemTimeout                                                                          time.Duration
+	shmSessionMiB, shmTotalMiB                                                                                             uint64
+	ivshmemSlots, maxSessions, maxPerInstance, maxPending, maxPendingPerSource                                             int
 }
 
 // env returns the environment variable's value, or def.
@@ -78,7 +78,8 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.ivshmemDir, "ivshmem-dir", env("GPUSERVERD_IVSHMEM_DIR", ""), "directory of VMs' ivshmem channel files (gpucloud-<instance>, created by hostd; libvirt's is /dev/shm) to serve (optional) ($GPUSERVERD_IVSHMEM_DIR)")
 	fs.IntVar(&s.ivshmemSlots, "ivshmem-slots", 0, "sessions at once per VM channel: the channel is split into this many slots (0: one per 64 MiB, at most 4; lowered to a power of two leaving each slot 16 MiB or more)")
 	fs.DurationVar(&s.ivshmemTimeout, "ivshmem-peer-timeout", 0, "how long a VM guest's heartbeat may stand still before its session ends (0: 5s)")
-	fs.StringVar(&s.admin, "admin", env("GPUSERVERD_ADMIN", "127.0.0.1:7071"), "HTTP address for /usage, /metrics and /healthz ($GPUSERVERD_ADMIN)")
+	fs.StringVar(&s.admin, "admin", env("GPUSERVERD_ADMIN", "127.0.0.1:7071"), "HTTP address for /usage, /metrics and /healthz; keep it off any address VMs can reach ($GPUSERVERD_ADMIN)")
+	fs.StringVar(&s.adminTokenFile, "admin-token-file", env("GPUSERVERD_ADMIN_TOKEN_FILE", ""), "file holding the bearer token /usage and /metrics want; unset: a random token kept in <data-dir>/admin-token ($GPUSERVERD_ADMIN_TOKEN_FILE)")
 	fs.StringVar(&s.pubKey, "public-key", env("GPUSERVERD_PUBLIC_KEY", ""), "the apiserver's Ed25519 session-token public key, base64; learnt from --apiserver when unset ($GPUSERVERD_PUBLIC_KEY)")
 	fs.StringVar(&s.kind, "backend", env("GPUSERVERD_BACKEND", "auto"), "auto, cuda or simulated ($GPUSERVERD_BACKEND)")
 	fs.StringVar(&s.dataDir, "data-dir", env("GPUSERVERD_DATA_DIR", "/var/lib/gpuserverd"), "where usage records are kept ($GPUSERVERD_DATA_DIR)")
@@ -90,6 +91,10 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.DurationVar(&s.checkpoint, "checkpoint-period", 10*time.Second, "how often open sessions' usage is written durably; a gpuserverd killed mid-session loses at most this much of each session")
 	fs.DurationVar(&s.hbMax, "max-heartbeat-period", 0, "heartbeat at least this often; 0: as the apiserver asks")
 	fs.Uint64Var(&s.shmSessionMiB, "shm-session-mib", server.DefaultShmSessionMax>>20, "the largest shared-memory arena (pinned host memory) one session on --listen-unix may have, MiB; a larger request is refused and told this size")
+	fs.IntVar(&s.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions (worker processes) this server runs at once; one more is refused")
+	fs.IntVar(&s.maxPerInstance, "max-sessions-per-instance", server.DefaultMaxSessionsPerInstance, "sessions one instance (all its tokens and processes) may have at once; one more is refused")
+	fs.IntVar(&s.maxPending, "max-pending-handshakes", server.DefaultMaxPending, "connections that have not authenticated yet, in all; more are closed at once")
+	fs.IntVar(&s.maxPendingPerSource, "max-pending-handshakes-per-source", server.DefaultMaxPendingPerSource, "connections that have not authenticated yet from one address; more are closed at once")
 	fs.Uint64Var(&s.shmTotalMiB, "shm-total-mib", 0, "pinned host memory all sessions' arenas may hold together, MiB; 0: half of this machine's RAM")
 	return fs
 }
@@ -149,6 +154,22 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if st.ivshmemSlots < 0 || st.ivshmemSlots > ivshmem.MaxSlots {
 		return fmt.Errorf("--ivshmem-slots %d: want 0 (by the channel's size) to %d", st.ivshmemSlots, ivshmem.MaxSlots)
 	}
+	for _, lim := range []struct {
+		name string
+		v    int
+	}{{"--max-sessions", st.maxSessions}, {"--max-sessions-per-instance", st.maxPerInstance},
+		{"--max-pending-handshakes", st.maxPending}, {"--max-pending-handshakes-per-source", st.maxPendingPerSource}} {
+		if lim.v < 1 || lim.v > 1<<20 {
+			return fmt.Errorf("%s %d: want 1 to %d", lim.name, lim.v, 1<<20)
+		}
+	}
+	adminToken := ""
+	if st.adminTokenFile != "" {
+		b, err := os.ReadFile(st.adminTokenFile)
+		if adminToken = strings.TrimSpace(string(b)); err != nil || len(adminToken) < 16 {
+			return fmt.Errorf("--admin-token-file %s: want a token of 16 characters or more (%v)", st.adminTokenFile, err)
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding own binary for workers: %w", err)
@@ -157,6 +178,8 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, IvshmemDir: st.ivshmemDir, IvshmemPeerTimeout: st.ivshmemTimeout, IvshmemSlots: st.ivshmemSlots, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
 		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
 		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
+		MaxSessions: st.maxSessions, MaxSessionsPerInstance: st.maxPerInstance,
+		MaxPending: st.maxPending, MaxPendingPerSource: st.maxPendingPerSource, AdminToken: adminToken,
 	}, b)
 	if err != nil {
 		return err
@@ -167,6 +190,14 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if st.apiURL != "" {
 		go s.RunHeartbeat(ctx, hb)
 		go s.ShipUsage(ctx, hb, st.usageEvery)
+		go s.RunRevocations(ctx, hb)
+		// A restarted server first learns which tokens are revoked, unless the apiserver is away.
+		select {
+		case <-s.RevocationsSynced():
+		case <-time.After(5 * time.Second):
+			log.Warn("no revocation list from the apiserver yet; serving, and applying it when it comes")
+		case <-ctx.Done():
+		}
 	}
 	// Tests and scripts read the bound addresses from here (useful with port 0).
 	fmt.Printf("listening %s admin %s\n", s.Addr(), s.AdminAddr())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,23 @@ func TestSettingsPrecedence(t *testing.T) {
 	err := run(context.Background(), []string{"--id", "g", "--public-key", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}, slog.Default())
 	if err == nil || !strings.Contains(err.Error(), "--ca-file") {
 		t.Fatalf("a missing CA file: %v", err)
+	}
+}
+
+// The admin port (every tenant's usage) listens on localhost unless told otherwise (issue 13,
+// finding 7), and the pre-authentication and session limits have defaults.
+func TestAdminDefaultsToLocalhost(t *testing.T) {
+	t.Setenv("GPUSERVERD_ADMIN", "")
+	os.Unsetenv("GPUSERVERD_ADMIN")
+	var s settings
+	fs := newFlagSet(&s)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if host, _, err := net.SplitHostPort(s.admin); err != nil || host != "127.0.0.1" {
+		t.Fatalf("default --admin %q, want 127.0.0.1:<port>", s.admin)
+	}
+	if s.maxSessions < 1 || s.maxPerInstance < 1 || s.maxPending < 1 || s.maxPendingPerSource < 1 {
+		t.Fatalf("limits without defaults: %+v", s)
 	}
 }

@@ -187,7 +187,7 @@ func minus(a, b []string) []string {
 
 // hostdDomains reads hostd's hostd_domain series: instance id -> domain state.
 func (p *platform) hostdDomains() (map[string]string, error) {
-	body, err := get("http://" + p.hostdMetrics + "/metrics")
+	body, err := get("http://"+p.hostdMetrics+"/metrics", "")
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,11 @@ func (p *platform) hostdDomains() (map[string]string, error) {
 }
 
 func (p *platform) gsSessions() (int, error) {
-	body, err := get("http://" + p.gsAdmin + "/metrics")
+	tok, err := os.ReadFile(filepath.Join(p.gsData, "admin-token")) // gpuserverd's generated admin token
+	if err != nil {
+		return -1, err
+	}
+	body, err := get("http://"+p.gsAdmin+"/metrics", "Bearer "+strings.TrimSpace(string(tok)))
 	if err != nil {
 		return -1, err
 	}
@@ -215,9 +219,17 @@ func (p *platform) gsSessions() (int, error) {
 	return -1, fmt.Errorf("no gpuserverd_sessions_active in /metrics")
 }
 
-func get(url string) (string, error) {
+// get fetches url, with the Authorization header auth unless it is "".
+func get(url, auth string) (string, error) {
 	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return "", err
 	}

@@ -35,9 +35,11 @@ type refusal struct {
 
 func (r *refusal) Error() string { return r.msg }
 
-// handle runs one connection: handshake, admission, worker.
-func (s *Server) handle(ctx context.Context, conn net.Conn) {
+// handle runs one connection: handshake, admission, worker. authenticated is called once the
+// connection no longer counts as unauthenticated (handshake done or failed).
+func (s *Server) handle(ctx context.Context, conn net.Conn, authenticated func()) {
 	defer conn.Close()
+	defer authenticated()
 	remote := "local" // a Unix-socket client has no address
 	if a := conn.RemoteAddr(); a != nil && a.Network() != "unix" {
 		remote = a.String()
@@ -60,6 +62,7 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		}
 		return
 	}
+	authenticated()
 	conn.SetDeadline(time.Time{})
 	defer s.release(claims)
 	s.count("")
@@ -109,9 +112,11 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 	return s.hello(h, p)
 }
 
-// readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session.
+// readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session. It is
+// read before authentication, so its claimed length is held to helloLimit before anything is
+// allocated for it.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
-	return readOpening(conn, wire.MaxFrame, wire.TypeHello, wire.TypeLaneHello)
+	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello)
 }
 
 // readOpening reads the frame that opens a connection or channel: one of types, its payload at
@@ -156,6 +161,10 @@ func (s *Server) hello(h wire.Header, p []byte) (sessiontoken.Claims, []int, err
 	if err != nil {
 		return c, nil, &refusal{backend.ErrNotPermitted, "token", "session token refused: " + err.Error()}
 	}
+	if s.denied.revoked(c) {
+		return c, nil, &refusal{backend.ErrNotPermitted, "revoked",
+			fmt.Sprintf("session token refused: instance %s was stopped or deleted", c.InstanceID)}
+	}
 	ordinals, err := s.ordinals(c.GPUs)
 	if err != nil {
 		return c, nil, err
@@ -187,6 +196,9 @@ func (s *Server) ordinals(uuids []string) ([]int, error) {
 func (s *Server) admit(c sessiontoken.Claims) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.admitted.check(c.InstanceID, s.cfg.MaxSessions, s.cfg.MaxSessionsPerInstance); err != nil {
+		return err
+	}
 	for _, u := range c.GPUs {
 		use := s.gpus[u]
 		if use == nil || use.sessions == 0 {
@@ -207,12 +219,14 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 		use.sessions++
 		use.dedicated, use.instance = c.Tier == sessiontoken.TierDedicated, c.InstanceID
 	}
+	s.admitted.add(c.InstanceID, 1)
 	return nil
 }
 
 func (s *Server) release(c sessiontoken.Claims) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.admitted.add(c.InstanceID, -1)
 	for _, u := range c.GPUs {
 		if use := s.gpus[u]; use != nil {
 			if use.sessions--; use.sessions <= 0 {

@@ -124,7 +124,9 @@ func TestRestartClosesSessionsCutMidway(t *testing.T) {
 		t.Fatalf("billed after restart %v; want a 20s, b 19s, c nothing", got)
 	}
 	rec := httptest.NewRecorder()
-	s2.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+s2.AdminToken())
+	s2.Handler().ServeHTTP(rec, req)
 	if !strings.Contains(rec.Body.String(), "gpuserverd_sessions_cut_total 2") {
 		t.Fatalf("metrics after restart:\n%s", rec.Body)
 	}

@@ -13,16 +13,22 @@ func (s *Server) EndSessions(ids []string) int {
 	for _, id := range ids {
 		end[id] = true
 	}
+	return s.endWhere(func(se *session) bool { return end[se.claims.SessionID] },
+		"ending a session the apiserver no longer places here")
+}
+
+// endWhere kills the workers of the sessions that match, logging why; it returns how many.
+func (s *Server) endWhere(match func(*session) bool, why string) int {
 	s.mu.Lock()
 	var victims []*session
 	for _, se := range s.sessions {
-		if end[se.claims.SessionID] {
+		if match(se) {
 			victims = append(victims, se)
 		}
 	}
 	s.mu.Unlock()
 	for _, se := range victims {
-		s.log.Info("ending a session the apiserver no longer places here", "session", se.claims.SessionID,
+		s.log.Info(why, "session", se.claims.SessionID, "instance", se.claims.InstanceID,
 			"tenant", se.claims.TenantID, "worker_pid", se.pid)
 		if err := syscall.Kill(se.pid, syscall.SIGKILL); err != nil {
 			s.log.Warn("ending session", "session", se.claims.SessionID, "err", err)

@@ -40,6 +40,10 @@ func TestHandshakeRefusals(t *testing.T) {
 		{"not hello", wire.AppendFrame(nil, &wire.MemAlloc{Bytes: 1}, 0, 1), backend.ErrInvalidValue, "first message must be Hello, got MemAlloc"},
 		{"bad hello", append(wire.AppendHeader(nil, wire.TypeHello, 0, 1, 2), 1, 2), backend.ErrInvalidValue, "Hello.version: truncated"},
 		{"huge frame", wire.AppendHeader(nil, wire.TypeHello, 0, 1, wire.MaxFrame+1), backend.ErrInvalidValue, "exceeds limit"},
+		// Before authentication a frame may claim no more than a Hello can be, whatever MaxFrame
+		// allows later (issue 13, finding 1): refused from the header, nothing read or allocated.
+		{"hello past its bound", wire.AppendHeader(nil, wire.TypeHello, 0, 1, wire.MaxFrame), backend.ErrInvalidValue, "Hello of 67108868 bytes exceeds 8192"},
+		{"lane hello past its bound", wire.AppendHeader(nil, wire.TypeLaneHello, 0, 1, helloLimit+1), backend.ErrInvalidValue, "LaneHello of 8193 bytes exceeds 8192"},
 	}
 	for _, tc := range cases {
 		_, _, err := handshakeWith(t, s, tc.frame)

@@ -156,12 +156,19 @@ func postJSON(ctx context.Context, client *http.Client, hb Heartbeat, path strin
 	if err != nil {
 		return fmt.Errorf("%s: encode: %w", path, err)
 	}
+	return agentCall(ctx, client, hb, http.MethodPost, path, bytes.NewReader(body), out)
+}
+
+// agentCall makes one request of the agent API (body nil for none) and decodes a 200 answer.
+func agentCall(ctx context.Context, client *http.Client, hb Heartbeat, method, path string, body io.Reader, out any) error {
 	url := strings.TrimRight(hb.APIServer, "/") + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Authorization", "Bearer "+hb.Credential)
 	resp, err := client.Do(req)
 	if err != nil {

@@ -11,14 +11,14 @@ import (
 	"gpucloud/gpuserverd/usage"
 )
 
-// Handler serves the admin port:
+// Handler serves the admin port (admin.go: all but /healthz want the admin token):
 //
 //	GET /usage?after=<id>  usage records after id, oldest first (at most usage.MaxPage)
 //	GET /metrics           Prometheus text format
 //	GET /healthz           200 "ok"
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /usage", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /usage", s.requireAdmin(func(w http.ResponseWriter, r *http.Request) {
 		recs, err := s.usage.After(r.URL.Query().Get("after"))
 		if errors.Is(err, usage.ErrUnknownID) {
 			http.Error(w, err.Error(), http.StatusNotFound)
@@ -30,11 +30,11 @@ func (s *Server) Handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"records": recs})
-	})
+	}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /metrics", s.requireAdmin(s.serveMetrics))
 	return mux
 }
 
@@ -74,6 +74,11 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(&b, "gpuserverd_arena_bytes %d\n", s.arenas.inUse())
 	metric("gpuserverd_arena_limit_bytes", "gauge", "The limit on all sessions' arenas together.")
 	fmt.Fprintf(&b, "gpuserverd_arena_limit_bytes %d\n", s.arenas.total)
+	pending, shed := s.gate.stats()
+	metric("gpuserverd_handshakes_pending", "gauge", "Connections that have not authenticated yet.")
+	fmt.Fprintf(&b, "gpuserverd_handshakes_pending %d\n", pending)
+	metric("gpuserverd_handshakes_shed_total", "counter", "Connections closed unserved: over a pre-authentication limit.")
+	fmt.Fprintf(&b, "gpuserverd_handshakes_shed_total %d\n", shed)
 	metric("gpuserverd_usage_records_total", "counter", "Usage records logged.")
 	fmt.Fprintf(&b, "gpuserverd_usage_records_total %d\n", s.usage.Len())
 	metric("gpuserverd_usage_errors_total", "counter", "Usage records that could not be written.")

@@ -33,7 +33,6 @@ import (
 const (
 	channelScan = time.Second
 	claimPoll   = 10 * time.Millisecond
-	helloLimit  = 64 << 10
 )
 
 // watchChannels serves every channel file that appears in dir until ctx ends.

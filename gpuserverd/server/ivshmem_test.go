@@ -58,7 +58,7 @@ func TestChannelHello(t *testing.T) {
 	}{
 		{"other instance", hello(token("inst-b")), backend.ErrNotPermitted, `session token is for instance "inst-b", not "inst-a"`},
 		{"not hello", wire.AppendFrame(nil, &wire.MemAlloc{Bytes: 1}, 0, 1), backend.ErrInvalidValue, "first message must be Hello, got MemAlloc"},
-		{"big hello", big, backend.ErrInvalidValue, "exceeds 65536"},
+		{"big hello", big, backend.ErrInvalidValue, "exceeds 8192"},
 		{"bad token", hello("nonsense"), backend.ErrNotPermitted, "session token refused"},
 	} {
 		mem := region(tc.frame, uint32(len(tc.frame)), 0)

@@ -9,6 +9,7 @@ import (
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/wire"
+	"gpucloud/gpuserverd/worker"
 )
 
 // laneSocket makes the Unix socket pair on which lane connections are passed to a worker: the
@@ -30,14 +31,15 @@ func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
 		}
 		s.mu.Unlock()
 		if se == nil {
-			err = fmt.Errorf("lane refused: no session %q on this server: %w", h.SessionID, backend.ErrNotPermitted)
+			err = worker.ErrLaneRefused // the very refusal a wrong key gets: no oracle of live sessions
 		}
 	}
 	if err == nil {
 		err = passConn(se.lanes, conn, payload)
 	}
 	if err != nil {
-		log.Warn("lane refused", "err", err)
+		log.Info("lane refused", "err", err)
+		worker.PauseLaneRefusal()
 		st := &wire.Status{Result: int32(backend.ResultOf(err)), Message: truncate(err.Error(), 1024)}
 		if backend.ResultOf(err) == backend.ErrUnknown {
 			st.Result = int32(backend.ErrInvalidValue) // a malformed LaneHello

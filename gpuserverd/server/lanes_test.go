@@ -31,7 +31,7 @@ func laneDial(t *testing.T, s *Server, frame []byte) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.handle(context.Background(), sc)
+	go s.handle(context.Background(), sc, func() {})
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Write(frame); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestLaneHelloRefusals(t *testing.T) {
 		want  string
 	}{
 		{"unknown session", wire.AppendFrame(nil, &wire.LaneHello{Version: wire.Version, SessionID: "nope", Key: make([]byte, 32)}, 0, 0),
-			backend.ErrNotPermitted, `no session "nope" on this server`},
+			backend.ErrNotPermitted, "lane refused: wrong session or key"},
 		{"truncated", append(wire.AppendHeader(nil, wire.TypeLaneHello, 0, 0, 6), 1, 0, 0, 0, 9, 0),
 			backend.ErrInvalidValue, "LaneHello.session_id: truncated"},
 	} {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -54,6 +53,16 @@ type Config struct {
 	// ShmTotalMax all of this server's sessions' arenas together (default: half the machine's
 	// RAM). Arenas are pinned host memory; see arenas.go.
 	ShmSessionMax, ShmTotalMax uint64
+	// MaxPendingPerSource and MaxPending bound connections that have not authenticated yet, per
+	// source address and in all (preauth.go; defaults DefaultMaxPendingPerSource, DefaultMaxPending).
+	MaxPendingPerSource, MaxPending int
+	// MaxSessions bounds this server's sessions and MaxSessionsPerInstance one instance's
+	// (defaults DefaultMaxSessions, DefaultMaxSessionsPerInstance): each session is a worker
+	// process, so a token must not be able to start them without end.
+	MaxSessions, MaxSessionsPerInstance int
+	// AdminToken is the bearer token the admin HTTP routes want (http.go); "" generates one,
+	// kept in <DataDir>/admin-token for local tools.
+	AdminToken string
 }
 
 // DefaultShmSessionMax is a session's arena limit unless configured: room for pinned buffers of
@@ -75,6 +84,10 @@ type Server struct {
 	gpus     map[string]*gpuUse
 	metrics  counters
 	arenas   *arenaBudget
+	gate     *handshakeGate
+	admitted admitted      // sessions counted against the caps, by instance
+	denied   *denyList     // instances whose tokens the apiserver has revoked
+	memory   *memoryLedger // shared-tier GPU memory per instance and GPU
 
 	ln      net.Listener
 	unixLn  net.Listener // nil without ListenUnix
@@ -107,6 +120,18 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	if cfg.ShmTotalMax == 0 {
 		cfg.ShmTotalMax = physicalMemory() / 2
 	}
+	if cfg.MaxPendingPerSource <= 0 {
+		cfg.MaxPendingPerSource = DefaultMaxPendingPerSource
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxSessionsPerInstance <= 0 {
+		cfg.MaxSessionsPerInstance = DefaultMaxSessionsPerInstance
+	}
 	devs, err := b.Devices()
 	if err != nil {
 		return nil, fmt.Errorf("server: listing devices: %w", err)
@@ -117,7 +142,13 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
 		sessions: map[int]*session{}, gpus: map[string]*gpuUse{},
-		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax)}
+		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax),
+		gate: newHandshakeGate(cfg.MaxPendingPerSource, cfg.MaxPending), admitted: admitted{byInstance: map[string]int{}},
+		denied: newDenyList(), memory: newMemoryLedger()}
+	if err := s.loadAdminToken(); err != nil {
+		ul.Close()
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if _, err := s.closeCut(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)
@@ -161,8 +192,8 @@ func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
 
 // Serve runs until ctx ends, then waits for sessions' workers to finish.
 func (s *Server) Serve(ctx context.Context) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(s.adminLn)
+	hs := s.adminServer()
+	go hs.Serve(newLimitListener(s.adminLn, adminMaxConns))
 	ckctx, stopCkpt := context.WithCancel(context.Background())
 	ckDone := make(chan struct{})
 	go func() {
@@ -214,10 +245,15 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener) error {
 			}
 			break
 		}
+		source := sourceOf(conn)
+		if !s.gate.enter(source) {
+			conn.Close() // over a pre-authentication limit: nothing is spent on it
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.handle(ctx, conn)
+			s.handle(ctx, conn, sync.OnceFunc(func() { s.gate.leave(source) }))
 		}()
 	}
 	return err

@@ -133,7 +133,9 @@ func TestUsageEndpoint(t *testing.T) {
 	h := s.Handler()
 	get := func(path string) (*httptest.ResponseRecorder, []api.UsageRecord) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer "+s.AdminToken())
+		h.ServeHTTP(rec, req)
 		var page struct{ Records []api.UsageRecord }
 		json.Unmarshal(rec.Body.Bytes(), &page)
 		return rec, page.Records
@@ -154,6 +156,25 @@ func TestUsageEndpoint(t *testing.T) {
 	}
 	if rec, _ := get("/healthz"); rec.Code != 200 {
 		t.Fatalf("healthz %d", rec.Code)
+	}
+	// Without the admin token nothing but /healthz answers (issue 13, finding 7).
+	for _, path := range []string{"/usage", "/metrics"} {
+		for _, auth := range []string{"", "Bearer wrong", "Bearer "} {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized || strings.Contains(rec.Body.String(), "gs1/") {
+				t.Fatalf("GET %s with %q: %d %s, want 401 and no records", path, auth, rec.Code, rec.Body)
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("healthz without a token: %d", rec.Code)
 	}
 }
 

@@ -84,21 +84,28 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		return err
 	}
 	defer arenasHere.Close()
-	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
-	cmd.Stdin = bytes.NewReader(cfg)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere} // fds 3-6 (worker.LanesFD, worker.ArenaFD)
-	// A worker must not outlive gpuserverd: its session could no longer be metered.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	memHere, memThere, err := seqpacketPair("memory")
+	if err != nil {
 		statsW.Close()
 		lanesThere.Close()
 		arenasThere.Close()
+		return err
+	}
+	defer memHere.Close()
+	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
+	cmd.Stdin = bytes.NewReader(cfg)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere} // fds 3-7 (worker.LanesFD, ArenaFD, MemoryFD)
+	// A worker must not outlive gpuserverd: its session could no longer be metered.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere}
+	err = cmd.Start()
+	for _, f := range childEnds {
+		f.Close() // the child has its own copies
+	}
+	if err != nil {
 		return fmt.Errorf("starting worker: %w", err)
 	}
-	statsW.Close()
-	lanesThere.Close()
-	arenasThere.Close()
 	release() // the worker owns the connection now
 
 	now := time.Now()
@@ -108,10 +115,19 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	s.mu.Unlock()
 	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
 	log.Info("session started")
-	arenasDone := make(chan struct{})
+	// A revocation that arrived between the Hello's check and now swept s.sessions without us.
+	if s.denied.revoked(c) {
+		log.Info("ending a session whose instance was stopped or deleted during its handshake")
+		cmd.Process.Kill()
+	}
+	arenasDone, memDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(arenasDone)
 		s.serveArenas(arenasHere, se.pid, log)
+	}()
+	go func() {
+		defer close(memDone)
+		s.serveMemory(memHere, se.pid, c, log)
 	}()
 
 	stop := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
@@ -130,8 +146,11 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	// However the worker ended, its arena is gone with it; a request it sent just before dying
 	// is answered (or not) before its bytes are dropped, so none stay held.
 	arenasHere.Close()
+	memHere.Close()
 	<-arenasDone
+	<-memDone
 	s.arenas.drop(se.pid)
+	s.memory.drop(se.pid)
 	s.mu.Lock()
 	delete(s.sessions, se.pid)
 	s.metrics.ended++

@@ -154,7 +154,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.MemGetInfo:
 		free, total, err := c.MemGetInfo()
 		if q := s.cfg.MemoryQuota; q > 0 {
-			total, free = min(total, q), min(free, q-min(q, d.used))
+			total, free = min(total, q), min(free, q-min(q, s.quotaUsed(d)))
 		}
 		return &wire.MemGetInfoReply{Result: int32(backend.ResultOf(err)), Free: free, Total: total}, nil
 	case *wire.MemcpyHtoD:
@@ -274,29 +274,70 @@ func (s *Session) memAlloc(d *device, bytes uint64) wire.Message {
 	return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: p}
 }
 
-// alloc allocates device memory charged to the session's quota.
+// alloc allocates device memory charged to the quota: the instance's across its sessions when
+// the server keeps a ledger (memledger.go), else the session's.
 func (s *Session) alloc(d *device, bytes uint64) (uint64, error) {
-	if q := s.cfg.MemoryQuota; q > 0 && (bytes > q || d.used > q-bytes) {
+	q := s.cfg.MemoryQuota
+	if q > 0 && (bytes > q || d.used > q-bytes) {
 		return 0, fmt.Errorf("%d bytes past the session's quota of %d: %w", bytes, q, backend.ErrOutOfMemory)
 	}
-	p, err := d.ctx.MemAlloc(bytes)
-	if err == nil {
-		d.allocs[p] = bytes
-		d.used += bytes
-		s.Stats.memory(int64(bytes))
+	charged := q > 0 && s.ledger != nil && bytes > 0 && bytes < 1<<62
+	if charged {
+		ok, used, err := s.ledger(d.index, int64(bytes))
+		if err != nil {
+			return 0, fmt.Errorf("%w (%w)", err, backend.ErrOutOfMemory)
+		}
+		if !ok {
+			return 0, fmt.Errorf("%d bytes past the instance's quota of %d on this GPU (its sessions hold %d): %w",
+				bytes, q, used, backend.ErrOutOfMemory)
+		}
 	}
-	return p, err
+	p, err := d.ctx.MemAlloc(bytes)
+	if err != nil {
+		if charged {
+			s.giveBack(d, bytes)
+		}
+		return 0, err
+	}
+	d.allocs[p] = bytes
+	d.used += bytes
+	s.Stats.memory(int64(bytes))
+	return p, nil
 }
 
 // free releases an allocation made by alloc.
 func (s *Session) free(d *device, p uint64) error {
 	err := d.ctx.MemFree(p)
 	if err == nil {
-		s.Stats.memory(-int64(d.allocs[p]))
-		d.used -= d.allocs[p]
+		n := d.allocs[p]
+		s.Stats.memory(-int64(n))
+		d.used -= n
 		delete(d.allocs, p)
+		if s.cfg.MemoryQuota > 0 {
+			s.giveBack(d, n)
+		}
 	}
 	return err
+}
+
+// giveBack returns n bytes to the instance's ledger.
+func (s *Session) giveBack(d *device, n uint64) {
+	if s.ledger == nil || n == 0 {
+		return
+	}
+	if _, _, err := s.ledger(d.index, -int64(n)); err != nil {
+		s.log.Warn("giving memory back to the instance's quota", "bytes", n, "err", err)
+	}
+}
+
+// quotaUsed is what counts against the quota on d: the instance's bytes when there is a ledger.
+func (s *Session) quotaUsed(d *device) uint64 {
+	if s.ledger != nil {
+		if _, used, err := s.ledger(d.index, 0); err == nil {
+			return max(used, d.used)
+		}
+	}
+	return d.used
 }
 
 func (s *Session) memcpyHtoD(d *device, m *wire.MemcpyHtoD, h wire.Header, sl *slot) wire.Message {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"sync"
 	"syscall"
+	"time"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/wire"
@@ -89,19 +91,43 @@ func (ls *lanes) open(n uint32) *wire.LanesOpenReply {
 }
 
 // Attach takes a lane connection whose LaneHello payload is hello, answering Status on it. A
-// refused lane is told why and closed; the session is left as it was.
+// refused lane is told why and closed (after PauseLaneRefusal, on a goroutine of its own); the
+// session is left as it was.
 func (s *Session) Attach(conn io.ReadWriteCloser, hello []byte) error {
 	err := s.lanes.attach(conn, hello)
 	reply := wire.AppendFrame(nil, status(err), 0, 0)
-	if _, werr := conn.Write(reply); werr != nil && err == nil {
-		err = fmt.Errorf("answering lane: %w", werr)
-		s.lanes.detach(conn)
-	}
 	if err != nil {
-		conn.Close()
+		go func() {
+			PauseLaneRefusal()
+			conn.Write(reply)
+			conn.Close()
+		}()
+		return err
 	}
-	return err
+	if _, werr := conn.Write(reply); werr != nil {
+		s.lanes.detach(conn)
+		conn.Close()
+		return fmt.Errorf("answering lane: %w", werr)
+	}
+	return nil
 }
+
+// A LaneHello comes before any authentication, so its refusal must not tell whether the session
+// it names is live (issue 13, finding 12): the server refuses an unknown session with the same
+// code and words as the worker refuses a wrong key, and both answer after a random pause that
+// drowns the difference in their paths (the hop to the worker, about 100 µs) in milliseconds of
+// noise; the pre-authentication limits (gpuserverd/server/preauth.go) bound how many samples a
+// prober gets.
+const (
+	laneRefusalMin    = 20 * time.Millisecond
+	laneRefusalJitter = 30 * time.Millisecond
+)
+
+// ErrLaneRefused is the one refusal an unauthenticated lane gets for a wrong session or key.
+var ErrLaneRefused = fmt.Errorf("lane refused: wrong session or key: %w", backend.ErrNotPermitted)
+
+// PauseLaneRefusal waits before a refused LaneHello's answer.
+func PauseLaneRefusal() { time.Sleep(laneRefusalMin + mrand.N(laneRefusalJitter)) }
 
 func (ls *lanes) attach(conn io.ReadWriteCloser, payload []byte) error {
 	var h wire.LaneHello
@@ -114,7 +140,7 @@ func (ls *lanes) attach(conn io.ReadWriteCloser, payload []byte) error {
 	case h.Version != wire.Version:
 		return fmt.Errorf("lane refused: protocol version %d, want %d: %w", h.Version, wire.Version, backend.ErrNotSupported)
 	case h.SessionID != ls.session || ls.key == nil || subtle.ConstantTimeCompare(h.Key, ls.key) != 1:
-		return fmt.Errorf("lane refused: wrong session or key: %w", backend.ErrNotPermitted)
+		return ErrLaneRefused
 	case int(h.Lane) >= len(ls.conns):
 		return fmt.Errorf("lane refused: lane %d of %d opened: %w", h.Lane, len(ls.conns), backend.ErrInvalidValue)
 	case ls.conns[h.Lane] != nil:

@@ -66,6 +66,10 @@ func Main(ctx context.Context, log *slog.Logger) error {
 		s.SetArenaBudget(socketBudget(uc))
 		defer uc.Close()
 	}
+	if uc := openMemorySocket(); uc != nil {
+		s.SetMemoryLedger(socketLedger(uc))
+		defer uc.Close()
+	}
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)

@@ -42,6 +42,7 @@ type Config struct {
 
 // device is the session's state on one granted GPU, created on first use.
 type device struct {
+	index   int // in the session's devices (the guest's ordinal)
 	ordinal int
 	ctx     backend.Context
 	ring    *ring
@@ -63,8 +64,9 @@ type Session struct {
 	current int
 	pending error // first error of a call sent without waiting; surfaces at the next sync
 	lanes   lanes
-	shm     *arena      // the shared arena of a client on this host; nil until ShmOpen
-	budget  arenaBudget // the server's total over all arenas; nil: none
+	shm     *arena       // the shared arena of a client on this host; nil until ShmOpen
+	budget  arenaBudget  // the server's total over all arenas; nil: none
+	ledger  memoryLedger // the instance's quota across its sessions; nil: the session's alone
 	buf     []byte
 	out     []byte
 	Stats   *Stats
@@ -134,7 +136,7 @@ func (s *Session) dev() (*device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("context on device %d: %w", ord, err)
 	}
-	d := &device{ordinal: ord, ctx: c, allocs: map[uint64]uint64{}}
+	d := &device{index: s.current, ordinal: ord, ctx: c, allocs: map[uint64]uint64{}}
 	d.ring, err = newRing(c)
 	if err != nil {
 		c.Close()

@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,13 +33,21 @@ const EnvURL = "GPUCLOUD_TEST_PG_URL"
 
 var (
 	adminURL string
-	template string
+	ready    bool // Main ran
 	mu       sync.Mutex
 	created  []string
+
+	// The migrated template is made at the first NewDatabase, not in Main: a test process that
+	// needs no database (go test -fuzz's workers for a parsing fuzz target) then starts at once.
+	templateOnce sync.Once
+	template     string
+	templateErr  error
 )
 
-// Main prepares the server and a migrated template database, runs the tests, and cleans up.
+// Main prepares the server (the migrated template comes with the first NewDatabase), runs the
+// tests, and cleans up.
 func Main(m *testing.M) int {
+	closeInheritedOnExec()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	var cluster *pglocal.Cluster
 	adminURL = os.Getenv(EnvURL)
@@ -54,23 +64,21 @@ func Main(m *testing.M) int {
 			return 1
 		}
 		adminURL = cluster.URL("postgres")
-	}
-	template = "tmpl_" + randomSuffix()
-	err := createDatabase(ctx, template, "")
-	if err == nil {
-		err = migrate(ctx, withDatabase(adminURL, template))
+		// Child test processes (go test -fuzz's workers run this Main too) use this cluster
+		// rather than start their own, which nothing would stop when the coordinator kills them.
+		os.Setenv(EnvURL, adminURL)
 	}
 	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pgtest:", err)
-		return 1
-	}
+	ready = true
 	code := m.Run()
 
 	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, name := range append(created, template) {
+	for _, name := range created {
 		_ = exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	if template != "" {
+		_ = exec(ctx, "DROP DATABASE IF EXISTS "+template+" WITH (FORCE)")
 	}
 	if cluster != nil {
 		_ = cluster.Stop(ctx)
@@ -82,8 +90,20 @@ func Main(m *testing.M) int {
 // It is dropped when the package's tests end.
 func NewDatabase(tb testing.TB) string {
 	tb.Helper()
-	if template == "" {
+	if !ready {
 		tb.Fatal("pgtest: call pgtest.Main from TestMain first")
+	}
+	templateOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		name := "tmpl_" + randomSuffix()
+		if templateErr = createDatabase(ctx, name, ""); templateErr == nil {
+			templateErr = migrate(ctx, withDatabase(adminURL, name))
+		}
+		template = name // dropped at the end even if migrating it failed
+	})
+	if templateErr != nil {
+		tb.Fatalf("pgtest: template: %v", templateErr)
 	}
 	name := "t_" + randomSuffix()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -149,4 +169,20 @@ func randomSuffix() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// closeInheritedOnExec keeps the descriptors this test binary was handed (a fuzz worker's pipes
+// to its coordinator, fds 3 and 4) out of the PostgreSQL it starts: Go marks its own descriptors
+// close-on-exec but not inherited ones, and a postgres holding a dead worker's pipes made the
+// fuzz coordinator wait for that worker until its timeout.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
