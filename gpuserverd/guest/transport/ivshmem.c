@@ -20,7 +20,7 @@
  * are in use (and the endpoint list's next entry, TCP, is tried). The ring doorbell polls (ring.c); peer death is a heartbeat
  * that stops or a generation that changes, seen within GPUCLOUD_IVSHMEM_TIMEOUT_MS (default 5000):
  * calls then fail with CUDA_ERROR_UNKNOWN rather than hang. On exit the claim is released. */
-#include "guest.h"
+#include "transport.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
  * kernel-mode write (read(2) into the range) with EFAULT instead of holding it. Otherwise the
  * window stays open (gpuserverd/README.md, "Registered host memory"). */
 #define _GNU_SOURCE
-#include "guest.h"
+#include "transport.h"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
