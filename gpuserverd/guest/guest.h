@@ -63,9 +63,9 @@ CUstream gc_stream_ptr(uint64_t h);
 
 /* Runs the runtime's context-local-storage destructors for a context that is going (export_tables.c). */
 void gc_cls_context_gone(CUcontext ctx);
-/* A function that reports name as unimplemented and fails with CUDA_ERROR_NOT_SUPPORTED, or NULL
- * when the pool of such stubs is spent (missing.c). */
-void *gc_missing_stub(const char *name);
+
+/* Whether fn is a generated stub that only answers CUDA_ERROR_NOT_SUPPORTED (api_gen.c). */
+int gc_gen_refused(const void *fn);
 
 /* gpucloud's own export table, for gpucloud's guest libraries (private_table.c). */
 extern const struct gc_private_table gc_private_table;
