@@ -73,6 +73,9 @@ func parseDesc(data []byte) (*desc, error) {
 			continue
 		}
 		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue // blank but for spaces
+		}
 		bad := func(why string) error { return fmt.Errorf("description line %d: %s: %q", n, why, l) }
 		switch f[0] {
 		case "fn":

@@ -66,6 +66,13 @@ func (c *Context) APICall(f backend.APIFunc, a []uint64) ([]uint64, error) {
 		perSM := uint64(228 << 10) // an H100's shared memory per SM, 1 KiB of it reserved per block
 		share := perSM/uint64(blocks) - 1<<10
 		out[0] = min(share, 227<<10)
+	case backend.APIFuncSetCacheConfig: // (CUfunction, CUfunc_cache): a preference, kept nowhere
+		if _, err := c.function(backend.Handle(a[0])); err != nil {
+			return nil, err
+		}
+		if a[1] > 3 {
+			return nil, fmt.Errorf("cache config %d: %w", a[1], backend.ErrInvalidValue)
+		}
 	default:
 		return nil, fmt.Errorf("%s on the simulated backend: %w", f.Name, backend.ErrNotSupported)
 	}
