@@ -29,7 +29,7 @@ func TestClassify(t *testing.T) {
 		"CUfunc_cache": "enum"}
 	for _, c := range []struct {
 		params, why string
-		kinds     []argKind
+		kinds       []argKind
 	}{
 		{"int *can, CUdevice dev, CUdevice peer", "", []argKind{argOut, argDevice, argDevice}},
 		{"CUfunction f, CUfunc_cache c", "", []argKind{argFunction, argValue}},
