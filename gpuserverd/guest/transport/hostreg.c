@@ -5,7 +5,7 @@
  * MAP_SHARED). The program sees the same memory; the worker sees it in the arena it registered
  * with the driver, so a copy from or to it is one DMA, like cuMemAllocHost memory. The partial
  * pages at either end stay where they are (their other bytes belong to someone else) and their
- * copies are staged, as are whole ranges that cannot move (see gpuserverd/README.md, "Registered
+ * copies are staged, as are whole ranges that cannot move (see docs/gpuserverd/transports.md, "Registered
  * host memory"). cuMemHostUnregister puts private pages with the same contents back.
  *
  * A registration either way keeps CUDA's bookkeeping: overlapping ranges are refused, and only a

@@ -92,7 +92,7 @@ static int read_small(const char *path, char *out, size_t cap) {
  * $GPUCLOUD_SYSFS (default /sys) into out. resource2, not resource2_wc: the kernel maps the first
  * uncached and the second write-combining (weakly ordered, which the rings do not allow for);
  * under KVM on Intel the guest's PAT is ignored for this RAM-backed BAR by default, so it is
- * write-back in effect (gpuserverd/README.md, "Zero-copy in VMs"). */
+ * write-back in effect (docs/gpuserverd/transports.md, "Zero-copy in VMs"). */
 static int find_device(char *out, size_t cap) {
     const char *sys = getenv("GPUCLOUD_SYSFS");
     char dir[256], p[640], v[32], d[32];
