@@ -10,7 +10,6 @@ const (
 	APICtxGetSharedMemConfig                              = 1045
 	APICtxGetStreamPriorityRange                          = 1046
 	APICtxSetCacheConfig                                  = 1053
-	APICtxSetFlags                                        = 1055
 	APICtxSetLimit                                        = 1056
 	APICtxSetSharedMemConfig                              = 1057
 	APIDeviceCanAccessPeer                                = 1065
@@ -48,7 +47,6 @@ const (
 	APIFuncSetCacheConfig                                 = 1125
 	APIFuncSetSharedMemConfig                             = 1126
 	APIInit                                               = 1245
-	APILogsCurrent                                        = 1289
 	APIMemAlloc                                           = 1298
 	APIMemAllocPitch                                      = 1306
 	APIMemFree                                            = 1317

@@ -61,14 +61,6 @@ static CUresult call_cuCtxSetCacheConfig(const uint64_t *a, uint64_t *o) {
 	return r;
 }
 
-static CUresult call_cuCtxSetFlags(const uint64_t *a, uint64_t *o) {
-	static void *fn;
-	if (!fn && !(fn = gc_driver_sym("cuCtxSetFlags"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	CUresult r = ((CUresult(*)(uint32_t))fn)((uint32_t)a[0]);
-	(void)o;
-	return r;
-}
-
 static CUresult call_cuCtxSetLimit(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxSetLimit"))) return CUDA_ERROR_NOT_SUPPORTED_;
@@ -387,15 +379,6 @@ static CUresult call_cuInit(const uint64_t *a, uint64_t *o) {
 	return r;
 }
 
-static CUresult call_cuLogsCurrent(const uint64_t *a, uint64_t *o) {
-	static void *fn;
-	if (!fn && !(fn = gc_driver_sym("cuLogsCurrent"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
-	CUresult r = ((CUresult(*)(uint32_t *, uint32_t))fn)(a[0] ? &out0 : NULL, (uint32_t)a[1]);
-	o[0] = (uint64_t)out0;
-	return r;
-}
-
 static CUresult call_cuMemAlloc(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuMemAlloc"))) return CUDA_ERROR_NOT_SUPPORTED_;
@@ -679,7 +662,6 @@ CUresult gc_api_call(CUcontext ctx, int id, const uint64_t *a, uint64_t *o) {
 	case 1045: return call_cuCtxGetSharedMemConfig(a, o);
 	case 1046: return call_cuCtxGetStreamPriorityRange(a, o);
 	case 1053: return call_cuCtxSetCacheConfig(a, o);
-	case 1055: return call_cuCtxSetFlags(a, o);
 	case 1056: return call_cuCtxSetLimit(a, o);
 	case 1057: return call_cuCtxSetSharedMemConfig(a, o);
 	case 1065: return call_cuDeviceCanAccessPeer(a, o);
@@ -717,7 +699,6 @@ CUresult gc_api_call(CUcontext ctx, int id, const uint64_t *a, uint64_t *o) {
 	case 1125: return call_cuFuncSetCacheConfig(a, o);
 	case 1126: return call_cuFuncSetSharedMemConfig(a, o);
 	case 1245: return call_cuInit(a, o);
-	case 1289: return call_cuLogsCurrent(a, o);
 	case 1298: return call_cuMemAlloc(a, o);
 	case 1306: return call_cuMemAllocPitch(a, o);
 	case 1317: return call_cuMemFree(a, o);

@@ -47,16 +47,6 @@ static int gc_gen_cuCtxGetStreamPriorityRange(int32_t * leastPriority, int32_t *
 }
 GC_WEAK(cuCtxGetStreamPriorityRange, gc_gen_cuCtxGetStreamPriorityRange);
 
-/* cuCtxSetFlags(unsigned int flags): wire id 1055. */
-static int gc_gen_cuCtxSetFlags(uint32_t flags) {
-    uint64_t a[1], o[1];
-    memset(o, 0, sizeof o);
-    a[0] = (uint64_t)flags;
-    int rc = gc_gen_call(1055, "cuCtxSetFlags", GC_GEN_GLOBAL, a, 1, o);
-    return rc;
-}
-GC_WEAK(cuCtxSetFlags, gc_gen_cuCtxSetFlags);
-
 /* cuCtxSetSharedMemConfig(CUsharedconfig config): wire id 1057. */
 static int gc_gen_cuCtxSetSharedMemConfig(int32_t config) {
     uint64_t a[1], o[1];
@@ -214,18 +204,6 @@ static int gc_gen_cuFuncSetSharedMemConfig(void * hfunc, int32_t config) {
     return rc;
 }
 GC_WEAK(cuFuncSetSharedMemConfig, gc_gen_cuFuncSetSharedMemConfig);
-
-/* cuLogsCurrent(CUlogIterator *iterator_out, unsigned int flags): wire id 1289. */
-static int gc_gen_cuLogsCurrent(uint32_t * iterator_out, uint32_t flags) {
-    uint64_t a[2], o[2];
-    memset(o, 0, sizeof o);
-    a[0] = iterator_out != NULL;
-    a[1] = (uint64_t)flags;
-    int rc = gc_gen_call(1289, "cuLogsCurrent", GC_GEN_GLOBAL, a, 2, o);
-    if (rc == 0 && iterator_out) *iterator_out = (uint32_t)o[0];
-    return rc;
-}
-GC_WEAK(cuLogsCurrent, gc_gen_cuLogsCurrent);
 
 /* cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize): wire id 1495. */
 static int gc_gen_cuOccupancyAvailableDynamicSMemPerBlock(uint64_t * dynamicSmemSize, void * func, int32_t numBlocks, int32_t blockSize) {
@@ -433,6 +411,9 @@ GC_WEAK(cuCtxRecordEvent, gc_stub_cuCtxRecordEvent);
 static int said_cuCtxResetPersistingL2Cache;
 static int gc_stub_cuCtxResetPersistingL2Cache(void) { return gc_refused("cuCtxResetPersistingL2Cache", &said_cuCtxResetPersistingL2Cache); }
 GC_WEAK(cuCtxResetPersistingL2Cache, gc_stub_cuCtxResetPersistingL2Cache);
+static int said_cuCtxSetFlags;
+static int gc_stub_cuCtxSetFlags(void) { return gc_refused("cuCtxSetFlags", &said_cuCtxSetFlags); }
+GC_WEAK(cuCtxSetFlags, gc_stub_cuCtxSetFlags);
 static int said_cuCtxWaitEvent;
 static int gc_stub_cuCtxWaitEvent(void) { return gc_refused("cuCtxWaitEvent", &said_cuCtxWaitEvent); }
 GC_WEAK(cuCtxWaitEvent, gc_stub_cuCtxWaitEvent);
@@ -1048,6 +1029,9 @@ GC_WEAK(cuLinkCreate_v2, gc_stub_cuLinkCreate_v2);
 static int said_cuLinkDestroy;
 static int gc_stub_cuLinkDestroy(void) { return gc_refused("cuLinkDestroy", &said_cuLinkDestroy); }
 GC_WEAK(cuLinkDestroy, gc_stub_cuLinkDestroy);
+static int said_cuLogsCurrent;
+static int gc_stub_cuLogsCurrent(void) { return gc_refused("cuLogsCurrent", &said_cuLogsCurrent); }
+GC_WEAK(cuLogsCurrent, gc_stub_cuLogsCurrent);
 static int said_cuLogsDumpToFile;
 static int gc_stub_cuLogsDumpToFile(void) { return gc_refused("cuLogsDumpToFile", &said_cuLogsDumpToFile); }
 GC_WEAK(cuLogsDumpToFile, gc_stub_cuLogsDumpToFile);
@@ -1916,6 +1900,7 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuCtxGetId,
         (const void *)gc_stub_cuCtxRecordEvent,
         (const void *)gc_stub_cuCtxResetPersistingL2Cache,
+        (const void *)gc_stub_cuCtxSetFlags,
         (const void *)gc_stub_cuCtxWaitEvent,
         (const void *)gc_stub_cuDestroyExternalMemory,
         (const void *)gc_stub_cuDestroyExternalSemaphore,
@@ -2121,6 +2106,7 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuLinkCreate,
         (const void *)gc_stub_cuLinkCreate_v2,
         (const void *)gc_stub_cuLinkDestroy,
+        (const void *)gc_stub_cuLogsCurrent,
         (const void *)gc_stub_cuLogsDumpToFile,
         (const void *)gc_stub_cuLogsDumpToMemory,
         (const void *)gc_stub_cuLogsRegisterCallback,
