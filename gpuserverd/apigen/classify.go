@@ -32,7 +32,8 @@ type genArg struct {
 type verdict struct {
 	name    string
 	fn      *fn      // its prototype, when the header has one
-	generic []genArg // set when the generic path remotes it
+	remote  bool     // the generic path remotes it
+	generic []genArg // its arguments then (none for a call without parameters)
 	async   bool     // sent without waiting for the reply
 	hand    bool     // a hand-written definition exists (it overrides the generated one)
 	forward string   // a per-thread form generated as a call of this hand-written legacy form
@@ -168,7 +169,7 @@ func decide(exports []string, d *desc, ann *annotations, hand map[string]string,
 		default:
 			args, why := classify(v.fn, d.types)
 			if why == "" {
-				v.generic = args
+				v.remote, v.generic = true, args
 				v.async = ann.async[name] && !hasOut(args)
 			} else if !v.hand {
 				v.reason = "needs hand-written remoting: " + why

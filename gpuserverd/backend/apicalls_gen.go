@@ -9,9 +9,11 @@ const (
 	APICtxGetLimit                                        = 1044
 	APICtxGetSharedMemConfig                              = 1045
 	APICtxGetStreamPriorityRange                          = 1046
+	APICtxResetPersistingL2Cache                          = 1052
 	APICtxSetCacheConfig                                  = 1053
 	APICtxSetLimit                                        = 1056
 	APICtxSetSharedMemConfig                              = 1057
+	APICtxSynchronize                                     = 1058
 	APIDeviceCanAccessPeer                                = 1065
 	APIDeviceComputeCapability                            = 1066
 	APIDeviceGetAttribute                                 = 1068

@@ -53,6 +53,15 @@ static CUresult call_cuCtxGetStreamPriorityRange(const uint64_t *a, uint64_t *o)
 	return r;
 }
 
+static CUresult call_cuCtxResetPersistingL2Cache(const uint64_t *a, uint64_t *o) {
+	static void *fn;
+	if (!fn && !(fn = gc_driver_sym("cuCtxResetPersistingL2Cache"))) return CUDA_ERROR_NOT_SUPPORTED_;
+	(void)a;
+	CUresult r = ((CUresult(*)(void))fn)();
+	(void)o;
+	return r;
+}
+
 static CUresult call_cuCtxSetCacheConfig(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxSetCacheConfig"))) return CUDA_ERROR_NOT_SUPPORTED_;
@@ -73,6 +82,15 @@ static CUresult call_cuCtxSetSharedMemConfig(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxSetSharedMemConfig"))) return CUDA_ERROR_NOT_SUPPORTED_;
 	CUresult r = ((CUresult(*)(int32_t))fn)((int32_t)a[0]);
+	(void)o;
+	return r;
+}
+
+static CUresult call_cuCtxSynchronize(const uint64_t *a, uint64_t *o) {
+	static void *fn;
+	if (!fn && !(fn = gc_driver_sym("cuCtxSynchronize"))) return CUDA_ERROR_NOT_SUPPORTED_;
+	(void)a;
+	CUresult r = ((CUresult(*)(void))fn)();
 	(void)o;
 	return r;
 }
@@ -661,9 +679,11 @@ CUresult gc_api_call(CUcontext ctx, int id, const uint64_t *a, uint64_t *o) {
 	case 1044: return call_cuCtxGetLimit(a, o);
 	case 1045: return call_cuCtxGetSharedMemConfig(a, o);
 	case 1046: return call_cuCtxGetStreamPriorityRange(a, o);
+	case 1052: return call_cuCtxResetPersistingL2Cache(a, o);
 	case 1053: return call_cuCtxSetCacheConfig(a, o);
 	case 1056: return call_cuCtxSetLimit(a, o);
 	case 1057: return call_cuCtxSetSharedMemConfig(a, o);
+	case 1058: return call_cuCtxSynchronize(a, o);
 	case 1065: return call_cuDeviceCanAccessPeer(a, o);
 	case 1066: return call_cuDeviceComputeCapability(a, o);
 	case 1068: return call_cuDeviceGetAttribute(a, o);

@@ -66,6 +66,7 @@ func (c *Context) APICall(f backend.APIFunc, a []uint64) ([]uint64, error) {
 		perSM := uint64(228 << 10) // an H100's shared memory per SM, 1 KiB of it reserved per block
 		share := perSM/uint64(blocks) - 1<<10
 		out[0] = min(share, 227<<10)
+	case backend.APICtxResetPersistingL2Cache: // nothing persists in a simulated L2
 	case backend.APIFuncSetCacheConfig: // (CUfunction, CUfunc_cache): a preference, kept nowhere
 		if _, err := c.function(backend.Handle(a[0])); err != nil {
 			return nil, err

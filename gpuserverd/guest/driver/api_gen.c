@@ -17,7 +17,7 @@ static int gc_gen_cuCtxGetFlags(uint32_t * flags) {
     uint64_t a[1], o[1];
     memset(o, 0, sizeof o);
     a[0] = flags != NULL;
-    int rc = gc_gen_call(1042, "cuCtxGetFlags", GC_GEN_GLOBAL, a, 1, o);
+    int rc = gc_gen_call(1042, "cuCtxGetFlags", GC_GEN_CONTEXT, a, 1, o);
     if (rc == 0 && flags) *flags = (uint32_t)o[0];
     return rc;
 }
@@ -28,7 +28,7 @@ static int gc_gen_cuCtxGetSharedMemConfig(int32_t * pConfig) {
     uint64_t a[1], o[1];
     memset(o, 0, sizeof o);
     a[0] = pConfig != NULL;
-    int rc = gc_gen_call(1045, "cuCtxGetSharedMemConfig", GC_GEN_GLOBAL, a, 1, o);
+    int rc = gc_gen_call(1045, "cuCtxGetSharedMemConfig", GC_GEN_CONTEXT, a, 1, o);
     if (rc == 0 && pConfig) *pConfig = (int32_t)o[0];
     return rc;
 }
@@ -40,19 +40,28 @@ static int gc_gen_cuCtxGetStreamPriorityRange(int32_t * leastPriority, int32_t *
     memset(o, 0, sizeof o);
     a[0] = leastPriority != NULL;
     a[1] = greatestPriority != NULL;
-    int rc = gc_gen_call(1046, "cuCtxGetStreamPriorityRange", GC_GEN_GLOBAL, a, 2, o);
+    int rc = gc_gen_call(1046, "cuCtxGetStreamPriorityRange", GC_GEN_CONTEXT, a, 2, o);
     if (rc == 0 && leastPriority) *leastPriority = (int32_t)o[0];
     if (rc == 0 && greatestPriority) *greatestPriority = (int32_t)o[1];
     return rc;
 }
 GC_WEAK(cuCtxGetStreamPriorityRange, gc_gen_cuCtxGetStreamPriorityRange);
 
+/* cuCtxResetPersistingL2Cache(): wire id 1052. */
+static int gc_gen_cuCtxResetPersistingL2Cache(void) {
+    uint64_t *a = NULL, *o = NULL;
+    int rc = gc_gen_call(1052, "cuCtxResetPersistingL2Cache", GC_GEN_CONTEXT, a, 0, o);
+    (void)o;
+    return rc;
+}
+GC_WEAK(cuCtxResetPersistingL2Cache, gc_gen_cuCtxResetPersistingL2Cache);
+
 /* cuCtxSetSharedMemConfig(CUsharedconfig config): wire id 1057. */
 static int gc_gen_cuCtxSetSharedMemConfig(int32_t config) {
     uint64_t a[1], o[1];
     memset(o, 0, sizeof o);
     a[0] = (uint64_t)config;
-    int rc = gc_gen_call(1057, "cuCtxSetSharedMemConfig", GC_GEN_GLOBAL | GC_GEN_ASYNC, a, 1, o);
+    int rc = gc_gen_call(1057, "cuCtxSetSharedMemConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 1, o);
     return rc;
 }
 GC_WEAK(cuCtxSetSharedMemConfig, gc_gen_cuCtxSetSharedMemConfig);
@@ -408,9 +417,6 @@ GC_WEAK(cuCtxGetId, gc_stub_cuCtxGetId);
 static int said_cuCtxRecordEvent;
 static int gc_stub_cuCtxRecordEvent(void) { return gc_refused("cuCtxRecordEvent", &said_cuCtxRecordEvent); }
 GC_WEAK(cuCtxRecordEvent, gc_stub_cuCtxRecordEvent);
-static int said_cuCtxResetPersistingL2Cache;
-static int gc_stub_cuCtxResetPersistingL2Cache(void) { return gc_refused("cuCtxResetPersistingL2Cache", &said_cuCtxResetPersistingL2Cache); }
-GC_WEAK(cuCtxResetPersistingL2Cache, gc_stub_cuCtxResetPersistingL2Cache);
 static int said_cuCtxSetFlags;
 static int gc_stub_cuCtxSetFlags(void) { return gc_refused("cuCtxSetFlags", &said_cuCtxSetFlags); }
 GC_WEAK(cuCtxSetFlags, gc_stub_cuCtxSetFlags);
@@ -1899,7 +1905,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuCtxGetExecAffinity,
         (const void *)gc_stub_cuCtxGetId,
         (const void *)gc_stub_cuCtxRecordEvent,
-        (const void *)gc_stub_cuCtxResetPersistingL2Cache,
         (const void *)gc_stub_cuCtxSetFlags,
         (const void *)gc_stub_cuCtxWaitEvent,
         (const void *)gc_stub_cuDestroyExternalMemory,

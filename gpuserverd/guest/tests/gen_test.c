@@ -15,6 +15,7 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
 CUresult cuFuncSetCacheConfig(CUfunction hfunc, int config);
 CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height);
 CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId);
+CUresult cuCtxResetPersistingL2Cache(void);
 
 int main(void) {
     CHECK(cuInit(0));
@@ -34,9 +35,12 @@ int main(void) {
     EXPECT_RC(cuDeviceGetP2PAttribute(&v, 2, 1, 1), CUDA_ERROR_INVALID_DEVICE);
     EXPECT_RC(cuDeviceGetP2PAttribute(&v, 99, 0, 1), CUDA_ERROR_INVALID_VALUE);
 
+    /* A context call needs a current context, as with NVIDIA's driver; one without parameters too. */
+    EXPECT_RC(cuCtxResetPersistingL2Cache(), CUDA_ERROR_INVALID_CONTEXT);
     CUcontext ctx;
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuCtxResetPersistingL2Cache());
     int least = 9, greatest = 9;
     CHECK(cuCtxGetStreamPriorityRange(&least, &greatest));
     EXPECT(least == 0 && greatest == -5);
