@@ -37,6 +37,7 @@ type verdict struct {
 	async   bool     // sent without waiting for the reply
 	hand    bool     // a hand-written definition exists (it overrides the generated one)
 	forward string   // a per-thread form generated as a call of this hand-written legacy form
+	via     *fn      // a runtime function generated as a call of this driver function
 	reason  string   // why it is refused (or, hand-written, where)
 }
 
@@ -87,10 +88,12 @@ func orUnknown(c string) string {
 
 // annotations: what a header cannot say. One line per name: "refuse <name> <reason...>" (never
 // remoted generically, with the reason the coverage report gives), "async <name>" (sent without
-// waiting for the reply; only for calls without outputs).
+// waiting for the reply; only for calls without outputs), "via <runtime name> <driver name>" (a
+// runtime function that is the driver function, same parameters in the same order).
 type annotations struct {
 	refuse map[string]string
 	async  map[string]bool
+	via    map[string]string // runtime name -> the driver function it is (runtime.ann)
 }
 
 func readAnnotations(path string) (*annotations, error) {
@@ -98,7 +101,7 @@ func readAnnotations(path string) (*annotations, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &annotations{refuse: map[string]string{}, async: map[string]bool{}}
+	a := &annotations{refuse: map[string]string{}, async: map[string]bool{}, via: map[string]string{}}
 	for i, l := range lines {
 		f := strings.Fields(l)
 		switch {
@@ -106,8 +109,10 @@ func readAnnotations(path string) (*annotations, error) {
 			a.refuse[f[1]] = strings.Join(f[2:], " ")
 		case len(f) == 2 && f[0] == "async":
 			a.async[f[1]] = true
+		case len(f) == 3 && f[0] == "via":
+			a.via[f[1]] = f[2]
 		default:
-			return nil, fmt.Errorf("%s: line %d: want \"refuse <name> <reason>\" or \"async <name>\": %q", path, i+1, l)
+			return nil, fmt.Errorf("%s: line %d: want \"refuse <name> <reason>\", \"async <name>\" or \"via <runtime name> <driver name>\": %q", path, i+1, l)
 		}
 	}
 	return a, nil

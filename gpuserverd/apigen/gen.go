@@ -52,6 +52,9 @@ func generate(root string) error {
 	dv := decide(drvExports, drv, drvAnn, hand, true)
 	markForwarded(dv)
 	rv := decide(rtExports, rt, rtAnn, hand, false)
+	if err := runtimeVia(rv, rt, rtAnn, drv); err != nil {
+		return err
+	}
 	files := map[string][]byte{
 		"gpuserverd/guest/driver/api_gen.c":      guestDriver(dv),
 		"gpuserverd/guest/driver/procs_gen.c":    procTable(drvExports, filepath.Join(guest, "driver/exports.def")),
@@ -266,6 +269,7 @@ func guestRuntime(vs []verdict, d *desc) []byte {
  * hand-written definition in this library answers cudaErrorNotSupported and says so once on
  * stderr. Weak, so a hand-written definition of the same name wins; each stands also under the
  * local name gc_stub_<name>, which the coverage test reads from the library. */
+#include <stdint.h>
 #include <stdio.h>
 
 #define GC_WEAK(name, impl) extern __typeof__(impl) name __attribute__((weak, alias(#impl), visibility("default")))
@@ -278,9 +282,38 @@ static int refused(const char *name, int *said) {
 }
 
 `)
+	b.WriteString(`/* What the functions over the driver API need from the hand-written runtime (exec.c). */
+int gc_rt_ready(void);
+int gc_rt_result(int rc);
+
+`)
 	for _, v := range vs {
-		if v.hand {
-			continue // its strong definition is the export; a weak one would only be dead code
+		if v.via == nil {
+			continue
+		}
+		var ps, names, ts []string
+		for _, a := range v.generic {
+			t := ctype(a.class)
+			if a.kind == argOut {
+				t += " *"
+			} else if a.kind == argDevice {
+				t = "int32_t"
+			}
+			ts = append(ts, t)
+			ps = append(ps, t+" "+a.name)
+			names = append(names, a.name)
+		}
+		sig, tsig := strings.Join(ps, ", "), strings.Join(ts, ", ")
+		if sig == "" {
+			sig, tsig = "void", "void"
+		}
+		fmt.Fprintf(&b, "/* %s: %s, over the driver API. */\nextern int %s(%s);\n", v.name, v.via.name, v.via.name, tsig)
+		fmt.Fprintf(&b, "static int gc_gen_%s(%s) {\n    int r = gc_rt_ready();\n    return gc_rt_result(r ? r : %s(%s));\n}\nGC_WEAK(%s, gc_gen_%s);\n\n",
+			v.name, sig, v.via.name, strings.Join(names, ", "), v.name, v.name)
+	}
+	for _, v := range vs {
+		if v.hand || v.via != nil {
+			continue // a strong definition is the export (a weak one would be dead code), or it is remoted above
 		}
 		fmt.Fprintf(&b, "static int said_%s;\nstatic int gc_stub_%s(void) { return refused(\"%s\", &said_%s); }\nGC_WEAK(%s, gc_stub_%s);\n",
 			v.name, v.name, v.name, v.name, v.name, v.name)
@@ -421,6 +454,8 @@ func coverage(dv, rv []verdict) []byte {
 			switch {
 			case v.hand || v.forward != "":
 				hand++
+			case v.via != nil:
+				gen++
 			case v.remote:
 				gen++
 			default:
@@ -443,6 +478,8 @@ func coverage(dv, rv []verdict) []byte {
 				status = "remoted"
 			case v.forward != "":
 				status, why = "remoted", "as `"+v.forward+"` (one default stream per session)"
+			case v.via != nil:
+				status, why = "remoted", "generated over the driver API's `"+v.via.name+"`"
 			case v.remote:
 				status, why = "remoted", fmt.Sprintf("generated (wire id %d)", v.fn.id)
 				if v.async {
@@ -521,4 +558,34 @@ func functionNames(names []string) []string {
 		}
 	}
 	return out
+}
+
+// runtimeVia gives the runtime functions annotated "via" their driver function: it must be in the
+// driver's description with as many parameters, all fit for the generic path (so plain C types
+// describe them), and the runtime name not hand-written.
+func runtimeVia(rv []verdict, rt *desc, ann *annotations, drv *desc) error {
+	byName := map[string]*fn{}
+	for i := range drv.fns {
+		byName[drv.fns[i].name] = &drv.fns[i]
+	}
+	for i := range rv {
+		v := &rv[i]
+		target, ok := ann.via[v.name]
+		if !ok || v.hand {
+			continue
+		}
+		d := byName[target]
+		if d == nil || v.fn == nil {
+			return fmt.Errorf("runtime.ann: via %s %s: both must be declared in the headers", v.name, target)
+		}
+		args, why := classify(d, drv.types)
+		if why != "" {
+			return fmt.Errorf("runtime.ann: via %s %s: %s", v.name, target, why)
+		}
+		if n := len(splitParams(v.fn.params)); n != len(args) {
+			return fmt.Errorf("runtime.ann: via %s %s: %d parameters against %d", v.name, target, n, len(args))
+		}
+		v.via, v.generic, v.reason = d, args, ""
+	}
+	return nil
 }

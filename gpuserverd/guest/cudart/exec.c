@@ -276,3 +276,7 @@ EXPORT cudaError_t cudaProfilerStop(void) {
     CUresult (*f)(void) = DRIVER(CUresult(*)(void), cuProfilerStop);
     return ret(f ? f() : CUDA_SUCCESS);
 }
+
+/* ---- for the generated functions over the driver API (stubs_gen.c) ---- */
+int gc_rt_ready(void) { return (int)ready(); }
+int gc_rt_result(int rc) { return (int)ret((CUresult)rc); }

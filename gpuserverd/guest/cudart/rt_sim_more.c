@@ -171,7 +171,26 @@ static void stream_ordered(int ndev) {
 
 /* Copies between two devices (through the host, each side in its device's context), ordered
  * after the work queued before them. */
+/* Runtime functions generated over the driver API (apigen/desc/runtime.ann "via"). */
+cudaError_t cudaDeviceGetP2PAttribute(int *value, int attr, int srcDevice, int dstDevice);
+cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId);
+cudaError_t cudaCtxResetPersistingL2Cache(void);
+
+static void generated(int ndev) {
+    int v = 9;
+    RT(cudaCtxResetPersistingL2Cache());
+    EXPECT_ERR(cudaDeviceGetP2PAttribute(&v, 2, 0, 0), cudaErrorInvalidDevice);
+    EXPECT_ERR(cudaDeviceGetP2PAttribute(&v, 2, 0, ndev), cudaErrorInvalidDevice);
+    if (ndev >= 2) {
+        RT(cudaDeviceGetP2PAttribute(&v, 2 /* cudaDevP2PAttrAccessSupported */, 0, 1));
+        EXPECT(v == 1);
+    }
+    unsigned long long id = 0;
+    EXPECT_ERR(cudaStreamGetId(NULL, &id), cudaErrorNotSupported); /* the simulator does not model it */
+}
+
 static void peers(int ndev) {
+    generated(ndev);
     if (ndev < 2) return;
     enum { N = (1 << 20) + 4096 }; /* just over 4 MiB: two staging chunks */
     static unsigned h[N], back[N];

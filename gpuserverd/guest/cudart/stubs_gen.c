@@ -3,6 +3,7 @@
  * hand-written definition in this library answers cudaErrorNotSupported and says so once on
  * stderr. Weak, so a hand-written definition of the same name wins; each stands also under the
  * local name gc_stub_<name>, which the coverage test reads from the library. */
+#include <stdint.h>
 #include <stdio.h>
 
 #define GC_WEAK(name, impl) extern __typeof__(impl) name __attribute__((weak, alias(#impl), visibility("default")))
@@ -13,6 +14,66 @@ static int refused(const char *name, int *said) {
         fprintf(stderr, "gpucloud: %s is not supported by gpucloud's runtime (cudaErrorNotSupported)\n", name);
     return 801;
 }
+
+/* What the functions over the driver API need from the hand-written runtime (exec.c). */
+int gc_rt_ready(void);
+int gc_rt_result(int rc);
+
+/* cudaCtxResetPersistingL2Cache: cuCtxResetPersistingL2Cache, over the driver API. */
+extern int cuCtxResetPersistingL2Cache(void);
+static int gc_gen_cudaCtxResetPersistingL2Cache(void) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuCtxResetPersistingL2Cache());
+}
+GC_WEAK(cudaCtxResetPersistingL2Cache, gc_gen_cudaCtxResetPersistingL2Cache);
+
+/* cudaDeviceFlushGPUDirectRDMAWrites: cuFlushGPUDirectRDMAWrites, over the driver API. */
+extern int cuFlushGPUDirectRDMAWrites(int32_t, int32_t);
+static int gc_gen_cudaDeviceFlushGPUDirectRDMAWrites(int32_t target, int32_t scope) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuFlushGPUDirectRDMAWrites(target, scope));
+}
+GC_WEAK(cudaDeviceFlushGPUDirectRDMAWrites, gc_gen_cudaDeviceFlushGPUDirectRDMAWrites);
+
+/* cudaDeviceGetP2PAttribute: cuDeviceGetP2PAttribute, over the driver API. */
+extern int cuDeviceGetP2PAttribute(int32_t *, int32_t, int32_t, int32_t);
+static int gc_gen_cudaDeviceGetP2PAttribute(int32_t * value, int32_t attrib, int32_t srcDevice, int32_t dstDevice) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuDeviceGetP2PAttribute(value, attrib, srcDevice, dstDevice));
+}
+GC_WEAK(cudaDeviceGetP2PAttribute, gc_gen_cudaDeviceGetP2PAttribute);
+
+/* cudaStreamCopyAttributes: cuStreamCopyAttributes, over the driver API. */
+extern int cuStreamCopyAttributes(void *, void *);
+static int gc_gen_cudaStreamCopyAttributes(void * dstStream, void * srcStream) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuStreamCopyAttributes(dstStream, srcStream));
+}
+GC_WEAK(cudaStreamCopyAttributes, gc_gen_cudaStreamCopyAttributes);
+
+/* cudaStreamCopyAttributes_ptsz: cuStreamCopyAttributes_ptsz, over the driver API. */
+extern int cuStreamCopyAttributes_ptsz(void *, void *);
+static int gc_gen_cudaStreamCopyAttributes_ptsz(void * dst, void * src) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuStreamCopyAttributes_ptsz(dst, src));
+}
+GC_WEAK(cudaStreamCopyAttributes_ptsz, gc_gen_cudaStreamCopyAttributes_ptsz);
+
+/* cudaStreamGetId: cuStreamGetId, over the driver API. */
+extern int cuStreamGetId(void *, uint64_t *);
+static int gc_gen_cudaStreamGetId(void * hStream, uint64_t * streamId) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuStreamGetId(hStream, streamId));
+}
+GC_WEAK(cudaStreamGetId, gc_gen_cudaStreamGetId);
+
+/* cudaStreamGetId_ptsz: cuStreamGetId_ptsz, over the driver API. */
+extern int cuStreamGetId_ptsz(void *, uint64_t *);
+static int gc_gen_cudaStreamGetId_ptsz(void * hStream, uint64_t * streamId) {
+    int r = gc_rt_ready();
+    return gc_rt_result(r ? r : cuStreamGetId_ptsz(hStream, streamId));
+}
+GC_WEAK(cudaStreamGetId_ptsz, gc_gen_cudaStreamGetId_ptsz);
 
 static int said___cudaGetProcAddress;
 static int gc_stub___cudaGetProcAddress(void) { return refused("__cudaGetProcAddress", &said___cudaGetProcAddress); }
@@ -47,9 +108,6 @@ GC_WEAK(cudaCreateSurfaceObject, gc_stub_cudaCreateSurfaceObject);
 static int said_cudaCreateTextureObject;
 static int gc_stub_cudaCreateTextureObject(void) { return refused("cudaCreateTextureObject", &said_cudaCreateTextureObject); }
 GC_WEAK(cudaCreateTextureObject, gc_stub_cudaCreateTextureObject);
-static int said_cudaCtxResetPersistingL2Cache;
-static int gc_stub_cudaCtxResetPersistingL2Cache(void) { return refused("cudaCtxResetPersistingL2Cache", &said_cudaCtxResetPersistingL2Cache); }
-GC_WEAK(cudaCtxResetPersistingL2Cache, gc_stub_cudaCtxResetPersistingL2Cache);
 static int said_cudaDestroyExternalMemory;
 static int gc_stub_cudaDestroyExternalMemory(void) { return refused("cudaDestroyExternalMemory", &said_cudaDestroyExternalMemory); }
 GC_WEAK(cudaDestroyExternalMemory, gc_stub_cudaDestroyExternalMemory);
@@ -68,9 +126,6 @@ GC_WEAK(cudaDeviceDisablePeerAccess, gc_stub_cudaDeviceDisablePeerAccess);
 static int said_cudaDeviceEnablePeerAccess;
 static int gc_stub_cudaDeviceEnablePeerAccess(void) { return refused("cudaDeviceEnablePeerAccess", &said_cudaDeviceEnablePeerAccess); }
 GC_WEAK(cudaDeviceEnablePeerAccess, gc_stub_cudaDeviceEnablePeerAccess);
-static int said_cudaDeviceFlushGPUDirectRDMAWrites;
-static int gc_stub_cudaDeviceFlushGPUDirectRDMAWrites(void) { return refused("cudaDeviceFlushGPUDirectRDMAWrites", &said_cudaDeviceFlushGPUDirectRDMAWrites); }
-GC_WEAK(cudaDeviceFlushGPUDirectRDMAWrites, gc_stub_cudaDeviceFlushGPUDirectRDMAWrites);
 static int said_cudaDeviceGetByPCIBusId;
 static int gc_stub_cudaDeviceGetByPCIBusId(void) { return refused("cudaDeviceGetByPCIBusId", &said_cudaDeviceGetByPCIBusId); }
 GC_WEAK(cudaDeviceGetByPCIBusId, gc_stub_cudaDeviceGetByPCIBusId);
@@ -92,9 +147,6 @@ GC_WEAK(cudaDeviceGetNvSciSyncAttributes, gc_stub_cudaDeviceGetNvSciSyncAttribut
 static int said_cudaDeviceGetP2PAtomicCapabilities;
 static int gc_stub_cudaDeviceGetP2PAtomicCapabilities(void) { return refused("cudaDeviceGetP2PAtomicCapabilities", &said_cudaDeviceGetP2PAtomicCapabilities); }
 GC_WEAK(cudaDeviceGetP2PAtomicCapabilities, gc_stub_cudaDeviceGetP2PAtomicCapabilities);
-static int said_cudaDeviceGetP2PAttribute;
-static int gc_stub_cudaDeviceGetP2PAttribute(void) { return refused("cudaDeviceGetP2PAttribute", &said_cudaDeviceGetP2PAttribute); }
-GC_WEAK(cudaDeviceGetP2PAttribute, gc_stub_cudaDeviceGetP2PAttribute);
 static int said_cudaDeviceGetSharedMemConfig;
 static int gc_stub_cudaDeviceGetSharedMemConfig(void) { return refused("cudaDeviceGetSharedMemConfig", &said_cudaDeviceGetSharedMemConfig); }
 GC_WEAK(cudaDeviceGetSharedMemConfig, gc_stub_cudaDeviceGetSharedMemConfig);
@@ -905,12 +957,6 @@ GC_WEAK(cudaStreamBeginCaptureToGraph_ptsz, gc_stub_cudaStreamBeginCaptureToGrap
 static int said_cudaStreamBeginCapture_ptsz;
 static int gc_stub_cudaStreamBeginCapture_ptsz(void) { return refused("cudaStreamBeginCapture_ptsz", &said_cudaStreamBeginCapture_ptsz); }
 GC_WEAK(cudaStreamBeginCapture_ptsz, gc_stub_cudaStreamBeginCapture_ptsz);
-static int said_cudaStreamCopyAttributes;
-static int gc_stub_cudaStreamCopyAttributes(void) { return refused("cudaStreamCopyAttributes", &said_cudaStreamCopyAttributes); }
-GC_WEAK(cudaStreamCopyAttributes, gc_stub_cudaStreamCopyAttributes);
-static int said_cudaStreamCopyAttributes_ptsz;
-static int gc_stub_cudaStreamCopyAttributes_ptsz(void) { return refused("cudaStreamCopyAttributes_ptsz", &said_cudaStreamCopyAttributes_ptsz); }
-GC_WEAK(cudaStreamCopyAttributes_ptsz, gc_stub_cudaStreamCopyAttributes_ptsz);
 static int said_cudaStreamEndCapture;
 static int gc_stub_cudaStreamEndCapture(void) { return refused("cudaStreamEndCapture", &said_cudaStreamEndCapture); }
 GC_WEAK(cudaStreamEndCapture, gc_stub_cudaStreamEndCapture);
@@ -938,12 +984,6 @@ GC_WEAK(cudaStreamGetDevice_ptsz, gc_stub_cudaStreamGetDevice_ptsz);
 static int said_cudaStreamGetFlags_ptsz;
 static int gc_stub_cudaStreamGetFlags_ptsz(void) { return refused("cudaStreamGetFlags_ptsz", &said_cudaStreamGetFlags_ptsz); }
 GC_WEAK(cudaStreamGetFlags_ptsz, gc_stub_cudaStreamGetFlags_ptsz);
-static int said_cudaStreamGetId;
-static int gc_stub_cudaStreamGetId(void) { return refused("cudaStreamGetId", &said_cudaStreamGetId); }
-GC_WEAK(cudaStreamGetId, gc_stub_cudaStreamGetId);
-static int said_cudaStreamGetId_ptsz;
-static int gc_stub_cudaStreamGetId_ptsz(void) { return refused("cudaStreamGetId_ptsz", &said_cudaStreamGetId_ptsz); }
-GC_WEAK(cudaStreamGetId_ptsz, gc_stub_cudaStreamGetId_ptsz);
 static int said_cudaStreamGetPriority_ptsz;
 static int gc_stub_cudaStreamGetPriority_ptsz(void) { return refused("cudaStreamGetPriority_ptsz", &said_cudaStreamGetPriority_ptsz); }
 GC_WEAK(cudaStreamGetPriority_ptsz, gc_stub_cudaStreamGetPriority_ptsz);
