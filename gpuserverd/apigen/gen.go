@@ -183,15 +183,18 @@ func genRemote(b *bytes.Buffer, v verdict) {
 	n := len(v.generic)
 	fmt.Fprintf(b, "/* %s(%s): wire id %d. */\n", v.name, v.fn.params, v.fn.id)
 	fmt.Fprintf(b, "static int gc_gen_%s(%s) {\n", v.name, sig)
+	words := n + outs(v.generic) // the parameters, then each output's value before the call
 	if n > 0 {
-		fmt.Fprintf(b, "    uint64_t a[%d], o[%d];\n    memset(o, 0, sizeof o);\n", n, n)
+		fmt.Fprintf(b, "    uint64_t a[%d], o[%d];\n    memset(a, 0, sizeof a);\n    memset(o, 0, sizeof o);\n", words, n)
 	} else {
 		b.WriteString("    uint64_t *a = NULL, *o = NULL;\n")
 	}
+	k := n
 	for i, a := range v.generic {
 		switch a.kind {
-		case argOut:
-			fmt.Fprintf(b, "    a[%d] = %s != NULL;\n", i, a.name)
+		case argOut: // present or not, and its value before the call: a driver may leave it as it was
+			fmt.Fprintf(b, "    a[%d] = %s != NULL;\n    if (%s) memcpy(&a[%d], %s, sizeof *%s);\n", i, a.name, a.name, k, a.name, a.name)
+			k++
 		case argFunction:
 			fmt.Fprintf(b, "    a[%d] = gc_gen_function(%s);\n", i, a.name)
 		case argStream:
@@ -216,7 +219,7 @@ func genRemote(b *bytes.Buffer, v verdict) {
 	if v.async {
 		mode += " | GC_GEN_ASYNC"
 	}
-	fmt.Fprintf(b, "    int rc = gc_gen_call(%d, \"%s\", %s, a, %d, o);\n", v.fn.id, v.name, mode, n)
+	fmt.Fprintf(b, "    int rc = gc_gen_call(%d, \"%s\", %s, a, %d, o, %d);\n", v.fn.id, v.name, mode, words, n)
 	for i, a := range v.generic {
 		if a.kind != argOut {
 			continue
@@ -354,10 +357,12 @@ func backendCalls(vs []verdict) []byte {
 		fmt.Fprintf(&b, "static CUresult call_%s(const uint64_t *a, uint64_t *o) {\n", v.name)
 		fmt.Fprintf(&b, "\tstatic void *fn;\n\tif (!fn && !(fn = gc_driver_sym(\"%s\"))) return CUDA_ERROR_NOT_SUPPORTED_;\n", v.name)
 		var args []string
+		k := len(v.generic)
 		for i, a := range v.generic {
 			switch {
-			case a.kind == argOut:
-				fmt.Fprintf(&b, "\t%s out%d = 0;\n", ctype(a.class), i)
+			case a.kind == argOut: // starts as the caller's value: a driver may leave it so
+				fmt.Fprintf(&b, "\t%s out%d;\n\tmemcpy(&out%d, &a[%d], sizeof out%d);\n", ctype(a.class), i, i, k, i)
+				k++
 				args = append(args, fmt.Sprintf("a[%d] ? &out%d : NULL", i, i))
 			case a.kind == argFunction || a.kind == argStream || a.kind == argEvent:
 				args = append(args, fmt.Sprintf("(void *)(uintptr_t)a[%d]", i))
@@ -588,4 +593,15 @@ func runtimeVia(rv []verdict, rt *desc, ann *annotations, drv *desc) error {
 		v.via, v.generic, v.reason = d, args, ""
 	}
 	return nil
+}
+
+// outs counts the outputs among args.
+func outs(args []genArg) int {
+	n := 0
+	for _, a := range args {
+		if a.kind == argOut {
+			n++
+		}
+	}
+	return n
 }

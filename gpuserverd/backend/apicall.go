@@ -22,8 +22,21 @@ type APIFunc struct {
 	Args    []ArgKind
 }
 
-// APICaller is implemented by a Context that answers generic calls. APICall returns one value per
-// argument (the outputs; zero for the others). A backend that does not implement f returns
+// Outputs counts f's output parameters.
+func (f APIFunc) Outputs() int {
+	n := 0
+	for _, k := range f.Args {
+		if k == ArgOut {
+			n++
+		}
+	}
+	return n
+}
+
+// APICaller is implemented by a Context that answers generic calls. args holds one value per
+// parameter, then each output's value before the call (in the order of the outputs), which an
+// output keeps when the driver leaves it alone. APICall returns one value per parameter (the
+// outputs; zero for the others). A backend that does not implement f returns
 // ErrNotSupported.
 type APICaller interface {
 	APICall(f APIFunc, args []uint64) ([]uint64, error)

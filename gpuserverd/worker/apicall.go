@@ -9,7 +9,8 @@ import (
 )
 
 // apiCall runs one generically remoted driver function (gpuserverd/apigen): its id must be one this
-// server knows (a newer guest's is CUDA_ERROR_NOT_SUPPORTED), its arguments one u64 per parameter,
+// server knows (a newer guest's is CUDA_ERROR_NOT_SUPPORTED), its arguments one u64 per parameter
+// then each output's value before the call,
 // and its devices the session's own, mapped to the backend's ordinals here, so a guest never
 // names a GPU it was not granted. Handles are looked up by the backend in this session's context.
 func (s *Session) apiCall(c backend.Context, m *wire.ApiCall) *wire.ApiCallReply {
@@ -17,13 +18,14 @@ func (s *Session) apiCall(c backend.Context, m *wire.ApiCall) *wire.ApiCallReply
 	if !ok {
 		return apiReply(nil, 0, fmt.Errorf("driver function %d: %w", m.Fn, backend.ErrNotSupported))
 	}
-	if len(m.Args) != 8*len(f.Args) {
-		return apiReply(nil, 0, fmt.Errorf("%s: %d argument bytes, want %d: %w", f.Name, len(m.Args), 8*len(f.Args), backend.ErrInvalidValue))
+	words := len(f.Args) + f.Outputs()
+	if len(m.Args) != 8*words {
+		return apiReply(nil, 0, fmt.Errorf("%s: %d argument bytes, want %d: %w", f.Name, len(m.Args), 8*words, backend.ErrInvalidValue))
 	}
-	args := make([]uint64, len(f.Args))
-	for i, k := range f.Args {
+	args := make([]uint64, words)
+	for i := range args {
 		args[i] = binary.LittleEndian.Uint64(m.Args[8*i:])
-		if k == backend.ArgDevice {
+		if i < len(f.Args) && f.Args[i] == backend.ArgDevice {
 			if args[i] >= uint64(len(s.cfg.Devices)) {
 				return apiReply(nil, 0, fmt.Errorf("%s: device %d of %d granted: %w", f.Name, int64(args[i]), len(s.cfg.Devices), backend.ErrInvalidDevice))
 			}

@@ -22,11 +22,11 @@ func TestAPICall(t *testing.T) {
 	c := newSession(t, Config{Tier: "dedicated", Devices: []int{1, 0}})
 	var r wire.ApiCallReply
 	// Session devices 0 and 1 are backend devices 1 and 0: peers of each other.
-	c.call(&wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 0, 1)}, &r)
+	c.call(&wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 0, 1, 7)}, &r)
 	if r.Result != 0 || len(r.Out) != 24 || binary.LittleEndian.Uint64(r.Out) != 1 {
 		t.Fatalf("cuDeviceCanAccessPeer(0, 1): %+v", r)
 	}
-	c.call(&wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 1, 1)}, &r)
+	c.call(&wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 1, 1, 7)}, &r)
 	if r.Result != 0 || binary.LittleEndian.Uint64(r.Out) != 0 {
 		t.Fatalf("cuDeviceCanAccessPeer(1, 1): %+v", r)
 	}
@@ -35,11 +35,11 @@ func TestAPICall(t *testing.T) {
 		m    *wire.ApiCall
 		want backend.Result
 	}{
-		{"ungranted device", &wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 0, 2)}, backend.ErrInvalidDevice},
-		{"negative device", &wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, ^uint64(0), 0)}, backend.ErrInvalidDevice},
+		{"ungranted device", &wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 0, 2, 0)}, backend.ErrInvalidDevice},
+		{"negative device", &wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, ^uint64(0), 0, 0)}, backend.ErrInvalidDevice},
 		{"short arguments", &wire.ApiCall{Fn: backend.APIDeviceCanAccessPeer, Args: u64s(1, 0)}, backend.ErrInvalidValue},
 		{"unknown function", &wire.ApiCall{Fn: 2999, Args: nil}, backend.ErrNotSupported},
-		{"stale stream", &wire.ApiCall{Fn: backend.APIStreamGetFlags, Args: u64s(12345, 1)}, backend.ErrInvalidHandle},
+		{"stale stream", &wire.ApiCall{Fn: backend.APIStreamGetFlags, Args: u64s(12345, 1, 0)}, backend.ErrInvalidHandle},
 	} {
 		c.call(bad.m, &r)
 		if backend.Result(r.Result) != bad.want || len(r.Out) != 0 {

@@ -20,8 +20,11 @@ func (c *Context) APICall(f backend.APIFunc, args []uint64) ([]uint64, error) {
 		return nil, errClosed
 	}
 	a := make([]C.uint64_t, len(args)+1) // never empty: its address is passed
-	for i, k := range f.Args {
-		v := args[i]
+	for i, v := range args {
+		k := backend.ArgValue // the outputs' values before the call, past the parameters
+		if i < len(f.Args) {
+			k = f.Args[i]
+		}
 		switch k {
 		case backend.ArgDevice:
 			var d C.CUdevice
@@ -54,7 +57,7 @@ func (c *Context) APICall(f backend.APIFunc, args []uint64) ([]uint64, error) {
 	if err := check(f.Name, C.gc_api_call(c.ctx, C.int(f.ID), &a[0], &o[0])); err != nil {
 		return nil, fmt.Errorf("generic call: %w", err)
 	}
-	out := make([]uint64, len(args))
+	out := make([]uint64, len(f.Args))
 	for i := range out {
 		out[i] = uint64(o[i])
 	}

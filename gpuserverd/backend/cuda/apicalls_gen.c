@@ -9,7 +9,8 @@
 static CUresult call_cuCtxGetCacheConfig(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxGetCacheConfig"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[1], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *))fn)(a[0] ? &out0 : NULL);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -18,7 +19,8 @@ static CUresult call_cuCtxGetCacheConfig(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuCtxGetFlags(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxGetFlags"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
+	uint32_t out0;
+	memcpy(&out0, &a[1], sizeof out0);
 	CUresult r = ((CUresult(*)(uint32_t *))fn)(a[0] ? &out0 : NULL);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -27,7 +29,8 @@ static CUresult call_cuCtxGetFlags(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuCtxGetLimit(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxGetLimit"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out0 = 0;
+	uint64_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
 	CUresult r = ((CUresult(*)(uint64_t *, int32_t))fn)(a[0] ? &out0 : NULL, (int32_t)a[1]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -36,7 +39,8 @@ static CUresult call_cuCtxGetLimit(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuCtxGetSharedMemConfig(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxGetSharedMemConfig"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[1], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *))fn)(a[0] ? &out0 : NULL);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -45,8 +49,10 @@ static CUresult call_cuCtxGetSharedMemConfig(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuCtxGetStreamPriorityRange(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuCtxGetStreamPriorityRange"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
-	int32_t out1 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
+	int32_t out1;
+	memcpy(&out1, &a[3], sizeof out1);
 	CUresult r = ((CUresult(*)(int32_t *, int32_t *))fn)(a[0] ? &out0 : NULL, a[1] ? &out1 : NULL);
 	o[0] = (uint64_t)out0;
 	o[1] = (uint64_t)out1;
@@ -98,7 +104,8 @@ static CUresult call_cuCtxSynchronize(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceCanAccessPeer(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceCanAccessPeer"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[3], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, int, int))fn)(a[0] ? &out0 : NULL, (int)a[1], (int)a[2]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -107,8 +114,10 @@ static CUresult call_cuDeviceCanAccessPeer(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceComputeCapability(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceComputeCapability"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
-	int32_t out1 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[3], sizeof out0);
+	int32_t out1;
+	memcpy(&out1, &a[4], sizeof out1);
 	CUresult r = ((CUresult(*)(int32_t *, int32_t *, int))fn)(a[0] ? &out0 : NULL, a[1] ? &out1 : NULL, (int)a[2]);
 	o[0] = (uint64_t)out0;
 	o[1] = (uint64_t)out1;
@@ -118,7 +127,8 @@ static CUresult call_cuDeviceComputeCapability(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceGetAttribute(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceGetAttribute"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[3], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, int32_t, int))fn)(a[0] ? &out0 : NULL, (int32_t)a[1], (int)a[2]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -127,7 +137,8 @@ static CUresult call_cuDeviceGetAttribute(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceGetCount(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceGetCount"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[1], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *))fn)(a[0] ? &out0 : NULL);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -136,7 +147,8 @@ static CUresult call_cuDeviceGetCount(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceGetExecAffinitySupport(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceGetExecAffinitySupport"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[3], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, int32_t, int))fn)(a[0] ? &out0 : NULL, (int32_t)a[1], (int)a[2]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -145,7 +157,8 @@ static CUresult call_cuDeviceGetExecAffinitySupport(const uint64_t *a, uint64_t 
 static CUresult call_cuDeviceGetP2PAttribute(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceGetP2PAttribute"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[4], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, int32_t, int, int))fn)(a[0] ? &out0 : NULL, (int32_t)a[1], (int)a[2], (int)a[3]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -154,7 +167,8 @@ static CUresult call_cuDeviceGetP2PAttribute(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceGetTexture1DLinearMaxWidth(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceGetTexture1DLinearMaxWidth"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out0 = 0;
+	uint64_t out0;
+	memcpy(&out0, &a[4], sizeof out0);
 	CUresult r = ((CUresult(*)(uint64_t *, int32_t, uint32_t, int))fn)(a[0] ? &out0 : NULL, (int32_t)a[1], (uint32_t)a[2], (int)a[3]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -163,8 +177,10 @@ static CUresult call_cuDeviceGetTexture1DLinearMaxWidth(const uint64_t *a, uint6
 static CUresult call_cuDevicePrimaryCtxGetState(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDevicePrimaryCtxGetState"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out1 = 0;
-	int32_t out2 = 0;
+	uint32_t out1;
+	memcpy(&out1, &a[3], sizeof out1);
+	int32_t out2;
+	memcpy(&out2, &a[4], sizeof out2);
 	CUresult r = ((CUresult(*)(int, uint32_t *, int32_t *))fn)((int)a[0], a[1] ? &out1 : NULL, a[2] ? &out2 : NULL);
 	o[1] = (uint64_t)out1;
 	o[2] = (uint64_t)out2;
@@ -222,7 +238,8 @@ static CUresult call_cuDevicePrimaryCtxSetFlags_v2(const uint64_t *a, uint64_t *
 static CUresult call_cuDeviceTotalMem(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceTotalMem"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
+	uint32_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
 	CUresult r = ((CUresult(*)(uint32_t *, int))fn)(a[0] ? &out0 : NULL, (int)a[1]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -231,7 +248,8 @@ static CUresult call_cuDeviceTotalMem(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDeviceTotalMem_v2(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDeviceTotalMem_v2"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out0 = 0;
+	uint64_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
 	CUresult r = ((CUresult(*)(uint64_t *, int))fn)(a[0] ? &out0 : NULL, (int)a[1]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -240,7 +258,8 @@ static CUresult call_cuDeviceTotalMem_v2(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuDriverGetVersion(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDriverGetVersion"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[1], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *))fn)(a[0] ? &out0 : NULL);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -265,7 +284,8 @@ static CUresult call_cuEventDestroy_v2(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuEventElapsedTime(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuEventElapsedTime"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	float out0 = 0;
+	float out0;
+	memcpy(&out0, &a[3], sizeof out0);
 	CUresult r = ((CUresult(*)(float *, void *, void *))fn)(a[0] ? &out0 : NULL, (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
 	{ uint32_t bits; memcpy(&bits, &out0, 4); o[0] = bits; }
 	return r;
@@ -274,7 +294,8 @@ static CUresult call_cuEventElapsedTime(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuEventElapsedTime_v2(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuEventElapsedTime_v2"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	float out0 = 0;
+	float out0;
+	memcpy(&out0, &a[3], sizeof out0);
 	CUresult r = ((CUresult(*)(float *, void *, void *))fn)(a[0] ? &out0 : NULL, (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
 	{ uint32_t bits; memcpy(&bits, &out0, 4); o[0] = bits; }
 	return r;
@@ -331,7 +352,8 @@ static CUresult call_cuFlushGPUDirectRDMAWrites(const uint64_t *a, uint64_t *o) 
 static CUresult call_cuFuncGetAttribute(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuFuncGetAttribute"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[3], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, int32_t, void *))fn)(a[0] ? &out0 : NULL, (int32_t)a[1], (void *)(uintptr_t)a[2]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -340,8 +362,10 @@ static CUresult call_cuFuncGetAttribute(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuFuncGetParamInfo(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuFuncGetParamInfo"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out2 = 0;
-	uint64_t out3 = 0;
+	uint64_t out2;
+	memcpy(&out2, &a[4], sizeof out2);
+	uint64_t out3;
+	memcpy(&out3, &a[5], sizeof out3);
 	CUresult r = ((CUresult(*)(void *, uint64_t, uint64_t *, uint64_t *))fn)((void *)(uintptr_t)a[0], (uint64_t)a[1], a[2] ? &out2 : NULL, a[3] ? &out3 : NULL);
 	o[2] = (uint64_t)out2;
 	o[3] = (uint64_t)out3;
@@ -351,7 +375,8 @@ static CUresult call_cuFuncGetParamInfo(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuFuncIsLoaded(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuFuncIsLoaded"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, void *))fn)(a[0] ? &out0 : NULL, (void *)(uintptr_t)a[1]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -400,7 +425,8 @@ static CUresult call_cuInit(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuMemAlloc(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuMemAlloc"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
+	uint32_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
 	CUresult r = ((CUresult(*)(uint32_t *, uint32_t))fn)(a[0] ? &out0 : NULL, (uint32_t)a[1]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -409,8 +435,10 @@ static CUresult call_cuMemAlloc(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuMemAllocPitch(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuMemAllocPitch"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
-	uint32_t out1 = 0;
+	uint32_t out0;
+	memcpy(&out0, &a[5], sizeof out0);
+	uint32_t out1;
+	memcpy(&out1, &a[6], sizeof out1);
 	CUresult r = ((CUresult(*)(uint32_t *, uint32_t *, uint32_t, uint32_t, uint32_t))fn)(a[0] ? &out0 : NULL, a[1] ? &out1 : NULL, (uint32_t)a[2], (uint32_t)a[3], (uint32_t)a[4]);
 	o[0] = (uint64_t)out0;
 	o[1] = (uint64_t)out1;
@@ -428,8 +456,10 @@ static CUresult call_cuMemFree(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuMemGetAddressRange(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuMemGetAddressRange"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
-	uint32_t out1 = 0;
+	uint32_t out0;
+	memcpy(&out0, &a[3], sizeof out0);
+	uint32_t out1;
+	memcpy(&out1, &a[4], sizeof out1);
 	CUresult r = ((CUresult(*)(uint32_t *, uint32_t *, uint32_t))fn)(a[0] ? &out0 : NULL, a[1] ? &out1 : NULL, (uint32_t)a[2]);
 	o[0] = (uint64_t)out0;
 	o[1] = (uint64_t)out1;
@@ -439,8 +469,10 @@ static CUresult call_cuMemGetAddressRange(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuMemGetInfo(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuMemGetInfo"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out0 = 0;
-	uint32_t out1 = 0;
+	uint32_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
+	uint32_t out1;
+	memcpy(&out1, &a[3], sizeof out1);
 	CUresult r = ((CUresult(*)(uint32_t *, uint32_t *))fn)(a[0] ? &out0 : NULL, a[1] ? &out1 : NULL);
 	o[0] = (uint64_t)out0;
 	o[1] = (uint64_t)out1;
@@ -450,8 +482,10 @@ static CUresult call_cuMemGetInfo(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuMemGetInfo_v2(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuMemGetInfo_v2"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out0 = 0;
-	uint64_t out1 = 0;
+	uint64_t out0;
+	memcpy(&out0, &a[2], sizeof out0);
+	uint64_t out1;
+	memcpy(&out1, &a[3], sizeof out1);
 	CUresult r = ((CUresult(*)(uint64_t *, uint64_t *))fn)(a[0] ? &out0 : NULL, a[1] ? &out1 : NULL);
 	o[0] = (uint64_t)out0;
 	o[1] = (uint64_t)out1;
@@ -525,7 +559,8 @@ static CUresult call_cuMemsetD8(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuModuleGetLoadingMode(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuModuleGetLoadingMode"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[1], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *))fn)(a[0] ? &out0 : NULL);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -534,7 +569,8 @@ static CUresult call_cuModuleGetLoadingMode(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuOccupancyAvailableDynamicSMemPerBlock(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuOccupancyAvailableDynamicSMemPerBlock"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out0 = 0;
+	uint64_t out0;
+	memcpy(&out0, &a[4], sizeof out0);
 	CUresult r = ((CUresult(*)(uint64_t *, void *, int32_t, int32_t))fn)(a[0] ? &out0 : NULL, (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -543,7 +579,8 @@ static CUresult call_cuOccupancyAvailableDynamicSMemPerBlock(const uint64_t *a, 
 static CUresult call_cuOccupancyMaxActiveBlocksPerMultiprocessor(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuOccupancyMaxActiveBlocksPerMultiprocessor"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[4], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, void *, int32_t, uint64_t))fn)(a[0] ? &out0 : NULL, (void *)(uintptr_t)a[1], (int32_t)a[2], (uint64_t)a[3]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -552,7 +589,8 @@ static CUresult call_cuOccupancyMaxActiveBlocksPerMultiprocessor(const uint64_t 
 static CUresult call_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out0 = 0;
+	int32_t out0;
+	memcpy(&out0, &a[5], sizeof out0);
 	CUresult r = ((CUresult(*)(int32_t *, void *, int32_t, uint64_t, uint32_t))fn)(a[0] ? &out0 : NULL, (void *)(uintptr_t)a[1], (int32_t)a[2], (uint64_t)a[3], (uint32_t)a[4]);
 	o[0] = (uint64_t)out0;
 	return r;
@@ -593,7 +631,8 @@ static CUresult call_cuStreamDestroy_v2(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuStreamGetFlags(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuStreamGetFlags"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out1 = 0;
+	uint32_t out1;
+	memcpy(&out1, &a[2], sizeof out1);
 	CUresult r = ((CUresult(*)(void *, uint32_t *))fn)((void *)(uintptr_t)a[0], a[1] ? &out1 : NULL);
 	o[1] = (uint64_t)out1;
 	return r;
@@ -602,7 +641,8 @@ static CUresult call_cuStreamGetFlags(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuStreamGetFlags_ptsz(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuStreamGetFlags_ptsz"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint32_t out1 = 0;
+	uint32_t out1;
+	memcpy(&out1, &a[2], sizeof out1);
 	CUresult r = ((CUresult(*)(void *, uint32_t *))fn)((void *)(uintptr_t)a[0], a[1] ? &out1 : NULL);
 	o[1] = (uint64_t)out1;
 	return r;
@@ -611,7 +651,8 @@ static CUresult call_cuStreamGetFlags_ptsz(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuStreamGetId(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuStreamGetId"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out1 = 0;
+	uint64_t out1;
+	memcpy(&out1, &a[2], sizeof out1);
 	CUresult r = ((CUresult(*)(void *, uint64_t *))fn)((void *)(uintptr_t)a[0], a[1] ? &out1 : NULL);
 	o[1] = (uint64_t)out1;
 	return r;
@@ -620,7 +661,8 @@ static CUresult call_cuStreamGetId(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuStreamGetId_ptsz(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuStreamGetId_ptsz"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	uint64_t out1 = 0;
+	uint64_t out1;
+	memcpy(&out1, &a[2], sizeof out1);
 	CUresult r = ((CUresult(*)(void *, uint64_t *))fn)((void *)(uintptr_t)a[0], a[1] ? &out1 : NULL);
 	o[1] = (uint64_t)out1;
 	return r;
@@ -629,7 +671,8 @@ static CUresult call_cuStreamGetId_ptsz(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuStreamGetPriority(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuStreamGetPriority"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out1 = 0;
+	int32_t out1;
+	memcpy(&out1, &a[2], sizeof out1);
 	CUresult r = ((CUresult(*)(void *, int32_t *))fn)((void *)(uintptr_t)a[0], a[1] ? &out1 : NULL);
 	o[1] = (uint64_t)out1;
 	return r;
@@ -638,7 +681,8 @@ static CUresult call_cuStreamGetPriority(const uint64_t *a, uint64_t *o) {
 static CUresult call_cuStreamGetPriority_ptsz(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuStreamGetPriority_ptsz"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	int32_t out1 = 0;
+	int32_t out1;
+	memcpy(&out1, &a[2], sizeof out1);
 	CUresult r = ((CUresult(*)(void *, int32_t *))fn)((void *)(uintptr_t)a[0], a[1] ? &out1 : NULL);
 	o[1] = (uint64_t)out1;
 	return r;

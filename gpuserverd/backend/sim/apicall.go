@@ -10,7 +10,14 @@ import (
 // stream and function properties, occupancy); any other is CUDA_ERROR_NOT_SUPPORTED, as a real
 // driver without the function would answer.
 func (c *Context) APICall(f backend.APIFunc, a []uint64) ([]uint64, error) {
-	out := make([]uint64, len(a))
+	out := make([]uint64, len(f.Args))
+	k := len(f.Args) // an output the simulator does not write keeps the caller's value, as with a driver
+	for i, kind := range f.Args {
+		if kind == backend.ArgOut && k < len(a) {
+			out[i] = a[k]
+			k++
+		}
+	}
 	switch f.ID {
 	case backend.APIDeviceCanAccessPeer: // (int *can, CUdevice dev, CUdevice peer)
 		if err := c.b.twoDevices(a[1], a[2]); err != nil {

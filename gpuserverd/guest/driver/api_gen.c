@@ -14,10 +14,12 @@
 
 /* cuCtxGetFlags(unsigned int *flags): wire id 1042. */
 static int gc_gen_cuCtxGetFlags(uint32_t * flags) {
-    uint64_t a[1], o[1];
+    uint64_t a[2], o[1];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = flags != NULL;
-    int rc = gc_gen_call(1042, "cuCtxGetFlags", GC_GEN_CONTEXT, a, 1, o);
+    if (flags) memcpy(&a[1], flags, sizeof *flags);
+    int rc = gc_gen_call(1042, "cuCtxGetFlags", GC_GEN_CONTEXT, a, 2, o, 1);
     if (rc == 0 && flags) *flags = (uint32_t)o[0];
     return rc;
 }
@@ -25,10 +27,12 @@ GC_WEAK(cuCtxGetFlags, gc_gen_cuCtxGetFlags);
 
 /* cuCtxGetSharedMemConfig(CUsharedconfig *pConfig): wire id 1045. */
 static int gc_gen_cuCtxGetSharedMemConfig(int32_t * pConfig) {
-    uint64_t a[1], o[1];
+    uint64_t a[2], o[1];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = pConfig != NULL;
-    int rc = gc_gen_call(1045, "cuCtxGetSharedMemConfig", GC_GEN_CONTEXT, a, 1, o);
+    if (pConfig) memcpy(&a[1], pConfig, sizeof *pConfig);
+    int rc = gc_gen_call(1045, "cuCtxGetSharedMemConfig", GC_GEN_CONTEXT, a, 2, o, 1);
     if (rc == 0 && pConfig) *pConfig = (int32_t)o[0];
     return rc;
 }
@@ -36,11 +40,14 @@ GC_WEAK(cuCtxGetSharedMemConfig, gc_gen_cuCtxGetSharedMemConfig);
 
 /* cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority): wire id 1046. */
 static int gc_gen_cuCtxGetStreamPriorityRange(int32_t * leastPriority, int32_t * greatestPriority) {
-    uint64_t a[2], o[2];
+    uint64_t a[4], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = leastPriority != NULL;
+    if (leastPriority) memcpy(&a[2], leastPriority, sizeof *leastPriority);
     a[1] = greatestPriority != NULL;
-    int rc = gc_gen_call(1046, "cuCtxGetStreamPriorityRange", GC_GEN_CONTEXT, a, 2, o);
+    if (greatestPriority) memcpy(&a[3], greatestPriority, sizeof *greatestPriority);
+    int rc = gc_gen_call(1046, "cuCtxGetStreamPriorityRange", GC_GEN_CONTEXT, a, 4, o, 2);
     if (rc == 0 && leastPriority) *leastPriority = (int32_t)o[0];
     if (rc == 0 && greatestPriority) *greatestPriority = (int32_t)o[1];
     return rc;
@@ -50,7 +57,7 @@ GC_WEAK(cuCtxGetStreamPriorityRange, gc_gen_cuCtxGetStreamPriorityRange);
 /* cuCtxResetPersistingL2Cache(): wire id 1052. */
 static int gc_gen_cuCtxResetPersistingL2Cache(void) {
     uint64_t *a = NULL, *o = NULL;
-    int rc = gc_gen_call(1052, "cuCtxResetPersistingL2Cache", GC_GEN_CONTEXT, a, 0, o);
+    int rc = gc_gen_call(1052, "cuCtxResetPersistingL2Cache", GC_GEN_CONTEXT, a, 0, o, 0);
     (void)o;
     return rc;
 }
@@ -59,21 +66,24 @@ GC_WEAK(cuCtxResetPersistingL2Cache, gc_gen_cuCtxResetPersistingL2Cache);
 /* cuCtxSetSharedMemConfig(CUsharedconfig config): wire id 1057. */
 static int gc_gen_cuCtxSetSharedMemConfig(int32_t config) {
     uint64_t a[1], o[1];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = (uint64_t)config;
-    int rc = gc_gen_call(1057, "cuCtxSetSharedMemConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 1, o);
+    int rc = gc_gen_call(1057, "cuCtxSetSharedMemConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 1, o, 1);
     return rc;
 }
 GC_WEAK(cuCtxSetSharedMemConfig, gc_gen_cuCtxSetSharedMemConfig);
 
 /* cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev): wire id 1065. */
 static int gc_gen_cuDeviceCanAccessPeer(int32_t * canAccessPeer, int32_t dev, int32_t peerDev) {
-    uint64_t a[3], o[3];
+    uint64_t a[4], o[3];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = canAccessPeer != NULL;
+    if (canAccessPeer) memcpy(&a[3], canAccessPeer, sizeof *canAccessPeer);
     a[1] = (uint64_t)dev;
     a[2] = (uint64_t)peerDev;
-    int rc = gc_gen_call(1065, "cuDeviceCanAccessPeer", GC_GEN_GLOBAL, a, 3, o);
+    int rc = gc_gen_call(1065, "cuDeviceCanAccessPeer", GC_GEN_GLOBAL, a, 4, o, 3);
     if (rc == 0 && canAccessPeer) *canAccessPeer = (int32_t)o[0];
     return rc;
 }
@@ -81,12 +91,14 @@ GC_WEAK(cuDeviceCanAccessPeer, gc_gen_cuDeviceCanAccessPeer);
 
 /* cuDeviceGetExecAffinitySupport(int *pi, CUexecAffinityType type, CUdevice dev): wire id 1073. */
 static int gc_gen_cuDeviceGetExecAffinitySupport(int32_t * pi, int32_t type, int32_t dev) {
-    uint64_t a[3], o[3];
+    uint64_t a[4], o[3];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = pi != NULL;
+    if (pi) memcpy(&a[3], pi, sizeof *pi);
     a[1] = (uint64_t)type;
     a[2] = (uint64_t)dev;
-    int rc = gc_gen_call(1073, "cuDeviceGetExecAffinitySupport", GC_GEN_GLOBAL, a, 3, o);
+    int rc = gc_gen_call(1073, "cuDeviceGetExecAffinitySupport", GC_GEN_GLOBAL, a, 4, o, 3);
     if (rc == 0 && pi) *pi = (int32_t)o[0];
     return rc;
 }
@@ -94,13 +106,15 @@ GC_WEAK(cuDeviceGetExecAffinitySupport, gc_gen_cuDeviceGetExecAffinitySupport);
 
 /* cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice): wire id 1081. */
 static int gc_gen_cuDeviceGetP2PAttribute(int32_t * value, int32_t attrib, int32_t srcDevice, int32_t dstDevice) {
-    uint64_t a[4], o[4];
+    uint64_t a[5], o[4];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = value != NULL;
+    if (value) memcpy(&a[4], value, sizeof *value);
     a[1] = (uint64_t)attrib;
     a[2] = (uint64_t)srcDevice;
     a[3] = (uint64_t)dstDevice;
-    int rc = gc_gen_call(1081, "cuDeviceGetP2PAttribute", GC_GEN_GLOBAL, a, 4, o);
+    int rc = gc_gen_call(1081, "cuDeviceGetP2PAttribute", GC_GEN_GLOBAL, a, 5, o, 4);
     if (rc == 0 && value) *value = (int32_t)o[0];
     return rc;
 }
@@ -108,13 +122,15 @@ GC_WEAK(cuDeviceGetP2PAttribute, gc_gen_cuDeviceGetP2PAttribute);
 
 /* cuDeviceGetTexture1DLinearMaxWidth(size_t *maxWidthInElements, CUarray_format format, unsigned numChannels, CUdevice dev): wire id 1084. */
 static int gc_gen_cuDeviceGetTexture1DLinearMaxWidth(uint64_t * maxWidthInElements, int32_t format, uint32_t numChannels, int32_t dev) {
-    uint64_t a[4], o[4];
+    uint64_t a[5], o[4];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = maxWidthInElements != NULL;
+    if (maxWidthInElements) memcpy(&a[4], maxWidthInElements, sizeof *maxWidthInElements);
     a[1] = (uint64_t)format;
     a[2] = (uint64_t)numChannels;
     a[3] = (uint64_t)dev;
-    int rc = gc_gen_call(1084, "cuDeviceGetTexture1DLinearMaxWidth", GC_GEN_GLOBAL, a, 4, o);
+    int rc = gc_gen_call(1084, "cuDeviceGetTexture1DLinearMaxWidth", GC_GEN_GLOBAL, a, 5, o, 4);
     if (rc == 0 && maxWidthInElements) *maxWidthInElements = (uint64_t)o[0];
     return rc;
 }
@@ -123,11 +139,12 @@ GC_WEAK(cuDeviceGetTexture1DLinearMaxWidth, gc_gen_cuDeviceGetTexture1DLinearMax
 /* cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags): wire id 1110. */
 static int gc_gen_cuEventRecordWithFlags(void * hEvent, void * hStream, uint32_t flags) {
     uint64_t a[3], o[3];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_event(hEvent);
     a[1] = gc_gen_stream(hStream);
     a[2] = (uint64_t)flags;
-    int rc = gc_gen_call(1110, "cuEventRecordWithFlags", GC_GEN_CONTEXT, a, 3, o);
+    int rc = gc_gen_call(1110, "cuEventRecordWithFlags", GC_GEN_CONTEXT, a, 3, o, 3);
     return rc;
 }
 GC_WEAK(cuEventRecordWithFlags, gc_gen_cuEventRecordWithFlags);
@@ -135,11 +152,12 @@ GC_WEAK(cuEventRecordWithFlags, gc_gen_cuEventRecordWithFlags);
 /* cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags): wire id 1111. */
 static int gc_gen_cuEventRecordWithFlags_ptsz(void * hEvent, void * hStream, uint32_t flags) {
     uint64_t a[3], o[3];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_event(hEvent);
     a[1] = gc_gen_stream(hStream);
     a[2] = (uint64_t)flags;
-    int rc = gc_gen_call(1111, "cuEventRecordWithFlags_ptsz", GC_GEN_CONTEXT, a, 3, o);
+    int rc = gc_gen_call(1111, "cuEventRecordWithFlags_ptsz", GC_GEN_CONTEXT, a, 3, o, 3);
     return rc;
 }
 GC_WEAK(cuEventRecordWithFlags_ptsz, gc_gen_cuEventRecordWithFlags_ptsz);
@@ -147,23 +165,27 @@ GC_WEAK(cuEventRecordWithFlags_ptsz, gc_gen_cuEventRecordWithFlags_ptsz);
 /* cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope): wire id 1116. */
 static int gc_gen_cuFlushGPUDirectRDMAWrites(int32_t target, int32_t scope) {
     uint64_t a[2], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = (uint64_t)target;
     a[1] = (uint64_t)scope;
-    int rc = gc_gen_call(1116, "cuFlushGPUDirectRDMAWrites", GC_GEN_GLOBAL, a, 2, o);
+    int rc = gc_gen_call(1116, "cuFlushGPUDirectRDMAWrites", GC_GEN_GLOBAL, a, 2, o, 2);
     return rc;
 }
 GC_WEAK(cuFlushGPUDirectRDMAWrites, gc_gen_cuFlushGPUDirectRDMAWrites);
 
 /* cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize): wire id 1120. */
 static int gc_gen_cuFuncGetParamInfo(void * func, uint64_t paramIndex, uint64_t * paramOffset, uint64_t * paramSize) {
-    uint64_t a[4], o[4];
+    uint64_t a[6], o[4];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_function(func);
     a[1] = (uint64_t)paramIndex;
     a[2] = paramOffset != NULL;
+    if (paramOffset) memcpy(&a[4], paramOffset, sizeof *paramOffset);
     a[3] = paramSize != NULL;
-    int rc = gc_gen_call(1120, "cuFuncGetParamInfo", GC_GEN_CONTEXT, a, 4, o);
+    if (paramSize) memcpy(&a[5], paramSize, sizeof *paramSize);
+    int rc = gc_gen_call(1120, "cuFuncGetParamInfo", GC_GEN_CONTEXT, a, 6, o, 4);
     if (rc == 0 && paramOffset) *paramOffset = (uint64_t)o[2];
     if (rc == 0 && paramSize) *paramSize = (uint64_t)o[3];
     return rc;
@@ -172,11 +194,13 @@ GC_WEAK(cuFuncGetParamInfo, gc_gen_cuFuncGetParamInfo);
 
 /* cuFuncIsLoaded(CUfunctionLoadingState *state, CUfunction function): wire id 1121. */
 static int gc_gen_cuFuncIsLoaded(int32_t * state, void * function) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = state != NULL;
+    if (state) memcpy(&a[2], state, sizeof *state);
     a[1] = gc_gen_function(function);
-    int rc = gc_gen_call(1121, "cuFuncIsLoaded", GC_GEN_CONTEXT, a, 2, o);
+    int rc = gc_gen_call(1121, "cuFuncIsLoaded", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && state) *state = (int32_t)o[0];
     return rc;
 }
@@ -185,9 +209,10 @@ GC_WEAK(cuFuncIsLoaded, gc_gen_cuFuncIsLoaded);
 /* cuFuncLoad(CUfunction function): wire id 1122. */
 static int gc_gen_cuFuncLoad(void * function) {
     uint64_t a[1], o[1];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_function(function);
-    int rc = gc_gen_call(1122, "cuFuncLoad", GC_GEN_CONTEXT, a, 1, o);
+    int rc = gc_gen_call(1122, "cuFuncLoad", GC_GEN_CONTEXT, a, 1, o, 1);
     return rc;
 }
 GC_WEAK(cuFuncLoad, gc_gen_cuFuncLoad);
@@ -195,10 +220,11 @@ GC_WEAK(cuFuncLoad, gc_gen_cuFuncLoad);
 /* cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config): wire id 1125. */
 static int gc_gen_cuFuncSetCacheConfig(void * hfunc, int32_t config) {
     uint64_t a[2], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_function(hfunc);
     a[1] = (uint64_t)config;
-    int rc = gc_gen_call(1125, "cuFuncSetCacheConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 2, o);
+    int rc = gc_gen_call(1125, "cuFuncSetCacheConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 2, o, 2);
     return rc;
 }
 GC_WEAK(cuFuncSetCacheConfig, gc_gen_cuFuncSetCacheConfig);
@@ -206,23 +232,26 @@ GC_WEAK(cuFuncSetCacheConfig, gc_gen_cuFuncSetCacheConfig);
 /* cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config): wire id 1126. */
 static int gc_gen_cuFuncSetSharedMemConfig(void * hfunc, int32_t config) {
     uint64_t a[2], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_function(hfunc);
     a[1] = (uint64_t)config;
-    int rc = gc_gen_call(1126, "cuFuncSetSharedMemConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 2, o);
+    int rc = gc_gen_call(1126, "cuFuncSetSharedMemConfig", GC_GEN_CONTEXT | GC_GEN_ASYNC, a, 2, o, 2);
     return rc;
 }
 GC_WEAK(cuFuncSetSharedMemConfig, gc_gen_cuFuncSetSharedMemConfig);
 
 /* cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize): wire id 1495. */
 static int gc_gen_cuOccupancyAvailableDynamicSMemPerBlock(uint64_t * dynamicSmemSize, void * func, int32_t numBlocks, int32_t blockSize) {
-    uint64_t a[4], o[4];
+    uint64_t a[5], o[4];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = dynamicSmemSize != NULL;
+    if (dynamicSmemSize) memcpy(&a[4], dynamicSmemSize, sizeof *dynamicSmemSize);
     a[1] = gc_gen_function(func);
     a[2] = (uint64_t)numBlocks;
     a[3] = (uint64_t)blockSize;
-    int rc = gc_gen_call(1495, "cuOccupancyAvailableDynamicSMemPerBlock", GC_GEN_CONTEXT, a, 4, o);
+    int rc = gc_gen_call(1495, "cuOccupancyAvailableDynamicSMemPerBlock", GC_GEN_CONTEXT, a, 5, o, 4);
     if (rc == 0 && dynamicSmemSize) *dynamicSmemSize = (uint64_t)o[0];
     return rc;
 }
@@ -231,10 +260,11 @@ GC_WEAK(cuOccupancyAvailableDynamicSMemPerBlock, gc_gen_cuOccupancyAvailableDyna
 /* cuStreamCopyAttributes(CUstream dstStream, CUstream srcStream): wire id 1526. */
 static int gc_gen_cuStreamCopyAttributes(void * dstStream, void * srcStream) {
     uint64_t a[2], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(dstStream);
     a[1] = gc_gen_stream(srcStream);
-    int rc = gc_gen_call(1526, "cuStreamCopyAttributes", GC_GEN_CONTEXT, a, 2, o);
+    int rc = gc_gen_call(1526, "cuStreamCopyAttributes", GC_GEN_CONTEXT, a, 2, o, 2);
     return rc;
 }
 GC_WEAK(cuStreamCopyAttributes, gc_gen_cuStreamCopyAttributes);
@@ -242,21 +272,24 @@ GC_WEAK(cuStreamCopyAttributes, gc_gen_cuStreamCopyAttributes);
 /* cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src): wire id 1527. */
 static int gc_gen_cuStreamCopyAttributes_ptsz(void * dst, void * src) {
     uint64_t a[2], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(dst);
     a[1] = gc_gen_stream(src);
-    int rc = gc_gen_call(1527, "cuStreamCopyAttributes_ptsz", GC_GEN_CONTEXT, a, 2, o);
+    int rc = gc_gen_call(1527, "cuStreamCopyAttributes_ptsz", GC_GEN_CONTEXT, a, 2, o, 2);
     return rc;
 }
 GC_WEAK(cuStreamCopyAttributes_ptsz, gc_gen_cuStreamCopyAttributes_ptsz);
 
 /* cuStreamGetFlags(CUstream hStream, unsigned int *flags): wire id 1548. */
 static int gc_gen_cuStreamGetFlags(void * hStream, uint32_t * flags) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(hStream);
     a[1] = flags != NULL;
-    int rc = gc_gen_call(1548, "cuStreamGetFlags", GC_GEN_CONTEXT, a, 2, o);
+    if (flags) memcpy(&a[2], flags, sizeof *flags);
+    int rc = gc_gen_call(1548, "cuStreamGetFlags", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && flags) *flags = (uint32_t)o[1];
     return rc;
 }
@@ -264,11 +297,13 @@ GC_WEAK(cuStreamGetFlags, gc_gen_cuStreamGetFlags);
 
 /* cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags): wire id 1549. */
 static int gc_gen_cuStreamGetFlags_ptsz(void * hStream, uint32_t * flags) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(hStream);
     a[1] = flags != NULL;
-    int rc = gc_gen_call(1549, "cuStreamGetFlags_ptsz", GC_GEN_CONTEXT, a, 2, o);
+    if (flags) memcpy(&a[2], flags, sizeof *flags);
+    int rc = gc_gen_call(1549, "cuStreamGetFlags_ptsz", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && flags) *flags = (uint32_t)o[1];
     return rc;
 }
@@ -276,11 +311,13 @@ GC_WEAK(cuStreamGetFlags_ptsz, gc_gen_cuStreamGetFlags_ptsz);
 
 /* cuStreamGetId(CUstream hStream, unsigned long long *streamId): wire id 1551. */
 static int gc_gen_cuStreamGetId(void * hStream, uint64_t * streamId) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(hStream);
     a[1] = streamId != NULL;
-    int rc = gc_gen_call(1551, "cuStreamGetId", GC_GEN_CONTEXT, a, 2, o);
+    if (streamId) memcpy(&a[2], streamId, sizeof *streamId);
+    int rc = gc_gen_call(1551, "cuStreamGetId", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && streamId) *streamId = (uint64_t)o[1];
     return rc;
 }
@@ -288,11 +325,13 @@ GC_WEAK(cuStreamGetId, gc_gen_cuStreamGetId);
 
 /* cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId): wire id 1552. */
 static int gc_gen_cuStreamGetId_ptsz(void * hStream, uint64_t * streamId) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(hStream);
     a[1] = streamId != NULL;
-    int rc = gc_gen_call(1552, "cuStreamGetId_ptsz", GC_GEN_CONTEXT, a, 2, o);
+    if (streamId) memcpy(&a[2], streamId, sizeof *streamId);
+    int rc = gc_gen_call(1552, "cuStreamGetId_ptsz", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && streamId) *streamId = (uint64_t)o[1];
     return rc;
 }
@@ -300,11 +339,13 @@ GC_WEAK(cuStreamGetId_ptsz, gc_gen_cuStreamGetId_ptsz);
 
 /* cuStreamGetPriority(CUstream hStream, int *priority): wire id 1553. */
 static int gc_gen_cuStreamGetPriority(void * hStream, int32_t * priority) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(hStream);
     a[1] = priority != NULL;
-    int rc = gc_gen_call(1553, "cuStreamGetPriority", GC_GEN_CONTEXT, a, 2, o);
+    if (priority) memcpy(&a[2], priority, sizeof *priority);
+    int rc = gc_gen_call(1553, "cuStreamGetPriority", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && priority) *priority = (int32_t)o[1];
     return rc;
 }
@@ -312,11 +353,13 @@ GC_WEAK(cuStreamGetPriority, gc_gen_cuStreamGetPriority);
 
 /* cuStreamGetPriority_ptsz(CUstream hStream, int *priority): wire id 1554. */
 static int gc_gen_cuStreamGetPriority_ptsz(void * hStream, int32_t * priority) {
-    uint64_t a[2], o[2];
+    uint64_t a[3], o[2];
+    memset(a, 0, sizeof a);
     memset(o, 0, sizeof o);
     a[0] = gc_gen_stream(hStream);
     a[1] = priority != NULL;
-    int rc = gc_gen_call(1554, "cuStreamGetPriority_ptsz", GC_GEN_CONTEXT, a, 2, o);
+    if (priority) memcpy(&a[2], priority, sizeof *priority);
+    int rc = gc_gen_call(1554, "cuStreamGetPriority_ptsz", GC_GEN_CONTEXT, a, 3, o, 2);
     if (rc == 0 && priority) *priority = (int32_t)o[1];
     return rc;
 }

@@ -13,8 +13,9 @@
 #define GC_GEN_CONTEXT 1
 #define GC_GEN_ASYNC 2
 
-/* Sends ApiCall{id, args} and, unless async, copies the reply's n output words into out. */
-int gc_gen_call(uint16_t id, const char *name, int mode, const uint64_t *args, int n, uint64_t *out);
+/* Sends ApiCall{id, the nwords words of args} and, unless async, copies the reply's nparams words
+ * (one per parameter: the outputs' values) into out. */
+int gc_gen_call(uint16_t id, const char *name, int mode, const uint64_t *args, int nwords, uint64_t *out, int nparams);
 /* The server's handles of a guest CUfunction, CUstream and CUevent (0 for NULL). */
 uint64_t gc_gen_function(void *f);
 uint64_t gc_gen_stream(void *s);

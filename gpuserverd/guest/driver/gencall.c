@@ -1,17 +1,18 @@
 /* The generic path of the generated entry points (api_gen.c): one ApiCall frame carrying the
- * function's wire id and one u64 per parameter, answered by ApiCallReply with one u64 per
- * parameter (the outputs). See apigen/desc/driver.txt for the ids. */
+ * function's wire id, one u64 per parameter and then each output's value before the call (a driver
+ * may leave an output as it was), answered by ApiCallReply with one u64 per parameter (the
+ * outputs). See apigen/desc/driver.txt for the ids. */
 #include "guest.h"
 #include "api_gen.h"
 
 #include <stdio.h>
 
-int gc_gen_call(uint16_t id, const char *name, int mode, const uint64_t *args, int n, uint64_t *out) {
+int gc_gen_call(uint16_t id, const char *name, int mode, const uint64_t *args, int nwords, uint64_t *out, int n) {
     uint8_t raw[256];
-    if (n < 0 || (size_t)n * 8 > sizeof raw) return CUDA_ERROR_INVALID_VALUE;
-    for (int i = 0; i < n; i++)
+    if (n < 0 || nwords < n || (size_t)nwords * 8 > sizeof raw) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < nwords; i++)
         for (int j = 0; j < 8; j++) raw[8 * i + j] = (uint8_t)(args[i] >> (8 * j));
-    struct gw_api_call m = {.fn = id, .args = raw, .args_len = (uint32_t)n * 8};
+    struct gw_api_call m = {.fn = id, .args = raw, .args_len = (uint32_t)nwords * 8};
     GC_ENCODE(api_call, m, b);
     uint16_t flags = (mode & GC_GEN_ASYNC) ? GW_FLAG_NO_REPLY : 0;
     struct gw_api_call_reply r;
