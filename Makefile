@@ -4,7 +4,7 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all deps build run test test-go test-c test-web generate check-generated check-binaries vet fmt clean bench-api fuzz-short
+.PHONY: all deps build run test test-go test-c test-web generate check-generated check-binaries check-guest-layers vet fmt clean bench-api fuzz-short
 
 all: build
 
@@ -19,7 +19,7 @@ run: deps
 
 # Every test: Go packages (against real PostgreSQL and libvirt's test driver) and the C guest
 # library's tests (against a gpuserverd on its simulated backend).
-test: deps vet check-generated check-binaries
+test: deps vet check-generated check-binaries check-guest-layers
 	$(GO) test -count=1 -timeout 20m ./...
 	scripts/fuzz-short.sh
 
@@ -54,6 +54,10 @@ bench-api:
 
 clean:
 	rm -rf $(BIN) .data
+
+# The guest library's transport never calls up into its API files.
+check-guest-layers:
+	@./scripts/check-guest-layers.sh
 
 # Build outputs never live in git; CI refuses a tracked ELF file.
 check-binaries:

@@ -111,6 +111,8 @@ const char *gw_type_name(uint16_t type) {
 	case 104: return "LimitReply";
 	case 105: return "CtxSetCacheConfig";
 	case 106: return "CtxGetCacheConfig";
+	case 1000: return "ApiCall";
+	case 1001: return "ApiCallReply";
 	}
 	return "unknown";
 }
@@ -1837,6 +1839,70 @@ int gw_ctx_get_cache_config_decode(struct gw_ctx_get_cache_config *m, const uint
 	return dfinish(&d);
 }
 
+size_t gw_api_call_size(const struct gw_api_call *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->args_len;
+	return n;
+}
+
+uint8_t *gw_api_call_encode(const struct gw_api_call *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->fn);
+	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	return o;
+}
+
+uint8_t *gw_api_call_encode_head(const struct gw_api_call *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->fn);
+	o = put32(o, m->args_len);
+	return o;
+}
+
+int gw_api_call_decode(struct gw_api_call *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ApiCall", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->fn = d32(&d, "fn");
+	m->args = dvar(&d, "args", 256, 1, &m->args_len);
+	return dfinish(&d);
+}
+
+size_t gw_api_call_reply_size(const struct gw_api_call_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->out_len;
+	return n;
+}
+
+uint8_t *gw_api_call_reply_encode(const struct gw_api_call_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->out_len);
+	if (m->out_len) memcpy(o, m->out, m->out_len);
+	o += m->out_len;
+	return o;
+}
+
+uint8_t *gw_api_call_reply_encode_head(const struct gw_api_call_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->out_len);
+	return o;
+}
+
+int gw_api_call_reply_decode(struct gw_api_call_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ApiCallReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->out = dvar(&d, "out", 256, 1, &m->out_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -1969,6 +2035,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_ctx_set_cache_config_decode(m, p, n, err, errlen);
 	case 106:
 		return gw_ctx_get_cache_config_decode(m, p, n, err, errlen);
+	case 1000:
+		return gw_api_call_decode(m, p, n, err, errlen);
+	case 1001:
+		return gw_api_call_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -88,6 +88,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_LIMIT_REPLY 104
 #define GW_TYPE_CTX_SET_CACHE_CONFIG 105
 #define GW_TYPE_CTX_GET_CACHE_CONFIG 106
+#define GW_TYPE_API_CALL 1000
+#define GW_TYPE_API_CALL_REPLY 1001
 
 struct gw_hello {
 	uint32_t version;
@@ -696,6 +698,30 @@ struct gw_ctx_get_cache_config {
 size_t gw_ctx_get_cache_config_size(const struct gw_ctx_get_cache_config *m);
 uint8_t *gw_ctx_get_cache_config_encode(const struct gw_ctx_get_cache_config *m, uint8_t *out);
 int gw_ctx_get_cache_config_decode(struct gw_ctx_get_cache_config *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_api_call {
+	uint32_t fn;
+	const void *args; /* limit 256 */
+	uint32_t args_len;
+};
+size_t gw_api_call_size(const struct gw_api_call *m);
+uint8_t *gw_api_call_encode(const struct gw_api_call *m, uint8_t *out);
+int gw_api_call_decode(struct gw_api_call *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_api_call_encode_head(const struct gw_api_call *m, uint8_t *out);
+
+struct gw_api_call_reply {
+	int32_t result;
+	const void *out; /* limit 256 */
+	uint32_t out_len;
+};
+size_t gw_api_call_reply_size(const struct gw_api_call_reply *m);
+uint8_t *gw_api_call_reply_encode(const struct gw_api_call_reply *m, uint8_t *out);
+int gw_api_call_reply_decode(struct gw_api_call_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_api_call_reply_encode_head(const struct gw_api_call_reply *m, uint8_t *out);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -15,7 +15,7 @@
 //	+64  u64 server heartbeat   gpuserverd adds 1 every BeatPeriod
 //	+128 u64 client heartbeat   the guest library adds 1 every BeatPeriod while it holds a claim
 //
-// The guest library's side is gpuserverd/guest/ivshmem.c. Nothing crosses the VM boundary but
+// The guest library's side is gpuserverd/guest/transport/ivshmem.c. Nothing crosses the VM boundary but
 // these bytes: no interrupt, no socket. So the rings' doorbell polls, a session's hello (with its
 // token) travels in ring 0 like any frame, and either side's death is a heartbeat that stops or,
 // for the guest, a generation that changes.

@@ -12,7 +12,7 @@ import (
 	"gpucloud/gpuserverd/worker"
 )
 
-// A session's shared arena (gpuserverd/README.md, "Shared memory") is host memory the driver
+// A session's shared arena (docs/gpuserverd/transports.md, "Shared memory") is host memory the driver
 // pins: a host resource, so the server bounds it, per session (Config.ShmSessionMax, which the
 // worker enforces alone) and across all its sessions (Config.ShmTotalMax, which needs the server:
 // workers are separate processes). Before creating an arena a worker asks the server over a

@@ -24,11 +24,11 @@ type Config struct {
 	ServerID string // this GPU server's id: the audience its tokens must name
 	Listen   string // guest connections, e.g. ":7070"
 	// ListenUnix, when set, is a Unix socket path for guests on this host: their sessions may open
-	// a shared-memory arena (gpuserverd/README.md, "Shared memory").
+	// a shared-memory arena (docs/gpuserverd/transports.md, "Shared memory").
 	ListenUnix string
 	// IvshmemDir, when set, is where VMs' ivshmem channel files appear (/dev/shm, where libvirt
 	// puts them): each file named gpucloud-<instance> is served as that instance's channel
-	// (package ivshmem; gpuserverd/README.md, "VMs on this host").
+	// (package ivshmem; docs/gpuserverd/transports.md, "VMs on this host").
 	IvshmemDir string
 	// IvshmemSlots is how many slots (sessions at once) each channel is split into: 0 is one per
 	// 64 MiB, at most 4 (ivshmem.SlotCount), and any number is lowered to a power of two leaving

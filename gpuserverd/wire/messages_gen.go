@@ -89,6 +89,8 @@ const (
 	TypeLimitReply               Type = 104
 	TypeCtxSetCacheConfig        Type = 105
 	TypeCtxGetCacheConfig        Type = 106
+	TypeApiCall                  Type = 1000
+	TypeApiCallReply             Type = 1001
 )
 
 var typeNames = map[Type]string{
@@ -157,6 +159,8 @@ var typeNames = map[Type]string{
 	TypeLimitReply:               "LimitReply",
 	TypeCtxSetCacheConfig:        "CtxSetCacheConfig",
 	TypeCtxGetCacheConfig:        "CtxGetCacheConfig",
+	TypeApiCall:                  "ApiCall",
+	TypeApiCallReply:             "ApiCallReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -292,6 +296,10 @@ func New(t Type) Message {
 		return new(CtxSetCacheConfig)
 	case TypeCtxGetCacheConfig:
 		return new(CtxGetCacheConfig)
+	case TypeApiCall:
+		return new(ApiCall)
+	case TypeApiCallReply:
+		return new(ApiCallReply)
 	}
 	return nil
 }
@@ -2067,5 +2075,71 @@ func (m *CtxGetCacheConfig) Append(b []byte) []byte {
 // Decode reads the payload p; bytes fields alias p.
 func (m *CtxGetCacheConfig) Decode(p []byte) error {
 	d := decoder{p: p, msg: "CtxGetCacheConfig"}
+	return d.finish()
+}
+
+// ApiCall is message type 1000.
+type ApiCall struct {
+	Fn   uint32
+	Args []byte
+}
+
+// Type returns TypeApiCall.
+func (*ApiCall) Type() Type { return TypeApiCall }
+
+// Append appends the encoded payload to b.
+func (m *ApiCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	return b
+}
+
+// AppendHead appends the payload without Args's content (its length included), so a
+// large Args can be written from where it lies.
+func (m *ApiCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ApiCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ApiCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 256)
+	return d.finish()
+}
+
+// ApiCallReply is message type 1001.
+type ApiCallReply struct {
+	Result int32
+	Out    []byte
+}
+
+// Type returns TypeApiCallReply.
+func (*ApiCallReply) Type() Type { return TypeApiCallReply }
+
+// Append appends the encoded payload to b.
+func (m *ApiCallReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Out)))
+	b = append(b, m.Out...)
+	return b
+}
+
+// AppendHead appends the payload without Out's content (its length included), so a
+// large Out can be written from where it lies.
+func (m *ApiCallReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Out)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ApiCallReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ApiCallReply"}
+	m.Result = int32(d.u32("result"))
+	m.Out = d.bytes("out", 256)
 	return d.finish()
 }

@@ -86,6 +86,8 @@ func resultOf(m wire.Message) int32 {
 		return r.Result
 	case *wire.BlasReply:
 		return r.Result
+	case *wire.ApiCallReply:
+		return r.Result
 	}
 	return 0
 }
@@ -127,6 +129,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		if isBlas(m) {
 			return blasReply(0, err), nil
+		}
+		if _, ok := m.(*wire.ApiCall); ok {
+			return apiReply(nil, 0, err), nil
 		}
 		return status(err), nil
 	}
@@ -228,6 +233,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.BlasCreate, *wire.BlasDestroy, *wire.BlasSetStream, *wire.BlasSetMathMode,
 		*wire.BlasSetWorkspace, *wire.BlasGemm:
 		return s.blas(d, m), nil
+	case *wire.ApiCall:
+		return s.apiCall(c, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

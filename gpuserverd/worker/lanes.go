@@ -24,7 +24,7 @@ const LanesFD = 5
 
 // lanes are a session's extra connections for striped bulk copies. One loopback TCP stream
 // moves about 4 GB/s on the GPU host, because one thread on each side copies every byte; with
-// several streams, several threads copy at once (see gpuserverd/README.md, "Lanes").
+// several streams, several threads copy at once (see docs/gpuserverd/transports.md, "Lanes").
 type lanes struct {
 	session string
 	log     *slog.Logger

@@ -16,7 +16,7 @@ import (
 // passes the descriptor back with the reply; a copy then names a range of the arena, and the
 // device DMAs straight from or to it: no bytes on the socket, no staging copy in the worker.
 // The guest hands out its pinned allocations from the arena and stages pageable copies through
-// chunks of it (gpuserverd/README.md, "Shared memory").
+// chunks of it (docs/gpuserverd/transports.md, "Shared memory").
 
 // arena is the session's shared memory.
 type arena struct {

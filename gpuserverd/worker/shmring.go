@@ -150,7 +150,7 @@ func peerAlive(fd int) func() error {
 // has lasted pollIdle (a guest idle between calls costs the worker at most 500 wake-ups a second,
 // its next call at most 2 ms more); the liveness check every pollCheck. A nanosleep on the
 // worker's locked thread, not time.Sleep: the runtime's timers would round a few microseconds up
-// to far more. (guest/ring.c naps the same way, after a longer spin: its thread is blocked in a
+// to far more. (guest/transport/ring.c naps the same way, after a longer spin: its thread is blocked in a
 // CUDA call, while this one waits for the next call, which may be far off.)
 const (
 	pollNapMin  = 2 * time.Microsecond

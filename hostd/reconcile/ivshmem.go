@@ -14,7 +14,7 @@ import (
 
 // A GPU instance whose gpuserverd runs on this host gets an ivshmem channel: a file that QEMU
 // maps into the VM as an ivshmem-plain device and gpuserverd (--ivshmem-dir) maps too, so the
-// guest library reaches its GPU through shared memory instead of TCP (gpuserverd/README.md, "VMs
+// guest library reaches its GPU through shared memory instead of TCP (docs/gpuserverd/transports.md, "VMs
 // on this host"). hostd creates the file before the domain is defined, one per instance and never
 // shared, 0660 with the group QEMU and gpuserverd share (0600 without one), and removes it with
 // the instance.

@@ -92,6 +92,7 @@ struct driver {
 	CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *);
 };
 static struct driver d;
+static void *driver_handle; // for the generic calls, resolved by name on first use
 
 int gc_driver_open(const char *libname, char *err, size_t errlen) {
 	void *h = gc_dl_open(libname, err, errlen);
@@ -104,8 +105,11 @@ int gc_driver_open(const char *libname, char *err, size_t errlen) {
 	t.func_get_param_info =
 	    (CUresult(*)(CUfunction, size_t, size_t *, size_t *))dlsym(h, "cuFuncGetParamInfo");
 	d = t;
+	driver_handle = h;
 	return 0;
 }
+
+void *gc_driver_sym(const char *name) { return driver_handle ? dlsym(driver_handle, name) : NULL; }
 
 int gc_has_param_info(void) { return d.func_get_param_info != NULL; }
 

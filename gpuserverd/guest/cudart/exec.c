@@ -5,6 +5,9 @@
 #include "internal.h"
 
 #include <cuda_profiler_api.h>
+#include <stddef.h>
+
+#include "../include/gpucloud_private.h"
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,9 +15,22 @@
 
 CUresult drain(CUstream s); /* memory2.c */
 
-/* A function counts as offered when the driver both serves it by version and exports it by name:
- * the guest library, asked to (GPUCLOUD_STUB_MISSING=1), hands out stand-ins for names it lacks,
- * which only fail, and exports none of them. */
+/* gpucloud's guest driver exports every name NVIDIA's does, some as stubs that only refuse; its
+ * private table tells them apart (NULL over NVIDIA's driver, which has no such table). */
+static int (*driver_refused(void))(const void *) {
+    static const struct gc_private_table *t;
+    static int asked;
+    if (!__atomic_load_n(&asked, __ATOMIC_ACQUIRE)) {
+        static const CUuuid id = {GC_PRIVATE_TABLE_ID};
+        const void *p = NULL;
+        if (cuGetExportTable(&p, &id) == CUDA_SUCCESS) t = p;
+        __atomic_store_n(&asked, 1, __ATOMIC_RELEASE);
+    }
+    return t && t->size >= offsetof(struct gc_private_table, refused) + sizeof t->refused ? t->refused : NULL;
+}
+
+/* A function counts as offered when the driver both serves it by version and exports it by name,
+ * and is not one of gpucloud's refusing stubs: the runtime's own fallback then answers. */
 void *driver_fn(void **slot, const char *name) {
     void *fn = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (fn) return fn;
@@ -22,6 +38,8 @@ void *driver_fn(void **slot, const char *name) {
     if (cuGetProcAddress(name, &fn, CUDART_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
         st != CU_GET_PROC_ADDRESS_SUCCESS || !dlsym(RTLD_DEFAULT, name))
         return NULL;
+    int (*refused)(const void *) = driver_refused();
+    if (refused && refused(fn)) return NULL;
     __atomic_store_n(slot, fn, __ATOMIC_RELEASE);
     return fn;
 }
@@ -258,3 +276,7 @@ EXPORT cudaError_t cudaProfilerStop(void) {
     CUresult (*f)(void) = DRIVER(CUresult(*)(void), cuProfilerStop);
     return ret(f ? f() : CUDA_SUCCESS);
 }
+
+/* ---- for the generated functions over the driver API (stubs_gen.c) ---- */
+int gc_rt_ready(void) { return (int)ready(); }
+int gc_rt_result(int rc) { return (int)ret((CUresult)rc); }

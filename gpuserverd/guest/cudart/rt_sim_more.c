@@ -3,8 +3,10 @@
  * callbacks in stream order, kernel attributes (dynamic shared memory past 48 KiB) and occupancy,
  * device flags, limits and cache preferences, stream and event queries, driver entry points,
  * error names. Each with its error cases. */
+#define _GNU_SOURCE
 #include "../tests/check.h"
 
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -169,7 +171,26 @@ static void stream_ordered(int ndev) {
 
 /* Copies between two devices (through the host, each side in its device's context), ordered
  * after the work queued before them. */
+/* Runtime functions generated over the driver API (apigen/desc/runtime.ann "via"). */
+cudaError_t cudaDeviceGetP2PAttribute(int *value, int attr, int srcDevice, int dstDevice);
+cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId);
+cudaError_t cudaCtxResetPersistingL2Cache(void);
+
+static void generated(int ndev) {
+    int v = 9;
+    RT(cudaCtxResetPersistingL2Cache());
+    EXPECT_ERR(cudaDeviceGetP2PAttribute(&v, 2, 0, 0), cudaErrorInvalidDevice);
+    EXPECT_ERR(cudaDeviceGetP2PAttribute(&v, 2, 0, ndev), cudaErrorInvalidDevice);
+    if (ndev >= 2) {
+        RT(cudaDeviceGetP2PAttribute(&v, 2 /* cudaDevP2PAttrAccessSupported */, 0, 1));
+        EXPECT(v == 1);
+    }
+    unsigned long long id = 0;
+    EXPECT_ERR(cudaStreamGetId(NULL, &id), cudaErrorNotSupported); /* the simulator does not model it */
+}
+
 static void peers(int ndev) {
+    generated(ndev);
     if (ndev < 2) return;
     enum { N = (1 << 20) + 4096 }; /* just over 4 MiB: two staging chunks */
     static unsigned h[N], back[N];
@@ -412,12 +433,11 @@ static void queries(void) {
     EXPECT(st == cudaDriverEntryPointSuccess && fn == (void *)cuMemFree_v2);
     fn = (void *)1;
     e = cudaGetDriverEntryPointByVersion("cuNoSuchFunction", &fn, 12000, 0, &st);
-    if (getenv("GPUCLOUD_STUB_MISSING")) {
-        EXPECT(e == cudaSuccess && fn != NULL); /* the guest's stand-in, which only fails */
-    } else {
-        EXPECT(e != cudaSuccess && st == cudaDriverEntryPointSymbolNotFound && fn == NULL);
-        cudaGetLastError();
-    }
+    EXPECT(e != cudaSuccess && st == cudaDriverEntryPointSymbolNotFound && fn == NULL);
+    cudaGetLastError();
+    /* A function the driver refuses resolves to its stub, as the driver's own table has it. */
+    RT(cudaGetDriverEntryPointByVersion("cuLaunchGrid", &fn, 12000, 0, &st));
+    EXPECT(st == cudaDriverEntryPointSuccess && fn == dlsym(RTLD_DEFAULT, "cuLaunchGrid"));
 
     RT(cudaProfilerStart());
     RT(cudaProfilerStop());

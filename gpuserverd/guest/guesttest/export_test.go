@@ -10,20 +10,23 @@ import (
 // TestExportTables runs export_test: the private tables NVIDIA's runtime fetches with
 // cuGetExportTable, served over a real session (module loading from fat binaries, primary
 // contexts, context-local storage and its destructors), cuGetProcAddress's stream flags and
-// versions, and stand-ins for missing functions. Unknown entries must fail loudly, naming
+// versions, and the generated stubs of refused functions. Unknown entries must fail loudly, naming
 // themselves.
 func TestExportTables(t *testing.T) {
 	out := runOK(t, startServer(t), "export_test")
 	for _, want := range []string{
 		"gpucloud: CUDART_INTERFACE[3] (a private runtime entry) is not supported",
 		"gpucloud: CUDART_INTERFACE[8] with 1 host-variable registrations is not supported",
-		"gpucloud: cuGraphCreate is not implemented (CUDA_ERROR_NOT_SUPPORTED)",
+		"gpucloud: cuLaunchGrid is not supported by gpucloud's driver (CUDA_ERROR_NOT_SUPPORTED)",
 		// NVIDIA's runtime asking for its driver-authentication table gets a clear word, once.
 		"gpucloud: this program uses NVIDIA's CUDA runtime",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+	if n := strings.Count(out, "cuLaunchGrid is not supported"); n != 1 { // called twice, said once
+		t.Errorf("the refusal notice came %d times, want once:\n%s", n, out)
 	}
 	if n := strings.Count(out, "this program uses NVIDIA's CUDA runtime"); n != 1 {
 		t.Errorf("the NVIDIA-runtime notice came %d times, want once:\n%s", n, out)
@@ -41,7 +44,7 @@ func TestTrace(t *testing.T) {
 		"gpucloud-trace: cuGetExportTable 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 (CUDART_INTERFACE) -> 0",
 		"gpucloud-trace: cuGetExportTable d4082055-bde6-704b-8d34-ba123c66e1f2 (unknown) -> 500",
 		"gpucloud-trace: cuGetProcAddress cuMemcpyAsync version 12000 flags 2 -> found",
-		"gpucloud-trace: cuGetProcAddress cuGraphCreate version 12000 flags 0 -> not found",
+		"gpucloud-trace: cuGetProcAddress notADriverFunction version 12000 flags 0 -> not found",
 		"gpucloud-trace: CUDART_INTERFACE[2] primary context of device 0 -> 0",
 		"gpucloud-trace: CONTEXT_LOCAL_STORAGE set ctx",
 		"gpucloud-trace: send ModuleLoad",

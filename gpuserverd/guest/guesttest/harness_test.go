@@ -58,7 +58,7 @@ func buildAll(t testing.TB) string {
 			if name == "wire_test" { // the generated decoders alone, no library
 				step = append(step, "../wire_gen.c")
 			} else if name == "maps_test" { // the maps parser alone
-				step = append(step, "../maps.c")
+				step = append(step, "../transport/maps.c")
 			} else {
 				step = append(step, "-L"+dir, "-lcuda", "-ldl", "-pthread")
 			}

@@ -43,6 +43,10 @@ func staticProg(t *testing.T, dir, name string) string {
 	t.Helper()
 	out := filepath.Join(dir, name+"-static")
 	srcs, _ := filepath.Glob("../*.c")
+	for _, layer := range []string{"../transport/*.c", "../driver/*.c"} {
+		more, _ := filepath.Glob(layer)
+		srcs = append(srcs, more...)
+	}
 	args := append([]string{"-static", "-O2", "-std=gnu11", "-pthread", "-I..", "-I../include", "-I../tests", "-o", out, "../tests/" + name + ".c"}, srcs...)
 	if b, err := exec.Command("gcc", append(args, "-ldl")...).CombinedOutput(); err != nil {
 		t.Fatalf("static %s: %v\n%s", name, err, b)

@@ -44,7 +44,7 @@ func startMapsServer(tb testing.TB) *mapsServer {
 			return
 		}
 		bin := filepath.Join(dir, "maps_test")
-		out, err := exec.Command("gcc", "-O1", "-I../include", "-o", bin, "../tests/maps_test.c", "../maps.c").CombinedOutput()
+		out, err := exec.Command("gcc", "-O1", "-I../include", "-o", bin, "../tests/maps_test.c", "../transport/maps.c").CombinedOutput()
 		if err != nil {
 			os.RemoveAll(dir)
 			mapsErr = fmt.Errorf("building maps_test: %v\n%s", err, out)

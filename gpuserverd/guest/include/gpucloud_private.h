@@ -5,7 +5,7 @@
  *
  * Both sides are built from the same tree: the table carries the wire version and the sizes of
  * the message structs it passes, and a library refuses a table that disagrees. Include cuda.h
- * and wire_gen.h first. */
+ * and wire_gen.h first (wire_gen.h only where GC_PRIVATE_WIRE_CHECK is used). */
 #ifndef GPUCLOUD_PRIVATE_H
 #define GPUCLOUD_PRIVATE_H
 
@@ -33,6 +33,10 @@ struct gc_private_table {
     uint64_t (*stream_handle)(CUstream s);
     /* The ordinal of the current context's device; CUDA_ERROR_INVALID_CONTEXT without one. */
     CUresult (*current_device)(int *dev);
+    /* Whether fn, an address cuGetProcAddress gave, is a stub that only answers
+     * CUDA_ERROR_NOT_SUPPORTED (gpucloud's runtime then takes its own fallback, as with a driver
+     * that lacks the function). Present when size covers it. */
+    int (*refused)(const void *fn);
 };
 
 #endif

@@ -4,7 +4,7 @@
  *   maps_test serve   reads records (u32 length, then the bytes of one line) on stdin and prints
  *                     how each parsed, for the Go fuzz test to compare with its own reading */
 #define _GNU_SOURCE
-#include "../maps.h"
+#include "../transport/maps.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
 
     /* 6. Another thread writing the range while its pages move: where this process may use
      *    userfaultfd (as the library then does), no write is lost; elsewhere the caveat applies
-     *    (gpuserverd/README.md) and this is not checked. */
+     *    (docs/gpuserverd/transports.md) and this is not checked. */
     int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
     if (uffd >= 0 && shm_mode && !getenv("REGTEST_NO_WRITERS")) {
         close(uffd);

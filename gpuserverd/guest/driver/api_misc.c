@@ -1,5 +1,6 @@
 /* Error names and strings, and cuGetProcAddress. */
 #include "guest.h"
+#include "procs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,35 +52,12 @@ static CUresult describe(CUresult code, const char **s, int text) {
 EXPORT CUresult cuGetErrorName(CUresult code, const char **s) { return describe(code, s, 0); }
 EXPORT CUresult cuGetErrorString(CUresult code, const char **s) { return describe(code, s, 1); }
 
-/* The alias names the table takes the address of (defined in the other files). */
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-extern void cuDeviceGetUuid(void), cuDeviceTotalMem(void), cuDevicePrimaryCtxRelease(void),
-    cuDevicePrimaryCtxReset(void), cuDevicePrimaryCtxSetFlags(void), cuCtxCreate(void), cuCtxDestroy(void),
-    cuCtxPushCurrent(void), cuCtxPopCurrent(void), cuMemAlloc(void), cuMemAllocPitch(void), cuMemFree(void), cuMemGetInfo(void),
-    cuMemGetAddressRange(void), cuMemAllocHost(void), cuMemcpyHtoD(void), cuMemcpyDtoH(void),
-    cuMemcpyDtoD(void), cuMemcpyHtoDAsync(void), cuMemcpyDtoHAsync(void), cuMemcpyDtoDAsync(void),
-    cuMemsetD8(void), cuMemsetD16(void), cuMemsetD32(void), cuMemcpy2D(void), cuMemcpy2DUnaligned(void),
-    cuMemcpy2DAsync(void), cuMemsetD2D8(void), cuMemsetD2D16(void), cuMemsetD2D32(void), cuModuleGetGlobal(void), cuStreamDestroy(void),
-    cuEventDestroy(void), cuEventElapsedTime_v2(void), cuMemHostRegister(void);
-
-struct proc {
-    const char *name;
-    int version; /* 0: the exact exported name */
-    void *fn;
-};
-
-static const struct proc procs[] = {
-#define E(name) {#name, 0, (void *)&name},
-#define V(name, ver, target) {#name, ver, (void *)&target},
-#include "exports.def"
-#undef E
-#undef V
-};
 
 static void *lookup(const char *symbol, int version, int *too_new) {
-    const struct proc *best = NULL, *exact = NULL;
-    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
-        const struct proc *p = &procs[i];
+    const struct gc_proc *best = NULL, *exact = NULL;
+    for (unsigned i = 0; i < gc_nprocs; i++) {
+        const struct gc_proc *p = &gc_procs[i];
         if (strcmp(p->name, symbol) != 0) continue;
         if (p->version == 0) exact = p;
         else if (p->version <= version && (!best || p->version > best->version)) best = p;
@@ -95,11 +73,6 @@ static void *lookup(const char *symbol, int version, int *too_new) {
  * a per-thread one, so a per-thread lookup and an explicit _ptsz/_ptds name get the legacy function:
  * results are the same, only concurrency between threads' default streams is lost. */
 #define PROC_FLAGS_KNOWN (CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
-
-static int stub_missing(void) {
-    const char *v = getenv("GPUCLOUD_STUB_MISSING");
-    return v && *v && strcmp(v, "0") != 0;
-}
 
 static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult *status) {
@@ -120,7 +93,6 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
         fn = lookup(name, cudaVersion, &too_new);
     }
     if (fn) too_new = 0;
-    if (!fn && !too_new && stub_missing() && !strncmp(symbol, "cu", 2)) fn = gc_missing_stub(symbol);
     *pfn = fn;
     CUdriverProcAddressQueryResult st = fn ? CU_GET_PROC_ADDRESS_SUCCESS
                                            : too_new ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
@@ -139,3 +111,9 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags) {
     return GC_T(cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL));
 }
+
+/* Profiler switches start and stop collection by a profiling tool attached to the driver. None
+ * attaches to the guest's (tools attach to the driver on the GPU's host), so there is nothing to
+ * switch: they succeed, as NVIDIA's do with no tool attached. */
+EXPORT CUresult cuProfilerStart(void) { return GC_T(CUDA_SUCCESS); }
+EXPORT CUresult cuProfilerStop(void) { return GC_T(CUDA_SUCCESS); }

@@ -9,9 +9,9 @@
  * MADV_POPULATE_WRITE (5.14), and a process allowed to use userfaultfd without
  * UFFD_USER_MODE_ONLY (root, or vm.unprivileged_userfaultfd=1): user-mode-only would fail a
  * kernel-mode write (read(2) into the range) with EFAULT instead of holding it. Otherwise the
- * window stays open (gpuserverd/README.md, "Registered host memory"). */
+ * window stays open (docs/gpuserverd/transports.md, "Registered host memory"). */
 #define _GNU_SOURCE
-#include "guest.h"
+#include "transport.h"
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>

@@ -9,7 +9,7 @@
  * at its start, each side spinning briefly and then sleeping on a futex: a small call's round
  * trip makes no system call. The socket stays open only to tell either side the other has gone. */
 #define _GNU_SOURCE /* mremap */
-#include "guest.h"
+#include "transport.h"
 #include "maps.h"
 
 #include <stdio.h>

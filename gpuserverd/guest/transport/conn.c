@@ -1,5 +1,5 @@
 /* The connection to gpuserverd: configuration, handshake, framing. */
-#include "guest.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -208,12 +208,6 @@ CUresult gc_ensure_init(void) {
  * (cuDriverGetVersion) share it. */
 void gc_connect(void) { pthread_once(&init_once, connect_once); }
 
-EXPORT CUresult cuInit(unsigned int flags) {
-    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    gc_connect();
-    return gc.init_result;
-}
-
 CUresult gc_transport_error(const char *what) {
     if (!gc.broken) fprintf(stderr, "gpucloud: connection to gpuserverd lost: %s\n", what);
     gc.broken = 1;
@@ -369,46 +363,6 @@ CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size
         return gc_transport_error(msg);
     }
     return CUDA_SUCCESS;
-}
-
-static CUresult request(int on_device, uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
-                        const void *tail, size_t tail_n, uint16_t want, void *reply) {
-    int dev = 0;
-    CUresult rc = on_device ? gc_current_device(&dev) : gc_ensure_init();
-    if (rc != CUDA_SUCCESS) return rc;
-    struct gc_reply r;
-    pthread_mutex_lock(&gc.mu);
-    if (on_device) rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, flags, head, head_n, tail, tail_n, want, &r);
-    if (rc == CUDA_SUCCESS && !(flags & GW_FLAG_NO_REPLY)) {
-        char err[160];
-        if (gw_decode_any(want, reply, r.p, r.n, err, sizeof err) != 0) rc = gc_transport_error(err);
-        else rc = (CUresult) * (const int32_t *)reply; /* every reply starts with its result */
-        if (rc != CUDA_SUCCESS && want == GW_TYPE_STATUS && getenv("GPUCLOUD_DEBUG")) {
-            const struct gw_status *st = reply;
-            fprintf(stderr, "gpucloud: %s failed (%d): %.*s\n", gw_type_name(type), rc, (int)st->message_len, st->message);
-        }
-    }
-    pthread_mutex_unlock(&gc.mu);
-    return rc;
-}
-
-CUresult gc_request(uint16_t type, uint16_t flags, const uint8_t *head, size_t n, uint16_t want, void *reply) {
-    return request(1, type, flags, head, n, NULL, 0, want, reply);
-}
-
-CUresult gc_request_tail(uint16_t type, const uint8_t *head, size_t n, const void *tail, size_t tail_n,
-                         uint16_t want, void *reply) {
-    return request(1, type, 0, head, n, tail, tail_n, want, reply);
-}
-
-CUresult gc_request_global(uint16_t type, const uint8_t *head, size_t n, uint16_t want, void *reply) {
-    return request(0, type, 0, head, n, NULL, 0, want, reply);
-}
-
-CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n) {
-    struct gw_status st;
-    return gc_request(type, flags, head, n, GW_TYPE_STATUS, &st);
 }
 
 CUresult gc_select_device_locked(int dev) {

@@ -10,4 +10,5 @@ const struct gc_private_table gc_private_table = {
     .request = gc_request,
     .stream_handle = gc_stream_handle,
     .current_device = gc_current_device,
+    .refused = gc_gen_refused,
 };

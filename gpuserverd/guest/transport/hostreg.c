@@ -1,15 +1,16 @@
-/* cuMemHostRegister: page-locking the caller's own memory. With a shared arena (a guest on the
+/* Registered host ranges, the transport's part of cuMemHostRegister (driver/hostreg.c is the
+ * API's): page-locking the caller's own memory. With a shared arena (a guest on the
  * GPU's host) the whole pages inside the range are moved into the arena: their contents are
  * copied to an arena block, which is then mapped over them at the same address (MAP_FIXED,
  * MAP_SHARED). The program sees the same memory; the worker sees it in the arena it registered
  * with the driver, so a copy from or to it is one DMA, like cuMemAllocHost memory. The partial
  * pages at either end stay where they are (their other bytes belong to someone else) and their
- * copies are staged, as are whole ranges that cannot move (see gpuserverd/README.md, "Registered
+ * copies are staged, as are whole ranges that cannot move (see docs/gpuserverd/transports.md, "Registered
  * host memory"). cuMemHostUnregister puts private pages with the same contents back.
  *
  * A registration either way keeps CUDA's bookkeeping: overlapping ranges are refused, and only a
  * registered base address can be unregistered. */
-#include "guest.h"
+#include "transport.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -30,8 +31,6 @@ struct hostreg {
 /* Guarded by gc.mu: copies read the table while they hold it. */
 static struct hostreg *regs;
 static size_t nregs, cregs;
-
-#define KNOWN_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)
 
 int gc_hostreg_span(const char *p, size_t n, uint64_t *off, size_t *len) {
     size_t before = n;
@@ -63,11 +62,7 @@ static int overlaps(const char *p, size_t n) {
     return 0;
 }
 
-EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
-    if (!p || n == 0 || (flags & ~(unsigned)KNOWN_FLAGS) || (uintptr_t)p + n < (uintptr_t)p) return CUDA_ERROR_INVALID_VALUE;
-    int dev;
-    CUresult rc = gc_current_device(&dev); /* as in CUDA: needs a current context */
-    if (rc != CUDA_SUCCESS) return rc;
+CUresult gc_hostreg_register(void *p, size_t n, unsigned flags) {
     /* Device-visible I/O memory (another device's BAR) cannot be reached by a remote GPU. */
     if (flags & CU_MEMHOSTREGISTER_IOMEMORY) return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&gc.mu);
@@ -108,24 +103,18 @@ EXPORT CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) {
     }
     return CUDA_SUCCESS;
 }
-ALIAS(cuMemHostRegister, cuMemHostRegister_v2);
 
-/* cuMemHostUnregister of a range whose pages are in the arena first waits for the current
- * context's work (an async copy may still be reading or writing them; CUDA's own call may likewise
- * return an earlier asynchronous error), then moves the pages back. */
-EXPORT CUresult cuMemHostUnregister(void *p) {
-    if (!p) return CUDA_ERROR_INVALID_VALUE;
-    int dev;
-    CUresult rc = gc_current_device(&dev);
-    if (rc != CUDA_SUCCESS) return rc;
-    CUresult sync = CUDA_SUCCESS;
+int gc_hostreg_moved(void *p) {
     pthread_mutex_lock(&gc.mu);
     size_t i = find(p);
     int moved = i < nregs && regs[i].zc_n;
     pthread_mutex_unlock(&gc.mu);
-    if (moved) sync = cuCtxSynchronize(); /* unlocked: it is a call of its own */
+    return moved;
+}
+
+CUresult gc_hostreg_unregister(void *p) {
     pthread_mutex_lock(&gc.mu);
-    i = find(p); /* another thread may have unregistered it meanwhile */
+    size_t i = find(p); /* another thread may have unregistered it meanwhile */
     if (i == nregs) {
         pthread_mutex_unlock(&gc.mu);
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
@@ -138,5 +127,5 @@ EXPORT CUresult cuMemHostUnregister(void *p) {
     regs[i] = regs[--nregs];
     pthread_mutex_unlock(&gc.mu);
     if (gc_trace_on()) gc_trace("cuMemHostUnregister %p+%zu%s", p, r.n, r.zc_n ? ": pages back to private memory" : "");
-    return sync;
+    return CUDA_SUCCESS;
 }

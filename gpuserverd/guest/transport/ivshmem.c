@@ -20,7 +20,7 @@
  * are in use (and the endpoint list's next entry, TCP, is tried). The ring doorbell polls (ring.c); peer death is a heartbeat
  * that stops or a generation that changes, seen within GPUCLOUD_IVSHMEM_TIMEOUT_MS (default 5000):
  * calls then fail with CUDA_ERROR_UNKNOWN rather than hang. On exit the claim is released. */
-#include "guest.h"
+#include "transport.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -92,7 +92,7 @@ static int read_small(const char *path, char *out, size_t cap) {
  * $GPUCLOUD_SYSFS (default /sys) into out. resource2, not resource2_wc: the kernel maps the first
  * uncached and the second write-combining (weakly ordered, which the rings do not allow for);
  * under KVM on Intel the guest's PAT is ignored for this RAM-backed BAR by default, so it is
- * write-back in effect (gpuserverd/README.md, "Zero-copy in VMs"). */
+ * write-back in effect (docs/gpuserverd/transports.md, "Zero-copy in VMs"). */
 static int find_device(char *out, size_t cap) {
     const char *sys = getenv("GPUCLOUD_SYSFS");
     char dir[256], p[640], v[32], d[32];

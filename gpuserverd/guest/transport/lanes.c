@@ -3,7 +3,7 @@
  * several connections, each served by its own thread here and in the worker, multiplies that.
  * Piece i (GW_STRIPE_CHUNK bytes, the last shorter) travels raw on lane i mod lanes; the copy's
  * request and its Status reply go on the session's connection. */
-#include "guest.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,6 +4,9 @@
 #define EVENT_PTR(h) ((CUevent)(uintptr_t)((h) << 8))
 #define EVENT_HANDLE(e) ((uint64_t)(uintptr_t)(e) >> 8)
 
+/* For the generated entry points (api_gen.h). */
+uint64_t gc_gen_event(void *e) { return EVENT_HANDLE(e); }
+
 EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
     if (!ps) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_stream_create m = {.flags = flags};

@@ -14,7 +14,7 @@
  * a few percent of one core, then well under one.
  * One reader and one writer per ring (callers hold gc.mu). */
 #define _GNU_SOURCE 1 /* POLLRDHUP */
-#include "guest.h"
+#include "transport.h"
 
 #include <linux/futex.h>
 #include <poll.h>

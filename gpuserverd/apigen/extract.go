@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// A header to extract: the file, the return type its functions share and the prefix of their names.
+type header struct {
+	file, ret, prefix, desc string
+	firstID                 int // wire ids of a new function start here (0: not remoted on the wire)
+}
+
+var headers = []header{
+	{file: "cuda.h", ret: "CUresult", prefix: "cu", desc: "driver.txt", firstID: driverFirstFn},
+	{file: "cuda_runtime_api.h", ret: "cudaError_t", prefix: "cuda", desc: "runtime.txt"},
+}
+
+// extract preprocesses each header with the C compiler (so every conditional and macro resolves as
+// it does for a program, and __CUDA_API_VERSION_INTERNAL keeps the legacy forms), then records each
+// prototype, the versioned aliases (#define cuFoo cuFoo_v2) and the class of each type they use.
+// Ids already in the description are kept, so the wire stays stable across toolkit versions.
+func extract(headersDir, descDir string) error {
+	for _, h := range headers {
+		old, _ := readDesc(filepath.Join(descDir, h.desc))
+		d, err := extractOne(headersDir, h, old)
+		if err != nil {
+			return fmt.Errorf("extract %s: %w", h.file, err)
+		}
+		if err := os.WriteFile(filepath.Join(descDir, h.desc), d.format(h.file), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	protoRe   = regexp.MustCompile(`(?s)(?:extern\s+)?(?:__host__\s+)?(?:__device__\s+)?(\w+)\s+(\w+)\s*\(([^;{]*?)\)\s*;`)
+	aliasRe   = regexp.MustCompile(`(?m)^\s*#define\s+(\w+)\s+(\w+_v\d+)\s*$`)
+	typedefRe = regexp.MustCompile(`(?s)typedef\s+([^;{}]*?)\s*\b(\w+)\s*;`)
+	enumRe    = regexp.MustCompile(`(?s)typedef\s+enum\s+\w*\s*\{[^}]*\}\s*(\w+)\s*;`)
+	structRe  = regexp.MustCompile(`(?s)typedef\s+(?:struct|union)\s+\w*\s*\{`)
+	fnptrRe   = regexp.MustCompile(`typedef\s+[^;]*\(\s*\w*\s*\*\s*(\w+)\s*\)\s*\(`)
+)
+
+func extractOne(dir string, h header, old *desc) (*desc, error) {
+	path := filepath.Join(dir, h.file)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-I", dir, path)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	pp, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("preprocess: %w: %s", err, stderr.String())
+	}
+	src := string(pp)
+	d := &desc{types: map[string]string{}}
+	seen := map[string]bool{}
+	for _, m := range protoRe.FindAllStringSubmatch(src, -1) {
+		if m[1] != h.ret || !strings.HasPrefix(m[2], h.prefix) || seen[m[2]] {
+			continue
+		}
+		seen[m[2]] = true
+		d.fns = append(d.fns, fn{name: m[2], ret: m[1], params: normalize(m[3])})
+	}
+	for _, m := range aliasRe.FindAllStringSubmatch(string(raw), -1) {
+		if strings.HasPrefix(m[1], h.prefix) && seen[m[2]] {
+			d.aliases = append(d.aliases, [2]string{m[1], m[2]})
+		}
+	}
+	sort.Slice(d.fns, func(i, j int) bool { return d.fns[i].name < d.fns[j].name })
+	sort.Slice(d.aliases, func(i, j int) bool { return d.aliases[i][0] < d.aliases[j][0] })
+	classifyTypes(src, d)
+	assignIDs(d, old, h.firstID)
+	return d, nil
+}
+
+// normalize puts a parameter list on one line with single spaces.
+func normalize(p string) string {
+	p = strings.Join(strings.Fields(p), " ")
+	p = strings.ReplaceAll(p, " ,", ",")
+	p = strings.ReplaceAll(p, "( ", "(")
+	p = strings.ReplaceAll(p, " )", ")")
+	if p == "void" {
+		return ""
+	}
+	return p
+}
+
+// classifyTypes records, for each type name the prototypes use, what it is: a scalar of a size, an
+// enum, an opaque handle (a pointer to an incomplete struct), a struct, or a function pointer.
+func classifyTypes(src string, d *desc) {
+	class := map[string]string{
+		"int": "i32", "signed": "i32", "unsigned int": "u32", "unsigned": "u32", "short": "i16",
+		"unsigned short": "u16", "char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",
+		"unsigned long": "u64", "long unsigned int": "u64", "unsigned long int": "u64",
+		"long long": "i64", "unsigned long long": "u64", "float": "f32", "double": "f64",
+		"size_t": "u64", "void": "void",
+	}
+	for _, m := range enumRe.FindAllStringSubmatch(src, -1) {
+		class[m[1]] = "enum"
+	}
+	for _, m := range fnptrRe.FindAllStringSubmatch(src, -1) {
+		class[m[1]] = "fnptr"
+	}
+	// Structs: the name after the closing brace of a typedef struct { ... } Name;
+	for _, loc := range structRe.FindAllStringIndex(src, -1) {
+		depth, i := 0, loc[1]-1
+		for ; i < len(src); i++ {
+			if src[i] == '{' {
+				depth++
+			} else if src[i] == '}' {
+				depth--
+				if depth == 0 {
+					break
+				}
+			}
+		}
+		rest := src[i+1:]
+		if end := strings.IndexByte(rest, ';'); end >= 0 {
+			if f := strings.Fields(strings.Trim(rest[:end], " *")); len(f) > 0 {
+				class[strings.Trim(f[0], "*,")] = "struct"
+			}
+		}
+	}
+	// Plain typedefs resolve through earlier ones; several passes settle chains.
+	defs := typedefRe.FindAllStringSubmatch(src, -1)
+	for pass := 0; pass < 4; pass++ {
+		for _, m := range defs {
+			base, name := strings.TrimSpace(m[1]), m[2]
+			if strings.Contains(base, "(") {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(base, "struct ") && strings.HasSuffix(base, "*"):
+				class[name] = "handle"
+			case strings.HasPrefix(base, "struct ") || strings.HasPrefix(base, "union "):
+				if _, ok := class[name]; !ok {
+					class[name] = "struct"
+				}
+			case strings.HasPrefix(base, "enum "):
+				class[name] = "enum"
+			default:
+				if c, ok := class[base]; ok {
+					class[name] = c
+				}
+			}
+		}
+	}
+	for _, f := range d.fns {
+		for _, p := range splitParams(f.params) {
+			t := baseType(p.ctype)
+			if c, ok := class[t]; ok {
+				d.types[t] = c
+			} else {
+				d.types[t] = "unknown"
+			}
+		}
+	}
+}
+
+// assignIDs keeps each function's id from the previous description and numbers new ones after the
+// highest, so an id never changes meaning.
+func assignIDs(d *desc, old *desc, first int) {
+	if first == 0 {
+		return
+	}
+	next := first
+	prev := map[string]int{}
+	if old != nil {
+		for _, f := range old.fns {
+			prev[f.name] = f.id
+			if f.id >= next {
+				next = f.id + 1
+			}
+		}
+	}
+	for i := range d.fns {
+		if id, ok := prev[d.fns[i].name]; ok && id != 0 {
+			d.fns[i].id = id
+			continue
+		}
+		d.fns[i].id = next
+		next++
+	}
+}
+
+// readLines reads a file of one name per line, skipping blanks and # comments.
+func readLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return out, sc.Err()
+}
