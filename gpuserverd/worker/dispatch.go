@@ -91,6 +91,9 @@ func resultOf(m wire.Message) int32 {
 }
 
 func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message, error) {
+	if answer, ok := s.family(m); ok { // the hand-written driver-API families (families.go)
+		return answer, nil
+	}
 	switch m := m.(type) {
 	case *wire.Hello:
 		return nil, fmt.Errorf("%w: Hello after the handshake", wire.ErrDecode)
@@ -276,24 +279,39 @@ func (s *Session) memAlloc(d *device, bytes uint64) wire.Message {
 
 // alloc allocates device memory charged to the session's quota.
 func (s *Session) alloc(d *device, bytes uint64) (uint64, error) {
-	if q := s.cfg.MemoryQuota; q > 0 && (bytes > q || d.used > q-bytes) {
-		return 0, fmt.Errorf("%d bytes past the session's quota of %d: %w", bytes, q, backend.ErrOutOfMemory)
+	if err := s.charge(d, bytes); err != nil {
+		return 0, err
 	}
 	p, err := d.ctx.MemAlloc(bytes)
-	if err == nil {
-		d.allocs[p] = bytes
-		d.used += bytes
-		s.Stats.memory(int64(bytes))
+	if err != nil {
+		s.uncharge(d, bytes)
+		return 0, err
 	}
-	return p, err
+	d.allocs[p] = bytes
+	return p, nil
+}
+
+// charge counts bytes of device memory against the session's quota, refusing them past it.
+func (s *Session) charge(d *device, bytes uint64) error {
+	if q := s.cfg.MemoryQuota; q > 0 && (bytes > q || d.used > q-bytes) {
+		return fmt.Errorf("%d bytes past the session's quota of %d: %w", bytes, q, backend.ErrOutOfMemory)
+	}
+	d.used += bytes
+	s.Stats.memory(int64(bytes))
+	return nil
+}
+
+// uncharge gives back what charge counted.
+func (s *Session) uncharge(d *device, bytes uint64) {
+	d.used -= bytes
+	s.Stats.memory(-int64(bytes))
 }
 
 // free releases an allocation made by alloc.
 func (s *Session) free(d *device, p uint64) error {
 	err := d.ctx.MemFree(p)
 	if err == nil {
-		s.Stats.memory(-int64(d.allocs[p]))
-		d.used -= d.allocs[p]
+		s.uncharge(d, d.allocs[p])
 		delete(d.allocs, p)
 	}
 	return err

@@ -17,7 +17,7 @@ func TestExportTables(t *testing.T) {
 	for _, want := range []string{
 		"gpucloud: CUDART_INTERFACE[3] (a private runtime entry) is not supported",
 		"gpucloud: CUDART_INTERFACE[8] with 1 host-variable registrations is not supported",
-		"gpucloud: cuGraphCreate is not implemented (CUDA_ERROR_NOT_SUPPORTED)",
+		"gpucloud: cuGraphAddChildGraphNode is not implemented (CUDA_ERROR_NOT_SUPPORTED)",
 		// NVIDIA's runtime asking for its driver-authentication table gets a clear word, once.
 		"gpucloud: this program uses NVIDIA's CUDA runtime",
 	} {
@@ -41,7 +41,7 @@ func TestTrace(t *testing.T) {
 		"gpucloud-trace: cuGetExportTable 6bd5fb6c-5bf4-e74a-8987-d93912fd9df9 (CUDART_INTERFACE) -> 0",
 		"gpucloud-trace: cuGetExportTable d4082055-bde6-704b-8d34-ba123c66e1f2 (unknown) -> 500",
 		"gpucloud-trace: cuGetProcAddress cuMemcpyAsync version 12000 flags 2 -> found",
-		"gpucloud-trace: cuGetProcAddress cuGraphCreate version 12000 flags 0 -> not found",
+		"gpucloud-trace: cuGetProcAddress cuGraphAddChildGraphNode version 12000 flags 0 -> not found",
 		"gpucloud-trace: CUDART_INTERFACE[2] primary context of device 0 -> 0",
 		"gpucloud-trace: CONTEXT_LOCAL_STORAGE set ctx",
 		"gpucloud-trace: send ModuleLoad",

@@ -215,13 +215,13 @@ int main(void) {
     EXPECT(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && fn == NULL);
 
     /* Missing functions: not found, or with GPUCLOUD_STUB_MISSING=1 a stand-in that fails. */
-    EXPECT_RC(cuGetProcAddress("cuGraphCreate", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    EXPECT_RC(cuGetProcAddress("cuGraphAddChildGraphNode", &fn, 12000, 0, &st), CUDA_ERROR_NOT_FOUND);
     setenv("GPUCLOUD_STUB_MISSING", "1", 1);
     void *g1 = NULL, *g2 = NULL, *other = NULL;
-    CHECK(cuGetProcAddress("cuGraphCreate", &g1, 12000, 0, &st));
+    CHECK(cuGetProcAddress("cuGraphAddChildGraphNode", &g1, 12000, 0, &st));
     EXPECT(g1 != NULL && st == CU_GET_PROC_ADDRESS_SUCCESS);
-    CHECK(cuGetProcAddress("cuGraphCreate", &g2, 12000, 0, NULL));
-    CHECK(cuGetProcAddress("cuGraphLaunch", &other, 12000, 0, NULL));
+    CHECK(cuGetProcAddress("cuGraphAddChildGraphNode", &g2, 12000, 0, NULL));
+    CHECK(cuGetProcAddress("cuGraphAddEventRecordNode", &other, 12000, 0, NULL));
     EXPECT(g1 == g2 && g1 != other);
     EXPECT_RC(((CUresult(*)(void *, unsigned))g1)(NULL, 0), CUDA_ERROR_NOT_SUPPORTED);
     EXPECT_RC(cuGetProcAddress("notADriverFunction", &fn, 12000, 0, NULL), CUDA_ERROR_NOT_FOUND);
