@@ -92,6 +92,9 @@ struct driver {
 	CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *);
 };
 static struct driver d;
+static void *lib; // the loaded driver, for tables resolved later (families.c)
+
+void *gc_driver_lib(void) { return lib; }
 
 int gc_driver_open(const char *libname, char *err, size_t errlen) {
 	void *h = gc_dl_open(libname, err, errlen);
@@ -104,6 +107,7 @@ int gc_driver_open(const char *libname, char *err, size_t errlen) {
 	t.func_get_param_info =
 	    (CUresult(*)(CUfunction, size_t, size_t *, size_t *))dlsym(h, "cuFuncGetParamInfo");
 	d = t;
+	lib = h;
 	return 0;
 }
 
