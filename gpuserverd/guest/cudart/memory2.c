@@ -194,6 +194,9 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
                   : type == CU_MEMORYTYPE_DEVICE    ? cudaMemoryTypeDevice
                   : type == CU_MEMORYTYPE_HOST      ? cudaMemoryTypeHost
                                                     : cudaMemoryTypeUnregistered;
+        if (a->type == cudaMemoryTypeUnregistered && host_find(p)) { /* a driver that tracks no host memory */
+            a->type = cudaMemoryTypeHost, ordinal = cur_dev, hp = (void *)p;
+        }
         a->device = a->type == cudaMemoryTypeUnregistered ? -2 : ordinal; /* -2: no device's */
         a->devicePointer = (void *)(uintptr_t)dp;
         a->hostPointer = hp;

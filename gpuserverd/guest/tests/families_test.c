@@ -345,6 +345,34 @@ static void launches(void) {
     printf("launches ok\n");
 }
 
+static void pointers(void) {
+    CUdeviceptr p, base = 0;
+    CHECK(cuMemAlloc(&p, 8192));
+    unsigned type = 0;
+    size_t size = 0;
+    int ordinal = -1;
+    CUcontext ctx = NULL, cur;
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p + 100));
+    EXPECT(type == CU_MEMORYTYPE_DEVICE);
+    CHECK(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p + 100));
+    CHECK(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p + 100));
+    EXPECT(base == p && size == 8192);
+    CUpointer_attribute as[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    void *data[] = {&ctx, &ordinal};
+    CHECK(cuPointerGetAttributes(2, as, data, p));
+    CHECK(cuCtxGetCurrent(&cur));
+    EXPECT(ctx == cur && ordinal == 0);
+    static char host[64];
+    EXPECT_RC(cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, (CUdeviceptr)(uintptr_t)host),
+              CUDA_ERROR_INVALID_VALUE);
+    CUpointer_attribute t = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    void *td[] = {&type};
+    CHECK(cuPointerGetAttributes(1, &t, td, (CUdeviceptr)(uintptr_t)host)); /* answered: not CUDA memory */
+    if (!real) EXPECT(type == 0);
+    CHECK(cuMemFree(p));
+    printf("pointers ok\n");
+}
+
 int main(int argc, char **argv) {
     quota = (argc > 1 ? (size_t)atoi(argv[1]) : 0) * MIB;
     CHECK(cuInit(0));
@@ -372,6 +400,7 @@ int main(int argc, char **argv) {
     textures();
     graphs();
     launches();
+    pointers();
     printf("families_test: OK\n");
     return 0;
 }
