@@ -208,3 +208,18 @@ func (d ArrayDesc) Bytes() uint64 {
 	}
 	return n.Uint64()
 }
+
+// Stream memory operations (StreamMemOps.StreamMemOp's op).
+const (
+	MemOpWait32  = 1
+	MemOpWrite32 = 2
+	MemOpWait64  = 3
+	MemOpWrite64 = 4
+)
+
+// StreamMemOps is cuStreamWaitValue32/64 and cuStreamWriteValue32/64: a stream waits until a
+// word of device memory meets a condition (flags' low bits: CU_STREAM_WAIT_VALUE_GEQ 0, EQ 1,
+// AND 2, NOR 3), or writes one.
+type StreamMemOps interface {
+	StreamMemOp(stream Handle, op uint32, addr, value uint64, flags uint32) error
+}

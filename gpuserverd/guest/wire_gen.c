@@ -163,6 +163,7 @@ const char *gw_type_name(uint16_t type) {
 	case 3084: return "GraphNodesReply";
 	case 3085: return "GraphExecUpdate";
 	case 3100: return "LaunchKernelEx";
+	case 3110: return "StreamMemOp";
 	}
 	return "unknown";
 }
@@ -3554,6 +3555,38 @@ int gw_launch_kernel_ex_decode(struct gw_launch_kernel_ex *m, const uint8_t *p, 
 	return dfinish(&d);
 }
 
+size_t gw_stream_mem_op_size(const struct gw_stream_mem_op *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_mem_op_encode(const struct gw_stream_mem_op *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->op);
+	o = put64(o, m->addr);
+	o = put64(o, m->value);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_stream_mem_op_decode(struct gw_stream_mem_op *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamMemOp", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->op = d32(&d, "op");
+	m->addr = d64(&d, "addr");
+	m->value = d64(&d, "value");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -3790,6 +3823,8 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_graph_exec_update_decode(m, p, n, err, errlen);
 	case 3100:
 		return gw_launch_kernel_ex_decode(m, p, n, err, errlen);
+	case 3110:
+		return gw_stream_mem_op_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -140,6 +140,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_GRAPH_NODES_REPLY 3084
 #define GW_TYPE_GRAPH_EXEC_UPDATE 3085
 #define GW_TYPE_LAUNCH_KERNEL_EX 3100
+#define GW_TYPE_STREAM_MEM_OP 3110
 
 struct gw_hello {
 	uint32_t version;
@@ -1313,6 +1314,17 @@ int gw_launch_kernel_ex_decode(struct gw_launch_kernel_ex *m, const uint8_t *p, 
 /* Encodes all but the content of the last field (its length included), so the caller can send
    the content from where it lies. */
 uint8_t *gw_launch_kernel_ex_encode_head(const struct gw_launch_kernel_ex *m, uint8_t *out);
+
+struct gw_stream_mem_op {
+	uint64_t stream;
+	uint32_t op;
+	uint64_t addr;
+	uint64_t value;
+	uint32_t flags;
+};
+size_t gw_stream_mem_op_size(const struct gw_stream_mem_op *m);
+uint8_t *gw_stream_mem_op_encode(const struct gw_stream_mem_op *m, uint8_t *out);
+int gw_stream_mem_op_decode(struct gw_stream_mem_op *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -141,6 +141,7 @@ const (
 	TypeGraphNodesReply              Type = 3084
 	TypeGraphExecUpdate              Type = 3085
 	TypeLaunchKernelEx               Type = 3100
+	TypeStreamMemOp                  Type = 3110
 )
 
 var typeNames = map[Type]string{
@@ -261,6 +262,7 @@ var typeNames = map[Type]string{
 	TypeGraphNodesReply:              "GraphNodesReply",
 	TypeGraphExecUpdate:              "GraphExecUpdate",
 	TypeLaunchKernelEx:               "LaunchKernelEx",
+	TypeStreamMemOp:                  "StreamMemOp",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -500,6 +502,8 @@ func New(t Type) Message {
 		return new(GraphExecUpdate)
 	case TypeLaunchKernelEx:
 		return new(LaunchKernelEx)
+	case TypeStreamMemOp:
+		return new(StreamMemOp)
 	}
 	return nil
 }
@@ -3986,5 +3990,38 @@ func (m *LaunchKernelEx) Decode(p []byte) error {
 	m.ClusterZ = d.u32("cluster_z")
 	m.Priority = int32(d.u32("priority"))
 	m.Params = d.bytes("params", 32768)
+	return d.finish()
+}
+
+// StreamMemOp is message type 3110.
+type StreamMemOp struct {
+	Stream uint64
+	Op     uint32
+	Addr   uint64
+	Value  uint64
+	Flags  uint32
+}
+
+// Type returns TypeStreamMemOp.
+func (*StreamMemOp) Type() Type { return TypeStreamMemOp }
+
+// Append appends the encoded payload to b.
+func (m *StreamMemOp) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Op)
+	b = putU64(b, m.Addr)
+	b = putU64(b, m.Value)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamMemOp) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamMemOp"}
+	m.Stream = d.u64("stream")
+	m.Op = d.u32("op")
+	m.Addr = d.u64("addr")
+	m.Value = d.u64("value")
+	m.Flags = d.u32("flags")
 	return d.finish()
 }

@@ -114,7 +114,7 @@ func famReply(m wire.Message, err error) wire.Message {
 		*wire.MemFreeAsync, *wire.MemPoolDestroy, *wire.MemPoolSetAttribute, *wire.MemPoolTrimTo,
 		*wire.DeviceSetMemPool, *wire.ArrayDestroy, *wire.Memcpy3DHtoX, *wire.Memcpy3DXtoX,
 		*wire.TexObjectDestroy, *wire.SurfObjectDestroy, *wire.StreamBeginCapture, *wire.GraphDestroy,
-		*wire.GraphLaunch, *wire.GraphExecDestroy, *wire.LaunchKernelEx:
+		*wire.GraphLaunch, *wire.GraphExecDestroy, *wire.LaunchKernelEx, *wire.StreamMemOp:
 		return status(err)
 	}
 	return nil
@@ -156,6 +156,12 @@ func (s *Session) familyOn(d *device, m wire.Message) wire.Message {
 			return famReply(m, errNoFamily)
 		}
 		return textures(tx, m)
+	case *wire.StreamMemOp:
+		mo, ok := d.ctx.(backend.StreamMemOps)
+		if !ok {
+			return famReply(m, errNoFamily)
+		}
+		return status(mo.StreamMemOp(backend.Handle(m.Stream), m.Op, m.Addr, m.Value, m.Flags))
 	case *wire.LaunchKernelEx:
 		l, ok := d.ctx.(backend.Launches)
 		if !ok {

@@ -130,7 +130,11 @@ struct launch_config {
 	X(graph_launch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))                              \
 	X(exec_destroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                                   \
 	X(exec_update, "cuGraphExecUpdate_v2", CUresult (*)(CUgraphExec, CUgraph, struct update_info *))  \
-	X(launch_ex, "cuLaunchKernelEx", CUresult (*)(const struct launch_config *, CUfunction, void **, void **))
+	X(launch_ex, "cuLaunchKernelEx", CUresult (*)(const struct launch_config *, CUfunction, void **, void **)) \
+	X(wait32, "cuStreamWaitValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))       \
+	X(write32, "cuStreamWriteValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))     \
+	X(wait64, "cuStreamWaitValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned)) \
+	X(write64, "cuStreamWriteValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned))
 
 static struct {
 	FAMILY_SYMBOLS(GC_DL_DECLARE)
@@ -393,4 +397,14 @@ CUresult gc_launch_ex(CUcontext ctx, CUfunction fn, const unsigned dm[7], CUstre
 	struct launch_config c = {dm[0], dm[1], dm[2], dm[3], dm[4], dm[5], dm[6], s, attrs, n};
 	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
 	CALL(ctx, launch_ex, &c, fn, NULL, size ? extra : NULL);
+}
+
+CUresult gc_stream_mem_op(CUcontext ctx, CUstream s, unsigned op, CUdeviceptr addr, unsigned long long v, unsigned flags) {
+	switch (op) {
+	case 1: CALL(ctx, wait32, s, addr, (unsigned)v, flags);
+	case 2: CALL(ctx, write32, s, addr, (unsigned)v, flags);
+	case 3: CALL(ctx, wait64, s, addr, v, flags);
+	case 4: CALL(ctx, write64, s, addr, v, flags);
+	}
+	return 1; // CUDA_ERROR_INVALID_VALUE
 }

@@ -34,6 +34,7 @@ var (
 	_ backend.Textures      = (*Context)(nil)
 	_ backend.Graphs        = (*Context)(nil)
 	_ backend.Launches      = (*Context)(nil)
+	_ backend.StreamMemOps  = (*Context)(nil)
 )
 
 func (c *Context) tables() (*famTables, error) {
@@ -793,4 +794,14 @@ func (c *Context) LaunchKernelEx(cfg backend.LaunchConfig, ex backend.LaunchEx) 
 	defer C.free(params)
 	return check("cuLaunchKernelEx", C.gc_launch_ex(c.ctx, f.ptr, dm, s, C.int(boolInt(ex.Cooperative)), cl, C.int(ex.Priority),
 		params, C.size_t(len(cfg.Params))))
+}
+
+// ---- stream memory operations ----
+
+func (c *Context) StreamMemOp(stream backend.Handle, op uint32, addr, value uint64, flags uint32) error {
+	s, err := c.stream(stream)
+	if err != nil {
+		return err
+	}
+	return check("cuStreamWaitValue/WriteValue", C.gc_stream_mem_op(c.ctx, s, C.uint(op), C.CUdeviceptr(addr), C.ulonglong(value), C.uint(flags)))
 }

@@ -85,4 +85,7 @@ CUresult gc_graph_exec_update(CUcontext ctx, CUgraphExec x, CUgraph g, unsigned 
 CUresult gc_launch_ex(CUcontext ctx, CUfunction f, const unsigned dims[7], CUstream s, int cooperative,
                       const unsigned cluster[3], int priority, void *params, size_t size);
 
+// op: 1 wait 32-bit, 2 write 32-bit, 3 wait 64-bit, 4 write 64-bit.
+CUresult gc_stream_mem_op(CUcontext ctx, CUstream s, unsigned op, CUdeviceptr addr, unsigned long long v, unsigned flags);
+
 #endif

@@ -251,3 +251,38 @@ func TestCooperativeLaunchFits(t *testing.T) {
 	cfg.Grid[0] = 6
 	wantCode(t, c.LaunchKernelEx(cfg, backend.LaunchEx{Cluster: [3]uint32{4, 1, 1}}), backend.ErrInvalidValue)
 }
+
+// A stream waiting on a word runs nothing after the wait until another stream writes it.
+func TestStreamMemOps(t *testing.T) {
+	_, bc := newCtx(t, 1<<20)
+	c := bc.(*Context)
+	flag := ok(c.MemAlloc(64))
+	a, b := ok(c.StreamCreate(1)), ok(c.StreamCreate(1))
+	noErr(t, c.StreamMemOp(a, backend.MemOpWait32, flag, 3, 1)) // EQ
+	noErr(t, c.StreamMemOp(a, backend.MemOpWrite64, flag+8, 9, 0))
+	wantCode(t, c.StreamQuery(a), backend.ErrNotReady)
+	noErr(t, c.StreamMemOp(b, backend.MemOpWrite32, flag, 3, 0))
+	noErr(t, c.StreamSynchronize(a))
+	out := make([]byte, 8)
+	noErr(t, c.MemcpyDtoH(out, flag+8, 0, false))
+	if binary.LittleEndian.Uint64(out) != 9 {
+		t.Fatalf("write after the wait: %v", out)
+	}
+	wantCode(t, c.StreamMemOp(a, backend.MemOpWait64, flag+4, 1, 0), backend.ErrInvalidValue) // misaligned
+	for _, tc := range []struct {
+		cond       uint32
+		size       uint64
+		have, want uint64
+		met        bool
+	}{
+		{0, 4, 1, 0xffffffff, true}, // GEQ wraps
+		{0, 4, 5, 6, false},
+		{2, 8, 6, 4, true},           // AND
+		{3, 4, 0xfffffffe, 0, true},  // NOR: bit 0 clear in both
+		{3, 4, 0xffffffff, 0, false}, // NOR: every bit set in one
+	} {
+		if got := waitMet(tc.cond, tc.size, tc.have, tc.want); got != tc.met {
+			t.Errorf("waitMet(%d, %d, %#x, %#x) = %v", tc.cond, tc.size, tc.have, tc.want, got)
+		}
+	}
+}

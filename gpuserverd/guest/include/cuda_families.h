@@ -298,6 +298,33 @@ typedef enum CUpointer_attribute_enum {
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
 CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr);
 
+/* ---- stream memory operations ---- */
+#define CU_STREAM_WAIT_VALUE_GEQ 0x0
+#define CU_STREAM_WAIT_VALUE_EQ 0x1
+#define CU_STREAM_WAIT_VALUE_AND 0x2
+#define CU_STREAM_WAIT_VALUE_NOR 0x3
+#define CU_STREAM_WRITE_VALUE_DEFAULT 0x0
+typedef enum CUstreamBatchMemOpType_enum {
+    CU_STREAM_MEM_OP_WAIT_VALUE_32 = 1, CU_STREAM_MEM_OP_WRITE_VALUE_32 = 2, CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES = 3,
+    CU_STREAM_MEM_OP_WAIT_VALUE_64 = 4, CU_STREAM_MEM_OP_WRITE_VALUE_64 = 5, CU_STREAM_MEM_OP_BARRIER = 6
+} CUstreamBatchMemOpType;
+typedef union CUstreamBatchMemOpParams_union {
+    CUstreamBatchMemOpType operation;
+    struct {
+        CUstreamBatchMemOpType operation;
+        CUdeviceptr address;
+        union { cuuint32_t value; cuuint64_t value64; };
+        unsigned int flags;
+        CUdeviceptr alias;
+    } waitValue, writeValue;
+    cuuint64_t pad[6];
+} CUstreamBatchMemOpParams;
+CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult cuStreamWaitValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult cuStreamBatchMemOp_v2(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags);
+
 /* The older forms the library also exports (a binary built against an older header calls them). */
 #ifdef GPUCLOUD_GUEST_IMPL
 CUresult cuStreamBeginCapture(CUstream s);
@@ -309,6 +336,11 @@ CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNod
 CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t log_n);
 CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t log_n);
 CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *err, CUgraphExecUpdateResult *result);
+CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
+CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
+CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags);
 #endif
 
 /* The names programs call, mapped to the current ABI as NVIDIA's header maps them. */
@@ -331,6 +363,11 @@ CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *err, CU
 #define cuGraphExecUpdate cuGraphExecUpdate_v2
 #define cuGraphAddKernelNode cuGraphAddKernelNode_v2
 #define cuGraphInstantiate cuGraphInstantiateWithFlags
+#define cuStreamWaitValue32 cuStreamWaitValue32_v2
+#define cuStreamWaitValue64 cuStreamWaitValue64_v2
+#define cuStreamWriteValue32 cuStreamWriteValue32_v2
+#define cuStreamWriteValue64 cuStreamWriteValue64_v2
+#define cuStreamBatchMemOp cuStreamBatchMemOp_v2
 #endif
 
 #ifdef __cplusplus

@@ -373,6 +373,47 @@ static void pointers(void) {
     printf("pointers ok\n");
 }
 
+static void memops(void) {
+    CUdeviceptr flag, data;
+    CHECK(cuMemAlloc(&flag, 64));
+    CHECK(cuMemAlloc(&data, 4096));
+    CHECK(cuMemsetD32(flag, 0, 16));
+    CUstream a, b;
+    CHECK(cuStreamCreate(&a, 1)); /* non-blocking: only the flag orders the two */
+    CHECK(cuStreamCreate(&b, 1));
+    /* a waits for the flag, then fills; nothing runs on a until b writes it. */
+    CHECK(cuStreamWaitValue32(a, flag, 1, CU_STREAM_WAIT_VALUE_EQ));
+    unsigned v = 17;
+    int n = 1024;
+    void *args[] = {&data, &v, &n};
+    CHECK(cuLaunchKernel(fill, 4, 1, 1, 256, 1, 1, 0, a, args, NULL));
+    EXPECT_RC(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    CUstreamBatchMemOpParams ops[2];
+    memset(ops, 0, sizeof ops);
+    ops[0].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    ops[0].writeValue.address = flag + 8;
+    ops[0].writeValue.value64 = 0x100000002ull;
+    ops[1].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    ops[1].writeValue.address = flag;
+    ops[1].writeValue.value = 1;
+    CHECK(cuStreamBatchMemOp(b, 2, ops, 0));
+    CHECK(cuStreamSynchronize(a));
+    unsigned out[4];
+    CHECK(cuMemcpyDtoH(out, data + 4080, sizeof out));
+    EXPECT(out[0] == 17 && out[3] == 17);
+    unsigned long long w = 0;
+    CHECK(cuMemcpyDtoH(&w, flag + 8, 8));
+    EXPECT(w == 0x100000002ull);
+    CHECK(cuStreamWriteValue64(b, flag + 16, 5, 0));
+    CHECK(cuStreamWaitValue64(a, flag + 16, 5, CU_STREAM_WAIT_VALUE_GEQ));
+    CHECK(cuStreamSynchronize(a));
+    CHECK(cuStreamDestroy(a));
+    CHECK(cuStreamDestroy(b));
+    CHECK(cuMemFree(flag));
+    CHECK(cuMemFree(data));
+    printf("memops ok\n");
+}
+
 int main(int argc, char **argv) {
     quota = (argc > 1 ? (size_t)atoi(argv[1]) : 0) * MIB;
     CHECK(cuInit(0));
@@ -401,6 +442,7 @@ int main(int argc, char **argv) {
     graphs();
     launches();
     pointers();
+    memops();
     printf("families_test: OK\n");
     return 0;
 }
