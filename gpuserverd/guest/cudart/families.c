@@ -323,3 +323,116 @@ EXPORT cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_con
                        .Height = height};
     return ret(cuMemcpy2D(&c));
 }
+
+/* ---- texture and surface objects ---- */
+
+/* The channel description of a driver format and channel count (format_of's inverse). */
+static struct cudaChannelFormatDesc channels_of(CUarray_format f, unsigned n) {
+    int bits = f == CU_AD_FORMAT_UNSIGNED_INT8 || f == CU_AD_FORMAT_SIGNED_INT8     ? 8
+               : f == CU_AD_FORMAT_UNSIGNED_INT16 || f == CU_AD_FORMAT_SIGNED_INT16 || f == CU_AD_FORMAT_HALF ? 16
+                                                                                                              : 32;
+    enum cudaChannelFormatKind k = f == CU_AD_FORMAT_HALF || f == CU_AD_FORMAT_FLOAT ? cudaChannelFormatKindFloat
+                                   : f == CU_AD_FORMAT_SIGNED_INT8 || f == CU_AD_FORMAT_SIGNED_INT16 ||
+                                           f == CU_AD_FORMAT_SIGNED_INT32
+                                       ? cudaChannelFormatKindSigned
+                                       : cudaChannelFormatKindUnsigned;
+    return (struct cudaChannelFormatDesc){bits, n > 1 ? bits : 0, n > 2 ? bits : 0, n > 3 ? bits : 0, k};
+}
+
+static CUresult resource_to_driver(const struct cudaResourceDesc *r, CUDA_RESOURCE_DESC *d) {
+    if (!r) return CUDA_ERROR_INVALID_VALUE;
+    memset(d, 0, sizeof *d);
+    d->resType = (CUresourcetype)r->resType;
+    d->flags = r->flags;
+    CUresult rc = CUDA_SUCCESS;
+    switch (r->resType) {
+    case cudaResourceTypeArray: d->res.array.hArray = (CUarray)r->res.array.array; break;
+    case cudaResourceTypeLinear:
+        d->res.linear.devPtr = (CUdeviceptr)(uintptr_t)r->res.linear.devPtr;
+        d->res.linear.sizeInBytes = r->res.linear.sizeInBytes;
+        rc = format_of(&r->res.linear.desc, &d->res.linear.format, &d->res.linear.numChannels);
+        break;
+    case cudaResourceTypePitch2D:
+        d->res.pitch2D.devPtr = (CUdeviceptr)(uintptr_t)r->res.pitch2D.devPtr;
+        d->res.pitch2D.width = r->res.pitch2D.width, d->res.pitch2D.height = r->res.pitch2D.height;
+        d->res.pitch2D.pitchInBytes = r->res.pitch2D.pitchInBytes;
+        rc = format_of(&r->res.pitch2D.desc, &d->res.pitch2D.format, &d->res.pitch2D.numChannels);
+        break;
+    default: rc = CUDA_ERROR_NOT_SUPPORTED; /* mipmapped arrays are not offered */
+    }
+    return rc;
+}
+
+/* CU_TRSF_* flags of a runtime texture description. */
+#define TRSF_READ_AS_INTEGER 0x01
+#define TRSF_NORMALIZED_COORDINATES 0x02
+#define TRSF_SRGB 0x10
+#define TRSF_DISABLE_TRILINEAR_OPTIMIZATION 0x20
+#define TRSF_SEAMLESS_CUBEMAP 0x40
+
+static int integer_format(const CUDA_RESOURCE_DESC *d) {
+    CUarray_format f = d->resType == CU_RESOURCE_TYPE_LINEAR    ? d->res.linear.format
+                       : d->resType == CU_RESOURCE_TYPE_PITCH2D ? d->res.pitch2D.format
+                                                                : CU_AD_FORMAT_FLOAT;
+    return f != CU_AD_FORMAT_FLOAT && f != CU_AD_FORMAT_HALF;
+}
+
+EXPORT cudaError_t cudaCreateTextureObject(cudaTextureObject_t *obj, const struct cudaResourceDesc *r,
+                                           const struct cudaTextureDesc *t, const struct cudaResourceViewDesc *v) {
+    if (!obj || !t) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUDA_RESOURCE_DESC d;
+    CUresult rc = resource_to_driver(r, &d);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    CUDA_TEXTURE_DESC td;
+    memset(&td, 0, sizeof td);
+    for (int i = 0; i < 3; i++) td.addressMode[i] = (CUaddress_mode)t->addressMode[i];
+    td.filterMode = (CUfilter_mode)t->filterMode, td.mipmapFilterMode = (CUfilter_mode)t->mipmapFilterMode;
+    td.maxAnisotropy = t->maxAnisotropy, td.mipmapLevelBias = t->mipmapLevelBias;
+    td.minMipmapLevelClamp = t->minMipmapLevelClamp, td.maxMipmapLevelClamp = t->maxMipmapLevelClamp;
+    memcpy(td.borderColor, t->borderColor, sizeof td.borderColor);
+    /* Element-type reads of an integer format return integers (an array's format is the driver's). */
+    if (t->readMode == cudaReadModeElementType && integer_format(&d)) td.flags |= TRSF_READ_AS_INTEGER;
+    if (t->normalizedCoords) td.flags |= TRSF_NORMALIZED_COORDINATES;
+    if (t->sRGB) td.flags |= TRSF_SRGB;
+    if (t->disableTrilinearOptimization) td.flags |= TRSF_DISABLE_TRILINEAR_OPTIMIZATION;
+    if (t->seamlessCubemap) td.flags |= TRSF_SEAMLESS_CUBEMAP;
+    return ret(cuTexObjectCreate((CUtexObject *)obj, &d, &td, (const CUDA_RESOURCE_VIEW_DESC *)v));
+}
+
+EXPORT cudaError_t cudaDestroyTextureObject(cudaTextureObject_t obj) { return ret(cuTexObjectDestroy(obj)); }
+
+EXPORT cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *r, cudaTextureObject_t obj) {
+    if (!r) return ret(CUDA_ERROR_INVALID_VALUE);
+    CUDA_RESOURCE_DESC d;
+    CUresult rc = cuTexObjectGetResourceDesc(&d, obj);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    memset(r, 0, sizeof *r);
+    r->resType = (enum cudaResourceType)d.resType;
+    r->flags = d.flags;
+    switch (d.resType) {
+    case CU_RESOURCE_TYPE_ARRAY: r->res.array.array = (cudaArray_t)d.res.array.hArray; break;
+    case CU_RESOURCE_TYPE_LINEAR:
+        r->res.linear.devPtr = (void *)(uintptr_t)d.res.linear.devPtr, r->res.linear.sizeInBytes = d.res.linear.sizeInBytes;
+        r->res.linear.desc = channels_of(d.res.linear.format, d.res.linear.numChannels);
+        break;
+    case CU_RESOURCE_TYPE_PITCH2D:
+        r->res.pitch2D.devPtr = (void *)(uintptr_t)d.res.pitch2D.devPtr;
+        r->res.pitch2D.width = d.res.pitch2D.width, r->res.pitch2D.height = d.res.pitch2D.height;
+        r->res.pitch2D.pitchInBytes = d.res.pitch2D.pitchInBytes;
+        r->res.pitch2D.desc = channels_of(d.res.pitch2D.format, d.res.pitch2D.numChannels);
+        break;
+    default: break;
+    }
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *obj, const struct cudaResourceDesc *r) {
+    if (!obj) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUDA_RESOURCE_DESC d;
+    CUresult rc = resource_to_driver(r, &d);
+    return ret(rc != CUDA_SUCCESS ? rc : cuSurfObjectCreate((CUsurfObject *)obj, &d));
+}
+
+EXPORT cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t obj) { return ret(cuSurfObjectDestroy(obj)); }

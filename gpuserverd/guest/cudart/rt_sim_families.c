@@ -37,6 +37,12 @@ cudaError_t cudaFreeArray(cudaArray_t);
 cudaError_t cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent);
 cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *);
 cudaError_t cudaMemcpy2DToArray(cudaArray_t, size_t, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
+cudaError_t cudaCreateTextureObject(cudaTextureObject_t *, const struct cudaResourceDesc *, const struct cudaTextureDesc *,
+                                    const struct cudaResourceViewDesc *);
+cudaError_t cudaDestroyTextureObject(cudaTextureObject_t);
+cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *, cudaTextureObject_t);
+cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *, const struct cudaResourceDesc *);
+cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t);
 cudaError_t cudaMemcpy2DFromArray(void *, size_t, cudaArray_const_t, size_t, size_t, size_t, size_t, enum cudaMemcpyKind);
 
 static void graphs(void) {
@@ -177,11 +183,37 @@ static void arrays(void) {
     RT(cudaFree(dev.ptr));
 }
 
+static void textures(void) {
+    void *lin;
+    RT(cudaMalloc(&lin, 4096));
+    struct cudaResourceDesc r = {.resType = cudaResourceTypeLinear,
+                                 .res.linear = {lin, {16, 16, 0, 0, cudaChannelFormatKindSigned}, 4096}};
+    struct cudaTextureDesc t = {.addressMode = {cudaAddressModeClamp}, .readMode = cudaReadModeElementType};
+    cudaTextureObject_t tex;
+    RT(cudaCreateTextureObject(&tex, &r, &t, NULL));
+    struct cudaResourceDesc back;
+    RT(cudaGetTextureObjectResourceDesc(&back, tex));
+    EXPECT(back.resType == cudaResourceTypeLinear && back.res.linear.devPtr == lin &&
+           back.res.linear.sizeInBytes == 4096 && back.res.linear.desc.x == 16 && back.res.linear.desc.y == 16 &&
+           back.res.linear.desc.z == 0 && back.res.linear.desc.f == cudaChannelFormatKindSigned);
+    RT(cudaDestroyTextureObject(tex));
+    cudaArray_t arr;
+    struct cudaChannelFormatDesc f = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    RT(cudaMallocArray(&arr, &f, 16, 16, 0x02)); /* cudaArraySurfaceLoadStore */
+    struct cudaResourceDesc ra = {.resType = cudaResourceTypeArray, .res.array.array = arr};
+    cudaSurfaceObject_t surf;
+    RT(cudaCreateSurfaceObject(&surf, &ra));
+    RT(cudaDestroySurfaceObject(surf));
+    RT(cudaFreeArray(arr));
+    RT(cudaFree(lin));
+}
+
 void more_families(void) {
     (void)errname; /* from check.h; this file checks runtime errors */
     graphs();
     pools();
     launches();
     arrays();
+    textures();
     printf("rt families ok\n");
 }
