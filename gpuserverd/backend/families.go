@@ -223,3 +223,21 @@ const (
 type StreamMemOps interface {
 	StreamMemOp(stream Handle, op uint32, addr, value uint64, flags uint32) error
 }
+
+// TensorMapParams are cuTensorMapEncodeTiled's (Im2col false) or cuTensorMapEncodeIm2col's.
+type TensorMapParams struct {
+	Im2col                                    bool
+	DataType, Rank                            uint32
+	Address                                   uint64
+	GlobalDim, GlobalStrides                  []uint64
+	BoxDim, ElementStrides                    []uint32 // BoxDim: tiled only
+	LowerCorner, UpperCorner                  []int32  // im2col only
+	ChannelsPerPixel, PixelsPerColumn         uint32   // im2col only
+	Interleave, Swizzle, L2Promotion, OOBFill uint32
+}
+
+// TensorMaps is Hopper's tensor-map encoding: host computation producing a 128-byte descriptor
+// that kernels read.
+type TensorMaps interface {
+	TensorMapEncode(p TensorMapParams) ([128]byte, error)
+}

@@ -164,6 +164,8 @@ const char *gw_type_name(uint16_t type) {
 	case 3085: return "GraphExecUpdate";
 	case 3100: return "LaunchKernelEx";
 	case 3110: return "StreamMemOp";
+	case 3120: return "TensorMapEncode";
+	case 3121: return "TensorMapReply";
 	}
 	return "unknown";
 }
@@ -3587,6 +3589,115 @@ int gw_stream_mem_op_decode(struct gw_stream_mem_op *m, const uint8_t *p, size_t
 	return dfinish(&d);
 }
 
+size_t gw_tensor_map_encode_size(const struct gw_tensor_map_encode *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4 + m->global_dim_len;
+	n += 4 + m->global_strides_len;
+	n += 4 + 4 * (size_t)m->box_dim_count;
+	n += 4 + 4 * (size_t)m->element_strides_count;
+	n += 4 + 4 * (size_t)m->lower_corner_count;
+	n += 4 + 4 * (size_t)m->upper_corner_count;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_tensor_map_encode_encode(const struct gw_tensor_map_encode *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->im2col);
+	o = put32(o, (uint32_t)m->data_type);
+	o = put32(o, (uint32_t)m->rank);
+	o = put64(o, m->address);
+	o = put32(o, m->global_dim_len);
+	if (m->global_dim_len) memcpy(o, m->global_dim, m->global_dim_len);
+	o += m->global_dim_len;
+	o = put32(o, m->global_strides_len);
+	if (m->global_strides_len) memcpy(o, m->global_strides, m->global_strides_len);
+	o += m->global_strides_len;
+	o = put32(o, m->box_dim_count);
+	if (m->box_dim_count) memcpy(o, m->box_dim, 4 * (size_t)m->box_dim_count);
+	o += 4 * (size_t)m->box_dim_count;
+	o = put32(o, m->element_strides_count);
+	if (m->element_strides_count) memcpy(o, m->element_strides, 4 * (size_t)m->element_strides_count);
+	o += 4 * (size_t)m->element_strides_count;
+	o = put32(o, m->lower_corner_count);
+	if (m->lower_corner_count) memcpy(o, m->lower_corner, 4 * (size_t)m->lower_corner_count);
+	o += 4 * (size_t)m->lower_corner_count;
+	o = put32(o, m->upper_corner_count);
+	if (m->upper_corner_count) memcpy(o, m->upper_corner, 4 * (size_t)m->upper_corner_count);
+	o += 4 * (size_t)m->upper_corner_count;
+	o = put32(o, (uint32_t)m->channels_per_pixel);
+	o = put32(o, (uint32_t)m->pixels_per_column);
+	o = put32(o, (uint32_t)m->interleave);
+	o = put32(o, (uint32_t)m->swizzle);
+	o = put32(o, (uint32_t)m->l2_promotion);
+	o = put32(o, (uint32_t)m->oob_fill);
+	return o;
+}
+
+int gw_tensor_map_encode_decode(struct gw_tensor_map_encode *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TensorMapEncode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->im2col = d32(&d, "im2col");
+	m->data_type = d32(&d, "data_type");
+	m->rank = d32(&d, "rank");
+	m->address = d64(&d, "address");
+	m->global_dim = dvar(&d, "global_dim", 40, 1, &m->global_dim_len);
+	m->global_strides = dvar(&d, "global_strides", 32, 1, &m->global_strides_len);
+	m->box_dim = dvar(&d, "box_dim", 5, 4, &m->box_dim_count);
+	m->element_strides = dvar(&d, "element_strides", 5, 4, &m->element_strides_count);
+	m->lower_corner = dvar(&d, "lower_corner", 3, 4, &m->lower_corner_count);
+	m->upper_corner = dvar(&d, "upper_corner", 3, 4, &m->upper_corner_count);
+	m->channels_per_pixel = d32(&d, "channels_per_pixel");
+	m->pixels_per_column = d32(&d, "pixels_per_column");
+	m->interleave = d32(&d, "interleave");
+	m->swizzle = d32(&d, "swizzle");
+	m->l2_promotion = d32(&d, "l2_promotion");
+	m->oob_fill = d32(&d, "oob_fill");
+	return dfinish(&d);
+}
+
+size_t gw_tensor_map_reply_size(const struct gw_tensor_map_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->map_len;
+	return n;
+}
+
+uint8_t *gw_tensor_map_reply_encode(const struct gw_tensor_map_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->map_len);
+	if (m->map_len) memcpy(o, m->map, m->map_len);
+	o += m->map_len;
+	return o;
+}
+
+uint8_t *gw_tensor_map_reply_encode_head(const struct gw_tensor_map_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->map_len);
+	return o;
+}
+
+int gw_tensor_map_reply_decode(struct gw_tensor_map_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TensorMapReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->map = dvar(&d, "map", 128, 1, &m->map_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -3825,6 +3936,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_launch_kernel_ex_decode(m, p, n, err, errlen);
 	case 3110:
 		return gw_stream_mem_op_decode(m, p, n, err, errlen);
+	case 3120:
+		return gw_tensor_map_encode_decode(m, p, n, err, errlen);
+	case 3121:
+		return gw_tensor_map_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -141,6 +141,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_GRAPH_EXEC_UPDATE 3085
 #define GW_TYPE_LAUNCH_KERNEL_EX 3100
 #define GW_TYPE_STREAM_MEM_OP 3110
+#define GW_TYPE_TENSOR_MAP_ENCODE 3120
+#define GW_TYPE_TENSOR_MAP_REPLY 3121
 
 struct gw_hello {
 	uint32_t version;
@@ -1325,6 +1327,46 @@ struct gw_stream_mem_op {
 size_t gw_stream_mem_op_size(const struct gw_stream_mem_op *m);
 uint8_t *gw_stream_mem_op_encode(const struct gw_stream_mem_op *m, uint8_t *out);
 int gw_stream_mem_op_decode(struct gw_stream_mem_op *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_tensor_map_encode {
+	uint32_t im2col;
+	uint32_t data_type;
+	uint32_t rank;
+	uint64_t address;
+	const void *global_dim; /* limit 40 */
+	uint32_t global_dim_len;
+	const void *global_strides; /* limit 32 */
+	uint32_t global_strides_len;
+	const uint8_t *box_dim; /* little-endian u32s, limit 5 */
+	uint32_t box_dim_count;
+	const uint8_t *element_strides; /* little-endian u32s, limit 5 */
+	uint32_t element_strides_count;
+	const uint8_t *lower_corner; /* little-endian u32s, limit 3 */
+	uint32_t lower_corner_count;
+	const uint8_t *upper_corner; /* little-endian u32s, limit 3 */
+	uint32_t upper_corner_count;
+	uint32_t channels_per_pixel;
+	uint32_t pixels_per_column;
+	uint32_t interleave;
+	uint32_t swizzle;
+	uint32_t l2_promotion;
+	uint32_t oob_fill;
+};
+size_t gw_tensor_map_encode_size(const struct gw_tensor_map_encode *m);
+uint8_t *gw_tensor_map_encode_encode(const struct gw_tensor_map_encode *m, uint8_t *out);
+int gw_tensor_map_encode_decode(struct gw_tensor_map_encode *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_tensor_map_reply {
+	int32_t result;
+	const void *map; /* limit 128 */
+	uint32_t map_len;
+};
+size_t gw_tensor_map_reply_size(const struct gw_tensor_map_reply *m);
+uint8_t *gw_tensor_map_reply_encode(const struct gw_tensor_map_reply *m, uint8_t *out);
+int gw_tensor_map_reply_decode(struct gw_tensor_map_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_tensor_map_reply_encode_head(const struct gw_tensor_map_reply *m, uint8_t *out);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -142,6 +142,8 @@ const (
 	TypeGraphExecUpdate              Type = 3085
 	TypeLaunchKernelEx               Type = 3100
 	TypeStreamMemOp                  Type = 3110
+	TypeTensorMapEncode              Type = 3120
+	TypeTensorMapReply               Type = 3121
 )
 
 var typeNames = map[Type]string{
@@ -263,6 +265,8 @@ var typeNames = map[Type]string{
 	TypeGraphExecUpdate:              "GraphExecUpdate",
 	TypeLaunchKernelEx:               "LaunchKernelEx",
 	TypeStreamMemOp:                  "StreamMemOp",
+	TypeTensorMapEncode:              "TensorMapEncode",
+	TypeTensorMapReply:               "TensorMapReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -504,6 +508,10 @@ func New(t Type) Message {
 		return new(LaunchKernelEx)
 	case TypeStreamMemOp:
 		return new(StreamMemOp)
+	case TypeTensorMapEncode:
+		return new(TensorMapEncode)
+	case TypeTensorMapReply:
+		return new(TensorMapReply)
 	}
 	return nil
 }
@@ -4023,5 +4031,118 @@ func (m *StreamMemOp) Decode(p []byte) error {
 	m.Addr = d.u64("addr")
 	m.Value = d.u64("value")
 	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// TensorMapEncode is message type 3120.
+type TensorMapEncode struct {
+	Im2col           uint32
+	DataType         uint32
+	Rank             uint32
+	Address          uint64
+	GlobalDim        []byte
+	GlobalStrides    []byte
+	BoxDim           []uint32
+	ElementStrides   []uint32
+	LowerCorner      []uint32
+	UpperCorner      []uint32
+	ChannelsPerPixel uint32
+	PixelsPerColumn  uint32
+	Interleave       uint32
+	Swizzle          uint32
+	L2Promotion      uint32
+	OobFill          uint32
+}
+
+// Type returns TypeTensorMapEncode.
+func (*TensorMapEncode) Type() Type { return TypeTensorMapEncode }
+
+// Append appends the encoded payload to b.
+func (m *TensorMapEncode) Append(b []byte) []byte {
+	b = putU32(b, m.Im2col)
+	b = putU32(b, m.DataType)
+	b = putU32(b, m.Rank)
+	b = putU64(b, m.Address)
+	b = putU32(b, uint32(len(m.GlobalDim)))
+	b = append(b, m.GlobalDim...)
+	b = putU32(b, uint32(len(m.GlobalStrides)))
+	b = append(b, m.GlobalStrides...)
+	b = putU32(b, uint32(len(m.BoxDim)))
+	for _, v := range m.BoxDim {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.ElementStrides)))
+	for _, v := range m.ElementStrides {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.LowerCorner)))
+	for _, v := range m.LowerCorner {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.UpperCorner)))
+	for _, v := range m.UpperCorner {
+		b = putU32(b, v)
+	}
+	b = putU32(b, m.ChannelsPerPixel)
+	b = putU32(b, m.PixelsPerColumn)
+	b = putU32(b, m.Interleave)
+	b = putU32(b, m.Swizzle)
+	b = putU32(b, m.L2Promotion)
+	b = putU32(b, m.OobFill)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TensorMapEncode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TensorMapEncode"}
+	m.Im2col = d.u32("im2col")
+	m.DataType = d.u32("data_type")
+	m.Rank = d.u32("rank")
+	m.Address = d.u64("address")
+	m.GlobalDim = d.bytes("global_dim", 40)
+	m.GlobalStrides = d.bytes("global_strides", 32)
+	m.BoxDim = d.u32s("box_dim", 5)
+	m.ElementStrides = d.u32s("element_strides", 5)
+	m.LowerCorner = d.u32s("lower_corner", 3)
+	m.UpperCorner = d.u32s("upper_corner", 3)
+	m.ChannelsPerPixel = d.u32("channels_per_pixel")
+	m.PixelsPerColumn = d.u32("pixels_per_column")
+	m.Interleave = d.u32("interleave")
+	m.Swizzle = d.u32("swizzle")
+	m.L2Promotion = d.u32("l2_promotion")
+	m.OobFill = d.u32("oob_fill")
+	return d.finish()
+}
+
+// TensorMapReply is message type 3121.
+type TensorMapReply struct {
+	Result int32
+	Map    []byte
+}
+
+// Type returns TypeTensorMapReply.
+func (*TensorMapReply) Type() Type { return TypeTensorMapReply }
+
+// Append appends the encoded payload to b.
+func (m *TensorMapReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Map)))
+	b = append(b, m.Map...)
+	return b
+}
+
+// AppendHead appends the payload without Map's content (its length included), so a
+// large Map can be written from where it lies.
+func (m *TensorMapReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Map)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TensorMapReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TensorMapReply"}
+	m.Result = int32(d.u32("result"))
+	m.Map = d.bytes("map", 128)
 	return d.finish()
 }

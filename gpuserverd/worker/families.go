@@ -110,6 +110,8 @@ func famReply(m wire.Message, err error) wire.Message {
 		return &wire.GraphNodesReply{Result: r}
 	case *wire.GraphExecUpdate:
 		return &wire.ValueReply{Result: r}
+	case *wire.TensorMapEncode:
+		return &wire.TensorMapReply{Result: r}
 	case *wire.MemAddressFree, *wire.MemRelease, *wire.MemMap, *wire.MemUnmap, *wire.MemSetAccess,
 		*wire.MemFreeAsync, *wire.MemPoolDestroy, *wire.MemPoolSetAttribute, *wire.MemPoolTrimTo,
 		*wire.DeviceSetMemPool, *wire.ArrayDestroy, *wire.Memcpy3DHtoX, *wire.Memcpy3DXtoX,
@@ -156,6 +158,12 @@ func (s *Session) familyOn(d *device, m wire.Message) wire.Message {
 			return famReply(m, errNoFamily)
 		}
 		return textures(tx, m)
+	case *wire.TensorMapEncode:
+		tm, ok := d.ctx.(backend.TensorMaps)
+		if !ok {
+			return famReply(m, errNoFamily)
+		}
+		return tensorMap(tm, m)
 	case *wire.StreamMemOp:
 		mo, ok := d.ctx.(backend.StreamMemOps)
 		if !ok {
@@ -537,4 +545,42 @@ func (s *Session) graphNode(g backend.Graphs, m wire.Message) wire.Message {
 		return handleReply(g.GraphAddEmptyNode(backend.Handle(m.Graph), deps))
 	}
 	return famReply(m, fmt.Errorf("%T: %w", m, backend.ErrNotSupported))
+}
+
+// tensorMap decodes a tensor map's parameters and encodes it.
+func tensorMap(tm backend.TensorMaps, m *wire.TensorMapEncode) wire.Message {
+	u64s := func(b []byte) ([]uint64, error) {
+		if len(b)%8 != 0 {
+			return nil, fmt.Errorf("tensor map: %d bytes of 64-bit values: %w", len(b), backend.ErrInvalidValue)
+		}
+		v := make([]uint64, len(b)/8)
+		for i := range v {
+			v[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+		return v, nil
+	}
+	i32s := func(u []uint32) []int32 {
+		v := make([]int32, len(u))
+		for i, x := range u {
+			v[i] = int32(x)
+		}
+		return v
+	}
+	dims, err := u64s(m.GlobalDim)
+	if err != nil {
+		return famReply(m, err)
+	}
+	strides, err := u64s(m.GlobalStrides)
+	if err != nil {
+		return famReply(m, err)
+	}
+	out, err := tm.TensorMapEncode(backend.TensorMapParams{Im2col: m.Im2col != 0, DataType: m.DataType, Rank: m.Rank,
+		Address: m.Address, GlobalDim: dims, GlobalStrides: strides, BoxDim: m.BoxDim, ElementStrides: m.ElementStrides,
+		LowerCorner: i32s(m.LowerCorner), UpperCorner: i32s(m.UpperCorner), ChannelsPerPixel: m.ChannelsPerPixel,
+		PixelsPerColumn: m.PixelsPerColumn, Interleave: m.Interleave, Swizzle: m.Swizzle, L2Promotion: m.L2Promotion,
+		OOBFill: m.OobFill})
+	if err != nil {
+		return famReply(m, err)
+	}
+	return &wire.TensorMapReply{Map: out[:]}
 }

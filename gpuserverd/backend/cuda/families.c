@@ -134,7 +134,13 @@ struct launch_config {
 	X(wait32, "cuStreamWaitValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))       \
 	X(write32, "cuStreamWriteValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))     \
 	X(wait64, "cuStreamWaitValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned)) \
-	X(write64, "cuStreamWriteValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned))
+	X(write64, "cuStreamWriteValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned)) \
+	X(tmap_tiled, "cuTensorMapEncodeTiled",                                                           \
+	  CUresult (*)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *, \
+	               const unsigned *, const unsigned *, int, int, int, int))                         \
+	X(tmap_im2col, "cuTensorMapEncodeIm2col",                                                         \
+	  CUresult (*)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *, \
+	               const int *, const int *, unsigned, unsigned, const unsigned *, int, int, int, int))
 
 static struct {
 	FAMILY_SYMBOLS(GC_DL_DECLARE)
@@ -407,4 +413,17 @@ CUresult gc_stream_mem_op(CUcontext ctx, CUstream s, unsigned op, CUdeviceptr ad
 	case 4: CALL(ctx, write64, s, addr, v, flags);
 	}
 	return 1; // CUDA_ERROR_INVALID_VALUE
+}
+
+// map is the 128-byte CUtensorMap (64-byte aligned by the caller's allocation).
+CUresult gc_tensor_map(CUcontext ctx, void *map, int im2col, unsigned dtype, unsigned rank, CUdeviceptr addr,
+                       const unsigned long long *dims, const unsigned long long *strides, const unsigned *box,
+                       const unsigned *estrides, const int *lower, const int *upper, unsigned cpp, unsigned ppc,
+                       unsigned interleave, unsigned swizzle, unsigned l2, unsigned oob) {
+	void *a = (void *)(uintptr_t)addr;
+	if (im2col)
+		CALL(ctx, tmap_im2col, map, (int)dtype, rank, a, dims, strides, lower, upper, cpp, ppc, estrides, (int)interleave,
+		     (int)swizzle, (int)l2, (int)oob);
+	CALL(ctx, tmap_tiled, map, (int)dtype, rank, a, dims, strides, box, estrides, (int)interleave, (int)swizzle, (int)l2,
+	     (int)oob);
 }

@@ -35,6 +35,7 @@ var (
 	_ backend.Graphs        = (*Context)(nil)
 	_ backend.Launches      = (*Context)(nil)
 	_ backend.StreamMemOps  = (*Context)(nil)
+	_ backend.TensorMaps    = (*Context)(nil)
 )
 
 func (c *Context) tables() (*famTables, error) {
@@ -804,4 +805,40 @@ func (c *Context) StreamMemOp(stream backend.Handle, op uint32, addr, value uint
 		return err
 	}
 	return check("cuStreamWaitValue/WriteValue", C.gc_stream_mem_op(c.ctx, s, C.uint(op), C.CUdeviceptr(addr), C.ulonglong(value), C.uint(flags)))
+}
+
+// ---- tensor maps ----
+
+// cArray copies vs into C memory of at least n elements (the driver reads rank of them).
+func cArray[T any](vs []T, n int) unsafe.Pointer {
+	var zero T
+	p := C.calloc(C.size_t(max(n, len(vs), 1)), C.size_t(unsafe.Sizeof(zero)))
+	copy(unsafe.Slice((*T)(p), max(n, len(vs))), vs)
+	return p
+}
+
+func (c *Context) TensorMapEncode(p backend.TensorMapParams) ([128]byte, error) {
+	var out [128]byte
+	if err := c.live(); err != nil {
+		return out, err
+	}
+	if p.Rank == 0 || p.Rank > 5 || len(p.GlobalDim) > 5 || len(p.GlobalStrides) > 5 || len(p.BoxDim) > 5 ||
+		len(p.ElementStrides) > 5 || len(p.LowerCorner) > 5 || len(p.UpperCorner) > 5 {
+		return out, fmt.Errorf("cuda: tensor map of rank %d: %w", p.Rank, backend.ErrInvalidValue)
+	}
+	m := C.aligned_alloc(128, 128)
+	defer C.free(m)
+	ptrs := []unsafe.Pointer{cArray(p.GlobalDim, 5), cArray(p.GlobalStrides, 5), cArray(p.BoxDim, 5),
+		cArray(p.ElementStrides, 5), cArray(p.LowerCorner, 5), cArray(p.UpperCorner, 5)}
+	defer func() {
+		for _, q := range ptrs {
+			C.free(q)
+		}
+	}()
+	err := check("cuTensorMapEncode", C.gc_tensor_map(c.ctx, m, C.int(boolInt(p.Im2col)), C.uint(p.DataType), C.uint(p.Rank),
+		C.CUdeviceptr(p.Address), (*C.ulonglong)(ptrs[0]), (*C.ulonglong)(ptrs[1]), (*C.uint)(ptrs[2]), (*C.uint)(ptrs[3]),
+		(*C.int)(ptrs[4]), (*C.int)(ptrs[5]), C.uint(p.ChannelsPerPixel), C.uint(p.PixelsPerColumn), C.uint(p.Interleave),
+		C.uint(p.Swizzle), C.uint(p.L2Promotion), C.uint(p.OOBFill)))
+	copy(out[:], unsafe.Slice((*byte)(m), 128))
+	return out, err
 }

@@ -88,4 +88,10 @@ CUresult gc_launch_ex(CUcontext ctx, CUfunction f, const unsigned dims[7], CUstr
 // op: 1 wait 32-bit, 2 write 32-bit, 3 wait 64-bit, 4 write 64-bit.
 CUresult gc_stream_mem_op(CUcontext ctx, CUstream s, unsigned op, CUdeviceptr addr, unsigned long long v, unsigned flags);
 
+// Hopper tensor maps: cuTensorMapEncodeTiled (im2col 0) or cuTensorMapEncodeIm2col into map (128 bytes).
+CUresult gc_tensor_map(CUcontext ctx, void *map, int im2col, unsigned dtype, unsigned rank, CUdeviceptr addr,
+                       const unsigned long long *dims, const unsigned long long *strides, const unsigned *box,
+                       const unsigned *estrides, const int *lower, const int *upper, unsigned cpp, unsigned ppc,
+                       unsigned interleave, unsigned swizzle, unsigned l2, unsigned oob);
+
 #endif

@@ -286,3 +286,29 @@ func TestStreamMemOps(t *testing.T) {
 		}
 	}
 }
+
+// Tensor maps are checked as NVIDIA documents and encoded deterministically.
+func TestTensorMapChecks(t *testing.T) {
+	_, bc := newCtx(t, 1<<20)
+	c := bc.(*Context)
+	p := backend.TensorMapParams{DataType: 7, Rank: 2, Address: 0x7f2c00000000, GlobalDim: []uint64{64, 64},
+		GlobalStrides: []uint64{256}, BoxDim: []uint32{32, 32}, ElementStrides: []uint32{1, 1}, Swizzle: 3}
+	a := ok(c.TensorMapEncode(p))
+	if b := ok(c.TensorMapEncode(p)); a != b {
+		t.Fatal("two encodings of the same map differ")
+	}
+	for name, mutate := range map[string]func(*backend.TensorMapParams){
+		"misaligned address":              func(q *backend.TensorMapParams) { q.Address += 4 },
+		"stride off 16":                   func(q *backend.TensorMapParams) { q.GlobalStrides = []uint64{100} },
+		"box over 256":                    func(q *backend.TensorMapParams) { q.BoxDim = []uint32{32, 512} },
+		"inner box past the swizzle span": func(q *backend.TensorMapParams) { q.BoxDim = []uint32{64, 32} },
+		"rank 6":                          func(q *backend.TensorMapParams) { q.Rank = 6 },
+		"im2col of rank 2":                func(q *backend.TensorMapParams) { q.Im2col = true },
+	} {
+		q := p
+		mutate(&q)
+		if _, err := c.TensorMapEncode(q); !errors.Is(err, backend.ErrInvalidValue) {
+			t.Errorf("%s: err = %v", name, err)
+		}
+	}
+}

@@ -414,6 +414,47 @@ static void memops(void) {
     printf("memops ok\n");
 }
 
+static void tensormaps(void) {
+    CUdeviceptr p;
+    CHECK(cuMemAlloc(&p, 64 * 64 * 4));
+    cuuint64_t dims[2] = {64, 64}, strides[1] = {64 * 4};
+    cuuint32_t box[2] = {32, 32}, es[2] = {1, 1};
+    CUtensorMap a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0xff, sizeof b);
+    CHECK(cuTensorMapEncodeTiled(&a, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)p, dims, strides, box, es,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    CHECK(cuTensorMapEncodeTiled(&b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)p, dims, strides, box, es,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    EXPECT(memcmp(&a, &b, sizeof a) == 0); /* deterministic */
+    box[1] = 16;
+    CHECK(cuTensorMapEncodeTiled(&b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)p, dims, strides, box, es,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    EXPECT(memcmp(&a, &b, sizeof a) != 0);
+    /* An address off the 16-byte alignment, a stride off 16 bytes: refused. */
+    EXPECT_RC(cuTensorMapEncodeTiled(&b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)(p + 4), dims, strides,
+                                     box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                     CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_ERROR_INVALID_VALUE);
+    strides[0] = 100;
+    EXPECT_RC(cuTensorMapEncodeTiled(&b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)(uintptr_t)p, dims, strides, box, es,
+                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                     CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+              CUDA_ERROR_INVALID_VALUE);
+    /* im2col over an NHWC tensor of 4 x 8 x 8 x 16 halves. */
+    cuuint64_t d4[4] = {16, 8, 8, 4}, s4[3] = {16 * 2, 16 * 2 * 8, 16 * 2 * 64};
+    cuuint32_t es4[4] = {1, 1, 1, 1};
+    int lo[2] = {-1, -1}, hi[2] = {1, 1};
+    CHECK(cuTensorMapEncodeIm2col(&a, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, (void *)(uintptr_t)p, d4, s4, lo, hi, 16, 32, es4,
+                                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    CHECK(cuMemFree(p));
+    printf("tensormaps ok\n");
+}
+
 int main(int argc, char **argv) {
     quota = (argc > 1 ? (size_t)atoi(argv[1]) : 0) * MIB;
     CHECK(cuInit(0));
@@ -443,6 +484,7 @@ int main(int argc, char **argv) {
     launches();
     pointers();
     memops();
+    tensormaps();
     printf("families_test: OK\n");
     return 0;
 }
