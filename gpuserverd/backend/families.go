@@ -241,3 +241,11 @@ type TensorMapParams struct {
 type TensorMaps interface {
 	TensorMapEncode(p TensorMapParams) ([128]byte, error)
 }
+
+// Linker is JIT linking (cuLink*): inputs of a CUjitInputType, linked into one image.
+type Linker interface {
+	LinkCreate() (Handle, error)
+	LinkAddData(link Handle, typ uint32, name string, data []byte) error
+	LinkComplete(link Handle) ([]byte, error)
+	LinkDestroy(link Handle) error
+}

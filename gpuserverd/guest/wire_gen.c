@@ -166,6 +166,11 @@ const char *gw_type_name(uint16_t type) {
 	case 3110: return "StreamMemOp";
 	case 3120: return "TensorMapEncode";
 	case 3121: return "TensorMapReply";
+	case 3130: return "LinkCreate";
+	case 3131: return "LinkAddData";
+	case 3132: return "LinkComplete";
+	case 3133: return "LinkCompleteReply";
+	case 3134: return "LinkDestroy";
 	}
 	return "unknown";
 }
@@ -3698,6 +3703,139 @@ int gw_tensor_map_reply_decode(struct gw_tensor_map_reply *m, const uint8_t *p, 
 	return dfinish(&d);
 }
 
+size_t gw_link_create_size(const struct gw_link_create *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_link_create_encode(const struct gw_link_create *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_link_create_decode(struct gw_link_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
+size_t gw_link_add_data_size(const struct gw_link_add_data *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4 + m->name_len;
+	n += 4 + m->data_len;
+	return n;
+}
+
+uint8_t *gw_link_add_data_encode(const struct gw_link_add_data *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	o = put32(o, (uint32_t)m->input_type);
+	o = put32(o, m->name_len);
+	if (m->name_len) memcpy(o, m->name, m->name_len);
+	o += m->name_len;
+	o = put32(o, m->data_len);
+	if (m->data_len) memcpy(o, m->data, m->data_len);
+	o += m->data_len;
+	return o;
+}
+
+uint8_t *gw_link_add_data_encode_head(const struct gw_link_add_data *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	o = put32(o, (uint32_t)m->input_type);
+	o = put32(o, m->name_len);
+	if (m->name_len) memcpy(o, m->name, m->name_len);
+	o += m->name_len;
+	o = put32(o, m->data_len);
+	return o;
+}
+
+int gw_link_add_data_decode(struct gw_link_add_data *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkAddData", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->link = d64(&d, "link");
+	m->input_type = d32(&d, "input_type");
+	m->name = (const char *)dvar(&d, "name", 256, 1, &m->name_len);
+	m->data = dvar(&d, "data", 67100000, 1, &m->data_len);
+	return dfinish(&d);
+}
+
+size_t gw_link_complete_size(const struct gw_link_complete *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_link_complete_encode(const struct gw_link_complete *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	return o;
+}
+
+int gw_link_complete_decode(struct gw_link_complete *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkComplete", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->link = d64(&d, "link");
+	return dfinish(&d);
+}
+
+size_t gw_link_complete_reply_size(const struct gw_link_complete_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->image_len;
+	return n;
+}
+
+uint8_t *gw_link_complete_reply_encode(const struct gw_link_complete_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->image_len);
+	if (m->image_len) memcpy(o, m->image, m->image_len);
+	o += m->image_len;
+	return o;
+}
+
+uint8_t *gw_link_complete_reply_encode_head(const struct gw_link_complete_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->image_len);
+	return o;
+}
+
+int gw_link_complete_reply_decode(struct gw_link_complete_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkCompleteReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->image = dvar(&d, "image", 67100000, 1, &m->image_len);
+	return dfinish(&d);
+}
+
+size_t gw_link_destroy_size(const struct gw_link_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_link_destroy_encode(const struct gw_link_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	return o;
+}
+
+int gw_link_destroy_decode(struct gw_link_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->link = d64(&d, "link");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -3940,6 +4078,16 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_tensor_map_encode_decode(m, p, n, err, errlen);
 	case 3121:
 		return gw_tensor_map_reply_decode(m, p, n, err, errlen);
+	case 3130:
+		return gw_link_create_decode(m, p, n, err, errlen);
+	case 3131:
+		return gw_link_add_data_decode(m, p, n, err, errlen);
+	case 3132:
+		return gw_link_complete_decode(m, p, n, err, errlen);
+	case 3133:
+		return gw_link_complete_reply_decode(m, p, n, err, errlen);
+	case 3134:
+		return gw_link_destroy_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

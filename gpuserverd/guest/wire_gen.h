@@ -143,6 +143,11 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_STREAM_MEM_OP 3110
 #define GW_TYPE_TENSOR_MAP_ENCODE 3120
 #define GW_TYPE_TENSOR_MAP_REPLY 3121
+#define GW_TYPE_LINK_CREATE 3130
+#define GW_TYPE_LINK_ADD_DATA 3131
+#define GW_TYPE_LINK_COMPLETE 3132
+#define GW_TYPE_LINK_COMPLETE_REPLY 3133
+#define GW_TYPE_LINK_DESTROY 3134
 
 struct gw_hello {
 	uint32_t version;
@@ -1367,6 +1372,54 @@ int gw_tensor_map_reply_decode(struct gw_tensor_map_reply *m, const uint8_t *p, 
 /* Encodes all but the content of the last field (its length included), so the caller can send
    the content from where it lies. */
 uint8_t *gw_tensor_map_reply_encode_head(const struct gw_tensor_map_reply *m, uint8_t *out);
+
+struct gw_link_create {
+	char unused;
+};
+size_t gw_link_create_size(const struct gw_link_create *m);
+uint8_t *gw_link_create_encode(const struct gw_link_create *m, uint8_t *out);
+int gw_link_create_decode(struct gw_link_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_link_add_data {
+	uint64_t link;
+	uint32_t input_type;
+	const char *name; /* not NUL-terminated; limit 256 */
+	uint32_t name_len;
+	const void *data; /* limit 67100000 */
+	uint32_t data_len;
+};
+size_t gw_link_add_data_size(const struct gw_link_add_data *m);
+uint8_t *gw_link_add_data_encode(const struct gw_link_add_data *m, uint8_t *out);
+int gw_link_add_data_decode(struct gw_link_add_data *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_link_add_data_encode_head(const struct gw_link_add_data *m, uint8_t *out);
+
+struct gw_link_complete {
+	uint64_t link;
+};
+size_t gw_link_complete_size(const struct gw_link_complete *m);
+uint8_t *gw_link_complete_encode(const struct gw_link_complete *m, uint8_t *out);
+int gw_link_complete_decode(struct gw_link_complete *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_link_complete_reply {
+	int32_t result;
+	const void *image; /* limit 67100000 */
+	uint32_t image_len;
+};
+size_t gw_link_complete_reply_size(const struct gw_link_complete_reply *m);
+uint8_t *gw_link_complete_reply_encode(const struct gw_link_complete_reply *m, uint8_t *out);
+int gw_link_complete_reply_decode(struct gw_link_complete_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_link_complete_reply_encode_head(const struct gw_link_complete_reply *m, uint8_t *out);
+
+struct gw_link_destroy {
+	uint64_t link;
+};
+size_t gw_link_destroy_size(const struct gw_link_destroy *m);
+uint8_t *gw_link_destroy_encode(const struct gw_link_destroy *m, uint8_t *out);
+int gw_link_destroy_decode(struct gw_link_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -144,6 +144,11 @@ const (
 	TypeStreamMemOp                  Type = 3110
 	TypeTensorMapEncode              Type = 3120
 	TypeTensorMapReply               Type = 3121
+	TypeLinkCreate                   Type = 3130
+	TypeLinkAddData                  Type = 3131
+	TypeLinkComplete                 Type = 3132
+	TypeLinkCompleteReply            Type = 3133
+	TypeLinkDestroy                  Type = 3134
 )
 
 var typeNames = map[Type]string{
@@ -267,6 +272,11 @@ var typeNames = map[Type]string{
 	TypeStreamMemOp:                  "StreamMemOp",
 	TypeTensorMapEncode:              "TensorMapEncode",
 	TypeTensorMapReply:               "TensorMapReply",
+	TypeLinkCreate:                   "LinkCreate",
+	TypeLinkAddData:                  "LinkAddData",
+	TypeLinkComplete:                 "LinkComplete",
+	TypeLinkCompleteReply:            "LinkCompleteReply",
+	TypeLinkDestroy:                  "LinkDestroy",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -512,6 +522,16 @@ func New(t Type) Message {
 		return new(TensorMapEncode)
 	case TypeTensorMapReply:
 		return new(TensorMapReply)
+	case TypeLinkCreate:
+		return new(LinkCreate)
+	case TypeLinkAddData:
+		return new(LinkAddData)
+	case TypeLinkComplete:
+		return new(LinkComplete)
+	case TypeLinkCompleteReply:
+		return new(LinkCompleteReply)
+	case TypeLinkDestroy:
+		return new(LinkDestroy)
 	}
 	return nil
 }
@@ -4144,5 +4164,141 @@ func (m *TensorMapReply) Decode(p []byte) error {
 	d := decoder{p: p, msg: "TensorMapReply"}
 	m.Result = int32(d.u32("result"))
 	m.Map = d.bytes("map", 128)
+	return d.finish()
+}
+
+// LinkCreate is message type 3130.
+type LinkCreate struct {
+}
+
+// Type returns TypeLinkCreate.
+func (*LinkCreate) Type() Type { return TypeLinkCreate }
+
+// Append appends the encoded payload to b.
+func (m *LinkCreate) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkCreate"}
+	return d.finish()
+}
+
+// LinkAddData is message type 3131.
+type LinkAddData struct {
+	Link      uint64
+	InputType uint32
+	Name      string
+	Data      []byte
+}
+
+// Type returns TypeLinkAddData.
+func (*LinkAddData) Type() Type { return TypeLinkAddData }
+
+// Append appends the encoded payload to b.
+func (m *LinkAddData) Append(b []byte) []byte {
+	b = putU64(b, m.Link)
+	b = putU32(b, m.InputType)
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	b = putU32(b, uint32(len(m.Data)))
+	b = append(b, m.Data...)
+	return b
+}
+
+// AppendHead appends the payload without Data's content (its length included), so a
+// large Data can be written from where it lies.
+func (m *LinkAddData) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Link)
+	b = putU32(b, m.InputType)
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	b = putU32(b, uint32(len(m.Data)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkAddData) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkAddData"}
+	m.Link = d.u64("link")
+	m.InputType = d.u32("input_type")
+	m.Name = string(d.bytes("name", 256))
+	m.Data = d.bytes("data", 67100000)
+	return d.finish()
+}
+
+// LinkComplete is message type 3132.
+type LinkComplete struct {
+	Link uint64
+}
+
+// Type returns TypeLinkComplete.
+func (*LinkComplete) Type() Type { return TypeLinkComplete }
+
+// Append appends the encoded payload to b.
+func (m *LinkComplete) Append(b []byte) []byte {
+	b = putU64(b, m.Link)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkComplete) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkComplete"}
+	m.Link = d.u64("link")
+	return d.finish()
+}
+
+// LinkCompleteReply is message type 3133.
+type LinkCompleteReply struct {
+	Result int32
+	Image  []byte
+}
+
+// Type returns TypeLinkCompleteReply.
+func (*LinkCompleteReply) Type() Type { return TypeLinkCompleteReply }
+
+// Append appends the encoded payload to b.
+func (m *LinkCompleteReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Image)))
+	b = append(b, m.Image...)
+	return b
+}
+
+// AppendHead appends the payload without Image's content (its length included), so a
+// large Image can be written from where it lies.
+func (m *LinkCompleteReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Image)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkCompleteReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkCompleteReply"}
+	m.Result = int32(d.u32("result"))
+	m.Image = d.bytes("image", 67100000)
+	return d.finish()
+}
+
+// LinkDestroy is message type 3134.
+type LinkDestroy struct {
+	Link uint64
+}
+
+// Type returns TypeLinkDestroy.
+func (*LinkDestroy) Type() Type { return TypeLinkDestroy }
+
+// Append appends the encoded payload to b.
+func (m *LinkDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Link)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkDestroy"}
+	m.Link = d.u64("link")
 	return d.finish()
 }

@@ -92,8 +92,11 @@ func famReply(m wire.Message, err error) wire.Message {
 	case *wire.MemAddressReserve, *wire.MemCreate, *wire.MemRetainAllocationHandle, *wire.MemAllocAsync,
 		*wire.MemPoolCreate, *wire.DeviceGetMemPool, *wire.ArrayCreate, *wire.TexObjectCreate,
 		*wire.SurfObjectCreate, *wire.StreamEndCapture, *wire.GraphCreate, *wire.GraphAddKernelNode,
-		*wire.GraphAddMemsetNode, *wire.GraphAddMemcpyNode, *wire.GraphAddEmptyNode, *wire.GraphInstantiate:
+		*wire.GraphAddMemsetNode, *wire.GraphAddMemcpyNode, *wire.GraphAddEmptyNode, *wire.GraphInstantiate,
+		*wire.LinkCreate:
 		return &wire.HandleReply{Result: r}
+	case *wire.LinkComplete:
+		return &wire.LinkCompleteReply{Result: r}
 	case *wire.MemGetAllocationGranularity, *wire.MemPoolGetAttribute:
 		return &wire.SizeReply{Result: r}
 	case *wire.MemGetAllocationProperties:
@@ -116,7 +119,8 @@ func famReply(m wire.Message, err error) wire.Message {
 		*wire.MemFreeAsync, *wire.MemPoolDestroy, *wire.MemPoolSetAttribute, *wire.MemPoolTrimTo,
 		*wire.DeviceSetMemPool, *wire.ArrayDestroy, *wire.Memcpy3DHtoX, *wire.Memcpy3DXtoX,
 		*wire.TexObjectDestroy, *wire.SurfObjectDestroy, *wire.StreamBeginCapture, *wire.GraphDestroy,
-		*wire.GraphLaunch, *wire.GraphExecDestroy, *wire.LaunchKernelEx, *wire.StreamMemOp:
+		*wire.GraphLaunch, *wire.GraphExecDestroy, *wire.LaunchKernelEx, *wire.StreamMemOp, *wire.LinkAddData,
+		*wire.LinkDestroy:
 		return status(err)
 	}
 	return nil
@@ -158,6 +162,12 @@ func (s *Session) familyOn(d *device, m wire.Message) wire.Message {
 			return famReply(m, errNoFamily)
 		}
 		return textures(tx, m)
+	case *wire.LinkCreate, *wire.LinkAddData, *wire.LinkComplete, *wire.LinkDestroy:
+		l, ok := d.ctx.(backend.Linker)
+		if !ok {
+			return famReply(m, errNoFamily)
+		}
+		return linker(l, m)
 	case *wire.TensorMapEncode:
 		tm, ok := d.ctx.(backend.TensorMaps)
 		if !ok {
@@ -583,4 +593,25 @@ func tensorMap(tm backend.TensorMaps, m *wire.TensorMapEncode) wire.Message {
 		return famReply(m, err)
 	}
 	return &wire.TensorMapReply{Map: out[:]}
+}
+
+func linker(l backend.Linker, m wire.Message) wire.Message {
+	switch m := m.(type) {
+	case *wire.LinkCreate:
+		return handleReply(l.LinkCreate())
+	case *wire.LinkAddData:
+		return status(l.LinkAddData(backend.Handle(m.Link), m.InputType, m.Name, m.Data))
+	case *wire.LinkComplete:
+		image, err := l.LinkComplete(backend.Handle(m.Link))
+		if err == nil && len(image) > 67100000 {
+			err = fmt.Errorf("linked image of %d bytes, past what a frame carries: %w", len(image), backend.ErrNotSupported)
+		}
+		if err != nil {
+			return famReply(m, err)
+		}
+		return &wire.LinkCompleteReply{Image: image}
+	case *wire.LinkDestroy:
+		return status(l.LinkDestroy(backend.Handle(m.Link)))
+	}
+	return nil
 }

@@ -135,6 +135,11 @@ struct launch_config {
 	X(write32, "cuStreamWriteValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))     \
 	X(wait64, "cuStreamWaitValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned)) \
 	X(write64, "cuStreamWriteValue64_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned long long, unsigned)) \
+	X(link_create, "cuLinkCreate_v2", CUresult (*)(unsigned, void *, void **, void **))                \
+	X(link_add, "cuLinkAddData_v2",                                                                    \
+	  CUresult (*)(void *, int, void *, size_t, const char *, unsigned, void *, void **))             \
+	X(link_complete, "cuLinkComplete", CUresult (*)(void *, void **, size_t *))                        \
+	X(link_destroy, "cuLinkDestroy", CUresult (*)(void *))                                             \
 	X(tmap_tiled, "cuTensorMapEncodeTiled",                                                           \
 	  CUresult (*)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *, \
 	               const unsigned *, const unsigned *, int, int, int, int))                         \
@@ -427,3 +432,11 @@ CUresult gc_tensor_map(CUcontext ctx, void *map, int im2col, unsigned dtype, uns
 	CALL(ctx, tmap_tiled, map, (int)dtype, rank, a, dims, strides, box, estrides, (int)interleave, (int)swizzle, (int)l2,
 	     (int)oob);
 }
+
+CUresult gc_link_create(CUcontext ctx, void **state) { CALL(ctx, link_create, 0, NULL, NULL, state); }
+CUresult gc_link_add(CUcontext ctx, void *state, int type, void *data, size_t n, const char *name) {
+	CALL(ctx, link_add, state, type, data, n, name, 0, NULL, NULL);
+}
+// The image stays the link's until gc_link_destroy.
+CUresult gc_link_complete(CUcontext ctx, void *state, void **image, size_t *n) { CALL(ctx, link_complete, state, image, n); }
+CUresult gc_link_destroy(CUcontext ctx, void *state) { CALL(ctx, link_destroy, state); }

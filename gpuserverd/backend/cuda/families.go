@@ -25,6 +25,8 @@ type famTables struct {
 	nodeIDs    map[C.CUgraphNode]backend.Handle
 	execs      handles[C.CUgraphExec]
 	asyncBytes map[uint64]uint64 // stream-ordered allocation -> size
+	links      handles[unsafe.Pointer]
+	linkData   map[backend.Handle][]unsafe.Pointer // inputs in C memory, kept until the link goes
 }
 
 var (
@@ -36,6 +38,7 @@ var (
 	_ backend.Launches      = (*Context)(nil)
 	_ backend.StreamMemOps  = (*Context)(nil)
 	_ backend.TensorMaps    = (*Context)(nil)
+	_ backend.Linker        = (*Context)(nil)
 )
 
 func (c *Context) tables() (*famTables, error) {
@@ -48,6 +51,7 @@ func (c *Context) tables() (*famTables, error) {
 			arrays: newHandles[C.CUarray]("array", &c.next), graphs: newHandles[C.CUgraph]("graph", &c.next),
 			nodes: newHandles[C.CUgraphNode]("graph node", &c.next), nodeIDs: map[C.CUgraphNode]backend.Handle{},
 			execs: newHandles[C.CUgraphExec]("executable graph", &c.next), asyncBytes: map[uint64]uint64{},
+			links: newHandles[unsafe.Pointer]("link", &c.next), linkData: map[backend.Handle][]unsafe.Pointer{},
 		}
 	}
 	return c.fam, nil
@@ -841,4 +845,71 @@ func (c *Context) TensorMapEncode(p backend.TensorMapParams) ([128]byte, error) 
 		C.uint(p.Swizzle), C.uint(p.L2Promotion), C.uint(p.OOBFill)))
 	copy(out[:], unsafe.Slice((*byte)(m), 128))
 	return out, err
+}
+
+// ---- JIT linking ----
+
+func (c *Context) LinkCreate() (backend.Handle, error) {
+	t, err := c.tables()
+	if err != nil {
+		return 0, err
+	}
+	var st unsafe.Pointer
+	if err := check("cuLinkCreate", C.gc_link_create(c.ctx, &st)); err != nil {
+		return 0, err
+	}
+	return t.links.add(st), nil
+}
+
+func (c *Context) LinkAddData(h backend.Handle, typ uint32, name string, data []byte) error {
+	t, err := c.tables()
+	if err != nil {
+		return err
+	}
+	st, err := t.links.get(h)
+	if err != nil {
+		return err
+	}
+	d := C.CBytes(data) // in C memory until the link is destroyed: the driver may keep reading it
+	t.linkData[h] = append(t.linkData[h], d)
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return check("cuLinkAddData", C.gc_link_add(c.ctx, st, C.int(typ), d, C.size_t(len(data)), cname))
+}
+
+func (c *Context) LinkComplete(h backend.Handle) ([]byte, error) {
+	t, err := c.tables()
+	if err != nil {
+		return nil, err
+	}
+	st, err := t.links.get(h)
+	if err != nil {
+		return nil, err
+	}
+	var img unsafe.Pointer
+	var n C.size_t
+	if err := check("cuLinkComplete", C.gc_link_complete(c.ctx, st, &img, &n)); err != nil {
+		return nil, err
+	}
+	return C.GoBytes(img, C.int(n)), nil
+}
+
+func (c *Context) LinkDestroy(h backend.Handle) error {
+	t, err := c.tables()
+	if err != nil {
+		return err
+	}
+	st, err := t.links.get(h)
+	if err != nil {
+		return err
+	}
+	if err := check("cuLinkDestroy", C.gc_link_destroy(c.ctx, st)); err != nil {
+		return err
+	}
+	for _, d := range t.linkData[h] {
+		C.free(d)
+	}
+	delete(t.linkData, h)
+	t.links.remove(h)
+	return nil
 }

@@ -94,4 +94,9 @@ CUresult gc_tensor_map(CUcontext ctx, void *map, int im2col, unsigned dtype, uns
                        const unsigned *estrides, const int *lower, const int *upper, unsigned cpp, unsigned ppc,
                        unsigned interleave, unsigned swizzle, unsigned l2, unsigned oob);
 
+CUresult gc_link_create(CUcontext ctx, void **state);
+CUresult gc_link_add(CUcontext ctx, void *state, int type, void *data, size_t n, const char *name);
+CUresult gc_link_complete(CUcontext ctx, void *state, void **image, size_t *n);
+CUresult gc_link_destroy(CUcontext ctx, void *state);
+
 #endif

@@ -23,6 +23,7 @@ type families struct {
 	execs        map[backend.Handle]*graph
 	captures     map[backend.Handle]*capture // stream -> its capture
 	nextCapture  uint64
+	links        map[backend.Handle]*link
 }
 
 var (

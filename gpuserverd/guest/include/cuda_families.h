@@ -358,6 +358,20 @@ CUresult cuTensorMapEncodeIm2col(CUtensorMap *map, CUtensorMapDataType dt, cuuin
                                  const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
                                  CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob);
 
+/* ---- JIT linking (in the worker) ---- */
+typedef struct CUlinkState_st *CUlinkState;
+typedef enum CUjitInputType_enum {
+    CU_JIT_INPUT_CUBIN = 0, CU_JIT_INPUT_PTX = 1, CU_JIT_INPUT_FATBINARY = 2, CU_JIT_INPUT_OBJECT = 3,
+    CU_JIT_INPUT_LIBRARY = 4
+} CUjitInputType;
+CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *state);
+CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
+                          unsigned int numOptions, CUjit_option *options, void **optionValues);
+CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+                          CUjit_option *options, void **optionValues);
+CUresult cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut);
+CUresult cuLinkDestroy(CUlinkState state);
+
 /* The older forms the library also exports (a binary built against an older header calls them). */
 #ifdef GPUCLOUD_GUEST_IMPL
 CUresult cuStreamBeginCapture(CUstream s);
@@ -374,6 +388,11 @@ CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, uns
 CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
 CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags);
+CUresult cuLinkCreate(unsigned int numOptions, CUjit_option *options, void **optionValues, CUlinkState *state);
+CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
+                       unsigned int numOptions, CUjit_option *options, void **optionValues);
+CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
+                       CUjit_option *options, void **optionValues);
 #endif
 
 /* The names programs call, mapped to the current ABI as NVIDIA's header maps them. */
@@ -401,6 +420,9 @@ CUresult cuStreamBatchMemOp(CUstream s, unsigned int count, CUstreamBatchMemOpPa
 #define cuStreamWriteValue32 cuStreamWriteValue32_v2
 #define cuStreamWriteValue64 cuStreamWriteValue64_v2
 #define cuStreamBatchMemOp cuStreamBatchMemOp_v2
+#define cuLinkCreate cuLinkCreate_v2
+#define cuLinkAddData cuLinkAddData_v2
+#define cuLinkAddFile cuLinkAddFile_v2
 #endif
 
 #ifdef __cplusplus

@@ -455,6 +455,38 @@ static void tensormaps(void) {
     printf("tensormaps ok\n");
 }
 
+/* Linking two simulator images (the GPU run has no such inputs: skipped there). */
+static void linking(void) {
+    if (real) return;
+    static const char a[] = "GPUSIM-MODULE 1\nkernel fill_u32\n", b[] = "GPUSIM-MODULE 1\nkernel vector_add_f32\nglobal counter 64\n";
+    CUlinkState l;
+    CHECK(cuLinkCreate(0, NULL, NULL, &l));
+    CHECK(cuLinkAddData(l, CU_JIT_INPUT_PTX, (void *)a, sizeof a, "a.ptx", 0, NULL, NULL));
+    CHECK(cuLinkAddData(l, CU_JIT_INPUT_PTX, (void *)b, sizeof b, "b.ptx", 0, NULL, NULL));
+    EXPECT_RC(cuLinkAddData(l, CU_JIT_INPUT_PTX, (void *)a, sizeof a, "again.ptx", 0, NULL, NULL), CUDA_ERROR_INVALID_IMAGE);
+    void *img;
+    size_t n;
+    CHECK(cuLinkComplete(l, &img, &n));
+    EXPECT(n > 0);
+    CUmodule m;
+    CHECK(cuModuleLoadData(&m, img));
+    CUfunction f1, f2;
+    CHECK(cuModuleGetFunction(&f1, m, "fill_u32"));
+    CHECK(cuModuleGetFunction(&f2, m, "vector_add_f32"));
+    CUdeviceptr g;
+    size_t gsize;
+    CHECK(cuModuleGetGlobal(&g, &gsize, m, "counter"));
+    EXPECT(gsize == 64);
+    CHECK(cuModuleUnload(m));
+    CHECK(cuLinkDestroy(l));
+    CUlinkState empty;
+    CHECK(cuLinkCreate(0, NULL, NULL, &empty));
+    EXPECT_RC(cuLinkComplete(empty, &img, &n), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_RC(cuLinkAddFile(empty, CU_JIT_INPUT_PTX, "/nonexistent/x.ptx", 0, NULL, NULL), CUDA_ERROR_FILE_NOT_FOUND);
+    CHECK(cuLinkDestroy(empty));
+    printf("linking ok\n");
+}
+
 int main(int argc, char **argv) {
     quota = (argc > 1 ? (size_t)atoi(argv[1]) : 0) * MIB;
     CHECK(cuInit(0));
@@ -485,6 +517,7 @@ int main(int argc, char **argv) {
     pointers();
     memops();
     tensormaps();
+    linking();
     printf("families_test: OK\n");
     return 0;
 }
