@@ -17,6 +17,10 @@ type array struct {
 // maxArrayDim bounds each dimension (an H100's 3-D texture limit).
 const maxArrayDim = 16384
 
+// maxCopyRows bounds the rows of one simulated 3-D copy, which the simulator lists before copying
+// (a tenant's box of a billion one-byte rows must not exhaust the worker).
+const maxCopyRows = 1 << 22
+
 func (a *array) rowBytes() uint64 {
 	return a.desc.Width * backend.ElementBytes(a.desc.Format, a.desc.Channels)
 }
@@ -66,8 +70,8 @@ func (c *Context) rows(s backend.CopySide, host []byte, w, h, d uint64) ([][]byt
 	if h == 0 || d == 0 || w == 0 {
 		return nil, nil
 	}
-	if hi, _ := bits.Mul64(w*h, d); hi != 0 || w*h/h != w {
-		return nil, fmt.Errorf("copy box %dx%dx%d: %w", w, h, d, backend.ErrInvalidValue)
+	if hi, _ := bits.Mul64(w*h, d); hi != 0 || w*h/h != w || h > maxCopyRows || d > maxCopyRows || h*d > maxCopyRows {
+		return nil, fmt.Errorf("copy box %dx%dx%d (at most %d rows): %w", w, h, d, maxCopyRows, backend.ErrInvalidValue)
 	}
 	out := make([][]byte, 0, h*d)
 	switch s.Kind {
