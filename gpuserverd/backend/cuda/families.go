@@ -41,6 +41,24 @@ var (
 	_ backend.Linker        = (*Context)(nil)
 )
 
+// The tables famGet looks in.
+func poolsOf(t *famTables) *handles[C.CUmemoryPool] { return &t.pools }
+func arraysOf(t *famTables) *handles[C.CUarray]     { return &t.arrays }
+func graphsOf(t *famTables) *handles[C.CUgraph]     { return &t.graphs }
+func execsOf(t *famTables) *handles[C.CUgraphExec]  { return &t.execs }
+func linksOf(t *famTables) *handles[unsafe.Pointer] { return &t.links }
+
+// famGet looks h up in one of a live context's family tables.
+func famGet[T any](c *Context, table func(*famTables) *handles[T], h backend.Handle) (*famTables, T, error) {
+	var zero T
+	t, err := c.tables()
+	if err != nil {
+		return nil, zero, err
+	}
+	v, err := table(t).get(h)
+	return t, v, err
+}
+
 func (c *Context) tables() (*famTables, error) {
 	if err := c.live(); err != nil {
 		return nil, err
@@ -226,11 +244,7 @@ func (c *Context) MemPoolCreate(p backend.PoolProps) (backend.Handle, error) {
 }
 
 func (c *Context) MemPoolDestroy(h backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	p, err := t.pools.get(h)
+	t, p, err := famGet(c, poolsOf, h)
 	if err != nil {
 		return err
 	}
@@ -243,11 +257,7 @@ func (c *Context) MemPoolDestroy(h backend.Handle) error {
 }
 
 func (c *Context) MemPoolSetAttribute(h backend.Handle, attr int32, v uint64) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	p, err := t.pools.get(h)
+	_, p, err := famGet(c, poolsOf, h)
 	if err != nil {
 		return err
 	}
@@ -255,11 +265,7 @@ func (c *Context) MemPoolSetAttribute(h backend.Handle, attr int32, v uint64) er
 }
 
 func (c *Context) MemPoolGetAttribute(h backend.Handle, attr int32) (uint64, error) {
-	t, err := c.tables()
-	if err != nil {
-		return 0, err
-	}
-	p, err := t.pools.get(h)
+	_, p, err := famGet(c, poolsOf, h)
 	if err != nil {
 		return 0, err
 	}
@@ -269,11 +275,7 @@ func (c *Context) MemPoolGetAttribute(h backend.Handle, attr int32) (uint64, err
 }
 
 func (c *Context) MemPoolTrimTo(h backend.Handle, keep uint64) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	p, err := t.pools.get(h)
+	_, p, err := famGet(c, poolsOf, h)
 	if err != nil {
 		return err
 	}
@@ -296,11 +298,7 @@ func (c *Context) DefaultMemPool() (backend.Handle, error) { return c.devicePool
 func (c *Context) CurrentMemPool() (backend.Handle, error) { return c.devicePool(false) }
 
 func (c *Context) SetMemPool(h backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	p, err := t.pools.get(h)
+	_, p, err := famGet(c, poolsOf, h)
 	if err != nil {
 		return err
 	}
@@ -323,11 +321,7 @@ func (c *Context) ArrayCreate(d backend.ArrayDesc) (backend.Handle, error) {
 }
 
 func (c *Context) ArrayDestroy(h backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	a, err := t.arrays.get(h)
+	t, a, err := famGet(c, arraysOf, h)
 	if err != nil {
 		return err
 	}
@@ -339,11 +333,7 @@ func (c *Context) ArrayDestroy(h backend.Handle) error {
 }
 
 func (c *Context) ArrayDescriptor(h backend.Handle) (backend.ArrayDesc, error) {
-	t, err := c.tables()
-	if err != nil {
-		return backend.ArrayDesc{}, err
-	}
-	a, err := t.arrays.get(h)
+	_, a, err := famGet(c, arraysOf, h)
 	if err != nil {
 		return backend.ArrayDesc{}, err
 	}
@@ -560,11 +550,7 @@ func (c *Context) GraphCreate(flags uint32) (backend.Handle, error) {
 }
 
 func (c *Context) GraphDestroy(h backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	g, err := t.graphs.get(h)
+	t, g, err := famGet(c, graphsOf, h)
 	if err != nil {
 		return err
 	}
@@ -587,11 +573,7 @@ func (t *famTables) nodeHandle(n C.CUgraphNode) backend.Handle {
 
 // graphAndDeps resolves a graph and its dependencies into C memory (freed by the caller).
 func (c *Context) graphAndDeps(h backend.Handle, deps []backend.Handle) (*famTables, C.CUgraph, *C.CUgraphNode, error) {
-	t, err := c.tables()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	g, err := t.graphs.get(h)
+	t, g, err := famGet(c, graphsOf, h)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -683,11 +665,7 @@ func (c *Context) GraphAddEmptyNode(h backend.Handle, deps []backend.Handle) (ba
 }
 
 func (c *Context) GraphNodes(h backend.Handle) ([]backend.Handle, []uint32, error) {
-	t, err := c.tables()
-	if err != nil {
-		return nil, nil, err
-	}
-	g, err := t.graphs.get(h)
+	t, g, err := famGet(c, graphsOf, h)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -712,11 +690,7 @@ func (c *Context) GraphNodes(h backend.Handle) ([]backend.Handle, []uint32, erro
 }
 
 func (c *Context) GraphInstantiate(h backend.Handle, flags uint64) (backend.Handle, error) {
-	t, err := c.tables()
-	if err != nil {
-		return 0, err
-	}
-	g, err := t.graphs.get(h)
+	t, g, err := famGet(c, graphsOf, h)
 	if err != nil {
 		return 0, err
 	}
@@ -728,11 +702,7 @@ func (c *Context) GraphInstantiate(h backend.Handle, flags uint64) (backend.Hand
 }
 
 func (c *Context) GraphLaunch(e, stream backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	x, err := t.execs.get(e)
+	_, x, err := famGet(c, execsOf, e)
 	if err != nil {
 		return err
 	}
@@ -744,11 +714,7 @@ func (c *Context) GraphLaunch(e, stream backend.Handle) error {
 }
 
 func (c *Context) GraphExecDestroy(e backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	x, err := t.execs.get(e)
+	t, x, err := famGet(c, execsOf, e)
 	if err != nil {
 		return err
 	}
@@ -760,11 +726,7 @@ func (c *Context) GraphExecDestroy(e backend.Handle) error {
 }
 
 func (c *Context) GraphExecUpdate(e, h backend.Handle) (uint32, error) {
-	t, err := c.tables()
-	if err != nil {
-		return 0, err
-	}
-	x, err := t.execs.get(e)
+	t, x, err := famGet(c, execsOf, e)
 	if err != nil {
 		return 0, err
 	}
@@ -862,11 +824,7 @@ func (c *Context) LinkCreate() (backend.Handle, error) {
 }
 
 func (c *Context) LinkAddData(h backend.Handle, typ uint32, name string, data []byte) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	st, err := t.links.get(h)
+	t, st, err := famGet(c, linksOf, h)
 	if err != nil {
 		return err
 	}
@@ -878,11 +836,7 @@ func (c *Context) LinkAddData(h backend.Handle, typ uint32, name string, data []
 }
 
 func (c *Context) LinkComplete(h backend.Handle) ([]byte, error) {
-	t, err := c.tables()
-	if err != nil {
-		return nil, err
-	}
-	st, err := t.links.get(h)
+	_, st, err := famGet(c, linksOf, h)
 	if err != nil {
 		return nil, err
 	}
@@ -895,11 +849,7 @@ func (c *Context) LinkComplete(h backend.Handle) ([]byte, error) {
 }
 
 func (c *Context) LinkDestroy(h backend.Handle) error {
-	t, err := c.tables()
-	if err != nil {
-		return err
-	}
-	st, err := t.links.get(h)
+	t, st, err := famGet(c, linksOf, h)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,15 @@ func (c *Context) poolLocked(h backend.Handle) (backend.Handle, *pool, error) {
 	return h, p, nil
 }
 
+// namedPoolLocked is pool h, which a call must name (0 is no pool). c.mu held.
+func (c *Context) namedPoolLocked(h backend.Handle) (*pool, error) {
+	if h == 0 {
+		return nil, fmt.Errorf("pool 0: %w", backend.ErrInvalidHandle)
+	}
+	_, p, err := c.poolLocked(h)
+	return p, err
+}
+
 // release gives back what the pool holds past keep (and past its used bytes). c.mu held.
 func (c *Context) shrink(p *pool, keep uint64) {
 	keep = max(keep, p.used)
@@ -157,10 +166,7 @@ func (c *Context) MemPoolDestroy(ph backend.Handle) error {
 func (c *Context) MemPoolSetAttribute(ph backend.Handle, attr int32, v uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ph == 0 {
-		return fmt.Errorf("pool 0: %w", backend.ErrInvalidHandle)
-	}
-	_, p, err := c.poolLocked(ph)
+	p, err := c.namedPoolLocked(ph)
 	if err != nil {
 		return err
 	}
@@ -190,10 +196,7 @@ func (c *Context) MemPoolSetAttribute(ph backend.Handle, attr int32, v uint64) e
 func (c *Context) MemPoolGetAttribute(ph backend.Handle, attr int32) (uint64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ph == 0 {
-		return 0, fmt.Errorf("pool 0: %w", backend.ErrInvalidHandle)
-	}
-	_, p, err := c.poolLocked(ph)
+	p, err := c.namedPoolLocked(ph)
 	if err != nil {
 		return 0, err
 	}
@@ -217,10 +220,7 @@ func (c *Context) MemPoolGetAttribute(ph backend.Handle, attr int32) (uint64, er
 func (c *Context) MemPoolTrimTo(ph backend.Handle, minBytes uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ph == 0 {
-		return fmt.Errorf("pool 0: %w", backend.ErrInvalidHandle)
-	}
-	_, p, err := c.poolLocked(ph)
+	p, err := c.namedPoolLocked(ph)
 	if err != nil {
 		return err
 	}
@@ -245,10 +245,7 @@ func (c *Context) CurrentMemPool() (backend.Handle, error) {
 func (c *Context) SetMemPool(ph backend.Handle) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ph == 0 {
-		return fmt.Errorf("pool 0: %w", backend.ErrInvalidHandle)
-	}
-	if _, _, err := c.poolLocked(ph); err != nil {
+	if _, err := c.namedPoolLocked(ph); err != nil {
 		return err
 	}
 	c.fam.currentPool = ph
