@@ -43,6 +43,8 @@ func staticProg(t *testing.T, dir, name string) string {
 	t.Helper()
 	out := filepath.Join(dir, name+"-static")
 	srcs, _ := filepath.Glob("../*.c")
+	driver, _ := filepath.Glob("../driver/*.c") // the hand-written driver-API families
+	srcs = append(srcs, driver...)
 	args := append([]string{"-static", "-O2", "-std=gnu11", "-pthread", "-I..", "-I../include", "-I../tests", "-o", out, "../tests/" + name + ".c"}, srcs...)
 	if b, err := exec.Command("gcc", append(args, "-ldl")...).CombinedOutput(); err != nil {
 		t.Fatalf("static %s: %v\n%s", name, err, b)
