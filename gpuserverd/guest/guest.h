@@ -67,6 +67,22 @@ void gc_cls_context_gone(CUcontext ctx);
 /* Whether fn is a generated stub that only answers CUDA_ERROR_NOT_SUPPORTED (api_gen.c). */
 int gc_gen_refused(const void *fn);
 
+/* Packs a launch's parameters (params or extra, as cuLaunchKernel takes them) into packed, or
+ * points *pbuf at extra's buffer; *plen is their length. gc.mu held (api_module.c). */
+CUresult gc_pack_params_locked(CUfunction f, void **params, void **extra, uint8_t packed[32768], const void **pbuf,
+                               size_t *plen);
+/* A call whose reply carries data: encodes nothing itself; sends head (and tail) and decodes the
+ * reply of type want into reply while gc.mu is held, then runs keep(reply, arg) to copy out what
+ * the reply points to before the buffer is reused (driver/families.c). */
+CUresult gc_request_keep(uint16_t type, uint16_t flags, const uint8_t *head, size_t n, const void *tail, size_t tail_n,
+                         uint16_t want, void *reply, CUresult (*keep)(void *reply, void *arg), void *arg);
+
+/* Whether s is capturing, so that a copy with host memory is refused (and the capture
+ * invalidated, as the driver does): a graph cannot replay the guest's memory (driver/graph.c). */
+int gc_capture_refuses(CUstream s);
+/* A 2-D copy with an array side (driver/array.c). */
+CUresult gc_copy2d_arrays(const CUDA_MEMCPY2D *c, CUstream s, int async);
+
 /* gpucloud's own export table, for gpucloud's guest libraries (private_table.c). */
 extern const struct gc_private_table gc_private_table;
 

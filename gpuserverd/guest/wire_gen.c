@@ -113,6 +113,66 @@ const char *gw_type_name(uint16_t type) {
 	case 106: return "CtxGetCacheConfig";
 	case 1000: return "ApiCall";
 	case 1001: return "ApiCallReply";
+	case 3019: return "SizeReply";
+	case 3000: return "MemAddressReserve";
+	case 3001: return "MemAddressFree";
+	case 3002: return "MemCreate";
+	case 3003: return "MemRelease";
+	case 3004: return "MemMap";
+	case 3005: return "MemUnmap";
+	case 3006: return "MemSetAccess";
+	case 3007: return "MemGetAllocationGranularity";
+	case 3008: return "MemGetAllocationProperties";
+	case 3009: return "MemAllocationPropertiesReply";
+	case 3010: return "MemRetainAllocationHandle";
+	case 3020: return "MemAllocAsync";
+	case 3021: return "MemFreeAsync";
+	case 3022: return "MemPoolCreate";
+	case 3023: return "MemPoolDestroy";
+	case 3024: return "MemPoolSetAttribute";
+	case 3025: return "MemPoolGetAttribute";
+	case 3026: return "MemPoolTrimTo";
+	case 3027: return "DeviceGetMemPool";
+	case 3028: return "DeviceSetMemPool";
+	case 3040: return "ArrayCreate";
+	case 3041: return "ArrayDestroy";
+	case 3042: return "ArrayGetDescriptor";
+	case 3043: return "ArrayDescriptorReply";
+	case 3044: return "Memcpy3DHtoX";
+	case 3045: return "Memcpy3DXtoH";
+	case 3046: return "Memcpy3DData";
+	case 3047: return "Memcpy3DXtoX";
+	case 3060: return "TexObjectCreate";
+	case 3061: return "TexObjectDestroy";
+	case 3062: return "TexObjectGetResourceDesc";
+	case 3063: return "ResourceDescReply";
+	case 3064: return "SurfObjectCreate";
+	case 3065: return "SurfObjectDestroy";
+	case 3070: return "StreamBeginCapture";
+	case 3071: return "StreamEndCapture";
+	case 3072: return "StreamGetCaptureInfo";
+	case 3073: return "CaptureInfoReply";
+	case 3074: return "GraphCreate";
+	case 3075: return "GraphDestroy";
+	case 3076: return "GraphAddKernelNode";
+	case 3077: return "GraphAddMemsetNode";
+	case 3078: return "GraphAddMemcpyNode";
+	case 3079: return "GraphAddEmptyNode";
+	case 3080: return "GraphInstantiate";
+	case 3081: return "GraphLaunch";
+	case 3082: return "GraphExecDestroy";
+	case 3083: return "GraphGetNodes";
+	case 3084: return "GraphNodesReply";
+	case 3085: return "GraphExecUpdate";
+	case 3100: return "LaunchKernelEx";
+	case 3110: return "StreamMemOp";
+	case 3120: return "TensorMapEncode";
+	case 3121: return "TensorMapReply";
+	case 3130: return "LinkCreate";
+	case 3131: return "LinkAddData";
+	case 3132: return "LinkComplete";
+	case 3133: return "LinkCompleteReply";
+	case 3134: return "LinkDestroy";
 	}
 	return "unknown";
 }
@@ -1903,6 +1963,1945 @@ int gw_api_call_reply_decode(struct gw_api_call_reply *m, const uint8_t *p, size
 	return dfinish(&d);
 }
 
+size_t gw_size_reply_size(const struct gw_size_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_size_reply_encode(const struct gw_size_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->value);
+	return o;
+}
+
+int gw_size_reply_decode(struct gw_size_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "SizeReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->value = d64(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_mem_address_reserve_size(const struct gw_mem_address_reserve *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_address_reserve_encode(const struct gw_mem_address_reserve *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->size);
+	o = put64(o, m->alignment);
+	o = put64(o, m->addr);
+	o = put64(o, m->flags);
+	return o;
+}
+
+int gw_mem_address_reserve_decode(struct gw_mem_address_reserve *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemAddressReserve", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->size = d64(&d, "size");
+	m->alignment = d64(&d, "alignment");
+	m->addr = d64(&d, "addr");
+	m->flags = d64(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_mem_address_free_size(const struct gw_mem_address_free *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_address_free_encode(const struct gw_mem_address_free *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	o = put64(o, m->size);
+	return o;
+}
+
+int gw_mem_address_free_decode(struct gw_mem_address_free *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemAddressFree", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	m->size = d64(&d, "size");
+	return dfinish(&d);
+}
+
+size_t gw_mem_create_size(const struct gw_mem_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_create_encode(const struct gw_mem_create *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->size);
+	o = put32(o, (uint32_t)m->alloc_type);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->handle_types);
+	o = put64(o, m->flags);
+	return o;
+}
+
+int gw_mem_create_decode(struct gw_mem_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->size = d64(&d, "size");
+	m->alloc_type = d32(&d, "alloc_type");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->handle_types = d32(&d, "handle_types");
+	m->flags = d64(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_mem_release_size(const struct gw_mem_release *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_release_encode(const struct gw_mem_release *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	return o;
+}
+
+int gw_mem_release_decode(struct gw_mem_release *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemRelease", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	return dfinish(&d);
+}
+
+size_t gw_mem_map_size(const struct gw_mem_map *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_map_encode(const struct gw_mem_map *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	o = put64(o, m->size);
+	o = put64(o, m->offset);
+	o = put64(o, m->handle);
+	o = put64(o, m->flags);
+	return o;
+}
+
+int gw_mem_map_decode(struct gw_mem_map *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemMap", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	m->size = d64(&d, "size");
+	m->offset = d64(&d, "offset");
+	m->handle = d64(&d, "handle");
+	m->flags = d64(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_mem_unmap_size(const struct gw_mem_unmap *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_unmap_encode(const struct gw_mem_unmap *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	o = put64(o, m->size);
+	return o;
+}
+
+int gw_mem_unmap_decode(struct gw_mem_unmap *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemUnmap", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	m->size = d64(&d, "size");
+	return dfinish(&d);
+}
+
+size_t gw_mem_set_access_size(const struct gw_mem_set_access *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_set_access_encode(const struct gw_mem_set_access *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	o = put64(o, m->size);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_mem_set_access_decode(struct gw_mem_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemSetAccess", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	m->size = d64(&d, "size");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_mem_get_allocation_granularity_size(const struct gw_mem_get_allocation_granularity *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_get_allocation_granularity_encode(const struct gw_mem_get_allocation_granularity *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->alloc_type);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->option);
+	return o;
+}
+
+int gw_mem_get_allocation_granularity_decode(struct gw_mem_get_allocation_granularity *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemGetAllocationGranularity", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->alloc_type = d32(&d, "alloc_type");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->option = d32(&d, "option");
+	return dfinish(&d);
+}
+
+size_t gw_mem_get_allocation_properties_size(const struct gw_mem_get_allocation_properties *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_get_allocation_properties_encode(const struct gw_mem_get_allocation_properties *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	return o;
+}
+
+int gw_mem_get_allocation_properties_decode(struct gw_mem_get_allocation_properties *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemGetAllocationProperties", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	return dfinish(&d);
+}
+
+size_t gw_mem_allocation_properties_reply_size(const struct gw_mem_allocation_properties_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_allocation_properties_reply_encode(const struct gw_mem_allocation_properties_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->alloc_type);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->handle_types);
+	o = put64(o, m->size);
+	return o;
+}
+
+int gw_mem_allocation_properties_reply_decode(struct gw_mem_allocation_properties_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemAllocationPropertiesReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->alloc_type = d32(&d, "alloc_type");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->handle_types = d32(&d, "handle_types");
+	m->size = d64(&d, "size");
+	return dfinish(&d);
+}
+
+size_t gw_mem_retain_allocation_handle_size(const struct gw_mem_retain_allocation_handle *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_retain_allocation_handle_encode(const struct gw_mem_retain_allocation_handle *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	return o;
+}
+
+int gw_mem_retain_allocation_handle_decode(struct gw_mem_retain_allocation_handle *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemRetainAllocationHandle", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	return dfinish(&d);
+}
+
+size_t gw_mem_alloc_async_size(const struct gw_mem_alloc_async *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_alloc_async_encode(const struct gw_mem_alloc_async *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->bytes);
+	o = put64(o, m->stream);
+	o = put64(o, m->pool);
+	return o;
+}
+
+int gw_mem_alloc_async_decode(struct gw_mem_alloc_async *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemAllocAsync", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->bytes = d64(&d, "bytes");
+	m->stream = d64(&d, "stream");
+	m->pool = d64(&d, "pool");
+	return dfinish(&d);
+}
+
+size_t gw_mem_free_async_size(const struct gw_mem_free_async *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_free_async_encode(const struct gw_mem_free_async *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_mem_free_async_decode(struct gw_mem_free_async *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemFreeAsync", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_create_size(const struct gw_mem_pool_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_pool_create_encode(const struct gw_mem_pool_create *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->alloc_type);
+	o = put32(o, (uint32_t)m->handle_types);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put64(o, m->max_size);
+	return o;
+}
+
+int gw_mem_pool_create_decode(struct gw_mem_pool_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->alloc_type = d32(&d, "alloc_type");
+	m->handle_types = d32(&d, "handle_types");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->max_size = d64(&d, "max_size");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_destroy_size(const struct gw_mem_pool_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_pool_destroy_encode(const struct gw_mem_pool_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	return o;
+}
+
+int gw_mem_pool_destroy_decode(struct gw_mem_pool_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_set_attribute_size(const struct gw_mem_pool_set_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_pool_set_attribute_encode(const struct gw_mem_pool_set_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->attribute);
+	o = put64(o, m->value);
+	return o;
+}
+
+int gw_mem_pool_set_attribute_decode(struct gw_mem_pool_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolSetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->attribute = (int32_t)d32(&d, "attribute");
+	m->value = d64(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_get_attribute_size(const struct gw_mem_pool_get_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_pool_get_attribute_encode(const struct gw_mem_pool_get_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->attribute);
+	return o;
+}
+
+int gw_mem_pool_get_attribute_decode(struct gw_mem_pool_get_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolGetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->attribute = (int32_t)d32(&d, "attribute");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_trim_to_size(const struct gw_mem_pool_trim_to *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_mem_pool_trim_to_encode(const struct gw_mem_pool_trim_to *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put64(o, m->min_bytes);
+	return o;
+}
+
+int gw_mem_pool_trim_to_decode(struct gw_mem_pool_trim_to *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolTrimTo", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->min_bytes = d64(&d, "min_bytes");
+	return dfinish(&d);
+}
+
+size_t gw_device_get_mem_pool_size(const struct gw_device_get_mem_pool *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_device_get_mem_pool_encode(const struct gw_device_get_mem_pool *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->ordinal);
+	o = put32(o, (uint32_t)m->which);
+	return o;
+}
+
+int gw_device_get_mem_pool_decode(struct gw_device_get_mem_pool *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DeviceGetMemPool", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ordinal = d32(&d, "ordinal");
+	m->which = d32(&d, "which");
+	return dfinish(&d);
+}
+
+size_t gw_device_set_mem_pool_size(const struct gw_device_set_mem_pool *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_device_set_mem_pool_encode(const struct gw_device_set_mem_pool *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->ordinal);
+	o = put64(o, m->pool);
+	return o;
+}
+
+int gw_device_set_mem_pool_decode(struct gw_device_set_mem_pool *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DeviceSetMemPool", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ordinal = d32(&d, "ordinal");
+	m->pool = d64(&d, "pool");
+	return dfinish(&d);
+}
+
+size_t gw_array_create_size(const struct gw_array_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_array_create_encode(const struct gw_array_create *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	o = put32(o, (uint32_t)m->format);
+	o = put32(o, (uint32_t)m->channels);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_array_create_decode(struct gw_array_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ArrayCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	m->format = d32(&d, "format");
+	m->channels = d32(&d, "channels");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_array_destroy_size(const struct gw_array_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_array_destroy_encode(const struct gw_array_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->array);
+	return o;
+}
+
+int gw_array_destroy_decode(struct gw_array_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ArrayDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->array = d64(&d, "array");
+	return dfinish(&d);
+}
+
+size_t gw_array_get_descriptor_size(const struct gw_array_get_descriptor *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_array_get_descriptor_encode(const struct gw_array_get_descriptor *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->array);
+	return o;
+}
+
+int gw_array_get_descriptor_decode(struct gw_array_get_descriptor *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ArrayGetDescriptor", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->array = d64(&d, "array");
+	return dfinish(&d);
+}
+
+size_t gw_array_descriptor_reply_size(const struct gw_array_descriptor_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_array_descriptor_reply_encode(const struct gw_array_descriptor_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	o = put32(o, (uint32_t)m->format);
+	o = put32(o, (uint32_t)m->channels);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_array_descriptor_reply_decode(struct gw_array_descriptor_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ArrayDescriptorReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	m->format = d32(&d, "format");
+	m->channels = d32(&d, "channels");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_memcpy3_d_hto_x_size(const struct gw_memcpy3_d_hto_x *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4 + m->data_len;
+	return n;
+}
+
+uint8_t *gw_memcpy3_d_hto_x_encode(const struct gw_memcpy3_d_hto_x *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->dst_kind);
+	o = put64(o, m->dst);
+	o = put64(o, m->dst_pitch);
+	o = put64(o, m->dst_height);
+	o = put64(o, m->dst_x);
+	o = put64(o, m->dst_y);
+	o = put64(o, m->dst_z);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	o = put32(o, m->data_len);
+	if (m->data_len) memcpy(o, m->data, m->data_len);
+	o += m->data_len;
+	return o;
+}
+
+uint8_t *gw_memcpy3_d_hto_x_encode_head(const struct gw_memcpy3_d_hto_x *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->dst_kind);
+	o = put64(o, m->dst);
+	o = put64(o, m->dst_pitch);
+	o = put64(o, m->dst_height);
+	o = put64(o, m->dst_x);
+	o = put64(o, m->dst_y);
+	o = put64(o, m->dst_z);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	o = put32(o, m->data_len);
+	return o;
+}
+
+int gw_memcpy3_d_hto_x_decode(struct gw_memcpy3_d_hto_x *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "Memcpy3DHtoX", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->dst_kind = d32(&d, "dst_kind");
+	m->dst = d64(&d, "dst");
+	m->dst_pitch = d64(&d, "dst_pitch");
+	m->dst_height = d64(&d, "dst_height");
+	m->dst_x = d64(&d, "dst_x");
+	m->dst_y = d64(&d, "dst_y");
+	m->dst_z = d64(&d, "dst_z");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	m->data = dvar(&d, "data", 4194304, 1, &m->data_len);
+	return dfinish(&d);
+}
+
+size_t gw_memcpy3_d_xto_h_size(const struct gw_memcpy3_d_xto_h *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_memcpy3_d_xto_h_encode(const struct gw_memcpy3_d_xto_h *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->src_kind);
+	o = put64(o, m->src);
+	o = put64(o, m->src_pitch);
+	o = put64(o, m->src_height);
+	o = put64(o, m->src_x);
+	o = put64(o, m->src_y);
+	o = put64(o, m->src_z);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_memcpy3_d_xto_h_decode(struct gw_memcpy3_d_xto_h *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "Memcpy3DXtoH", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->src_kind = d32(&d, "src_kind");
+	m->src = d64(&d, "src");
+	m->src_pitch = d64(&d, "src_pitch");
+	m->src_height = d64(&d, "src_height");
+	m->src_x = d64(&d, "src_x");
+	m->src_y = d64(&d, "src_y");
+	m->src_z = d64(&d, "src_z");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_memcpy3_d_data_size(const struct gw_memcpy3_d_data *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->data_len;
+	return n;
+}
+
+uint8_t *gw_memcpy3_d_data_encode(const struct gw_memcpy3_d_data *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->data_len);
+	if (m->data_len) memcpy(o, m->data, m->data_len);
+	o += m->data_len;
+	return o;
+}
+
+uint8_t *gw_memcpy3_d_data_encode_head(const struct gw_memcpy3_d_data *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->data_len);
+	return o;
+}
+
+int gw_memcpy3_d_data_decode(struct gw_memcpy3_d_data *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "Memcpy3DData", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->data = dvar(&d, "data", 4194304, 1, &m->data_len);
+	return dfinish(&d);
+}
+
+size_t gw_memcpy3_d_xto_x_size(const struct gw_memcpy3_d_xto_x *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_memcpy3_d_xto_x_encode(const struct gw_memcpy3_d_xto_x *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->src_kind);
+	o = put64(o, m->src);
+	o = put64(o, m->src_pitch);
+	o = put64(o, m->src_height);
+	o = put64(o, m->src_x);
+	o = put64(o, m->src_y);
+	o = put64(o, m->src_z);
+	o = put32(o, (uint32_t)m->dst_kind);
+	o = put64(o, m->dst);
+	o = put64(o, m->dst_pitch);
+	o = put64(o, m->dst_height);
+	o = put64(o, m->dst_x);
+	o = put64(o, m->dst_y);
+	o = put64(o, m->dst_z);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	return o;
+}
+
+int gw_memcpy3_d_xto_x_decode(struct gw_memcpy3_d_xto_x *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "Memcpy3DXtoX", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->src_kind = d32(&d, "src_kind");
+	m->src = d64(&d, "src");
+	m->src_pitch = d64(&d, "src_pitch");
+	m->src_height = d64(&d, "src_height");
+	m->src_x = d64(&d, "src_x");
+	m->src_y = d64(&d, "src_y");
+	m->src_z = d64(&d, "src_z");
+	m->dst_kind = d32(&d, "dst_kind");
+	m->dst = d64(&d, "dst");
+	m->dst_pitch = d64(&d, "dst_pitch");
+	m->dst_height = d64(&d, "dst_height");
+	m->dst_x = d64(&d, "dst_x");
+	m->dst_y = d64(&d, "dst_y");
+	m->dst_z = d64(&d, "dst_z");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	return dfinish(&d);
+}
+
+size_t gw_tex_object_create_size(const struct gw_tex_object_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4 + m->tex_desc_len;
+	n += 4 + m->view_desc_len;
+	return n;
+}
+
+uint8_t *gw_tex_object_create_encode(const struct gw_tex_object_create *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->res_type);
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->format);
+	o = put32(o, (uint32_t)m->channels);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->pitch);
+	o = put64(o, m->size_bytes);
+	o = put32(o, (uint32_t)m->res_flags);
+	o = put32(o, m->tex_desc_len);
+	if (m->tex_desc_len) memcpy(o, m->tex_desc, m->tex_desc_len);
+	o += m->tex_desc_len;
+	o = put32(o, m->view_desc_len);
+	if (m->view_desc_len) memcpy(o, m->view_desc, m->view_desc_len);
+	o += m->view_desc_len;
+	return o;
+}
+
+uint8_t *gw_tex_object_create_encode_head(const struct gw_tex_object_create *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->res_type);
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->format);
+	o = put32(o, (uint32_t)m->channels);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->pitch);
+	o = put64(o, m->size_bytes);
+	o = put32(o, (uint32_t)m->res_flags);
+	o = put32(o, m->tex_desc_len);
+	if (m->tex_desc_len) memcpy(o, m->tex_desc, m->tex_desc_len);
+	o += m->tex_desc_len;
+	o = put32(o, m->view_desc_len);
+	return o;
+}
+
+int gw_tex_object_create_decode(struct gw_tex_object_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TexObjectCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->res_type = d32(&d, "res_type");
+	m->handle = d64(&d, "handle");
+	m->format = d32(&d, "format");
+	m->channels = d32(&d, "channels");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->pitch = d64(&d, "pitch");
+	m->size_bytes = d64(&d, "size_bytes");
+	m->res_flags = d32(&d, "res_flags");
+	m->tex_desc = dvar(&d, "tex_desc", 256, 1, &m->tex_desc_len);
+	m->view_desc = dvar(&d, "view_desc", 256, 1, &m->view_desc_len);
+	return dfinish(&d);
+}
+
+size_t gw_tex_object_destroy_size(const struct gw_tex_object_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_tex_object_destroy_encode(const struct gw_tex_object_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->object);
+	return o;
+}
+
+int gw_tex_object_destroy_decode(struct gw_tex_object_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TexObjectDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->object = d64(&d, "object");
+	return dfinish(&d);
+}
+
+size_t gw_tex_object_get_resource_desc_size(const struct gw_tex_object_get_resource_desc *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_tex_object_get_resource_desc_encode(const struct gw_tex_object_get_resource_desc *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->object);
+	return o;
+}
+
+int gw_tex_object_get_resource_desc_decode(struct gw_tex_object_get_resource_desc *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TexObjectGetResourceDesc", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->object = d64(&d, "object");
+	return dfinish(&d);
+}
+
+size_t gw_resource_desc_reply_size(const struct gw_resource_desc_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_resource_desc_reply_encode(const struct gw_resource_desc_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->res_type);
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->format);
+	o = put32(o, (uint32_t)m->channels);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->pitch);
+	o = put64(o, m->size_bytes);
+	o = put32(o, (uint32_t)m->res_flags);
+	return o;
+}
+
+int gw_resource_desc_reply_decode(struct gw_resource_desc_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ResourceDescReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->res_type = d32(&d, "res_type");
+	m->handle = d64(&d, "handle");
+	m->format = d32(&d, "format");
+	m->channels = d32(&d, "channels");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->pitch = d64(&d, "pitch");
+	m->size_bytes = d64(&d, "size_bytes");
+	m->res_flags = d32(&d, "res_flags");
+	return dfinish(&d);
+}
+
+size_t gw_surf_object_create_size(const struct gw_surf_object_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_surf_object_create_encode(const struct gw_surf_object_create *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->res_type);
+	o = put64(o, m->handle);
+	return o;
+}
+
+int gw_surf_object_create_decode(struct gw_surf_object_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "SurfObjectCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->res_type = d32(&d, "res_type");
+	m->handle = d64(&d, "handle");
+	return dfinish(&d);
+}
+
+size_t gw_surf_object_destroy_size(const struct gw_surf_object_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_surf_object_destroy_encode(const struct gw_surf_object_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->object);
+	return o;
+}
+
+int gw_surf_object_destroy_decode(struct gw_surf_object_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "SurfObjectDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->object = d64(&d, "object");
+	return dfinish(&d);
+}
+
+size_t gw_stream_begin_capture_size(const struct gw_stream_begin_capture *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_begin_capture_encode(const struct gw_stream_begin_capture *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->mode);
+	return o;
+}
+
+int gw_stream_begin_capture_decode(struct gw_stream_begin_capture *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamBeginCapture", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->mode = d32(&d, "mode");
+	return dfinish(&d);
+}
+
+size_t gw_stream_end_capture_size(const struct gw_stream_end_capture *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_stream_end_capture_encode(const struct gw_stream_end_capture *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_stream_end_capture_decode(struct gw_stream_end_capture *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamEndCapture", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_stream_get_capture_info_size(const struct gw_stream_get_capture_info *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_stream_get_capture_info_encode(const struct gw_stream_get_capture_info *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_stream_get_capture_info_decode(struct gw_stream_get_capture_info *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamGetCaptureInfo", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_capture_info_reply_size(const struct gw_capture_info_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_capture_info_reply_encode(const struct gw_capture_info_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->id);
+	o = put64(o, m->graph);
+	return o;
+}
+
+int gw_capture_info_reply_decode(struct gw_capture_info_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CaptureInfoReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = d32(&d, "status");
+	m->id = d64(&d, "id");
+	m->graph = d64(&d, "graph");
+	return dfinish(&d);
+}
+
+size_t gw_graph_create_size(const struct gw_graph_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_graph_create_encode(const struct gw_graph_create *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_graph_create_decode(struct gw_graph_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_graph_destroy_size(const struct gw_graph_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_destroy_encode(const struct gw_graph_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	return o;
+}
+
+int gw_graph_destroy_decode(struct gw_graph_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_kernel_node_size(const struct gw_graph_add_kernel_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4 + m->params_len;
+	return n;
+}
+
+uint8_t *gw_graph_add_kernel_node_encode(const struct gw_graph_add_kernel_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->grid_x);
+	o = put32(o, (uint32_t)m->grid_y);
+	o = put32(o, (uint32_t)m->grid_z);
+	o = put32(o, (uint32_t)m->block_x);
+	o = put32(o, (uint32_t)m->block_y);
+	o = put32(o, (uint32_t)m->block_z);
+	o = put32(o, (uint32_t)m->shared_mem);
+	o = put32(o, m->params_len);
+	if (m->params_len) memcpy(o, m->params, m->params_len);
+	o += m->params_len;
+	return o;
+}
+
+uint8_t *gw_graph_add_kernel_node_encode_head(const struct gw_graph_add_kernel_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->grid_x);
+	o = put32(o, (uint32_t)m->grid_y);
+	o = put32(o, (uint32_t)m->grid_z);
+	o = put32(o, (uint32_t)m->block_x);
+	o = put32(o, (uint32_t)m->block_y);
+	o = put32(o, (uint32_t)m->block_z);
+	o = put32(o, (uint32_t)m->shared_mem);
+	o = put32(o, m->params_len);
+	return o;
+}
+
+int gw_graph_add_kernel_node_decode(struct gw_graph_add_kernel_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddKernelNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->function = d64(&d, "function");
+	m->grid_x = d32(&d, "grid_x");
+	m->grid_y = d32(&d, "grid_y");
+	m->grid_z = d32(&d, "grid_z");
+	m->block_x = d32(&d, "block_x");
+	m->block_y = d32(&d, "block_y");
+	m->block_z = d32(&d, "block_z");
+	m->shared_mem = d32(&d, "shared_mem");
+	m->params = dvar(&d, "params", 32768, 1, &m->params_len);
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_memset_node_size(const struct gw_graph_add_memset_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_add_memset_node_encode(const struct gw_graph_add_memset_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->dst);
+	o = put64(o, m->pitch);
+	o = put32(o, (uint32_t)m->value);
+	o = put32(o, (uint32_t)m->elem_size);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	return o;
+}
+
+int gw_graph_add_memset_node_decode(struct gw_graph_add_memset_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddMemsetNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->dst = d64(&d, "dst");
+	m->pitch = d64(&d, "pitch");
+	m->value = d32(&d, "value");
+	m->elem_size = d32(&d, "elem_size");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_memcpy_node_size(const struct gw_graph_add_memcpy_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_add_memcpy_node_encode(const struct gw_graph_add_memcpy_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put32(o, (uint32_t)m->src_kind);
+	o = put64(o, m->src);
+	o = put64(o, m->src_pitch);
+	o = put64(o, m->src_height);
+	o = put64(o, m->src_x);
+	o = put64(o, m->src_y);
+	o = put64(o, m->src_z);
+	o = put32(o, (uint32_t)m->dst_kind);
+	o = put64(o, m->dst);
+	o = put64(o, m->dst_pitch);
+	o = put64(o, m->dst_height);
+	o = put64(o, m->dst_x);
+	o = put64(o, m->dst_y);
+	o = put64(o, m->dst_z);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	return o;
+}
+
+int gw_graph_add_memcpy_node_decode(struct gw_graph_add_memcpy_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddMemcpyNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->src_kind = d32(&d, "src_kind");
+	m->src = d64(&d, "src");
+	m->src_pitch = d64(&d, "src_pitch");
+	m->src_height = d64(&d, "src_height");
+	m->src_x = d64(&d, "src_x");
+	m->src_y = d64(&d, "src_y");
+	m->src_z = d64(&d, "src_z");
+	m->dst_kind = d32(&d, "dst_kind");
+	m->dst = d64(&d, "dst");
+	m->dst_pitch = d64(&d, "dst_pitch");
+	m->dst_height = d64(&d, "dst_height");
+	m->dst_x = d64(&d, "dst_x");
+	m->dst_y = d64(&d, "dst_y");
+	m->dst_z = d64(&d, "dst_z");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_empty_node_size(const struct gw_graph_add_empty_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	return n;
+}
+
+uint8_t *gw_graph_add_empty_node_encode(const struct gw_graph_add_empty_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	return o;
+}
+
+uint8_t *gw_graph_add_empty_node_encode_head(const struct gw_graph_add_empty_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	return o;
+}
+
+int gw_graph_add_empty_node_decode(struct gw_graph_add_empty_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddEmptyNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	return dfinish(&d);
+}
+
+size_t gw_graph_instantiate_size(const struct gw_graph_instantiate *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_instantiate_encode(const struct gw_graph_instantiate *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put64(o, m->flags);
+	return o;
+}
+
+int gw_graph_instantiate_decode(struct gw_graph_instantiate *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphInstantiate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->flags = d64(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_graph_launch_size(const struct gw_graph_launch *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_launch_encode(const struct gw_graph_launch *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_graph_launch_decode(struct gw_graph_launch *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphLaunch", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_destroy_size(const struct gw_graph_exec_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_exec_destroy_encode(const struct gw_graph_exec_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	return o;
+}
+
+int gw_graph_exec_destroy_decode(struct gw_graph_exec_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	return dfinish(&d);
+}
+
+size_t gw_graph_get_nodes_size(const struct gw_graph_get_nodes *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_get_nodes_encode(const struct gw_graph_get_nodes *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	return o;
+}
+
+int gw_graph_get_nodes_decode(struct gw_graph_get_nodes *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphGetNodes", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	return dfinish(&d);
+}
+
+size_t gw_graph_nodes_reply_size(const struct gw_graph_nodes_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->nodes_len;
+	n += 4 + 4 * (size_t)m->types_count;
+	return n;
+}
+
+uint8_t *gw_graph_nodes_reply_encode(const struct gw_graph_nodes_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->nodes_len);
+	if (m->nodes_len) memcpy(o, m->nodes, m->nodes_len);
+	o += m->nodes_len;
+	o = put32(o, m->types_count);
+	if (m->types_count) memcpy(o, m->types, 4 * (size_t)m->types_count);
+	o += 4 * (size_t)m->types_count;
+	return o;
+}
+
+int gw_graph_nodes_reply_decode(struct gw_graph_nodes_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphNodesReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->nodes = dvar(&d, "nodes", 65536, 1, &m->nodes_len);
+	m->types = dvar(&d, "types", 8192, 4, &m->types_count);
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_update_size(const struct gw_graph_exec_update *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_exec_update_encode(const struct gw_graph_exec_update *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->graph);
+	return o;
+}
+
+int gw_graph_exec_update_decode(struct gw_graph_exec_update *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecUpdate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->graph = d64(&d, "graph");
+	return dfinish(&d);
+}
+
+size_t gw_launch_kernel_ex_size(const struct gw_launch_kernel_ex *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4 + m->params_len;
+	return n;
+}
+
+uint8_t *gw_launch_kernel_ex_encode(const struct gw_launch_kernel_ex *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->grid_x);
+	o = put32(o, (uint32_t)m->grid_y);
+	o = put32(o, (uint32_t)m->grid_z);
+	o = put32(o, (uint32_t)m->block_x);
+	o = put32(o, (uint32_t)m->block_y);
+	o = put32(o, (uint32_t)m->block_z);
+	o = put32(o, (uint32_t)m->shared_mem);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->cooperative);
+	o = put32(o, (uint32_t)m->cluster_x);
+	o = put32(o, (uint32_t)m->cluster_y);
+	o = put32(o, (uint32_t)m->cluster_z);
+	o = put32(o, (uint32_t)m->priority);
+	o = put32(o, m->params_len);
+	if (m->params_len) memcpy(o, m->params, m->params_len);
+	o += m->params_len;
+	return o;
+}
+
+uint8_t *gw_launch_kernel_ex_encode_head(const struct gw_launch_kernel_ex *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->grid_x);
+	o = put32(o, (uint32_t)m->grid_y);
+	o = put32(o, (uint32_t)m->grid_z);
+	o = put32(o, (uint32_t)m->block_x);
+	o = put32(o, (uint32_t)m->block_y);
+	o = put32(o, (uint32_t)m->block_z);
+	o = put32(o, (uint32_t)m->shared_mem);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->cooperative);
+	o = put32(o, (uint32_t)m->cluster_x);
+	o = put32(o, (uint32_t)m->cluster_y);
+	o = put32(o, (uint32_t)m->cluster_z);
+	o = put32(o, (uint32_t)m->priority);
+	o = put32(o, m->params_len);
+	return o;
+}
+
+int gw_launch_kernel_ex_decode(struct gw_launch_kernel_ex *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LaunchKernelEx", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->function = d64(&d, "function");
+	m->grid_x = d32(&d, "grid_x");
+	m->grid_y = d32(&d, "grid_y");
+	m->grid_z = d32(&d, "grid_z");
+	m->block_x = d32(&d, "block_x");
+	m->block_y = d32(&d, "block_y");
+	m->block_z = d32(&d, "block_z");
+	m->shared_mem = d32(&d, "shared_mem");
+	m->stream = d64(&d, "stream");
+	m->cooperative = d32(&d, "cooperative");
+	m->cluster_x = d32(&d, "cluster_x");
+	m->cluster_y = d32(&d, "cluster_y");
+	m->cluster_z = d32(&d, "cluster_z");
+	m->priority = (int32_t)d32(&d, "priority");
+	m->params = dvar(&d, "params", 32768, 1, &m->params_len);
+	return dfinish(&d);
+}
+
+size_t gw_stream_mem_op_size(const struct gw_stream_mem_op *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_mem_op_encode(const struct gw_stream_mem_op *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->op);
+	o = put64(o, m->addr);
+	o = put64(o, m->value);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_stream_mem_op_decode(struct gw_stream_mem_op *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamMemOp", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->op = d32(&d, "op");
+	m->addr = d64(&d, "addr");
+	m->value = d64(&d, "value");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_tensor_map_encode_size(const struct gw_tensor_map_encode *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4 + m->global_dim_len;
+	n += 4 + m->global_strides_len;
+	n += 4 + 4 * (size_t)m->box_dim_count;
+	n += 4 + 4 * (size_t)m->element_strides_count;
+	n += 4 + 4 * (size_t)m->lower_corner_count;
+	n += 4 + 4 * (size_t)m->upper_corner_count;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_tensor_map_encode_encode(const struct gw_tensor_map_encode *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->im2col);
+	o = put32(o, (uint32_t)m->data_type);
+	o = put32(o, (uint32_t)m->rank);
+	o = put64(o, m->address);
+	o = put32(o, m->global_dim_len);
+	if (m->global_dim_len) memcpy(o, m->global_dim, m->global_dim_len);
+	o += m->global_dim_len;
+	o = put32(o, m->global_strides_len);
+	if (m->global_strides_len) memcpy(o, m->global_strides, m->global_strides_len);
+	o += m->global_strides_len;
+	o = put32(o, m->box_dim_count);
+	if (m->box_dim_count) memcpy(o, m->box_dim, 4 * (size_t)m->box_dim_count);
+	o += 4 * (size_t)m->box_dim_count;
+	o = put32(o, m->element_strides_count);
+	if (m->element_strides_count) memcpy(o, m->element_strides, 4 * (size_t)m->element_strides_count);
+	o += 4 * (size_t)m->element_strides_count;
+	o = put32(o, m->lower_corner_count);
+	if (m->lower_corner_count) memcpy(o, m->lower_corner, 4 * (size_t)m->lower_corner_count);
+	o += 4 * (size_t)m->lower_corner_count;
+	o = put32(o, m->upper_corner_count);
+	if (m->upper_corner_count) memcpy(o, m->upper_corner, 4 * (size_t)m->upper_corner_count);
+	o += 4 * (size_t)m->upper_corner_count;
+	o = put32(o, (uint32_t)m->channels_per_pixel);
+	o = put32(o, (uint32_t)m->pixels_per_column);
+	o = put32(o, (uint32_t)m->interleave);
+	o = put32(o, (uint32_t)m->swizzle);
+	o = put32(o, (uint32_t)m->l2_promotion);
+	o = put32(o, (uint32_t)m->oob_fill);
+	return o;
+}
+
+int gw_tensor_map_encode_decode(struct gw_tensor_map_encode *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TensorMapEncode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->im2col = d32(&d, "im2col");
+	m->data_type = d32(&d, "data_type");
+	m->rank = d32(&d, "rank");
+	m->address = d64(&d, "address");
+	m->global_dim = dvar(&d, "global_dim", 40, 1, &m->global_dim_len);
+	m->global_strides = dvar(&d, "global_strides", 32, 1, &m->global_strides_len);
+	m->box_dim = dvar(&d, "box_dim", 5, 4, &m->box_dim_count);
+	m->element_strides = dvar(&d, "element_strides", 5, 4, &m->element_strides_count);
+	m->lower_corner = dvar(&d, "lower_corner", 3, 4, &m->lower_corner_count);
+	m->upper_corner = dvar(&d, "upper_corner", 3, 4, &m->upper_corner_count);
+	m->channels_per_pixel = d32(&d, "channels_per_pixel");
+	m->pixels_per_column = d32(&d, "pixels_per_column");
+	m->interleave = d32(&d, "interleave");
+	m->swizzle = d32(&d, "swizzle");
+	m->l2_promotion = d32(&d, "l2_promotion");
+	m->oob_fill = d32(&d, "oob_fill");
+	return dfinish(&d);
+}
+
+size_t gw_tensor_map_reply_size(const struct gw_tensor_map_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->map_len;
+	return n;
+}
+
+uint8_t *gw_tensor_map_reply_encode(const struct gw_tensor_map_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->map_len);
+	if (m->map_len) memcpy(o, m->map, m->map_len);
+	o += m->map_len;
+	return o;
+}
+
+uint8_t *gw_tensor_map_reply_encode_head(const struct gw_tensor_map_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->map_len);
+	return o;
+}
+
+int gw_tensor_map_reply_decode(struct gw_tensor_map_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "TensorMapReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->map = dvar(&d, "map", 128, 1, &m->map_len);
+	return dfinish(&d);
+}
+
+size_t gw_link_create_size(const struct gw_link_create *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_link_create_encode(const struct gw_link_create *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_link_create_decode(struct gw_link_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
+size_t gw_link_add_data_size(const struct gw_link_add_data *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4 + m->name_len;
+	n += 4 + m->data_len;
+	return n;
+}
+
+uint8_t *gw_link_add_data_encode(const struct gw_link_add_data *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	o = put32(o, (uint32_t)m->input_type);
+	o = put32(o, m->name_len);
+	if (m->name_len) memcpy(o, m->name, m->name_len);
+	o += m->name_len;
+	o = put32(o, m->data_len);
+	if (m->data_len) memcpy(o, m->data, m->data_len);
+	o += m->data_len;
+	return o;
+}
+
+uint8_t *gw_link_add_data_encode_head(const struct gw_link_add_data *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	o = put32(o, (uint32_t)m->input_type);
+	o = put32(o, m->name_len);
+	if (m->name_len) memcpy(o, m->name, m->name_len);
+	o += m->name_len;
+	o = put32(o, m->data_len);
+	return o;
+}
+
+int gw_link_add_data_decode(struct gw_link_add_data *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkAddData", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->link = d64(&d, "link");
+	m->input_type = d32(&d, "input_type");
+	m->name = (const char *)dvar(&d, "name", 256, 1, &m->name_len);
+	m->data = dvar(&d, "data", 67100000, 1, &m->data_len);
+	return dfinish(&d);
+}
+
+size_t gw_link_complete_size(const struct gw_link_complete *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_link_complete_encode(const struct gw_link_complete *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	return o;
+}
+
+int gw_link_complete_decode(struct gw_link_complete *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkComplete", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->link = d64(&d, "link");
+	return dfinish(&d);
+}
+
+size_t gw_link_complete_reply_size(const struct gw_link_complete_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->image_len;
+	return n;
+}
+
+uint8_t *gw_link_complete_reply_encode(const struct gw_link_complete_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->image_len);
+	if (m->image_len) memcpy(o, m->image, m->image_len);
+	o += m->image_len;
+	return o;
+}
+
+uint8_t *gw_link_complete_reply_encode_head(const struct gw_link_complete_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->image_len);
+	return o;
+}
+
+int gw_link_complete_reply_decode(struct gw_link_complete_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkCompleteReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->image = dvar(&d, "image", 67100000, 1, &m->image_len);
+	return dfinish(&d);
+}
+
+size_t gw_link_destroy_size(const struct gw_link_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_link_destroy_encode(const struct gw_link_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->link);
+	return o;
+}
+
+int gw_link_destroy_decode(struct gw_link_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LinkDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->link = d64(&d, "link");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -2039,6 +4038,126 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_api_call_decode(m, p, n, err, errlen);
 	case 1001:
 		return gw_api_call_reply_decode(m, p, n, err, errlen);
+	case 3019:
+		return gw_size_reply_decode(m, p, n, err, errlen);
+	case 3000:
+		return gw_mem_address_reserve_decode(m, p, n, err, errlen);
+	case 3001:
+		return gw_mem_address_free_decode(m, p, n, err, errlen);
+	case 3002:
+		return gw_mem_create_decode(m, p, n, err, errlen);
+	case 3003:
+		return gw_mem_release_decode(m, p, n, err, errlen);
+	case 3004:
+		return gw_mem_map_decode(m, p, n, err, errlen);
+	case 3005:
+		return gw_mem_unmap_decode(m, p, n, err, errlen);
+	case 3006:
+		return gw_mem_set_access_decode(m, p, n, err, errlen);
+	case 3007:
+		return gw_mem_get_allocation_granularity_decode(m, p, n, err, errlen);
+	case 3008:
+		return gw_mem_get_allocation_properties_decode(m, p, n, err, errlen);
+	case 3009:
+		return gw_mem_allocation_properties_reply_decode(m, p, n, err, errlen);
+	case 3010:
+		return gw_mem_retain_allocation_handle_decode(m, p, n, err, errlen);
+	case 3020:
+		return gw_mem_alloc_async_decode(m, p, n, err, errlen);
+	case 3021:
+		return gw_mem_free_async_decode(m, p, n, err, errlen);
+	case 3022:
+		return gw_mem_pool_create_decode(m, p, n, err, errlen);
+	case 3023:
+		return gw_mem_pool_destroy_decode(m, p, n, err, errlen);
+	case 3024:
+		return gw_mem_pool_set_attribute_decode(m, p, n, err, errlen);
+	case 3025:
+		return gw_mem_pool_get_attribute_decode(m, p, n, err, errlen);
+	case 3026:
+		return gw_mem_pool_trim_to_decode(m, p, n, err, errlen);
+	case 3027:
+		return gw_device_get_mem_pool_decode(m, p, n, err, errlen);
+	case 3028:
+		return gw_device_set_mem_pool_decode(m, p, n, err, errlen);
+	case 3040:
+		return gw_array_create_decode(m, p, n, err, errlen);
+	case 3041:
+		return gw_array_destroy_decode(m, p, n, err, errlen);
+	case 3042:
+		return gw_array_get_descriptor_decode(m, p, n, err, errlen);
+	case 3043:
+		return gw_array_descriptor_reply_decode(m, p, n, err, errlen);
+	case 3044:
+		return gw_memcpy3_d_hto_x_decode(m, p, n, err, errlen);
+	case 3045:
+		return gw_memcpy3_d_xto_h_decode(m, p, n, err, errlen);
+	case 3046:
+		return gw_memcpy3_d_data_decode(m, p, n, err, errlen);
+	case 3047:
+		return gw_memcpy3_d_xto_x_decode(m, p, n, err, errlen);
+	case 3060:
+		return gw_tex_object_create_decode(m, p, n, err, errlen);
+	case 3061:
+		return gw_tex_object_destroy_decode(m, p, n, err, errlen);
+	case 3062:
+		return gw_tex_object_get_resource_desc_decode(m, p, n, err, errlen);
+	case 3063:
+		return gw_resource_desc_reply_decode(m, p, n, err, errlen);
+	case 3064:
+		return gw_surf_object_create_decode(m, p, n, err, errlen);
+	case 3065:
+		return gw_surf_object_destroy_decode(m, p, n, err, errlen);
+	case 3070:
+		return gw_stream_begin_capture_decode(m, p, n, err, errlen);
+	case 3071:
+		return gw_stream_end_capture_decode(m, p, n, err, errlen);
+	case 3072:
+		return gw_stream_get_capture_info_decode(m, p, n, err, errlen);
+	case 3073:
+		return gw_capture_info_reply_decode(m, p, n, err, errlen);
+	case 3074:
+		return gw_graph_create_decode(m, p, n, err, errlen);
+	case 3075:
+		return gw_graph_destroy_decode(m, p, n, err, errlen);
+	case 3076:
+		return gw_graph_add_kernel_node_decode(m, p, n, err, errlen);
+	case 3077:
+		return gw_graph_add_memset_node_decode(m, p, n, err, errlen);
+	case 3078:
+		return gw_graph_add_memcpy_node_decode(m, p, n, err, errlen);
+	case 3079:
+		return gw_graph_add_empty_node_decode(m, p, n, err, errlen);
+	case 3080:
+		return gw_graph_instantiate_decode(m, p, n, err, errlen);
+	case 3081:
+		return gw_graph_launch_decode(m, p, n, err, errlen);
+	case 3082:
+		return gw_graph_exec_destroy_decode(m, p, n, err, errlen);
+	case 3083:
+		return gw_graph_get_nodes_decode(m, p, n, err, errlen);
+	case 3084:
+		return gw_graph_nodes_reply_decode(m, p, n, err, errlen);
+	case 3085:
+		return gw_graph_exec_update_decode(m, p, n, err, errlen);
+	case 3100:
+		return gw_launch_kernel_ex_decode(m, p, n, err, errlen);
+	case 3110:
+		return gw_stream_mem_op_decode(m, p, n, err, errlen);
+	case 3120:
+		return gw_tensor_map_encode_decode(m, p, n, err, errlen);
+	case 3121:
+		return gw_tensor_map_reply_decode(m, p, n, err, errlen);
+	case 3130:
+		return gw_link_create_decode(m, p, n, err, errlen);
+	case 3131:
+		return gw_link_add_data_decode(m, p, n, err, errlen);
+	case 3132:
+		return gw_link_complete_decode(m, p, n, err, errlen);
+	case 3133:
+		return gw_link_complete_reply_decode(m, p, n, err, errlen);
+	case 3134:
+		return gw_link_destroy_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

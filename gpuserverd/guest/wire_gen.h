@@ -90,6 +90,66 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_CTX_GET_CACHE_CONFIG 106
 #define GW_TYPE_API_CALL 1000
 #define GW_TYPE_API_CALL_REPLY 1001
+#define GW_TYPE_SIZE_REPLY 3019
+#define GW_TYPE_MEM_ADDRESS_RESERVE 3000
+#define GW_TYPE_MEM_ADDRESS_FREE 3001
+#define GW_TYPE_MEM_CREATE 3002
+#define GW_TYPE_MEM_RELEASE 3003
+#define GW_TYPE_MEM_MAP 3004
+#define GW_TYPE_MEM_UNMAP 3005
+#define GW_TYPE_MEM_SET_ACCESS 3006
+#define GW_TYPE_MEM_GET_ALLOCATION_GRANULARITY 3007
+#define GW_TYPE_MEM_GET_ALLOCATION_PROPERTIES 3008
+#define GW_TYPE_MEM_ALLOCATION_PROPERTIES_REPLY 3009
+#define GW_TYPE_MEM_RETAIN_ALLOCATION_HANDLE 3010
+#define GW_TYPE_MEM_ALLOC_ASYNC 3020
+#define GW_TYPE_MEM_FREE_ASYNC 3021
+#define GW_TYPE_MEM_POOL_CREATE 3022
+#define GW_TYPE_MEM_POOL_DESTROY 3023
+#define GW_TYPE_MEM_POOL_SET_ATTRIBUTE 3024
+#define GW_TYPE_MEM_POOL_GET_ATTRIBUTE 3025
+#define GW_TYPE_MEM_POOL_TRIM_TO 3026
+#define GW_TYPE_DEVICE_GET_MEM_POOL 3027
+#define GW_TYPE_DEVICE_SET_MEM_POOL 3028
+#define GW_TYPE_ARRAY_CREATE 3040
+#define GW_TYPE_ARRAY_DESTROY 3041
+#define GW_TYPE_ARRAY_GET_DESCRIPTOR 3042
+#define GW_TYPE_ARRAY_DESCRIPTOR_REPLY 3043
+#define GW_TYPE_MEMCPY3_D_HTO_X 3044
+#define GW_TYPE_MEMCPY3_D_XTO_H 3045
+#define GW_TYPE_MEMCPY3_D_DATA 3046
+#define GW_TYPE_MEMCPY3_D_XTO_X 3047
+#define GW_TYPE_TEX_OBJECT_CREATE 3060
+#define GW_TYPE_TEX_OBJECT_DESTROY 3061
+#define GW_TYPE_TEX_OBJECT_GET_RESOURCE_DESC 3062
+#define GW_TYPE_RESOURCE_DESC_REPLY 3063
+#define GW_TYPE_SURF_OBJECT_CREATE 3064
+#define GW_TYPE_SURF_OBJECT_DESTROY 3065
+#define GW_TYPE_STREAM_BEGIN_CAPTURE 3070
+#define GW_TYPE_STREAM_END_CAPTURE 3071
+#define GW_TYPE_STREAM_GET_CAPTURE_INFO 3072
+#define GW_TYPE_CAPTURE_INFO_REPLY 3073
+#define GW_TYPE_GRAPH_CREATE 3074
+#define GW_TYPE_GRAPH_DESTROY 3075
+#define GW_TYPE_GRAPH_ADD_KERNEL_NODE 3076
+#define GW_TYPE_GRAPH_ADD_MEMSET_NODE 3077
+#define GW_TYPE_GRAPH_ADD_MEMCPY_NODE 3078
+#define GW_TYPE_GRAPH_ADD_EMPTY_NODE 3079
+#define GW_TYPE_GRAPH_INSTANTIATE 3080
+#define GW_TYPE_GRAPH_LAUNCH 3081
+#define GW_TYPE_GRAPH_EXEC_DESTROY 3082
+#define GW_TYPE_GRAPH_GET_NODES 3083
+#define GW_TYPE_GRAPH_NODES_REPLY 3084
+#define GW_TYPE_GRAPH_EXEC_UPDATE 3085
+#define GW_TYPE_LAUNCH_KERNEL_EX 3100
+#define GW_TYPE_STREAM_MEM_OP 3110
+#define GW_TYPE_TENSOR_MAP_ENCODE 3120
+#define GW_TYPE_TENSOR_MAP_REPLY 3121
+#define GW_TYPE_LINK_CREATE 3130
+#define GW_TYPE_LINK_ADD_DATA 3131
+#define GW_TYPE_LINK_COMPLETE 3132
+#define GW_TYPE_LINK_COMPLETE_REPLY 3133
+#define GW_TYPE_LINK_DESTROY 3134
 
 struct gw_hello {
 	uint32_t version;
@@ -722,6 +782,670 @@ int gw_api_call_reply_decode(struct gw_api_call_reply *m, const uint8_t *p, size
 /* Encodes all but the content of the last field (its length included), so the caller can send
    the content from where it lies. */
 uint8_t *gw_api_call_reply_encode_head(const struct gw_api_call_reply *m, uint8_t *out);
+
+struct gw_size_reply {
+	int32_t result;
+	uint64_t value;
+};
+size_t gw_size_reply_size(const struct gw_size_reply *m);
+uint8_t *gw_size_reply_encode(const struct gw_size_reply *m, uint8_t *out);
+int gw_size_reply_decode(struct gw_size_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_address_reserve {
+	uint64_t size;
+	uint64_t alignment;
+	uint64_t addr;
+	uint64_t flags;
+};
+size_t gw_mem_address_reserve_size(const struct gw_mem_address_reserve *m);
+uint8_t *gw_mem_address_reserve_encode(const struct gw_mem_address_reserve *m, uint8_t *out);
+int gw_mem_address_reserve_decode(struct gw_mem_address_reserve *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_address_free {
+	uint64_t ptr;
+	uint64_t size;
+};
+size_t gw_mem_address_free_size(const struct gw_mem_address_free *m);
+uint8_t *gw_mem_address_free_encode(const struct gw_mem_address_free *m, uint8_t *out);
+int gw_mem_address_free_decode(struct gw_mem_address_free *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_create {
+	uint64_t size;
+	uint32_t alloc_type;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t handle_types;
+	uint64_t flags;
+};
+size_t gw_mem_create_size(const struct gw_mem_create *m);
+uint8_t *gw_mem_create_encode(const struct gw_mem_create *m, uint8_t *out);
+int gw_mem_create_decode(struct gw_mem_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_release {
+	uint64_t handle;
+};
+size_t gw_mem_release_size(const struct gw_mem_release *m);
+uint8_t *gw_mem_release_encode(const struct gw_mem_release *m, uint8_t *out);
+int gw_mem_release_decode(struct gw_mem_release *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_map {
+	uint64_t ptr;
+	uint64_t size;
+	uint64_t offset;
+	uint64_t handle;
+	uint64_t flags;
+};
+size_t gw_mem_map_size(const struct gw_mem_map *m);
+uint8_t *gw_mem_map_encode(const struct gw_mem_map *m, uint8_t *out);
+int gw_mem_map_decode(struct gw_mem_map *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_unmap {
+	uint64_t ptr;
+	uint64_t size;
+};
+size_t gw_mem_unmap_size(const struct gw_mem_unmap *m);
+uint8_t *gw_mem_unmap_encode(const struct gw_mem_unmap *m, uint8_t *out);
+int gw_mem_unmap_decode(struct gw_mem_unmap *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_set_access {
+	uint64_t ptr;
+	uint64_t size;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t flags;
+};
+size_t gw_mem_set_access_size(const struct gw_mem_set_access *m);
+uint8_t *gw_mem_set_access_encode(const struct gw_mem_set_access *m, uint8_t *out);
+int gw_mem_set_access_decode(struct gw_mem_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_get_allocation_granularity {
+	uint32_t alloc_type;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t option;
+};
+size_t gw_mem_get_allocation_granularity_size(const struct gw_mem_get_allocation_granularity *m);
+uint8_t *gw_mem_get_allocation_granularity_encode(const struct gw_mem_get_allocation_granularity *m, uint8_t *out);
+int gw_mem_get_allocation_granularity_decode(struct gw_mem_get_allocation_granularity *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_get_allocation_properties {
+	uint64_t handle;
+};
+size_t gw_mem_get_allocation_properties_size(const struct gw_mem_get_allocation_properties *m);
+uint8_t *gw_mem_get_allocation_properties_encode(const struct gw_mem_get_allocation_properties *m, uint8_t *out);
+int gw_mem_get_allocation_properties_decode(struct gw_mem_get_allocation_properties *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_allocation_properties_reply {
+	int32_t result;
+	uint32_t alloc_type;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t handle_types;
+	uint64_t size;
+};
+size_t gw_mem_allocation_properties_reply_size(const struct gw_mem_allocation_properties_reply *m);
+uint8_t *gw_mem_allocation_properties_reply_encode(const struct gw_mem_allocation_properties_reply *m, uint8_t *out);
+int gw_mem_allocation_properties_reply_decode(struct gw_mem_allocation_properties_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_retain_allocation_handle {
+	uint64_t ptr;
+};
+size_t gw_mem_retain_allocation_handle_size(const struct gw_mem_retain_allocation_handle *m);
+uint8_t *gw_mem_retain_allocation_handle_encode(const struct gw_mem_retain_allocation_handle *m, uint8_t *out);
+int gw_mem_retain_allocation_handle_decode(struct gw_mem_retain_allocation_handle *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_alloc_async {
+	uint64_t bytes;
+	uint64_t stream;
+	uint64_t pool;
+};
+size_t gw_mem_alloc_async_size(const struct gw_mem_alloc_async *m);
+uint8_t *gw_mem_alloc_async_encode(const struct gw_mem_alloc_async *m, uint8_t *out);
+int gw_mem_alloc_async_decode(struct gw_mem_alloc_async *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_free_async {
+	uint64_t ptr;
+	uint64_t stream;
+};
+size_t gw_mem_free_async_size(const struct gw_mem_free_async *m);
+uint8_t *gw_mem_free_async_encode(const struct gw_mem_free_async *m, uint8_t *out);
+int gw_mem_free_async_decode(struct gw_mem_free_async *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_create {
+	uint32_t alloc_type;
+	uint32_t handle_types;
+	uint32_t location_type;
+	int32_t location_id;
+	uint64_t max_size;
+};
+size_t gw_mem_pool_create_size(const struct gw_mem_pool_create *m);
+uint8_t *gw_mem_pool_create_encode(const struct gw_mem_pool_create *m, uint8_t *out);
+int gw_mem_pool_create_decode(struct gw_mem_pool_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_destroy {
+	uint64_t pool;
+};
+size_t gw_mem_pool_destroy_size(const struct gw_mem_pool_destroy *m);
+uint8_t *gw_mem_pool_destroy_encode(const struct gw_mem_pool_destroy *m, uint8_t *out);
+int gw_mem_pool_destroy_decode(struct gw_mem_pool_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_set_attribute {
+	uint64_t pool;
+	int32_t attribute;
+	uint64_t value;
+};
+size_t gw_mem_pool_set_attribute_size(const struct gw_mem_pool_set_attribute *m);
+uint8_t *gw_mem_pool_set_attribute_encode(const struct gw_mem_pool_set_attribute *m, uint8_t *out);
+int gw_mem_pool_set_attribute_decode(struct gw_mem_pool_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_get_attribute {
+	uint64_t pool;
+	int32_t attribute;
+};
+size_t gw_mem_pool_get_attribute_size(const struct gw_mem_pool_get_attribute *m);
+uint8_t *gw_mem_pool_get_attribute_encode(const struct gw_mem_pool_get_attribute *m, uint8_t *out);
+int gw_mem_pool_get_attribute_decode(struct gw_mem_pool_get_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_trim_to {
+	uint64_t pool;
+	uint64_t min_bytes;
+};
+size_t gw_mem_pool_trim_to_size(const struct gw_mem_pool_trim_to *m);
+uint8_t *gw_mem_pool_trim_to_encode(const struct gw_mem_pool_trim_to *m, uint8_t *out);
+int gw_mem_pool_trim_to_decode(struct gw_mem_pool_trim_to *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_device_get_mem_pool {
+	uint32_t ordinal;
+	uint32_t which;
+};
+size_t gw_device_get_mem_pool_size(const struct gw_device_get_mem_pool *m);
+uint8_t *gw_device_get_mem_pool_encode(const struct gw_device_get_mem_pool *m, uint8_t *out);
+int gw_device_get_mem_pool_decode(struct gw_device_get_mem_pool *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_device_set_mem_pool {
+	uint32_t ordinal;
+	uint64_t pool;
+};
+size_t gw_device_set_mem_pool_size(const struct gw_device_set_mem_pool *m);
+uint8_t *gw_device_set_mem_pool_encode(const struct gw_device_set_mem_pool *m, uint8_t *out);
+int gw_device_set_mem_pool_decode(struct gw_device_set_mem_pool *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_array_create {
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+};
+size_t gw_array_create_size(const struct gw_array_create *m);
+uint8_t *gw_array_create_encode(const struct gw_array_create *m, uint8_t *out);
+int gw_array_create_decode(struct gw_array_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_array_destroy {
+	uint64_t array;
+};
+size_t gw_array_destroy_size(const struct gw_array_destroy *m);
+uint8_t *gw_array_destroy_encode(const struct gw_array_destroy *m, uint8_t *out);
+int gw_array_destroy_decode(struct gw_array_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_array_get_descriptor {
+	uint64_t array;
+};
+size_t gw_array_get_descriptor_size(const struct gw_array_get_descriptor *m);
+uint8_t *gw_array_get_descriptor_encode(const struct gw_array_get_descriptor *m, uint8_t *out);
+int gw_array_get_descriptor_decode(struct gw_array_get_descriptor *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_array_descriptor_reply {
+	int32_t result;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint32_t format;
+	uint32_t channels;
+	uint32_t flags;
+};
+size_t gw_array_descriptor_reply_size(const struct gw_array_descriptor_reply *m);
+uint8_t *gw_array_descriptor_reply_encode(const struct gw_array_descriptor_reply *m, uint8_t *out);
+int gw_array_descriptor_reply_decode(struct gw_array_descriptor_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy3_d_hto_x {
+	uint32_t dst_kind;
+	uint64_t dst;
+	uint64_t dst_pitch;
+	uint64_t dst_height;
+	uint64_t dst_x;
+	uint64_t dst_y;
+	uint64_t dst_z;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+	uint32_t async;
+	const void *data; /* limit 4194304 */
+	uint32_t data_len;
+};
+size_t gw_memcpy3_d_hto_x_size(const struct gw_memcpy3_d_hto_x *m);
+uint8_t *gw_memcpy3_d_hto_x_encode(const struct gw_memcpy3_d_hto_x *m, uint8_t *out);
+int gw_memcpy3_d_hto_x_decode(struct gw_memcpy3_d_hto_x *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_memcpy3_d_hto_x_encode_head(const struct gw_memcpy3_d_hto_x *m, uint8_t *out);
+
+struct gw_memcpy3_d_xto_h {
+	uint32_t src_kind;
+	uint64_t src;
+	uint64_t src_pitch;
+	uint64_t src_height;
+	uint64_t src_x;
+	uint64_t src_y;
+	uint64_t src_z;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+};
+size_t gw_memcpy3_d_xto_h_size(const struct gw_memcpy3_d_xto_h *m);
+uint8_t *gw_memcpy3_d_xto_h_encode(const struct gw_memcpy3_d_xto_h *m, uint8_t *out);
+int gw_memcpy3_d_xto_h_decode(struct gw_memcpy3_d_xto_h *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy3_d_data {
+	int32_t result;
+	const void *data; /* limit 4194304 */
+	uint32_t data_len;
+};
+size_t gw_memcpy3_d_data_size(const struct gw_memcpy3_d_data *m);
+uint8_t *gw_memcpy3_d_data_encode(const struct gw_memcpy3_d_data *m, uint8_t *out);
+int gw_memcpy3_d_data_decode(struct gw_memcpy3_d_data *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_memcpy3_d_data_encode_head(const struct gw_memcpy3_d_data *m, uint8_t *out);
+
+struct gw_memcpy3_d_xto_x {
+	uint32_t src_kind;
+	uint64_t src;
+	uint64_t src_pitch;
+	uint64_t src_height;
+	uint64_t src_x;
+	uint64_t src_y;
+	uint64_t src_z;
+	uint32_t dst_kind;
+	uint64_t dst;
+	uint64_t dst_pitch;
+	uint64_t dst_height;
+	uint64_t dst_x;
+	uint64_t dst_y;
+	uint64_t dst_z;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+	uint64_t stream;
+	uint32_t async;
+};
+size_t gw_memcpy3_d_xto_x_size(const struct gw_memcpy3_d_xto_x *m);
+uint8_t *gw_memcpy3_d_xto_x_encode(const struct gw_memcpy3_d_xto_x *m, uint8_t *out);
+int gw_memcpy3_d_xto_x_decode(struct gw_memcpy3_d_xto_x *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_tex_object_create {
+	uint32_t res_type;
+	uint64_t handle;
+	uint32_t format;
+	uint32_t channels;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+	uint64_t size_bytes;
+	uint32_t res_flags;
+	const void *tex_desc; /* limit 256 */
+	uint32_t tex_desc_len;
+	const void *view_desc; /* limit 256 */
+	uint32_t view_desc_len;
+};
+size_t gw_tex_object_create_size(const struct gw_tex_object_create *m);
+uint8_t *gw_tex_object_create_encode(const struct gw_tex_object_create *m, uint8_t *out);
+int gw_tex_object_create_decode(struct gw_tex_object_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_tex_object_create_encode_head(const struct gw_tex_object_create *m, uint8_t *out);
+
+struct gw_tex_object_destroy {
+	uint64_t object;
+};
+size_t gw_tex_object_destroy_size(const struct gw_tex_object_destroy *m);
+uint8_t *gw_tex_object_destroy_encode(const struct gw_tex_object_destroy *m, uint8_t *out);
+int gw_tex_object_destroy_decode(struct gw_tex_object_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_tex_object_get_resource_desc {
+	uint64_t object;
+};
+size_t gw_tex_object_get_resource_desc_size(const struct gw_tex_object_get_resource_desc *m);
+uint8_t *gw_tex_object_get_resource_desc_encode(const struct gw_tex_object_get_resource_desc *m, uint8_t *out);
+int gw_tex_object_get_resource_desc_decode(struct gw_tex_object_get_resource_desc *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_resource_desc_reply {
+	int32_t result;
+	uint32_t res_type;
+	uint64_t handle;
+	uint32_t format;
+	uint32_t channels;
+	uint64_t width;
+	uint64_t height;
+	uint64_t pitch;
+	uint64_t size_bytes;
+	uint32_t res_flags;
+};
+size_t gw_resource_desc_reply_size(const struct gw_resource_desc_reply *m);
+uint8_t *gw_resource_desc_reply_encode(const struct gw_resource_desc_reply *m, uint8_t *out);
+int gw_resource_desc_reply_decode(struct gw_resource_desc_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_surf_object_create {
+	uint32_t res_type;
+	uint64_t handle;
+};
+size_t gw_surf_object_create_size(const struct gw_surf_object_create *m);
+uint8_t *gw_surf_object_create_encode(const struct gw_surf_object_create *m, uint8_t *out);
+int gw_surf_object_create_decode(struct gw_surf_object_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_surf_object_destroy {
+	uint64_t object;
+};
+size_t gw_surf_object_destroy_size(const struct gw_surf_object_destroy *m);
+uint8_t *gw_surf_object_destroy_encode(const struct gw_surf_object_destroy *m, uint8_t *out);
+int gw_surf_object_destroy_decode(struct gw_surf_object_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_begin_capture {
+	uint64_t stream;
+	uint32_t mode;
+};
+size_t gw_stream_begin_capture_size(const struct gw_stream_begin_capture *m);
+uint8_t *gw_stream_begin_capture_encode(const struct gw_stream_begin_capture *m, uint8_t *out);
+int gw_stream_begin_capture_decode(struct gw_stream_begin_capture *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_end_capture {
+	uint64_t stream;
+};
+size_t gw_stream_end_capture_size(const struct gw_stream_end_capture *m);
+uint8_t *gw_stream_end_capture_encode(const struct gw_stream_end_capture *m, uint8_t *out);
+int gw_stream_end_capture_decode(struct gw_stream_end_capture *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_get_capture_info {
+	uint64_t stream;
+};
+size_t gw_stream_get_capture_info_size(const struct gw_stream_get_capture_info *m);
+uint8_t *gw_stream_get_capture_info_encode(const struct gw_stream_get_capture_info *m, uint8_t *out);
+int gw_stream_get_capture_info_decode(struct gw_stream_get_capture_info *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_capture_info_reply {
+	int32_t result;
+	uint32_t status;
+	uint64_t id;
+	uint64_t graph;
+};
+size_t gw_capture_info_reply_size(const struct gw_capture_info_reply *m);
+uint8_t *gw_capture_info_reply_encode(const struct gw_capture_info_reply *m, uint8_t *out);
+int gw_capture_info_reply_decode(struct gw_capture_info_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_create {
+	uint32_t flags;
+};
+size_t gw_graph_create_size(const struct gw_graph_create *m);
+uint8_t *gw_graph_create_encode(const struct gw_graph_create *m, uint8_t *out);
+int gw_graph_create_decode(struct gw_graph_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_destroy {
+	uint64_t graph;
+};
+size_t gw_graph_destroy_size(const struct gw_graph_destroy *m);
+uint8_t *gw_graph_destroy_encode(const struct gw_graph_destroy *m, uint8_t *out);
+int gw_graph_destroy_decode(struct gw_graph_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_add_kernel_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint64_t function;
+	uint32_t grid_x;
+	uint32_t grid_y;
+	uint32_t grid_z;
+	uint32_t block_x;
+	uint32_t block_y;
+	uint32_t block_z;
+	uint32_t shared_mem;
+	const void *params; /* limit 32768 */
+	uint32_t params_len;
+};
+size_t gw_graph_add_kernel_node_size(const struct gw_graph_add_kernel_node *m);
+uint8_t *gw_graph_add_kernel_node_encode(const struct gw_graph_add_kernel_node *m, uint8_t *out);
+int gw_graph_add_kernel_node_decode(struct gw_graph_add_kernel_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_graph_add_kernel_node_encode_head(const struct gw_graph_add_kernel_node *m, uint8_t *out);
+
+struct gw_graph_add_memset_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint64_t dst;
+	uint64_t pitch;
+	uint32_t value;
+	uint32_t elem_size;
+	uint64_t width;
+	uint64_t height;
+};
+size_t gw_graph_add_memset_node_size(const struct gw_graph_add_memset_node *m);
+uint8_t *gw_graph_add_memset_node_encode(const struct gw_graph_add_memset_node *m, uint8_t *out);
+int gw_graph_add_memset_node_decode(struct gw_graph_add_memset_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_add_memcpy_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint32_t src_kind;
+	uint64_t src;
+	uint64_t src_pitch;
+	uint64_t src_height;
+	uint64_t src_x;
+	uint64_t src_y;
+	uint64_t src_z;
+	uint32_t dst_kind;
+	uint64_t dst;
+	uint64_t dst_pitch;
+	uint64_t dst_height;
+	uint64_t dst_x;
+	uint64_t dst_y;
+	uint64_t dst_z;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+size_t gw_graph_add_memcpy_node_size(const struct gw_graph_add_memcpy_node *m);
+uint8_t *gw_graph_add_memcpy_node_encode(const struct gw_graph_add_memcpy_node *m, uint8_t *out);
+int gw_graph_add_memcpy_node_decode(struct gw_graph_add_memcpy_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_add_empty_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+};
+size_t gw_graph_add_empty_node_size(const struct gw_graph_add_empty_node *m);
+uint8_t *gw_graph_add_empty_node_encode(const struct gw_graph_add_empty_node *m, uint8_t *out);
+int gw_graph_add_empty_node_decode(struct gw_graph_add_empty_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_graph_add_empty_node_encode_head(const struct gw_graph_add_empty_node *m, uint8_t *out);
+
+struct gw_graph_instantiate {
+	uint64_t graph;
+	uint64_t flags;
+};
+size_t gw_graph_instantiate_size(const struct gw_graph_instantiate *m);
+uint8_t *gw_graph_instantiate_encode(const struct gw_graph_instantiate *m, uint8_t *out);
+int gw_graph_instantiate_decode(struct gw_graph_instantiate *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_launch {
+	uint64_t exec;
+	uint64_t stream;
+};
+size_t gw_graph_launch_size(const struct gw_graph_launch *m);
+uint8_t *gw_graph_launch_encode(const struct gw_graph_launch *m, uint8_t *out);
+int gw_graph_launch_decode(struct gw_graph_launch *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_exec_destroy {
+	uint64_t exec;
+};
+size_t gw_graph_exec_destroy_size(const struct gw_graph_exec_destroy *m);
+uint8_t *gw_graph_exec_destroy_encode(const struct gw_graph_exec_destroy *m, uint8_t *out);
+int gw_graph_exec_destroy_decode(struct gw_graph_exec_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_get_nodes {
+	uint64_t graph;
+};
+size_t gw_graph_get_nodes_size(const struct gw_graph_get_nodes *m);
+uint8_t *gw_graph_get_nodes_encode(const struct gw_graph_get_nodes *m, uint8_t *out);
+int gw_graph_get_nodes_decode(struct gw_graph_get_nodes *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_nodes_reply {
+	int32_t result;
+	const void *nodes; /* limit 65536 */
+	uint32_t nodes_len;
+	const uint8_t *types; /* little-endian u32s, limit 8192 */
+	uint32_t types_count;
+};
+size_t gw_graph_nodes_reply_size(const struct gw_graph_nodes_reply *m);
+uint8_t *gw_graph_nodes_reply_encode(const struct gw_graph_nodes_reply *m, uint8_t *out);
+int gw_graph_nodes_reply_decode(struct gw_graph_nodes_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_exec_update {
+	uint64_t exec;
+	uint64_t graph;
+};
+size_t gw_graph_exec_update_size(const struct gw_graph_exec_update *m);
+uint8_t *gw_graph_exec_update_encode(const struct gw_graph_exec_update *m, uint8_t *out);
+int gw_graph_exec_update_decode(struct gw_graph_exec_update *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_launch_kernel_ex {
+	uint64_t function;
+	uint32_t grid_x;
+	uint32_t grid_y;
+	uint32_t grid_z;
+	uint32_t block_x;
+	uint32_t block_y;
+	uint32_t block_z;
+	uint32_t shared_mem;
+	uint64_t stream;
+	uint32_t cooperative;
+	uint32_t cluster_x;
+	uint32_t cluster_y;
+	uint32_t cluster_z;
+	int32_t priority;
+	const void *params; /* limit 32768 */
+	uint32_t params_len;
+};
+size_t gw_launch_kernel_ex_size(const struct gw_launch_kernel_ex *m);
+uint8_t *gw_launch_kernel_ex_encode(const struct gw_launch_kernel_ex *m, uint8_t *out);
+int gw_launch_kernel_ex_decode(struct gw_launch_kernel_ex *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_launch_kernel_ex_encode_head(const struct gw_launch_kernel_ex *m, uint8_t *out);
+
+struct gw_stream_mem_op {
+	uint64_t stream;
+	uint32_t op;
+	uint64_t addr;
+	uint64_t value;
+	uint32_t flags;
+};
+size_t gw_stream_mem_op_size(const struct gw_stream_mem_op *m);
+uint8_t *gw_stream_mem_op_encode(const struct gw_stream_mem_op *m, uint8_t *out);
+int gw_stream_mem_op_decode(struct gw_stream_mem_op *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_tensor_map_encode {
+	uint32_t im2col;
+	uint32_t data_type;
+	uint32_t rank;
+	uint64_t address;
+	const void *global_dim; /* limit 40 */
+	uint32_t global_dim_len;
+	const void *global_strides; /* limit 32 */
+	uint32_t global_strides_len;
+	const uint8_t *box_dim; /* little-endian u32s, limit 5 */
+	uint32_t box_dim_count;
+	const uint8_t *element_strides; /* little-endian u32s, limit 5 */
+	uint32_t element_strides_count;
+	const uint8_t *lower_corner; /* little-endian u32s, limit 3 */
+	uint32_t lower_corner_count;
+	const uint8_t *upper_corner; /* little-endian u32s, limit 3 */
+	uint32_t upper_corner_count;
+	uint32_t channels_per_pixel;
+	uint32_t pixels_per_column;
+	uint32_t interleave;
+	uint32_t swizzle;
+	uint32_t l2_promotion;
+	uint32_t oob_fill;
+};
+size_t gw_tensor_map_encode_size(const struct gw_tensor_map_encode *m);
+uint8_t *gw_tensor_map_encode_encode(const struct gw_tensor_map_encode *m, uint8_t *out);
+int gw_tensor_map_encode_decode(struct gw_tensor_map_encode *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_tensor_map_reply {
+	int32_t result;
+	const void *map; /* limit 128 */
+	uint32_t map_len;
+};
+size_t gw_tensor_map_reply_size(const struct gw_tensor_map_reply *m);
+uint8_t *gw_tensor_map_reply_encode(const struct gw_tensor_map_reply *m, uint8_t *out);
+int gw_tensor_map_reply_decode(struct gw_tensor_map_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_tensor_map_reply_encode_head(const struct gw_tensor_map_reply *m, uint8_t *out);
+
+struct gw_link_create {
+	char unused;
+};
+size_t gw_link_create_size(const struct gw_link_create *m);
+uint8_t *gw_link_create_encode(const struct gw_link_create *m, uint8_t *out);
+int gw_link_create_decode(struct gw_link_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_link_add_data {
+	uint64_t link;
+	uint32_t input_type;
+	const char *name; /* not NUL-terminated; limit 256 */
+	uint32_t name_len;
+	const void *data; /* limit 67100000 */
+	uint32_t data_len;
+};
+size_t gw_link_add_data_size(const struct gw_link_add_data *m);
+uint8_t *gw_link_add_data_encode(const struct gw_link_add_data *m, uint8_t *out);
+int gw_link_add_data_decode(struct gw_link_add_data *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_link_add_data_encode_head(const struct gw_link_add_data *m, uint8_t *out);
+
+struct gw_link_complete {
+	uint64_t link;
+};
+size_t gw_link_complete_size(const struct gw_link_complete *m);
+uint8_t *gw_link_complete_encode(const struct gw_link_complete *m, uint8_t *out);
+int gw_link_complete_decode(struct gw_link_complete *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_link_complete_reply {
+	int32_t result;
+	const void *image; /* limit 67100000 */
+	uint32_t image_len;
+};
+size_t gw_link_complete_reply_size(const struct gw_link_complete_reply *m);
+uint8_t *gw_link_complete_reply_encode(const struct gw_link_complete_reply *m, uint8_t *out);
+int gw_link_complete_reply_decode(struct gw_link_complete_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_link_complete_reply_encode_head(const struct gw_link_complete_reply *m, uint8_t *out);
+
+struct gw_link_destroy {
+	uint64_t link;
+};
+size_t gw_link_destroy_size(const struct gw_link_destroy *m);
+uint8_t *gw_link_destroy_encode(const struct gw_link_destroy *m, uint8_t *out);
+int gw_link_destroy_decode(struct gw_link_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -24,143 +24,263 @@ const (
 
 // Message types.
 const (
-	TypeHello                    Type = 1
-	TypeHelloReply               Type = 2
-	TypeStatus                   Type = 3
-	TypeHandleReply              Type = 4
-	TypeValueReply               Type = 5
-	TypeProtocolError            Type = 6
-	TypeDriverVersion            Type = 10
-	TypeDeviceInfo               Type = 11
-	TypeDeviceInfoReply          Type = 12
-	TypeDeviceAttribute          Type = 13
-	TypeSetDevice                Type = 20
-	TypeSynchronize              Type = 21
-	TypeMemAlloc                 Type = 30
-	TypeMemFree                  Type = 31
-	TypeMemGetInfo               Type = 32
-	TypeMemGetInfoReply          Type = 33
-	TypeMemcpyHtoD               Type = 34
-	TypeMemcpyDtoH               Type = 35
-	TypeMemcpyDtoHData           Type = 36
-	TypeMemcpyDtoD               Type = 37
-	TypeMemset                   Type = 38
-	TypeModuleLoad               Type = 40
-	TypeModuleUnload             Type = 41
-	TypeModuleGetFunction        Type = 42
-	TypeModuleGetGlobal          Type = 43
-	TypeModuleGetGlobalReply     Type = 44
-	TypeFuncParamLayout          Type = 45
-	TypeFuncParamLayoutReply     Type = 46
-	TypeFuncGetAttribute         Type = 47
-	TypeLaunchKernel             Type = 48
-	TypeStreamCreate             Type = 50
-	TypeStreamDestroy            Type = 51
-	TypeStreamSynchronize        Type = 52
-	TypeStreamQuery              Type = 53
-	TypeStreamWaitEvent          Type = 54
-	TypeEventCreate              Type = 60
-	TypeEventDestroy             Type = 61
-	TypeEventRecord              Type = 62
-	TypeEventSynchronize         Type = 63
-	TypeEventQuery               Type = 64
-	TypeEventElapsedTime         Type = 65
-	TypeElapsedReply             Type = 66
-	TypeLanesOpen                Type = 70
-	TypeLanesOpenReply           Type = 71
-	TypeLaneHello                Type = 72
-	TypeMemcpyHtoDStriped        Type = 73
-	TypeMemcpyDtoHStriped        Type = 74
-	TypeShmOpen                  Type = 80
-	TypeShmOpenReply             Type = 81
-	TypeMemcpyHtoDShm            Type = 82
-	TypeMemcpyDtoHShm            Type = 83
-	TypeBlasCreate               Type = 120
-	TypeBlasReply                Type = 121
-	TypeBlasDestroy              Type = 122
-	TypeBlasSetStream            Type = 123
-	TypeBlasSetMathMode          Type = 124
-	TypeBlasSetWorkspace         Type = 125
-	TypeBlasGemm                 Type = 126
-	TypeFuncSetAttribute         Type = 100
-	TypeOccupancyMaxActiveBlocks Type = 101
-	TypeCtxSetLimit              Type = 102
-	TypeCtxGetLimit              Type = 103
-	TypeLimitReply               Type = 104
-	TypeCtxSetCacheConfig        Type = 105
-	TypeCtxGetCacheConfig        Type = 106
-	TypeApiCall                  Type = 1000
-	TypeApiCallReply             Type = 1001
+	TypeHello                        Type = 1
+	TypeHelloReply                   Type = 2
+	TypeStatus                       Type = 3
+	TypeHandleReply                  Type = 4
+	TypeValueReply                   Type = 5
+	TypeProtocolError                Type = 6
+	TypeDriverVersion                Type = 10
+	TypeDeviceInfo                   Type = 11
+	TypeDeviceInfoReply              Type = 12
+	TypeDeviceAttribute              Type = 13
+	TypeSetDevice                    Type = 20
+	TypeSynchronize                  Type = 21
+	TypeMemAlloc                     Type = 30
+	TypeMemFree                      Type = 31
+	TypeMemGetInfo                   Type = 32
+	TypeMemGetInfoReply              Type = 33
+	TypeMemcpyHtoD                   Type = 34
+	TypeMemcpyDtoH                   Type = 35
+	TypeMemcpyDtoHData               Type = 36
+	TypeMemcpyDtoD                   Type = 37
+	TypeMemset                       Type = 38
+	TypeModuleLoad                   Type = 40
+	TypeModuleUnload                 Type = 41
+	TypeModuleGetFunction            Type = 42
+	TypeModuleGetGlobal              Type = 43
+	TypeModuleGetGlobalReply         Type = 44
+	TypeFuncParamLayout              Type = 45
+	TypeFuncParamLayoutReply         Type = 46
+	TypeFuncGetAttribute             Type = 47
+	TypeLaunchKernel                 Type = 48
+	TypeStreamCreate                 Type = 50
+	TypeStreamDestroy                Type = 51
+	TypeStreamSynchronize            Type = 52
+	TypeStreamQuery                  Type = 53
+	TypeStreamWaitEvent              Type = 54
+	TypeEventCreate                  Type = 60
+	TypeEventDestroy                 Type = 61
+	TypeEventRecord                  Type = 62
+	TypeEventSynchronize             Type = 63
+	TypeEventQuery                   Type = 64
+	TypeEventElapsedTime             Type = 65
+	TypeElapsedReply                 Type = 66
+	TypeLanesOpen                    Type = 70
+	TypeLanesOpenReply               Type = 71
+	TypeLaneHello                    Type = 72
+	TypeMemcpyHtoDStriped            Type = 73
+	TypeMemcpyDtoHStriped            Type = 74
+	TypeShmOpen                      Type = 80
+	TypeShmOpenReply                 Type = 81
+	TypeMemcpyHtoDShm                Type = 82
+	TypeMemcpyDtoHShm                Type = 83
+	TypeBlasCreate                   Type = 120
+	TypeBlasReply                    Type = 121
+	TypeBlasDestroy                  Type = 122
+	TypeBlasSetStream                Type = 123
+	TypeBlasSetMathMode              Type = 124
+	TypeBlasSetWorkspace             Type = 125
+	TypeBlasGemm                     Type = 126
+	TypeFuncSetAttribute             Type = 100
+	TypeOccupancyMaxActiveBlocks     Type = 101
+	TypeCtxSetLimit                  Type = 102
+	TypeCtxGetLimit                  Type = 103
+	TypeLimitReply                   Type = 104
+	TypeCtxSetCacheConfig            Type = 105
+	TypeCtxGetCacheConfig            Type = 106
+	TypeApiCall                      Type = 1000
+	TypeApiCallReply                 Type = 1001
+	TypeSizeReply                    Type = 3019
+	TypeMemAddressReserve            Type = 3000
+	TypeMemAddressFree               Type = 3001
+	TypeMemCreate                    Type = 3002
+	TypeMemRelease                   Type = 3003
+	TypeMemMap                       Type = 3004
+	TypeMemUnmap                     Type = 3005
+	TypeMemSetAccess                 Type = 3006
+	TypeMemGetAllocationGranularity  Type = 3007
+	TypeMemGetAllocationProperties   Type = 3008
+	TypeMemAllocationPropertiesReply Type = 3009
+	TypeMemRetainAllocationHandle    Type = 3010
+	TypeMemAllocAsync                Type = 3020
+	TypeMemFreeAsync                 Type = 3021
+	TypeMemPoolCreate                Type = 3022
+	TypeMemPoolDestroy               Type = 3023
+	TypeMemPoolSetAttribute          Type = 3024
+	TypeMemPoolGetAttribute          Type = 3025
+	TypeMemPoolTrimTo                Type = 3026
+	TypeDeviceGetMemPool             Type = 3027
+	TypeDeviceSetMemPool             Type = 3028
+	TypeArrayCreate                  Type = 3040
+	TypeArrayDestroy                 Type = 3041
+	TypeArrayGetDescriptor           Type = 3042
+	TypeArrayDescriptorReply         Type = 3043
+	TypeMemcpy3DHtoX                 Type = 3044
+	TypeMemcpy3DXtoH                 Type = 3045
+	TypeMemcpy3DData                 Type = 3046
+	TypeMemcpy3DXtoX                 Type = 3047
+	TypeTexObjectCreate              Type = 3060
+	TypeTexObjectDestroy             Type = 3061
+	TypeTexObjectGetResourceDesc     Type = 3062
+	TypeResourceDescReply            Type = 3063
+	TypeSurfObjectCreate             Type = 3064
+	TypeSurfObjectDestroy            Type = 3065
+	TypeStreamBeginCapture           Type = 3070
+	TypeStreamEndCapture             Type = 3071
+	TypeStreamGetCaptureInfo         Type = 3072
+	TypeCaptureInfoReply             Type = 3073
+	TypeGraphCreate                  Type = 3074
+	TypeGraphDestroy                 Type = 3075
+	TypeGraphAddKernelNode           Type = 3076
+	TypeGraphAddMemsetNode           Type = 3077
+	TypeGraphAddMemcpyNode           Type = 3078
+	TypeGraphAddEmptyNode            Type = 3079
+	TypeGraphInstantiate             Type = 3080
+	TypeGraphLaunch                  Type = 3081
+	TypeGraphExecDestroy             Type = 3082
+	TypeGraphGetNodes                Type = 3083
+	TypeGraphNodesReply              Type = 3084
+	TypeGraphExecUpdate              Type = 3085
+	TypeLaunchKernelEx               Type = 3100
+	TypeStreamMemOp                  Type = 3110
+	TypeTensorMapEncode              Type = 3120
+	TypeTensorMapReply               Type = 3121
+	TypeLinkCreate                   Type = 3130
+	TypeLinkAddData                  Type = 3131
+	TypeLinkComplete                 Type = 3132
+	TypeLinkCompleteReply            Type = 3133
+	TypeLinkDestroy                  Type = 3134
 )
 
 var typeNames = map[Type]string{
-	TypeHello:                    "Hello",
-	TypeHelloReply:               "HelloReply",
-	TypeStatus:                   "Status",
-	TypeHandleReply:              "HandleReply",
-	TypeValueReply:               "ValueReply",
-	TypeProtocolError:            "ProtocolError",
-	TypeDriverVersion:            "DriverVersion",
-	TypeDeviceInfo:               "DeviceInfo",
-	TypeDeviceInfoReply:          "DeviceInfoReply",
-	TypeDeviceAttribute:          "DeviceAttribute",
-	TypeSetDevice:                "SetDevice",
-	TypeSynchronize:              "Synchronize",
-	TypeMemAlloc:                 "MemAlloc",
-	TypeMemFree:                  "MemFree",
-	TypeMemGetInfo:               "MemGetInfo",
-	TypeMemGetInfoReply:          "MemGetInfoReply",
-	TypeMemcpyHtoD:               "MemcpyHtoD",
-	TypeMemcpyDtoH:               "MemcpyDtoH",
-	TypeMemcpyDtoHData:           "MemcpyDtoHData",
-	TypeMemcpyDtoD:               "MemcpyDtoD",
-	TypeMemset:                   "Memset",
-	TypeModuleLoad:               "ModuleLoad",
-	TypeModuleUnload:             "ModuleUnload",
-	TypeModuleGetFunction:        "ModuleGetFunction",
-	TypeModuleGetGlobal:          "ModuleGetGlobal",
-	TypeModuleGetGlobalReply:     "ModuleGetGlobalReply",
-	TypeFuncParamLayout:          "FuncParamLayout",
-	TypeFuncParamLayoutReply:     "FuncParamLayoutReply",
-	TypeFuncGetAttribute:         "FuncGetAttribute",
-	TypeLaunchKernel:             "LaunchKernel",
-	TypeStreamCreate:             "StreamCreate",
-	TypeStreamDestroy:            "StreamDestroy",
-	TypeStreamSynchronize:        "StreamSynchronize",
-	TypeStreamQuery:              "StreamQuery",
-	TypeStreamWaitEvent:          "StreamWaitEvent",
-	TypeEventCreate:              "EventCreate",
-	TypeEventDestroy:             "EventDestroy",
-	TypeEventRecord:              "EventRecord",
-	TypeEventSynchronize:         "EventSynchronize",
-	TypeEventQuery:               "EventQuery",
-	TypeEventElapsedTime:         "EventElapsedTime",
-	TypeElapsedReply:             "ElapsedReply",
-	TypeLanesOpen:                "LanesOpen",
-	TypeLanesOpenReply:           "LanesOpenReply",
-	TypeLaneHello:                "LaneHello",
-	TypeMemcpyHtoDStriped:        "MemcpyHtoDStriped",
-	TypeMemcpyDtoHStriped:        "MemcpyDtoHStriped",
-	TypeShmOpen:                  "ShmOpen",
-	TypeShmOpenReply:             "ShmOpenReply",
-	TypeMemcpyHtoDShm:            "MemcpyHtoDShm",
-	TypeMemcpyDtoHShm:            "MemcpyDtoHShm",
-	TypeBlasCreate:               "BlasCreate",
-	TypeBlasReply:                "BlasReply",
-	TypeBlasDestroy:              "BlasDestroy",
-	TypeBlasSetStream:            "BlasSetStream",
-	TypeBlasSetMathMode:          "BlasSetMathMode",
-	TypeBlasSetWorkspace:         "BlasSetWorkspace",
-	TypeBlasGemm:                 "BlasGemm",
-	TypeFuncSetAttribute:         "FuncSetAttribute",
-	TypeOccupancyMaxActiveBlocks: "OccupancyMaxActiveBlocks",
-	TypeCtxSetLimit:              "CtxSetLimit",
-	TypeCtxGetLimit:              "CtxGetLimit",
-	TypeLimitReply:               "LimitReply",
-	TypeCtxSetCacheConfig:        "CtxSetCacheConfig",
-	TypeCtxGetCacheConfig:        "CtxGetCacheConfig",
-	TypeApiCall:                  "ApiCall",
-	TypeApiCallReply:             "ApiCallReply",
+	TypeHello:                        "Hello",
+	TypeHelloReply:                   "HelloReply",
+	TypeStatus:                       "Status",
+	TypeHandleReply:                  "HandleReply",
+	TypeValueReply:                   "ValueReply",
+	TypeProtocolError:                "ProtocolError",
+	TypeDriverVersion:                "DriverVersion",
+	TypeDeviceInfo:                   "DeviceInfo",
+	TypeDeviceInfoReply:              "DeviceInfoReply",
+	TypeDeviceAttribute:              "DeviceAttribute",
+	TypeSetDevice:                    "SetDevice",
+	TypeSynchronize:                  "Synchronize",
+	TypeMemAlloc:                     "MemAlloc",
+	TypeMemFree:                      "MemFree",
+	TypeMemGetInfo:                   "MemGetInfo",
+	TypeMemGetInfoReply:              "MemGetInfoReply",
+	TypeMemcpyHtoD:                   "MemcpyHtoD",
+	TypeMemcpyDtoH:                   "MemcpyDtoH",
+	TypeMemcpyDtoHData:               "MemcpyDtoHData",
+	TypeMemcpyDtoD:                   "MemcpyDtoD",
+	TypeMemset:                       "Memset",
+	TypeModuleLoad:                   "ModuleLoad",
+	TypeModuleUnload:                 "ModuleUnload",
+	TypeModuleGetFunction:            "ModuleGetFunction",
+	TypeModuleGetGlobal:              "ModuleGetGlobal",
+	TypeModuleGetGlobalReply:         "ModuleGetGlobalReply",
+	TypeFuncParamLayout:              "FuncParamLayout",
+	TypeFuncParamLayoutReply:         "FuncParamLayoutReply",
+	TypeFuncGetAttribute:             "FuncGetAttribute",
+	TypeLaunchKernel:                 "LaunchKernel",
+	TypeStreamCreate:                 "StreamCreate",
+	TypeStreamDestroy:                "StreamDestroy",
+	TypeStreamSynchronize:            "StreamSynchronize",
+	TypeStreamQuery:                  "StreamQuery",
+	TypeStreamWaitEvent:              "StreamWaitEvent",
+	TypeEventCreate:                  "EventCreate",
+	TypeEventDestroy:                 "EventDestroy",
+	TypeEventRecord:                  "EventRecord",
+	TypeEventSynchronize:             "EventSynchronize",
+	TypeEventQuery:                   "EventQuery",
+	TypeEventElapsedTime:             "EventElapsedTime",
+	TypeElapsedReply:                 "ElapsedReply",
+	TypeLanesOpen:                    "LanesOpen",
+	TypeLanesOpenReply:               "LanesOpenReply",
+	TypeLaneHello:                    "LaneHello",
+	TypeMemcpyHtoDStriped:            "MemcpyHtoDStriped",
+	TypeMemcpyDtoHStriped:            "MemcpyDtoHStriped",
+	TypeShmOpen:                      "ShmOpen",
+	TypeShmOpenReply:                 "ShmOpenReply",
+	TypeMemcpyHtoDShm:                "MemcpyHtoDShm",
+	TypeMemcpyDtoHShm:                "MemcpyDtoHShm",
+	TypeBlasCreate:                   "BlasCreate",
+	TypeBlasReply:                    "BlasReply",
+	TypeBlasDestroy:                  "BlasDestroy",
+	TypeBlasSetStream:                "BlasSetStream",
+	TypeBlasSetMathMode:              "BlasSetMathMode",
+	TypeBlasSetWorkspace:             "BlasSetWorkspace",
+	TypeBlasGemm:                     "BlasGemm",
+	TypeFuncSetAttribute:             "FuncSetAttribute",
+	TypeOccupancyMaxActiveBlocks:     "OccupancyMaxActiveBlocks",
+	TypeCtxSetLimit:                  "CtxSetLimit",
+	TypeCtxGetLimit:                  "CtxGetLimit",
+	TypeLimitReply:                   "LimitReply",
+	TypeCtxSetCacheConfig:            "CtxSetCacheConfig",
+	TypeCtxGetCacheConfig:            "CtxGetCacheConfig",
+	TypeApiCall:                      "ApiCall",
+	TypeApiCallReply:                 "ApiCallReply",
+	TypeSizeReply:                    "SizeReply",
+	TypeMemAddressReserve:            "MemAddressReserve",
+	TypeMemAddressFree:               "MemAddressFree",
+	TypeMemCreate:                    "MemCreate",
+	TypeMemRelease:                   "MemRelease",
+	TypeMemMap:                       "MemMap",
+	TypeMemUnmap:                     "MemUnmap",
+	TypeMemSetAccess:                 "MemSetAccess",
+	TypeMemGetAllocationGranularity:  "MemGetAllocationGranularity",
+	TypeMemGetAllocationProperties:   "MemGetAllocationProperties",
+	TypeMemAllocationPropertiesReply: "MemAllocationPropertiesReply",
+	TypeMemRetainAllocationHandle:    "MemRetainAllocationHandle",
+	TypeMemAllocAsync:                "MemAllocAsync",
+	TypeMemFreeAsync:                 "MemFreeAsync",
+	TypeMemPoolCreate:                "MemPoolCreate",
+	TypeMemPoolDestroy:               "MemPoolDestroy",
+	TypeMemPoolSetAttribute:          "MemPoolSetAttribute",
+	TypeMemPoolGetAttribute:          "MemPoolGetAttribute",
+	TypeMemPoolTrimTo:                "MemPoolTrimTo",
+	TypeDeviceGetMemPool:             "DeviceGetMemPool",
+	TypeDeviceSetMemPool:             "DeviceSetMemPool",
+	TypeArrayCreate:                  "ArrayCreate",
+	TypeArrayDestroy:                 "ArrayDestroy",
+	TypeArrayGetDescriptor:           "ArrayGetDescriptor",
+	TypeArrayDescriptorReply:         "ArrayDescriptorReply",
+	TypeMemcpy3DHtoX:                 "Memcpy3DHtoX",
+	TypeMemcpy3DXtoH:                 "Memcpy3DXtoH",
+	TypeMemcpy3DData:                 "Memcpy3DData",
+	TypeMemcpy3DXtoX:                 "Memcpy3DXtoX",
+	TypeTexObjectCreate:              "TexObjectCreate",
+	TypeTexObjectDestroy:             "TexObjectDestroy",
+	TypeTexObjectGetResourceDesc:     "TexObjectGetResourceDesc",
+	TypeResourceDescReply:            "ResourceDescReply",
+	TypeSurfObjectCreate:             "SurfObjectCreate",
+	TypeSurfObjectDestroy:            "SurfObjectDestroy",
+	TypeStreamBeginCapture:           "StreamBeginCapture",
+	TypeStreamEndCapture:             "StreamEndCapture",
+	TypeStreamGetCaptureInfo:         "StreamGetCaptureInfo",
+	TypeCaptureInfoReply:             "CaptureInfoReply",
+	TypeGraphCreate:                  "GraphCreate",
+	TypeGraphDestroy:                 "GraphDestroy",
+	TypeGraphAddKernelNode:           "GraphAddKernelNode",
+	TypeGraphAddMemsetNode:           "GraphAddMemsetNode",
+	TypeGraphAddMemcpyNode:           "GraphAddMemcpyNode",
+	TypeGraphAddEmptyNode:            "GraphAddEmptyNode",
+	TypeGraphInstantiate:             "GraphInstantiate",
+	TypeGraphLaunch:                  "GraphLaunch",
+	TypeGraphExecDestroy:             "GraphExecDestroy",
+	TypeGraphGetNodes:                "GraphGetNodes",
+	TypeGraphNodesReply:              "GraphNodesReply",
+	TypeGraphExecUpdate:              "GraphExecUpdate",
+	TypeLaunchKernelEx:               "LaunchKernelEx",
+	TypeStreamMemOp:                  "StreamMemOp",
+	TypeTensorMapEncode:              "TensorMapEncode",
+	TypeTensorMapReply:               "TensorMapReply",
+	TypeLinkCreate:                   "LinkCreate",
+	TypeLinkAddData:                  "LinkAddData",
+	TypeLinkComplete:                 "LinkComplete",
+	TypeLinkCompleteReply:            "LinkCompleteReply",
+	TypeLinkDestroy:                  "LinkDestroy",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -300,6 +420,126 @@ func New(t Type) Message {
 		return new(ApiCall)
 	case TypeApiCallReply:
 		return new(ApiCallReply)
+	case TypeSizeReply:
+		return new(SizeReply)
+	case TypeMemAddressReserve:
+		return new(MemAddressReserve)
+	case TypeMemAddressFree:
+		return new(MemAddressFree)
+	case TypeMemCreate:
+		return new(MemCreate)
+	case TypeMemRelease:
+		return new(MemRelease)
+	case TypeMemMap:
+		return new(MemMap)
+	case TypeMemUnmap:
+		return new(MemUnmap)
+	case TypeMemSetAccess:
+		return new(MemSetAccess)
+	case TypeMemGetAllocationGranularity:
+		return new(MemGetAllocationGranularity)
+	case TypeMemGetAllocationProperties:
+		return new(MemGetAllocationProperties)
+	case TypeMemAllocationPropertiesReply:
+		return new(MemAllocationPropertiesReply)
+	case TypeMemRetainAllocationHandle:
+		return new(MemRetainAllocationHandle)
+	case TypeMemAllocAsync:
+		return new(MemAllocAsync)
+	case TypeMemFreeAsync:
+		return new(MemFreeAsync)
+	case TypeMemPoolCreate:
+		return new(MemPoolCreate)
+	case TypeMemPoolDestroy:
+		return new(MemPoolDestroy)
+	case TypeMemPoolSetAttribute:
+		return new(MemPoolSetAttribute)
+	case TypeMemPoolGetAttribute:
+		return new(MemPoolGetAttribute)
+	case TypeMemPoolTrimTo:
+		return new(MemPoolTrimTo)
+	case TypeDeviceGetMemPool:
+		return new(DeviceGetMemPool)
+	case TypeDeviceSetMemPool:
+		return new(DeviceSetMemPool)
+	case TypeArrayCreate:
+		return new(ArrayCreate)
+	case TypeArrayDestroy:
+		return new(ArrayDestroy)
+	case TypeArrayGetDescriptor:
+		return new(ArrayGetDescriptor)
+	case TypeArrayDescriptorReply:
+		return new(ArrayDescriptorReply)
+	case TypeMemcpy3DHtoX:
+		return new(Memcpy3DHtoX)
+	case TypeMemcpy3DXtoH:
+		return new(Memcpy3DXtoH)
+	case TypeMemcpy3DData:
+		return new(Memcpy3DData)
+	case TypeMemcpy3DXtoX:
+		return new(Memcpy3DXtoX)
+	case TypeTexObjectCreate:
+		return new(TexObjectCreate)
+	case TypeTexObjectDestroy:
+		return new(TexObjectDestroy)
+	case TypeTexObjectGetResourceDesc:
+		return new(TexObjectGetResourceDesc)
+	case TypeResourceDescReply:
+		return new(ResourceDescReply)
+	case TypeSurfObjectCreate:
+		return new(SurfObjectCreate)
+	case TypeSurfObjectDestroy:
+		return new(SurfObjectDestroy)
+	case TypeStreamBeginCapture:
+		return new(StreamBeginCapture)
+	case TypeStreamEndCapture:
+		return new(StreamEndCapture)
+	case TypeStreamGetCaptureInfo:
+		return new(StreamGetCaptureInfo)
+	case TypeCaptureInfoReply:
+		return new(CaptureInfoReply)
+	case TypeGraphCreate:
+		return new(GraphCreate)
+	case TypeGraphDestroy:
+		return new(GraphDestroy)
+	case TypeGraphAddKernelNode:
+		return new(GraphAddKernelNode)
+	case TypeGraphAddMemsetNode:
+		return new(GraphAddMemsetNode)
+	case TypeGraphAddMemcpyNode:
+		return new(GraphAddMemcpyNode)
+	case TypeGraphAddEmptyNode:
+		return new(GraphAddEmptyNode)
+	case TypeGraphInstantiate:
+		return new(GraphInstantiate)
+	case TypeGraphLaunch:
+		return new(GraphLaunch)
+	case TypeGraphExecDestroy:
+		return new(GraphExecDestroy)
+	case TypeGraphGetNodes:
+		return new(GraphGetNodes)
+	case TypeGraphNodesReply:
+		return new(GraphNodesReply)
+	case TypeGraphExecUpdate:
+		return new(GraphExecUpdate)
+	case TypeLaunchKernelEx:
+		return new(LaunchKernelEx)
+	case TypeStreamMemOp:
+		return new(StreamMemOp)
+	case TypeTensorMapEncode:
+		return new(TensorMapEncode)
+	case TypeTensorMapReply:
+		return new(TensorMapReply)
+	case TypeLinkCreate:
+		return new(LinkCreate)
+	case TypeLinkAddData:
+		return new(LinkAddData)
+	case TypeLinkComplete:
+		return new(LinkComplete)
+	case TypeLinkCompleteReply:
+		return new(LinkCompleteReply)
+	case TypeLinkDestroy:
+		return new(LinkDestroy)
 	}
 	return nil
 }
@@ -2141,5 +2381,1998 @@ func (m *ApiCallReply) Decode(p []byte) error {
 	d := decoder{p: p, msg: "ApiCallReply"}
 	m.Result = int32(d.u32("result"))
 	m.Out = d.bytes("out", 256)
+	return d.finish()
+}
+
+// SizeReply is message type 3019.
+type SizeReply struct {
+	Result int32
+	Value  uint64
+}
+
+// Type returns TypeSizeReply.
+func (*SizeReply) Type() Type { return TypeSizeReply }
+
+// Append appends the encoded payload to b.
+func (m *SizeReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SizeReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SizeReply"}
+	m.Result = int32(d.u32("result"))
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// MemAddressReserve is message type 3000.
+type MemAddressReserve struct {
+	Size      uint64
+	Alignment uint64
+	Addr      uint64
+	Flags     uint64
+}
+
+// Type returns TypeMemAddressReserve.
+func (*MemAddressReserve) Type() Type { return TypeMemAddressReserve }
+
+// Append appends the encoded payload to b.
+func (m *MemAddressReserve) Append(b []byte) []byte {
+	b = putU64(b, m.Size)
+	b = putU64(b, m.Alignment)
+	b = putU64(b, m.Addr)
+	b = putU64(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemAddressReserve) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemAddressReserve"}
+	m.Size = d.u64("size")
+	m.Alignment = d.u64("alignment")
+	m.Addr = d.u64("addr")
+	m.Flags = d.u64("flags")
+	return d.finish()
+}
+
+// MemAddressFree is message type 3001.
+type MemAddressFree struct {
+	Ptr  uint64
+	Size uint64
+}
+
+// Type returns TypeMemAddressFree.
+func (*MemAddressFree) Type() Type { return TypeMemAddressFree }
+
+// Append appends the encoded payload to b.
+func (m *MemAddressFree) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Size)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemAddressFree) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemAddressFree"}
+	m.Ptr = d.u64("ptr")
+	m.Size = d.u64("size")
+	return d.finish()
+}
+
+// MemCreate is message type 3002.
+type MemCreate struct {
+	Size         uint64
+	AllocType    uint32
+	LocationType uint32
+	LocationID   int32
+	HandleTypes  uint32
+	Flags        uint64
+}
+
+// Type returns TypeMemCreate.
+func (*MemCreate) Type() Type { return TypeMemCreate }
+
+// Append appends the encoded payload to b.
+func (m *MemCreate) Append(b []byte) []byte {
+	b = putU64(b, m.Size)
+	b = putU32(b, m.AllocType)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.HandleTypes)
+	b = putU64(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemCreate"}
+	m.Size = d.u64("size")
+	m.AllocType = d.u32("alloc_type")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.HandleTypes = d.u32("handle_types")
+	m.Flags = d.u64("flags")
+	return d.finish()
+}
+
+// MemRelease is message type 3003.
+type MemRelease struct {
+	Handle uint64
+}
+
+// Type returns TypeMemRelease.
+func (*MemRelease) Type() Type { return TypeMemRelease }
+
+// Append appends the encoded payload to b.
+func (m *MemRelease) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemRelease) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemRelease"}
+	m.Handle = d.u64("handle")
+	return d.finish()
+}
+
+// MemMap is message type 3004.
+type MemMap struct {
+	Ptr    uint64
+	Size   uint64
+	Offset uint64
+	Handle uint64
+	Flags  uint64
+}
+
+// Type returns TypeMemMap.
+func (*MemMap) Type() Type { return TypeMemMap }
+
+// Append appends the encoded payload to b.
+func (m *MemMap) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Size)
+	b = putU64(b, m.Offset)
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemMap) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemMap"}
+	m.Ptr = d.u64("ptr")
+	m.Size = d.u64("size")
+	m.Offset = d.u64("offset")
+	m.Handle = d.u64("handle")
+	m.Flags = d.u64("flags")
+	return d.finish()
+}
+
+// MemUnmap is message type 3005.
+type MemUnmap struct {
+	Ptr  uint64
+	Size uint64
+}
+
+// Type returns TypeMemUnmap.
+func (*MemUnmap) Type() Type { return TypeMemUnmap }
+
+// Append appends the encoded payload to b.
+func (m *MemUnmap) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Size)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemUnmap) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemUnmap"}
+	m.Ptr = d.u64("ptr")
+	m.Size = d.u64("size")
+	return d.finish()
+}
+
+// MemSetAccess is message type 3006.
+type MemSetAccess struct {
+	Ptr          uint64
+	Size         uint64
+	LocationType uint32
+	LocationID   int32
+	Flags        uint32
+}
+
+// Type returns TypeMemSetAccess.
+func (*MemSetAccess) Type() Type { return TypeMemSetAccess }
+
+// Append appends the encoded payload to b.
+func (m *MemSetAccess) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Size)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemSetAccess) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemSetAccess"}
+	m.Ptr = d.u64("ptr")
+	m.Size = d.u64("size")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// MemGetAllocationGranularity is message type 3007.
+type MemGetAllocationGranularity struct {
+	AllocType    uint32
+	LocationType uint32
+	LocationID   int32
+	Option       uint32
+}
+
+// Type returns TypeMemGetAllocationGranularity.
+func (*MemGetAllocationGranularity) Type() Type { return TypeMemGetAllocationGranularity }
+
+// Append appends the encoded payload to b.
+func (m *MemGetAllocationGranularity) Append(b []byte) []byte {
+	b = putU32(b, m.AllocType)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.Option)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemGetAllocationGranularity) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemGetAllocationGranularity"}
+	m.AllocType = d.u32("alloc_type")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.Option = d.u32("option")
+	return d.finish()
+}
+
+// MemGetAllocationProperties is message type 3008.
+type MemGetAllocationProperties struct {
+	Handle uint64
+}
+
+// Type returns TypeMemGetAllocationProperties.
+func (*MemGetAllocationProperties) Type() Type { return TypeMemGetAllocationProperties }
+
+// Append appends the encoded payload to b.
+func (m *MemGetAllocationProperties) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemGetAllocationProperties) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemGetAllocationProperties"}
+	m.Handle = d.u64("handle")
+	return d.finish()
+}
+
+// MemAllocationPropertiesReply is message type 3009.
+type MemAllocationPropertiesReply struct {
+	Result       int32
+	AllocType    uint32
+	LocationType uint32
+	LocationID   int32
+	HandleTypes  uint32
+	Size         uint64
+}
+
+// Type returns TypeMemAllocationPropertiesReply.
+func (*MemAllocationPropertiesReply) Type() Type { return TypeMemAllocationPropertiesReply }
+
+// Append appends the encoded payload to b.
+func (m *MemAllocationPropertiesReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.AllocType)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.HandleTypes)
+	b = putU64(b, m.Size)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemAllocationPropertiesReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemAllocationPropertiesReply"}
+	m.Result = int32(d.u32("result"))
+	m.AllocType = d.u32("alloc_type")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.HandleTypes = d.u32("handle_types")
+	m.Size = d.u64("size")
+	return d.finish()
+}
+
+// MemRetainAllocationHandle is message type 3010.
+type MemRetainAllocationHandle struct {
+	Ptr uint64
+}
+
+// Type returns TypeMemRetainAllocationHandle.
+func (*MemRetainAllocationHandle) Type() Type { return TypeMemRetainAllocationHandle }
+
+// Append appends the encoded payload to b.
+func (m *MemRetainAllocationHandle) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemRetainAllocationHandle) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemRetainAllocationHandle"}
+	m.Ptr = d.u64("ptr")
+	return d.finish()
+}
+
+// MemAllocAsync is message type 3020.
+type MemAllocAsync struct {
+	Bytes  uint64
+	Stream uint64
+	Pool   uint64
+}
+
+// Type returns TypeMemAllocAsync.
+func (*MemAllocAsync) Type() Type { return TypeMemAllocAsync }
+
+// Append appends the encoded payload to b.
+func (m *MemAllocAsync) Append(b []byte) []byte {
+	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Pool)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemAllocAsync) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemAllocAsync"}
+	m.Bytes = d.u64("bytes")
+	m.Stream = d.u64("stream")
+	m.Pool = d.u64("pool")
+	return d.finish()
+}
+
+// MemFreeAsync is message type 3021.
+type MemFreeAsync struct {
+	Ptr    uint64
+	Stream uint64
+}
+
+// Type returns TypeMemFreeAsync.
+func (*MemFreeAsync) Type() Type { return TypeMemFreeAsync }
+
+// Append appends the encoded payload to b.
+func (m *MemFreeAsync) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemFreeAsync) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemFreeAsync"}
+	m.Ptr = d.u64("ptr")
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// MemPoolCreate is message type 3022.
+type MemPoolCreate struct {
+	AllocType    uint32
+	HandleTypes  uint32
+	LocationType uint32
+	LocationID   int32
+	MaxSize      uint64
+}
+
+// Type returns TypeMemPoolCreate.
+func (*MemPoolCreate) Type() Type { return TypeMemPoolCreate }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolCreate) Append(b []byte) []byte {
+	b = putU32(b, m.AllocType)
+	b = putU32(b, m.HandleTypes)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU64(b, m.MaxSize)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolCreate"}
+	m.AllocType = d.u32("alloc_type")
+	m.HandleTypes = d.u32("handle_types")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.MaxSize = d.u64("max_size")
+	return d.finish()
+}
+
+// MemPoolDestroy is message type 3023.
+type MemPoolDestroy struct {
+	Pool uint64
+}
+
+// Type returns TypeMemPoolDestroy.
+func (*MemPoolDestroy) Type() Type { return TypeMemPoolDestroy }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolDestroy"}
+	m.Pool = d.u64("pool")
+	return d.finish()
+}
+
+// MemPoolSetAttribute is message type 3024.
+type MemPoolSetAttribute struct {
+	Pool      uint64
+	Attribute int32
+	Value     uint64
+}
+
+// Type returns TypeMemPoolSetAttribute.
+func (*MemPoolSetAttribute) Type() Type { return TypeMemPoolSetAttribute }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolSetAttribute) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU32(b, uint32(m.Attribute))
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolSetAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolSetAttribute"}
+	m.Pool = d.u64("pool")
+	m.Attribute = int32(d.u32("attribute"))
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// MemPoolGetAttribute is message type 3025.
+type MemPoolGetAttribute struct {
+	Pool      uint64
+	Attribute int32
+}
+
+// Type returns TypeMemPoolGetAttribute.
+func (*MemPoolGetAttribute) Type() Type { return TypeMemPoolGetAttribute }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolGetAttribute) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU32(b, uint32(m.Attribute))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolGetAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolGetAttribute"}
+	m.Pool = d.u64("pool")
+	m.Attribute = int32(d.u32("attribute"))
+	return d.finish()
+}
+
+// MemPoolTrimTo is message type 3026.
+type MemPoolTrimTo struct {
+	Pool     uint64
+	MinBytes uint64
+}
+
+// Type returns TypeMemPoolTrimTo.
+func (*MemPoolTrimTo) Type() Type { return TypeMemPoolTrimTo }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolTrimTo) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU64(b, m.MinBytes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolTrimTo) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolTrimTo"}
+	m.Pool = d.u64("pool")
+	m.MinBytes = d.u64("min_bytes")
+	return d.finish()
+}
+
+// DeviceGetMemPool is message type 3027.
+type DeviceGetMemPool struct {
+	Ordinal uint32
+	Which   uint32
+}
+
+// Type returns TypeDeviceGetMemPool.
+func (*DeviceGetMemPool) Type() Type { return TypeDeviceGetMemPool }
+
+// Append appends the encoded payload to b.
+func (m *DeviceGetMemPool) Append(b []byte) []byte {
+	b = putU32(b, m.Ordinal)
+	b = putU32(b, m.Which)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DeviceGetMemPool) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DeviceGetMemPool"}
+	m.Ordinal = d.u32("ordinal")
+	m.Which = d.u32("which")
+	return d.finish()
+}
+
+// DeviceSetMemPool is message type 3028.
+type DeviceSetMemPool struct {
+	Ordinal uint32
+	Pool    uint64
+}
+
+// Type returns TypeDeviceSetMemPool.
+func (*DeviceSetMemPool) Type() Type { return TypeDeviceSetMemPool }
+
+// Append appends the encoded payload to b.
+func (m *DeviceSetMemPool) Append(b []byte) []byte {
+	b = putU32(b, m.Ordinal)
+	b = putU64(b, m.Pool)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DeviceSetMemPool) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DeviceSetMemPool"}
+	m.Ordinal = d.u32("ordinal")
+	m.Pool = d.u64("pool")
+	return d.finish()
+}
+
+// ArrayCreate is message type 3040.
+type ArrayCreate struct {
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+	Format   uint32
+	Channels uint32
+	Flags    uint32
+}
+
+// Type returns TypeArrayCreate.
+func (*ArrayCreate) Type() Type { return TypeArrayCreate }
+
+// Append appends the encoded payload to b.
+func (m *ArrayCreate) Append(b []byte) []byte {
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	b = putU32(b, m.Format)
+	b = putU32(b, m.Channels)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ArrayCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ArrayCreate"}
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	m.Format = d.u32("format")
+	m.Channels = d.u32("channels")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// ArrayDestroy is message type 3041.
+type ArrayDestroy struct {
+	Array uint64
+}
+
+// Type returns TypeArrayDestroy.
+func (*ArrayDestroy) Type() Type { return TypeArrayDestroy }
+
+// Append appends the encoded payload to b.
+func (m *ArrayDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Array)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ArrayDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ArrayDestroy"}
+	m.Array = d.u64("array")
+	return d.finish()
+}
+
+// ArrayGetDescriptor is message type 3042.
+type ArrayGetDescriptor struct {
+	Array uint64
+}
+
+// Type returns TypeArrayGetDescriptor.
+func (*ArrayGetDescriptor) Type() Type { return TypeArrayGetDescriptor }
+
+// Append appends the encoded payload to b.
+func (m *ArrayGetDescriptor) Append(b []byte) []byte {
+	b = putU64(b, m.Array)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ArrayGetDescriptor) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ArrayGetDescriptor"}
+	m.Array = d.u64("array")
+	return d.finish()
+}
+
+// ArrayDescriptorReply is message type 3043.
+type ArrayDescriptorReply struct {
+	Result   int32
+	Width    uint64
+	Height   uint64
+	Depth    uint64
+	Format   uint32
+	Channels uint32
+	Flags    uint32
+}
+
+// Type returns TypeArrayDescriptorReply.
+func (*ArrayDescriptorReply) Type() Type { return TypeArrayDescriptorReply }
+
+// Append appends the encoded payload to b.
+func (m *ArrayDescriptorReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	b = putU32(b, m.Format)
+	b = putU32(b, m.Channels)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ArrayDescriptorReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ArrayDescriptorReply"}
+	m.Result = int32(d.u32("result"))
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	m.Format = d.u32("format")
+	m.Channels = d.u32("channels")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// Memcpy3DHtoX is message type 3044.
+type Memcpy3DHtoX struct {
+	DstKind   uint32
+	Dst       uint64
+	DstPitch  uint64
+	DstHeight uint64
+	DstX      uint64
+	DstY      uint64
+	DstZ      uint64
+	Width     uint64
+	Height    uint64
+	Depth     uint64
+	Stream    uint64
+	Async     uint32
+	Data      []byte
+}
+
+// Type returns TypeMemcpy3DHtoX.
+func (*Memcpy3DHtoX) Type() Type { return TypeMemcpy3DHtoX }
+
+// Append appends the encoded payload to b.
+func (m *Memcpy3DHtoX) Append(b []byte) []byte {
+	b = putU32(b, m.DstKind)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.DstPitch)
+	b = putU64(b, m.DstHeight)
+	b = putU64(b, m.DstX)
+	b = putU64(b, m.DstY)
+	b = putU64(b, m.DstZ)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	b = putU32(b, uint32(len(m.Data)))
+	b = append(b, m.Data...)
+	return b
+}
+
+// AppendHead appends the payload without Data's content (its length included), so a
+// large Data can be written from where it lies.
+func (m *Memcpy3DHtoX) AppendHead(b []byte) []byte {
+	b = putU32(b, m.DstKind)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.DstPitch)
+	b = putU64(b, m.DstHeight)
+	b = putU64(b, m.DstX)
+	b = putU64(b, m.DstY)
+	b = putU64(b, m.DstZ)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	b = putU32(b, uint32(len(m.Data)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *Memcpy3DHtoX) Decode(p []byte) error {
+	d := decoder{p: p, msg: "Memcpy3DHtoX"}
+	m.DstKind = d.u32("dst_kind")
+	m.Dst = d.u64("dst")
+	m.DstPitch = d.u64("dst_pitch")
+	m.DstHeight = d.u64("dst_height")
+	m.DstX = d.u64("dst_x")
+	m.DstY = d.u64("dst_y")
+	m.DstZ = d.u64("dst_z")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
+	m.Data = d.bytes("data", 4194304)
+	return d.finish()
+}
+
+// Memcpy3DXtoH is message type 3045.
+type Memcpy3DXtoH struct {
+	SrcKind   uint32
+	Src       uint64
+	SrcPitch  uint64
+	SrcHeight uint64
+	SrcX      uint64
+	SrcY      uint64
+	SrcZ      uint64
+	Width     uint64
+	Height    uint64
+	Depth     uint64
+	Stream    uint64
+}
+
+// Type returns TypeMemcpy3DXtoH.
+func (*Memcpy3DXtoH) Type() Type { return TypeMemcpy3DXtoH }
+
+// Append appends the encoded payload to b.
+func (m *Memcpy3DXtoH) Append(b []byte) []byte {
+	b = putU32(b, m.SrcKind)
+	b = putU64(b, m.Src)
+	b = putU64(b, m.SrcPitch)
+	b = putU64(b, m.SrcHeight)
+	b = putU64(b, m.SrcX)
+	b = putU64(b, m.SrcY)
+	b = putU64(b, m.SrcZ)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *Memcpy3DXtoH) Decode(p []byte) error {
+	d := decoder{p: p, msg: "Memcpy3DXtoH"}
+	m.SrcKind = d.u32("src_kind")
+	m.Src = d.u64("src")
+	m.SrcPitch = d.u64("src_pitch")
+	m.SrcHeight = d.u64("src_height")
+	m.SrcX = d.u64("src_x")
+	m.SrcY = d.u64("src_y")
+	m.SrcZ = d.u64("src_z")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// Memcpy3DData is message type 3046.
+type Memcpy3DData struct {
+	Result int32
+	Data   []byte
+}
+
+// Type returns TypeMemcpy3DData.
+func (*Memcpy3DData) Type() Type { return TypeMemcpy3DData }
+
+// Append appends the encoded payload to b.
+func (m *Memcpy3DData) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Data)))
+	b = append(b, m.Data...)
+	return b
+}
+
+// AppendHead appends the payload without Data's content (its length included), so a
+// large Data can be written from where it lies.
+func (m *Memcpy3DData) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Data)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *Memcpy3DData) Decode(p []byte) error {
+	d := decoder{p: p, msg: "Memcpy3DData"}
+	m.Result = int32(d.u32("result"))
+	m.Data = d.bytes("data", 4194304)
+	return d.finish()
+}
+
+// Memcpy3DXtoX is message type 3047.
+type Memcpy3DXtoX struct {
+	SrcKind   uint32
+	Src       uint64
+	SrcPitch  uint64
+	SrcHeight uint64
+	SrcX      uint64
+	SrcY      uint64
+	SrcZ      uint64
+	DstKind   uint32
+	Dst       uint64
+	DstPitch  uint64
+	DstHeight uint64
+	DstX      uint64
+	DstY      uint64
+	DstZ      uint64
+	Width     uint64
+	Height    uint64
+	Depth     uint64
+	Stream    uint64
+	Async     uint32
+}
+
+// Type returns TypeMemcpy3DXtoX.
+func (*Memcpy3DXtoX) Type() Type { return TypeMemcpy3DXtoX }
+
+// Append appends the encoded payload to b.
+func (m *Memcpy3DXtoX) Append(b []byte) []byte {
+	b = putU32(b, m.SrcKind)
+	b = putU64(b, m.Src)
+	b = putU64(b, m.SrcPitch)
+	b = putU64(b, m.SrcHeight)
+	b = putU64(b, m.SrcX)
+	b = putU64(b, m.SrcY)
+	b = putU64(b, m.SrcZ)
+	b = putU32(b, m.DstKind)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.DstPitch)
+	b = putU64(b, m.DstHeight)
+	b = putU64(b, m.DstX)
+	b = putU64(b, m.DstY)
+	b = putU64(b, m.DstZ)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *Memcpy3DXtoX) Decode(p []byte) error {
+	d := decoder{p: p, msg: "Memcpy3DXtoX"}
+	m.SrcKind = d.u32("src_kind")
+	m.Src = d.u64("src")
+	m.SrcPitch = d.u64("src_pitch")
+	m.SrcHeight = d.u64("src_height")
+	m.SrcX = d.u64("src_x")
+	m.SrcY = d.u64("src_y")
+	m.SrcZ = d.u64("src_z")
+	m.DstKind = d.u32("dst_kind")
+	m.Dst = d.u64("dst")
+	m.DstPitch = d.u64("dst_pitch")
+	m.DstHeight = d.u64("dst_height")
+	m.DstX = d.u64("dst_x")
+	m.DstY = d.u64("dst_y")
+	m.DstZ = d.u64("dst_z")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
+	return d.finish()
+}
+
+// TexObjectCreate is message type 3060.
+type TexObjectCreate struct {
+	ResType   uint32
+	Handle    uint64
+	Format    uint32
+	Channels  uint32
+	Width     uint64
+	Height    uint64
+	Pitch     uint64
+	SizeBytes uint64
+	ResFlags  uint32
+	TexDesc   []byte
+	ViewDesc  []byte
+}
+
+// Type returns TypeTexObjectCreate.
+func (*TexObjectCreate) Type() Type { return TypeTexObjectCreate }
+
+// Append appends the encoded payload to b.
+func (m *TexObjectCreate) Append(b []byte) []byte {
+	b = putU32(b, m.ResType)
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Format)
+	b = putU32(b, m.Channels)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Pitch)
+	b = putU64(b, m.SizeBytes)
+	b = putU32(b, m.ResFlags)
+	b = putU32(b, uint32(len(m.TexDesc)))
+	b = append(b, m.TexDesc...)
+	b = putU32(b, uint32(len(m.ViewDesc)))
+	b = append(b, m.ViewDesc...)
+	return b
+}
+
+// AppendHead appends the payload without ViewDesc's content (its length included), so a
+// large ViewDesc can be written from where it lies.
+func (m *TexObjectCreate) AppendHead(b []byte) []byte {
+	b = putU32(b, m.ResType)
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Format)
+	b = putU32(b, m.Channels)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Pitch)
+	b = putU64(b, m.SizeBytes)
+	b = putU32(b, m.ResFlags)
+	b = putU32(b, uint32(len(m.TexDesc)))
+	b = append(b, m.TexDesc...)
+	b = putU32(b, uint32(len(m.ViewDesc)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TexObjectCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TexObjectCreate"}
+	m.ResType = d.u32("res_type")
+	m.Handle = d.u64("handle")
+	m.Format = d.u32("format")
+	m.Channels = d.u32("channels")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Pitch = d.u64("pitch")
+	m.SizeBytes = d.u64("size_bytes")
+	m.ResFlags = d.u32("res_flags")
+	m.TexDesc = d.bytes("tex_desc", 256)
+	m.ViewDesc = d.bytes("view_desc", 256)
+	return d.finish()
+}
+
+// TexObjectDestroy is message type 3061.
+type TexObjectDestroy struct {
+	Object uint64
+}
+
+// Type returns TypeTexObjectDestroy.
+func (*TexObjectDestroy) Type() Type { return TypeTexObjectDestroy }
+
+// Append appends the encoded payload to b.
+func (m *TexObjectDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Object)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TexObjectDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TexObjectDestroy"}
+	m.Object = d.u64("object")
+	return d.finish()
+}
+
+// TexObjectGetResourceDesc is message type 3062.
+type TexObjectGetResourceDesc struct {
+	Object uint64
+}
+
+// Type returns TypeTexObjectGetResourceDesc.
+func (*TexObjectGetResourceDesc) Type() Type { return TypeTexObjectGetResourceDesc }
+
+// Append appends the encoded payload to b.
+func (m *TexObjectGetResourceDesc) Append(b []byte) []byte {
+	b = putU64(b, m.Object)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TexObjectGetResourceDesc) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TexObjectGetResourceDesc"}
+	m.Object = d.u64("object")
+	return d.finish()
+}
+
+// ResourceDescReply is message type 3063.
+type ResourceDescReply struct {
+	Result    int32
+	ResType   uint32
+	Handle    uint64
+	Format    uint32
+	Channels  uint32
+	Width     uint64
+	Height    uint64
+	Pitch     uint64
+	SizeBytes uint64
+	ResFlags  uint32
+}
+
+// Type returns TypeResourceDescReply.
+func (*ResourceDescReply) Type() Type { return TypeResourceDescReply }
+
+// Append appends the encoded payload to b.
+func (m *ResourceDescReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.ResType)
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Format)
+	b = putU32(b, m.Channels)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Pitch)
+	b = putU64(b, m.SizeBytes)
+	b = putU32(b, m.ResFlags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ResourceDescReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ResourceDescReply"}
+	m.Result = int32(d.u32("result"))
+	m.ResType = d.u32("res_type")
+	m.Handle = d.u64("handle")
+	m.Format = d.u32("format")
+	m.Channels = d.u32("channels")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Pitch = d.u64("pitch")
+	m.SizeBytes = d.u64("size_bytes")
+	m.ResFlags = d.u32("res_flags")
+	return d.finish()
+}
+
+// SurfObjectCreate is message type 3064.
+type SurfObjectCreate struct {
+	ResType uint32
+	Handle  uint64
+}
+
+// Type returns TypeSurfObjectCreate.
+func (*SurfObjectCreate) Type() Type { return TypeSurfObjectCreate }
+
+// Append appends the encoded payload to b.
+func (m *SurfObjectCreate) Append(b []byte) []byte {
+	b = putU32(b, m.ResType)
+	b = putU64(b, m.Handle)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SurfObjectCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SurfObjectCreate"}
+	m.ResType = d.u32("res_type")
+	m.Handle = d.u64("handle")
+	return d.finish()
+}
+
+// SurfObjectDestroy is message type 3065.
+type SurfObjectDestroy struct {
+	Object uint64
+}
+
+// Type returns TypeSurfObjectDestroy.
+func (*SurfObjectDestroy) Type() Type { return TypeSurfObjectDestroy }
+
+// Append appends the encoded payload to b.
+func (m *SurfObjectDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Object)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SurfObjectDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SurfObjectDestroy"}
+	m.Object = d.u64("object")
+	return d.finish()
+}
+
+// StreamBeginCapture is message type 3070.
+type StreamBeginCapture struct {
+	Stream uint64
+	Mode   uint32
+}
+
+// Type returns TypeStreamBeginCapture.
+func (*StreamBeginCapture) Type() Type { return TypeStreamBeginCapture }
+
+// Append appends the encoded payload to b.
+func (m *StreamBeginCapture) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Mode)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamBeginCapture) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamBeginCapture"}
+	m.Stream = d.u64("stream")
+	m.Mode = d.u32("mode")
+	return d.finish()
+}
+
+// StreamEndCapture is message type 3071.
+type StreamEndCapture struct {
+	Stream uint64
+}
+
+// Type returns TypeStreamEndCapture.
+func (*StreamEndCapture) Type() Type { return TypeStreamEndCapture }
+
+// Append appends the encoded payload to b.
+func (m *StreamEndCapture) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamEndCapture) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamEndCapture"}
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// StreamGetCaptureInfo is message type 3072.
+type StreamGetCaptureInfo struct {
+	Stream uint64
+}
+
+// Type returns TypeStreamGetCaptureInfo.
+func (*StreamGetCaptureInfo) Type() Type { return TypeStreamGetCaptureInfo }
+
+// Append appends the encoded payload to b.
+func (m *StreamGetCaptureInfo) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamGetCaptureInfo) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamGetCaptureInfo"}
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// CaptureInfoReply is message type 3073.
+type CaptureInfoReply struct {
+	Result int32
+	Status uint32
+	ID     uint64
+	Graph  uint64
+}
+
+// Type returns TypeCaptureInfoReply.
+func (*CaptureInfoReply) Type() Type { return TypeCaptureInfoReply }
+
+// Append appends the encoded payload to b.
+func (m *CaptureInfoReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Status)
+	b = putU64(b, m.ID)
+	b = putU64(b, m.Graph)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CaptureInfoReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CaptureInfoReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = d.u32("status")
+	m.ID = d.u64("id")
+	m.Graph = d.u64("graph")
+	return d.finish()
+}
+
+// GraphCreate is message type 3074.
+type GraphCreate struct {
+	Flags uint32
+}
+
+// Type returns TypeGraphCreate.
+func (*GraphCreate) Type() Type { return TypeGraphCreate }
+
+// Append appends the encoded payload to b.
+func (m *GraphCreate) Append(b []byte) []byte {
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphCreate"}
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// GraphDestroy is message type 3075.
+type GraphDestroy struct {
+	Graph uint64
+}
+
+// Type returns TypeGraphDestroy.
+func (*GraphDestroy) Type() Type { return TypeGraphDestroy }
+
+// Append appends the encoded payload to b.
+func (m *GraphDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphDestroy"}
+	m.Graph = d.u64("graph")
+	return d.finish()
+}
+
+// GraphAddKernelNode is message type 3076.
+type GraphAddKernelNode struct {
+	Graph     uint64
+	Deps      []byte
+	Function  uint64
+	GridX     uint32
+	GridY     uint32
+	GridZ     uint32
+	BlockX    uint32
+	BlockY    uint32
+	BlockZ    uint32
+	SharedMem uint32
+	Params    []byte
+}
+
+// Type returns TypeGraphAddKernelNode.
+func (*GraphAddKernelNode) Type() Type { return TypeGraphAddKernelNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddKernelNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU32(b, uint32(len(m.Params)))
+	b = append(b, m.Params...)
+	return b
+}
+
+// AppendHead appends the payload without Params's content (its length included), so a
+// large Params can be written from where it lies.
+func (m *GraphAddKernelNode) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU32(b, uint32(len(m.Params)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddKernelNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddKernelNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Function = d.u64("function")
+	m.GridX = d.u32("grid_x")
+	m.GridY = d.u32("grid_y")
+	m.GridZ = d.u32("grid_z")
+	m.BlockX = d.u32("block_x")
+	m.BlockY = d.u32("block_y")
+	m.BlockZ = d.u32("block_z")
+	m.SharedMem = d.u32("shared_mem")
+	m.Params = d.bytes("params", 32768)
+	return d.finish()
+}
+
+// GraphAddMemsetNode is message type 3077.
+type GraphAddMemsetNode struct {
+	Graph    uint64
+	Deps     []byte
+	Dst      uint64
+	Pitch    uint64
+	Value    uint32
+	ElemSize uint32
+	Width    uint64
+	Height   uint64
+}
+
+// Type returns TypeGraphAddMemsetNode.
+func (*GraphAddMemsetNode) Type() Type { return TypeGraphAddMemsetNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddMemsetNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Pitch)
+	b = putU32(b, m.Value)
+	b = putU32(b, m.ElemSize)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddMemsetNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddMemsetNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Dst = d.u64("dst")
+	m.Pitch = d.u64("pitch")
+	m.Value = d.u32("value")
+	m.ElemSize = d.u32("elem_size")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	return d.finish()
+}
+
+// GraphAddMemcpyNode is message type 3078.
+type GraphAddMemcpyNode struct {
+	Graph     uint64
+	Deps      []byte
+	SrcKind   uint32
+	Src       uint64
+	SrcPitch  uint64
+	SrcHeight uint64
+	SrcX      uint64
+	SrcY      uint64
+	SrcZ      uint64
+	DstKind   uint32
+	Dst       uint64
+	DstPitch  uint64
+	DstHeight uint64
+	DstX      uint64
+	DstY      uint64
+	DstZ      uint64
+	Width     uint64
+	Height    uint64
+	Depth     uint64
+}
+
+// Type returns TypeGraphAddMemcpyNode.
+func (*GraphAddMemcpyNode) Type() Type { return TypeGraphAddMemcpyNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddMemcpyNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU32(b, m.SrcKind)
+	b = putU64(b, m.Src)
+	b = putU64(b, m.SrcPitch)
+	b = putU64(b, m.SrcHeight)
+	b = putU64(b, m.SrcX)
+	b = putU64(b, m.SrcY)
+	b = putU64(b, m.SrcZ)
+	b = putU32(b, m.DstKind)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.DstPitch)
+	b = putU64(b, m.DstHeight)
+	b = putU64(b, m.DstX)
+	b = putU64(b, m.DstY)
+	b = putU64(b, m.DstZ)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddMemcpyNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddMemcpyNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.SrcKind = d.u32("src_kind")
+	m.Src = d.u64("src")
+	m.SrcPitch = d.u64("src_pitch")
+	m.SrcHeight = d.u64("src_height")
+	m.SrcX = d.u64("src_x")
+	m.SrcY = d.u64("src_y")
+	m.SrcZ = d.u64("src_z")
+	m.DstKind = d.u32("dst_kind")
+	m.Dst = d.u64("dst")
+	m.DstPitch = d.u64("dst_pitch")
+	m.DstHeight = d.u64("dst_height")
+	m.DstX = d.u64("dst_x")
+	m.DstY = d.u64("dst_y")
+	m.DstZ = d.u64("dst_z")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	return d.finish()
+}
+
+// GraphAddEmptyNode is message type 3079.
+type GraphAddEmptyNode struct {
+	Graph uint64
+	Deps  []byte
+}
+
+// Type returns TypeGraphAddEmptyNode.
+func (*GraphAddEmptyNode) Type() Type { return TypeGraphAddEmptyNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddEmptyNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	return b
+}
+
+// AppendHead appends the payload without Deps's content (its length included), so a
+// large Deps can be written from where it lies.
+func (m *GraphAddEmptyNode) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddEmptyNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddEmptyNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	return d.finish()
+}
+
+// GraphInstantiate is message type 3080.
+type GraphInstantiate struct {
+	Graph uint64
+	Flags uint64
+}
+
+// Type returns TypeGraphInstantiate.
+func (*GraphInstantiate) Type() Type { return TypeGraphInstantiate }
+
+// Append appends the encoded payload to b.
+func (m *GraphInstantiate) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU64(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphInstantiate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphInstantiate"}
+	m.Graph = d.u64("graph")
+	m.Flags = d.u64("flags")
+	return d.finish()
+}
+
+// GraphLaunch is message type 3081.
+type GraphLaunch struct {
+	Exec   uint64
+	Stream uint64
+}
+
+// Type returns TypeGraphLaunch.
+func (*GraphLaunch) Type() Type { return TypeGraphLaunch }
+
+// Append appends the encoded payload to b.
+func (m *GraphLaunch) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphLaunch) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphLaunch"}
+	m.Exec = d.u64("exec")
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// GraphExecDestroy is message type 3082.
+type GraphExecDestroy struct {
+	Exec uint64
+}
+
+// Type returns TypeGraphExecDestroy.
+func (*GraphExecDestroy) Type() Type { return TypeGraphExecDestroy }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecDestroy"}
+	m.Exec = d.u64("exec")
+	return d.finish()
+}
+
+// GraphGetNodes is message type 3083.
+type GraphGetNodes struct {
+	Graph uint64
+}
+
+// Type returns TypeGraphGetNodes.
+func (*GraphGetNodes) Type() Type { return TypeGraphGetNodes }
+
+// Append appends the encoded payload to b.
+func (m *GraphGetNodes) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphGetNodes) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphGetNodes"}
+	m.Graph = d.u64("graph")
+	return d.finish()
+}
+
+// GraphNodesReply is message type 3084.
+type GraphNodesReply struct {
+	Result int32
+	Nodes  []byte
+	Types  []uint32
+}
+
+// Type returns TypeGraphNodesReply.
+func (*GraphNodesReply) Type() Type { return TypeGraphNodesReply }
+
+// Append appends the encoded payload to b.
+func (m *GraphNodesReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Nodes)))
+	b = append(b, m.Nodes...)
+	b = putU32(b, uint32(len(m.Types)))
+	for _, v := range m.Types {
+		b = putU32(b, v)
+	}
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphNodesReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphNodesReply"}
+	m.Result = int32(d.u32("result"))
+	m.Nodes = d.bytes("nodes", 65536)
+	m.Types = d.u32s("types", 8192)
+	return d.finish()
+}
+
+// GraphExecUpdate is message type 3085.
+type GraphExecUpdate struct {
+	Exec  uint64
+	Graph uint64
+}
+
+// Type returns TypeGraphExecUpdate.
+func (*GraphExecUpdate) Type() Type { return TypeGraphExecUpdate }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecUpdate) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Graph)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecUpdate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecUpdate"}
+	m.Exec = d.u64("exec")
+	m.Graph = d.u64("graph")
+	return d.finish()
+}
+
+// LaunchKernelEx is message type 3100.
+type LaunchKernelEx struct {
+	Function    uint64
+	GridX       uint32
+	GridY       uint32
+	GridZ       uint32
+	BlockX      uint32
+	BlockY      uint32
+	BlockZ      uint32
+	SharedMem   uint32
+	Stream      uint64
+	Cooperative uint32
+	ClusterX    uint32
+	ClusterY    uint32
+	ClusterZ    uint32
+	Priority    int32
+	Params      []byte
+}
+
+// Type returns TypeLaunchKernelEx.
+func (*LaunchKernelEx) Type() Type { return TypeLaunchKernelEx }
+
+// Append appends the encoded payload to b.
+func (m *LaunchKernelEx) Append(b []byte) []byte {
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Cooperative)
+	b = putU32(b, m.ClusterX)
+	b = putU32(b, m.ClusterY)
+	b = putU32(b, m.ClusterZ)
+	b = putU32(b, uint32(m.Priority))
+	b = putU32(b, uint32(len(m.Params)))
+	b = append(b, m.Params...)
+	return b
+}
+
+// AppendHead appends the payload without Params's content (its length included), so a
+// large Params can be written from where it lies.
+func (m *LaunchKernelEx) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Cooperative)
+	b = putU32(b, m.ClusterX)
+	b = putU32(b, m.ClusterY)
+	b = putU32(b, m.ClusterZ)
+	b = putU32(b, uint32(m.Priority))
+	b = putU32(b, uint32(len(m.Params)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LaunchKernelEx) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LaunchKernelEx"}
+	m.Function = d.u64("function")
+	m.GridX = d.u32("grid_x")
+	m.GridY = d.u32("grid_y")
+	m.GridZ = d.u32("grid_z")
+	m.BlockX = d.u32("block_x")
+	m.BlockY = d.u32("block_y")
+	m.BlockZ = d.u32("block_z")
+	m.SharedMem = d.u32("shared_mem")
+	m.Stream = d.u64("stream")
+	m.Cooperative = d.u32("cooperative")
+	m.ClusterX = d.u32("cluster_x")
+	m.ClusterY = d.u32("cluster_y")
+	m.ClusterZ = d.u32("cluster_z")
+	m.Priority = int32(d.u32("priority"))
+	m.Params = d.bytes("params", 32768)
+	return d.finish()
+}
+
+// StreamMemOp is message type 3110.
+type StreamMemOp struct {
+	Stream uint64
+	Op     uint32
+	Addr   uint64
+	Value  uint64
+	Flags  uint32
+}
+
+// Type returns TypeStreamMemOp.
+func (*StreamMemOp) Type() Type { return TypeStreamMemOp }
+
+// Append appends the encoded payload to b.
+func (m *StreamMemOp) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Op)
+	b = putU64(b, m.Addr)
+	b = putU64(b, m.Value)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamMemOp) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamMemOp"}
+	m.Stream = d.u64("stream")
+	m.Op = d.u32("op")
+	m.Addr = d.u64("addr")
+	m.Value = d.u64("value")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// TensorMapEncode is message type 3120.
+type TensorMapEncode struct {
+	Im2col           uint32
+	DataType         uint32
+	Rank             uint32
+	Address          uint64
+	GlobalDim        []byte
+	GlobalStrides    []byte
+	BoxDim           []uint32
+	ElementStrides   []uint32
+	LowerCorner      []uint32
+	UpperCorner      []uint32
+	ChannelsPerPixel uint32
+	PixelsPerColumn  uint32
+	Interleave       uint32
+	Swizzle          uint32
+	L2Promotion      uint32
+	OobFill          uint32
+}
+
+// Type returns TypeTensorMapEncode.
+func (*TensorMapEncode) Type() Type { return TypeTensorMapEncode }
+
+// Append appends the encoded payload to b.
+func (m *TensorMapEncode) Append(b []byte) []byte {
+	b = putU32(b, m.Im2col)
+	b = putU32(b, m.DataType)
+	b = putU32(b, m.Rank)
+	b = putU64(b, m.Address)
+	b = putU32(b, uint32(len(m.GlobalDim)))
+	b = append(b, m.GlobalDim...)
+	b = putU32(b, uint32(len(m.GlobalStrides)))
+	b = append(b, m.GlobalStrides...)
+	b = putU32(b, uint32(len(m.BoxDim)))
+	for _, v := range m.BoxDim {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.ElementStrides)))
+	for _, v := range m.ElementStrides {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.LowerCorner)))
+	for _, v := range m.LowerCorner {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.UpperCorner)))
+	for _, v := range m.UpperCorner {
+		b = putU32(b, v)
+	}
+	b = putU32(b, m.ChannelsPerPixel)
+	b = putU32(b, m.PixelsPerColumn)
+	b = putU32(b, m.Interleave)
+	b = putU32(b, m.Swizzle)
+	b = putU32(b, m.L2Promotion)
+	b = putU32(b, m.OobFill)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TensorMapEncode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TensorMapEncode"}
+	m.Im2col = d.u32("im2col")
+	m.DataType = d.u32("data_type")
+	m.Rank = d.u32("rank")
+	m.Address = d.u64("address")
+	m.GlobalDim = d.bytes("global_dim", 40)
+	m.GlobalStrides = d.bytes("global_strides", 32)
+	m.BoxDim = d.u32s("box_dim", 5)
+	m.ElementStrides = d.u32s("element_strides", 5)
+	m.LowerCorner = d.u32s("lower_corner", 3)
+	m.UpperCorner = d.u32s("upper_corner", 3)
+	m.ChannelsPerPixel = d.u32("channels_per_pixel")
+	m.PixelsPerColumn = d.u32("pixels_per_column")
+	m.Interleave = d.u32("interleave")
+	m.Swizzle = d.u32("swizzle")
+	m.L2Promotion = d.u32("l2_promotion")
+	m.OobFill = d.u32("oob_fill")
+	return d.finish()
+}
+
+// TensorMapReply is message type 3121.
+type TensorMapReply struct {
+	Result int32
+	Map    []byte
+}
+
+// Type returns TypeTensorMapReply.
+func (*TensorMapReply) Type() Type { return TypeTensorMapReply }
+
+// Append appends the encoded payload to b.
+func (m *TensorMapReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Map)))
+	b = append(b, m.Map...)
+	return b
+}
+
+// AppendHead appends the payload without Map's content (its length included), so a
+// large Map can be written from where it lies.
+func (m *TensorMapReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Map)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *TensorMapReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "TensorMapReply"}
+	m.Result = int32(d.u32("result"))
+	m.Map = d.bytes("map", 128)
+	return d.finish()
+}
+
+// LinkCreate is message type 3130.
+type LinkCreate struct {
+}
+
+// Type returns TypeLinkCreate.
+func (*LinkCreate) Type() Type { return TypeLinkCreate }
+
+// Append appends the encoded payload to b.
+func (m *LinkCreate) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkCreate"}
+	return d.finish()
+}
+
+// LinkAddData is message type 3131.
+type LinkAddData struct {
+	Link      uint64
+	InputType uint32
+	Name      string
+	Data      []byte
+}
+
+// Type returns TypeLinkAddData.
+func (*LinkAddData) Type() Type { return TypeLinkAddData }
+
+// Append appends the encoded payload to b.
+func (m *LinkAddData) Append(b []byte) []byte {
+	b = putU64(b, m.Link)
+	b = putU32(b, m.InputType)
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	b = putU32(b, uint32(len(m.Data)))
+	b = append(b, m.Data...)
+	return b
+}
+
+// AppendHead appends the payload without Data's content (its length included), so a
+// large Data can be written from where it lies.
+func (m *LinkAddData) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Link)
+	b = putU32(b, m.InputType)
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	b = putU32(b, uint32(len(m.Data)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkAddData) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkAddData"}
+	m.Link = d.u64("link")
+	m.InputType = d.u32("input_type")
+	m.Name = string(d.bytes("name", 256))
+	m.Data = d.bytes("data", 67100000)
+	return d.finish()
+}
+
+// LinkComplete is message type 3132.
+type LinkComplete struct {
+	Link uint64
+}
+
+// Type returns TypeLinkComplete.
+func (*LinkComplete) Type() Type { return TypeLinkComplete }
+
+// Append appends the encoded payload to b.
+func (m *LinkComplete) Append(b []byte) []byte {
+	b = putU64(b, m.Link)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkComplete) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkComplete"}
+	m.Link = d.u64("link")
+	return d.finish()
+}
+
+// LinkCompleteReply is message type 3133.
+type LinkCompleteReply struct {
+	Result int32
+	Image  []byte
+}
+
+// Type returns TypeLinkCompleteReply.
+func (*LinkCompleteReply) Type() Type { return TypeLinkCompleteReply }
+
+// Append appends the encoded payload to b.
+func (m *LinkCompleteReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Image)))
+	b = append(b, m.Image...)
+	return b
+}
+
+// AppendHead appends the payload without Image's content (its length included), so a
+// large Image can be written from where it lies.
+func (m *LinkCompleteReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Image)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkCompleteReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkCompleteReply"}
+	m.Result = int32(d.u32("result"))
+	m.Image = d.bytes("image", 67100000)
+	return d.finish()
+}
+
+// LinkDestroy is message type 3134.
+type LinkDestroy struct {
+	Link uint64
+}
+
+// Type returns TypeLinkDestroy.
+func (*LinkDestroy) Type() Type { return TypeLinkDestroy }
+
+// Append appends the encoded payload to b.
+func (m *LinkDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Link)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LinkDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LinkDestroy"}
+	m.Link = d.u64("link")
 	return d.finish()
 }

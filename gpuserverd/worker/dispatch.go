@@ -93,6 +93,9 @@ func resultOf(m wire.Message) int32 {
 }
 
 func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message, error) {
+	if answer, ok := s.family(m); ok { // the hand-written driver-API families (families.go)
+		return answer, nil
+	}
 	switch m := m.(type) {
 	case *wire.Hello:
 		return nil, fmt.Errorf("%w: Hello after the handshake", wire.ErrDecode)
@@ -284,45 +287,56 @@ func (s *Session) memAlloc(d *device, bytes uint64) wire.Message {
 // alloc allocates device memory charged to the quota: the instance's across its sessions when
 // the server keeps a ledger (memledger.go), else the session's.
 func (s *Session) alloc(d *device, bytes uint64) (uint64, error) {
-	q := s.cfg.MemoryQuota
-	if q > 0 && (bytes > q || d.used > q-bytes) {
-		return 0, fmt.Errorf("%d bytes past the session's quota of %d: %w", bytes, q, backend.ErrOutOfMemory)
-	}
-	charged := q > 0 && s.ledger != nil && bytes > 0 && bytes < 1<<62
-	if charged {
-		ok, used, err := s.ledger(d.index, int64(bytes))
-		if err != nil {
-			return 0, fmt.Errorf("%w (%w)", err, backend.ErrOutOfMemory)
-		}
-		if !ok {
-			return 0, fmt.Errorf("%d bytes past the instance's quota of %d on this GPU (its sessions hold %d): %w",
-				bytes, q, used, backend.ErrOutOfMemory)
-		}
+	if err := s.charge(d, bytes); err != nil {
+		return 0, err
 	}
 	p, err := d.ctx.MemAlloc(bytes)
 	if err != nil {
-		if charged {
-			s.giveBack(d, bytes)
-		}
+		s.uncharge(d, bytes)
 		return 0, err
 	}
 	d.allocs[p] = bytes
+	return p, nil
+}
+
+// charge counts bytes of device memory against the quota, refusing them past it: the session's
+// own count, and the instance's across its sessions when the server keeps a ledger
+// (memledger.go). Every allocation kind (plain, VMM, pools, arrays) goes through it.
+func (s *Session) charge(d *device, bytes uint64) error {
+	q := s.cfg.MemoryQuota
+	if q > 0 && (bytes > q || d.used > q-bytes) {
+		return fmt.Errorf("%d bytes past the session's quota of %d: %w", bytes, q, backend.ErrOutOfMemory)
+	}
+	if q > 0 && s.ledger != nil && bytes > 0 && bytes < 1<<62 {
+		ok, used, err := s.ledger(d.index, int64(bytes))
+		if err != nil {
+			return fmt.Errorf("%w (%w)", err, backend.ErrOutOfMemory)
+		}
+		if !ok {
+			return fmt.Errorf("%d bytes past the instance's quota of %d on this GPU (its sessions hold %d): %w",
+				bytes, q, used, backend.ErrOutOfMemory)
+		}
+	}
 	d.used += bytes
 	s.Stats.memory(int64(bytes))
-	return p, nil
+	return nil
+}
+
+// uncharge gives back what charge counted, to the session and to the instance's ledger.
+func (s *Session) uncharge(d *device, bytes uint64) {
+	d.used -= bytes
+	s.Stats.memory(-int64(bytes))
+	if s.cfg.MemoryQuota > 0 && bytes < 1<<62 {
+		s.giveBack(d, bytes)
+	}
 }
 
 // free releases an allocation made by alloc.
 func (s *Session) free(d *device, p uint64) error {
 	err := d.ctx.MemFree(p)
 	if err == nil {
-		n := d.allocs[p]
-		s.Stats.memory(-int64(n))
-		d.used -= n
+		s.uncharge(d, d.allocs[p])
 		delete(d.allocs, p)
-		if s.cfg.MemoryQuota > 0 {
-			s.giveBack(d, n)
-		}
 	}
 	return err
 }

@@ -35,6 +35,27 @@ func FuzzSession(f *testing.F) {
 		&wire.Memset{Dst: 0x7f2c00000000, ElemSize: 4, Count: 1 << 62}))
 	f.Add(seed(&wire.LanesOpen{Lanes: 2}, &wire.MemcpyHtoDStriped{Dst: 0x7f2c00000000, Bytes: 5, Lanes: 2},
 		&wire.MemcpyDtoHStriped{Src: 0x7f2c00000000, Bytes: 5, Lanes: 1}))
+	// The hand-written families (families.go).
+	f.Add(seed(&wire.MemAddressReserve{Size: 4 << 20}, &wire.MemCreate{Size: 2 << 20, AllocType: 1, LocationType: 1},
+		&wire.MemMap{Ptr: 0x7f2c00000000, Size: 2 << 20, Handle: 2}, &wire.MemSetAccess{Ptr: 0x7f2c00000000,
+			Size: 2 << 20, LocationType: 1, Flags: 3}, &wire.MemRetainAllocationHandle{Ptr: 0x7f2c00000000},
+		&wire.MemUnmap{Ptr: 0x7f2c00000000, Size: 2 << 20}, &wire.MemRelease{Handle: 2}))
+	f.Add(seed(&wire.MemAllocAsync{Bytes: 4096}, &wire.MemPoolCreate{AllocType: 1, LocationType: 1},
+		&wire.MemPoolSetAttribute{Pool: 3, Attribute: 4, Value: 1 << 20}, &wire.MemFreeAsync{Ptr: 0x7f2c00000000},
+		&wire.MemPoolTrimTo{Pool: 3}, &wire.DeviceGetMemPool{Which: 1}))
+	f.Add(seed(&wire.ArrayCreate{Width: 8, Height: 4, Depth: 2, Format: 0x20, Channels: 1},
+		&wire.Memcpy3DHtoX{DstKind: 3, Dst: 1, Width: 32, Height: 4, Depth: 2, Data: make([]byte, 256)},
+		&wire.Memcpy3DXtoH{SrcKind: 3, Src: 1, SrcX: 4, Width: 8, Height: 2, Depth: 1},
+		&wire.Memcpy3DXtoX{SrcKind: 3, Src: 1, DstKind: 2, Dst: 0x7f2c00000000, DstPitch: 32, Width: 32, Height: 1, Depth: 1},
+		&wire.TexObjectCreate{ResType: 0, Handle: 1, TexDesc: make([]byte, 104)}, &wire.TexObjectGetResourceDesc{Object: 1}))
+	f.Add(seed(&wire.StreamCreate{}, &wire.StreamBeginCapture{Stream: 1}, &wire.Memset{Dst: 0x7f2c00000000, ElemSize: 1,
+		Count: 8, Stream: 1, Async: 1}, &wire.StreamEndCapture{Stream: 1}, &wire.GraphInstantiate{Graph: 3},
+		&wire.GraphLaunch{Exec: 4}, &wire.GraphCreate{}, &wire.GraphAddEmptyNode{Graph: 5, Deps: make([]byte, 8)},
+		&wire.GraphGetNodes{Graph: 5}, &wire.GraphExecUpdate{Exec: 4, Graph: 5}))
+	f.Add(seed(&wire.TensorMapEncode{DataType: 7, Rank: 2, GlobalDim: make([]byte, 16), GlobalStrides: make([]byte, 8),
+		BoxDim: []uint32{4, 4}, ElementStrides: []uint32{1, 1}}, &wire.LinkCreate{},
+		&wire.LinkAddData{Link: 1, Data: image}, &wire.LinkComplete{Link: 1}, &wire.LinkDestroy{Link: 1},
+		&wire.StreamMemOp{Op: 2, Addr: 0x7f2c00000000, Value: 1}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		serveBytes(t, Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), true, in)
 	})

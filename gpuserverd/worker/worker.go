@@ -50,6 +50,7 @@ type device struct {
 	allocs  map[uint64]uint64 // ptr -> bytes, for the quota
 	used    uint64
 	blas    blasState
+	fam     famState // virtual memory, pools, arrays, captures (families.go)
 }
 
 // Session serves one connection.

@@ -92,7 +92,11 @@ struct driver {
 	CUresult (*func_get_param_info)(CUfunction, size_t, size_t *, size_t *);
 };
 static struct driver d;
-static void *driver_handle; // for the generic calls, resolved by name on first use
+// The loaded driver, for what is resolved by name on first use: the generic calls and the
+// families' tables (families.c).
+static void *driver_handle;
+
+void *gc_driver_lib(void) { return driver_handle; }
 
 int gc_driver_open(const char *libname, char *err, size_t errlen) {
 	void *h = gc_dl_open(libname, err, errlen);

@@ -31,6 +31,8 @@ type Context struct {
 	funcAttrs   map[backend.Handle]funcAttrs
 	limits      map[int32]uint64
 	cacheConfig int32
+
+	fam families // the hand-written driver-API families (families.go)
 }
 
 func newContext(b *Backend, ordinal int) *Context {
@@ -106,10 +108,19 @@ func (c *Context) enqueue(h backend.Handle, s *stream, fn func()) {
 	})
 }
 
-// run enqueues fn on the stream; a synchronous call waits for it and returns its error.
+// run enqueues fn on the stream; a synchronous call waits for it and returns its error. Work
+// that a capture cannot hold (copies with the host) goes through run; other work through runKind.
 func (c *Context) run(h backend.Handle, async bool, fn func() error) error {
+	return c.runKind(uncapturable, h, async, fn)
+}
+
+// runKind is run for work of a graph node's kind, which a capturing stream records (graph.go).
+func (c *Context) runKind(kind int, h backend.Handle, async bool, fn func() error) error {
 	s, err := c.stream(h)
 	if err != nil {
+		return err
+	}
+	if captured, err := c.captured(kind, h, fn); captured {
 		return err
 	}
 	if async {
@@ -214,7 +225,7 @@ func (c *Context) MemcpyDtoD(dst, src, n uint64, h backend.Handle, async bool) e
 	if err != nil {
 		return err
 	}
-	return c.run(h, async, func() error { copy(d, s); return nil })
+	return c.runKind(nodeMemcpy, h, async, func() error { copy(d, s); return nil })
 }
 
 func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, h backend.Handle, async bool) error {
@@ -228,7 +239,7 @@ func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, h
 	if err != nil {
 		return err
 	}
-	return c.run(h, async, func() error {
+	return c.runKind(nodeMemset, h, async, func() error {
 		var pat [4]byte
 		binary.LittleEndian.PutUint32(pat[:], value)
 		for i := 0; i < len(d); i += elemSize {
@@ -398,6 +409,7 @@ func (c *Context) Close() error {
 	for _, s := range streams {
 		s.stop()
 	}
+	c.closeFamilies()
 	c.mem.mu.Lock()
 	used := c.mem.used
 	c.mem.alloc, c.mem.bases, c.mem.used = map[uint64]*allocation{}, nil, 0

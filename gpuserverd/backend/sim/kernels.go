@@ -162,25 +162,35 @@ func firstErr(errs ...error) error {
 }
 
 func (c *Context) LaunchKernel(cfg backend.LaunchConfig) error {
-	k, err := c.function(cfg.Function)
+	fn, err := c.kernelWork(cfg)
 	if err != nil {
 		return err
 	}
+	return c.runKind(nodeKernel, cfg.Stream, true, fn)
+}
+
+// kernelWork checks a launch and returns the work that runs it (a launch, or a graph's node).
+func (c *Context) kernelWork(cfg backend.LaunchConfig) (func() error, error) {
+	k, err := c.function(cfg.Function)
+	if err != nil {
+		return nil, err
+	}
 	for i := range 3 {
 		if cfg.Grid[i] == 0 || cfg.Block[i] == 0 {
-			return fmt.Errorf("launch %s with a zero dimension: %w", k.name, backend.ErrInvalidValue)
+			return nil, fmt.Errorf("launch %s with a zero dimension: %w", k.name, backend.ErrInvalidValue)
 		}
 	}
 	if cfg.Block[0]*cfg.Block[1]*cfg.Block[2] > 1024 {
-		return fmt.Errorf("launch %s: more than 1024 threads per block: %w", k.name, backend.ErrInvalidValue)
+		return nil, fmt.Errorf("launch %s: more than 1024 threads per block: %w", k.name, backend.ErrInvalidValue)
 	}
 	if err := c.checkShared(cfg.Function, k.name, cfg.SharedMemBytes); err != nil {
-		return err
+		return nil, err
 	}
 	last := k.params[len(k.params)-1]
 	if len(cfg.Params) < int(last.Offset+last.Size) {
-		return fmt.Errorf("launch %s: %d parameter bytes, need %d: %w", k.name, len(cfg.Params), last.Offset+last.Size, backend.ErrInvalidValue)
+		return nil, fmt.Errorf("launch %s: %d parameter bytes, need %d: %w", k.name, len(cfg.Params), last.Offset+last.Size, backend.ErrInvalidValue)
 	}
 	params := args(append([]byte(nil), cfg.Params...))
-	return c.run(cfg.Stream, true, func() error { return k.run(c, cfg, params) })
+	cfg.Params = nil // the caller's buffer is reused
+	return func() error { return k.run(c, cfg, params) }, nil
 }

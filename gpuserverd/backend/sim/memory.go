@@ -19,6 +19,9 @@ const (
 type allocation struct {
 	base uint64
 	data []byte
+	// mapped: a virtual-memory mapping of a physical allocation (vmm.go), not freed by MemFree
+	// and readable only once access is set.
+	mapped, access bool
 }
 
 // memory is a context's device allocations; stream goroutines read it, so it is locked.
@@ -35,27 +38,31 @@ func newMemory(ordinal int) *memory {
 }
 
 func (m *memory) add(bytes uint64) uint64 {
+	base := m.place(&allocation{data: make([]byte, bytes)})
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	base := m.next
-	m.next += (bytes + alignment - 1) / alignment * alignment
-	if bytes == 0 {
+	m.used += bytes
+	m.mu.Unlock()
+	return base
+}
+
+// place gives a the next free address and adds it, without counting it in used.
+func (m *memory) place(a *allocation) uint64 {
+	m.mu.Lock()
+	a.base = m.next
+	m.next += (uint64(len(a.data)) + alignment - 1) / alignment * alignment
+	if len(a.data) == 0 {
 		m.next += alignment
 	}
-	m.alloc[base] = &allocation{base: base, data: make([]byte, bytes)}
-	i := sort.Search(len(m.bases), func(i int) bool { return m.bases[i] > base })
-	m.bases = append(m.bases, 0)
-	copy(m.bases[i+1:], m.bases[i:])
-	m.bases[i] = base
-	m.used += bytes
-	return base
+	m.mu.Unlock()
+	m.insert(a)
+	return a.base
 }
 
 func (m *memory) remove(ptr uint64) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	a, ok := m.alloc[ptr]
-	if !ok {
+	if !ok || a.mapped {
 		return 0, fmt.Errorf("free of %#x, not an allocation's start: %w", ptr, backend.ErrInvalidValue)
 	}
 	delete(m.alloc, ptr)
@@ -73,6 +80,9 @@ func (m *memory) view(ptr, n uint64) ([]byte, error) {
 	if i >= 0 {
 		a := m.alloc[m.bases[i]]
 		off := ptr - a.base
+		if a.mapped && !a.access && off < uint64(len(a.data)) {
+			return nil, fmt.Errorf("device range [%#x, +%d) is mapped without access: %w", ptr, n, backend.ErrIllegalAddress)
+		}
 		if off <= uint64(len(a.data)) && n <= uint64(len(a.data))-off {
 			return a.data[off : off+n], nil
 		}

@@ -194,6 +194,9 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
                   : type == CU_MEMORYTYPE_DEVICE    ? cudaMemoryTypeDevice
                   : type == CU_MEMORYTYPE_HOST      ? cudaMemoryTypeHost
                                                     : cudaMemoryTypeUnregistered;
+        if (a->type == cudaMemoryTypeUnregistered && host_find(p)) { /* a driver that tracks no host memory */
+            a->type = cudaMemoryTypeHost, ordinal = cur_dev, hp = (void *)p;
+        }
         a->device = a->type == cudaMemoryTypeUnregistered ? -2 : ordinal; /* -2: no device's */
         a->devicePointer = (void *)(uintptr_t)dp;
         a->hostPointer = hp;
@@ -221,18 +224,25 @@ EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, con
 /* ---- stream-ordered allocation: correct, not asynchronous ---- */
 
 /* The allocation is usable at once, so by the stream's later work too. */
+/* Stream-ordered allocation from the device's current pool (charged to a session's quota by
+ * gpuserverd until freed). */
 EXPORT cudaError_t cudaMallocAsync(void **p, size_t n, cudaStream_t s) {
-    (void)s;
-    return cudaMalloc(p, n);
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    return ret(cuMemAllocAsync((CUdeviceptr *)p, n, (CUstream)s));
 }
 
-/* A free must not take effect before the stream's earlier work (which may still use the memory)
- * ends: the stream is waited for, then the memory freed. */
+/* A stream-ordered free; memory from cudaMalloc may be freed so too: then the free must not take
+ * effect before the stream's earlier work (which may still use the memory) ends, so the stream is
+ * waited for, then the memory freed. */
 EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
     if (!p) return cudaSuccess;
     READY();
-    CUresult rc = drain((CUstream)s);
-    if (rc == CUDA_SUCCESS) rc = cuMemFree((CUdeviceptr)(uintptr_t)p);
+    CUresult rc = cuMemFreeAsync((CUdeviceptr)(uintptr_t)p, (CUstream)s);
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
+        rc = drain((CUstream)s);
+        if (rc == CUDA_SUCCESS) rc = cuMemFree((CUdeviceptr)(uintptr_t)p);
+    }
     return ret(rc);
 }
 

@@ -108,4 +108,5 @@ void unregistered_stub(void);
 
 void more_memory(int ndev);
 void more_exec(void);
+void more_families(void); /* rt_sim_families.c */
 #endif

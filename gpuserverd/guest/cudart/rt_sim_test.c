@@ -153,6 +153,7 @@ int main(void) {
 
     more_memory(n);
     more_exec();
+    more_families();
     printf("rt_sim_test: OK\n");
     return 0;
 }

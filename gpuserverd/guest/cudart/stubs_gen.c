@@ -102,24 +102,12 @@ GC_WEAK(cudaChooseDevice, gc_stub_cudaChooseDevice);
 static int said_cudaCreateChannelDesc;
 static int gc_stub_cudaCreateChannelDesc(void) { return refused("cudaCreateChannelDesc", &said_cudaCreateChannelDesc); }
 GC_WEAK(cudaCreateChannelDesc, gc_stub_cudaCreateChannelDesc);
-static int said_cudaCreateSurfaceObject;
-static int gc_stub_cudaCreateSurfaceObject(void) { return refused("cudaCreateSurfaceObject", &said_cudaCreateSurfaceObject); }
-GC_WEAK(cudaCreateSurfaceObject, gc_stub_cudaCreateSurfaceObject);
-static int said_cudaCreateTextureObject;
-static int gc_stub_cudaCreateTextureObject(void) { return refused("cudaCreateTextureObject", &said_cudaCreateTextureObject); }
-GC_WEAK(cudaCreateTextureObject, gc_stub_cudaCreateTextureObject);
 static int said_cudaDestroyExternalMemory;
 static int gc_stub_cudaDestroyExternalMemory(void) { return refused("cudaDestroyExternalMemory", &said_cudaDestroyExternalMemory); }
 GC_WEAK(cudaDestroyExternalMemory, gc_stub_cudaDestroyExternalMemory);
 static int said_cudaDestroyExternalSemaphore;
 static int gc_stub_cudaDestroyExternalSemaphore(void) { return refused("cudaDestroyExternalSemaphore", &said_cudaDestroyExternalSemaphore); }
 GC_WEAK(cudaDestroyExternalSemaphore, gc_stub_cudaDestroyExternalSemaphore);
-static int said_cudaDestroySurfaceObject;
-static int gc_stub_cudaDestroySurfaceObject(void) { return refused("cudaDestroySurfaceObject", &said_cudaDestroySurfaceObject); }
-GC_WEAK(cudaDestroySurfaceObject, gc_stub_cudaDestroySurfaceObject);
-static int said_cudaDestroyTextureObject;
-static int gc_stub_cudaDestroyTextureObject(void) { return refused("cudaDestroyTextureObject", &said_cudaDestroyTextureObject); }
-GC_WEAK(cudaDestroyTextureObject, gc_stub_cudaDestroyTextureObject);
 static int said_cudaDeviceDisablePeerAccess;
 static int gc_stub_cudaDeviceDisablePeerAccess(void) { return refused("cudaDeviceDisablePeerAccess", &said_cudaDeviceDisablePeerAccess); }
 GC_WEAK(cudaDeviceDisablePeerAccess, gc_stub_cudaDeviceDisablePeerAccess);
@@ -129,18 +117,12 @@ GC_WEAK(cudaDeviceEnablePeerAccess, gc_stub_cudaDeviceEnablePeerAccess);
 static int said_cudaDeviceGetByPCIBusId;
 static int gc_stub_cudaDeviceGetByPCIBusId(void) { return refused("cudaDeviceGetByPCIBusId", &said_cudaDeviceGetByPCIBusId); }
 GC_WEAK(cudaDeviceGetByPCIBusId, gc_stub_cudaDeviceGetByPCIBusId);
-static int said_cudaDeviceGetDefaultMemPool;
-static int gc_stub_cudaDeviceGetDefaultMemPool(void) { return refused("cudaDeviceGetDefaultMemPool", &said_cudaDeviceGetDefaultMemPool); }
-GC_WEAK(cudaDeviceGetDefaultMemPool, gc_stub_cudaDeviceGetDefaultMemPool);
 static int said_cudaDeviceGetGraphMemAttribute;
 static int gc_stub_cudaDeviceGetGraphMemAttribute(void) { return refused("cudaDeviceGetGraphMemAttribute", &said_cudaDeviceGetGraphMemAttribute); }
 GC_WEAK(cudaDeviceGetGraphMemAttribute, gc_stub_cudaDeviceGetGraphMemAttribute);
 static int said_cudaDeviceGetHostAtomicCapabilities;
 static int gc_stub_cudaDeviceGetHostAtomicCapabilities(void) { return refused("cudaDeviceGetHostAtomicCapabilities", &said_cudaDeviceGetHostAtomicCapabilities); }
 GC_WEAK(cudaDeviceGetHostAtomicCapabilities, gc_stub_cudaDeviceGetHostAtomicCapabilities);
-static int said_cudaDeviceGetMemPool;
-static int gc_stub_cudaDeviceGetMemPool(void) { return refused("cudaDeviceGetMemPool", &said_cudaDeviceGetMemPool); }
-GC_WEAK(cudaDeviceGetMemPool, gc_stub_cudaDeviceGetMemPool);
 static int said_cudaDeviceGetNvSciSyncAttributes;
 static int gc_stub_cudaDeviceGetNvSciSyncAttributes(void) { return refused("cudaDeviceGetNvSciSyncAttributes", &said_cudaDeviceGetNvSciSyncAttributes); }
 GC_WEAK(cudaDeviceGetNvSciSyncAttributes, gc_stub_cudaDeviceGetNvSciSyncAttributes);
@@ -162,9 +144,6 @@ GC_WEAK(cudaDeviceRegisterAsyncNotification, gc_stub_cudaDeviceRegisterAsyncNoti
 static int said_cudaDeviceSetGraphMemAttribute;
 static int gc_stub_cudaDeviceSetGraphMemAttribute(void) { return refused("cudaDeviceSetGraphMemAttribute", &said_cudaDeviceSetGraphMemAttribute); }
 GC_WEAK(cudaDeviceSetGraphMemAttribute, gc_stub_cudaDeviceSetGraphMemAttribute);
-static int said_cudaDeviceSetMemPool;
-static int gc_stub_cudaDeviceSetMemPool(void) { return refused("cudaDeviceSetMemPool", &said_cudaDeviceSetMemPool); }
-GC_WEAK(cudaDeviceSetMemPool, gc_stub_cudaDeviceSetMemPool);
 static int said_cudaDeviceSetSharedMemConfig;
 static int gc_stub_cudaDeviceSetSharedMemConfig(void) { return refused("cudaDeviceSetSharedMemConfig", &said_cudaDeviceSetSharedMemConfig); }
 GC_WEAK(cudaDeviceSetSharedMemConfig, gc_stub_cudaDeviceSetSharedMemConfig);
@@ -213,9 +192,6 @@ GC_WEAK(cudaExternalMemoryGetMappedBuffer, gc_stub_cudaExternalMemoryGetMappedBu
 static int said_cudaExternalMemoryGetMappedMipmappedArray;
 static int gc_stub_cudaExternalMemoryGetMappedMipmappedArray(void) { return refused("cudaExternalMemoryGetMappedMipmappedArray", &said_cudaExternalMemoryGetMappedMipmappedArray); }
 GC_WEAK(cudaExternalMemoryGetMappedMipmappedArray, gc_stub_cudaExternalMemoryGetMappedMipmappedArray);
-static int said_cudaFreeArray;
-static int gc_stub_cudaFreeArray(void) { return refused("cudaFreeArray", &said_cudaFreeArray); }
-GC_WEAK(cudaFreeArray, gc_stub_cudaFreeArray);
 static int said_cudaFreeAsync_ptsz;
 static int gc_stub_cudaFreeAsync_ptsz(void) { return refused("cudaFreeAsync_ptsz", &said_cudaFreeAsync_ptsz); }
 GC_WEAK(cudaFreeAsync_ptsz, gc_stub_cudaFreeAsync_ptsz);
@@ -279,9 +255,6 @@ GC_WEAK(cudaGetMipmappedArrayLevel, gc_stub_cudaGetMipmappedArrayLevel);
 static int said_cudaGetSurfaceObjectResourceDesc;
 static int gc_stub_cudaGetSurfaceObjectResourceDesc(void) { return refused("cudaGetSurfaceObjectResourceDesc", &said_cudaGetSurfaceObjectResourceDesc); }
 GC_WEAK(cudaGetSurfaceObjectResourceDesc, gc_stub_cudaGetSurfaceObjectResourceDesc);
-static int said_cudaGetTextureObjectResourceDesc;
-static int gc_stub_cudaGetTextureObjectResourceDesc(void) { return refused("cudaGetTextureObjectResourceDesc", &said_cudaGetTextureObjectResourceDesc); }
-GC_WEAK(cudaGetTextureObjectResourceDesc, gc_stub_cudaGetTextureObjectResourceDesc);
 static int said_cudaGetTextureObjectResourceViewDesc;
 static int gc_stub_cudaGetTextureObjectResourceViewDesc(void) { return refused("cudaGetTextureObjectResourceViewDesc", &said_cudaGetTextureObjectResourceViewDesc); }
 GC_WEAK(cudaGetTextureObjectResourceViewDesc, gc_stub_cudaGetTextureObjectResourceViewDesc);
@@ -294,9 +267,6 @@ GC_WEAK(cudaGraphAddChildGraphNode, gc_stub_cudaGraphAddChildGraphNode);
 static int said_cudaGraphAddDependencies;
 static int gc_stub_cudaGraphAddDependencies(void) { return refused("cudaGraphAddDependencies", &said_cudaGraphAddDependencies); }
 GC_WEAK(cudaGraphAddDependencies, gc_stub_cudaGraphAddDependencies);
-static int said_cudaGraphAddEmptyNode;
-static int gc_stub_cudaGraphAddEmptyNode(void) { return refused("cudaGraphAddEmptyNode", &said_cudaGraphAddEmptyNode); }
-GC_WEAK(cudaGraphAddEmptyNode, gc_stub_cudaGraphAddEmptyNode);
 static int said_cudaGraphAddEventRecordNode;
 static int gc_stub_cudaGraphAddEventRecordNode(void) { return refused("cudaGraphAddEventRecordNode", &said_cudaGraphAddEventRecordNode); }
 GC_WEAK(cudaGraphAddEventRecordNode, gc_stub_cudaGraphAddEventRecordNode);
@@ -312,9 +282,6 @@ GC_WEAK(cudaGraphAddExternalSemaphoresWaitNode, gc_stub_cudaGraphAddExternalSema
 static int said_cudaGraphAddHostNode;
 static int gc_stub_cudaGraphAddHostNode(void) { return refused("cudaGraphAddHostNode", &said_cudaGraphAddHostNode); }
 GC_WEAK(cudaGraphAddHostNode, gc_stub_cudaGraphAddHostNode);
-static int said_cudaGraphAddKernelNode;
-static int gc_stub_cudaGraphAddKernelNode(void) { return refused("cudaGraphAddKernelNode", &said_cudaGraphAddKernelNode); }
-GC_WEAK(cudaGraphAddKernelNode, gc_stub_cudaGraphAddKernelNode);
 static int said_cudaGraphAddMemAllocNode;
 static int gc_stub_cudaGraphAddMemAllocNode(void) { return refused("cudaGraphAddMemAllocNode", &said_cudaGraphAddMemAllocNode); }
 GC_WEAK(cudaGraphAddMemAllocNode, gc_stub_cudaGraphAddMemAllocNode);
@@ -333,9 +300,6 @@ GC_WEAK(cudaGraphAddMemcpyNodeFromSymbol, gc_stub_cudaGraphAddMemcpyNodeFromSymb
 static int said_cudaGraphAddMemcpyNodeToSymbol;
 static int gc_stub_cudaGraphAddMemcpyNodeToSymbol(void) { return refused("cudaGraphAddMemcpyNodeToSymbol", &said_cudaGraphAddMemcpyNodeToSymbol); }
 GC_WEAK(cudaGraphAddMemcpyNodeToSymbol, gc_stub_cudaGraphAddMemcpyNodeToSymbol);
-static int said_cudaGraphAddMemsetNode;
-static int gc_stub_cudaGraphAddMemsetNode(void) { return refused("cudaGraphAddMemsetNode", &said_cudaGraphAddMemsetNode); }
-GC_WEAK(cudaGraphAddMemsetNode, gc_stub_cudaGraphAddMemsetNode);
 static int said_cudaGraphAddNode;
 static int gc_stub_cudaGraphAddNode(void) { return refused("cudaGraphAddNode", &said_cudaGraphAddNode); }
 GC_WEAK(cudaGraphAddNode, gc_stub_cudaGraphAddNode);
@@ -348,15 +312,9 @@ GC_WEAK(cudaGraphClone, gc_stub_cudaGraphClone);
 static int said_cudaGraphConditionalHandleCreate;
 static int gc_stub_cudaGraphConditionalHandleCreate(void) { return refused("cudaGraphConditionalHandleCreate", &said_cudaGraphConditionalHandleCreate); }
 GC_WEAK(cudaGraphConditionalHandleCreate, gc_stub_cudaGraphConditionalHandleCreate);
-static int said_cudaGraphCreate;
-static int gc_stub_cudaGraphCreate(void) { return refused("cudaGraphCreate", &said_cudaGraphCreate); }
-GC_WEAK(cudaGraphCreate, gc_stub_cudaGraphCreate);
 static int said_cudaGraphDebugDotPrint;
 static int gc_stub_cudaGraphDebugDotPrint(void) { return refused("cudaGraphDebugDotPrint", &said_cudaGraphDebugDotPrint); }
 GC_WEAK(cudaGraphDebugDotPrint, gc_stub_cudaGraphDebugDotPrint);
-static int said_cudaGraphDestroy;
-static int gc_stub_cudaGraphDestroy(void) { return refused("cudaGraphDestroy", &said_cudaGraphDestroy); }
-GC_WEAK(cudaGraphDestroy, gc_stub_cudaGraphDestroy);
 static int said_cudaGraphDestroyNode;
 static int gc_stub_cudaGraphDestroyNode(void) { return refused("cudaGraphDestroyNode", &said_cudaGraphDestroyNode); }
 GC_WEAK(cudaGraphDestroyNode, gc_stub_cudaGraphDestroyNode);
@@ -375,9 +333,6 @@ GC_WEAK(cudaGraphEventWaitNodeSetEvent, gc_stub_cudaGraphEventWaitNodeSetEvent);
 static int said_cudaGraphExecChildGraphNodeSetParams;
 static int gc_stub_cudaGraphExecChildGraphNodeSetParams(void) { return refused("cudaGraphExecChildGraphNodeSetParams", &said_cudaGraphExecChildGraphNodeSetParams); }
 GC_WEAK(cudaGraphExecChildGraphNodeSetParams, gc_stub_cudaGraphExecChildGraphNodeSetParams);
-static int said_cudaGraphExecDestroy;
-static int gc_stub_cudaGraphExecDestroy(void) { return refused("cudaGraphExecDestroy", &said_cudaGraphExecDestroy); }
-GC_WEAK(cudaGraphExecDestroy, gc_stub_cudaGraphExecDestroy);
 static int said_cudaGraphExecEventRecordNodeSetEvent;
 static int gc_stub_cudaGraphExecEventRecordNodeSetEvent(void) { return refused("cudaGraphExecEventRecordNodeSetEvent", &said_cudaGraphExecEventRecordNodeSetEvent); }
 GC_WEAK(cudaGraphExecEventRecordNodeSetEvent, gc_stub_cudaGraphExecEventRecordNodeSetEvent);
@@ -417,9 +372,6 @@ GC_WEAK(cudaGraphExecMemsetNodeSetParams, gc_stub_cudaGraphExecMemsetNodeSetPara
 static int said_cudaGraphExecNodeSetParams;
 static int gc_stub_cudaGraphExecNodeSetParams(void) { return refused("cudaGraphExecNodeSetParams", &said_cudaGraphExecNodeSetParams); }
 GC_WEAK(cudaGraphExecNodeSetParams, gc_stub_cudaGraphExecNodeSetParams);
-static int said_cudaGraphExecUpdate;
-static int gc_stub_cudaGraphExecUpdate(void) { return refused("cudaGraphExecUpdate", &said_cudaGraphExecUpdate); }
-GC_WEAK(cudaGraphExecUpdate, gc_stub_cudaGraphExecUpdate);
 static int said_cudaGraphExternalSemaphoresSignalNodeGetParams;
 static int gc_stub_cudaGraphExternalSemaphoresSignalNodeGetParams(void) { return refused("cudaGraphExternalSemaphoresSignalNodeGetParams", &said_cudaGraphExternalSemaphoresSignalNodeGetParams); }
 GC_WEAK(cudaGraphExternalSemaphoresSignalNodeGetParams, gc_stub_cudaGraphExternalSemaphoresSignalNodeGetParams);
@@ -435,9 +387,6 @@ GC_WEAK(cudaGraphExternalSemaphoresWaitNodeSetParams, gc_stub_cudaGraphExternalS
 static int said_cudaGraphGetEdges;
 static int gc_stub_cudaGraphGetEdges(void) { return refused("cudaGraphGetEdges", &said_cudaGraphGetEdges); }
 GC_WEAK(cudaGraphGetEdges, gc_stub_cudaGraphGetEdges);
-static int said_cudaGraphGetNodes;
-static int gc_stub_cudaGraphGetNodes(void) { return refused("cudaGraphGetNodes", &said_cudaGraphGetNodes); }
-GC_WEAK(cudaGraphGetNodes, gc_stub_cudaGraphGetNodes);
 static int said_cudaGraphGetRootNodes;
 static int gc_stub_cudaGraphGetRootNodes(void) { return refused("cudaGraphGetRootNodes", &said_cudaGraphGetRootNodes); }
 GC_WEAK(cudaGraphGetRootNodes, gc_stub_cudaGraphGetRootNodes);
@@ -447,12 +396,6 @@ GC_WEAK(cudaGraphHostNodeGetParams, gc_stub_cudaGraphHostNodeGetParams);
 static int said_cudaGraphHostNodeSetParams;
 static int gc_stub_cudaGraphHostNodeSetParams(void) { return refused("cudaGraphHostNodeSetParams", &said_cudaGraphHostNodeSetParams); }
 GC_WEAK(cudaGraphHostNodeSetParams, gc_stub_cudaGraphHostNodeSetParams);
-static int said_cudaGraphInstantiate;
-static int gc_stub_cudaGraphInstantiate(void) { return refused("cudaGraphInstantiate", &said_cudaGraphInstantiate); }
-GC_WEAK(cudaGraphInstantiate, gc_stub_cudaGraphInstantiate);
-static int said_cudaGraphInstantiateWithFlags;
-static int gc_stub_cudaGraphInstantiateWithFlags(void) { return refused("cudaGraphInstantiateWithFlags", &said_cudaGraphInstantiateWithFlags); }
-GC_WEAK(cudaGraphInstantiateWithFlags, gc_stub_cudaGraphInstantiateWithFlags);
 static int said_cudaGraphInstantiateWithParams;
 static int gc_stub_cudaGraphInstantiateWithParams(void) { return refused("cudaGraphInstantiateWithParams", &said_cudaGraphInstantiateWithParams); }
 GC_WEAK(cudaGraphInstantiateWithParams, gc_stub_cudaGraphInstantiateWithParams);
@@ -474,9 +417,6 @@ GC_WEAK(cudaGraphKernelNodeSetAttribute, gc_stub_cudaGraphKernelNodeSetAttribute
 static int said_cudaGraphKernelNodeSetParams;
 static int gc_stub_cudaGraphKernelNodeSetParams(void) { return refused("cudaGraphKernelNodeSetParams", &said_cudaGraphKernelNodeSetParams); }
 GC_WEAK(cudaGraphKernelNodeSetParams, gc_stub_cudaGraphKernelNodeSetParams);
-static int said_cudaGraphLaunch;
-static int gc_stub_cudaGraphLaunch(void) { return refused("cudaGraphLaunch", &said_cudaGraphLaunch); }
-GC_WEAK(cudaGraphLaunch, gc_stub_cudaGraphLaunch);
 static int said_cudaGraphLaunch_ptsz;
 static int gc_stub_cudaGraphLaunch_ptsz(void) { return refused("cudaGraphLaunch_ptsz", &said_cudaGraphLaunch_ptsz); }
 GC_WEAK(cudaGraphLaunch_ptsz, gc_stub_cudaGraphLaunch_ptsz);
@@ -609,18 +549,12 @@ GC_WEAK(cudaIpcOpenMemHandle, gc_stub_cudaIpcOpenMemHandle);
 static int said_cudaKernelSetAttributeForDevice;
 static int gc_stub_cudaKernelSetAttributeForDevice(void) { return refused("cudaKernelSetAttributeForDevice", &said_cudaKernelSetAttributeForDevice); }
 GC_WEAK(cudaKernelSetAttributeForDevice, gc_stub_cudaKernelSetAttributeForDevice);
-static int said_cudaLaunchCooperativeKernel;
-static int gc_stub_cudaLaunchCooperativeKernel(void) { return refused("cudaLaunchCooperativeKernel", &said_cudaLaunchCooperativeKernel); }
-GC_WEAK(cudaLaunchCooperativeKernel, gc_stub_cudaLaunchCooperativeKernel);
 static int said_cudaLaunchCooperativeKernel_ptsz;
 static int gc_stub_cudaLaunchCooperativeKernel_ptsz(void) { return refused("cudaLaunchCooperativeKernel_ptsz", &said_cudaLaunchCooperativeKernel_ptsz); }
 GC_WEAK(cudaLaunchCooperativeKernel_ptsz, gc_stub_cudaLaunchCooperativeKernel_ptsz);
 static int said_cudaLaunchHostFunc_ptsz;
 static int gc_stub_cudaLaunchHostFunc_ptsz(void) { return refused("cudaLaunchHostFunc_ptsz", &said_cudaLaunchHostFunc_ptsz); }
 GC_WEAK(cudaLaunchHostFunc_ptsz, gc_stub_cudaLaunchHostFunc_ptsz);
-static int said_cudaLaunchKernelExC;
-static int gc_stub_cudaLaunchKernelExC(void) { return refused("cudaLaunchKernelExC", &said_cudaLaunchKernelExC); }
-GC_WEAK(cudaLaunchKernelExC, gc_stub_cudaLaunchKernelExC);
 static int said_cudaLaunchKernelExC_ptsz;
 static int gc_stub_cudaLaunchKernelExC_ptsz(void) { return refused("cudaLaunchKernelExC_ptsz", &said_cudaLaunchKernelExC_ptsz); }
 GC_WEAK(cudaLaunchKernelExC_ptsz, gc_stub_cudaLaunchKernelExC_ptsz);
@@ -669,21 +603,9 @@ GC_WEAK(cudaLogsRegisterCallback, gc_stub_cudaLogsRegisterCallback);
 static int said_cudaLogsUnregisterCallback;
 static int gc_stub_cudaLogsUnregisterCallback(void) { return refused("cudaLogsUnregisterCallback", &said_cudaLogsUnregisterCallback); }
 GC_WEAK(cudaLogsUnregisterCallback, gc_stub_cudaLogsUnregisterCallback);
-static int said_cudaMalloc3D;
-static int gc_stub_cudaMalloc3D(void) { return refused("cudaMalloc3D", &said_cudaMalloc3D); }
-GC_WEAK(cudaMalloc3D, gc_stub_cudaMalloc3D);
-static int said_cudaMalloc3DArray;
-static int gc_stub_cudaMalloc3DArray(void) { return refused("cudaMalloc3DArray", &said_cudaMalloc3DArray); }
-GC_WEAK(cudaMalloc3DArray, gc_stub_cudaMalloc3DArray);
-static int said_cudaMallocArray;
-static int gc_stub_cudaMallocArray(void) { return refused("cudaMallocArray", &said_cudaMallocArray); }
-GC_WEAK(cudaMallocArray, gc_stub_cudaMallocArray);
 static int said_cudaMallocAsync_ptsz;
 static int gc_stub_cudaMallocAsync_ptsz(void) { return refused("cudaMallocAsync_ptsz", &said_cudaMallocAsync_ptsz); }
 GC_WEAK(cudaMallocAsync_ptsz, gc_stub_cudaMallocAsync_ptsz);
-static int said_cudaMallocFromPoolAsync;
-static int gc_stub_cudaMallocFromPoolAsync(void) { return refused("cudaMallocFromPoolAsync", &said_cudaMallocFromPoolAsync); }
-GC_WEAK(cudaMallocFromPoolAsync, gc_stub_cudaMallocFromPoolAsync);
 static int said_cudaMallocFromPoolAsync_ptsz;
 static int gc_stub_cudaMallocFromPoolAsync_ptsz(void) { return refused("cudaMallocFromPoolAsync_ptsz", &said_cudaMallocFromPoolAsync_ptsz); }
 GC_WEAK(cudaMallocFromPoolAsync_ptsz, gc_stub_cudaMallocFromPoolAsync_ptsz);
@@ -714,12 +636,6 @@ GC_WEAK(cudaMemGetDefaultMemPool, gc_stub_cudaMemGetDefaultMemPool);
 static int said_cudaMemGetMemPool;
 static int gc_stub_cudaMemGetMemPool(void) { return refused("cudaMemGetMemPool", &said_cudaMemGetMemPool); }
 GC_WEAK(cudaMemGetMemPool, gc_stub_cudaMemGetMemPool);
-static int said_cudaMemPoolCreate;
-static int gc_stub_cudaMemPoolCreate(void) { return refused("cudaMemPoolCreate", &said_cudaMemPoolCreate); }
-GC_WEAK(cudaMemPoolCreate, gc_stub_cudaMemPoolCreate);
-static int said_cudaMemPoolDestroy;
-static int gc_stub_cudaMemPoolDestroy(void) { return refused("cudaMemPoolDestroy", &said_cudaMemPoolDestroy); }
-GC_WEAK(cudaMemPoolDestroy, gc_stub_cudaMemPoolDestroy);
 static int said_cudaMemPoolExportPointer;
 static int gc_stub_cudaMemPoolExportPointer(void) { return refused("cudaMemPoolExportPointer", &said_cudaMemPoolExportPointer); }
 GC_WEAK(cudaMemPoolExportPointer, gc_stub_cudaMemPoolExportPointer);
@@ -729,9 +645,6 @@ GC_WEAK(cudaMemPoolExportToShareableHandle, gc_stub_cudaMemPoolExportToShareable
 static int said_cudaMemPoolGetAccess;
 static int gc_stub_cudaMemPoolGetAccess(void) { return refused("cudaMemPoolGetAccess", &said_cudaMemPoolGetAccess); }
 GC_WEAK(cudaMemPoolGetAccess, gc_stub_cudaMemPoolGetAccess);
-static int said_cudaMemPoolGetAttribute;
-static int gc_stub_cudaMemPoolGetAttribute(void) { return refused("cudaMemPoolGetAttribute", &said_cudaMemPoolGetAttribute); }
-GC_WEAK(cudaMemPoolGetAttribute, gc_stub_cudaMemPoolGetAttribute);
 static int said_cudaMemPoolImportFromShareableHandle;
 static int gc_stub_cudaMemPoolImportFromShareableHandle(void) { return refused("cudaMemPoolImportFromShareableHandle", &said_cudaMemPoolImportFromShareableHandle); }
 GC_WEAK(cudaMemPoolImportFromShareableHandle, gc_stub_cudaMemPoolImportFromShareableHandle);
@@ -741,12 +654,6 @@ GC_WEAK(cudaMemPoolImportPointer, gc_stub_cudaMemPoolImportPointer);
 static int said_cudaMemPoolSetAccess;
 static int gc_stub_cudaMemPoolSetAccess(void) { return refused("cudaMemPoolSetAccess", &said_cudaMemPoolSetAccess); }
 GC_WEAK(cudaMemPoolSetAccess, gc_stub_cudaMemPoolSetAccess);
-static int said_cudaMemPoolSetAttribute;
-static int gc_stub_cudaMemPoolSetAttribute(void) { return refused("cudaMemPoolSetAttribute", &said_cudaMemPoolSetAttribute); }
-GC_WEAK(cudaMemPoolSetAttribute, gc_stub_cudaMemPoolSetAttribute);
-static int said_cudaMemPoolTrimTo;
-static int gc_stub_cudaMemPoolTrimTo(void) { return refused("cudaMemPoolTrimTo", &said_cudaMemPoolTrimTo); }
-GC_WEAK(cudaMemPoolTrimTo, gc_stub_cudaMemPoolTrimTo);
 static int said_cudaMemPrefetchAsync;
 static int gc_stub_cudaMemPrefetchAsync(void) { return refused("cudaMemPrefetchAsync", &said_cudaMemPrefetchAsync); }
 GC_WEAK(cudaMemPrefetchAsync, gc_stub_cudaMemPrefetchAsync);
@@ -777,9 +684,6 @@ GC_WEAK(cudaMemcpy2DArrayToArray_ptds, gc_stub_cudaMemcpy2DArrayToArray_ptds);
 static int said_cudaMemcpy2DAsync_ptsz;
 static int gc_stub_cudaMemcpy2DAsync_ptsz(void) { return refused("cudaMemcpy2DAsync_ptsz", &said_cudaMemcpy2DAsync_ptsz); }
 GC_WEAK(cudaMemcpy2DAsync_ptsz, gc_stub_cudaMemcpy2DAsync_ptsz);
-static int said_cudaMemcpy2DFromArray;
-static int gc_stub_cudaMemcpy2DFromArray(void) { return refused("cudaMemcpy2DFromArray", &said_cudaMemcpy2DFromArray); }
-GC_WEAK(cudaMemcpy2DFromArray, gc_stub_cudaMemcpy2DFromArray);
 static int said_cudaMemcpy2DFromArrayAsync;
 static int gc_stub_cudaMemcpy2DFromArrayAsync(void) { return refused("cudaMemcpy2DFromArrayAsync", &said_cudaMemcpy2DFromArrayAsync); }
 GC_WEAK(cudaMemcpy2DFromArrayAsync, gc_stub_cudaMemcpy2DFromArrayAsync);
@@ -789,9 +693,6 @@ GC_WEAK(cudaMemcpy2DFromArrayAsync_ptsz, gc_stub_cudaMemcpy2DFromArrayAsync_ptsz
 static int said_cudaMemcpy2DFromArray_ptds;
 static int gc_stub_cudaMemcpy2DFromArray_ptds(void) { return refused("cudaMemcpy2DFromArray_ptds", &said_cudaMemcpy2DFromArray_ptds); }
 GC_WEAK(cudaMemcpy2DFromArray_ptds, gc_stub_cudaMemcpy2DFromArray_ptds);
-static int said_cudaMemcpy2DToArray;
-static int gc_stub_cudaMemcpy2DToArray(void) { return refused("cudaMemcpy2DToArray", &said_cudaMemcpy2DToArray); }
-GC_WEAK(cudaMemcpy2DToArray, gc_stub_cudaMemcpy2DToArray);
 static int said_cudaMemcpy2DToArrayAsync;
 static int gc_stub_cudaMemcpy2DToArrayAsync(void) { return refused("cudaMemcpy2DToArrayAsync", &said_cudaMemcpy2DToArrayAsync); }
 GC_WEAK(cudaMemcpy2DToArrayAsync, gc_stub_cudaMemcpy2DToArrayAsync);
@@ -804,12 +705,6 @@ GC_WEAK(cudaMemcpy2DToArray_ptds, gc_stub_cudaMemcpy2DToArray_ptds);
 static int said_cudaMemcpy2D_ptds;
 static int gc_stub_cudaMemcpy2D_ptds(void) { return refused("cudaMemcpy2D_ptds", &said_cudaMemcpy2D_ptds); }
 GC_WEAK(cudaMemcpy2D_ptds, gc_stub_cudaMemcpy2D_ptds);
-static int said_cudaMemcpy3D;
-static int gc_stub_cudaMemcpy3D(void) { return refused("cudaMemcpy3D", &said_cudaMemcpy3D); }
-GC_WEAK(cudaMemcpy3D, gc_stub_cudaMemcpy3D);
-static int said_cudaMemcpy3DAsync;
-static int gc_stub_cudaMemcpy3DAsync(void) { return refused("cudaMemcpy3DAsync", &said_cudaMemcpy3DAsync); }
-GC_WEAK(cudaMemcpy3DAsync, gc_stub_cudaMemcpy3DAsync);
 static int said_cudaMemcpy3DAsync_ptsz;
 static int gc_stub_cudaMemcpy3DAsync_ptsz(void) { return refused("cudaMemcpy3DAsync_ptsz", &said_cudaMemcpy3DAsync_ptsz); }
 GC_WEAK(cudaMemcpy3DAsync_ptsz, gc_stub_cudaMemcpy3DAsync_ptsz);
@@ -945,9 +840,6 @@ GC_WEAK(cudaStreamAttachMemAsync, gc_stub_cudaStreamAttachMemAsync);
 static int said_cudaStreamAttachMemAsync_ptsz;
 static int gc_stub_cudaStreamAttachMemAsync_ptsz(void) { return refused("cudaStreamAttachMemAsync_ptsz", &said_cudaStreamAttachMemAsync_ptsz); }
 GC_WEAK(cudaStreamAttachMemAsync_ptsz, gc_stub_cudaStreamAttachMemAsync_ptsz);
-static int said_cudaStreamBeginCapture;
-static int gc_stub_cudaStreamBeginCapture(void) { return refused("cudaStreamBeginCapture", &said_cudaStreamBeginCapture); }
-GC_WEAK(cudaStreamBeginCapture, gc_stub_cudaStreamBeginCapture);
 static int said_cudaStreamBeginCaptureToGraph;
 static int gc_stub_cudaStreamBeginCaptureToGraph(void) { return refused("cudaStreamBeginCaptureToGraph", &said_cudaStreamBeginCaptureToGraph); }
 GC_WEAK(cudaStreamBeginCaptureToGraph, gc_stub_cudaStreamBeginCaptureToGraph);
@@ -957,9 +849,6 @@ GC_WEAK(cudaStreamBeginCaptureToGraph_ptsz, gc_stub_cudaStreamBeginCaptureToGrap
 static int said_cudaStreamBeginCapture_ptsz;
 static int gc_stub_cudaStreamBeginCapture_ptsz(void) { return refused("cudaStreamBeginCapture_ptsz", &said_cudaStreamBeginCapture_ptsz); }
 GC_WEAK(cudaStreamBeginCapture_ptsz, gc_stub_cudaStreamBeginCapture_ptsz);
-static int said_cudaStreamEndCapture;
-static int gc_stub_cudaStreamEndCapture(void) { return refused("cudaStreamEndCapture", &said_cudaStreamEndCapture); }
-GC_WEAK(cudaStreamEndCapture, gc_stub_cudaStreamEndCapture);
 static int said_cudaStreamEndCapture_ptsz;
 static int gc_stub_cudaStreamEndCapture_ptsz(void) { return refused("cudaStreamEndCapture_ptsz", &said_cudaStreamEndCapture_ptsz); }
 GC_WEAK(cudaStreamEndCapture_ptsz, gc_stub_cudaStreamEndCapture_ptsz);
@@ -969,9 +858,6 @@ GC_WEAK(cudaStreamGetAttribute, gc_stub_cudaStreamGetAttribute);
 static int said_cudaStreamGetAttribute_ptsz;
 static int gc_stub_cudaStreamGetAttribute_ptsz(void) { return refused("cudaStreamGetAttribute_ptsz", &said_cudaStreamGetAttribute_ptsz); }
 GC_WEAK(cudaStreamGetAttribute_ptsz, gc_stub_cudaStreamGetAttribute_ptsz);
-static int said_cudaStreamGetCaptureInfo;
-static int gc_stub_cudaStreamGetCaptureInfo(void) { return refused("cudaStreamGetCaptureInfo", &said_cudaStreamGetCaptureInfo); }
-GC_WEAK(cudaStreamGetCaptureInfo, gc_stub_cudaStreamGetCaptureInfo);
 static int said_cudaStreamGetCaptureInfo_ptsz;
 static int gc_stub_cudaStreamGetCaptureInfo_ptsz(void) { return refused("cudaStreamGetCaptureInfo_ptsz", &said_cudaStreamGetCaptureInfo_ptsz); }
 GC_WEAK(cudaStreamGetCaptureInfo_ptsz, gc_stub_cudaStreamGetCaptureInfo_ptsz);
@@ -987,9 +873,6 @@ GC_WEAK(cudaStreamGetFlags_ptsz, gc_stub_cudaStreamGetFlags_ptsz);
 static int said_cudaStreamGetPriority_ptsz;
 static int gc_stub_cudaStreamGetPriority_ptsz(void) { return refused("cudaStreamGetPriority_ptsz", &said_cudaStreamGetPriority_ptsz); }
 GC_WEAK(cudaStreamGetPriority_ptsz, gc_stub_cudaStreamGetPriority_ptsz);
-static int said_cudaStreamIsCapturing;
-static int gc_stub_cudaStreamIsCapturing(void) { return refused("cudaStreamIsCapturing", &said_cudaStreamIsCapturing); }
-GC_WEAK(cudaStreamIsCapturing, gc_stub_cudaStreamIsCapturing);
 static int said_cudaStreamIsCapturing_ptsz;
 static int gc_stub_cudaStreamIsCapturing_ptsz(void) { return refused("cudaStreamIsCapturing_ptsz", &said_cudaStreamIsCapturing_ptsz); }
 GC_WEAK(cudaStreamIsCapturing_ptsz, gc_stub_cudaStreamIsCapturing_ptsz);
@@ -1014,9 +897,6 @@ GC_WEAK(cudaStreamUpdateCaptureDependencies_ptsz, gc_stub_cudaStreamUpdateCaptur
 static int said_cudaStreamWaitEvent_ptsz;
 static int gc_stub_cudaStreamWaitEvent_ptsz(void) { return refused("cudaStreamWaitEvent_ptsz", &said_cudaStreamWaitEvent_ptsz); }
 GC_WEAK(cudaStreamWaitEvent_ptsz, gc_stub_cudaStreamWaitEvent_ptsz);
-static int said_cudaThreadExchangeStreamCaptureMode;
-static int gc_stub_cudaThreadExchangeStreamCaptureMode(void) { return refused("cudaThreadExchangeStreamCaptureMode", &said_cudaThreadExchangeStreamCaptureMode); }
-GC_WEAK(cudaThreadExchangeStreamCaptureMode, gc_stub_cudaThreadExchangeStreamCaptureMode);
 static int said_cudaUserObjectCreate;
 static int gc_stub_cudaUserObjectCreate(void) { return refused("cudaUserObjectCreate", &said_cudaUserObjectCreate); }
 GC_WEAK(cudaUserObjectCreate, gc_stub_cudaUserObjectCreate);

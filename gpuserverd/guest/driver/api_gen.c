@@ -370,30 +370,15 @@ GC_WEAK(cuStreamGetPriority_ptsz, gc_gen_cuStreamGetPriority_ptsz);
 static int said_cuArray3DCreate;
 static int gc_stub_cuArray3DCreate(void) { return gc_refused("cuArray3DCreate", &said_cuArray3DCreate); }
 GC_WEAK(cuArray3DCreate, gc_stub_cuArray3DCreate);
-static int said_cuArray3DCreate_v2;
-static int gc_stub_cuArray3DCreate_v2(void) { return gc_refused("cuArray3DCreate_v2", &said_cuArray3DCreate_v2); }
-GC_WEAK(cuArray3DCreate_v2, gc_stub_cuArray3DCreate_v2);
 static int said_cuArray3DGetDescriptor;
 static int gc_stub_cuArray3DGetDescriptor(void) { return gc_refused("cuArray3DGetDescriptor", &said_cuArray3DGetDescriptor); }
 GC_WEAK(cuArray3DGetDescriptor, gc_stub_cuArray3DGetDescriptor);
-static int said_cuArray3DGetDescriptor_v2;
-static int gc_stub_cuArray3DGetDescriptor_v2(void) { return gc_refused("cuArray3DGetDescriptor_v2", &said_cuArray3DGetDescriptor_v2); }
-GC_WEAK(cuArray3DGetDescriptor_v2, gc_stub_cuArray3DGetDescriptor_v2);
 static int said_cuArrayCreate;
 static int gc_stub_cuArrayCreate(void) { return gc_refused("cuArrayCreate", &said_cuArrayCreate); }
 GC_WEAK(cuArrayCreate, gc_stub_cuArrayCreate);
-static int said_cuArrayCreate_v2;
-static int gc_stub_cuArrayCreate_v2(void) { return gc_refused("cuArrayCreate_v2", &said_cuArrayCreate_v2); }
-GC_WEAK(cuArrayCreate_v2, gc_stub_cuArrayCreate_v2);
-static int said_cuArrayDestroy;
-static int gc_stub_cuArrayDestroy(void) { return gc_refused("cuArrayDestroy", &said_cuArrayDestroy); }
-GC_WEAK(cuArrayDestroy, gc_stub_cuArrayDestroy);
 static int said_cuArrayGetDescriptor;
 static int gc_stub_cuArrayGetDescriptor(void) { return gc_refused("cuArrayGetDescriptor", &said_cuArrayGetDescriptor); }
 GC_WEAK(cuArrayGetDescriptor, gc_stub_cuArrayGetDescriptor);
-static int said_cuArrayGetDescriptor_v2;
-static int gc_stub_cuArrayGetDescriptor_v2(void) { return gc_refused("cuArrayGetDescriptor_v2", &said_cuArrayGetDescriptor_v2); }
-GC_WEAK(cuArrayGetDescriptor_v2, gc_stub_cuArrayGetDescriptor_v2);
 static int said_cuArrayGetMemoryRequirements;
 static int gc_stub_cuArrayGetMemoryRequirements(void) { return gc_refused("cuArrayGetMemoryRequirements", &said_cuArrayGetMemoryRequirements); }
 GC_WEAK(cuArrayGetMemoryRequirements, gc_stub_cuArrayGetMemoryRequirements);
@@ -481,9 +466,6 @@ GC_WEAK(cuDevSmResourceSplitByCount, gc_stub_cuDevSmResourceSplitByCount);
 static int said_cuDeviceGetByPCIBusId;
 static int gc_stub_cuDeviceGetByPCIBusId(void) { return gc_refused("cuDeviceGetByPCIBusId", &said_cuDeviceGetByPCIBusId); }
 GC_WEAK(cuDeviceGetByPCIBusId, gc_stub_cuDeviceGetByPCIBusId);
-static int said_cuDeviceGetDefaultMemPool;
-static int gc_stub_cuDeviceGetDefaultMemPool(void) { return gc_refused("cuDeviceGetDefaultMemPool", &said_cuDeviceGetDefaultMemPool); }
-GC_WEAK(cuDeviceGetDefaultMemPool, gc_stub_cuDeviceGetDefaultMemPool);
 static int said_cuDeviceGetDevResource;
 static int gc_stub_cuDeviceGetDevResource(void) { return gc_refused("cuDeviceGetDevResource", &said_cuDeviceGetDevResource); }
 GC_WEAK(cuDeviceGetDevResource, gc_stub_cuDeviceGetDevResource);
@@ -496,9 +478,6 @@ GC_WEAK(cuDeviceGetHostAtomicCapabilities, gc_stub_cuDeviceGetHostAtomicCapabili
 static int said_cuDeviceGetLuid;
 static int gc_stub_cuDeviceGetLuid(void) { return gc_refused("cuDeviceGetLuid", &said_cuDeviceGetLuid); }
 GC_WEAK(cuDeviceGetLuid, gc_stub_cuDeviceGetLuid);
-static int said_cuDeviceGetMemPool;
-static int gc_stub_cuDeviceGetMemPool(void) { return gc_refused("cuDeviceGetMemPool", &said_cuDeviceGetMemPool); }
-GC_WEAK(cuDeviceGetMemPool, gc_stub_cuDeviceGetMemPool);
 static int said_cuDeviceGetNvSciSyncAttributes;
 static int gc_stub_cuDeviceGetNvSciSyncAttributes(void) { return gc_refused("cuDeviceGetNvSciSyncAttributes", &said_cuDeviceGetNvSciSyncAttributes); }
 GC_WEAK(cuDeviceGetNvSciSyncAttributes, gc_stub_cuDeviceGetNvSciSyncAttributes);
@@ -517,9 +496,6 @@ GC_WEAK(cuDeviceRegisterAsyncNotification, gc_stub_cuDeviceRegisterAsyncNotifica
 static int said_cuDeviceSetGraphMemAttribute;
 static int gc_stub_cuDeviceSetGraphMemAttribute(void) { return gc_refused("cuDeviceSetGraphMemAttribute", &said_cuDeviceSetGraphMemAttribute); }
 GC_WEAK(cuDeviceSetGraphMemAttribute, gc_stub_cuDeviceSetGraphMemAttribute);
-static int said_cuDeviceSetMemPool;
-static int gc_stub_cuDeviceSetMemPool(void) { return gc_refused("cuDeviceSetMemPool", &said_cuDeviceSetMemPool); }
-GC_WEAK(cuDeviceSetMemPool, gc_stub_cuDeviceSetMemPool);
 static int said_cuDeviceUnregisterAsyncNotification;
 static int gc_stub_cuDeviceUnregisterAsyncNotification(void) { return gc_refused("cuDeviceUnregisterAsyncNotification", &said_cuDeviceUnregisterAsyncNotification); }
 GC_WEAK(cuDeviceUnregisterAsyncNotification, gc_stub_cuDeviceUnregisterAsyncNotification);
@@ -631,9 +607,6 @@ GC_WEAK(cuGraphAddDependencies, gc_stub_cuGraphAddDependencies);
 static int said_cuGraphAddDependencies_v2;
 static int gc_stub_cuGraphAddDependencies_v2(void) { return gc_refused("cuGraphAddDependencies_v2", &said_cuGraphAddDependencies_v2); }
 GC_WEAK(cuGraphAddDependencies_v2, gc_stub_cuGraphAddDependencies_v2);
-static int said_cuGraphAddEmptyNode;
-static int gc_stub_cuGraphAddEmptyNode(void) { return gc_refused("cuGraphAddEmptyNode", &said_cuGraphAddEmptyNode); }
-GC_WEAK(cuGraphAddEmptyNode, gc_stub_cuGraphAddEmptyNode);
 static int said_cuGraphAddEventRecordNode;
 static int gc_stub_cuGraphAddEventRecordNode(void) { return gc_refused("cuGraphAddEventRecordNode", &said_cuGraphAddEventRecordNode); }
 GC_WEAK(cuGraphAddEventRecordNode, gc_stub_cuGraphAddEventRecordNode);
@@ -646,27 +619,12 @@ GC_WEAK(cuGraphAddExternalSemaphoresSignalNode, gc_stub_cuGraphAddExternalSemaph
 static int said_cuGraphAddExternalSemaphoresWaitNode;
 static int gc_stub_cuGraphAddExternalSemaphoresWaitNode(void) { return gc_refused("cuGraphAddExternalSemaphoresWaitNode", &said_cuGraphAddExternalSemaphoresWaitNode); }
 GC_WEAK(cuGraphAddExternalSemaphoresWaitNode, gc_stub_cuGraphAddExternalSemaphoresWaitNode);
-static int said_cuGraphAddHostNode;
-static int gc_stub_cuGraphAddHostNode(void) { return gc_refused("cuGraphAddHostNode", &said_cuGraphAddHostNode); }
-GC_WEAK(cuGraphAddHostNode, gc_stub_cuGraphAddHostNode);
-static int said_cuGraphAddKernelNode;
-static int gc_stub_cuGraphAddKernelNode(void) { return gc_refused("cuGraphAddKernelNode", &said_cuGraphAddKernelNode); }
-GC_WEAK(cuGraphAddKernelNode, gc_stub_cuGraphAddKernelNode);
-static int said_cuGraphAddKernelNode_v2;
-static int gc_stub_cuGraphAddKernelNode_v2(void) { return gc_refused("cuGraphAddKernelNode_v2", &said_cuGraphAddKernelNode_v2); }
-GC_WEAK(cuGraphAddKernelNode_v2, gc_stub_cuGraphAddKernelNode_v2);
 static int said_cuGraphAddMemAllocNode;
 static int gc_stub_cuGraphAddMemAllocNode(void) { return gc_refused("cuGraphAddMemAllocNode", &said_cuGraphAddMemAllocNode); }
 GC_WEAK(cuGraphAddMemAllocNode, gc_stub_cuGraphAddMemAllocNode);
 static int said_cuGraphAddMemFreeNode;
 static int gc_stub_cuGraphAddMemFreeNode(void) { return gc_refused("cuGraphAddMemFreeNode", &said_cuGraphAddMemFreeNode); }
 GC_WEAK(cuGraphAddMemFreeNode, gc_stub_cuGraphAddMemFreeNode);
-static int said_cuGraphAddMemcpyNode;
-static int gc_stub_cuGraphAddMemcpyNode(void) { return gc_refused("cuGraphAddMemcpyNode", &said_cuGraphAddMemcpyNode); }
-GC_WEAK(cuGraphAddMemcpyNode, gc_stub_cuGraphAddMemcpyNode);
-static int said_cuGraphAddMemsetNode;
-static int gc_stub_cuGraphAddMemsetNode(void) { return gc_refused("cuGraphAddMemsetNode", &said_cuGraphAddMemsetNode); }
-GC_WEAK(cuGraphAddMemsetNode, gc_stub_cuGraphAddMemsetNode);
 static int said_cuGraphAddNode;
 static int gc_stub_cuGraphAddNode(void) { return gc_refused("cuGraphAddNode", &said_cuGraphAddNode); }
 GC_WEAK(cuGraphAddNode, gc_stub_cuGraphAddNode);
@@ -688,15 +646,9 @@ GC_WEAK(cuGraphClone, gc_stub_cuGraphClone);
 static int said_cuGraphConditionalHandleCreate;
 static int gc_stub_cuGraphConditionalHandleCreate(void) { return gc_refused("cuGraphConditionalHandleCreate", &said_cuGraphConditionalHandleCreate); }
 GC_WEAK(cuGraphConditionalHandleCreate, gc_stub_cuGraphConditionalHandleCreate);
-static int said_cuGraphCreate;
-static int gc_stub_cuGraphCreate(void) { return gc_refused("cuGraphCreate", &said_cuGraphCreate); }
-GC_WEAK(cuGraphCreate, gc_stub_cuGraphCreate);
 static int said_cuGraphDebugDotPrint;
 static int gc_stub_cuGraphDebugDotPrint(void) { return gc_refused("cuGraphDebugDotPrint", &said_cuGraphDebugDotPrint); }
 GC_WEAK(cuGraphDebugDotPrint, gc_stub_cuGraphDebugDotPrint);
-static int said_cuGraphDestroy;
-static int gc_stub_cuGraphDestroy(void) { return gc_refused("cuGraphDestroy", &said_cuGraphDestroy); }
-GC_WEAK(cuGraphDestroy, gc_stub_cuGraphDestroy);
 static int said_cuGraphDestroyNode;
 static int gc_stub_cuGraphDestroyNode(void) { return gc_refused("cuGraphDestroyNode", &said_cuGraphDestroyNode); }
 GC_WEAK(cuGraphDestroyNode, gc_stub_cuGraphDestroyNode);
@@ -718,9 +670,6 @@ GC_WEAK(cuGraphExecBatchMemOpNodeSetParams, gc_stub_cuGraphExecBatchMemOpNodeSet
 static int said_cuGraphExecChildGraphNodeSetParams;
 static int gc_stub_cuGraphExecChildGraphNodeSetParams(void) { return gc_refused("cuGraphExecChildGraphNodeSetParams", &said_cuGraphExecChildGraphNodeSetParams); }
 GC_WEAK(cuGraphExecChildGraphNodeSetParams, gc_stub_cuGraphExecChildGraphNodeSetParams);
-static int said_cuGraphExecDestroy;
-static int gc_stub_cuGraphExecDestroy(void) { return gc_refused("cuGraphExecDestroy", &said_cuGraphExecDestroy); }
-GC_WEAK(cuGraphExecDestroy, gc_stub_cuGraphExecDestroy);
 static int said_cuGraphExecEventRecordNodeSetEvent;
 static int gc_stub_cuGraphExecEventRecordNodeSetEvent(void) { return gc_refused("cuGraphExecEventRecordNodeSetEvent", &said_cuGraphExecEventRecordNodeSetEvent); }
 GC_WEAK(cuGraphExecEventRecordNodeSetEvent, gc_stub_cuGraphExecEventRecordNodeSetEvent);
@@ -754,12 +703,6 @@ GC_WEAK(cuGraphExecMemsetNodeSetParams, gc_stub_cuGraphExecMemsetNodeSetParams);
 static int said_cuGraphExecNodeSetParams;
 static int gc_stub_cuGraphExecNodeSetParams(void) { return gc_refused("cuGraphExecNodeSetParams", &said_cuGraphExecNodeSetParams); }
 GC_WEAK(cuGraphExecNodeSetParams, gc_stub_cuGraphExecNodeSetParams);
-static int said_cuGraphExecUpdate;
-static int gc_stub_cuGraphExecUpdate(void) { return gc_refused("cuGraphExecUpdate", &said_cuGraphExecUpdate); }
-GC_WEAK(cuGraphExecUpdate, gc_stub_cuGraphExecUpdate);
-static int said_cuGraphExecUpdate_v2;
-static int gc_stub_cuGraphExecUpdate_v2(void) { return gc_refused("cuGraphExecUpdate_v2", &said_cuGraphExecUpdate_v2); }
-GC_WEAK(cuGraphExecUpdate_v2, gc_stub_cuGraphExecUpdate_v2);
 static int said_cuGraphExternalSemaphoresSignalNodeGetParams;
 static int gc_stub_cuGraphExternalSemaphoresSignalNodeGetParams(void) { return gc_refused("cuGraphExternalSemaphoresSignalNodeGetParams", &said_cuGraphExternalSemaphoresSignalNodeGetParams); }
 GC_WEAK(cuGraphExternalSemaphoresSignalNodeGetParams, gc_stub_cuGraphExternalSemaphoresSignalNodeGetParams);
@@ -778,9 +721,6 @@ GC_WEAK(cuGraphGetEdges, gc_stub_cuGraphGetEdges);
 static int said_cuGraphGetEdges_v2;
 static int gc_stub_cuGraphGetEdges_v2(void) { return gc_refused("cuGraphGetEdges_v2", &said_cuGraphGetEdges_v2); }
 GC_WEAK(cuGraphGetEdges_v2, gc_stub_cuGraphGetEdges_v2);
-static int said_cuGraphGetNodes;
-static int gc_stub_cuGraphGetNodes(void) { return gc_refused("cuGraphGetNodes", &said_cuGraphGetNodes); }
-GC_WEAK(cuGraphGetNodes, gc_stub_cuGraphGetNodes);
 static int said_cuGraphGetRootNodes;
 static int gc_stub_cuGraphGetRootNodes(void) { return gc_refused("cuGraphGetRootNodes", &said_cuGraphGetRootNodes); }
 GC_WEAK(cuGraphGetRootNodes, gc_stub_cuGraphGetRootNodes);
@@ -790,21 +730,12 @@ GC_WEAK(cuGraphHostNodeGetParams, gc_stub_cuGraphHostNodeGetParams);
 static int said_cuGraphHostNodeSetParams;
 static int gc_stub_cuGraphHostNodeSetParams(void) { return gc_refused("cuGraphHostNodeSetParams", &said_cuGraphHostNodeSetParams); }
 GC_WEAK(cuGraphHostNodeSetParams, gc_stub_cuGraphHostNodeSetParams);
-static int said_cuGraphInstantiate;
-static int gc_stub_cuGraphInstantiate(void) { return gc_refused("cuGraphInstantiate", &said_cuGraphInstantiate); }
-GC_WEAK(cuGraphInstantiate, gc_stub_cuGraphInstantiate);
-static int said_cuGraphInstantiateWithFlags;
-static int gc_stub_cuGraphInstantiateWithFlags(void) { return gc_refused("cuGraphInstantiateWithFlags", &said_cuGraphInstantiateWithFlags); }
-GC_WEAK(cuGraphInstantiateWithFlags, gc_stub_cuGraphInstantiateWithFlags);
 static int said_cuGraphInstantiateWithParams;
 static int gc_stub_cuGraphInstantiateWithParams(void) { return gc_refused("cuGraphInstantiateWithParams", &said_cuGraphInstantiateWithParams); }
 GC_WEAK(cuGraphInstantiateWithParams, gc_stub_cuGraphInstantiateWithParams);
 static int said_cuGraphInstantiateWithParams_ptsz;
 static int gc_stub_cuGraphInstantiateWithParams_ptsz(void) { return gc_refused("cuGraphInstantiateWithParams_ptsz", &said_cuGraphInstantiateWithParams_ptsz); }
 GC_WEAK(cuGraphInstantiateWithParams_ptsz, gc_stub_cuGraphInstantiateWithParams_ptsz);
-static int said_cuGraphInstantiate_v2;
-static int gc_stub_cuGraphInstantiate_v2(void) { return gc_refused("cuGraphInstantiate_v2", &said_cuGraphInstantiate_v2); }
-GC_WEAK(cuGraphInstantiate_v2, gc_stub_cuGraphInstantiate_v2);
 static int said_cuGraphKernelNodeCopyAttributes;
 static int gc_stub_cuGraphKernelNodeCopyAttributes(void) { return gc_refused("cuGraphKernelNodeCopyAttributes", &said_cuGraphKernelNodeCopyAttributes); }
 GC_WEAK(cuGraphKernelNodeCopyAttributes, gc_stub_cuGraphKernelNodeCopyAttributes);
@@ -826,12 +757,6 @@ GC_WEAK(cuGraphKernelNodeSetParams, gc_stub_cuGraphKernelNodeSetParams);
 static int said_cuGraphKernelNodeSetParams_v2;
 static int gc_stub_cuGraphKernelNodeSetParams_v2(void) { return gc_refused("cuGraphKernelNodeSetParams_v2", &said_cuGraphKernelNodeSetParams_v2); }
 GC_WEAK(cuGraphKernelNodeSetParams_v2, gc_stub_cuGraphKernelNodeSetParams_v2);
-static int said_cuGraphLaunch;
-static int gc_stub_cuGraphLaunch(void) { return gc_refused("cuGraphLaunch", &said_cuGraphLaunch); }
-GC_WEAK(cuGraphLaunch, gc_stub_cuGraphLaunch);
-static int said_cuGraphLaunch_ptsz;
-static int gc_stub_cuGraphLaunch_ptsz(void) { return gc_refused("cuGraphLaunch_ptsz", &said_cuGraphLaunch_ptsz); }
-GC_WEAK(cuGraphLaunch_ptsz, gc_stub_cuGraphLaunch_ptsz);
 static int said_cuGraphMemAllocNodeGetParams;
 static int gc_stub_cuGraphMemAllocNodeGetParams(void) { return gc_refused("cuGraphMemAllocNodeGetParams", &said_cuGraphMemAllocNodeGetParams); }
 GC_WEAK(cuGraphMemAllocNodeGetParams, gc_stub_cuGraphMemAllocNodeGetParams);
@@ -1012,15 +937,9 @@ GC_WEAK(cuKernelSetCacheConfig, gc_stub_cuKernelSetCacheConfig);
 static int said_cuLaunch;
 static int gc_stub_cuLaunch(void) { return gc_refused("cuLaunch", &said_cuLaunch); }
 GC_WEAK(cuLaunch, gc_stub_cuLaunch);
-static int said_cuLaunchCooperativeKernel;
-static int gc_stub_cuLaunchCooperativeKernel(void) { return gc_refused("cuLaunchCooperativeKernel", &said_cuLaunchCooperativeKernel); }
-GC_WEAK(cuLaunchCooperativeKernel, gc_stub_cuLaunchCooperativeKernel);
 static int said_cuLaunchCooperativeKernelMultiDevice;
 static int gc_stub_cuLaunchCooperativeKernelMultiDevice(void) { return gc_refused("cuLaunchCooperativeKernelMultiDevice", &said_cuLaunchCooperativeKernelMultiDevice); }
 GC_WEAK(cuLaunchCooperativeKernelMultiDevice, gc_stub_cuLaunchCooperativeKernelMultiDevice);
-static int said_cuLaunchCooperativeKernel_ptsz;
-static int gc_stub_cuLaunchCooperativeKernel_ptsz(void) { return gc_refused("cuLaunchCooperativeKernel_ptsz", &said_cuLaunchCooperativeKernel_ptsz); }
-GC_WEAK(cuLaunchCooperativeKernel_ptsz, gc_stub_cuLaunchCooperativeKernel_ptsz);
 static int said_cuLaunchGrid;
 static int gc_stub_cuLaunchGrid(void) { return gc_refused("cuLaunchGrid", &said_cuLaunchGrid); }
 GC_WEAK(cuLaunchGrid, gc_stub_cuLaunchGrid);
@@ -1033,12 +952,6 @@ GC_WEAK(cuLaunchHostFunc, gc_stub_cuLaunchHostFunc);
 static int said_cuLaunchHostFunc_ptsz;
 static int gc_stub_cuLaunchHostFunc_ptsz(void) { return gc_refused("cuLaunchHostFunc_ptsz", &said_cuLaunchHostFunc_ptsz); }
 GC_WEAK(cuLaunchHostFunc_ptsz, gc_stub_cuLaunchHostFunc_ptsz);
-static int said_cuLaunchKernelEx;
-static int gc_stub_cuLaunchKernelEx(void) { return gc_refused("cuLaunchKernelEx", &said_cuLaunchKernelEx); }
-GC_WEAK(cuLaunchKernelEx, gc_stub_cuLaunchKernelEx);
-static int said_cuLaunchKernelEx_ptsz;
-static int gc_stub_cuLaunchKernelEx_ptsz(void) { return gc_refused("cuLaunchKernelEx_ptsz", &said_cuLaunchKernelEx_ptsz); }
-GC_WEAK(cuLaunchKernelEx_ptsz, gc_stub_cuLaunchKernelEx_ptsz);
 static int said_cuLibraryEnumerateKernels;
 static int gc_stub_cuLibraryEnumerateKernels(void) { return gc_refused("cuLibraryEnumerateKernels", &said_cuLibraryEnumerateKernels); }
 GC_WEAK(cuLibraryEnumerateKernels, gc_stub_cuLibraryEnumerateKernels);
@@ -1054,30 +967,6 @@ GC_WEAK(cuLibraryGetManaged, gc_stub_cuLibraryGetManaged);
 static int said_cuLibraryGetUnifiedFunction;
 static int gc_stub_cuLibraryGetUnifiedFunction(void) { return gc_refused("cuLibraryGetUnifiedFunction", &said_cuLibraryGetUnifiedFunction); }
 GC_WEAK(cuLibraryGetUnifiedFunction, gc_stub_cuLibraryGetUnifiedFunction);
-static int said_cuLinkAddData;
-static int gc_stub_cuLinkAddData(void) { return gc_refused("cuLinkAddData", &said_cuLinkAddData); }
-GC_WEAK(cuLinkAddData, gc_stub_cuLinkAddData);
-static int said_cuLinkAddData_v2;
-static int gc_stub_cuLinkAddData_v2(void) { return gc_refused("cuLinkAddData_v2", &said_cuLinkAddData_v2); }
-GC_WEAK(cuLinkAddData_v2, gc_stub_cuLinkAddData_v2);
-static int said_cuLinkAddFile;
-static int gc_stub_cuLinkAddFile(void) { return gc_refused("cuLinkAddFile", &said_cuLinkAddFile); }
-GC_WEAK(cuLinkAddFile, gc_stub_cuLinkAddFile);
-static int said_cuLinkAddFile_v2;
-static int gc_stub_cuLinkAddFile_v2(void) { return gc_refused("cuLinkAddFile_v2", &said_cuLinkAddFile_v2); }
-GC_WEAK(cuLinkAddFile_v2, gc_stub_cuLinkAddFile_v2);
-static int said_cuLinkComplete;
-static int gc_stub_cuLinkComplete(void) { return gc_refused("cuLinkComplete", &said_cuLinkComplete); }
-GC_WEAK(cuLinkComplete, gc_stub_cuLinkComplete);
-static int said_cuLinkCreate;
-static int gc_stub_cuLinkCreate(void) { return gc_refused("cuLinkCreate", &said_cuLinkCreate); }
-GC_WEAK(cuLinkCreate, gc_stub_cuLinkCreate);
-static int said_cuLinkCreate_v2;
-static int gc_stub_cuLinkCreate_v2(void) { return gc_refused("cuLinkCreate_v2", &said_cuLinkCreate_v2); }
-GC_WEAK(cuLinkCreate_v2, gc_stub_cuLinkCreate_v2);
-static int said_cuLinkDestroy;
-static int gc_stub_cuLinkDestroy(void) { return gc_refused("cuLinkDestroy", &said_cuLinkDestroy); }
-GC_WEAK(cuLinkDestroy, gc_stub_cuLinkDestroy);
 static int said_cuLogsCurrent;
 static int gc_stub_cuLogsCurrent(void) { return gc_refused("cuLogsCurrent", &said_cuLogsCurrent); }
 GC_WEAK(cuLogsCurrent, gc_stub_cuLogsCurrent);
@@ -1093,30 +982,12 @@ GC_WEAK(cuLogsRegisterCallback, gc_stub_cuLogsRegisterCallback);
 static int said_cuLogsUnregisterCallback;
 static int gc_stub_cuLogsUnregisterCallback(void) { return gc_refused("cuLogsUnregisterCallback", &said_cuLogsUnregisterCallback); }
 GC_WEAK(cuLogsUnregisterCallback, gc_stub_cuLogsUnregisterCallback);
-static int said_cuMemAddressFree;
-static int gc_stub_cuMemAddressFree(void) { return gc_refused("cuMemAddressFree", &said_cuMemAddressFree); }
-GC_WEAK(cuMemAddressFree, gc_stub_cuMemAddressFree);
-static int said_cuMemAddressReserve;
-static int gc_stub_cuMemAddressReserve(void) { return gc_refused("cuMemAddressReserve", &said_cuMemAddressReserve); }
-GC_WEAK(cuMemAddressReserve, gc_stub_cuMemAddressReserve);
 static int said_cuMemAdvise;
 static int gc_stub_cuMemAdvise(void) { return gc_refused("cuMemAdvise", &said_cuMemAdvise); }
 GC_WEAK(cuMemAdvise, gc_stub_cuMemAdvise);
 static int said_cuMemAdvise_v2;
 static int gc_stub_cuMemAdvise_v2(void) { return gc_refused("cuMemAdvise_v2", &said_cuMemAdvise_v2); }
 GC_WEAK(cuMemAdvise_v2, gc_stub_cuMemAdvise_v2);
-static int said_cuMemAllocAsync;
-static int gc_stub_cuMemAllocAsync(void) { return gc_refused("cuMemAllocAsync", &said_cuMemAllocAsync); }
-GC_WEAK(cuMemAllocAsync, gc_stub_cuMemAllocAsync);
-static int said_cuMemAllocAsync_ptsz;
-static int gc_stub_cuMemAllocAsync_ptsz(void) { return gc_refused("cuMemAllocAsync_ptsz", &said_cuMemAllocAsync_ptsz); }
-GC_WEAK(cuMemAllocAsync_ptsz, gc_stub_cuMemAllocAsync_ptsz);
-static int said_cuMemAllocFromPoolAsync;
-static int gc_stub_cuMemAllocFromPoolAsync(void) { return gc_refused("cuMemAllocFromPoolAsync", &said_cuMemAllocFromPoolAsync); }
-GC_WEAK(cuMemAllocFromPoolAsync, gc_stub_cuMemAllocFromPoolAsync);
-static int said_cuMemAllocFromPoolAsync_ptsz;
-static int gc_stub_cuMemAllocFromPoolAsync_ptsz(void) { return gc_refused("cuMemAllocFromPoolAsync_ptsz", &said_cuMemAllocFromPoolAsync_ptsz); }
-GC_WEAK(cuMemAllocFromPoolAsync_ptsz, gc_stub_cuMemAllocFromPoolAsync_ptsz);
 static int said_cuMemAllocManaged;
 static int gc_stub_cuMemAllocManaged(void) { return gc_refused("cuMemAllocManaged", &said_cuMemAllocManaged); }
 GC_WEAK(cuMemAllocManaged, gc_stub_cuMemAllocManaged);
@@ -1126,9 +997,6 @@ GC_WEAK(cuMemBatchDecompressAsync, gc_stub_cuMemBatchDecompressAsync);
 static int said_cuMemBatchDecompressAsync_ptsz;
 static int gc_stub_cuMemBatchDecompressAsync_ptsz(void) { return gc_refused("cuMemBatchDecompressAsync_ptsz", &said_cuMemBatchDecompressAsync_ptsz); }
 GC_WEAK(cuMemBatchDecompressAsync_ptsz, gc_stub_cuMemBatchDecompressAsync_ptsz);
-static int said_cuMemCreate;
-static int gc_stub_cuMemCreate(void) { return gc_refused("cuMemCreate", &said_cuMemCreate); }
-GC_WEAK(cuMemCreate, gc_stub_cuMemCreate);
 static int said_cuMemDiscardAndPrefetchBatchAsync;
 static int gc_stub_cuMemDiscardAndPrefetchBatchAsync(void) { return gc_refused("cuMemDiscardAndPrefetchBatchAsync", &said_cuMemDiscardAndPrefetchBatchAsync); }
 GC_WEAK(cuMemDiscardAndPrefetchBatchAsync, gc_stub_cuMemDiscardAndPrefetchBatchAsync);
@@ -1144,21 +1012,9 @@ GC_WEAK(cuMemDiscardBatchAsync_ptsz, gc_stub_cuMemDiscardBatchAsync_ptsz);
 static int said_cuMemExportToShareableHandle;
 static int gc_stub_cuMemExportToShareableHandle(void) { return gc_refused("cuMemExportToShareableHandle", &said_cuMemExportToShareableHandle); }
 GC_WEAK(cuMemExportToShareableHandle, gc_stub_cuMemExportToShareableHandle);
-static int said_cuMemFreeAsync;
-static int gc_stub_cuMemFreeAsync(void) { return gc_refused("cuMemFreeAsync", &said_cuMemFreeAsync); }
-GC_WEAK(cuMemFreeAsync, gc_stub_cuMemFreeAsync);
-static int said_cuMemFreeAsync_ptsz;
-static int gc_stub_cuMemFreeAsync_ptsz(void) { return gc_refused("cuMemFreeAsync_ptsz", &said_cuMemFreeAsync_ptsz); }
-GC_WEAK(cuMemFreeAsync_ptsz, gc_stub_cuMemFreeAsync_ptsz);
 static int said_cuMemGetAccess;
 static int gc_stub_cuMemGetAccess(void) { return gc_refused("cuMemGetAccess", &said_cuMemGetAccess); }
 GC_WEAK(cuMemGetAccess, gc_stub_cuMemGetAccess);
-static int said_cuMemGetAllocationGranularity;
-static int gc_stub_cuMemGetAllocationGranularity(void) { return gc_refused("cuMemGetAllocationGranularity", &said_cuMemGetAllocationGranularity); }
-GC_WEAK(cuMemGetAllocationGranularity, gc_stub_cuMemGetAllocationGranularity);
-static int said_cuMemGetAllocationPropertiesFromHandle;
-static int gc_stub_cuMemGetAllocationPropertiesFromHandle(void) { return gc_refused("cuMemGetAllocationPropertiesFromHandle", &said_cuMemGetAllocationPropertiesFromHandle); }
-GC_WEAK(cuMemGetAllocationPropertiesFromHandle, gc_stub_cuMemGetAllocationPropertiesFromHandle);
 static int said_cuMemGetAttribute;
 static int gc_stub_cuMemGetAttribute(void) { return gc_refused("cuMemGetAttribute", &said_cuMemGetAttribute); }
 GC_WEAK(cuMemGetAttribute, gc_stub_cuMemGetAttribute);
@@ -1186,21 +1042,12 @@ GC_WEAK(cuMemHostGetFlags, gc_stub_cuMemHostGetFlags);
 static int said_cuMemImportFromShareableHandle;
 static int gc_stub_cuMemImportFromShareableHandle(void) { return gc_refused("cuMemImportFromShareableHandle", &said_cuMemImportFromShareableHandle); }
 GC_WEAK(cuMemImportFromShareableHandle, gc_stub_cuMemImportFromShareableHandle);
-static int said_cuMemMap;
-static int gc_stub_cuMemMap(void) { return gc_refused("cuMemMap", &said_cuMemMap); }
-GC_WEAK(cuMemMap, gc_stub_cuMemMap);
 static int said_cuMemMapArrayAsync;
 static int gc_stub_cuMemMapArrayAsync(void) { return gc_refused("cuMemMapArrayAsync", &said_cuMemMapArrayAsync); }
 GC_WEAK(cuMemMapArrayAsync, gc_stub_cuMemMapArrayAsync);
 static int said_cuMemMapArrayAsync_ptsz;
 static int gc_stub_cuMemMapArrayAsync_ptsz(void) { return gc_refused("cuMemMapArrayAsync_ptsz", &said_cuMemMapArrayAsync_ptsz); }
 GC_WEAK(cuMemMapArrayAsync_ptsz, gc_stub_cuMemMapArrayAsync_ptsz);
-static int said_cuMemPoolCreate;
-static int gc_stub_cuMemPoolCreate(void) { return gc_refused("cuMemPoolCreate", &said_cuMemPoolCreate); }
-GC_WEAK(cuMemPoolCreate, gc_stub_cuMemPoolCreate);
-static int said_cuMemPoolDestroy;
-static int gc_stub_cuMemPoolDestroy(void) { return gc_refused("cuMemPoolDestroy", &said_cuMemPoolDestroy); }
-GC_WEAK(cuMemPoolDestroy, gc_stub_cuMemPoolDestroy);
 static int said_cuMemPoolExportPointer;
 static int gc_stub_cuMemPoolExportPointer(void) { return gc_refused("cuMemPoolExportPointer", &said_cuMemPoolExportPointer); }
 GC_WEAK(cuMemPoolExportPointer, gc_stub_cuMemPoolExportPointer);
@@ -1210,9 +1057,6 @@ GC_WEAK(cuMemPoolExportToShareableHandle, gc_stub_cuMemPoolExportToShareableHand
 static int said_cuMemPoolGetAccess;
 static int gc_stub_cuMemPoolGetAccess(void) { return gc_refused("cuMemPoolGetAccess", &said_cuMemPoolGetAccess); }
 GC_WEAK(cuMemPoolGetAccess, gc_stub_cuMemPoolGetAccess);
-static int said_cuMemPoolGetAttribute;
-static int gc_stub_cuMemPoolGetAttribute(void) { return gc_refused("cuMemPoolGetAttribute", &said_cuMemPoolGetAttribute); }
-GC_WEAK(cuMemPoolGetAttribute, gc_stub_cuMemPoolGetAttribute);
 static int said_cuMemPoolImportFromShareableHandle;
 static int gc_stub_cuMemPoolImportFromShareableHandle(void) { return gc_refused("cuMemPoolImportFromShareableHandle", &said_cuMemPoolImportFromShareableHandle); }
 GC_WEAK(cuMemPoolImportFromShareableHandle, gc_stub_cuMemPoolImportFromShareableHandle);
@@ -1222,12 +1066,6 @@ GC_WEAK(cuMemPoolImportPointer, gc_stub_cuMemPoolImportPointer);
 static int said_cuMemPoolSetAccess;
 static int gc_stub_cuMemPoolSetAccess(void) { return gc_refused("cuMemPoolSetAccess", &said_cuMemPoolSetAccess); }
 GC_WEAK(cuMemPoolSetAccess, gc_stub_cuMemPoolSetAccess);
-static int said_cuMemPoolSetAttribute;
-static int gc_stub_cuMemPoolSetAttribute(void) { return gc_refused("cuMemPoolSetAttribute", &said_cuMemPoolSetAttribute); }
-GC_WEAK(cuMemPoolSetAttribute, gc_stub_cuMemPoolSetAttribute);
-static int said_cuMemPoolTrimTo;
-static int gc_stub_cuMemPoolTrimTo(void) { return gc_refused("cuMemPoolTrimTo", &said_cuMemPoolTrimTo); }
-GC_WEAK(cuMemPoolTrimTo, gc_stub_cuMemPoolTrimTo);
 static int said_cuMemPrefetchAsync;
 static int gc_stub_cuMemPrefetchAsync(void) { return gc_refused("cuMemPrefetchAsync", &said_cuMemPrefetchAsync); }
 GC_WEAK(cuMemPrefetchAsync, gc_stub_cuMemPrefetchAsync);
@@ -1252,33 +1090,15 @@ GC_WEAK(cuMemRangeGetAttribute, gc_stub_cuMemRangeGetAttribute);
 static int said_cuMemRangeGetAttributes;
 static int gc_stub_cuMemRangeGetAttributes(void) { return gc_refused("cuMemRangeGetAttributes", &said_cuMemRangeGetAttributes); }
 GC_WEAK(cuMemRangeGetAttributes, gc_stub_cuMemRangeGetAttributes);
-static int said_cuMemRelease;
-static int gc_stub_cuMemRelease(void) { return gc_refused("cuMemRelease", &said_cuMemRelease); }
-GC_WEAK(cuMemRelease, gc_stub_cuMemRelease);
-static int said_cuMemRetainAllocationHandle;
-static int gc_stub_cuMemRetainAllocationHandle(void) { return gc_refused("cuMemRetainAllocationHandle", &said_cuMemRetainAllocationHandle); }
-GC_WEAK(cuMemRetainAllocationHandle, gc_stub_cuMemRetainAllocationHandle);
-static int said_cuMemSetAccess;
-static int gc_stub_cuMemSetAccess(void) { return gc_refused("cuMemSetAccess", &said_cuMemSetAccess); }
-GC_WEAK(cuMemSetAccess, gc_stub_cuMemSetAccess);
 static int said_cuMemSetMemPool;
 static int gc_stub_cuMemSetMemPool(void) { return gc_refused("cuMemSetMemPool", &said_cuMemSetMemPool); }
 GC_WEAK(cuMemSetMemPool, gc_stub_cuMemSetMemPool);
-static int said_cuMemUnmap;
-static int gc_stub_cuMemUnmap(void) { return gc_refused("cuMemUnmap", &said_cuMemUnmap); }
-GC_WEAK(cuMemUnmap, gc_stub_cuMemUnmap);
 static int said_cuMemcpy3D;
 static int gc_stub_cuMemcpy3D(void) { return gc_refused("cuMemcpy3D", &said_cuMemcpy3D); }
 GC_WEAK(cuMemcpy3D, gc_stub_cuMemcpy3D);
 static int said_cuMemcpy3DAsync;
 static int gc_stub_cuMemcpy3DAsync(void) { return gc_refused("cuMemcpy3DAsync", &said_cuMemcpy3DAsync); }
 GC_WEAK(cuMemcpy3DAsync, gc_stub_cuMemcpy3DAsync);
-static int said_cuMemcpy3DAsync_v2;
-static int gc_stub_cuMemcpy3DAsync_v2(void) { return gc_refused("cuMemcpy3DAsync_v2", &said_cuMemcpy3DAsync_v2); }
-GC_WEAK(cuMemcpy3DAsync_v2, gc_stub_cuMemcpy3DAsync_v2);
-static int said_cuMemcpy3DAsync_v2_ptsz;
-static int gc_stub_cuMemcpy3DAsync_v2_ptsz(void) { return gc_refused("cuMemcpy3DAsync_v2_ptsz", &said_cuMemcpy3DAsync_v2_ptsz); }
-GC_WEAK(cuMemcpy3DAsync_v2_ptsz, gc_stub_cuMemcpy3DAsync_v2_ptsz);
 static int said_cuMemcpy3DBatchAsync;
 static int gc_stub_cuMemcpy3DBatchAsync(void) { return gc_refused("cuMemcpy3DBatchAsync", &said_cuMemcpy3DBatchAsync); }
 GC_WEAK(cuMemcpy3DBatchAsync, gc_stub_cuMemcpy3DBatchAsync);
@@ -1303,48 +1123,18 @@ GC_WEAK(cuMemcpy3DPeerAsync_ptsz, gc_stub_cuMemcpy3DPeerAsync_ptsz);
 static int said_cuMemcpy3DPeer_ptds;
 static int gc_stub_cuMemcpy3DPeer_ptds(void) { return gc_refused("cuMemcpy3DPeer_ptds", &said_cuMemcpy3DPeer_ptds); }
 GC_WEAK(cuMemcpy3DPeer_ptds, gc_stub_cuMemcpy3DPeer_ptds);
-static int said_cuMemcpy3D_v2;
-static int gc_stub_cuMemcpy3D_v2(void) { return gc_refused("cuMemcpy3D_v2", &said_cuMemcpy3D_v2); }
-GC_WEAK(cuMemcpy3D_v2, gc_stub_cuMemcpy3D_v2);
-static int said_cuMemcpy3D_v2_ptds;
-static int gc_stub_cuMemcpy3D_v2_ptds(void) { return gc_refused("cuMemcpy3D_v2_ptds", &said_cuMemcpy3D_v2_ptds); }
-GC_WEAK(cuMemcpy3D_v2_ptds, gc_stub_cuMemcpy3D_v2_ptds);
 static int said_cuMemcpyAtoA;
 static int gc_stub_cuMemcpyAtoA(void) { return gc_refused("cuMemcpyAtoA", &said_cuMemcpyAtoA); }
 GC_WEAK(cuMemcpyAtoA, gc_stub_cuMemcpyAtoA);
-static int said_cuMemcpyAtoA_v2;
-static int gc_stub_cuMemcpyAtoA_v2(void) { return gc_refused("cuMemcpyAtoA_v2", &said_cuMemcpyAtoA_v2); }
-GC_WEAK(cuMemcpyAtoA_v2, gc_stub_cuMemcpyAtoA_v2);
-static int said_cuMemcpyAtoA_v2_ptds;
-static int gc_stub_cuMemcpyAtoA_v2_ptds(void) { return gc_refused("cuMemcpyAtoA_v2_ptds", &said_cuMemcpyAtoA_v2_ptds); }
-GC_WEAK(cuMemcpyAtoA_v2_ptds, gc_stub_cuMemcpyAtoA_v2_ptds);
 static int said_cuMemcpyAtoD;
 static int gc_stub_cuMemcpyAtoD(void) { return gc_refused("cuMemcpyAtoD", &said_cuMemcpyAtoD); }
 GC_WEAK(cuMemcpyAtoD, gc_stub_cuMemcpyAtoD);
-static int said_cuMemcpyAtoD_v2;
-static int gc_stub_cuMemcpyAtoD_v2(void) { return gc_refused("cuMemcpyAtoD_v2", &said_cuMemcpyAtoD_v2); }
-GC_WEAK(cuMemcpyAtoD_v2, gc_stub_cuMemcpyAtoD_v2);
-static int said_cuMemcpyAtoD_v2_ptds;
-static int gc_stub_cuMemcpyAtoD_v2_ptds(void) { return gc_refused("cuMemcpyAtoD_v2_ptds", &said_cuMemcpyAtoD_v2_ptds); }
-GC_WEAK(cuMemcpyAtoD_v2_ptds, gc_stub_cuMemcpyAtoD_v2_ptds);
 static int said_cuMemcpyAtoH;
 static int gc_stub_cuMemcpyAtoH(void) { return gc_refused("cuMemcpyAtoH", &said_cuMemcpyAtoH); }
 GC_WEAK(cuMemcpyAtoH, gc_stub_cuMemcpyAtoH);
 static int said_cuMemcpyAtoHAsync;
 static int gc_stub_cuMemcpyAtoHAsync(void) { return gc_refused("cuMemcpyAtoHAsync", &said_cuMemcpyAtoHAsync); }
 GC_WEAK(cuMemcpyAtoHAsync, gc_stub_cuMemcpyAtoHAsync);
-static int said_cuMemcpyAtoHAsync_v2;
-static int gc_stub_cuMemcpyAtoHAsync_v2(void) { return gc_refused("cuMemcpyAtoHAsync_v2", &said_cuMemcpyAtoHAsync_v2); }
-GC_WEAK(cuMemcpyAtoHAsync_v2, gc_stub_cuMemcpyAtoHAsync_v2);
-static int said_cuMemcpyAtoHAsync_v2_ptsz;
-static int gc_stub_cuMemcpyAtoHAsync_v2_ptsz(void) { return gc_refused("cuMemcpyAtoHAsync_v2_ptsz", &said_cuMemcpyAtoHAsync_v2_ptsz); }
-GC_WEAK(cuMemcpyAtoHAsync_v2_ptsz, gc_stub_cuMemcpyAtoHAsync_v2_ptsz);
-static int said_cuMemcpyAtoH_v2;
-static int gc_stub_cuMemcpyAtoH_v2(void) { return gc_refused("cuMemcpyAtoH_v2", &said_cuMemcpyAtoH_v2); }
-GC_WEAK(cuMemcpyAtoH_v2, gc_stub_cuMemcpyAtoH_v2);
-static int said_cuMemcpyAtoH_v2_ptds;
-static int gc_stub_cuMemcpyAtoH_v2_ptds(void) { return gc_refused("cuMemcpyAtoH_v2_ptds", &said_cuMemcpyAtoH_v2_ptds); }
-GC_WEAK(cuMemcpyAtoH_v2_ptds, gc_stub_cuMemcpyAtoH_v2_ptds);
 static int said_cuMemcpyBatchAsync;
 static int gc_stub_cuMemcpyBatchAsync(void) { return gc_refused("cuMemcpyBatchAsync", &said_cuMemcpyBatchAsync); }
 GC_WEAK(cuMemcpyBatchAsync, gc_stub_cuMemcpyBatchAsync);
@@ -1360,30 +1150,12 @@ GC_WEAK(cuMemcpyBatchAsync_v2_ptsz, gc_stub_cuMemcpyBatchAsync_v2_ptsz);
 static int said_cuMemcpyDtoA;
 static int gc_stub_cuMemcpyDtoA(void) { return gc_refused("cuMemcpyDtoA", &said_cuMemcpyDtoA); }
 GC_WEAK(cuMemcpyDtoA, gc_stub_cuMemcpyDtoA);
-static int said_cuMemcpyDtoA_v2;
-static int gc_stub_cuMemcpyDtoA_v2(void) { return gc_refused("cuMemcpyDtoA_v2", &said_cuMemcpyDtoA_v2); }
-GC_WEAK(cuMemcpyDtoA_v2, gc_stub_cuMemcpyDtoA_v2);
-static int said_cuMemcpyDtoA_v2_ptds;
-static int gc_stub_cuMemcpyDtoA_v2_ptds(void) { return gc_refused("cuMemcpyDtoA_v2_ptds", &said_cuMemcpyDtoA_v2_ptds); }
-GC_WEAK(cuMemcpyDtoA_v2_ptds, gc_stub_cuMemcpyDtoA_v2_ptds);
 static int said_cuMemcpyHtoA;
 static int gc_stub_cuMemcpyHtoA(void) { return gc_refused("cuMemcpyHtoA", &said_cuMemcpyHtoA); }
 GC_WEAK(cuMemcpyHtoA, gc_stub_cuMemcpyHtoA);
 static int said_cuMemcpyHtoAAsync;
 static int gc_stub_cuMemcpyHtoAAsync(void) { return gc_refused("cuMemcpyHtoAAsync", &said_cuMemcpyHtoAAsync); }
 GC_WEAK(cuMemcpyHtoAAsync, gc_stub_cuMemcpyHtoAAsync);
-static int said_cuMemcpyHtoAAsync_v2;
-static int gc_stub_cuMemcpyHtoAAsync_v2(void) { return gc_refused("cuMemcpyHtoAAsync_v2", &said_cuMemcpyHtoAAsync_v2); }
-GC_WEAK(cuMemcpyHtoAAsync_v2, gc_stub_cuMemcpyHtoAAsync_v2);
-static int said_cuMemcpyHtoAAsync_v2_ptsz;
-static int gc_stub_cuMemcpyHtoAAsync_v2_ptsz(void) { return gc_refused("cuMemcpyHtoAAsync_v2_ptsz", &said_cuMemcpyHtoAAsync_v2_ptsz); }
-GC_WEAK(cuMemcpyHtoAAsync_v2_ptsz, gc_stub_cuMemcpyHtoAAsync_v2_ptsz);
-static int said_cuMemcpyHtoA_v2;
-static int gc_stub_cuMemcpyHtoA_v2(void) { return gc_refused("cuMemcpyHtoA_v2", &said_cuMemcpyHtoA_v2); }
-GC_WEAK(cuMemcpyHtoA_v2, gc_stub_cuMemcpyHtoA_v2);
-static int said_cuMemcpyHtoA_v2_ptds;
-static int gc_stub_cuMemcpyHtoA_v2_ptds(void) { return gc_refused("cuMemcpyHtoA_v2_ptds", &said_cuMemcpyHtoA_v2_ptds); }
-GC_WEAK(cuMemcpyHtoA_v2_ptds, gc_stub_cuMemcpyHtoA_v2_ptds);
 static int said_cuMemcpyPeer;
 static int gc_stub_cuMemcpyPeer(void) { return gc_refused("cuMemcpyPeer", &said_cuMemcpyPeer); }
 GC_WEAK(cuMemcpyPeer, gc_stub_cuMemcpyPeer);
@@ -1468,12 +1240,6 @@ GC_WEAK(cuParamSeti, gc_stub_cuParamSeti);
 static int said_cuParamSetv;
 static int gc_stub_cuParamSetv(void) { return gc_refused("cuParamSetv", &said_cuParamSetv); }
 GC_WEAK(cuParamSetv, gc_stub_cuParamSetv);
-static int said_cuPointerGetAttribute;
-static int gc_stub_cuPointerGetAttribute(void) { return gc_refused("cuPointerGetAttribute", &said_cuPointerGetAttribute); }
-GC_WEAK(cuPointerGetAttribute, gc_stub_cuPointerGetAttribute);
-static int said_cuPointerGetAttributes;
-static int gc_stub_cuPointerGetAttributes(void) { return gc_refused("cuPointerGetAttributes", &said_cuPointerGetAttributes); }
-GC_WEAK(cuPointerGetAttributes, gc_stub_cuPointerGetAttributes);
 static int said_cuPointerSetAttribute;
 static int gc_stub_cuPointerSetAttribute(void) { return gc_refused("cuPointerSetAttribute", &said_cuPointerSetAttribute); }
 GC_WEAK(cuPointerSetAttribute, gc_stub_cuPointerSetAttribute);
@@ -1498,66 +1264,18 @@ GC_WEAK(cuStreamAttachMemAsync, gc_stub_cuStreamAttachMemAsync);
 static int said_cuStreamAttachMemAsync_ptsz;
 static int gc_stub_cuStreamAttachMemAsync_ptsz(void) { return gc_refused("cuStreamAttachMemAsync_ptsz", &said_cuStreamAttachMemAsync_ptsz); }
 GC_WEAK(cuStreamAttachMemAsync_ptsz, gc_stub_cuStreamAttachMemAsync_ptsz);
-static int said_cuStreamBatchMemOp;
-static int gc_stub_cuStreamBatchMemOp(void) { return gc_refused("cuStreamBatchMemOp", &said_cuStreamBatchMemOp); }
-GC_WEAK(cuStreamBatchMemOp, gc_stub_cuStreamBatchMemOp);
-static int said_cuStreamBatchMemOp_ptsz;
-static int gc_stub_cuStreamBatchMemOp_ptsz(void) { return gc_refused("cuStreamBatchMemOp_ptsz", &said_cuStreamBatchMemOp_ptsz); }
-GC_WEAK(cuStreamBatchMemOp_ptsz, gc_stub_cuStreamBatchMemOp_ptsz);
-static int said_cuStreamBatchMemOp_v2;
-static int gc_stub_cuStreamBatchMemOp_v2(void) { return gc_refused("cuStreamBatchMemOp_v2", &said_cuStreamBatchMemOp_v2); }
-GC_WEAK(cuStreamBatchMemOp_v2, gc_stub_cuStreamBatchMemOp_v2);
-static int said_cuStreamBatchMemOp_v2_ptsz;
-static int gc_stub_cuStreamBatchMemOp_v2_ptsz(void) { return gc_refused("cuStreamBatchMemOp_v2_ptsz", &said_cuStreamBatchMemOp_v2_ptsz); }
-GC_WEAK(cuStreamBatchMemOp_v2_ptsz, gc_stub_cuStreamBatchMemOp_v2_ptsz);
-static int said_cuStreamBeginCapture;
-static int gc_stub_cuStreamBeginCapture(void) { return gc_refused("cuStreamBeginCapture", &said_cuStreamBeginCapture); }
-GC_WEAK(cuStreamBeginCapture, gc_stub_cuStreamBeginCapture);
 static int said_cuStreamBeginCaptureToGraph;
 static int gc_stub_cuStreamBeginCaptureToGraph(void) { return gc_refused("cuStreamBeginCaptureToGraph", &said_cuStreamBeginCaptureToGraph); }
 GC_WEAK(cuStreamBeginCaptureToGraph, gc_stub_cuStreamBeginCaptureToGraph);
 static int said_cuStreamBeginCaptureToGraph_ptsz;
 static int gc_stub_cuStreamBeginCaptureToGraph_ptsz(void) { return gc_refused("cuStreamBeginCaptureToGraph_ptsz", &said_cuStreamBeginCaptureToGraph_ptsz); }
 GC_WEAK(cuStreamBeginCaptureToGraph_ptsz, gc_stub_cuStreamBeginCaptureToGraph_ptsz);
-static int said_cuStreamBeginCapture_ptsz;
-static int gc_stub_cuStreamBeginCapture_ptsz(void) { return gc_refused("cuStreamBeginCapture_ptsz", &said_cuStreamBeginCapture_ptsz); }
-GC_WEAK(cuStreamBeginCapture_ptsz, gc_stub_cuStreamBeginCapture_ptsz);
-static int said_cuStreamBeginCapture_v2;
-static int gc_stub_cuStreamBeginCapture_v2(void) { return gc_refused("cuStreamBeginCapture_v2", &said_cuStreamBeginCapture_v2); }
-GC_WEAK(cuStreamBeginCapture_v2, gc_stub_cuStreamBeginCapture_v2);
-static int said_cuStreamBeginCapture_v2_ptsz;
-static int gc_stub_cuStreamBeginCapture_v2_ptsz(void) { return gc_refused("cuStreamBeginCapture_v2_ptsz", &said_cuStreamBeginCapture_v2_ptsz); }
-GC_WEAK(cuStreamBeginCapture_v2_ptsz, gc_stub_cuStreamBeginCapture_v2_ptsz);
-static int said_cuStreamEndCapture;
-static int gc_stub_cuStreamEndCapture(void) { return gc_refused("cuStreamEndCapture", &said_cuStreamEndCapture); }
-GC_WEAK(cuStreamEndCapture, gc_stub_cuStreamEndCapture);
-static int said_cuStreamEndCapture_ptsz;
-static int gc_stub_cuStreamEndCapture_ptsz(void) { return gc_refused("cuStreamEndCapture_ptsz", &said_cuStreamEndCapture_ptsz); }
-GC_WEAK(cuStreamEndCapture_ptsz, gc_stub_cuStreamEndCapture_ptsz);
 static int said_cuStreamGetAttribute;
 static int gc_stub_cuStreamGetAttribute(void) { return gc_refused("cuStreamGetAttribute", &said_cuStreamGetAttribute); }
 GC_WEAK(cuStreamGetAttribute, gc_stub_cuStreamGetAttribute);
 static int said_cuStreamGetAttribute_ptsz;
 static int gc_stub_cuStreamGetAttribute_ptsz(void) { return gc_refused("cuStreamGetAttribute_ptsz", &said_cuStreamGetAttribute_ptsz); }
 GC_WEAK(cuStreamGetAttribute_ptsz, gc_stub_cuStreamGetAttribute_ptsz);
-static int said_cuStreamGetCaptureInfo;
-static int gc_stub_cuStreamGetCaptureInfo(void) { return gc_refused("cuStreamGetCaptureInfo", &said_cuStreamGetCaptureInfo); }
-GC_WEAK(cuStreamGetCaptureInfo, gc_stub_cuStreamGetCaptureInfo);
-static int said_cuStreamGetCaptureInfo_ptsz;
-static int gc_stub_cuStreamGetCaptureInfo_ptsz(void) { return gc_refused("cuStreamGetCaptureInfo_ptsz", &said_cuStreamGetCaptureInfo_ptsz); }
-GC_WEAK(cuStreamGetCaptureInfo_ptsz, gc_stub_cuStreamGetCaptureInfo_ptsz);
-static int said_cuStreamGetCaptureInfo_v2;
-static int gc_stub_cuStreamGetCaptureInfo_v2(void) { return gc_refused("cuStreamGetCaptureInfo_v2", &said_cuStreamGetCaptureInfo_v2); }
-GC_WEAK(cuStreamGetCaptureInfo_v2, gc_stub_cuStreamGetCaptureInfo_v2);
-static int said_cuStreamGetCaptureInfo_v2_ptsz;
-static int gc_stub_cuStreamGetCaptureInfo_v2_ptsz(void) { return gc_refused("cuStreamGetCaptureInfo_v2_ptsz", &said_cuStreamGetCaptureInfo_v2_ptsz); }
-GC_WEAK(cuStreamGetCaptureInfo_v2_ptsz, gc_stub_cuStreamGetCaptureInfo_v2_ptsz);
-static int said_cuStreamGetCaptureInfo_v3;
-static int gc_stub_cuStreamGetCaptureInfo_v3(void) { return gc_refused("cuStreamGetCaptureInfo_v3", &said_cuStreamGetCaptureInfo_v3); }
-GC_WEAK(cuStreamGetCaptureInfo_v3, gc_stub_cuStreamGetCaptureInfo_v3);
-static int said_cuStreamGetCaptureInfo_v3_ptsz;
-static int gc_stub_cuStreamGetCaptureInfo_v3_ptsz(void) { return gc_refused("cuStreamGetCaptureInfo_v3_ptsz", &said_cuStreamGetCaptureInfo_v3_ptsz); }
-GC_WEAK(cuStreamGetCaptureInfo_v3_ptsz, gc_stub_cuStreamGetCaptureInfo_v3_ptsz);
 static int said_cuStreamGetCtx;
 static int gc_stub_cuStreamGetCtx(void) { return gc_refused("cuStreamGetCtx", &said_cuStreamGetCtx); }
 GC_WEAK(cuStreamGetCtx, gc_stub_cuStreamGetCtx);
@@ -1579,12 +1297,6 @@ GC_WEAK(cuStreamGetDevice_ptsz, gc_stub_cuStreamGetDevice_ptsz);
 static int said_cuStreamGetGreenCtx;
 static int gc_stub_cuStreamGetGreenCtx(void) { return gc_refused("cuStreamGetGreenCtx", &said_cuStreamGetGreenCtx); }
 GC_WEAK(cuStreamGetGreenCtx, gc_stub_cuStreamGetGreenCtx);
-static int said_cuStreamIsCapturing;
-static int gc_stub_cuStreamIsCapturing(void) { return gc_refused("cuStreamIsCapturing", &said_cuStreamIsCapturing); }
-GC_WEAK(cuStreamIsCapturing, gc_stub_cuStreamIsCapturing);
-static int said_cuStreamIsCapturing_ptsz;
-static int gc_stub_cuStreamIsCapturing_ptsz(void) { return gc_refused("cuStreamIsCapturing_ptsz", &said_cuStreamIsCapturing_ptsz); }
-GC_WEAK(cuStreamIsCapturing_ptsz, gc_stub_cuStreamIsCapturing_ptsz);
 static int said_cuStreamSetAttribute;
 static int gc_stub_cuStreamSetAttribute(void) { return gc_refused("cuStreamSetAttribute", &said_cuStreamSetAttribute); }
 GC_WEAK(cuStreamSetAttribute, gc_stub_cuStreamSetAttribute);
@@ -1603,60 +1315,6 @@ GC_WEAK(cuStreamUpdateCaptureDependencies_v2, gc_stub_cuStreamUpdateCaptureDepen
 static int said_cuStreamUpdateCaptureDependencies_v2_ptsz;
 static int gc_stub_cuStreamUpdateCaptureDependencies_v2_ptsz(void) { return gc_refused("cuStreamUpdateCaptureDependencies_v2_ptsz", &said_cuStreamUpdateCaptureDependencies_v2_ptsz); }
 GC_WEAK(cuStreamUpdateCaptureDependencies_v2_ptsz, gc_stub_cuStreamUpdateCaptureDependencies_v2_ptsz);
-static int said_cuStreamWaitValue32;
-static int gc_stub_cuStreamWaitValue32(void) { return gc_refused("cuStreamWaitValue32", &said_cuStreamWaitValue32); }
-GC_WEAK(cuStreamWaitValue32, gc_stub_cuStreamWaitValue32);
-static int said_cuStreamWaitValue32_ptsz;
-static int gc_stub_cuStreamWaitValue32_ptsz(void) { return gc_refused("cuStreamWaitValue32_ptsz", &said_cuStreamWaitValue32_ptsz); }
-GC_WEAK(cuStreamWaitValue32_ptsz, gc_stub_cuStreamWaitValue32_ptsz);
-static int said_cuStreamWaitValue32_v2;
-static int gc_stub_cuStreamWaitValue32_v2(void) { return gc_refused("cuStreamWaitValue32_v2", &said_cuStreamWaitValue32_v2); }
-GC_WEAK(cuStreamWaitValue32_v2, gc_stub_cuStreamWaitValue32_v2);
-static int said_cuStreamWaitValue32_v2_ptsz;
-static int gc_stub_cuStreamWaitValue32_v2_ptsz(void) { return gc_refused("cuStreamWaitValue32_v2_ptsz", &said_cuStreamWaitValue32_v2_ptsz); }
-GC_WEAK(cuStreamWaitValue32_v2_ptsz, gc_stub_cuStreamWaitValue32_v2_ptsz);
-static int said_cuStreamWaitValue64;
-static int gc_stub_cuStreamWaitValue64(void) { return gc_refused("cuStreamWaitValue64", &said_cuStreamWaitValue64); }
-GC_WEAK(cuStreamWaitValue64, gc_stub_cuStreamWaitValue64);
-static int said_cuStreamWaitValue64_ptsz;
-static int gc_stub_cuStreamWaitValue64_ptsz(void) { return gc_refused("cuStreamWaitValue64_ptsz", &said_cuStreamWaitValue64_ptsz); }
-GC_WEAK(cuStreamWaitValue64_ptsz, gc_stub_cuStreamWaitValue64_ptsz);
-static int said_cuStreamWaitValue64_v2;
-static int gc_stub_cuStreamWaitValue64_v2(void) { return gc_refused("cuStreamWaitValue64_v2", &said_cuStreamWaitValue64_v2); }
-GC_WEAK(cuStreamWaitValue64_v2, gc_stub_cuStreamWaitValue64_v2);
-static int said_cuStreamWaitValue64_v2_ptsz;
-static int gc_stub_cuStreamWaitValue64_v2_ptsz(void) { return gc_refused("cuStreamWaitValue64_v2_ptsz", &said_cuStreamWaitValue64_v2_ptsz); }
-GC_WEAK(cuStreamWaitValue64_v2_ptsz, gc_stub_cuStreamWaitValue64_v2_ptsz);
-static int said_cuStreamWriteValue32;
-static int gc_stub_cuStreamWriteValue32(void) { return gc_refused("cuStreamWriteValue32", &said_cuStreamWriteValue32); }
-GC_WEAK(cuStreamWriteValue32, gc_stub_cuStreamWriteValue32);
-static int said_cuStreamWriteValue32_ptsz;
-static int gc_stub_cuStreamWriteValue32_ptsz(void) { return gc_refused("cuStreamWriteValue32_ptsz", &said_cuStreamWriteValue32_ptsz); }
-GC_WEAK(cuStreamWriteValue32_ptsz, gc_stub_cuStreamWriteValue32_ptsz);
-static int said_cuStreamWriteValue32_v2;
-static int gc_stub_cuStreamWriteValue32_v2(void) { return gc_refused("cuStreamWriteValue32_v2", &said_cuStreamWriteValue32_v2); }
-GC_WEAK(cuStreamWriteValue32_v2, gc_stub_cuStreamWriteValue32_v2);
-static int said_cuStreamWriteValue32_v2_ptsz;
-static int gc_stub_cuStreamWriteValue32_v2_ptsz(void) { return gc_refused("cuStreamWriteValue32_v2_ptsz", &said_cuStreamWriteValue32_v2_ptsz); }
-GC_WEAK(cuStreamWriteValue32_v2_ptsz, gc_stub_cuStreamWriteValue32_v2_ptsz);
-static int said_cuStreamWriteValue64;
-static int gc_stub_cuStreamWriteValue64(void) { return gc_refused("cuStreamWriteValue64", &said_cuStreamWriteValue64); }
-GC_WEAK(cuStreamWriteValue64, gc_stub_cuStreamWriteValue64);
-static int said_cuStreamWriteValue64_ptsz;
-static int gc_stub_cuStreamWriteValue64_ptsz(void) { return gc_refused("cuStreamWriteValue64_ptsz", &said_cuStreamWriteValue64_ptsz); }
-GC_WEAK(cuStreamWriteValue64_ptsz, gc_stub_cuStreamWriteValue64_ptsz);
-static int said_cuStreamWriteValue64_v2;
-static int gc_stub_cuStreamWriteValue64_v2(void) { return gc_refused("cuStreamWriteValue64_v2", &said_cuStreamWriteValue64_v2); }
-GC_WEAK(cuStreamWriteValue64_v2, gc_stub_cuStreamWriteValue64_v2);
-static int said_cuStreamWriteValue64_v2_ptsz;
-static int gc_stub_cuStreamWriteValue64_v2_ptsz(void) { return gc_refused("cuStreamWriteValue64_v2_ptsz", &said_cuStreamWriteValue64_v2_ptsz); }
-GC_WEAK(cuStreamWriteValue64_v2_ptsz, gc_stub_cuStreamWriteValue64_v2_ptsz);
-static int said_cuSurfObjectCreate;
-static int gc_stub_cuSurfObjectCreate(void) { return gc_refused("cuSurfObjectCreate", &said_cuSurfObjectCreate); }
-GC_WEAK(cuSurfObjectCreate, gc_stub_cuSurfObjectCreate);
-static int said_cuSurfObjectDestroy;
-static int gc_stub_cuSurfObjectDestroy(void) { return gc_refused("cuSurfObjectDestroy", &said_cuSurfObjectDestroy); }
-GC_WEAK(cuSurfObjectDestroy, gc_stub_cuSurfObjectDestroy);
 static int said_cuSurfObjectGetResourceDesc;
 static int gc_stub_cuSurfObjectGetResourceDesc(void) { return gc_refused("cuSurfObjectGetResourceDesc", &said_cuSurfObjectGetResourceDesc); }
 GC_WEAK(cuSurfObjectGetResourceDesc, gc_stub_cuSurfObjectGetResourceDesc);
@@ -1666,27 +1324,12 @@ GC_WEAK(cuSurfRefGetArray, gc_stub_cuSurfRefGetArray);
 static int said_cuSurfRefSetArray;
 static int gc_stub_cuSurfRefSetArray(void) { return gc_refused("cuSurfRefSetArray", &said_cuSurfRefSetArray); }
 GC_WEAK(cuSurfRefSetArray, gc_stub_cuSurfRefSetArray);
-static int said_cuTensorMapEncodeIm2col;
-static int gc_stub_cuTensorMapEncodeIm2col(void) { return gc_refused("cuTensorMapEncodeIm2col", &said_cuTensorMapEncodeIm2col); }
-GC_WEAK(cuTensorMapEncodeIm2col, gc_stub_cuTensorMapEncodeIm2col);
 static int said_cuTensorMapEncodeIm2colWide;
 static int gc_stub_cuTensorMapEncodeIm2colWide(void) { return gc_refused("cuTensorMapEncodeIm2colWide", &said_cuTensorMapEncodeIm2colWide); }
 GC_WEAK(cuTensorMapEncodeIm2colWide, gc_stub_cuTensorMapEncodeIm2colWide);
-static int said_cuTensorMapEncodeTiled;
-static int gc_stub_cuTensorMapEncodeTiled(void) { return gc_refused("cuTensorMapEncodeTiled", &said_cuTensorMapEncodeTiled); }
-GC_WEAK(cuTensorMapEncodeTiled, gc_stub_cuTensorMapEncodeTiled);
 static int said_cuTensorMapReplaceAddress;
 static int gc_stub_cuTensorMapReplaceAddress(void) { return gc_refused("cuTensorMapReplaceAddress", &said_cuTensorMapReplaceAddress); }
 GC_WEAK(cuTensorMapReplaceAddress, gc_stub_cuTensorMapReplaceAddress);
-static int said_cuTexObjectCreate;
-static int gc_stub_cuTexObjectCreate(void) { return gc_refused("cuTexObjectCreate", &said_cuTexObjectCreate); }
-GC_WEAK(cuTexObjectCreate, gc_stub_cuTexObjectCreate);
-static int said_cuTexObjectDestroy;
-static int gc_stub_cuTexObjectDestroy(void) { return gc_refused("cuTexObjectDestroy", &said_cuTexObjectDestroy); }
-GC_WEAK(cuTexObjectDestroy, gc_stub_cuTexObjectDestroy);
-static int said_cuTexObjectGetResourceDesc;
-static int gc_stub_cuTexObjectGetResourceDesc(void) { return gc_refused("cuTexObjectGetResourceDesc", &said_cuTexObjectGetResourceDesc); }
-GC_WEAK(cuTexObjectGetResourceDesc, gc_stub_cuTexObjectGetResourceDesc);
 static int said_cuTexObjectGetResourceViewDesc;
 static int gc_stub_cuTexObjectGetResourceViewDesc(void) { return gc_refused("cuTexObjectGetResourceViewDesc", &said_cuTexObjectGetResourceViewDesc); }
 GC_WEAK(cuTexObjectGetResourceViewDesc, gc_stub_cuTexObjectGetResourceViewDesc);
@@ -1786,9 +1429,6 @@ GC_WEAK(cuTexRefSetMipmapLevelClamp, gc_stub_cuTexRefSetMipmapLevelClamp);
 static int said_cuTexRefSetMipmappedArray;
 static int gc_stub_cuTexRefSetMipmappedArray(void) { return gc_refused("cuTexRefSetMipmappedArray", &said_cuTexRefSetMipmappedArray); }
 GC_WEAK(cuTexRefSetMipmappedArray, gc_stub_cuTexRefSetMipmappedArray);
-static int said_cuThreadExchangeStreamCaptureMode;
-static int gc_stub_cuThreadExchangeStreamCaptureMode(void) { return gc_refused("cuThreadExchangeStreamCaptureMode", &said_cuThreadExchangeStreamCaptureMode); }
-GC_WEAK(cuThreadExchangeStreamCaptureMode, gc_stub_cuThreadExchangeStreamCaptureMode);
 static int said_cuUserObjectCreate;
 static int gc_stub_cuUserObjectCreate(void) { return gc_refused("cuUserObjectCreate", &said_cuUserObjectCreate); }
 GC_WEAK(cuUserObjectCreate, gc_stub_cuUserObjectCreate);
@@ -1918,14 +1558,9 @@ GC_WEAK(cudbgUseExternalDebugger, gc_stub_cudbgUseExternalDebugger);
 int gc_gen_refused(const void *fn) {
     static const void *const stubs[] = {
         (const void *)gc_stub_cuArray3DCreate,
-        (const void *)gc_stub_cuArray3DCreate_v2,
         (const void *)gc_stub_cuArray3DGetDescriptor,
-        (const void *)gc_stub_cuArray3DGetDescriptor_v2,
         (const void *)gc_stub_cuArrayCreate,
-        (const void *)gc_stub_cuArrayCreate_v2,
-        (const void *)gc_stub_cuArrayDestroy,
         (const void *)gc_stub_cuArrayGetDescriptor,
-        (const void *)gc_stub_cuArrayGetDescriptor_v2,
         (const void *)gc_stub_cuArrayGetMemoryRequirements,
         (const void *)gc_stub_cuArrayGetPlane,
         (const void *)gc_stub_cuArrayGetSparseProperties,
@@ -1955,19 +1590,16 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuDevResourceGenerateDesc,
         (const void *)gc_stub_cuDevSmResourceSplitByCount,
         (const void *)gc_stub_cuDeviceGetByPCIBusId,
-        (const void *)gc_stub_cuDeviceGetDefaultMemPool,
         (const void *)gc_stub_cuDeviceGetDevResource,
         (const void *)gc_stub_cuDeviceGetGraphMemAttribute,
         (const void *)gc_stub_cuDeviceGetHostAtomicCapabilities,
         (const void *)gc_stub_cuDeviceGetLuid,
-        (const void *)gc_stub_cuDeviceGetMemPool,
         (const void *)gc_stub_cuDeviceGetNvSciSyncAttributes,
         (const void *)gc_stub_cuDeviceGetP2PAtomicCapabilities,
         (const void *)gc_stub_cuDeviceGetProperties,
         (const void *)gc_stub_cuDeviceGraphMemTrim,
         (const void *)gc_stub_cuDeviceRegisterAsyncNotification,
         (const void *)gc_stub_cuDeviceSetGraphMemAttribute,
-        (const void *)gc_stub_cuDeviceSetMemPool,
         (const void *)gc_stub_cuDeviceUnregisterAsyncNotification,
         (const void *)gc_stub_cuEGLApiInit,
         (const void *)gc_stub_cuEGLStreamConsumerAcquireFrame,
@@ -2005,18 +1637,12 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphAddChildGraphNode,
         (const void *)gc_stub_cuGraphAddDependencies,
         (const void *)gc_stub_cuGraphAddDependencies_v2,
-        (const void *)gc_stub_cuGraphAddEmptyNode,
         (const void *)gc_stub_cuGraphAddEventRecordNode,
         (const void *)gc_stub_cuGraphAddEventWaitNode,
         (const void *)gc_stub_cuGraphAddExternalSemaphoresSignalNode,
         (const void *)gc_stub_cuGraphAddExternalSemaphoresWaitNode,
-        (const void *)gc_stub_cuGraphAddHostNode,
-        (const void *)gc_stub_cuGraphAddKernelNode,
-        (const void *)gc_stub_cuGraphAddKernelNode_v2,
         (const void *)gc_stub_cuGraphAddMemAllocNode,
         (const void *)gc_stub_cuGraphAddMemFreeNode,
-        (const void *)gc_stub_cuGraphAddMemcpyNode,
-        (const void *)gc_stub_cuGraphAddMemsetNode,
         (const void *)gc_stub_cuGraphAddNode,
         (const void *)gc_stub_cuGraphAddNode_v2,
         (const void *)gc_stub_cuGraphBatchMemOpNodeGetParams,
@@ -2024,9 +1650,7 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphChildGraphNodeGetGraph,
         (const void *)gc_stub_cuGraphClone,
         (const void *)gc_stub_cuGraphConditionalHandleCreate,
-        (const void *)gc_stub_cuGraphCreate,
         (const void *)gc_stub_cuGraphDebugDotPrint,
-        (const void *)gc_stub_cuGraphDestroy,
         (const void *)gc_stub_cuGraphDestroyNode,
         (const void *)gc_stub_cuGraphEventRecordNodeGetEvent,
         (const void *)gc_stub_cuGraphEventRecordNodeSetEvent,
@@ -2034,7 +1658,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphEventWaitNodeSetEvent,
         (const void *)gc_stub_cuGraphExecBatchMemOpNodeSetParams,
         (const void *)gc_stub_cuGraphExecChildGraphNodeSetParams,
-        (const void *)gc_stub_cuGraphExecDestroy,
         (const void *)gc_stub_cuGraphExecEventRecordNodeSetEvent,
         (const void *)gc_stub_cuGraphExecEventWaitNodeSetEvent,
         (const void *)gc_stub_cuGraphExecExternalSemaphoresSignalNodeSetParams,
@@ -2046,23 +1669,17 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphExecMemcpyNodeSetParams,
         (const void *)gc_stub_cuGraphExecMemsetNodeSetParams,
         (const void *)gc_stub_cuGraphExecNodeSetParams,
-        (const void *)gc_stub_cuGraphExecUpdate,
-        (const void *)gc_stub_cuGraphExecUpdate_v2,
         (const void *)gc_stub_cuGraphExternalSemaphoresSignalNodeGetParams,
         (const void *)gc_stub_cuGraphExternalSemaphoresSignalNodeSetParams,
         (const void *)gc_stub_cuGraphExternalSemaphoresWaitNodeGetParams,
         (const void *)gc_stub_cuGraphExternalSemaphoresWaitNodeSetParams,
         (const void *)gc_stub_cuGraphGetEdges,
         (const void *)gc_stub_cuGraphGetEdges_v2,
-        (const void *)gc_stub_cuGraphGetNodes,
         (const void *)gc_stub_cuGraphGetRootNodes,
         (const void *)gc_stub_cuGraphHostNodeGetParams,
         (const void *)gc_stub_cuGraphHostNodeSetParams,
-        (const void *)gc_stub_cuGraphInstantiate,
-        (const void *)gc_stub_cuGraphInstantiateWithFlags,
         (const void *)gc_stub_cuGraphInstantiateWithParams,
         (const void *)gc_stub_cuGraphInstantiateWithParams_ptsz,
-        (const void *)gc_stub_cuGraphInstantiate_v2,
         (const void *)gc_stub_cuGraphKernelNodeCopyAttributes,
         (const void *)gc_stub_cuGraphKernelNodeGetAttribute,
         (const void *)gc_stub_cuGraphKernelNodeGetParams,
@@ -2070,8 +1687,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphKernelNodeSetAttribute,
         (const void *)gc_stub_cuGraphKernelNodeSetParams,
         (const void *)gc_stub_cuGraphKernelNodeSetParams_v2,
-        (const void *)gc_stub_cuGraphLaunch,
-        (const void *)gc_stub_cuGraphLaunch_ptsz,
         (const void *)gc_stub_cuGraphMemAllocNodeGetParams,
         (const void *)gc_stub_cuGraphMemFreeNodeGetParams,
         (const void *)gc_stub_cuGraphMemcpyNodeGetParams,
@@ -2132,55 +1747,32 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuKernelSetAttribute,
         (const void *)gc_stub_cuKernelSetCacheConfig,
         (const void *)gc_stub_cuLaunch,
-        (const void *)gc_stub_cuLaunchCooperativeKernel,
         (const void *)gc_stub_cuLaunchCooperativeKernelMultiDevice,
-        (const void *)gc_stub_cuLaunchCooperativeKernel_ptsz,
         (const void *)gc_stub_cuLaunchGrid,
         (const void *)gc_stub_cuLaunchGridAsync,
         (const void *)gc_stub_cuLaunchHostFunc,
         (const void *)gc_stub_cuLaunchHostFunc_ptsz,
-        (const void *)gc_stub_cuLaunchKernelEx,
-        (const void *)gc_stub_cuLaunchKernelEx_ptsz,
         (const void *)gc_stub_cuLibraryEnumerateKernels,
         (const void *)gc_stub_cuLibraryGetGlobal,
         (const void *)gc_stub_cuLibraryGetKernelCount,
         (const void *)gc_stub_cuLibraryGetManaged,
         (const void *)gc_stub_cuLibraryGetUnifiedFunction,
-        (const void *)gc_stub_cuLinkAddData,
-        (const void *)gc_stub_cuLinkAddData_v2,
-        (const void *)gc_stub_cuLinkAddFile,
-        (const void *)gc_stub_cuLinkAddFile_v2,
-        (const void *)gc_stub_cuLinkComplete,
-        (const void *)gc_stub_cuLinkCreate,
-        (const void *)gc_stub_cuLinkCreate_v2,
-        (const void *)gc_stub_cuLinkDestroy,
         (const void *)gc_stub_cuLogsCurrent,
         (const void *)gc_stub_cuLogsDumpToFile,
         (const void *)gc_stub_cuLogsDumpToMemory,
         (const void *)gc_stub_cuLogsRegisterCallback,
         (const void *)gc_stub_cuLogsUnregisterCallback,
-        (const void *)gc_stub_cuMemAddressFree,
-        (const void *)gc_stub_cuMemAddressReserve,
         (const void *)gc_stub_cuMemAdvise,
         (const void *)gc_stub_cuMemAdvise_v2,
-        (const void *)gc_stub_cuMemAllocAsync,
-        (const void *)gc_stub_cuMemAllocAsync_ptsz,
-        (const void *)gc_stub_cuMemAllocFromPoolAsync,
-        (const void *)gc_stub_cuMemAllocFromPoolAsync_ptsz,
         (const void *)gc_stub_cuMemAllocManaged,
         (const void *)gc_stub_cuMemBatchDecompressAsync,
         (const void *)gc_stub_cuMemBatchDecompressAsync_ptsz,
-        (const void *)gc_stub_cuMemCreate,
         (const void *)gc_stub_cuMemDiscardAndPrefetchBatchAsync,
         (const void *)gc_stub_cuMemDiscardAndPrefetchBatchAsync_ptsz,
         (const void *)gc_stub_cuMemDiscardBatchAsync,
         (const void *)gc_stub_cuMemDiscardBatchAsync_ptsz,
         (const void *)gc_stub_cuMemExportToShareableHandle,
-        (const void *)gc_stub_cuMemFreeAsync,
-        (const void *)gc_stub_cuMemFreeAsync_ptsz,
         (const void *)gc_stub_cuMemGetAccess,
-        (const void *)gc_stub_cuMemGetAllocationGranularity,
-        (const void *)gc_stub_cuMemGetAllocationPropertiesFromHandle,
         (const void *)gc_stub_cuMemGetAttribute,
         (const void *)gc_stub_cuMemGetAttribute_v2,
         (const void *)gc_stub_cuMemGetDefaultMemPool,
@@ -2190,20 +1782,14 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemHostGetDevicePointer_v2,
         (const void *)gc_stub_cuMemHostGetFlags,
         (const void *)gc_stub_cuMemImportFromShareableHandle,
-        (const void *)gc_stub_cuMemMap,
         (const void *)gc_stub_cuMemMapArrayAsync,
         (const void *)gc_stub_cuMemMapArrayAsync_ptsz,
-        (const void *)gc_stub_cuMemPoolCreate,
-        (const void *)gc_stub_cuMemPoolDestroy,
         (const void *)gc_stub_cuMemPoolExportPointer,
         (const void *)gc_stub_cuMemPoolExportToShareableHandle,
         (const void *)gc_stub_cuMemPoolGetAccess,
-        (const void *)gc_stub_cuMemPoolGetAttribute,
         (const void *)gc_stub_cuMemPoolImportFromShareableHandle,
         (const void *)gc_stub_cuMemPoolImportPointer,
         (const void *)gc_stub_cuMemPoolSetAccess,
-        (const void *)gc_stub_cuMemPoolSetAttribute,
-        (const void *)gc_stub_cuMemPoolTrimTo,
         (const void *)gc_stub_cuMemPrefetchAsync,
         (const void *)gc_stub_cuMemPrefetchAsync_ptsz,
         (const void *)gc_stub_cuMemPrefetchAsync_v2,
@@ -2212,15 +1798,9 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemPrefetchBatchAsync_ptsz,
         (const void *)gc_stub_cuMemRangeGetAttribute,
         (const void *)gc_stub_cuMemRangeGetAttributes,
-        (const void *)gc_stub_cuMemRelease,
-        (const void *)gc_stub_cuMemRetainAllocationHandle,
-        (const void *)gc_stub_cuMemSetAccess,
         (const void *)gc_stub_cuMemSetMemPool,
-        (const void *)gc_stub_cuMemUnmap,
         (const void *)gc_stub_cuMemcpy3D,
         (const void *)gc_stub_cuMemcpy3DAsync,
-        (const void *)gc_stub_cuMemcpy3DAsync_v2,
-        (const void *)gc_stub_cuMemcpy3DAsync_v2_ptsz,
         (const void *)gc_stub_cuMemcpy3DBatchAsync,
         (const void *)gc_stub_cuMemcpy3DBatchAsync_ptsz,
         (const void *)gc_stub_cuMemcpy3DBatchAsync_v2,
@@ -2229,33 +1809,17 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemcpy3DPeerAsync,
         (const void *)gc_stub_cuMemcpy3DPeerAsync_ptsz,
         (const void *)gc_stub_cuMemcpy3DPeer_ptds,
-        (const void *)gc_stub_cuMemcpy3D_v2,
-        (const void *)gc_stub_cuMemcpy3D_v2_ptds,
         (const void *)gc_stub_cuMemcpyAtoA,
-        (const void *)gc_stub_cuMemcpyAtoA_v2,
-        (const void *)gc_stub_cuMemcpyAtoA_v2_ptds,
         (const void *)gc_stub_cuMemcpyAtoD,
-        (const void *)gc_stub_cuMemcpyAtoD_v2,
-        (const void *)gc_stub_cuMemcpyAtoD_v2_ptds,
         (const void *)gc_stub_cuMemcpyAtoH,
         (const void *)gc_stub_cuMemcpyAtoHAsync,
-        (const void *)gc_stub_cuMemcpyAtoHAsync_v2,
-        (const void *)gc_stub_cuMemcpyAtoHAsync_v2_ptsz,
-        (const void *)gc_stub_cuMemcpyAtoH_v2,
-        (const void *)gc_stub_cuMemcpyAtoH_v2_ptds,
         (const void *)gc_stub_cuMemcpyBatchAsync,
         (const void *)gc_stub_cuMemcpyBatchAsync_ptsz,
         (const void *)gc_stub_cuMemcpyBatchAsync_v2,
         (const void *)gc_stub_cuMemcpyBatchAsync_v2_ptsz,
         (const void *)gc_stub_cuMemcpyDtoA,
-        (const void *)gc_stub_cuMemcpyDtoA_v2,
-        (const void *)gc_stub_cuMemcpyDtoA_v2_ptds,
         (const void *)gc_stub_cuMemcpyHtoA,
         (const void *)gc_stub_cuMemcpyHtoAAsync,
-        (const void *)gc_stub_cuMemcpyHtoAAsync_v2,
-        (const void *)gc_stub_cuMemcpyHtoAAsync_v2_ptsz,
-        (const void *)gc_stub_cuMemcpyHtoA_v2,
-        (const void *)gc_stub_cuMemcpyHtoA_v2_ptds,
         (const void *)gc_stub_cuMemcpyPeer,
         (const void *)gc_stub_cuMemcpyPeerAsync,
         (const void *)gc_stub_cuMemcpyPeerAsync_ptsz,
@@ -2284,8 +1848,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuParamSetf,
         (const void *)gc_stub_cuParamSeti,
         (const void *)gc_stub_cuParamSetv,
-        (const void *)gc_stub_cuPointerGetAttribute,
-        (const void *)gc_stub_cuPointerGetAttributes,
         (const void *)gc_stub_cuPointerSetAttribute,
         (const void *)gc_stub_cuProfilerInitialize,
         (const void *)gc_stub_cuSignalExternalSemaphoresAsync,
@@ -2294,26 +1856,10 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuStreamAddCallback_ptsz,
         (const void *)gc_stub_cuStreamAttachMemAsync,
         (const void *)gc_stub_cuStreamAttachMemAsync_ptsz,
-        (const void *)gc_stub_cuStreamBatchMemOp,
-        (const void *)gc_stub_cuStreamBatchMemOp_ptsz,
-        (const void *)gc_stub_cuStreamBatchMemOp_v2,
-        (const void *)gc_stub_cuStreamBatchMemOp_v2_ptsz,
-        (const void *)gc_stub_cuStreamBeginCapture,
         (const void *)gc_stub_cuStreamBeginCaptureToGraph,
         (const void *)gc_stub_cuStreamBeginCaptureToGraph_ptsz,
-        (const void *)gc_stub_cuStreamBeginCapture_ptsz,
-        (const void *)gc_stub_cuStreamBeginCapture_v2,
-        (const void *)gc_stub_cuStreamBeginCapture_v2_ptsz,
-        (const void *)gc_stub_cuStreamEndCapture,
-        (const void *)gc_stub_cuStreamEndCapture_ptsz,
         (const void *)gc_stub_cuStreamGetAttribute,
         (const void *)gc_stub_cuStreamGetAttribute_ptsz,
-        (const void *)gc_stub_cuStreamGetCaptureInfo,
-        (const void *)gc_stub_cuStreamGetCaptureInfo_ptsz,
-        (const void *)gc_stub_cuStreamGetCaptureInfo_v2,
-        (const void *)gc_stub_cuStreamGetCaptureInfo_v2_ptsz,
-        (const void *)gc_stub_cuStreamGetCaptureInfo_v3,
-        (const void *)gc_stub_cuStreamGetCaptureInfo_v3_ptsz,
         (const void *)gc_stub_cuStreamGetCtx,
         (const void *)gc_stub_cuStreamGetCtx_ptsz,
         (const void *)gc_stub_cuStreamGetCtx_v2,
@@ -2321,42 +1867,17 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuStreamGetDevice,
         (const void *)gc_stub_cuStreamGetDevice_ptsz,
         (const void *)gc_stub_cuStreamGetGreenCtx,
-        (const void *)gc_stub_cuStreamIsCapturing,
-        (const void *)gc_stub_cuStreamIsCapturing_ptsz,
         (const void *)gc_stub_cuStreamSetAttribute,
         (const void *)gc_stub_cuStreamSetAttribute_ptsz,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies_ptsz,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies_v2,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies_v2_ptsz,
-        (const void *)gc_stub_cuStreamWaitValue32,
-        (const void *)gc_stub_cuStreamWaitValue32_ptsz,
-        (const void *)gc_stub_cuStreamWaitValue32_v2,
-        (const void *)gc_stub_cuStreamWaitValue32_v2_ptsz,
-        (const void *)gc_stub_cuStreamWaitValue64,
-        (const void *)gc_stub_cuStreamWaitValue64_ptsz,
-        (const void *)gc_stub_cuStreamWaitValue64_v2,
-        (const void *)gc_stub_cuStreamWaitValue64_v2_ptsz,
-        (const void *)gc_stub_cuStreamWriteValue32,
-        (const void *)gc_stub_cuStreamWriteValue32_ptsz,
-        (const void *)gc_stub_cuStreamWriteValue32_v2,
-        (const void *)gc_stub_cuStreamWriteValue32_v2_ptsz,
-        (const void *)gc_stub_cuStreamWriteValue64,
-        (const void *)gc_stub_cuStreamWriteValue64_ptsz,
-        (const void *)gc_stub_cuStreamWriteValue64_v2,
-        (const void *)gc_stub_cuStreamWriteValue64_v2_ptsz,
-        (const void *)gc_stub_cuSurfObjectCreate,
-        (const void *)gc_stub_cuSurfObjectDestroy,
         (const void *)gc_stub_cuSurfObjectGetResourceDesc,
         (const void *)gc_stub_cuSurfRefGetArray,
         (const void *)gc_stub_cuSurfRefSetArray,
-        (const void *)gc_stub_cuTensorMapEncodeIm2col,
         (const void *)gc_stub_cuTensorMapEncodeIm2colWide,
-        (const void *)gc_stub_cuTensorMapEncodeTiled,
         (const void *)gc_stub_cuTensorMapReplaceAddress,
-        (const void *)gc_stub_cuTexObjectCreate,
-        (const void *)gc_stub_cuTexObjectDestroy,
-        (const void *)gc_stub_cuTexObjectGetResourceDesc,
         (const void *)gc_stub_cuTexObjectGetResourceViewDesc,
         (const void *)gc_stub_cuTexObjectGetTextureDesc,
         (const void *)gc_stub_cuTexRefCreate,
@@ -2390,7 +1911,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuTexRefSetMipmapLevelBias,
         (const void *)gc_stub_cuTexRefSetMipmapLevelClamp,
         (const void *)gc_stub_cuTexRefSetMipmappedArray,
-        (const void *)gc_stub_cuThreadExchangeStreamCaptureMode,
         (const void *)gc_stub_cuUserObjectCreate,
         (const void *)gc_stub_cuUserObjectRelease,
         (const void *)gc_stub_cuUserObjectRetain,

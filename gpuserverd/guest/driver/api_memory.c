@@ -153,6 +153,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
+    if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
     if (rc == CUDA_SUCCESS && gc_shm_on()) {
@@ -199,6 +200,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
+    if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);
     pthread_mutex_lock(&gc.mu);
@@ -316,6 +318,8 @@ static CUresult side(CUmemorytype t, const void *host, CUdeviceptr devp, CUarray
 
 static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream s, int async) {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
+    if (c->srcMemoryType == CU_MEMORYTYPE_ARRAY || c->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return gc_copy2d_arrays(c, s, async); /* driver/array.c */
     if ((c->Height > 1 && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))) return CUDA_ERROR_INVALID_VALUE;
     int dev, touched_device = 0;
     CUresult rc = gc_current_device(&dev);

@@ -310,6 +310,33 @@ static CUresult layout_locked(struct CUfunc_st *f) {
     return CUDA_SUCCESS;
 }
 
+CUresult gc_pack_params_locked(CUfunction f, void **params, void **extra, uint8_t packed[32768], const void **pbuf,
+                               size_t *plen) {
+    CUresult rc = CUDA_SUCCESS;
+    *pbuf = packed;
+    *plen = 0;
+    if (params && extra) return CUDA_ERROR_INVALID_VALUE;
+    if (params) {
+        rc = layout_locked(f);
+        for (uint32_t i = 0; rc == CUDA_SUCCESS && i < f->nparams; i++) {
+            memcpy(packed + f->offsets[i], params[i], f->sizes[i]);
+            size_t end = f->offsets[i] + f->sizes[i];
+            if (end > *plen) *plen = end;
+        }
+    } else if (extra) {
+        size_t *size = NULL;
+        *pbuf = NULL;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) *pbuf = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = extra[i + 1];
+            else return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (!*pbuf || !size || *size > 32768) return CUDA_ERROR_INVALID_VALUE;
+        *plen = *size;
+    }
+    return rc;
+}
+
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
@@ -322,24 +349,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     size_t plen = 0;
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
-    if (rc == CUDA_SUCCESS && params) {
-        rc = layout_locked(f);
-        for (uint32_t i = 0; rc == CUDA_SUCCESS && i < f->nparams; i++) {
-            memcpy(packed + f->offsets[i], params[i], f->sizes[i]);
-            size_t end = f->offsets[i] + f->sizes[i];
-            if (end > plen) plen = end;
-        }
-    } else if (rc == CUDA_SUCCESS && extra) {
-        size_t *size = NULL;
-        pbuf = NULL;
-        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) pbuf = extra[i + 1];
-            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = extra[i + 1];
-            else { rc = CUDA_ERROR_INVALID_VALUE; break; }
-        }
-        if (rc == CUDA_SUCCESS && (!pbuf || !size || *size > sizeof packed)) rc = CUDA_ERROR_INVALID_VALUE;
-        if (rc == CUDA_SUCCESS) plen = *size;
-    }
+    if (rc == CUDA_SUCCESS) rc = gc_pack_params_locked(f, params, extra, packed, &pbuf, &plen);
     if (rc == CUDA_SUCCESS) {
         struct gw_launch_kernel m = {.function = f->handle, .grid_x = gx, .grid_y = gy, .grid_z = gz,
                                      .block_x = bx, .block_y = by, .block_z = bz, .shared_mem = shared,

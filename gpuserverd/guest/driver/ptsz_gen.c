@@ -6,15 +6,30 @@
 #include "guest.h"
 
 __attribute__((weak)) EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream) { return cuEventRecord(hEvent, hStream); }
+__attribute__((weak)) EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream) { return cuGraphLaunch(hGraphExec, hStream); }
+__attribute__((weak)) EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams) { return cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams); }
+__attribute__((weak)) EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra) { return cuLaunchKernelEx(config, f, kernelParams, extra); }
 __attribute__((weak)) EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) { return cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra); }
+__attribute__((weak)) EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) { return cuMemAllocAsync(dptr, bytesize, hStream); }
+__attribute__((weak)) EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) { return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream); }
+__attribute__((weak)) EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return cuMemFreeAsync(dptr, hStream); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return cuMemcpy2DAsync_v2(pCopy, hStream); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return cuMemcpy2DUnaligned_v2(pCopy); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return cuMemcpy2D_v2(pCopy); }
+__attribute__((weak)) EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *pCopy, CUstream hStream) { return cuMemcpy3DAsync_v2(pCopy, hStream); }
+__attribute__((weak)) EXPORT CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *pCopy) { return cuMemcpy3D_v2(pCopy); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream) { return cuMemcpyAsync(dst, src, ByteCount, hStream); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount) { return cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount) { return cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyAtoHAsync_v2_ptsz(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream) { return cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyAtoH_v2_ptds(void *dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount) { return cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount) { return cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) { return cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount) { return cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) { return cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount) { return cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount, CUstream hStream) { return cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream); }
+__attribute__((weak)) EXPORT CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void *srcHost, size_t ByteCount) { return cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream) { return cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream); }
 __attribute__((weak)) EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount) { return cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount) { return cuMemcpy(dst, src, ByteCount); }
@@ -30,6 +45,23 @@ __attribute__((weak)) EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevic
 __attribute__((weak)) EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) { return cuMemsetD32_v2(dstDevice, ui, N); }
 __attribute__((weak)) EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) { return cuMemsetD8Async(dstDevice, uc, N, hStream); }
 __attribute__((weak)) EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) { return cuMemsetD8_v2(dstDevice, uc, N); }
+__attribute__((weak)) EXPORT CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return cuStreamBatchMemOp(stream, count, paramArray, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return cuStreamBatchMemOp_v2(stream, count, paramArray, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) { return cuStreamBeginCapture(hStream); }
+__attribute__((weak)) EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) { return cuStreamBeginCapture_v2(hStream, mode); }
+__attribute__((weak)) EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) { return cuStreamEndCapture(hStream, phGraph); }
+__attribute__((weak)) EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out) { return cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out); }
+__attribute__((weak)) EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out) { return cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out); }
+__attribute__((weak)) EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) { return cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out); }
+__attribute__((weak)) EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) { return cuStreamIsCapturing(hStream, captureStatus); }
 __attribute__((weak)) EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
 __attribute__((weak)) EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 __attribute__((weak)) EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) { return cuStreamWaitEvent(hStream, hEvent, Flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) { return cuStreamWaitValue32(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) { return cuStreamWaitValue32_v2(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) { return cuStreamWaitValue64(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) { return cuStreamWaitValue64_v2(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) { return cuStreamWriteValue32(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) { return cuStreamWriteValue32_v2(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) { return cuStreamWriteValue64(stream, addr, value, flags); }
+__attribute__((weak)) EXPORT CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags) { return cuStreamWriteValue64_v2(stream, addr, value, flags); }

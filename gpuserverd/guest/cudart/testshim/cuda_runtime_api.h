@@ -91,6 +91,8 @@ enum cudaDriverEntryPointQueryResult {
 #define cudaHostRegisterDefault 0x00
 #define cudaEnableDefault 0x0
 
+#include "cuda_runtime_families.h"
+
 /* The runtime's own calls that its other files use. */
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaGetDeviceCount(int *n);

@@ -1,0 +1,438 @@
+/* The runtime's side of the hand-written driver-API families: graphs and stream capture,
+ * stream-ordered allocation and pools, cooperative and attributed launches, arrays and 3-D
+ * copies. Each is a layer over the driver API (gpucloud's libcuda.so.1 in a VM, NVIDIA's natively). */
+#include "internal.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define STREAM(s) ((CUstream)(s))
+
+/* ---- stream capture and graphs ---- */
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+    READY();
+    return ret(cuStreamBeginCapture(STREAM(s), (CUstreamCaptureMode)mode));
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+    READY();
+    return ret(cuStreamEndCapture(STREAM(s), (CUgraph *)graph));
+}
+
+EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *status) {
+    READY();
+    return ret(cuStreamIsCapturing(STREAM(s), (CUstreamCaptureStatus *)status));
+}
+
+/* The capture's graph and dependencies are not offered (NULL, none); edges never. */
+EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptureStatus *status, unsigned long long *id,
+                                            cudaGraph_t *graph, const cudaGraphNode_t **deps,
+                                            const cudaGraphEdgeData **edges, size_t *ndeps) {
+    READY();
+    if (edges) *edges = NULL;
+    return ret(cuStreamGetCaptureInfo(STREAM(s), (CUstreamCaptureStatus *)status, (cuuint64_t *)id, (CUgraph *)graph,
+                                      (const CUgraphNode **)deps, NULL, ndeps));
+}
+
+EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode) {
+    return ret(cuThreadExchangeStreamCaptureMode((CUstreamCaptureMode *)mode));
+}
+
+EXPORT cudaError_t cudaGraphCreate(cudaGraph_t *graph, unsigned flags) {
+    READY();
+    return ret(cuGraphCreate((CUgraph *)graph, flags));
+}
+
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) { return ret(cuGraphDestroy((CUgraph)graph)); }
+
+EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n) {
+    return ret(cuGraphAddEmptyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n));
+}
+
+EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                          const struct cudaKernelNodeParams *p) {
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUfunction f;
+    CUresult rc = function(p->func, &f);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    CUDA_KERNEL_NODE_PARAMS k;
+    memset(&k, 0, sizeof k);
+    k.func = f;
+    k.gridDimX = p->gridDim.x, k.gridDimY = p->gridDim.y, k.gridDimZ = p->gridDim.z;
+    k.blockDimX = p->blockDim.x, k.blockDimY = p->blockDim.y, k.blockDimZ = p->blockDim.z;
+    k.sharedMemBytes = p->sharedMemBytes, k.kernelParams = p->kernelParams, k.extra = p->extra;
+    return ret(cuGraphAddKernelNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &k));
+}
+
+EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                          const struct cudaMemsetParams *p) {
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUcontext ctx;
+    CUresult rc = cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = (CUdeviceptr)(uintptr_t)p->dst, .pitch = p->pitch, .value = p->value,
+                                 .elementSize = p->elementSize, .width = p->width, .height = p->height};
+    return ret(cuGraphAddMemsetNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &m, ctx));
+}
+
+EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *n) {
+    return ret(cuGraphGetNodes((CUgraph)graph, (CUgraphNode *)nodes, n));
+}
+
+EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    READY();
+    return ret(cuGraphInstantiateWithFlags((CUgraphExec *)exec, (CUgraph)graph, flags));
+}
+
+EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    return cudaGraphInstantiate(exec, graph, flags);
+}
+
+EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    READY();
+    return ret(cuGraphLaunch((CUgraphExec)exec, STREAM(s)));
+}
+
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) { return ret(cuGraphExecDestroy((CUgraphExec)exec)); }
+
+EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, cudaGraphExecUpdateResultInfo *info) {
+    return ret(cuGraphExecUpdate((CUgraphExec)exec, (CUgraph)graph, (CUgraphExecUpdateResultInfo *)info));
+}
+
+/* ---- stream-ordered allocation and pools ---- */
+
+EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t pool, cudaStream_t s) {
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    return ret(cuMemAllocFromPoolAsync((CUdeviceptr *)p, n, (CUmemoryPool)pool, STREAM(s)));
+}
+
+EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t *pool, const struct cudaMemPoolProps *props) {
+    READY();
+    return ret(cuMemPoolCreate((CUmemoryPool *)pool, (const CUmemPoolProps *)props));
+}
+
+EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) { return ret(cuMemPoolDestroy((CUmemoryPool)pool)); }
+
+EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *v) {
+    return ret(cuMemPoolSetAttribute((CUmemoryPool)pool, (CUmemPool_attribute)attr, v));
+}
+
+EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, enum cudaMemPoolAttr attr, void *v) {
+    return ret(cuMemPoolGetAttribute((CUmemoryPool)pool, (CUmemPool_attribute)attr, v));
+}
+
+EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) {
+    return ret(cuMemPoolTrimTo((CUmemoryPool)pool, keep));
+}
+
+/* The device's pools: the driver answers for the current context's device. */
+static CUresult on_device(int dev, CUdevice *d) {
+    if (dev != cur_dev) return CUDA_ERROR_INVALID_DEVICE;
+    CUresult rc = ready();
+    if (rc == CUDA_SUCCESS) rc = cuDeviceGet(d, dev);
+    return rc;
+}
+
+EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int dev) {
+    CUdevice d;
+    CUresult rc = on_device(dev, &d);
+    return ret(rc != CUDA_SUCCESS ? rc : cuDeviceGetDefaultMemPool((CUmemoryPool *)pool, d));
+}
+
+EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *pool, int dev) {
+    CUdevice d;
+    CUresult rc = on_device(dev, &d);
+    return ret(rc != CUDA_SUCCESS ? rc : cuDeviceGetMemPool((CUmemoryPool *)pool, d));
+}
+
+EXPORT cudaError_t cudaDeviceSetMemPool(int dev, cudaMemPool_t pool) {
+    CUdevice d;
+    CUresult rc = on_device(dev, &d);
+    return ret(rc != CUDA_SUCCESS ? rc : cuDeviceSetMemPool(d, (CUmemoryPool)pool));
+}
+
+/* ---- cooperative and attributed launches ---- */
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shared,
+                                               cudaStream_t s) {
+    READY();
+    CUfunction f;
+    CUresult rc = function(func, &f);
+    if (rc == CUDA_SUCCESS)
+        rc = cuLaunchCooperativeKernel(f, grid.x, grid.y, grid.z, block.x, block.y, block.z, (unsigned)shared,
+                                       STREAM(s), args);
+    return ret(rc);
+}
+
+/* cudaLaunchAttribute is laid out as CUlaunchAttribute (an id, padding, a 64-byte value). */
+EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *func, void **args) {
+    if (!c) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUfunction f;
+    CUresult rc = function(func, &f);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    CUlaunchConfig lc = {.gridDimX = c->gridDim.x, .gridDimY = c->gridDim.y, .gridDimZ = c->gridDim.z,
+                         .blockDimX = c->blockDim.x, .blockDimY = c->blockDim.y, .blockDimZ = c->blockDim.z,
+                         .sharedMemBytes = (unsigned)c->dynamicSmemBytes, .hStream = STREAM(c->stream),
+                         .attrs = (CUlaunchAttribute *)c->attrs, .numAttrs = c->numAttrs};
+    return ret(cuLaunchKernelEx(&lc, f, args, NULL));
+}
+
+/* ---- arrays and 3-D copies ---- */
+
+/* The driver's format and channel count of a channel description: equal channel sizes of 8, 16 or
+ * 32 bits; signed, unsigned or float. */
+static CUresult format_of(const struct cudaChannelFormatDesc *d, CUarray_format *f, unsigned *channels) {
+    if (!d) return CUDA_ERROR_INVALID_VALUE;
+    int bits = d->x;
+    unsigned n = 0;
+    for (const int *c = &d->x; c <= &d->w; c++) {
+        if (*c == 0) break;
+        if (*c != bits) return CUDA_ERROR_INVALID_VALUE;
+        n++;
+    }
+    if (n == 0 || n == 3) return CUDA_ERROR_INVALID_VALUE;
+    *channels = n;
+    switch (d->f) {
+    case cudaChannelFormatKindSigned:
+        *f = bits == 8 ? CU_AD_FORMAT_SIGNED_INT8 : bits == 16 ? CU_AD_FORMAT_SIGNED_INT16 : CU_AD_FORMAT_SIGNED_INT32;
+        break;
+    case cudaChannelFormatKindUnsigned:
+        *f = bits == 8 ? CU_AD_FORMAT_UNSIGNED_INT8 : bits == 16 ? CU_AD_FORMAT_UNSIGNED_INT16 : CU_AD_FORMAT_UNSIGNED_INT32;
+        break;
+    case cudaChannelFormatKindFloat:
+        if (bits != 16 && bits != 32) return CUDA_ERROR_INVALID_VALUE;
+        *f = bits == 16 ? CU_AD_FORMAT_HALF : CU_AD_FORMAT_FLOAT;
+        return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return bits == 8 || bits == 16 || bits == 32 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+static cudaError_t make_array(cudaArray_t *a, const struct cudaChannelFormatDesc *desc, size_t w, size_t h, size_t d,
+                              unsigned flags) {
+    if (!a) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUDA_ARRAY3D_DESCRIPTOR ad = {.Width = w, .Height = h, .Depth = d, .Flags = flags};
+    CUresult rc = format_of(desc, &ad.Format, &ad.NumChannels);
+    if (rc == CUDA_SUCCESS) rc = cuArray3DCreate((CUarray *)a, &ad);
+    return ret(rc);
+}
+
+EXPORT cudaError_t cudaMallocArray(cudaArray_t *a, const struct cudaChannelFormatDesc *desc, size_t w, size_t h,
+                                   unsigned flags) {
+    return make_array(a, desc, w, h, 0, flags);
+}
+
+EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t *a, const struct cudaChannelFormatDesc *desc, struct cudaExtent e,
+                                     unsigned flags) {
+    return make_array(a, desc, e.width, e.height, e.depth, flags);
+}
+
+EXPORT cudaError_t cudaFreeArray(cudaArray_t a) {
+    if (!a) return cudaSuccess;
+    return ret(cuArrayDestroy((CUarray)a));
+}
+
+/* Pitched 3-D memory: rows padded to the driver's pitch, height * depth of them. */
+EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *p, struct cudaExtent e) {
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUdeviceptr d;
+    size_t pitch;
+    CUresult rc = cuMemAllocPitch(&d, &pitch, e.width, e.height * (e.depth ? e.depth : 1), 4);
+    if (rc == CUDA_SUCCESS) *p = (struct cudaPitchedPtr){(void *)(uintptr_t)d, pitch, e.width, e.height};
+    return ret(rc);
+}
+
+/* The memory type of a pointer side of a copy of kind k. */
+static CUmemorytype side_type(enum cudaMemcpyKind k, int src) {
+    switch (k) {
+    case cudaMemcpyHostToHost: return CU_MEMORYTYPE_HOST;
+    case cudaMemcpyHostToDevice: return src ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    case cudaMemcpyDeviceToHost: return src ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+    case cudaMemcpyDeviceToDevice: return CU_MEMORYTYPE_DEVICE;
+    default: return CU_MEMORYTYPE_UNIFIED;
+    }
+}
+
+/* Bytes of one element of array a. */
+static CUresult element_bytes(cudaArray_const_t a, size_t *n) {
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    CUresult rc = cuArray3DGetDescriptor((CUDA_ARRAY3D_DESCRIPTOR *)&d, (CUarray)(uintptr_t)a);
+    if (rc != CUDA_SUCCESS) return rc;
+    size_t b = d.Format == CU_AD_FORMAT_UNSIGNED_INT8 || d.Format == CU_AD_FORMAT_SIGNED_INT8     ? 1
+               : d.Format == CU_AD_FORMAT_UNSIGNED_INT16 || d.Format == CU_AD_FORMAT_SIGNED_INT16 ||
+                       d.Format == CU_AD_FORMAT_HALF
+                   ? 2
+                   : 4;
+    *n = b * d.NumChannels;
+    return CUDA_SUCCESS;
+}
+
+static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async) {
+    if (!p || (p->srcArray && p->srcPtr.ptr) || (p->dstArray && p->dstPtr.ptr)) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    size_t elem = 1; /* with an array, widths and x positions count elements */
+    CUresult rc = CUDA_SUCCESS;
+    if (p->srcArray) rc = element_bytes(p->srcArray, &elem);
+    else if (p->dstArray) rc = element_bytes(p->dstArray, &elem);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    if (p->srcArray) c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = (CUarray)p->srcArray;
+    else {
+        c.srcMemoryType = side_type(p->kind, 1);
+        c.srcHost = p->srcPtr.ptr, c.srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
+        c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
+    }
+    if (p->dstArray) c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = (CUarray)p->dstArray;
+    else {
+        c.dstMemoryType = side_type(p->kind, 0);
+        c.dstHost = p->dstPtr.ptr, c.dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
+        c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
+    }
+    c.srcXInBytes = p->srcPos.x * elem, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
+    c.dstXInBytes = p->dstPos.x * elem, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
+    c.WidthInBytes = p->extent.width * elem, c.Height = p->extent.height, c.Depth = p->extent.depth;
+    return ret(async ? cuMemcpy3DAsync(&c, STREAM(s)) : cuMemcpy3D(&c));
+}
+
+EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy3d(p, NULL, 0); }
+EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t s) { return copy3d(p, s, 1); }
+
+EXPORT cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t x, size_t y, const void *src, size_t spitch, size_t width,
+                                       size_t height, enum cudaMemcpyKind kind) {
+    READY();
+    CUDA_MEMCPY2D c = {.srcMemoryType = side_type(kind, 1), .srcHost = src, .srcDevice = (CUdeviceptr)(uintptr_t)src,
+                       .srcPitch = spitch, .dstXInBytes = x, .dstY = y, .dstMemoryType = CU_MEMORYTYPE_ARRAY,
+                       .dstArray = (CUarray)dst, .WidthInBytes = width, .Height = height};
+    return ret(cuMemcpy2D(&c));
+}
+
+EXPORT cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_const_t src, size_t x, size_t y,
+                                         size_t width, size_t height, enum cudaMemcpyKind kind) {
+    READY();
+    CUDA_MEMCPY2D c = {.srcXInBytes = x, .srcY = y, .srcMemoryType = CU_MEMORYTYPE_ARRAY,
+                       .srcArray = (CUarray)(uintptr_t)src, .dstMemoryType = side_type(kind, 0), .dstHost = dst,
+                       .dstDevice = (CUdeviceptr)(uintptr_t)dst, .dstPitch = dpitch, .WidthInBytes = width,
+                       .Height = height};
+    return ret(cuMemcpy2D(&c));
+}
+
+/* ---- texture and surface objects ---- */
+
+/* The channel description of a driver format and channel count (format_of's inverse). */
+static struct cudaChannelFormatDesc channels_of(CUarray_format f, unsigned n) {
+    int bits = f == CU_AD_FORMAT_UNSIGNED_INT8 || f == CU_AD_FORMAT_SIGNED_INT8     ? 8
+               : f == CU_AD_FORMAT_UNSIGNED_INT16 || f == CU_AD_FORMAT_SIGNED_INT16 || f == CU_AD_FORMAT_HALF ? 16
+                                                                                                              : 32;
+    enum cudaChannelFormatKind k = f == CU_AD_FORMAT_HALF || f == CU_AD_FORMAT_FLOAT ? cudaChannelFormatKindFloat
+                                   : f == CU_AD_FORMAT_SIGNED_INT8 || f == CU_AD_FORMAT_SIGNED_INT16 ||
+                                           f == CU_AD_FORMAT_SIGNED_INT32
+                                       ? cudaChannelFormatKindSigned
+                                       : cudaChannelFormatKindUnsigned;
+    return (struct cudaChannelFormatDesc){bits, n > 1 ? bits : 0, n > 2 ? bits : 0, n > 3 ? bits : 0, k};
+}
+
+static CUresult resource_to_driver(const struct cudaResourceDesc *r, CUDA_RESOURCE_DESC *d) {
+    if (!r) return CUDA_ERROR_INVALID_VALUE;
+    memset(d, 0, sizeof *d);
+    d->resType = (CUresourcetype)r->resType;
+    d->flags = r->flags;
+    CUresult rc = CUDA_SUCCESS;
+    switch (r->resType) {
+    case cudaResourceTypeArray: d->res.array.hArray = (CUarray)r->res.array.array; break;
+    case cudaResourceTypeLinear:
+        d->res.linear.devPtr = (CUdeviceptr)(uintptr_t)r->res.linear.devPtr;
+        d->res.linear.sizeInBytes = r->res.linear.sizeInBytes;
+        rc = format_of(&r->res.linear.desc, &d->res.linear.format, &d->res.linear.numChannels);
+        break;
+    case cudaResourceTypePitch2D:
+        d->res.pitch2D.devPtr = (CUdeviceptr)(uintptr_t)r->res.pitch2D.devPtr;
+        d->res.pitch2D.width = r->res.pitch2D.width, d->res.pitch2D.height = r->res.pitch2D.height;
+        d->res.pitch2D.pitchInBytes = r->res.pitch2D.pitchInBytes;
+        rc = format_of(&r->res.pitch2D.desc, &d->res.pitch2D.format, &d->res.pitch2D.numChannels);
+        break;
+    default: rc = CUDA_ERROR_NOT_SUPPORTED; /* mipmapped arrays are not offered */
+    }
+    return rc;
+}
+
+/* CU_TRSF_* flags of a runtime texture description. */
+#define TRSF_READ_AS_INTEGER 0x01
+#define TRSF_NORMALIZED_COORDINATES 0x02
+#define TRSF_SRGB 0x10
+#define TRSF_DISABLE_TRILINEAR_OPTIMIZATION 0x20
+#define TRSF_SEAMLESS_CUBEMAP 0x40
+
+static int integer_format(const CUDA_RESOURCE_DESC *d) {
+    CUarray_format f = d->resType == CU_RESOURCE_TYPE_LINEAR    ? d->res.linear.format
+                       : d->resType == CU_RESOURCE_TYPE_PITCH2D ? d->res.pitch2D.format
+                                                                : CU_AD_FORMAT_FLOAT;
+    return f != CU_AD_FORMAT_FLOAT && f != CU_AD_FORMAT_HALF;
+}
+
+EXPORT cudaError_t cudaCreateTextureObject(cudaTextureObject_t *obj, const struct cudaResourceDesc *r,
+                                           const struct cudaTextureDesc *t, const struct cudaResourceViewDesc *v) {
+    if (!obj || !t) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUDA_RESOURCE_DESC d;
+    CUresult rc = resource_to_driver(r, &d);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    CUDA_TEXTURE_DESC td;
+    memset(&td, 0, sizeof td);
+    for (int i = 0; i < 3; i++) td.addressMode[i] = (CUaddress_mode)t->addressMode[i];
+    td.filterMode = (CUfilter_mode)t->filterMode, td.mipmapFilterMode = (CUfilter_mode)t->mipmapFilterMode;
+    td.maxAnisotropy = t->maxAnisotropy, td.mipmapLevelBias = t->mipmapLevelBias;
+    td.minMipmapLevelClamp = t->minMipmapLevelClamp, td.maxMipmapLevelClamp = t->maxMipmapLevelClamp;
+    memcpy(td.borderColor, t->borderColor, sizeof td.borderColor);
+    /* Element-type reads of an integer format return integers (an array's format is the driver's). */
+    if (t->readMode == cudaReadModeElementType && integer_format(&d)) td.flags |= TRSF_READ_AS_INTEGER;
+    if (t->normalizedCoords) td.flags |= TRSF_NORMALIZED_COORDINATES;
+    if (t->sRGB) td.flags |= TRSF_SRGB;
+    if (t->disableTrilinearOptimization) td.flags |= TRSF_DISABLE_TRILINEAR_OPTIMIZATION;
+    if (t->seamlessCubemap) td.flags |= TRSF_SEAMLESS_CUBEMAP;
+    return ret(cuTexObjectCreate((CUtexObject *)obj, &d, &td, (const CUDA_RESOURCE_VIEW_DESC *)v));
+}
+
+EXPORT cudaError_t cudaDestroyTextureObject(cudaTextureObject_t obj) { return ret(cuTexObjectDestroy(obj)); }
+
+EXPORT cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *r, cudaTextureObject_t obj) {
+    if (!r) return ret(CUDA_ERROR_INVALID_VALUE);
+    CUDA_RESOURCE_DESC d;
+    CUresult rc = cuTexObjectGetResourceDesc(&d, obj);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    memset(r, 0, sizeof *r);
+    r->resType = (enum cudaResourceType)d.resType;
+    r->flags = d.flags;
+    switch (d.resType) {
+    case CU_RESOURCE_TYPE_ARRAY: r->res.array.array = (cudaArray_t)d.res.array.hArray; break;
+    case CU_RESOURCE_TYPE_LINEAR:
+        r->res.linear.devPtr = (void *)(uintptr_t)d.res.linear.devPtr, r->res.linear.sizeInBytes = d.res.linear.sizeInBytes;
+        r->res.linear.desc = channels_of(d.res.linear.format, d.res.linear.numChannels);
+        break;
+    case CU_RESOURCE_TYPE_PITCH2D:
+        r->res.pitch2D.devPtr = (void *)(uintptr_t)d.res.pitch2D.devPtr;
+        r->res.pitch2D.width = d.res.pitch2D.width, r->res.pitch2D.height = d.res.pitch2D.height;
+        r->res.pitch2D.pitchInBytes = d.res.pitch2D.pitchInBytes;
+        r->res.pitch2D.desc = channels_of(d.res.pitch2D.format, d.res.pitch2D.numChannels);
+        break;
+    default: break;
+    }
+    return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *obj, const struct cudaResourceDesc *r) {
+    if (!obj) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUDA_RESOURCE_DESC d;
+    CUresult rc = resource_to_driver(r, &d);
+    return ret(rc != CUDA_SUCCESS ? rc : cuSurfObjectCreate((CUsurfObject *)obj, &d));
+}
+
+EXPORT cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t obj) { return ret(cuSurfObjectDestroy(obj)); }

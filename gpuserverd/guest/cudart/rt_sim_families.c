@@ -1,0 +1,219 @@
+/* The runtime's side of the hand-written families on the simulated backend: capture a memset and
+ * a kernel, replay the graph twice; pools; cooperative and attributed launches; a 3-D round trip
+ * through an array. */
+#include "rt_sim.h"
+
+#include "../tests/check.h"
+
+#include <stdint.h>
+#include <string.h>
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t, enum cudaStreamCaptureMode);
+cudaError_t cudaStreamEndCapture(cudaStream_t, cudaGraph_t *);
+cudaError_t cudaStreamIsCapturing(cudaStream_t, enum cudaStreamCaptureStatus *);
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *, cudaGraph_t, unsigned long long);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t);
+cudaError_t cudaGraphDestroy(cudaGraph_t);
+cudaError_t cudaGraphGetNodes(cudaGraph_t, cudaGraphNode_t *, size_t *);
+cudaError_t cudaGraphCreate(cudaGraph_t *, unsigned);
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
+                                   const struct cudaKernelNodeParams *);
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
+                                   const struct cudaMemsetParams *);
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *, int);
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *, const struct cudaMemPoolProps *);
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t);
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, enum cudaMemPoolAttr, void *);
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, enum cudaMemPoolAttr, void *);
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t);
+cudaError_t cudaMallocFromPoolAsync(void **, size_t, cudaMemPool_t, cudaStream_t);
+cudaError_t cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **);
+cudaError_t cudaMalloc3DArray(cudaArray_t *, const struct cudaChannelFormatDesc *, struct cudaExtent, unsigned);
+cudaError_t cudaMallocArray(cudaArray_t *, const struct cudaChannelFormatDesc *, size_t, size_t, unsigned);
+cudaError_t cudaFreeArray(cudaArray_t);
+cudaError_t cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent);
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *);
+cudaError_t cudaMemcpy2DToArray(cudaArray_t, size_t, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
+cudaError_t cudaCreateTextureObject(cudaTextureObject_t *, const struct cudaResourceDesc *, const struct cudaTextureDesc *,
+                                    const struct cudaResourceViewDesc *);
+cudaError_t cudaDestroyTextureObject(cudaTextureObject_t);
+cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc *, cudaTextureObject_t);
+cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t *, const struct cudaResourceDesc *);
+cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t);
+cudaError_t cudaMemcpy2DFromArray(void *, size_t, cudaArray_const_t, size_t, size_t, size_t, size_t, enum cudaMemcpyKind);
+
+static void graphs(void) {
+    enum { N = 1024 };
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 1));
+    unsigned *a, *b, h[N];
+    RT(cudaMalloc((void **)&a, N * 4));
+    RT(cudaMalloc((void **)&b, N * 4));
+    RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    enum cudaStreamCaptureStatus st;
+    RT(cudaStreamIsCapturing(s, &st));
+    EXPECT(st == cudaStreamCaptureStatusActive);
+    RT(cudaMemsetAsync(a, 0x22, N * 4, s));
+    EXPECT(__cudaPushCallConfiguration((dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, 0, s) == 0);
+    fill_u32_stub(b, 6, N);
+    cudaGraph_t g;
+    RT(cudaStreamEndCapture(s, &g));
+    size_t count = 0;
+    RT(cudaGraphGetNodes(g, NULL, &count));
+    EXPECT(count == 2);
+    cudaGraphExec_t x;
+    RT(cudaGraphInstantiate(&x, g, 0));
+    for (int round = 0; round < 2; round++) {
+        RT(cudaMemset(a, 0, N * 4));
+        RT(cudaMemset(b, 0, N * 4));
+        RT(cudaGraphLaunch(x, s));
+        RT(cudaStreamSynchronize(s));
+        RT(cudaMemcpy(h, a, sizeof h, cudaMemcpyDeviceToHost));
+        EXPECT(h[0] == 0x22222222 && h[N - 1] == 0x22222222);
+        RT(cudaMemcpy(h, b, sizeof h, cudaMemcpyDeviceToHost));
+        EXPECT(h[0] == 6 && h[N - 1] == 6);
+    }
+    /* Built by hand: a memset node, then a kernel node after it. */
+    cudaGraph_t g2;
+    RT(cudaGraphCreate(&g2, 0));
+    struct cudaMemsetParams mp = {.dst = b, .value = 1, .elementSize = 4, .width = N, .height = 1};
+    cudaGraphNode_t ms, kn;
+    RT(cudaGraphAddMemsetNode(&ms, g2, NULL, 0, &mp));
+    int n = N / 2;
+    unsigned v = 8;
+    void *args[] = {&a, &v, &n};
+    struct cudaKernelNodeParams kp = {.func = (void *)fill_u32_stub, .gridDim = {N / 256, 1, 1},
+                                      .blockDim = {256, 1, 1}, .kernelParams = args};
+    RT(cudaGraphAddKernelNode(&kn, g2, &ms, 1, &kp));
+    cudaGraphExec_t x2;
+    RT(cudaGraphInstantiate(&x2, g2, 0));
+    RT(cudaGraphLaunch(x2, s));
+    RT(cudaStreamSynchronize(s));
+    RT(cudaMemcpy(h, a, sizeof h, cudaMemcpyDeviceToHost));
+    EXPECT(h[0] == 8 && h[N / 2 - 1] == 8 && h[N / 2] == 0x22222222);
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    RT(cudaThreadExchangeStreamCaptureMode(&mode));
+    EXPECT(mode == cudaStreamCaptureModeGlobal);
+    RT(cudaGraphExecDestroy(x));
+    RT(cudaGraphExecDestroy(x2));
+    RT(cudaGraphDestroy(g));
+    RT(cudaGraphDestroy(g2));
+    RT(cudaFree(a));
+    RT(cudaFree(b));
+    RT(cudaStreamDestroy(s));
+}
+
+static void pools(void) {
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 1));
+    cudaMemPool_t def;
+    RT(cudaDeviceGetDefaultMemPool(&def, 0));
+    EXPECT(def != NULL);
+    struct cudaMemPoolProps props = {.allocType = cudaMemAllocationTypePinned,
+                                     .location = {.type = cudaMemLocationTypeDevice, .id = 0}};
+    cudaMemPool_t pool;
+    RT(cudaMemPoolCreate(&pool, &props));
+    unsigned long long keep = ~0ull, got = 0;
+    RT(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    void *p;
+    RT(cudaMallocFromPoolAsync(&p, 1 << 20, pool, s));
+    RT(cudaFreeAsync(p, s));
+    RT(cudaStreamSynchronize(s));
+    RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &got));
+    EXPECT(got >= 1 << 20);
+    RT(cudaMemPoolTrimTo(pool, 0));
+    RT(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &got));
+    EXPECT(got == 0);
+    RT(cudaMemPoolDestroy(pool));
+    RT(cudaStreamDestroy(s));
+}
+
+static void launches(void) {
+    unsigned *d, h[4];
+    RT(cudaMalloc((void **)&d, 4096));
+    unsigned v = 31;
+    int n = 1024;
+    void *args[] = {&d, &v, &n};
+    RT(cudaLaunchCooperativeKernel((const void *)fill_u32_stub, (dim3){4, 1, 1}, (dim3){256, 1, 1}, args, 0, NULL));
+    RT(cudaMemcpy(h, d + 1020, sizeof h, cudaMemcpyDeviceToHost));
+    EXPECT(h[0] == 31 && h[3] == 31);
+    v = 32;
+    cudaLaunchAttribute at = {.id = cudaLaunchAttributePriority, .val.priority = 0};
+    cudaLaunchConfig_t cfg = {.gridDim = {4, 1, 1}, .blockDim = {256, 1, 1}, .attrs = &at, .numAttrs = 1};
+    RT(cudaLaunchKernelExC(&cfg, (const void *)fill_u32_stub, args));
+    RT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    EXPECT(h[0] == 32);
+    RT(cudaFree(d));
+}
+
+static void arrays(void) {
+    enum { W = 16, H = 5, D = 3 };
+    struct cudaChannelFormatDesc f = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    cudaArray_t arr;
+    RT(cudaMalloc3DArray(&arr, &f, (struct cudaExtent){W, H, D}, 0));
+    static float host[D][H][W], back[D][H][W];
+    for (int z = 0; z < D; z++)
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) host[z][y][x] = z * 100 + y * 10 + x;
+    struct cudaMemcpy3DParms up = {.srcPtr = {host, W * 4, W, H}, .dstArray = arr, .extent = {W, H, D},
+                                   .kind = cudaMemcpyHostToDevice};
+    RT(cudaMemcpy3D(&up));
+    struct cudaPitchedPtr dev;
+    RT(cudaMalloc3D(&dev, (struct cudaExtent){W * 4, H, D}));
+    EXPECT(dev.pitch >= W * 4);
+    struct cudaMemcpy3DParms mid = {.srcArray = arr, .dstPtr = dev, .extent = {W, H, D}, .kind = cudaMemcpyDeviceToDevice};
+    RT(cudaMemcpy3D(&mid));
+    struct cudaMemcpy3DParms down = {.srcPtr = dev, .dstPtr = {back, W * 4, W, H}, .extent = {W * 4, H, D},
+                                     .kind = cudaMemcpyDeviceToHost};
+    RT(cudaMemcpy3D(&down));
+    EXPECT(memcmp(host, back, sizeof host) == 0);
+    cudaArray_t flat;
+    struct cudaChannelFormatDesc u8 = {8, 8, 8, 8, cudaChannelFormatKindUnsigned};
+    RT(cudaMallocArray(&flat, &u8, 8, 2, 0));
+    unsigned char rows[2][32], rows2[2][32];
+    for (int i = 0; i < 64; i++) rows[i / 32][i % 32] = (unsigned char)(i + 3);
+    RT(cudaMemcpy2DToArray(flat, 0, 0, rows, 32, 32, 2, cudaMemcpyHostToDevice));
+    RT(cudaMemcpy2DFromArray(rows2, 32, flat, 0, 0, 32, 2, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(rows, rows2, sizeof rows) == 0);
+    RT(cudaFreeArray(flat));
+    RT(cudaFreeArray(arr));
+    RT(cudaFree(dev.ptr));
+}
+
+static void textures(void) {
+    void *lin;
+    RT(cudaMalloc(&lin, 4096));
+    struct cudaResourceDesc r = {.resType = cudaResourceTypeLinear,
+                                 .res.linear = {lin, {16, 16, 0, 0, cudaChannelFormatKindSigned}, 4096}};
+    struct cudaTextureDesc t = {.addressMode = {cudaAddressModeClamp}, .readMode = cudaReadModeElementType};
+    cudaTextureObject_t tex;
+    RT(cudaCreateTextureObject(&tex, &r, &t, NULL));
+    struct cudaResourceDesc back;
+    RT(cudaGetTextureObjectResourceDesc(&back, tex));
+    EXPECT(back.resType == cudaResourceTypeLinear && back.res.linear.devPtr == lin &&
+           back.res.linear.sizeInBytes == 4096 && back.res.linear.desc.x == 16 && back.res.linear.desc.y == 16 &&
+           back.res.linear.desc.z == 0 && back.res.linear.desc.f == cudaChannelFormatKindSigned);
+    RT(cudaDestroyTextureObject(tex));
+    cudaArray_t arr;
+    struct cudaChannelFormatDesc f = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    RT(cudaMallocArray(&arr, &f, 16, 16, 0x02)); /* cudaArraySurfaceLoadStore */
+    struct cudaResourceDesc ra = {.resType = cudaResourceTypeArray, .res.array.array = arr};
+    cudaSurfaceObject_t surf;
+    RT(cudaCreateSurfaceObject(&surf, &ra));
+    RT(cudaDestroySurfaceObject(surf));
+    RT(cudaFreeArray(arr));
+    RT(cudaFree(lin));
+}
+
+void more_families(void) {
+    (void)errname; /* from check.h; this file checks runtime errors */
+    graphs();
+    pools();
+    launches();
+    arrays();
+    textures();
+    printf("rt families ok\n");
+}

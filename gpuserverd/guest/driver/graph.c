@@ -1,0 +1,330 @@
+/* CUDA graphs and stream capture. Capture happens in the worker: calls on a capturing stream are
+ * forwarded as usual and its stream there captures them. Graphs, nodes and executable graphs are
+ * worker ids. Host nodes cannot run there (the function lies in this process): refused. */
+#include "families.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The streams capturing now, and whether this library refused a call on one (which invalidates
+ * the capture): the worker's stream never saw that call. */
+#define MAX_CAPTURES 64
+static struct {
+    uint64_t stream;
+    int invalid;
+} captures[MAX_CAPTURES];
+static int ncaptures;
+static pthread_mutex_t captures_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The slot of stream h, or -1. captures_mu held. */
+static int capture_slot(uint64_t h) {
+    for (int i = 0; i < ncaptures; i++)
+        if (captures[i].stream == h) return i;
+    return -1;
+}
+
+int gc_capture_refuses(CUstream s) {
+    if (ncaptures == 0) return 0; /* read without the lock: a stale 0 only skips a refusal the worker makes */
+    pthread_mutex_lock(&captures_mu);
+    int i = capture_slot(gc_stream_handle(s));
+    if (i >= 0) captures[i].invalid = 1;
+    pthread_mutex_unlock(&captures_mu);
+    return i >= 0;
+}
+
+/* Ends the local record of a capture; returns whether it was invalidated here. */
+static int capture_done(uint64_t h) {
+    pthread_mutex_lock(&captures_mu);
+    int i = capture_slot(h), invalid = 0;
+    if (i >= 0) {
+        invalid = captures[i].invalid;
+        captures[i] = captures[--ncaptures];
+    }
+    pthread_mutex_unlock(&captures_mu);
+    return invalid;
+}
+
+EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+    uint64_t h = gc_stream_handle(s);
+    struct gw_stream_begin_capture m = {.stream = h, .mode = mode};
+    GC_ENCODE(stream_begin_capture, m, b);
+    CUresult rc = gc_call_status(GW_TYPE_STREAM_BEGIN_CAPTURE, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&captures_mu);
+        if (capture_slot(h) < 0 && ncaptures < MAX_CAPTURES) captures[ncaptures++] = (typeof(captures[0])){h, 0};
+        pthread_mutex_unlock(&captures_mu);
+    }
+    return GC_T(rc);
+}
+
+/* CUDA 10.0's form, without a mode. */
+EXPORT CUresult cuStreamBeginCapture(CUstream s) { return cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL); }
+
+EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
+    if (!graph) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gw_stream_end_capture m = {.stream = gc_stream_handle(s)};
+    GC_ENCODE(stream_end_capture, m, b);
+    uint64_t h = 0;
+    CUresult rc = gc_handle_call(GW_TYPE_STREAM_END_CAPTURE, b, b_n, &h);
+    if (capture_done(m.stream)) { /* a call was refused here: the capture is void */
+        if (rc == CUDA_SUCCESS) cuGraphDestroy(GC_PTR(CUgraph, h));
+        h = 0, rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    *graph = GC_PTR(CUgraph, h);
+    return GC_T(rc);
+}
+
+static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    struct gw_stream_get_capture_info m = {.stream = gc_stream_handle(s)};
+    GC_ENCODE(stream_get_capture_info, m, b);
+    struct gw_capture_info_reply r;
+    CUresult rc = gc_request(GW_TYPE_STREAM_GET_CAPTURE_INFO, 0, b, b_n, GW_TYPE_CAPTURE_INFO_REPLY, &r);
+    if (rc == CUDA_SUCCESS) {
+        *status = (CUstreamCaptureStatus)r.status;
+        if (id) *id = r.id;
+        pthread_mutex_lock(&captures_mu);
+        int i = capture_slot(m.stream);
+        if (i >= 0 && captures[i].invalid) *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        pthread_mutex_unlock(&captures_mu);
+    }
+    return rc;
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) { return GC_T(capture_info(s, status, NULL)); }
+
+EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
+    return GC_T(capture_info(s, status, id));
+}
+
+/* The graph and dependency set of a capture in progress are not offered: NULL and none. */
+EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                          const CUgraphNode **deps, size_t *ndeps) {
+    if (graph) *graph = NULL;
+    if (deps) *deps = NULL;
+    if (ndeps) *ndeps = 0;
+    return GC_T(capture_info(s, status, id));
+}
+
+EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                          const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps) {
+    if (edges) *edges = NULL;
+    return cuStreamGetCaptureInfo_v2(s, status, id, graph, deps, ndeps);
+}
+
+/* Capture modes only say which calls are refused during a capture; the worker's stream decides. */
+static __thread CUstreamCaptureMode thread_mode;
+EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+    if (!mode || *mode > CU_STREAM_CAPTURE_MODE_RELAXED) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return GC_T(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned flags) {
+    if (!graph) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gw_graph_create m = {.flags = flags};
+    GC_ENCODE(graph_create, m, b);
+    uint64_t h;
+    CUresult rc = gc_handle_call(GW_TYPE_GRAPH_CREATE, b, b_n, &h);
+    if (rc == CUDA_SUCCESS) *graph = GC_PTR(CUgraph, h);
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuGraphDestroy(CUgraph graph) {
+    struct gw_graph_destroy m = {.graph = GC_ID(graph)};
+    GC_ENCODE(graph_destroy, m, b);
+    return GC_T(gc_call_status(GW_TYPE_GRAPH_DESTROY, 0, b, b_n));
+}
+
+/* A node-adding call: sends the encoded message (b, n bytes), stores the node. */
+static CUresult add_node(uint16_t type, const uint8_t *b, size_t n, CUgraphNode *node) {
+    if (!b) return CUDA_ERROR_OUT_OF_MEMORY;
+    struct gw_handle_reply r;
+    CUresult rc = gc_request_keep(type, 0, b, n, NULL, 0, GW_TYPE_HANDLE_REPLY, &r, NULL, NULL);
+    if (rc == CUDA_SUCCESS) *node = GC_PTR(CUgraphNode, r.handle);
+    return rc;
+}
+
+/* Encodes message m of kind lower (too large for the stack: dependencies and parameters) and adds
+ * the node it describes. */
+#define ADD_NODE(lower, TYPE, m, node)                         \
+    ({                                                         \
+        size_t n_ = gw_##lower##_size(&(m));                   \
+        uint8_t *b_ = malloc(n_);                              \
+        if (b_) gw_##lower##_encode(&(m), b_);                 \
+        CUresult rc_ = add_node(GW_TYPE_##TYPE, b_, n_, node); \
+        free(b_);                                              \
+        rc_;                                                   \
+    })
+
+#define MAX_DEPS 1024
+
+/* Reads only the fields of CUDA 11's CUDA_KERNEL_NODE_PARAMS, which the current one begins with. */
+EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                        const CUDA_KERNEL_NODE_PARAMS *p) {
+    if (!node || !p || !p->func) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    uint8_t dep[8 * MAX_DEPS];
+    CUresult rc = gc_deps(deps, ndeps, dep, sizeof dep);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    uint8_t packed[32768];
+    const void *pbuf = packed;
+    size_t plen = 0;
+    pthread_mutex_lock(&gc.mu);
+    rc = gc_pack_params_locked(p->func, p->kernelParams, p->extra, packed, &pbuf, &plen);
+    pthread_mutex_unlock(&gc.mu);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    struct gw_graph_add_kernel_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps),
+                                         .function = p->func->handle, .grid_x = p->gridDimX, .grid_y = p->gridDimY,
+                                         .grid_z = p->gridDimZ, .block_x = p->blockDimX, .block_y = p->blockDimY,
+                                         .block_z = p->blockDimZ, .shared_mem = p->sharedMemBytes,
+                                         .params = pbuf, .params_len = (uint32_t)plen};
+    rc = ADD_NODE(graph_add_kernel_node, GRAPH_ADD_KERNEL_NODE, m, node);
+    return GC_T(rc);
+}
+ALIAS(cuGraphAddKernelNode, cuGraphAddKernelNode_v2);
+
+EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                     const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx) {
+    (void)ctx; /* the current context's device is the worker's */
+    if (!node || !p) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    uint8_t dep[8 * MAX_DEPS];
+    CUresult rc = gc_deps(deps, ndeps, dep, sizeof dep);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    struct gw_graph_add_memset_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps),
+                                         .dst = p->dst, .pitch = p->pitch, .value = p->value,
+                                         .elem_size = p->elementSize, .width = p->width, .height = p->height};
+    rc = ADD_NODE(graph_add_memset_node, GRAPH_ADD_MEMSET_NODE, m, node);
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                     const CUDA_MEMCPY3D *c, CUcontext ctx) {
+    (void)ctx;
+    if (!node || !c) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gc_side src, dst;
+    CUresult rc = gc_copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcHeight,
+                               c->srcXInBytes, c->srcY, c->srcZ, &src);
+    if (rc == CUDA_SUCCESS)
+        rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
+                          c->dstXInBytes, c->dstY, c->dstZ, &dst);
+    if (rc == CUDA_SUCCESS && (src.kind == 1 || dst.kind == 1)) rc = CUDA_ERROR_NOT_SUPPORTED; /* host memory is here */
+    uint8_t dep[8 * MAX_DEPS];
+    if (rc == CUDA_SUCCESS) rc = gc_deps(deps, ndeps, dep, sizeof dep);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    struct gw_graph_add_memcpy_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps),
+                                         .src_kind = src.kind, .src = src.ptr, .src_pitch = src.pitch,
+                                         .src_height = src.height, .src_x = src.x, .src_y = src.y, .src_z = src.z,
+                                         .dst_kind = dst.kind, .dst = dst.ptr, .dst_pitch = dst.pitch,
+                                         .dst_height = dst.height, .dst_x = dst.x, .dst_y = dst.y, .dst_z = dst.z,
+                                         .width = c->WidthInBytes, .height = c->Height, .depth = c->Depth};
+    rc = ADD_NODE(graph_add_memcpy_node, GRAPH_ADD_MEMCPY_NODE, m, node);
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps) {
+    if (!node) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    uint8_t dep[8 * MAX_DEPS];
+    CUresult rc = gc_deps(deps, ndeps, dep, sizeof dep);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    struct gw_graph_add_empty_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps)};
+    rc = ADD_NODE(graph_add_empty_node, GRAPH_ADD_EMPTY_NODE, m, node);
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                   const CUDA_HOST_NODE_PARAMS *p) {
+    (void)node, (void)graph, (void)deps, (void)ndeps, (void)p;
+    if (gc_trace_on()) gc_trace("cuGraphAddHostNode: host nodes would run in the worker, not here: refused");
+    return GC_T(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+/* The nodes of a graph and their types, as the worker lists them. */
+struct node_list {
+    CUgraphNode *nodes;
+    size_t cap, count;
+    CUgraphNodeType *types;
+};
+
+static CUresult keep_nodes(void *reply, void *arg) {
+    const struct gw_graph_nodes_reply *r = reply;
+    struct node_list *l = arg;
+    l->count = r->nodes_len / 8;
+    for (size_t i = 0; i < l->count && i < l->cap; i++) {
+        uint64_t id;
+        memcpy(&id, r->nodes + 8 * i, 8);
+        if (l->nodes) l->nodes[i] = GC_PTR(CUgraphNode, id);
+        if (l->types && i < r->types_count) l->types[i] = (CUgraphNodeType)r->types[i];
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult list_nodes(CUgraph graph, struct node_list *l) {
+    struct gw_graph_get_nodes m = {.graph = GC_ID(graph)};
+    GC_ENCODE(graph_get_nodes, m, b);
+    struct gw_graph_nodes_reply r;
+    return gc_request_keep(GW_TYPE_GRAPH_GET_NODES, 0, b, b_n, NULL, 0, GW_TYPE_GRAPH_NODES_REPLY, &r, keep_nodes, l);
+}
+
+EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
+    if (!count) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct node_list l = {.nodes = nodes, .cap = nodes ? *count : 0};
+    CUresult rc = list_nodes(graph, &l);
+    if (rc == CUDA_SUCCESS) *count = l.count;
+    return GC_T(rc);
+}
+
+EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    if (!exec) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gw_graph_instantiate m = {.graph = GC_ID(graph), .flags = flags};
+    GC_ENCODE(graph_instantiate, m, b);
+    uint64_t h;
+    CUresult rc = gc_handle_call(GW_TYPE_GRAPH_INSTANTIATE, b, b_n, &h);
+    if (rc == CUDA_SUCCESS) *exec = GC_PTR(CUgraphExec, h);
+    return GC_T(rc);
+}
+
+/* CUDA 11's form: an error node and a log buffer, left empty. */
+EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t log_n) {
+    if (err) *err = NULL;
+    if (log && log_n) log[0] = 0;
+    return cuGraphInstantiateWithFlags(exec, graph, 0);
+}
+ALIAS(cuGraphInstantiate, cuGraphInstantiate_v2);
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
+    if (!exec) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    struct gw_graph_launch m = {.exec = GC_ID(exec), .stream = gc_stream_handle(s)};
+    GC_ENCODE(graph_launch, m, b);
+    /* Asynchronous, as a kernel launch. */
+    return GC_T(gc_call_status(GW_TYPE_GRAPH_LAUNCH, GW_FLAG_NO_REPLY, b, b_n));
+}
+
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    struct gw_graph_exec_destroy m = {.exec = GC_ID(exec)};
+    GC_ENCODE(graph_exec_destroy, m, b);
+    return GC_T(gc_call_status(GW_TYPE_GRAPH_EXEC_DESTROY, 0, b, b_n));
+}
+
+static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResult *result) {
+    struct gw_graph_exec_update m = {.exec = GC_ID(exec), .graph = GC_ID(graph)};
+    GC_ENCODE(graph_exec_update, m, b);
+    struct gw_value_reply r = {0};
+    CUresult rc = gc_request(GW_TYPE_GRAPH_EXEC_UPDATE, 0, b, b_n, GW_TYPE_VALUE_REPLY, &r);
+    if (result) *result = (CUgraphExecUpdateResult)r.value;
+    return rc;
+}
+
+EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info) {
+    CUgraphExecUpdateResult res = CU_GRAPH_EXEC_UPDATE_ERROR;
+    CUresult rc = exec_update(exec, graph, &res);
+    if (info) info->result = res, info->errorNode = NULL, info->errorFromNode = NULL;
+    return GC_T(rc);
+}
+
+/* CUDA 11's form. */
+EXPORT CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *err, CUgraphExecUpdateResult *result) {
+    if (err) *err = NULL;
+    return GC_T(exec_update(exec, graph, result));
+}
