@@ -196,10 +196,10 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Credential, er
 		return s.authenticateKey(ctx, [32]byte(hash))
 	case len(secret) > 4 && secret[:4] == PrefixHost:
 		err = s.Pool.QueryRow(ctx, `SELECT id FROM hosts WHERE credential_hash = $1 AND deleted_at IS NULL`, hash).Scan(&c.Principal.DaemonID)
-		c.Principal.Role = authn.RoleDaemon
+		c.Principal.Role, c.Principal.Daemon = authn.RoleDaemon, authn.DaemonHost
 	case len(secret) > 4 && secret[:4] == PrefixGPUServer:
 		err = s.Pool.QueryRow(ctx, `SELECT id FROM gpu_servers WHERE credential_hash = $1 AND deleted_at IS NULL`, hash).Scan(&c.Principal.DaemonID)
-		c.Principal.Role = authn.RoleDaemon
+		c.Principal.Role, c.Principal.Daemon = authn.RoleDaemon, authn.DaemonGPUServer
 	default:
 		return c, ErrNotFound
 	}

@@ -20,6 +20,7 @@ import (
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
+	"gpucloud/internal/authn"
 	"gpucloud/internal/problem"
 )
 
@@ -46,7 +47,10 @@ func (s *Service) postUsage(c *gin.Context) {
 			Reason: fmt.Sprintf("holds %d records, at most %d per batch", len(raw.Records), ingest.MaxBatch)}))
 		return
 	}
-	var batch api.UsageBatch
+	var (
+		batch api.UsageBatch
+		res   api.UsageBatchResult
+	)
 	var undecodable []api.UsageRejection
 	index := make([]int, 0, len(raw.Records)) // position in the request of each decoded record
 	for i, m := range raw.Records {
@@ -58,13 +62,17 @@ func (s *Service) postUsage(c *gin.Context) {
 		batch.Records = append(batch.Records, r)
 		index = append(index, i)
 	}
-	daemon := principal(c).DaemonID.String()
-	res, err := s.ingest.Ingest(c.Request.Context(), batch, func(r api.UsageRecord) string {
-		if r.Source != daemon {
-			return fmt.Sprintf("source: %q is not the authenticated daemon %s", r.Source, daemon)
-		}
-		return ""
-	})
+	p := principal(c)
+	daemon := p.DaemonID.String()
+	placed, err := s.authz.AuthorizeUsage(c.Request.Context(), p, batch.Records)
+	if err == nil {
+		res, err = s.ingest.Ingest(c.Request.Context(), batch, func(i int, r api.UsageRecord) string {
+			if reason := mayReport(p, r); reason != "" {
+				return reason
+			}
+			return placed[i]
+		})
+	}
 	if err != nil {
 		// Nothing of the batch landed; the daemon keeps it and sends it again.
 		s.log.ErrorContext(c.Request.Context(), "usage batch failed", "daemon", daemon, "err", err)
@@ -83,6 +91,27 @@ func (s *Service) postUsage(c *gin.Context) {
 			"rejected", len(res.Rejected), "first", res.Rejected[0].Reason)
 	}
 	c.JSON(http.StatusOK, res)
+}
+
+// mayReport refuses what the calling daemon may never report, whatever the instance: records of
+// another source, ids outside the daemon's namespace ("<daemon id>/...", so no daemon can make
+// another's record a duplicate), and the other kind of usage (a host reports VM usage, a GPU
+// server GPU usage).
+func mayReport(p authn.Principal, r api.UsageRecord) string {
+	daemon := p.DaemonID.String()
+	switch {
+	case r.Source != daemon:
+		return fmt.Sprintf("source: %q is not the authenticated daemon %s", r.Source, daemon)
+	case !strings.HasPrefix(r.ID, daemon+"/"):
+		return fmt.Sprintf("id: %q is outside this daemon's namespace %q", r.ID, daemon+"/")
+	case p.Daemon == authn.DaemonHost && r.Kind != api.UsageVM:
+		return fmt.Sprintf("kind: a host reports %q usage, not %q", api.UsageVM, r.Kind)
+	case p.Daemon == authn.DaemonGPUServer && r.Kind != api.UsageGPU:
+		return fmt.Sprintf("kind: a GPU server reports %q usage, not %q", api.UsageGPU, r.Kind)
+	case p.Daemon != authn.DaemonHost && p.Daemon != authn.DaemonGPUServer:
+		return "source: the credential is neither a host's nor a GPU server's"
+	}
+	return ""
 }
 
 func badBody(err error) *problem.Details {

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"gpucloud/api"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
@@ -30,8 +31,16 @@ import (
 	"gpucloud/internal/problem"
 )
 
+// UsageAuthorizer checks usage records against the placements only the control plane knows: a
+// daemon may bill only instances placed on it, for their own tenant and size. It returns one
+// reason per record, "" for allowed, each starting with the field that is wrong.
+type UsageAuthorizer interface {
+	AuthorizeUsage(ctx context.Context, daemon authn.Principal, recs []api.UsageRecord) ([]string, error)
+}
+
 // Service holds billing's HTTP handlers.
 type Service struct {
+	authz    UsageAuthorizer
 	ingest   *ingest.Ingester
 	prices   *rating.Book
 	invoices *invoice.Service
@@ -40,12 +49,14 @@ type Service struct {
 	log      *slog.Logger
 }
 
-// New builds the service on pool (a database migrated with gpucloud/migrations).
-func New(pool *pgxpool.Pool, log *slog.Logger) *Service {
+// New builds the service on pool (a database migrated with gpucloud/migrations); authz decides
+// which daemon may bill which instance.
+func New(pool *pgxpool.Pool, authz UsageAuthorizer, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Service{
+		authz:    authz,
 		ingest:   ingest.New(pool, log),
 		prices:   rating.NewBook(pool),
 		invoices: invoice.New(pool),
