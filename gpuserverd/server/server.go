@@ -11,13 +11,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sync"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/usage"
+	"gpucloud/internal/httplimits"
 )
 
 // Config configures a Server.
@@ -161,8 +161,8 @@ func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
 
 // Serve runs until ctx ends, then waits for sessions' workers to finish.
 func (s *Server) Serve(ctx context.Context) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(s.adminLn)
+	hs := httplimits.Default.Server(s.Handler())
+	go hs.Serve(httplimits.Default.Listener(s.adminLn))
 	ckctx, stopCkpt := context.WithCancel(context.Background())
 	ckDone := make(chan struct{})
 	go func() {
