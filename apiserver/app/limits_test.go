@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -12,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"gpucloud/apiserver/store"
 	"gpucloud/internal/httplimits"
-	"gpucloud/internal/pgtest"
 )
 
 // TestSlowBodiesCutOff opens many connections that send headers and then trickle a body, as the
@@ -24,29 +21,14 @@ import (
 func TestSlowBodiesCutOff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(ctx, pgtest.NewDatabase(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	_, key, _ := ed25519.GenerateKey(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const readTimeout = time.Second
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, Config{Listener: ln, Store: st, TokenKey: key,
-			HTTP: httplimits.Limits{ReadTimeout: readTimeout, MaxConns: 200}})
-	}()
+	_, addr, done := serve(ctx, t, Config{HTTP: httplimits.Limits{ReadTimeout: readTimeout, MaxConns: 200}})
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Error(err)
 		}
 	}()
-	addr := ln.Addr().String()
 	waitServing(t, "http://"+addr+"/healthz")
 
 	const slow = 100
