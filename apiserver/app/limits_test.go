@@ -110,4 +110,3 @@ func waitServing(t *testing.T, url string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-

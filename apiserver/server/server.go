@@ -109,7 +109,7 @@ func (s *Server) routes() *gin.Engine {
 	ginReleaseMode()
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recoverer, s.requestID, s.observe)
+	r.Use(s.recoverer, s.requestID, s.observe, s.textQuery)
 	r.NoRoute(func(c *gin.Context) { s.fail(c, notFound("no such route")) })
 	r.NoMethod(func(c *gin.Context) {
 		s.fail(c, problemf(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "%s is not allowed here", c.Request.Method))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	"gpucloud/billing/report"
 	"gpucloud/internal/authn"
 	"gpucloud/internal/problem"
+	"gpucloud/internal/validate"
 )
 
 // maxUsageBody bounds a usage batch: 1,000 records of well under 2 KiB each.
@@ -123,15 +125,27 @@ func badBody(err error) *problem.Details {
 	return problem.Validation(problem.FieldError{Field: "body", Reason: "is not valid JSON: " + err.Error()})
 }
 
-// decodeStrict reads a small JSON body, refusing unknown fields (a typo must not pass silently).
+// decodeStrict reads a small JSON object, refusing unknown fields (a typo must not pass silently)
+// and what the apiserver's binding refuses: bytes that are not UTF-8, NUL bytes, numbers past
+// their column's range, missing required fields (validate.JSONObject, validate.Decoded).
 func decodeStrict(c *gin.Context, v any) *problem.Details {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10))
+	if err != nil {
+		return badBody(err)
+	}
+	if fe := validate.JSONObject(body); fe != nil {
+		return problem.Validation(problem.FieldError{Field: fe.Field, Reason: fe.Reason})
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badBody(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return problem.Validation(problem.FieldError{Field: "body", Reason: "has data after the JSON object"})
+	}
+	if fe := validate.Decoded(v); fe != nil {
+		return problem.Validation(problem.FieldError{Field: fe.Field, Reason: fe.Reason})
 	}
 	return nil
 }
