@@ -118,6 +118,17 @@ func (f *fields) check(ok bool, field, reason string) {
 	}
 }
 
+// label checks free text shown to people (validate.Label), naming field.
+func (f *fields) label(field, s string, min, max int) {
+	if len(s) < min {
+		f.check(false, field, fmt.Sprintf("at least %d characters", min))
+		return
+	}
+	if err := validate.Label(s, max); err != nil {
+		f.check(false, field, err.Error())
+	}
+}
+
 func (f fields) err() error {
 	if len(f) == 0 {
 		return nil

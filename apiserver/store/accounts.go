@@ -62,6 +62,15 @@ func (s *Store) CreateTenant(ctx context.Context, t *Tenant) error {
 	})
 }
 
+// TenantExists reports whether a tenant of that id exists.
+func (s *Store) TenantExists(ctx context.Context, id uuid.UUID) (bool, error) {
+	var ok bool
+	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)`, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("tenant %s exists: %w", id, err)
+	}
+	return ok, nil
+}
+
 // GetTenant returns a tenant.
 func (s *Store) GetTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
 	return getByID[Tenant](ctx, s, id, "tenant")

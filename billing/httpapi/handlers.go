@@ -66,7 +66,7 @@ func (s *Service) postUsage(c *gin.Context) {
 	}
 	p := principal(c)
 	daemon := p.DaemonID.String()
-	placed, err := s.authz.AuthorizeUsage(c.Request.Context(), p, batch.Records)
+	placed, err := s.cp.AuthorizeUsage(c.Request.Context(), p, batch.Records)
 	if err == nil {
 		res, err = s.ingest.Ingest(c.Request.Context(), batch, func(i int, r api.UsageRecord) string {
 			if reason := mayReport(p, r); reason != "" {
@@ -369,6 +369,15 @@ func (s *Service) closePeriod(c *gin.Context) {
 	period, err := invoice.ParsePeriod(req.Period)
 	if err != nil {
 		fail(c, problem.Validation(problem.FieldError{Field: "period", Reason: err.Error()}))
+		return
+	}
+	known, err := s.cp.TenantExists(c.Request.Context(), tenant)
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	if !known {
+		fail(c, problem.New(http.StatusNotFound, "not-found", "No such tenant", fmt.Sprintf("tenant %s does not exist", tenant)))
 		return
 	}
 	inv, err := s.invoices.Close(c.Request.Context(), tenant, period)

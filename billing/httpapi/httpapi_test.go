@@ -102,14 +102,16 @@ func decode[T any](t *testing.T, w *httptest.ResponseRecorder, status int) T {
 	return v
 }
 
-// everyPlacement is a test double for the control plane's placement check: it lets the daemon
-// bill every instance. The real check (store.AuthorizeUsage) is tested in apiserver/server,
-// where instances exist.
+// everyPlacement is a test double for the control plane: every tenant exists and the daemon may
+// bill every instance. The real checks (store.AuthorizeUsage, store.TenantExists) are tested
+// in apiserver/server, where tenants and instances exist.
 type everyPlacement struct{}
 
 func (everyPlacement) AuthorizeUsage(_ context.Context, _ authn.Principal, recs []api.UsageRecord) ([]string, error) {
 	return make([]string, len(recs)), nil
 }
+
+func (everyPlacement) TenantExists(context.Context, uuid.UUID) (bool, error) { return true, nil }
 
 // record is a gpu record of the test's GPU server daemon, in its id namespace.
 func record(id string, tenant uuid.UUID, start time.Time, d time.Duration) api.UsageRecord {
