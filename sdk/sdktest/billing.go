@@ -22,11 +22,15 @@ type Meter struct {
 	instances map[string]string // tenant/tier -> instance id
 }
 
-// Meter registers a GPU server with eight H100s whose credential sends usage.
+// Meter registers a GPU server with eight H100s whose credential sends usage. An environment
+// has one meter (placement could pick another's server): later calls return the first.
 func (e *Env) Meter(t testing.TB, name string) *Meter {
 	t.Helper()
-	id, c := e.GPUServer(t, name, 8)
-	return &Meter{ID: id, Client: c, env: e, instances: map[string]string{}}
+	if e.meter == nil {
+		id, c := e.GPUServer(t, name, 8)
+		e.meter = &Meter{ID: id, Client: c, env: e, instances: map[string]string{}}
+	}
+	return e.meter
 }
 
 // sharedSlice is the shared tier's memory slice the migrations seed: a shared instance's quota.
