@@ -40,6 +40,10 @@ type Options struct {
 	Paths  []map[string]openapi.PathItem
 	// Registry receives the metrics (default: a new registry with Go and process collectors).
 	Registry *prometheus.Registry
+	// TrustedProxies are the addresses or CIDRs of reverse proxies whose X-Forwarded-For names
+	// the client (sign-in throttling is per client address). None by default: the header is
+	// ignored, so a client cannot pick its own address.
+	TrustedProxies []string
 }
 
 // Server is the apiserver.
@@ -82,7 +86,10 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.engine = s.routes()
+	var err error
+	if s.engine, err = s.routes(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -105,9 +112,12 @@ func (s *Server) OpenAPI() *openapi.Document { return s.doc }
 // otherwise race on it.
 var ginReleaseMode = sync.OnceFunc(func() { gin.SetMode(gin.ReleaseMode) })
 
-func (s *Server) routes() *gin.Engine {
+func (s *Server) routes() (*gin.Engine, error) {
 	ginReleaseMode()
 	r := gin.New()
+	if err := r.SetTrustedProxies(s.opts.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("server: trusted proxies: %w", err)
+	}
 	r.HandleMethodNotAllowed = true
 	r.Use(s.recoverer, s.requestID, s.observe, s.textQuery)
 	r.NoRoute(func(c *gin.Context) { s.fail(c, notFound("no such route")) })
@@ -129,7 +139,7 @@ func (s *Server) routes() *gin.Engine {
 	for _, m := range s.opts.Mounts {
 		m(v1)
 	}
-	return r
+	return r, nil
 }
 
 func (s *Server) readyz(c *gin.Context) {

@@ -124,20 +124,22 @@ func (s *Server) login(c *gin.Context) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	if wait := s.logins.blocked(req.Email, time.Now()); wait > 0 {
+	source := c.ClientIP() // the peer, or what a trusted proxy says (Options.TrustedProxies)
+	if wait := s.logins.blocked(source, req.Email, time.Now()); wait > 0 {
 		c.Header("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		return problem.New(http.StatusTooManyRequests, "too-many-sign-ins", "Too many sign-in attempts",
-			fmt.Sprintf("%d wrong passwords for this e-mail in %v; try again in %v", loginMaxFailures, loginWindow, wait.Round(time.Second)))
+			fmt.Sprintf("too many wrong passwords from this address (%d for one e-mail or %d in all in %v); try again in %v",
+				loginMaxFailures, loginMaxPerSource, loginWindow, wait.Round(time.Second)))
 	}
 	u, err := s.store.CheckPassword(c.Request.Context(), req.Email, req.Password)
 	if errors.Is(err, store.ErrBadPassword) {
-		s.logins.fail(req.Email, time.Now())
+		s.logins.fail(source, req.Email, time.Now())
 		return problem.Validation(problem.FieldError{Field: "password", Reason: err.Error()})
 	}
 	if err != nil {
 		return err
 	}
-	s.logins.succeed(req.Email)
+	s.logins.succeed(source, req.Email)
 	ws, err := s.store.CreateWebSession(c.Request.Context(), u, sessionTTL)
 	if err != nil {
 		return err
