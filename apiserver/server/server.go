@@ -44,6 +44,9 @@ type Options struct {
 	// the client (sign-in throttling is per client address). None by default: the header is
 	// ignored, so a client cannot pick its own address.
 	TrustedProxies []string
+	// MetricsToken, when set, is a bearer token that reads /metrics (Prometheus); operators'
+	// API keys read it too, nobody else.
+	MetricsToken string
 }
 
 // Server is the apiserver.
@@ -126,7 +129,7 @@ func (s *Server) routes() (*gin.Engine, error) {
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})))
+	r.GET("/metrics", s.metricsAccess, gin.WrapH(promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})))
 	r.GET("/v1/openapi.json", func(c *gin.Context) { c.JSON(http.StatusOK, s.doc) })
 
 	v1 := r.Group("/v1", s.authenticate, s.idempotent)

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"strconv"
@@ -60,19 +62,33 @@ func (s *Server) webRoutes(r *gin.Engine, v1 *gin.RouterGroup) {
 	s.doc.Op(http.MethodDelete, "/v1/session", "signOut", "Sign out the cookie's session (X-CSRF-Token required)", "accounts", nil, nil, http.StatusNoContent)
 	s.doc.Op(http.MethodPut, "/v1/users/{id}/password", "setPassword", "Set a user's console password (self, their tenant admin, operators)", "accounts", SetPasswordRequest{}, nil, http.StatusNoContent)
 
-	console := http.FileServerFS(web.Assets())
 	r.GET("/", func(c *gin.Context) {
 		consoleHeaders(c)
 		c.FileFromFS("/", http.FS(web.Assets()))
 	})
-	r.GET("/console/*filepath", func(c *gin.Context) {
-		if strings.HasSuffix(c.Param("filepath"), "/") {
-			s.fail(c, notFound("no such file")) // no directory listings
-			return
-		}
-		consoleHeaders(c)
-		http.StripPrefix("/console", console).ServeHTTP(c.Writer, c.Request)
-	})
+	r.GET("/console/*filepath", s.consoleFile)
+}
+
+// consoleFile serves one of the console's files. Anything else (a directory, a path with "..",
+// a missing file) is the same problem+json 404 as every unknown path: http.FileServer would
+// answer some of them itself, in text/plain.
+func (s *Server) consoleFile(c *gin.Context) {
+	name := strings.TrimPrefix(c.Param("filepath"), "/")
+	assets := web.Assets()
+	f, err := assets.Open(name)
+	if !fs.ValidPath(name) || name == "." || err != nil {
+		s.fail(c, notFound("no such file"))
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	rs, seekable := f.(io.ReadSeeker)
+	if err != nil || info.IsDir() || !seekable {
+		s.fail(c, notFound("no such file")) // no directory listings
+		return
+	}
+	consoleHeaders(c)
+	http.ServeContent(c.Writer, c.Request, name, info.ModTime(), rs)
 }
 
 func consoleHeaders(c *gin.Context) {

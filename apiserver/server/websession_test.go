@@ -209,9 +209,12 @@ func TestConsoleIsServed(t *testing.T) {
 	if st, _, body := get("/console/js/"); st != 404 || strings.Contains(body, "main.js") {
 		t.Fatalf("directory listing: %d %.200s", st, body)
 	}
-	for _, p := range []string{"/console/../embed.go", "/console/%2e%2e/embed.go", "/console/nope.js"} {
-		if st, _, body := get(p); st == 200 && !strings.Contains(body, "<!doctype html>") {
-			t.Fatalf("%s served %.100s", p, body)
+	// Anything that is not one of its files is the API's problem+json 404, like any unknown path.
+	for _, p := range []string{"/console/%2e%2e/", "/console/%2e%2e/embed.go", "/console/..%2f..%2fgo.mod",
+		"/console/js/%2e%2e/index.html", "/console/nope.js", "/console/", "/console/js"} {
+		st, hdr, body := get(p)
+		if st != 404 || hdr.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s %.100s, want a problem+json 404", p, st, hdr.Get("Content-Type"), body)
 		}
 	}
 	// The API is unchanged beside it: unknown API routes are still problems, not the console.

@@ -57,6 +57,7 @@ func newRoot(ctx context.Context) *cobra.Command {
 	var maxConns int32
 	var limits httplimits.Limits
 	var proxies []string
+	var metricsTokenFile string
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
 			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
@@ -66,6 +67,10 @@ func newRoot(ctx context.Context) *cobra.Command {
 			load = app.LoadOrCreateTokenKey
 		}
 		key, err := load(keyFile)
+		if err != nil {
+			return err
+		}
+		metricsToken, err := app.LoadMetricsToken(metricsTokenFile)
 		if err != nil {
 			return err
 		}
@@ -83,7 +88,7 @@ func newRoot(ctx context.Context) *cobra.Command {
 		}
 		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
 		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default(), HTTP: limits,
-			Options: server.Options{TrustedProxies: proxies}})
+			Options: server.Options{TrustedProxies: proxies, MetricsToken: metricsToken}})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
@@ -91,6 +96,7 @@ func newRoot(ctx context.Context) *cobra.Command {
 	serve.Flags().StringVar(&tlsCert, "tls-cert", env("GPUCLOUD_TLS_CERT_FILE", ""), "serve HTTPS with this PEM certificate chain, reloaded when it changes (env GPUCLOUD_TLS_CERT_FILE)")
 	serve.Flags().StringVar(&tlsKey, "tls-key", env("GPUCLOUD_TLS_KEY_FILE", ""), "PEM private key of --tls-cert (env GPUCLOUD_TLS_KEY_FILE)")
 	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
+	serve.Flags().StringVar(&metricsTokenFile, "metrics-token-file", env("GPUCLOUD_METRICS_TOKEN_FILE", ""), "file holding the bearer token Prometheus reads /metrics with; operators' API keys read it too (env GPUCLOUD_METRICS_TOKEN_FILE)")
 	serve.Flags().StringSliceVar(&proxies, "trusted-proxies", nil, "addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client, for per-address sign-in throttling (default: none, the header is ignored)")
 	d := httplimits.Default
 	serve.Flags().DurationVar(&limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "longest a client may take to send a request's line and headers")
