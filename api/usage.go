@@ -12,10 +12,18 @@ const (
 // ingested by billing exactly once by ID. Quantities are integers: no floating point on the way to
 // money.
 //
+// Billing takes a record only from the daemon it names: its Source and the first segment of its
+// ID are the caller's own id (so no daemon can make another's record a duplicate), a host sends
+// kind vm and a GPU server kind gpu, and only for instances placed on it, with the tenant, type,
+// size, tier and GPU count the control plane holds. Any other record is listed in the batch's
+// Rejected with the field that is wrong; the rest of the batch lands (one bad record must not
+// hold back a daemon's honest usage, and resending cannot fix it).
+//
 //	POST /v1/agent/usage   UsageBatch -> UsageBatchResult   (daemons push)
 //	GET  /usage?after=ID   on gpuserverd's metrics port      (billing pulls)
 type UsageRecord struct {
-	// ID is unique across the platform: "<source id>/<session or instance id>/<sequence>".
+	// ID is unique across the platform: "<source id>/<session or instance id>/<sequence>"; the
+	// source id prefix is required.
 	ID         string    `json:"id"`
 	Kind       string    `json:"kind"`
 	Source     string    `json:"source"` // GPU server or host id

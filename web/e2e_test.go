@@ -152,6 +152,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cpuType string
+	gpuTypes := map[string]string{} // tier -> instance type id
 	for _, it := range []store.InstanceType{
 		{Name: "h100-dedicated-1", VCPUs: 8, MemoryMiB: 65536, DiskGiB: 100, GPUModelID: &m.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 300, Currency: "USD"},
 		{Name: "h100-shared-10g", VCPUs: 2, MemoryMiB: 8192, DiskGiB: 40, GPUModelID: &m.ID, GPUCount: 1, Tier: "shared", PricePerHour: 45, Currency: "USD"},
@@ -162,6 +163,8 @@ func TestConsoleEndToEnd(t *testing.T) {
 		}
 		if it.Name == "cpu-small" {
 			cpuType = it.ID.String()
+		} else {
+			gpuTypes[it.Tier] = it.ID.String()
 		}
 	}
 	// silent-vm sits on host-2, which the sweeper's query then marks unreachable (the only daemon
@@ -188,7 +191,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	defer stopAgent()
 	go fakeHost(agentCtx, s, host.Credential)
 
-	seedUsage(t, s, gsrv, aUser.TenantID.String())
+	seedUsage(t, s, gsrv, aKey, aUser.TenantID.String(), gpuTypes)
 	// $2 per dedicated H100 GPU-hour; shared stays unpriced.
 	s.must(201, "POST", "/v1/prices", finKey, map[string]any{"kind": "gpu", "gpu_model": "H100 80GB", "tier": "dedicated",
 		"unit_price_micros": 2_000_000, "currency": "USD", "effective_from": time.Now().UTC().Truncate(24 * time.Hour)}, nil)
@@ -250,18 +253,31 @@ func npmCI(t *testing.T) {
 }
 
 // seedUsage has the GPU server report GPU time of tenant A on two tiers today, so the finance
-// report the browser downloads has rows to compare.
-func seedUsage(t *testing.T, s *stack, gsrv server.NewDaemon, tenant string) {
+// report the browser downloads has rows to compare. Billing takes usage only for instances placed
+// on the reporting server, so it creates one per tier (deleted again once billed).
+func seedUsage(t *testing.T, s *stack, gsrv server.NewDaemon, key, tenant string, types map[string]string) {
 	t.Helper()
+	inst := map[string]store.Instance{}
+	for tier, typ := range types {
+		var i store.Instance
+		s.must(201, "POST", "/v1/instances", key, map[string]string{"name": "usage-" + tier, "instance_type_id": typ, "image": "ubuntu-24.04"}, &i)
+		inst[tier] = i
+	}
+	defer func() {
+		for _, i := range inst {
+			s.must(202, "DELETE", "/v1/instances/"+i.ID.String(), key, nil, nil)
+		}
+	}()
 	day := time.Now().UTC().Truncate(24 * time.Hour)
 	var batch api.UsageBatch
 	for i, tier := range []string{"dedicated", "shared", "dedicated"} {
 		start := day.Add(time.Duration(i) * time.Minute)
 		r := api.UsageRecord{ID: fmt.Sprintf("%s/e2e/%d", gsrv.ID, i), Kind: api.UsageGPU, Source: gsrv.ID.String(), TenantID: tenant,
-			InstanceID: "01a20000-0000-7000-8000-00000000000" + fmt.Sprint(i), SessionID: fmt.Sprintf("e2e-%d", i),
-			Start: start, End: start.Add(time.Duration(30*(i+1)) * time.Second), GPUModel: "H100 80GB", Tier: tier, GPUCount: 1}
+			InstanceID: inst[tier].ID.String(), SessionID: fmt.Sprintf("e2e-%d", i),
+			Start: start, End: start.Add(time.Duration(30*(i+1)) * time.Second), GPUModel: "H100 80GB", Tier: tier, GPUCount: 1,
+		}
 		if tier == "shared" {
-			r.MemoryQuota = 10 << 30
+			r.MemoryQuota = 10 << 30 // the shared tier's slice
 		}
 		batch.Records = append(batch.Records, r)
 	}

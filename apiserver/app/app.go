@@ -15,6 +15,7 @@ import (
 	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/httplimits"
 )
 
 // Config is what Serve needs.
@@ -25,6 +26,9 @@ type Config struct {
 	Logger   *slog.Logger
 	// Options may set the server's extension points (Mounts, Paths) and timings.
 	Options server.Options
+	// HTTP bounds connections and how long a client may take to send a request (zero fields:
+	// httplimits.Default).
+	HTTP httplimits.Limits
 }
 
 // Serve runs the apiserver on cfg.Listener until ctx ends, then shuts down gracefully.
@@ -47,9 +51,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		cfg.Store.ListenCredentials(ctx, opts.Logger)
 	}()
 	defer func() { cancel(); <-listening }() // its connection is closed before we return
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	hs := cfg.HTTP.Server(srv.Handler())
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(cfg.Listener) }()
+	go func() { errc <- hs.Serve(cfg.HTTP.Listener(cfg.Listener)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("apiserver: serve: %w", err)

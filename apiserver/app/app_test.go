@@ -19,24 +19,33 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// TestServeMountsBilling runs the apiserver as the command and the local stack do, and checks
-// billing's routes are served behind the apiserver's authentication and documented in its OpenAPI.
-func TestServeMountsBilling(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// serve runs Serve with cfg on a fresh database and a loopback port until ctx ends; done
+// carries Serve's result.
+func serve(ctx context.Context, t *testing.T, cfg Config) (st *store.Store, addr string, done <-chan error) {
+	t.Helper()
 	st, err := store.Open(ctx, pgtest.NewDatabase(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(st.Close)
 	_, key, _ := ed25519.GenerateKey(nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, Config{Listener: ln, Store: st, TokenKey: key}) }()
-	base := "http://" + ln.Addr().String()
+	cfg.Listener, cfg.Store, cfg.TokenKey = ln, st, key
+	d := make(chan error, 1)
+	go func() { d <- Serve(ctx, cfg) }()
+	return st, ln.Addr().String(), d
+}
+
+// TestServeMountsBilling runs the apiserver as the command and the local stack do, and checks
+// billing's routes are served behind the apiserver's authentication and documented in its OpenAPI.
+func TestServeMountsBilling(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, addr, done := serve(ctx, t, Config{})
+	base := "http://" + addr
 
 	_, financeKey, err := Bootstrap(ctx, st, "finance@example.com", authn.RoleFinance)
 	if err != nil {

@@ -35,7 +35,7 @@ func NewServer(ctx context.Context, opts server.Options) (*server.Server, error)
 // that keeps billing's hourly rollups current while the server runs. Billing lives in the
 // apiserver's process: it shares its database, its authentication and its /v1 namespace.
 func mountBilling(opts *server.Options, st *store.Store, log *slog.Logger) (runRollups func(context.Context), err error) {
-	svc := billinghttp.New(st.Pool, log)
+	svc := billinghttp.New(st.Pool, st, log)
 	paths, err := billingPaths()
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 const pemType = "GPUCLOUD SESSION TOKEN KEY"
@@ -45,4 +46,21 @@ func LoadOrCreateTokenKey(path string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("write token key: %w", err)
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// LoadMetricsToken reads the /metrics bearer token from path ("" when path is ""): one line of
+// at least 32 characters, so it cannot be guessed.
+func LoadMetricsToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("metrics token: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 32 || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("metrics token %s: want one line of at least 32 characters", path)
+	}
+	return tok, nil
 }

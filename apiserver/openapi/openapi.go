@@ -219,8 +219,11 @@ func (d *Document) schema(t reflect.Type) Schema {
 			d.Components.Schemas[name] = Schema{} // break cycles
 		}
 		props := map[string]any{}
-		d.fields(t, props)
+		required := d.fields(t, props)
 		s := Schema{"type": "object", "properties": props}
+		if len(required) > 0 {
+			s["required"] = required
+		}
 		if name == "" {
 			return s
 		}
@@ -230,11 +233,13 @@ func (d *Document) schema(t reflect.Type) Schema {
 	return Schema{}
 }
 
-func (d *Document) fields(t reflect.Type, props map[string]any) {
+// fields adds t's fields to props and returns the names of those tagged validate:"required"
+// (see gpucloud/internal/validate).
+func (d *Document) fields(t reflect.Type, props map[string]any) (required []string) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			d.fields(f.Type, props)
+			required = append(required, d.fields(f.Type, props)...)
 			continue
 		}
 		if !f.IsExported() {
@@ -248,5 +253,9 @@ func (d *Document) fields(t reflect.Type, props map[string]any) {
 			name = f.Name
 		}
 		props[name] = d.schema(f.Type)
+		if f.Tag.Get("validate") == "required" {
+			required = append(required, name)
+		}
 	}
+	return required
 }

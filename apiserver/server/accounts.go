@@ -9,6 +9,7 @@ import (
 
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/validate"
 )
 
 // CreateTenantRequest creates a tenant with its quotas.
@@ -19,11 +20,12 @@ type CreateTenantRequest struct {
 	QuotaGPUMemory int64  `json:"quota_gpu_memory_bytes"`
 }
 
-// QuotaRequest sets a tenant's quotas.
+// QuotaRequest sets a tenant's quotas. PUT replaces the quotas whole, so every field is
+// required: a missing one would otherwise silently become 0.
 type QuotaRequest struct {
-	Instances      int   `json:"instances"`
-	GPUs           int   `json:"gpus"`
-	GPUMemoryBytes int64 `json:"gpu_memory_bytes"`
+	Instances      *int   `json:"instances" validate:"required"`
+	GPUs           *int   `json:"gpus" validate:"required"`
+	GPUMemoryBytes *int64 `json:"gpu_memory_bytes" validate:"required"`
 }
 
 // CreateUserRequest invites a user.
@@ -136,7 +138,7 @@ func (s *Server) createTenant(c *gin.Context) error {
 		return err
 	}
 	var f fields
-	f.check(validName(req.Name), "name", "1-63 characters: lower-case letters, digits and '-'")
+	f.check(validName(req.Name), "name", validate.NameRule)
 	f.check(req.QuotaInstances >= 0, "quota_instances", "must not be negative")
 	f.check(req.QuotaGPUs >= 0, "quota_gpus", "must not be negative")
 	f.check(req.QuotaGPUMemory >= 0, "quota_gpu_memory_bytes", "must not be negative")
@@ -164,13 +166,13 @@ func (s *Server) setQuota(c *gin.Context) error {
 		return err
 	}
 	var f fields
-	f.check(req.Instances >= 0, "instances", "must not be negative")
-	f.check(req.GPUs >= 0, "gpus", "must not be negative")
-	f.check(req.GPUMemoryBytes >= 0, "gpu_memory_bytes", "must not be negative")
+	f.check(*req.Instances >= 0, "instances", "must not be negative")
+	f.check(*req.GPUs >= 0, "gpus", "must not be negative")
+	f.check(*req.GPUMemoryBytes >= 0, "gpu_memory_bytes", "must not be negative")
 	if err := f.err(); err != nil {
 		return err
 	}
-	t, err := s.store.SetQuota(c.Request.Context(), id, req.Instances, req.GPUs, req.GPUMemoryBytes)
+	t, err := s.store.SetQuota(c.Request.Context(), id, *req.Instances, *req.GPUs, *req.GPUMemoryBytes)
 	if err != nil {
 		return err
 	}
@@ -287,7 +289,7 @@ func (s *Server) createKey(c *gin.Context) error {
 		return err
 	}
 	var f fields
-	f.check(len(req.Name) <= 100, "name", "at most 100 characters")
+	f.label("name", req.Name, 0, 100)
 	if err := f.err(); err != nil {
 		return err
 	}
@@ -321,14 +323,4 @@ func (s *Server) revokeKey(c *gin.Context) error {
 	return nil
 }
 
-func validName(s string) bool {
-	if len(s) < 1 || len(s) > 63 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return validate.Name(s) == nil }

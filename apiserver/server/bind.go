@@ -10,18 +10,34 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
 
 	"gpucloud/internal/problem"
+	"gpucloud/internal/validate"
 )
 
 const maxBody = 1 << 20
 
-// decodeJSON reads one JSON object into v, strictly: unknown fields, wrong types, trailing data
-// and oversized bodies are 400s that name what was wrong.
+// decodeJSON reads one JSON object into v, strictly: unknown fields, wrong types, trailing data,
+// bytes that are not UTF-8, NUL bytes in strings, numbers past their column's range and missing
+// required fields are 400s that name what was wrong (validate.JSONObject, validate.Decoded).
 func decodeJSON(body []byte, v any) error {
+	if fe := validate.JSONObject(body); fe != nil {
+		return invalid(fe.Field, fe.Reason)
+	}
+	if err := decodeStrict(body, v); err != nil {
+		return err
+	}
+	if fe := validate.Decoded(v); fe != nil {
+		return invalid(fe.Field, fe.Reason)
+	}
+	return nil
+}
+
+func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -50,6 +66,19 @@ func decodeJSON(body []byte, v any) error {
 		return invalid(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), "unknown field")
 	}
 	return problem.New(http.StatusBadRequest, "malformed-json", "Malformed JSON", err.Error())
+}
+
+// textQuery refuses query parameters that PostgreSQL would refuse or store changed (NUL bytes,
+// bytes that are not UTF-8), naming the parameter, for every route billing's included.
+func (s *Server) textQuery(c *gin.Context) {
+	for name, vals := range c.Request.URL.Query() {
+		for _, v := range append(vals, name) {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				s.fail(c, invalid(name, "query parameter holds a NUL byte or bytes that are not UTF-8"))
+				return
+			}
+		}
+	}
 }
 
 // bind reads the request body (bounded) into v.
@@ -86,6 +115,17 @@ type fields []problem.FieldError
 func (f *fields) check(ok bool, field, reason string) {
 	if !ok {
 		*f = append(*f, problem.FieldError{Field: field, Reason: reason})
+	}
+}
+
+// label checks free text shown to people (validate.Label), naming field.
+func (f *fields) label(field, s string, min, max int) {
+	if len(s) < min {
+		f.check(false, field, fmt.Sprintf("at least %d characters", min))
+		return
+	}
+	if err := validate.Label(s, max); err != nil {
+		f.check(false, field, err.Error())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/validate"
 )
 
 // CreateGPUModelRequest adds a GPU model to the catalog.
@@ -68,9 +69,9 @@ func (s *Server) catalogRoutes(v1 *gin.RouterGroup) {
 			return err
 		}
 		var f fields
-		f.check(req.Name != "" && len(req.Name) <= 100, "name", "1-100 characters")
+		f.label("name", req.Name, 1, 100)
 		f.check(req.MemoryBytes > 0, "memory_bytes", "must be positive")
-		f.check(req.NVMLMatch != "" && len(req.NVMLMatch) <= 100, "nvml_match", "1-100 characters of the NVML product name")
+		f.label("nvml_match", req.NVMLMatch, 1, 100)
 		if err := f.err(); err != nil {
 			return err
 		}
@@ -145,7 +146,7 @@ func (s *Server) createInstanceType(c *gin.Context) error {
 		req.Currency = "USD"
 	}
 	var f fields
-	f.check(validName(req.Name), "name", "1-63 characters: lower-case letters, digits and '-'")
+	f.check(validName(req.Name), "name", validate.NameRule)
 	f.check(req.VCPUs > 0 && req.VCPUs <= 1024, "vcpus", "must be 1-1024")
 	f.check(req.MemoryMiB > 0, "memory_mib", "must be positive")
 	f.check(req.DiskGiB > 0, "disk_gib", "must be positive")

@@ -23,6 +23,7 @@ import (
 	"gpucloud/apiserver/openapi"
 	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
+	billinghttp "gpucloud/billing/httpapi"
 	"gpucloud/internal/pgtest"
 )
 
@@ -52,9 +53,10 @@ type tenantFixture struct {
 const gib = int64(1) << 30
 
 type envOpts struct {
-	mounts []server.Mount
-	paths  []map[string]openapi.PathItem
-	opts   server.Options
+	billing bool // mount billing, as the apiserver command does, with its placement check
+	mounts  []server.Mount
+	paths   []map[string]openapi.PathItem
+	opts    server.Options
 }
 
 func newEnv(t *testing.T, eo ...envOpts) *env {
@@ -77,6 +79,9 @@ func newEnv(t *testing.T, eo ...envOpts) *env {
 		o.Mounts, o.Paths = eo[0].mounts, eo[0].paths
 	}
 	o.Store, o.TokenKey = st, key
+	if len(eo) > 0 && eo[0].billing {
+		o.Mounts = append(o.Mounts, billinghttp.New(st.Pool, st, nil).Mount)
+	}
 	srv, err := server.New(o)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/validate"
 )
 
 // CreateDaemonRequest names a new host or GPU server.
@@ -56,7 +57,7 @@ func (s *Server) daemonRoutes(v1 *gin.RouterGroup, base string, kind store.Kind,
 			return err
 		}
 		if !validName(req.Name) {
-			return invalid("name", "1-63 characters: lower-case letters, digits and '-'")
+			return invalid("name", validate.NameRule)
 		}
 		id, cred, err := s.store.CreateDaemon(c.Request.Context(), kind, req.Name)
 		if err != nil {

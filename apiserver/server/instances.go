@@ -15,6 +15,7 @@ import (
 	"gpucloud/apiserver/placement"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/validate"
 )
 
 // CreateInstanceRequest asks for a VM of an instance type.
@@ -89,9 +90,9 @@ func (s *Server) createInstance(c *gin.Context) error {
 		return err
 	}
 	var f fields
-	f.check(validName(req.Name), "name", "1-63 characters: lower-case letters, digits and '-'")
+	f.check(validName(req.Name), "name", validate.NameRule)
 	f.check(req.InstanceTypeID != uuid.Nil, "instance_type_id", "required")
-	f.check(req.Image != "" && len(req.Image) <= 255 && !strings.ContainsAny(req.Image, " \t\n"), "image", "1-255 characters, no spaces")
+	f.check(validate.Image(req.Image) == nil, "image", validate.ImageRule)
 	f.check(len(req.SSHKey) <= 16384 && (req.SSHKey == "" || strings.HasPrefix(req.SSHKey, "ssh-") || strings.HasPrefix(req.SSHKey, "ecdsa-")),
 		"ssh_key", "must be an OpenSSH public key")
 	if err := f.err(); err != nil {

@@ -1,11 +1,17 @@
 package server
 
 import (
+	"crypto/subtle"
+	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"gpucloud/apiserver/store"
+	"gpucloud/internal/authn"
 )
 
 type metrics struct {
@@ -55,4 +61,31 @@ func (s *Server) observe(c *gin.Context) {
 	}
 	s.metrics.requests.WithLabelValues(c.Request.Method, route, strconv.Itoa(c.Writer.Status())).Inc()
 	s.metrics.latency.WithLabelValues(c.Request.Method, route).Observe(time.Since(start).Seconds())
+}
+
+// metricsAccess guards /metrics: it tells every tenant's instance counts, request rates and key
+// cache state, so only Prometheus (with Options.MetricsToken as its bearer token, the usual
+// `authorization: credentials_file` of a scrape config) and operators (their API key) read it.
+func (s *Server) metricsAccess(c *gin.Context) {
+	secret, _ := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	if tok := s.opts.MetricsToken; tok != "" && subtle.ConstantTimeCompare([]byte(secret), []byte(tok)) == 1 {
+		c.Next()
+		return
+	}
+	if secret != "" && len(secret) <= 256 {
+		cred, err := s.store.Authenticate(c.Request.Context(), secret)
+		switch {
+		case err == nil && cred.Principal.Role == authn.RoleOperator:
+			c.Next()
+			return
+		case err == nil:
+			s.fail(c, forbidden("metrics are for operators and the metrics token"))
+			return
+		case !errors.Is(err, store.ErrNotFound):
+			s.fail(c, err)
+			return
+		}
+	}
+	c.Header("WWW-Authenticate", `Bearer realm="gpucloud-metrics"`)
+	s.fail(c, unauthenticated("metrics need Authorization: Bearer <metrics token or operator API key>"))
 }

@@ -72,16 +72,29 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 }
 
+// Probes are open; /metrics only to the metrics token (Prometheus) and operators.
 func TestProbesAndMetrics(t *testing.T) {
-	e := newEnv(t)
+	const token = "prometheus-scrape-token-0123456789"
+	e := newEnv(t, envOpts{opts: server.Options{MetricsToken: token}})
 	e.must(200, "GET", "/healthz", "", nil, nil)
 	e.must(200, "GET", "/readyz", "", nil, nil)
 	e.host("h1", 8, 8192)
 	e.create(e.tenantA.Key, "vm", e.cpuType)
-	_, _, body := e.call("GET", "/metrics", "", nil, nil)
-	for _, want := range []string{`apiserver_instances_placed_total 1`, `apiserver_http_requests_total{code="201",method="POST",route="/v1/instances"} 1`} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("metrics lack %q", want)
+	for _, key := range []string{token, e.operator} {
+		status, _, body := e.call("GET", "/metrics", key, nil, nil)
+		if status != 200 {
+			t.Fatalf("metrics: %d %s", status, body)
+		}
+		for _, want := range []string{`apiserver_instances_placed_total 1`, `apiserver_http_requests_total{code="201",method="POST",route="/v1/instances"} 1`} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
+	}
+	for key, want := range map[string]int{"": 401, "not-the-token": 401, token + "x": 401, e.tenantA.Key: 403} {
+		status, hdr, body := e.call("GET", "/metrics", key, nil, nil)
+		if status != want || hdr.Get("Content-Type") != "application/problem+json" || strings.Contains(string(body), "apiserver_") {
+			t.Errorf("metrics with %.12q: %d %s, want a %d problem", key, status, body, want)
 		}
 	}
 }

@@ -40,6 +40,13 @@ type Options struct {
 	Paths  []map[string]openapi.PathItem
 	// Registry receives the metrics (default: a new registry with Go and process collectors).
 	Registry *prometheus.Registry
+	// TrustedProxies are the addresses or CIDRs of reverse proxies whose X-Forwarded-For names
+	// the client (sign-in throttling is per client address). None by default: the header is
+	// ignored, so a client cannot pick its own address.
+	TrustedProxies []string
+	// MetricsToken, when set, is a bearer token that reads /metrics (Prometheus); operators'
+	// API keys read it too, nobody else.
+	MetricsToken string
 }
 
 // Server is the apiserver.
@@ -82,7 +89,10 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.engine = s.routes()
+	var err error
+	if s.engine, err = s.routes(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -105,18 +115,21 @@ func (s *Server) OpenAPI() *openapi.Document { return s.doc }
 // otherwise race on it.
 var ginReleaseMode = sync.OnceFunc(func() { gin.SetMode(gin.ReleaseMode) })
 
-func (s *Server) routes() *gin.Engine {
+func (s *Server) routes() (*gin.Engine, error) {
 	ginReleaseMode()
 	r := gin.New()
+	if err := r.SetTrustedProxies(s.opts.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("server: trusted proxies: %w", err)
+	}
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recoverer, s.requestID, s.observe)
+	r.Use(s.recoverer, s.requestID, s.observe, s.textQuery)
 	r.NoRoute(func(c *gin.Context) { s.fail(c, notFound("no such route")) })
 	r.NoMethod(func(c *gin.Context) {
 		s.fail(c, problemf(http.StatusMethodNotAllowed, "method-not-allowed", "Method not allowed", "%s is not allowed here", c.Request.Method))
 	})
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})))
+	r.GET("/metrics", s.metricsAccess, gin.WrapH(promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{})))
 	r.GET("/v1/openapi.json", func(c *gin.Context) { c.JSON(http.StatusOK, s.doc) })
 
 	v1 := r.Group("/v1", s.authenticate, s.idempotent)
@@ -129,7 +142,7 @@ func (s *Server) routes() *gin.Engine {
 	for _, m := range s.opts.Mounts {
 		m(v1)
 	}
-	return r
+	return r, nil
 }
 
 func (s *Server) readyz(c *gin.Context) {

@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"mime"
 	"net/http"
 	"strconv"
@@ -60,19 +62,33 @@ func (s *Server) webRoutes(r *gin.Engine, v1 *gin.RouterGroup) {
 	s.doc.Op(http.MethodDelete, "/v1/session", "signOut", "Sign out the cookie's session (X-CSRF-Token required)", "accounts", nil, nil, http.StatusNoContent)
 	s.doc.Op(http.MethodPut, "/v1/users/{id}/password", "setPassword", "Set a user's console password (self, their tenant admin, operators)", "accounts", SetPasswordRequest{}, nil, http.StatusNoContent)
 
-	console := http.FileServerFS(web.Assets())
 	r.GET("/", func(c *gin.Context) {
 		consoleHeaders(c)
 		c.FileFromFS("/", http.FS(web.Assets()))
 	})
-	r.GET("/console/*filepath", func(c *gin.Context) {
-		if strings.HasSuffix(c.Param("filepath"), "/") {
-			s.fail(c, notFound("no such file")) // no directory listings
-			return
-		}
-		consoleHeaders(c)
-		http.StripPrefix("/console", console).ServeHTTP(c.Writer, c.Request)
-	})
+	r.GET("/console/*filepath", s.consoleFile)
+}
+
+// consoleFile serves one of the console's files. Anything else (a directory, a path with "..",
+// a missing file) is the same problem+json 404 as every unknown path: http.FileServer would
+// answer some of them itself, in text/plain.
+func (s *Server) consoleFile(c *gin.Context) {
+	name := strings.TrimPrefix(c.Param("filepath"), "/")
+	assets := web.Assets()
+	f, err := assets.Open(name)
+	if !fs.ValidPath(name) || name == "." || err != nil {
+		s.fail(c, notFound("no such file"))
+		return
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	rs, seekable := f.(io.ReadSeeker)
+	if err != nil || info.IsDir() || !seekable {
+		s.fail(c, notFound("no such file")) // no directory listings
+		return
+	}
+	consoleHeaders(c)
+	http.ServeContent(c.Writer, c.Request, name, info.ModTime(), rs)
 }
 
 func consoleHeaders(c *gin.Context) {
@@ -124,20 +140,22 @@ func (s *Server) login(c *gin.Context) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	if wait := s.logins.blocked(req.Email, time.Now()); wait > 0 {
+	source := c.ClientIP() // the peer, or what a trusted proxy says (Options.TrustedProxies)
+	if wait := s.logins.blocked(source, req.Email, time.Now()); wait > 0 {
 		c.Header("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
 		return problem.New(http.StatusTooManyRequests, "too-many-sign-ins", "Too many sign-in attempts",
-			fmt.Sprintf("%d wrong passwords for this e-mail in %v; try again in %v", loginMaxFailures, loginWindow, wait.Round(time.Second)))
+			fmt.Sprintf("too many wrong passwords from this address (%d for one e-mail or %d in all in %v); try again in %v",
+				loginMaxFailures, loginMaxPerSource, loginWindow, wait.Round(time.Second)))
 	}
 	u, err := s.store.CheckPassword(c.Request.Context(), req.Email, req.Password)
 	if errors.Is(err, store.ErrBadPassword) {
-		s.logins.fail(req.Email, time.Now())
+		s.logins.fail(source, req.Email, time.Now())
 		return problem.Validation(problem.FieldError{Field: "password", Reason: err.Error()})
 	}
 	if err != nil {
 		return err
 	}
-	s.logins.succeed(req.Email)
+	s.logins.succeed(source, req.Email)
 	ws, err := s.store.CreateWebSession(c.Request.Context(), u, sessionTTL)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
 )
@@ -207,9 +209,12 @@ func TestConsoleIsServed(t *testing.T) {
 	if st, _, body := get("/console/js/"); st != 404 || strings.Contains(body, "main.js") {
 		t.Fatalf("directory listing: %d %.200s", st, body)
 	}
-	for _, p := range []string{"/console/../embed.go", "/console/%2e%2e/embed.go", "/console/nope.js"} {
-		if st, _, body := get(p); st == 200 && !strings.Contains(body, "<!doctype html>") {
-			t.Fatalf("%s served %.100s", p, body)
+	// Anything that is not one of its files is the API's problem+json 404, like any unknown path.
+	for _, p := range []string{"/console/%2e%2e/", "/console/%2e%2e/embed.go", "/console/..%2f..%2fgo.mod",
+		"/console/js/%2e%2e/index.html", "/console/nope.js", "/console/", "/console/js"} {
+		st, hdr, body := get(p)
+		if st != 404 || hdr.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: %d %s %.100s, want a problem+json 404", p, st, hdr.Get("Content-Type"), body)
 		}
 	}
 	// The API is unchanged beside it: unknown API routes are still problems, not the console.
@@ -236,5 +241,46 @@ func TestSignInThrottle(t *testing.T) {
 	}
 	if st, body := b.do("POST", "/v1/session", `{"email":"admin@b.example","password":"another good password"}`, ""); st != 201 {
 		t.Fatalf("another user: %d %s", st, body)
+	}
+}
+
+// An attacker's wrong passwords from one address do not lock the owner out from another; behind
+// a trusted proxy the address is the one X-Forwarded-For names, and without one the header is
+// ignored (a client cannot rotate it to escape throttling).
+func TestSignInThrottleBySource(t *testing.T) {
+	signIn := func(e *env, from, email, pw string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", e.url+"/v1/session", strings.NewReader(`{"email":"`+email+`","password":"`+pw+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", from)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	e := newEnv(t, envOpts{opts: server.Options{TrustedProxies: []string{"127.0.0.1"}}})
+	setPassword(t, e, "admin@a.example", "correct horse battery")
+	for i := 0; i < 10; i++ {
+		if st := signIn(e, "203.0.113.9", "admin@a.example", "guess"); st != 400 {
+			t.Fatalf("guess %d: %d", i, st)
+		}
+	}
+	if st := signIn(e, "203.0.113.9", "admin@a.example", "correct horse battery"); st != 429 {
+		t.Fatalf("the attacker's 11th try: %d, want 429", st)
+	}
+	if st := signIn(e, "198.51.100.7", "admin@a.example", "correct horse battery"); st != 201 {
+		t.Fatalf("the owner from another address after the attacker's failures: %d, want 201", st)
+	}
+
+	// No trusted proxy: every request is from 127.0.0.1 whatever the header says.
+	e = newEnv(t)
+	setPassword(t, e, "admin@a.example", "correct horse battery")
+	for i := 0; i < 10; i++ {
+		signIn(e, fmt.Sprintf("203.0.113.%d", i), "admin@a.example", "guess")
+	}
+	if st := signIn(e, "192.0.2.1", "admin@a.example", "correct horse battery"); st != 429 {
+		t.Fatalf("a forged X-Forwarded-For escaped throttling: %d, want 429", st)
 	}
 }

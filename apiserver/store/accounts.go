@@ -62,6 +62,15 @@ func (s *Store) CreateTenant(ctx context.Context, t *Tenant) error {
 	})
 }
 
+// TenantExists reports whether a tenant of that id exists.
+func (s *Store) TenantExists(ctx context.Context, id uuid.UUID) (bool, error) {
+	var ok bool
+	if err := s.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM tenants WHERE id = $1)`, id).Scan(&ok); err != nil {
+		return false, fmt.Errorf("tenant %s exists: %w", id, err)
+	}
+	return ok, nil
+}
+
 // GetTenant returns a tenant.
 func (s *Store) GetTenant(ctx context.Context, id uuid.UUID) (Tenant, error) {
 	return getByID[Tenant](ctx, s, id, "tenant")
@@ -196,10 +205,10 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (Credential, er
 		return s.authenticateKey(ctx, [32]byte(hash))
 	case len(secret) > 4 && secret[:4] == PrefixHost:
 		err = s.Pool.QueryRow(ctx, `SELECT id FROM hosts WHERE credential_hash = $1 AND deleted_at IS NULL`, hash).Scan(&c.Principal.DaemonID)
-		c.Principal.Role = authn.RoleDaemon
+		c.Principal.Role, c.Principal.Daemon = authn.RoleDaemon, authn.DaemonHost
 	case len(secret) > 4 && secret[:4] == PrefixGPUServer:
 		err = s.Pool.QueryRow(ctx, `SELECT id FROM gpu_servers WHERE credential_hash = $1 AND deleted_at IS NULL`, hash).Scan(&c.Principal.DaemonID)
-		c.Principal.Role = authn.RoleDaemon
+		c.Principal.Role, c.Principal.Daemon = authn.RoleDaemon, authn.DaemonGPUServer
 	default:
 		return c, ErrNotFound
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,7 +21,9 @@ import (
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
+	"gpucloud/internal/authn"
 	"gpucloud/internal/problem"
+	"gpucloud/internal/validate"
 )
 
 // maxUsageBody bounds a usage batch: 1,000 records of well under 2 KiB each.
@@ -46,7 +49,10 @@ func (s *Service) postUsage(c *gin.Context) {
 			Reason: fmt.Sprintf("holds %d records, at most %d per batch", len(raw.Records), ingest.MaxBatch)}))
 		return
 	}
-	var batch api.UsageBatch
+	var (
+		batch api.UsageBatch
+		res   api.UsageBatchResult
+	)
 	var undecodable []api.UsageRejection
 	index := make([]int, 0, len(raw.Records)) // position in the request of each decoded record
 	for i, m := range raw.Records {
@@ -58,13 +64,17 @@ func (s *Service) postUsage(c *gin.Context) {
 		batch.Records = append(batch.Records, r)
 		index = append(index, i)
 	}
-	daemon := principal(c).DaemonID.String()
-	res, err := s.ingest.Ingest(c.Request.Context(), batch, func(r api.UsageRecord) string {
-		if r.Source != daemon {
-			return fmt.Sprintf("source: %q is not the authenticated daemon %s", r.Source, daemon)
-		}
-		return ""
-	})
+	p := principal(c)
+	daemon := p.DaemonID.String()
+	placed, err := s.cp.AuthorizeUsage(c.Request.Context(), p, batch.Records)
+	if err == nil {
+		res, err = s.ingest.Ingest(c.Request.Context(), batch, func(i int, r api.UsageRecord) string {
+			if reason := mayReport(p, r); reason != "" {
+				return reason
+			}
+			return placed[i]
+		})
+	}
 	if err != nil {
 		// Nothing of the batch landed; the daemon keeps it and sends it again.
 		s.log.ErrorContext(c.Request.Context(), "usage batch failed", "daemon", daemon, "err", err)
@@ -85,6 +95,27 @@ func (s *Service) postUsage(c *gin.Context) {
 	c.JSON(http.StatusOK, res)
 }
 
+// mayReport refuses what the calling daemon may never report, whatever the instance: records of
+// another source, ids outside the daemon's namespace ("<daemon id>/...", so no daemon can make
+// another's record a duplicate), and the other kind of usage (a host reports VM usage, a GPU
+// server GPU usage).
+func mayReport(p authn.Principal, r api.UsageRecord) string {
+	daemon := p.DaemonID.String()
+	switch {
+	case r.Source != daemon:
+		return fmt.Sprintf("source: %q is not the authenticated daemon %s", r.Source, daemon)
+	case !strings.HasPrefix(r.ID, daemon+"/"):
+		return fmt.Sprintf("id: %q is outside this daemon's namespace %q", r.ID, daemon+"/")
+	case p.Daemon == authn.DaemonHost && r.Kind != api.UsageVM:
+		return fmt.Sprintf("kind: a host reports %q usage, not %q", api.UsageVM, r.Kind)
+	case p.Daemon == authn.DaemonGPUServer && r.Kind != api.UsageGPU:
+		return fmt.Sprintf("kind: a GPU server reports %q usage, not %q", api.UsageGPU, r.Kind)
+	case p.Daemon != authn.DaemonHost && p.Daemon != authn.DaemonGPUServer:
+		return "source: the credential is neither a host's nor a GPU server's"
+	}
+	return ""
+}
+
 func badBody(err error) *problem.Details {
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
@@ -94,15 +125,27 @@ func badBody(err error) *problem.Details {
 	return problem.Validation(problem.FieldError{Field: "body", Reason: "is not valid JSON: " + err.Error()})
 }
 
-// decodeStrict reads a small JSON body, refusing unknown fields (a typo must not pass silently).
+// decodeStrict reads a small JSON object, refusing unknown fields (a typo must not pass silently)
+// and what the apiserver's binding refuses: bytes that are not UTF-8, NUL bytes, numbers past
+// their column's range, missing required fields (validate.JSONObject, validate.Decoded).
 func decodeStrict(c *gin.Context, v any) *problem.Details {
-	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 64<<10))
+	if err != nil {
+		return badBody(err)
+	}
+	if fe := validate.JSONObject(body); fe != nil {
+		return problem.Validation(problem.FieldError{Field: fe.Field, Reason: fe.Reason})
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badBody(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return problem.Validation(problem.FieldError{Field: "body", Reason: "has data after the JSON object"})
+	}
+	if fe := validate.Decoded(v); fe != nil {
+		return problem.Validation(problem.FieldError{Field: fe.Field, Reason: fe.Reason})
 	}
 	return nil
 }
@@ -326,6 +369,15 @@ func (s *Service) closePeriod(c *gin.Context) {
 	period, err := invoice.ParsePeriod(req.Period)
 	if err != nil {
 		fail(c, problem.Validation(problem.FieldError{Field: "period", Reason: err.Error()}))
+		return
+	}
+	known, err := s.cp.TenantExists(c.Request.Context(), tenant)
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	if !known {
+		fail(c, problem.New(http.StatusNotFound, "not-found", "No such tenant", fmt.Sprintf("tenant %s does not exist", tenant)))
 		return
 	}
 	inv, err := s.invoices.Close(c.Request.Context(), tenant, period)

@@ -42,7 +42,7 @@ type caller struct {
 
 func newServer(t *testing.T) *gin.Engine {
 	pool := billingtest.Pool(t, pgtest.NewDatabase(t))
-	svc := httpapi.New(pool, nil)
+	svc := httpapi.New(pool, everyPlacement{}, nil)
 	svc.SetClock(func() time.Time { return time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC) })
 	r := gin.New()
 	g := r.Group("/v1", func(c *gin.Context) {
@@ -55,7 +55,7 @@ func newServer(t *testing.T) *gin.Engine {
 			p.TenantID = uuid.MustParse(v)
 		}
 		if p.Role == authn.RoleDaemon {
-			p.DaemonID = daemon
+			p.DaemonID, p.Daemon = daemon, authn.DaemonGPUServer
 		}
 		c.Request = c.Request.WithContext(authn.WithPrincipal(c.Request.Context(), p))
 	})
@@ -102,8 +102,20 @@ func decode[T any](t *testing.T, w *httptest.ResponseRecorder, status int) T {
 	return v
 }
 
+// everyPlacement is a test double for the control plane: every tenant exists and the daemon may
+// bill every instance. The real checks (store.AuthorizeUsage, store.TenantExists) are tested
+// in apiserver/server, where tenants and instances exist.
+type everyPlacement struct{}
+
+func (everyPlacement) AuthorizeUsage(_ context.Context, _ authn.Principal, recs []api.UsageRecord) ([]string, error) {
+	return make([]string, len(recs)), nil
+}
+
+func (everyPlacement) TenantExists(context.Context, uuid.UUID) (bool, error) { return true, nil }
+
+// record is a gpu record of the test's GPU server daemon, in its id namespace.
 func record(id string, tenant uuid.UUID, start time.Time, d time.Duration) api.UsageRecord {
-	r := billingtest.GPU(id, tenant, start, d)
+	r := billingtest.GPU(daemon.String()+"/"+id, tenant, start, d)
 	r.Source = daemon.String()
 	return r
 }
@@ -119,14 +131,20 @@ func TestPostUsage(t *testing.T) {
 	good := record("g1", tenant, march, time.Hour)
 	forged := record("forged", tenant, march, time.Hour)
 	forged.Source = "someone-else"
-	body := fmt.Sprintf(`{"records":[%s,{"id":"typed","gpu_count":"four"},%s,%s]}`,
-		mustJSON(good), mustJSON(forged), mustJSON(good))
+	foreignID := record("x", tenant, march, time.Hour)
+	foreignID.ID = "00000000-0000-4000-8000-0000000000aa/sess/1" // another daemon's namespace
+	vm := billingtest.VM(daemon.String()+"/vm", tenant, march, time.Hour)
+	vm.Source = daemon.String()
+	body := fmt.Sprintf(`{"records":[%s,{"id":"typed","gpu_count":"four"},%s,%s,%s,%s]}`,
+		mustJSON(good), mustJSON(forged), mustJSON(good), mustJSON(foreignID), mustJSON(vm))
 	res := decode[api.UsageBatchResult](t, do(t, h, dmn, "POST", "/v1/agent/usage", body), 200)
-	if res.Accepted != 1 || res.Duplicates != 1 || len(res.Rejected) != 2 {
-		t.Fatalf("%+v, want 1 accepted 1 duplicate 2 rejected", res)
+	if res.Accepted != 1 || res.Duplicates != 1 || len(res.Rejected) != 4 {
+		t.Fatalf("%+v, want 1 accepted 1 duplicate 4 rejected", res)
 	}
 	if res.Rejected[0].Index != 1 || !strings.Contains(res.Rejected[0].Reason, "gpu_count") ||
-		res.Rejected[1].Index != 2 || !strings.HasPrefix(res.Rejected[1].Reason, "source:") {
+		res.Rejected[1].Index != 2 || !strings.HasPrefix(res.Rejected[1].Reason, "source:") ||
+		res.Rejected[2].Index != 4 || !strings.HasPrefix(res.Rejected[2].Reason, "id:") ||
+		res.Rejected[3].Index != 5 || !strings.HasPrefix(res.Rejected[3].Reason, "kind:") {
 		t.Fatalf("rejections %+v", res.Rejected)
 	}
 
@@ -310,7 +328,7 @@ func sep(q string) string {
 // Every mounted route has an OpenAPI path item for its method, and nothing documented is missing.
 func TestEveryRouteDocumented(t *testing.T) {
 	r := gin.New()
-	httpapi.New(nil, nil).Mount(r.Group("/v1"))
+	httpapi.New(nil, everyPlacement{}, nil).Mount(r.Group("/v1"))
 	paths := httpapi.OpenAPIPaths()
 	param := regexp.MustCompile(`:(\w+)`)
 	n := 0

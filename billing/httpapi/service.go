@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"gpucloud/api"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
@@ -30,8 +31,20 @@ import (
 	"gpucloud/internal/problem"
 )
 
+// ControlPlane is what billing asks the control plane, which owns tenants and placements.
+type ControlPlane interface {
+	// AuthorizeUsage checks usage records against placements: a daemon may bill only instances
+	// placed on it, for their own tenant and size. It returns one reason per record, "" for
+	// allowed, each starting with the field that is wrong.
+	AuthorizeUsage(ctx context.Context, daemon authn.Principal, recs []api.UsageRecord) ([]string, error)
+	// TenantExists reports whether a tenant of that id exists (deleted or not: its usage is
+	// still billed).
+	TenantExists(ctx context.Context, id uuid.UUID) (bool, error)
+}
+
 // Service holds billing's HTTP handlers.
 type Service struct {
+	cp       ControlPlane
 	ingest   *ingest.Ingester
 	prices   *rating.Book
 	invoices *invoice.Service
@@ -40,12 +53,14 @@ type Service struct {
 	log      *slog.Logger
 }
 
-// New builds the service on pool (a database migrated with gpucloud/migrations).
-func New(pool *pgxpool.Pool, log *slog.Logger) *Service {
+// New builds the service on pool (a database migrated with gpucloud/migrations); cp answers
+// which tenants exist and which daemon may bill which instance.
+func New(pool *pgxpool.Pool, cp ControlPlane, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
 	return &Service{
+		cp:       cp,
 		ingest:   ingest.New(pool, log),
 		prices:   rating.NewBook(pool),
 		invoices: invoice.New(pool),

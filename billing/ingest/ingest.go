@@ -41,8 +41,9 @@ var ErrBatchTooLarge = fmt.Errorf("a batch holds at most %d records", MaxBatch)
 // Ingest validates the batch and stores its valid records exactly once. Malformed records are
 // listed in the result with their reason; duplicates (already stored, or repeated in the batch)
 // are counted and ignored. accept, when not nil, may refuse a valid record (e.g. one whose source
-// is not the calling daemon) by returning a reason.
-func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(api.UsageRecord) string) (api.UsageBatchResult, error) {
+// is not the calling daemon) by returning a reason; it gets the record's index in b and the
+// record as normalised.
+func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(int, api.UsageRecord) string) (api.UsageBatchResult, error) {
 	res := api.UsageBatchResult{Rejected: []api.UsageRejection{}}
 	if len(b.Records) > MaxBatch {
 		return res, ErrBatchTooLarge
@@ -52,7 +53,7 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(ap
 	for i, r := range b.Records {
 		n, err := Validate(r, now)
 		if err == nil && accept != nil {
-			if reason := accept(n); reason != "" {
+			if reason := accept(i, n); reason != "" {
 				err = errors.New(reason)
 			}
 		}

@@ -203,7 +203,7 @@ func TestAcceptHookRefuses(t *testing.T) {
 	tenant := uuid.New()
 	r := billingtest.GPU("x", tenant, march, time.Minute)
 	res, err := in.Ingest(context.Background(), api.UsageBatch{Records: []api.UsageRecord{r}},
-		func(api.UsageRecord) string { return "source: not yours" })
+		func(int, api.UsageRecord) string { return "source: not yours" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
+	"gpucloud/internal/httplimits"
 	"gpucloud/internal/tlsconf"
 	"gpucloud/migrations"
 )
@@ -53,6 +55,9 @@ func newRoot(ctx context.Context) *cobra.Command {
 	var listen, keyFile, tlsCert, tlsKey string
 	var genKey bool
 	var maxConns int32
+	var limits httplimits.Limits
+	var proxies []string
+	var metricsTokenFile string
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
 			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
@@ -62,6 +67,10 @@ func newRoot(ctx context.Context) *cobra.Command {
 			load = app.LoadOrCreateTokenKey
 		}
 		key, err := load(keyFile)
+		if err != nil {
+			return err
+		}
+		metricsToken, err := app.LoadMetricsToken(metricsTokenFile)
 		if err != nil {
 			return err
 		}
@@ -78,7 +87,8 @@ func newRoot(ctx context.Context) *cobra.Command {
 			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
-		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default()})
+		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default(), HTTP: limits,
+			Options: server.Options{TrustedProxies: proxies, MetricsToken: metricsToken}})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
@@ -86,6 +96,14 @@ func newRoot(ctx context.Context) *cobra.Command {
 	serve.Flags().StringVar(&tlsCert, "tls-cert", env("GPUCLOUD_TLS_CERT_FILE", ""), "serve HTTPS with this PEM certificate chain, reloaded when it changes (env GPUCLOUD_TLS_CERT_FILE)")
 	serve.Flags().StringVar(&tlsKey, "tls-key", env("GPUCLOUD_TLS_KEY_FILE", ""), "PEM private key of --tls-cert (env GPUCLOUD_TLS_KEY_FILE)")
 	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
+	serve.Flags().StringVar(&metricsTokenFile, "metrics-token-file", env("GPUCLOUD_METRICS_TOKEN_FILE", ""), "file holding the bearer token Prometheus reads /metrics with; operators' API keys read it too (env GPUCLOUD_METRICS_TOKEN_FILE)")
+	serve.Flags().StringSliceVar(&proxies, "trusted-proxies", nil, "addresses or CIDRs of reverse proxies whose X-Forwarded-For names the client, for per-address sign-in throttling (default: none, the header is ignored)")
+	d := httplimits.Default
+	serve.Flags().DurationVar(&limits.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "longest a client may take to send a request's line and headers")
+	serve.Flags().DurationVar(&limits.ReadTimeout, "read-timeout", d.ReadTimeout, "longest a client may take to send a whole request, body included; a slower one is cut off")
+	serve.Flags().DurationVar(&limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "close a keep-alive connection idle this long")
+	serve.Flags().IntVar(&limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request line and headers, in bytes")
+	serve.Flags().IntVar(&limits.MaxConns, "max-conns", 0, "connections served at once; more wait in the listen backlog (0: half the process's open-file limit, at most 100000)")
 
 	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {

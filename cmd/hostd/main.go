@@ -27,6 +27,7 @@ import (
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/virt"
+	"gpucloud/internal/httplimits"
 	"gpucloud/internal/tlsconf"
 )
 
@@ -206,7 +207,8 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 		fmt.Fprintf(w, "ok: last pass %s\n", last.Format(time.RFC3339))
 	})
-	srv := &http.Server{Addr: o.listen, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := httplimits.Default.Server(mux)
+	srv.Addr = o.listen
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics listener", "err", err)

@@ -16,6 +16,7 @@ import (
 
 	"gpucloud/api"
 	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
 	"gpucloud/internal/pgtest"
@@ -29,6 +30,9 @@ type replica struct {
 	url string
 	st  *store.Store
 }
+
+// metricsToken is the replicas' /metrics bearer token, as Prometheus sends it.
+const metricsToken = "test-metrics-token-0123456789abcdef"
 
 // startReplicas runs n apiservers, as `apiserver serve` does, on one database with one token key.
 func startReplicas(t *testing.T, n int) []replica {
@@ -47,7 +51,10 @@ func startReplicas(t *testing.T, n int) []replica {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
-		go func() { done <- app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key}) }()
+		go func() {
+			done <- app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key,
+				Options: server.Options{MetricsToken: metricsToken}})
+		}()
 		t.Cleanup(func() {
 			cancel()
 			if err := <-done; err != nil {

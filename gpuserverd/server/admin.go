@@ -11,8 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	"gpucloud/internal/httplimits"
 )
 
 // The admin port serves every tenant's usage records and the server's metrics, so it is
@@ -71,39 +72,11 @@ func (s *Server) requireAdmin(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// limitListener holds the admin port to adminMaxConns connections at once: more wait in the
-// kernel's backlog rather than each costing a goroutine and buffers.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func newLimitListener(ln net.Listener, n int) *limitListener {
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n)}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.slots <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-}
-
-type limitedConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	c.release()
-	return c.Conn.Close()
-}
-
 // adminServer is the admin port's HTTP server, bounded before any request is authenticated.
-func (s *Server) adminServer() *http.Server {
-	return &http.Server{Handler: s.Handler(), ReadHeaderTimeout: adminReadTimeout, ReadTimeout: adminReadTimeout,
-		WriteTimeout: time.Minute, IdleTimeout: time.Minute, MaxHeaderBytes: adminMaxHeader}
+func (s *Server) adminServer() (*http.Server, func(net.Listener) net.Listener) {
+	lim := httplimits.Limits{ReadHeaderTimeout: adminReadTimeout, ReadTimeout: adminReadTimeout,
+		IdleTimeout: time.Minute, MaxHeaderBytes: adminMaxHeader, MaxConns: adminMaxConns}
+	hs := lim.Server(s.Handler())
+	hs.WriteTimeout = time.Minute
+	return hs, lim.Listener
 }

@@ -192,8 +192,8 @@ func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
 
 // Serve runs until ctx ends, then waits for sessions' workers to finish.
 func (s *Server) Serve(ctx context.Context) error {
-	hs := s.adminServer()
-	go hs.Serve(newLimitListener(s.adminLn, adminMaxConns))
+	hs, bound := s.adminServer()
+	go hs.Serve(bound(s.adminLn))
 	ckctx, stopCkpt := context.WithCancel(context.Background())
 	ckDone := make(chan struct{})
 	go func() {

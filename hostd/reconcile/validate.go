@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"gpucloud/api"
 	"gpucloud/hostd/virt"
+	"gpucloud/internal/validate"
 )
-
-var imagePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // validate checks a desired instance before hostd touches anything for it, and names every
 // problem it finds.
@@ -41,8 +39,8 @@ func (r *Reconciler) validate(d api.DesiredInstance) error {
 	if s.DiskGiB < 1 || s.DiskGiB > 65536 {
 		errs = append(errs, fmt.Errorf("spec.disk_gib %d out of range 1-65536", s.DiskGiB))
 	}
-	if !imagePattern.MatchString(s.Image) {
-		errs = append(errs, fmt.Errorf("spec.image %q: want a base image name (lower-case letters, digits, '.', '_', '-')", s.Image))
+	if err := validate.Image(s.Image); err != nil {
+		errs = append(errs, fmt.Errorf("spec.image: %w", err))
 	} else if _, err := os.Stat(r.baseImage(s.Image)); err != nil {
 		errs = append(errs, fmt.Errorf("spec.image %q: no such base image on this host", s.Image))
 	}

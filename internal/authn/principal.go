@@ -37,7 +37,18 @@ type Principal struct {
 	Role     Role
 	// DaemonID is the host or GPU server id when Role is RoleDaemon.
 	DaemonID uuid.UUID
+	// Daemon says which kind of daemon DaemonID is: what it may report depends on it (a host
+	// reports VM usage, a GPU server GPU usage).
+	Daemon DaemonKind
 }
+
+// DaemonKind is the kind of daemon a credential belongs to.
+type DaemonKind string
+
+const (
+	DaemonHost      DaemonKind = "host"
+	DaemonGPUServer DaemonKind = "gpu-server"
+)
 
 // IsPlatform reports whether the principal acts across tenants.
 func (p Principal) IsPlatform() bool { return p.Role == RoleOperator || p.Role == RoleFinance }

@@ -37,6 +37,7 @@ type Env struct {
 	ModelID                string
 	Dedicated, Shared, CPU string // instance type ids
 	OperatorClient         *sdk.Client
+	meter                  *Meter // billing.go
 }
 
 // StartServer serves the apiserver as it ships (billing mounted) on a fresh database and returns

@@ -69,10 +69,10 @@ try {
   await a.getByLabel('Instance type').selectOption({ index: 1 });
   await a.getByTestId('price').filter({ hasText: '$3.00 per hour' }).waitFor();
   await a.getByLabel('Name').fill('e2e-vm');
-  await a.getByLabel('Image').fill('ubuntu 24.04'); // the API refuses spaces: its error shows by the field
+  await a.getByLabel('Image').fill('ubuntu 24.04'); // not a base image name (hostd's rule): the API's error shows by the field
   await a.getByRole('button', { name: 'Review' }).click();
   await a.getByRole('button', { name: /^Confirm: create for \$3\.00\/hour$/ }).click();
-  await a.locator('#err-image').filter({ hasText: 'no spaces' }).waitFor();
+  await a.locator('#err-image').filter({ hasText: 'lower-case letters' }).waitFor();
   await shot(a, '02-create-field-error');
   await a.getByLabel('Image').fill('ubuntu-24.04');
   await a.getByRole('button', { name: 'Review' }).click();

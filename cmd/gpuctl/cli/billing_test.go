@@ -178,7 +178,7 @@ func TestInvoicesAndPeriodsCommands(t *testing.T) {
 	h.code(cli.ExitUsage, fin, "periods", "list", "--status", "draft")
 	var apr sdk.Invoice
 	h.jsonOf(&apr, fin, "periods", "close", h.e.B.ID, "2026-04")
-	if apr.TotalCents != 110 { // 20 GiB x 1 h x 0.055
+	if apr.TotalCents != 55 { // the shared tier's 10 GiB slice x 1 h x 0.055
 		t.Fatalf("B's April %+v", apr)
 	}
 	h.jsonOf(&open, fin, "periods", "list", "--status", "open")

@@ -8,7 +8,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"gpucloud/api"
 	"gpucloud/cmd/gpuctl/cli"
 	"gpucloud/sdk"
 	"gpucloud/sdk/sdktest"
@@ -231,22 +230,10 @@ func TestReportCommand(t *testing.T) {
 	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--format", "xml")
 
 	// Usage as a GPU server would send it: 90 GPU-minutes for tenant A in March 2026.
-	ctx := context.Background()
-	gs, err := h.e.OperatorClient.CreateGPUServer(ctx, "gs-report")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := h.e.Meter(t, "gs-report")
 	start := time.Date(2026, 3, 10, 8, 0, 0, 0, time.UTC)
-	rec := func(id string, d time.Duration) api.UsageRecord {
-		return api.UsageRecord{ID: gs.ID + "/s1/" + id, Kind: api.UsageGPU, Source: gs.ID, TenantID: h.e.A.ID,
-			InstanceID: "11111111-1111-4111-8111-111111111111", SessionID: "s1", Start: start, End: start.Add(d),
-			GPUModel: "H100-80GB", Tier: "dedicated", GPUCount: 1}
-	}
-	daemon := h.e.Client(t, gs.Credential)
-	res, err := daemon.PostUsage(ctx, api.UsageBatch{Records: []api.UsageRecord{rec("1", time.Hour), rec("2", 30*time.Minute)}})
-	if err != nil || res.Accepted != 2 {
-		t.Fatalf("post usage: %+v %v", res, err)
-	}
+	m.GPU(t, h.e.A.ID, "H100", "dedicated", start, time.Hour)
+	m.GPU(t, h.e.A.ID, "H100", "dedicated", start, 30*time.Minute)
 
 	var rep sdk.GPUHoursReport
 	h.jsonOf(&rep, h.e.Finance, "report", "gpu-hours", "--from", "2026-03-01", "--to", "2026-04-01", "--group-by", "tenant", "-o", "json")
