@@ -283,7 +283,7 @@ func (s *Session) alloc(d *device, bytes uint64) (uint64, error) {
 	if err == nil {
 		d.allocs[p] = bytes
 		d.used += bytes
-		s.Stats.memory(int64(bytes))
+		s.Stats.memory(d.ordinal, int64(bytes))
 	}
 	return p, err
 }
@@ -292,7 +292,7 @@ func (s *Session) alloc(d *device, bytes uint64) (uint64, error) {
 func (s *Session) free(d *device, p uint64) error {
 	err := d.ctx.MemFree(p)
 	if err == nil {
-		s.Stats.memory(-int64(d.allocs[p]))
+		s.Stats.memory(d.ordinal, -int64(d.allocs[p]))
 		d.used -= d.allocs[p]
 		delete(d.allocs, p)
 	}

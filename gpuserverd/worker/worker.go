@@ -157,7 +157,7 @@ func (s *Session) close() {
 		if err := d.ctx.Close(); err != nil {
 			s.log.Warn("closing context", "device", d.ordinal, "err", err)
 		}
-		s.Stats.memory(-int64(d.used))
+		s.Stats.memory(d.ordinal, -int64(d.used))
 	}
 	s.Stats.end()
 }
