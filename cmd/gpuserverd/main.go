@@ -120,8 +120,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	inv := openInventory(b.Kind(), log)
 	hb := server.Heartbeat{APIServer: st.apiURL, Credential: st.cred, Endpoint: st.advert, Version: version,
-		MaxPeriod: st.hbMax, Inventory: nvmlInventory(b.Kind(), log)}
+		MaxPeriod: st.hbMax, Inventory: heartbeatInventory(inv)}
 	if st.apiURL != "" && (st.id == "" || st.pubKey == "") {
 		ack, err := server.Join(ctx, hb, b, log)
 		if err != nil {
@@ -156,7 +157,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	s, err := server.New(server.Config{
 		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, IvshmemDir: st.ivshmemDir, IvshmemPeerTimeout: st.ivshmemTimeout, IvshmemSlots: st.ivshmemSlots, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
 		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
-		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
+		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20, Monitor: nvmlMonitor(inv, log),
 	}, b)
 	if err != nil {
 		return err

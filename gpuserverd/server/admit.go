@@ -49,6 +49,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		s.attachLane(conn, p, log)
 		return
 	}
+	if err == nil && h.Type == wire.TypeNvmlHello {
+		s.serveNVML(ctx, conn, p, log)
+		return
+	}
 	var claims sessiontoken.Claims
 	var ordinals []int
 	if err == nil {
@@ -109,9 +113,10 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 	return s.hello(h, p)
 }
 
-// readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session.
+// readFirst reads a connection's first frame: Hello, LaneHello for a lane of a session, or
+// NvmlHello for a monitoring connection (nvml.go).
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
-	return readOpening(conn, wire.MaxFrame, wire.TypeHello, wire.TypeLaneHello)
+	return readOpening(conn, wire.MaxFrame, wire.TypeHello, wire.TypeLaneHello, wire.TypeNvmlHello)
 }
 
 // readOpening reads the frame that opens a connection or channel: one of types, its payload at

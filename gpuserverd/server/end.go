@@ -13,6 +13,7 @@ func (s *Server) EndSessions(ids []string) int {
 	for _, id := range ids {
 		end[id] = true
 	}
+	s.endMonitors(end)
 	s.mu.Lock()
 	var victims []*session
 	for _, se := range s.sessions {

@@ -54,6 +54,9 @@ type Config struct {
 	// ShmTotalMax all of this server's sessions' arenas together (default: half the machine's
 	// RAM). Arenas are pinned host memory; see arenas.go.
 	ShmSessionMax, ShmTotalMax uint64
+	// Monitor answers the guests' NVML (nil: the backend's devices only; simulated readings on
+	// the simulated backend).
+	Monitor *Monitor
 }
 
 // DefaultShmSessionMax is a session's arena limit unless configured: room for pinned buffers of
@@ -75,6 +78,7 @@ type Server struct {
 	gpus     map[string]*gpuUse
 	metrics  counters
 	arenas   *arenaBudget
+	monitors map[*monitor]struct{} // open NVML connections (nvml.go)
 
 	ln      net.Listener
 	unixLn  net.Listener // nil without ListenUnix
@@ -116,7 +120,7 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
-		sessions: map[int]*session{}, gpus: map[string]*gpuUse{},
+		sessions: map[int]*session{}, gpus: map[string]*gpuUse{}, monitors: map[*monitor]struct{}{},
 		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax)}
 	if _, err := s.closeCut(); err != nil {
 		ul.Close()
