@@ -2,7 +2,6 @@ package guesttest
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,12 +37,7 @@ func buildCublas(t *testing.T) string {
 			{"gcc", "-Wall", "-Wextra", "-Werror", "-I../include", "-fPIC", "-shared", "-fvisibility=hidden",
 				"-Wl,-soname,libcuda.so.1", "-o", filepath.Join(foreign, "libcuda.so.1"), "../cublas/testshim/foreign_libcuda.c"},
 		}
-		for _, s := range steps {
-			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-				cublasBuild.err = &buildError{s, err, out}
-				return
-			}
-		}
+		cublasBuild.err = runSteps(steps)
 	})
 	if cublasBuild.err != nil {
 		t.Fatal(cublasBuild.err)

@@ -32,17 +32,22 @@ func buildCudart(t *testing.T) string {
 			append(append([]string{"gcc", "-Wall", "-Wextra", "-Werror"}, inc...), "-o",
 				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", lib, "-L"+dir, "-lcuda"),
 		}
-		for _, s := range steps {
-			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-				cudartBuild.err = &buildError{s, err, out}
-				return
-			}
-		}
+		cudartBuild.err = runSteps(steps)
 	})
 	if cudartBuild.err != nil {
 		t.Fatal(cudartBuild.err)
 	}
 	return dir
+}
+
+// runSteps runs each command in turn; the first that fails is the error, with its output.
+func runSteps(steps [][]string) error {
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return &buildError{s, err, out}
+		}
+	}
+	return nil
 }
 
 type buildError struct {

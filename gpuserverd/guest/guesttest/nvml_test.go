@@ -1,0 +1,113 @@
+package guesttest
+
+import (
+	"bufio"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/internal/sessiontoken"
+)
+
+var nvmlBuild struct {
+	once sync.Once
+	err  error
+}
+
+// buildNVML builds gpucloud's libnvidia-ml.so.1 and nvml_sim_test (linked with -lnvidia-ml) into
+// the build folder, beside the guest libcuda.
+func buildNVML(t *testing.T) string {
+	t.Helper()
+	dir := buildAll(t)
+	nvmlBuild.once.Do(func() {
+		steps := [][]string{
+			{"make", "-s", "-C", "../nvml", "BUILD=" + dir, "WERROR=-Werror"},
+			{"gcc", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "nvml_sim_test"), "../nvml/nvml_sim_test.c",
+				"-L" + dir, "-lnvidia-ml", "-ldl"},
+		}
+		nvmlBuild.err = runSteps(steps)
+	})
+	if nvmlBuild.err != nil {
+		t.Fatal(nvmlBuild.err)
+	}
+	return dir
+}
+
+// nvmlRun runs nvml_sim_test in mode with the token and wants its OK.
+func nvmlRun(t *testing.T, s *gpuserverd, token, mode string, args ...string) {
+	t.Helper()
+	out, err := s.client(token, "nvml_sim_test", append([]string{mode}, args...)...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "nvml_sim_test "+mode+": OK") {
+		t.Fatalf("nvml_sim_test %s: %v\n%s", mode, err, out)
+	}
+}
+
+// holdMemory starts a CUDA session of the token's instance holding mib MiB until the test ends.
+func holdMemory(t *testing.T, s *gpuserverd, token string, mib int) {
+	t.Helper()
+	cmd := s.client(token, "nvml_sim_test", "hold", fmt.Sprint(mib))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "holding\n" {
+		t.Fatalf("holder: %q %v", line, err)
+	}
+}
+
+// TestNVMLSharedTier: on a shared-tier token NVML shows the instance's slice (memory total = the
+// quota), its own use and its own process only (another instance holds memory on the same GPU),
+// the same UUID as the CUDA side, and refuses the whole GPU's readings.
+func TestNVMLSharedTier(t *testing.T) {
+	buildNVML(t)
+	s := startServer(t)
+	holdMemory(t, s, s.token("s-other", sessiontoken.TierShared, 256<<20), 16)
+	nvmlRun(t, s, s.token("s-mine", sessiontoken.TierShared, 512<<20), "shared", "512")
+}
+
+// TestNVMLDedicatedTier: a dedicated GPU shows its whole memory and the (simulated) readings.
+func TestNVMLDedicatedTier(t *testing.T) {
+	buildNVML(t)
+	s := startServer(t)
+	nvmlRun(t, s, s.token("s-ded", sessiontoken.TierDedicated, 0), "dedicated", fmt.Sprint(sim.DefaultMemory>>20))
+}
+
+// TestNVMLIsNoSession: NVML's connection is no CUDA session: it is not refused beside another
+// instance's session on a GPU (as a second session would be on the dedicated tier), starts no
+// worker and leaves no usage record.
+func TestNVMLIsNoSession(t *testing.T) {
+	buildNVML(t)
+	s := startServer(t)
+	holdMemory(t, s, s.token("s-holder", sessiontoken.TierShared, 256<<20), 0)
+	workers := len(s.workers())
+	nvmlRun(t, s, s.token("s-watcher", sessiontoken.TierDedicated, 0), "dedicated", fmt.Sprint(sim.DefaultMemory>>20))
+	if n := len(s.workers()); n != workers {
+		t.Fatalf("%d workers after the NVML run, %d before", n, workers)
+	}
+	for _, r := range s.usage() {
+		if r.SessionID == "s-watcher" {
+			t.Fatalf("usage record for the NVML connection: %+v", r)
+		}
+	}
+	if m := s.get("/metrics"); !strings.Contains(m, "gpuserverd_sessions_accepted_total 1\n") ||
+		strings.Contains(m, "gpuserverd_sessions_refused_total{") {
+		t.Fatalf("NVML connection counted as a session (only the holder's should be):\n%s", m)
+	}
+}
+
+// TestNVMLUnreachable: with no gpuserverd to reach, nvmlInit fails with "driver not loaded", as
+// NVIDIA's does without a driver, and nothing crashes.
+func TestNVMLUnreachable(t *testing.T) {
+	dir := buildNVML(t)
+	cmd := exec.Command(filepath.Join(dir, "nvml_sim_test"), "unreachable")
+	cmd.Env = []string{"LD_LIBRARY_PATH=" + dir, "GPUCLOUD_ENDPOINT=127.0.0.1:1", "GPUCLOUD_TOKEN=x", "GPUCLOUD_CONFIG=/nonexistent"}
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "cannot reach gpuserverd") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
