@@ -15,7 +15,7 @@ import (
 )
 
 // Monitor is what the guests' NVML (libnvidia-ml.so.1 in a VM: nvidia-smi, pynvml) is answered
-// from beyond the backend's device list (gpuserverd/README.md, "NVML in the VM").
+// from beyond the backend's device list (docs/nvml.md).
 type Monitor struct {
 	DriverVersion string // NVIDIA's driver version, e.g. "580.95.05"
 	// Read takes a reading of the GPU with this UUID; nil: none (utilisation, clocks, temperature
