@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nvml-run.sh: NVIDIA's nvidia-smi on the GPU machine, natively and over gpucloud's
-# libnvidia-ml.so.1 (gpuserverd/guest/nvml) talking to a gpuserverd on the real GPU, on a
+# libnvidia-ml.so.1 (and gpucloud-smi over it) (gpuserverd/guest/nvml) talking to a gpuserverd on the real GPU, on a
 # dedicated and a shared-tier token, with a CUDA session of the instance holding memory through
 # the guest libcuda. Bundle with scripts/nvml-prep.sh DEST (here, with Go); run there:
 #   bash DEST/scripts/nvml-run.sh      (results in $OUT, default ./nvml-run-out)
@@ -36,11 +36,12 @@ nm -D --defined-only "$LIB/libnvidia-ml.so.1" | awk '$3 ~ /^nvml/ {print $3}' | 
 
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 key=$OUT/key.pub
-start_server() { # start_server: gpuserverd on the cuda backend, trusting the key gputoken last wrote
+start_server() { # start_server NAME: gpuserverd on the cuda backend, trusting the key gputoken last wrote
+	local log=$OUT/gpuserverd-$1.log # one log each: waiting on a shared one found the last server's line
 	"$ROOT/bin/gpuserverd" --backend cuda --id gs-nvml --listen $ADDR --admin $ADMIN \
-		--public-key "$(cat "$key")" --data-dir "$OUT/data" >>"$OUT/gpuserverd.log" 2>&1 &
+		--public-key "$(cat "$key")" --data-dir "$OUT/data" >"$log" 2>&1 &
 	srv=$!
-	for _ in $(seq 50); do grep -q "gpuserverd serving" "$OUT/gpuserverd.log" 2>/dev/null && break; sleep 0.2; done
+	for _ in $(seq 50); do grep -q "gpuserverd serving" "$log" 2>/dev/null && break; sleep 0.2; done
 }
 
 run_tier() { # run_tier NAME TOKEN
@@ -58,18 +59,21 @@ run_tier() { # run_tier NAME TOKEN
 	LD_LIBRARY_PATH=$LIB:${LD_LIBRARY_PATH:-} smi "$name-q.txt" -q
 	LD_LIBRARY_PATH=$LIB:${LD_LIBRARY_PATH:-} smi "$name-query.txt" --query-gpu=$QUERY --format=csv
 	LD_LIBRARY_PATH=$LIB:${LD_LIBRARY_PATH:-} GPUCLOUD_TRACE=1 smi "$name-trace.txt" -q
+	# gpucloud-smi, in nvidia-smi's place (NVIDIA's needs its driver's private NVML tables).
+	{ LD_LIBRARY_PATH=$LIB "$LIB/gpucloud-smi"; LD_LIBRARY_PATH=$LIB "$LIB/gpucloud-smi" --query-gpu=$QUERY --format=csv; } \
+		>"$OUT/$name-gpucloud-smi.txt" 2>&1
 	exec 9>&-
 	wait $holder
 	unset GPUCLOUD_ENDPOINT GPUCLOUD_TOKEN
 }
 # gputoken writes a new key each time: one server per token.
 ded=$("$ROOT/bin/gputoken" -public-key-out "$key" -server gs-nvml -gpus "$uuid" -instance inst-a -session ded-a)
-start_server
+start_server dedicated
 run_tier dedicated "$ded"
 kill $srv
 wait $srv
 shared=$("$ROOT/bin/gputoken" -public-key-out "$key" -server gs-nvml -gpus "$uuid" -tier shared -quota 8589934592 -instance inst-b -session shr-b)
-start_server
+start_server shared
 run_tier shared "$shared"
 curl -s "http://$ADMIN/metrics" >"$OUT/metrics.txt" || true
 kill $srv

@@ -17,7 +17,8 @@
 #            -r libcudart.so.13 (make -C gpuserverd/guest/cudart, where the CUDA toolkit's headers are)
 #            -b libcublas.so.13 (make -C gpuserverd/guest/cublas, likewise)
 #            -N libnvidia-ml.so.1 (make -C gpuserverd/guest/nvml; no toolkit needed): NVML for
-#               nvidia-smi and pynvml in the VM, answered by gpuserverd (docs/nvml.md)
+#               pynvml and monitoring in the VM, answered by gpuserverd, and gpucloud-smi from
+#               the same folder (docs/nvml.md)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
@@ -78,6 +79,9 @@ if [ -n "$nvml" ]; then # where NVIDIA's driver packages would put theirs, as li
   install -m 0755 "$nvml" "$root/usr/lib/gpucloud/libnvidia-ml.so.1"
   ln -sf /usr/lib/gpucloud/libnvidia-ml.so.1 "$root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
   ln -sf libnvidia-ml.so.1 "$root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so"
+  # gpucloud-smi, built beside it: NVIDIA's nvidia-smi does not run on gpucloud's NVML.
+  smi="$(dirname "$nvml")/gpucloud-smi"
+  [ ! -f "$smi" ] || install -m 0755 "$smi" "$root/usr/bin/gpucloud-smi"
 fi
 # gpucloud's runtime and cuBLAS: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
 # loader's cache prefers it to a CUDA toolkit installed later in the VM (NVIDIA's runtime does

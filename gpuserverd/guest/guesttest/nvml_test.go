@@ -68,7 +68,27 @@ func TestNVMLSharedTier(t *testing.T) {
 	buildNVML(t)
 	s := startServer(t)
 	holdMemory(t, s, s.token("s-other", sessiontoken.TierShared, 256<<20), 16)
-	nvmlRun(t, s, s.token("s-mine", sessiontoken.TierShared, 512<<20), "shared", "512")
+	mine := s.token("s-mine", sessiontoken.TierShared, 512<<20)
+	nvmlRun(t, s, mine, "shared", "512")
+
+	// gpucloud-smi, nvidia-smi's common forms: the same view, the other instance's process unseen.
+	smi := func(args ...string) string {
+		out, err := s.client(mine, "gpucloud-smi", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("gpucloud-smi %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	want := "Simulated GPU (test double), " + sim.UUID(0) + ", 512 MiB, 0 MiB, [N/A]\n"
+	if got := smi("--query-gpu=name,uuid,memory.total,memory.used,utilization.gpu", "--format=csv,noheader"); got != want {
+		t.Fatalf("query: %q, want %q", got, want)
+	}
+	if got := smi("-L"); got != "GPU 0: Simulated GPU (test double) (UUID: "+sim.UUID(0)+")\n" {
+		t.Fatalf("-L: %q", got)
+	}
+	if got := smi(); !strings.Contains(got, "0MiB /    512MiB") || !strings.Contains(got, "No running processes found") {
+		t.Fatalf("table:\n%s", got)
+	}
 }
 
 // TestNVMLDedicatedTier: a dedicated GPU shows its whole memory and the (simulated) readings.
