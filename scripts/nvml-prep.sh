@@ -13,6 +13,6 @@ lib=$(cd "$dest/gpuserverd/guest/build" && pwd)
 CGO_ENABLED=1 go build -o "$dest/bin/" ./cmd/gpuserverd ./cmd/gputoken
 make -s -C gpuserverd/guest BUILD="$lib"
 make -s -C gpuserverd/guest/nvml BUILD="$lib"
-gcc -O2 -Wall -Wextra -o "$lib/nvml_sim_test" gpuserverd/guest/nvml/nvml_sim_test.c -L"$lib" -lnvidia-ml -ldl
+gcc -O2 -Wall -Wextra -o "$lib/nvml_sim_test" gpuserverd/guest/nvml/nvml_sim_test.c -L"$lib" -lnvidia-ml -ldl -pthread
 cp scripts/nvml-run.sh "$dest/scripts/"
 du -sh "$dest"

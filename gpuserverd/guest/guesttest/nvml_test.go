@@ -27,7 +27,7 @@ func buildNVML(t *testing.T) string {
 		steps := [][]string{
 			{"make", "-s", "-C", "../nvml", "BUILD=" + dir, "WERROR=-Werror"},
 			{"gcc", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "nvml_sim_test"), "../nvml/nvml_sim_test.c",
-				"-L" + dir, "-lnvidia-ml", "-ldl"},
+				"-L" + dir, "-lnvidia-ml", "-ldl", "-pthread"},
 		}
 		nvmlBuild.err = runSteps(steps)
 	})

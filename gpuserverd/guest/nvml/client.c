@@ -42,6 +42,11 @@ static int read_all(uint8_t *p, size_t n) {
     return 0;
 }
 
+static void close_locked(void) {
+    if (fd >= 0) close(fd);
+    fd = -1;
+}
+
 /* Sends one frame and reads its reply into rbuf: the reply's type and length, or -1 after
  * closing a connection that failed. */
 static int exchange(uint16_t type, const uint8_t *body, size_t n, uint16_t *rtype, uint32_t *rlen) {
@@ -60,8 +65,7 @@ static int exchange(uint16_t type, const uint8_t *body, size_t n, uint16_t *rtyp
     if (*rlen > REPLY_MAX || read_all(rbuf, *rlen) != 0) goto fail;
     return 0;
 fail:
-    close(fd);
-    fd = -1;
+    close_locked();
     return -1;
 }
 
@@ -104,13 +108,12 @@ static nvmlReturn_t connect_locked(struct gn_system *sys) {
     if (exchange(GW_TYPE_NVML_HELLO, buf, n, &rtype, &rlen) != 0) return NVML_ERROR_DRIVER_NOT_LOADED;
     if (rtype != GW_TYPE_NVML_HELLO_REPLY || gw_nvml_hello_reply_decode(&hr, rbuf, rlen, err, sizeof err) != 0) {
         fprintf(stderr, "gpucloud: NVML: gpuserverd answered the hello with %s\n", gw_type_name(rtype));
-        gn_close();
+        close_locked();
         return NVML_ERROR_LIB_RM_VERSION_MISMATCH;
     }
     if (hr.result != NVML_SUCCESS) {
         fprintf(stderr, "gpucloud: NVML: gpuserverd refused: %.*s\n", (int)hr.message_len, hr.message);
-        close(fd);
-        fd = -1;
+        close_locked();
         return (nvmlReturn_t)hr.result;
     }
     if (sys) {
@@ -131,8 +134,9 @@ nvmlReturn_t gn_open(struct gn_system *sys) {
 }
 
 void gn_close(void) {
-    if (fd >= 0) close(fd);
-    fd = -1;
+    pthread_mutex_lock(&mu);
+    close_locked();
+    pthread_mutex_unlock(&mu);
 }
 
 nvmlReturn_t gn_request(uint16_t type, const uint8_t *body, size_t n, uint16_t want, void *reply) {
@@ -149,7 +153,7 @@ nvmlReturn_t gn_request(uint16_t type, const uint8_t *body, size_t n, uint16_t w
         char err[160];
         if (rtype != want || gw_decode_any(want, reply, rbuf, rlen, err, sizeof err) != 0) {
             fprintf(stderr, "gpucloud: NVML: gpuserverd answered %s with %s\n", gw_type_name(type), gw_type_name(rtype));
-            gn_close();
+            close_locked();
             rc = NVML_ERROR_UNKNOWN;
         } else {
             rc = (nvmlReturn_t) * (const int32_t *)reply; /* every reply starts with its result */

@@ -126,13 +126,16 @@ ALIAS(nvmlDeviceGetHandleByIndex, nvmlDeviceGetHandleByIndex_v2);
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device) {
     if (!gn_initialized()) return NVML_ERROR_UNINITIALIZED;
     if (!uuid || !device) return NVML_ERROR_INVALID_ARGUMENT;
-    for (unsigned i = 0; i < count; i++) {
+    nvmlReturn_t rc = NVML_ERROR_NOT_FOUND;
+    pthread_mutex_lock(&mu); /* a refresh rewrites devices[] */
+    for (unsigned i = 0; i < count && rc != NVML_SUCCESS; i++) {
         if (strcasecmp(devices[i].uuid, uuid) == 0) {
             *device = &handles[i];
-            return NVML_SUCCESS;
+            rc = NVML_SUCCESS;
         }
     }
-    return NVML_ERROR_NOT_FOUND;
+    pthread_mutex_unlock(&mu);
+    return rc;
 }
 
 /* parse_bus_id reads "domain:bus:device.function" (hex, any domain width). */
@@ -145,13 +148,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlD
     if (!gn_initialized()) return NVML_ERROR_UNINITIALIZED;
     unsigned dom, bus, dv, dom2, bus2, dv2;
     if (!pciBusId || !device || parse_bus_id(pciBusId, &dom, &bus, &dv) != 0) return NVML_ERROR_INVALID_ARGUMENT;
-    for (unsigned i = 0; i < count; i++) {
+    nvmlReturn_t rc = NVML_ERROR_NOT_FOUND;
+    pthread_mutex_lock(&mu);
+    for (unsigned i = 0; i < count && rc != NVML_SUCCESS; i++) {
         if (parse_bus_id(devices[i].pci_bus_id, &dom2, &bus2, &dv2) == 0 && dom == dom2 && bus == bus2 && dv == dv2) {
             *device = &handles[i];
-            return NVML_SUCCESS;
+            rc = NVML_SUCCESS;
         }
     }
-    return NVML_ERROR_NOT_FOUND;
+    pthread_mutex_unlock(&mu);
+    return rc;
 }
 ALIAS(nvmlDeviceGetHandleByPciBusId, nvmlDeviceGetHandleByPciBusId_v2);
 

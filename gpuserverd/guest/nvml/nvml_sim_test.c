@@ -10,6 +10,7 @@
 #include "../include/cuda.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,24 @@ static void shared(unsigned long long quota_mib) {
     EXPECT_RC(nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
 }
 
+/* hammer asks from one of several threads at once: every answer whole, none crossed with another
+ * thread's (one connection, one request at a time, a cache rewritten under its lock). */
+static void *hammer(void *arg) {
+    nvmlDevice_t dev = arg, found;
+    for (int i = 0; i < 200; i++) {
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        unsigned temp, count = 0;
+        CHECK(nvmlDeviceGetName(dev, name, sizeof name));
+        CHECK(nvmlDeviceGetUUID(dev, uuid, sizeof uuid));
+        CHECK(nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &temp));
+        CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, NULL));
+        CHECK(nvmlDeviceGetHandleByUUID(uuid, &found));
+        EXPECT(strcmp(name, "Simulated GPU (test double)") == 0 && temp == 35 && found == dev);
+        if (i % 50 == 0) usleep(210000); /* let the cache go stale: refreshes race the readers */
+    }
+    return NULL;
+}
+
 static void dedicated(unsigned long long total_mib) {
     nvmlDevice_t dev = init_one();
     CHECK(nvmlInit_v2()); /* counted: one shutdown leaves it open */
@@ -204,6 +223,9 @@ static void dedicated(unsigned long long total_mib) {
     unsigned count = 0;
     CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, NULL));
     EXPECT(count == 0);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) EXPECT(pthread_create(&th[i], NULL, hammer, dev) == 0);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
     CHECK(nvmlShutdown());
     CHECK(nvmlDeviceGetTemperature(dev, NVML_TEMPERATURE_GPU, &v));
     CHECK(nvmlShutdown());
