@@ -6,35 +6,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/internal/sessiontoken"
 )
 
-var nvmlBuild struct {
-	once sync.Once
-	err  error
-}
+var nvmlBuild buildOnce
 
 // buildNVML builds gpucloud's libnvidia-ml.so.1 and nvml_sim_test (linked with -lnvidia-ml) into
 // the build folder, beside the guest libcuda.
 func buildNVML(t *testing.T) string {
 	t.Helper()
-	dir := buildAll(t)
-	nvmlBuild.once.Do(func() {
+	return nvmlBuild.do(t, func(dir string) error {
 		steps := [][]string{
 			{"make", "-s", "-C", "../nvml", "BUILD=" + dir, "WERROR=-Werror"},
 			{"gcc", "-Wall", "-Wextra", "-Werror", "-o", filepath.Join(dir, "nvml_sim_test"), "../nvml/nvml_sim_test.c",
 				"-L" + dir, "-lnvidia-ml", "-ldl", "-pthread"},
 		}
-		nvmlBuild.err = runSteps(steps)
+		return runSteps(steps)
 	})
-	if nvmlBuild.err != nil {
-		t.Fatal(nvmlBuild.err)
-	}
-	return dir
 }
 
 // nvmlRun runs nvml_sim_test in mode with the token and wants its OK.
