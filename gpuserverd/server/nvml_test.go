@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -164,6 +165,7 @@ func FuzzNVMLAnswer(f *testing.F) {
 	f.Add(uint16(wire.TypeNvmlDevice), wire.AppendFrame(nil, &wire.NvmlDevice{Index: 0}, 0, 0)[wire.HeaderSize:])
 	f.Add(uint16(wire.TypeNvmlProcesses), []byte{1, 0, 0, 0})
 	f.Add(uint16(wire.TypeNvmlHello), []byte{})
+	f.Add(uint16(0), wire.AppendFrame(nil, &wire.NvmlProcesses{Index: 3}, 0, 9))
 	pub, _, _ := ed25519.GenerateKey(nil)
 	s, err := New(Config{ServerID: "gs1", PublicKey: pub, WorkerCommand: []string{"/bin/false"},
 		DataDir: f.TempDir(), BackendKind: sim.Kind}, sim.New(2, 1<<30))
@@ -172,6 +174,11 @@ func FuzzNVMLAnswer(f *testing.F) {
 	}
 	c := sessiontoken.Claims{InstanceID: "i", GPUs: []string{sim.UUID(1)}, Tier: sessiontoken.TierShared, MemoryQuota: 1 << 20}
 	f.Fuzz(func(t *testing.T, typ uint16, p []byte) {
+		// The same bytes as a request frame off the connection: bounded, of an NVML type, or refused.
+		if h, body, err := readNVMLRequest(bytes.NewReader(p)); err == nil &&
+			(len(body) > maxMonitorFrame || (h.Type != wire.TypeNvmlDevice && h.Type != wire.TypeNvmlProcesses)) {
+			t.Fatalf("accepted %s of %d bytes", h.Type, len(body))
+		}
 		m, err := s.nvmlAnswer(c, wire.Type(typ), p)
 		if err != nil {
 			return
