@@ -19,6 +19,26 @@ int gc_dial(const char *endpoint) {
     return gc_dial_socket(endpoint);
 }
 
+/* has_capability: whether the successful HelloReply's message (space-separated words) names cap. */
+static int has_capability(const char *msg, uint32_t n, const char *cap) {
+    size_t c = strlen(cap);
+    for (uint32_t i = 0; i + c <= n; i++)
+        if ((i == 0 || msg[i - 1] == ' ') && memcmp(msg + i, cap, c) == 0 && (i + c == n || msg[i + c] == ' ')) return 1;
+    return 0;
+}
+
+/* tell_pid gives the worker this process's id, for the instance's process list in NVML
+ * (docs/nvml.md). Its failure is a lost connection, which the next call reports. */
+static void tell_pid(void) {
+    struct gw_nvml_session_pid m = {.pid = (uint32_t)getpid()};
+    uint8_t buf[8];
+    gw_nvml_session_pid_encode(&m, buf);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    gc_xfer_locked(GW_TYPE_NVML_SESSION_PID, 0, buf, gw_nvml_session_pid_size(&m), NULL, 0, GW_TYPE_STATUS, &r);
+    pthread_mutex_unlock(&gc.mu);
+}
+
 static void connect_session(void) {
     char endpoints[GC_MAX_VALUE], token[GC_MAX_VALUE + 1];
     if (!gc_endpoints_setting(endpoints, sizeof endpoints) ||
@@ -67,6 +87,7 @@ static void connect_session(void) {
         return;
     }
     gc.device_count = hr.device_count > GC_MAX_DEVICES ? GC_MAX_DEVICES : (int)hr.device_count;
+    int takes_pid = has_capability(hr.message, hr.message_len, "nvml-pid");
     /* hr's strings point into the reply buffer, which LanesOpen's reply reuses: copy the id. */
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
@@ -81,6 +102,7 @@ static void connect_session(void) {
     } else if (!(gc_unix_path(used) && gc_open_shm())) {
         gc_open_lanes(used, &hr);
     }
+    if (takes_pid) tell_pid();
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }

@@ -117,6 +117,7 @@ const char *gw_type_name(uint16_t type) {
 	case 13003: return "NvmlDeviceReply";
 	case 13004: return "NvmlProcesses";
 	case 13005: return "NvmlProcessesReply";
+	case 13006: return "NvmlSessionPid";
 	}
 	return "unknown";
 }
@@ -2074,6 +2075,26 @@ int gw_nvml_processes_reply_decode(struct gw_nvml_processes_reply *m, const uint
 	return dfinish(&d);
 }
 
+size_t gw_nvml_session_pid_size(const struct gw_nvml_session_pid *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nvml_session_pid_encode(const struct gw_nvml_session_pid *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->pid);
+	return o;
+}
+
+int gw_nvml_session_pid_decode(struct gw_nvml_session_pid *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlSessionPid", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pid = d32(&d, "pid");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -2218,6 +2239,8 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nvml_processes_decode(m, p, n, err, errlen);
 	case 13005:
 		return gw_nvml_processes_reply_decode(m, p, n, err, errlen);
+	case 13006:
+		return gw_nvml_session_pid_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

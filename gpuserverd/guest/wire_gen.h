@@ -100,6 +100,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NVML_DEVICE_REPLY 13003
 #define GW_TYPE_NVML_PROCESSES 13004
 #define GW_TYPE_NVML_PROCESSES_REPLY 13005
+#define GW_TYPE_NVML_SESSION_PID 13006
 
 struct gw_hello {
 	uint32_t version;
@@ -790,6 +791,13 @@ int gw_nvml_processes_reply_decode(struct gw_nvml_processes_reply *m, const uint
 /* Encodes all but the content of the last field (its length included), so the caller can send
    the content from where it lies. */
 uint8_t *gw_nvml_processes_reply_encode_head(const struct gw_nvml_processes_reply *m, uint8_t *out);
+
+struct gw_nvml_session_pid {
+	uint32_t pid;
+};
+size_t gw_nvml_session_pid_size(const struct gw_nvml_session_pid *m);
+uint8_t *gw_nvml_session_pid_encode(const struct gw_nvml_session_pid *m, uint8_t *out);
+int gw_nvml_session_pid_decode(struct gw_nvml_session_pid *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -120,9 +120,9 @@ func (s *Server) nvmlProcesses(c sessiontoken.Claims, index uint32) *wire.NvmlPr
 			break
 		}
 		se.mu.Lock()
-		b := se.last.DeviceBytes[d.Ordinal]
+		b, pid := se.last.DeviceBytes[d.Ordinal], se.last.GuestPID
 		se.mu.Unlock()
-		out.Pids = append(out.Pids, 0) // the guest's pid is not known to the server
+		out.Pids = append(out.Pids, pid) // 0 from a guest that did not tell its pid
 		out.Memory = binary.LittleEndian.AppendUint64(out.Memory, b)
 	}
 	return out

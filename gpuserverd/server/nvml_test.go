@@ -125,13 +125,13 @@ func TestNVMLProcessesAreTheInstancesOwn(t *testing.T) {
 	for pid, inst := range map[int]string{10: "mine", 11: "other", 12: "mine"} {
 		se := &session{claims: sessiontoken.Claims{InstanceID: inst, GPUs: []string{sim.UUID(0)}}, pid: pid,
 			start: now.Add(time.Duration(pid) * time.Millisecond)}
-		se.last = worker.Snapshot{DeviceBytes: map[int]uint64{0: uint64(pid) << 20}}
+		se.last = worker.Snapshot{DeviceBytes: map[int]uint64{0: uint64(pid) << 20}, GuestPID: uint32(100 + pid)}
 		s.sessions[pid] = se
 	}
 	_, c := nvmlConn(t, s, nvmlToken(t, priv, "mine", sessiontoken.TierShared, 1<<30, sim.UUID(0)))
 	var p wire.NvmlProcessesReply
 	nvmlAsk(t, c, &wire.NvmlProcesses{Index: 0}, &p)
-	if p.Result != 0 || len(p.Pids) != 2 || len(p.Memory) != 16 ||
+	if p.Result != 0 || len(p.Pids) != 2 || p.Pids[0] != 110 || p.Pids[1] != 112 || len(p.Memory) != 16 ||
 		binary.LittleEndian.Uint64(p.Memory) != 10<<20 || binary.LittleEndian.Uint64(p.Memory[8:]) != 12<<20 {
 		t.Fatalf("processes: %+v", p)
 	}

@@ -101,6 +101,7 @@ const (
 	TypeNvmlDeviceReply          Type = 13003
 	TypeNvmlProcesses            Type = 13004
 	TypeNvmlProcessesReply       Type = 13005
+	TypeNvmlSessionPid           Type = 13006
 )
 
 var typeNames = map[Type]string{
@@ -175,6 +176,7 @@ var typeNames = map[Type]string{
 	TypeNvmlDeviceReply:          "NvmlDeviceReply",
 	TypeNvmlProcesses:            "NvmlProcesses",
 	TypeNvmlProcessesReply:       "NvmlProcessesReply",
+	TypeNvmlSessionPid:           "NvmlSessionPid",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -322,6 +324,8 @@ func New(t Type) Message {
 		return new(NvmlProcesses)
 	case TypeNvmlProcessesReply:
 		return new(NvmlProcessesReply)
+	case TypeNvmlSessionPid:
+		return new(NvmlSessionPid)
 	}
 	return nil
 }
@@ -2330,5 +2334,26 @@ func (m *NvmlProcessesReply) Decode(p []byte) error {
 	m.Result = int32(d.u32("result"))
 	m.Pids = d.u32s("pids", 64)
 	m.Memory = d.bytes("memory", 512)
+	return d.finish()
+}
+
+// NvmlSessionPid is message type 13006.
+type NvmlSessionPid struct {
+	Pid uint32
+}
+
+// Type returns TypeNvmlSessionPid.
+func (*NvmlSessionPid) Type() Type { return TypeNvmlSessionPid }
+
+// Append appends the encoded payload to b.
+func (m *NvmlSessionPid) Append(b []byte) []byte {
+	b = putU32(b, m.Pid)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlSessionPid) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlSessionPid"}
+	m.Pid = d.u32("pid")
 	return d.finish()
 }

@@ -105,6 +105,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		v, err := s.b.DeviceAttribute(s.cfg.Devices[m.Ordinal], m.Attribute)
 		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.NvmlSessionPid:
+		s.Stats.setGuestPID(m.Pid)
+		return status(nil), nil
 	case *wire.LanesOpen:
 		return s.lanes.open(m.Lanes), nil
 	case *wire.ShmOpen:

@@ -16,6 +16,7 @@ type Stats struct {
 	byteSecs   float64 // integral of memory held over time
 	bytesMoved uint64
 	byDevice   map[int]uint64 // memory held on each GPU, by backend ordinal
+	guestPID   uint32
 }
 
 // Snapshot is Stats at one moment, as the worker reports it to the server.
@@ -27,6 +28,8 @@ type Snapshot struct {
 	// DeviceBytes is MemoryBytes by GPU (backend ordinal): what the guests' NVML reports as the
 	// instance's use of each GPU on the shared tier.
 	DeviceBytes map[int]uint64 `json:"device_bytes,omitempty"`
+	// GuestPID is the guest program's process id, as its libcuda told it (0: not told).
+	GuestPID uint32 `json:"guest_pid,omitempty"`
 }
 
 func newStats() *Stats {
@@ -51,6 +54,12 @@ func (st *Stats) memory(ordinal int, delta int64) {
 	} else {
 		delete(st.byDevice, ordinal)
 	}
+}
+
+func (st *Stats) setGuestPID(pid uint32) {
+	st.mu.Lock()
+	st.guestPID = pid
+	st.mu.Unlock()
 }
 
 func (st *Stats) moved(n int) {
@@ -79,5 +88,5 @@ func (st *Stats) Snapshot() Snapshot {
 		byDevice = maps.Clone(st.byDevice)
 	}
 	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved,
-		DeviceBytes: byDevice}
+		DeviceBytes: byDevice, GuestPID: st.guestPID}
 }

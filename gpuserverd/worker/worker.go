@@ -51,6 +51,10 @@ type device struct {
 	blas    blasState
 }
 
+// Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond
+// the protocol version: "nvml-pid", the NvmlSessionPid message.
+const Capabilities = "nvml-pid"
+
 // Session serves one connection.
 type Session struct {
 	cfg     Config
@@ -94,7 +98,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	hello := &wire.HelloReply{Version: wire.Version, SessionID: s.cfg.SessionID, Tier: s.cfg.Tier,
-		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices))}
+		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices)), Message: Capabilities}
 	if err := s.reply(0, hello, 0); err != nil {
 		return fmt.Errorf("handshake reply: %w", err)
 	}

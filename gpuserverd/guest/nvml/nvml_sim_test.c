@@ -79,6 +79,16 @@ static void wait_processes(nvmlDevice_t dev, unsigned n, unsigned long long mib)
         exit(1);
     }
     for (unsigned i = 0; i < count; i++) EXPECT(p[i].gpuInstanceId == 0xFFFFFFFFu);
+    /* The processes are this one: its libcuda told the server its pid. */
+    for (unsigned i = 0; i < count; i++) {
+        char name[256];
+        if (p[i].pid != (unsigned)getpid()) {
+            fprintf(stderr, "process %u has pid %u, want this process's %d\n", i, p[i].pid, (int)getpid());
+            exit(1);
+        }
+        CHECK(nvmlSystemGetProcessName(p[i].pid, name, sizeof name));
+        EXPECT(strstr(name, "nvml_sim_test") != NULL);
+    }
     usleep(250000); /* past the library's cache of the device's reading */
     nvmlMemory_t m;
     CHECK(nvmlDeviceGetMemoryInfo(dev, &m));
