@@ -125,8 +125,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	inv := openInventory(b.Kind(), log)
 	hb := server.Heartbeat{APIServer: st.apiURL, Credential: st.cred, Endpoint: st.advert, Version: version,
-		MaxPeriod: st.hbMax, Inventory: nvmlInventory(b.Kind(), log)}
+		MaxPeriod: st.hbMax, Inventory: heartbeatInventory(inv)}
 	if st.apiURL != "" && (st.id == "" || st.pubKey == "") {
 		ack, err := server.Join(ctx, hb, b, log)
 		if err != nil {
@@ -180,6 +181,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
 		MaxSessions: st.maxSessions, MaxSessionsPerInstance: st.maxPerInstance,
 		MaxPending: st.maxPending, MaxPendingPerSource: st.maxPendingPerSource, AdminToken: adminToken,
+		Monitor: nvmlMonitor(inv, log),
 	}, b)
 	if err != nil {
 		return err

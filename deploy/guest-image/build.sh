@@ -16,15 +16,18 @@
 #   options: -n name (debian-12-gpucloud)  -s size (4G)  -m mirror (http://deb.debian.org/debian)
 #            -r libcudart.so.13 (make -C gpuserverd/guest/cudart, where the CUDA toolkit's headers are)
 #            -b libcublas.so.13 (make -C gpuserverd/guest/cublas, likewise)
+#            -N libnvidia-ml.so.1 (make -C gpuserverd/guest/nvml; no toolkit needed): NVML for
+#               pynvml and monitoring in the VM, answered by gpuserverd, and gpucloud-smi from
+#               the same folder (docs/nvml.md)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas=""
-while getopts "l:o:n:s:m:r:b:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml=""
+while getopts "l:o:n:s:m:r:b:N:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;;
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
@@ -32,6 +35,7 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -f "$lib" ] || die "guest library $lib not found (build it: make -C gpuserverd/guest)"
 [ -z "$cudart" ] || [ -f "$cudart" ] || die "runtime $cudart not found (build it: make -C gpuserverd/guest/cudart)"
 [ -z "$cublas" ] || [ -f "$cublas" ] || die "cuBLAS $cublas not found (build it: make -C gpuserverd/guest/cublas)"
+[ -z "$nvml" ] || [ -f "$nvml" ] || die "NVML $nvml not found (build it: make -C gpuserverd/guest/nvml)"
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
@@ -70,6 +74,15 @@ echo "guest-image: installing the guest library as libcuda.so.1"
 install -D -m 0755 "$lib" "$root/usr/lib/gpucloud/libcuda.so.1"
 ln -sf /usr/lib/gpucloud/libcuda.so.1 "$root/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 ln -sf libcuda.so.1 "$root/usr/lib/x86_64-linux-gnu/libcuda.so"
+if [ -n "$nvml" ]; then # where NVIDIA's driver packages would put theirs, as libcuda's
+  echo "guest-image: installing gpucloud's libnvidia-ml.so.1"
+  install -m 0755 "$nvml" "$root/usr/lib/gpucloud/libnvidia-ml.so.1"
+  ln -sf /usr/lib/gpucloud/libnvidia-ml.so.1 "$root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+  ln -sf libnvidia-ml.so.1 "$root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so"
+  # gpucloud-smi, built beside it: NVIDIA's nvidia-smi does not run on gpucloud's NVML.
+  smi="$(dirname "$nvml")/gpucloud-smi"
+  [ ! -f "$smi" ] || install -m 0755 "$smi" "$root/usr/bin/gpucloud-smi"
+fi
 # gpucloud's runtime and cuBLAS: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
 # loader's cache prefers it to a CUDA toolkit installed later in the VM (NVIDIA's runtime does
 # not start on the guest library: docs/benchmarks/gpu-runtime-compat.md).

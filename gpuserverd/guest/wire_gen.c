@@ -173,6 +173,13 @@ const char *gw_type_name(uint16_t type) {
 	case 3132: return "LinkComplete";
 	case 3133: return "LinkCompleteReply";
 	case 3134: return "LinkDestroy";
+	case 13000: return "NvmlHello";
+	case 13001: return "NvmlHelloReply";
+	case 13002: return "NvmlDevice";
+	case 13003: return "NvmlDeviceReply";
+	case 13004: return "NvmlProcesses";
+	case 13005: return "NvmlProcessesReply";
+	case 13006: return "NvmlSessionPid";
 	}
 	return "unknown";
 }
@@ -3902,6 +3909,257 @@ int gw_link_destroy_decode(struct gw_link_destroy *m, const uint8_t *p, size_t n
 	return dfinish(&d);
 }
 
+size_t gw_nvml_hello_size(const struct gw_nvml_hello *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->token_len;
+	return n;
+}
+
+uint8_t *gw_nvml_hello_encode(const struct gw_nvml_hello *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->version);
+	o = put32(o, m->token_len);
+	if (m->token_len) memcpy(o, m->token, m->token_len);
+	o += m->token_len;
+	return o;
+}
+
+int gw_nvml_hello_decode(struct gw_nvml_hello *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlHello", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->version = d32(&d, "version");
+	m->token = (const char *)dvar(&d, "token", 4096, 1, &m->token_len);
+	return dfinish(&d);
+}
+
+size_t gw_nvml_hello_reply_size(const struct gw_nvml_hello_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4 + m->message_len;
+	n += 4 + m->tier_len;
+	n += 4;
+	n += 4 + m->driver_version_len;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nvml_hello_reply_encode(const struct gw_nvml_hello_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->version);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	o = put32(o, m->tier_len);
+	if (m->tier_len) memcpy(o, m->tier, m->tier_len);
+	o += m->tier_len;
+	o = put32(o, (uint32_t)m->device_count);
+	o = put32(o, m->driver_version_len);
+	if (m->driver_version_len) memcpy(o, m->driver_version, m->driver_version_len);
+	o += m->driver_version_len;
+	o = put32(o, (uint32_t)m->cuda_version);
+	o = put32(o, (uint32_t)m->simulated);
+	return o;
+}
+
+int gw_nvml_hello_reply_decode(struct gw_nvml_hello_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlHelloReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->version = d32(&d, "version");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	m->tier = (const char *)dvar(&d, "tier", 32, 1, &m->tier_len);
+	m->device_count = d32(&d, "device_count");
+	m->driver_version = (const char *)dvar(&d, "driver_version", 80, 1, &m->driver_version_len);
+	m->cuda_version = (int32_t)d32(&d, "cuda_version");
+	m->simulated = d32(&d, "simulated");
+	return dfinish(&d);
+}
+
+size_t gw_nvml_device_size(const struct gw_nvml_device *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nvml_device_encode(const struct gw_nvml_device *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->index);
+	return o;
+}
+
+int gw_nvml_device_decode(struct gw_nvml_device *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlDevice", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->index = d32(&d, "index");
+	return dfinish(&d);
+}
+
+size_t gw_nvml_device_reply_size(const struct gw_nvml_device_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->name_len;
+	n += 4 + m->uuid_len;
+	n += 4 + m->pci_bus_id_len;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4 + 4 * (size_t)m->clocks_count;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nvml_device_reply_encode(const struct gw_nvml_device_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->name_len);
+	if (m->name_len) memcpy(o, m->name, m->name_len);
+	o += m->name_len;
+	o = put32(o, m->uuid_len);
+	if (m->uuid_len) memcpy(o, m->uuid, m->uuid_len);
+	o += m->uuid_len;
+	o = put32(o, m->pci_bus_id_len);
+	if (m->pci_bus_id_len) memcpy(o, m->pci_bus_id, m->pci_bus_id_len);
+	o += m->pci_bus_id_len;
+	o = put32(o, (uint32_t)m->pci_device_id);
+	o = put32(o, (uint32_t)m->major);
+	o = put32(o, (uint32_t)m->minor);
+	o = put64(o, m->memory_total);
+	o = put64(o, m->memory_used);
+	o = put32(o, (uint32_t)m->supported);
+	o = put32(o, (uint32_t)m->util_gpu);
+	o = put32(o, (uint32_t)m->util_memory);
+	o = put32(o, m->clocks_count);
+	if (m->clocks_count) memcpy(o, m->clocks, 4 * (size_t)m->clocks_count);
+	o += 4 * (size_t)m->clocks_count;
+	o = put32(o, (uint32_t)m->temperature);
+	o = put32(o, (uint32_t)m->power_mw);
+	o = put32(o, (uint32_t)m->power_limit_mw);
+	o = put32(o, (uint32_t)m->fan_percent);
+	o = put32(o, (uint32_t)m->pstate);
+	return o;
+}
+
+int gw_nvml_device_reply_decode(struct gw_nvml_device_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlDeviceReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->name = (const char *)dvar(&d, "name", 96, 1, &m->name_len);
+	m->uuid = (const char *)dvar(&d, "uuid", 80, 1, &m->uuid_len);
+	m->pci_bus_id = (const char *)dvar(&d, "pci_bus_id", 32, 1, &m->pci_bus_id_len);
+	m->pci_device_id = d32(&d, "pci_device_id");
+	m->major = (int32_t)d32(&d, "major");
+	m->minor = (int32_t)d32(&d, "minor");
+	m->memory_total = d64(&d, "memory_total");
+	m->memory_used = d64(&d, "memory_used");
+	m->supported = d32(&d, "supported");
+	m->util_gpu = d32(&d, "util_gpu");
+	m->util_memory = d32(&d, "util_memory");
+	m->clocks = dvar(&d, "clocks", 8, 4, &m->clocks_count);
+	m->temperature = d32(&d, "temperature");
+	m->power_mw = d32(&d, "power_mw");
+	m->power_limit_mw = d32(&d, "power_limit_mw");
+	m->fan_percent = d32(&d, "fan_percent");
+	m->pstate = d32(&d, "pstate");
+	return dfinish(&d);
+}
+
+size_t gw_nvml_processes_size(const struct gw_nvml_processes *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nvml_processes_encode(const struct gw_nvml_processes *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->index);
+	return o;
+}
+
+int gw_nvml_processes_decode(struct gw_nvml_processes *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlProcesses", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->index = d32(&d, "index");
+	return dfinish(&d);
+}
+
+size_t gw_nvml_processes_reply_size(const struct gw_nvml_processes_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + 4 * (size_t)m->pids_count;
+	n += 4 + m->memory_len;
+	return n;
+}
+
+uint8_t *gw_nvml_processes_reply_encode(const struct gw_nvml_processes_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->pids_count);
+	if (m->pids_count) memcpy(o, m->pids, 4 * (size_t)m->pids_count);
+	o += 4 * (size_t)m->pids_count;
+	o = put32(o, m->memory_len);
+	if (m->memory_len) memcpy(o, m->memory, m->memory_len);
+	o += m->memory_len;
+	return o;
+}
+
+uint8_t *gw_nvml_processes_reply_encode_head(const struct gw_nvml_processes_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->pids_count);
+	if (m->pids_count) memcpy(o, m->pids, 4 * (size_t)m->pids_count);
+	o += 4 * (size_t)m->pids_count;
+	o = put32(o, m->memory_len);
+	return o;
+}
+
+int gw_nvml_processes_reply_decode(struct gw_nvml_processes_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlProcessesReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->pids = dvar(&d, "pids", 64, 4, &m->pids_count);
+	m->memory = dvar(&d, "memory", 512, 1, &m->memory_len);
+	return dfinish(&d);
+}
+
+size_t gw_nvml_session_pid_size(const struct gw_nvml_session_pid *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nvml_session_pid_encode(const struct gw_nvml_session_pid *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->pid);
+	return o;
+}
+
+int gw_nvml_session_pid_decode(struct gw_nvml_session_pid *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NvmlSessionPid", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pid = d32(&d, "pid");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -4158,6 +4416,20 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_link_complete_reply_decode(m, p, n, err, errlen);
 	case 3134:
 		return gw_link_destroy_decode(m, p, n, err, errlen);
+	case 13000:
+		return gw_nvml_hello_decode(m, p, n, err, errlen);
+	case 13001:
+		return gw_nvml_hello_reply_decode(m, p, n, err, errlen);
+	case 13002:
+		return gw_nvml_device_decode(m, p, n, err, errlen);
+	case 13003:
+		return gw_nvml_device_reply_decode(m, p, n, err, errlen);
+	case 13004:
+		return gw_nvml_processes_decode(m, p, n, err, errlen);
+	case 13005:
+		return gw_nvml_processes_reply_decode(m, p, n, err, errlen);
+	case 13006:
+		return gw_nvml_session_pid_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

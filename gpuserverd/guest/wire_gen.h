@@ -17,6 +17,12 @@
 #define GW_SHM_RING 1048576
 #define GW_SHM_MIN 16777216
 #define GW_SHM_MAX 17179869184
+#define GW_NVML_UTIL 1
+#define GW_NVML_CLOCKS 2
+#define GW_NVML_TEMPERATURE 4
+#define GW_NVML_POWER 8
+#define GW_NVML_FAN 16
+#define GW_NVML_PSTATE 32
 
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */
@@ -150,6 +156,13 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_LINK_COMPLETE 3132
 #define GW_TYPE_LINK_COMPLETE_REPLY 3133
 #define GW_TYPE_LINK_DESTROY 3134
+#define GW_TYPE_NVML_HELLO 13000
+#define GW_TYPE_NVML_HELLO_REPLY 13001
+#define GW_TYPE_NVML_DEVICE 13002
+#define GW_TYPE_NVML_DEVICE_REPLY 13003
+#define GW_TYPE_NVML_PROCESSES 13004
+#define GW_TYPE_NVML_PROCESSES_REPLY 13005
+#define GW_TYPE_NVML_SESSION_PID 13006
 
 struct gw_hello {
 	uint32_t version;
@@ -1446,6 +1459,95 @@ struct gw_link_destroy {
 size_t gw_link_destroy_size(const struct gw_link_destroy *m);
 uint8_t *gw_link_destroy_encode(const struct gw_link_destroy *m, uint8_t *out);
 int gw_link_destroy_decode(struct gw_link_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nvml_hello {
+	uint32_t version;
+	const char *token; /* not NUL-terminated; limit 4096 */
+	uint32_t token_len;
+};
+size_t gw_nvml_hello_size(const struct gw_nvml_hello *m);
+uint8_t *gw_nvml_hello_encode(const struct gw_nvml_hello *m, uint8_t *out);
+int gw_nvml_hello_decode(struct gw_nvml_hello *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nvml_hello_reply {
+	int32_t result;
+	uint32_t version;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+	const char *tier; /* not NUL-terminated; limit 32 */
+	uint32_t tier_len;
+	uint32_t device_count;
+	const char *driver_version; /* not NUL-terminated; limit 80 */
+	uint32_t driver_version_len;
+	int32_t cuda_version;
+	uint32_t simulated;
+};
+size_t gw_nvml_hello_reply_size(const struct gw_nvml_hello_reply *m);
+uint8_t *gw_nvml_hello_reply_encode(const struct gw_nvml_hello_reply *m, uint8_t *out);
+int gw_nvml_hello_reply_decode(struct gw_nvml_hello_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nvml_device {
+	uint32_t index;
+};
+size_t gw_nvml_device_size(const struct gw_nvml_device *m);
+uint8_t *gw_nvml_device_encode(const struct gw_nvml_device *m, uint8_t *out);
+int gw_nvml_device_decode(struct gw_nvml_device *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nvml_device_reply {
+	int32_t result;
+	const char *name; /* not NUL-terminated; limit 96 */
+	uint32_t name_len;
+	const char *uuid; /* not NUL-terminated; limit 80 */
+	uint32_t uuid_len;
+	const char *pci_bus_id; /* not NUL-terminated; limit 32 */
+	uint32_t pci_bus_id_len;
+	uint32_t pci_device_id;
+	int32_t major;
+	int32_t minor;
+	uint64_t memory_total;
+	uint64_t memory_used;
+	uint32_t supported;
+	uint32_t util_gpu;
+	uint32_t util_memory;
+	const uint8_t *clocks; /* little-endian u32s, limit 8 */
+	uint32_t clocks_count;
+	uint32_t temperature;
+	uint32_t power_mw;
+	uint32_t power_limit_mw;
+	uint32_t fan_percent;
+	uint32_t pstate;
+};
+size_t gw_nvml_device_reply_size(const struct gw_nvml_device_reply *m);
+uint8_t *gw_nvml_device_reply_encode(const struct gw_nvml_device_reply *m, uint8_t *out);
+int gw_nvml_device_reply_decode(struct gw_nvml_device_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nvml_processes {
+	uint32_t index;
+};
+size_t gw_nvml_processes_size(const struct gw_nvml_processes *m);
+uint8_t *gw_nvml_processes_encode(const struct gw_nvml_processes *m, uint8_t *out);
+int gw_nvml_processes_decode(struct gw_nvml_processes *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nvml_processes_reply {
+	int32_t result;
+	const uint8_t *pids; /* little-endian u32s, limit 64 */
+	uint32_t pids_count;
+	const void *memory; /* limit 512 */
+	uint32_t memory_len;
+};
+size_t gw_nvml_processes_reply_size(const struct gw_nvml_processes_reply *m);
+uint8_t *gw_nvml_processes_reply_encode(const struct gw_nvml_processes_reply *m, uint8_t *out);
+int gw_nvml_processes_reply_decode(struct gw_nvml_processes_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_nvml_processes_reply_encode_head(const struct gw_nvml_processes_reply *m, uint8_t *out);
+
+struct gw_nvml_session_pid {
+	uint32_t pid;
+};
+size_t gw_nvml_session_pid_size(const struct gw_nvml_session_pid *m);
+uint8_t *gw_nvml_session_pid_encode(const struct gw_nvml_session_pid *m, uint8_t *out);
+int gw_nvml_session_pid_decode(struct gw_nvml_session_pid *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

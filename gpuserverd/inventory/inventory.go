@@ -129,12 +129,9 @@ var ErrNoGPU = errors.New("no such GPU")
 // ProcessMemory returns the GPU memory each process holds on the GPU with this UUID: the true
 // use of a session's worker process, which includes what the driver itself allocates for it.
 func (inv *Inventory) ProcessMemory(uuid string) (map[uint32]uint64, error) {
-	dev, ret := inv.lib.DeviceGetHandleByUUID(uuid)
-	if ret != nvml.SUCCESS {
-		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
-			return nil, fmt.Errorf("inventory: GPU %q: %w", uuid, ErrNoGPU)
-		}
-		return nil, fmt.Errorf("inventory: GPU %q: %w", uuid, ret)
+	dev, err := inv.device(uuid)
+	if err != nil {
+		return nil, err
 	}
 	procs, ret := dev.GetComputeRunningProcesses()
 	if ret != nvml.SUCCESS {
@@ -145,6 +142,18 @@ func (inv *Inventory) ProcessMemory(uuid string) (map[uint32]uint64, error) {
 		out[p.Pid] += p.UsedGpuMemory
 	}
 	return out, nil
+}
+
+// device is the GPU with this UUID; ErrNoGPU when this server has none.
+func (inv *Inventory) device(uuid string) (nvml.Device, error) {
+	dev, ret := inv.lib.DeviceGetHandleByUUID(uuid)
+	if ret != nvml.SUCCESS {
+		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
+			return nil, fmt.Errorf("inventory: GPU %q: %w", uuid, ErrNoGPU)
+		}
+		return nil, fmt.Errorf("inventory: GPU %q: %w", uuid, ret)
+	}
+	return dev, nil
 }
 
 func (inv *Inventory) read(index int) GPU {

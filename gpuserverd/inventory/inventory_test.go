@@ -244,3 +244,34 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestReadTakesEachReadingOfItsGPU: Read reports the GPU the UUID names, marks what NVML does not
+// support as absent rather than failing, and refuses a UUID this server does not have.
+func TestReadTakesEachReadingOfItsGPU(t *testing.T) {
+	s := newServer()
+	for i := range s.Devices {
+		d := dev(s, i)
+		d.GetClockInfoFunc = func(ct nvml.ClockType) (uint32, nvml.Return) { return uint32(1000 + 10*i + int(ct)), nvml.SUCCESS }
+		d.GetMaxClockInfoFunc = func(ct nvml.ClockType) (uint32, nvml.Return) { return uint32(2000 + int(ct)), nvml.SUCCESS }
+		d.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(30 + i), nvml.SUCCESS }
+		d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return uint32(100000 + i), nvml.SUCCESS }
+		d.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 400000, nvml.SUCCESS }
+		d.GetFanSpeedFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		d.GetPerformanceStateFunc = func() (nvml.Pstates, nvml.Return) { return nvml.PSTATE_0, nvml.SUCCESS }
+	}
+	inv := open(t, s)
+	r, err := inv.Read(dev(s, 3).UUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Reading{MemoryTotal: 40 << 30, MemoryUsed: 4 << 30, UtilGPU: 30, UtilMemory: 15,
+		Clocks: [4]uint32{1030, 1031, 1032, 1033}, MaxClocks: [4]uint32{2000, 2001, 2002, 2003},
+		TemperatureC: 33, PowerMilliwatts: 100003, PowerLimitMilliwatts: 400000, FanPercent: -1, PState: 0}
+	r.PCIDeviceID = 0 // the mock's own id
+	if r != want {
+		t.Fatalf("reading\n got %+v\nwant %+v", r, want)
+	}
+	if _, err := inv.Read("GPU-00000000-0000-0000-0000-000000000000"); !errors.Is(err, ErrNoGPU) {
+		t.Fatalf("unknown GPU: %v, want ErrNoGPU", err)
+	}
+}

@@ -51,6 +51,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn, authenticated func()
 		s.attachLane(conn, p, log)
 		return
 	}
+	if err == nil && h.Type == wire.TypeNvmlHello {
+		s.serveNVML(ctx, conn, p, log, authenticated)
+		return
+	}
 	var claims sessiontoken.Claims
 	var ordinals []int
 	if err == nil {
@@ -112,11 +116,11 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 	return s.hello(h, p)
 }
 
-// readFirst reads a connection's first frame: Hello, or LaneHello for a lane of a session. It is
-// read before authentication, so its claimed length is held to helloLimit before anything is
-// allocated for it.
+// readFirst reads a connection's first frame: Hello, LaneHello for a lane of a session, or
+// NvmlHello for a monitoring connection (nvml.go). It is read before authentication, so its
+// claimed length is held to helloLimit before anything is allocated for it.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
-	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello)
+	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello, wire.TypeNvmlHello)
 }
 
 // readOpening reads the frame that opens a connection or channel: one of types, its payload at

@@ -1,6 +1,10 @@
 package server
 
-import "syscall"
+import (
+	"syscall"
+
+	"gpucloud/internal/sessiontoken"
+)
 
 // EndSessions kills the workers of the named sessions, which the apiserver says no live instance
 // holds any more (the VM was deleted). The worker's death closes the guest's connection and
@@ -13,16 +17,18 @@ func (s *Server) EndSessions(ids []string) int {
 	for _, id := range ids {
 		end[id] = true
 	}
-	return s.endWhere(func(se *session) bool { return end[se.claims.SessionID] },
+	return s.endWhere(func(c sessiontoken.Claims) bool { return end[c.SessionID] },
 		"ending a session the apiserver no longer places here")
 }
 
-// endWhere kills the workers of the sessions that match, logging why; it returns how many.
-func (s *Server) endWhere(match func(*session) bool, why string) int {
+// endWhere kills the workers of the sessions whose claims match, and closes the matching NVML
+// connections (nvml.go), logging why; it returns how many sessions it ended.
+func (s *Server) endWhere(match func(sessiontoken.Claims) bool, why string) int {
+	s.endMonitors(match)
 	s.mu.Lock()
 	var victims []*session
 	for _, se := range s.sessions {
-		if match(se) {
+		if match(se.claims) {
 			victims = append(victims, se)
 		}
 	}

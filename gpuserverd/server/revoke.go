@@ -57,7 +57,7 @@ func (d *denyList) replace(set []api.RevokedInstance) {
 // It returns how many sessions it ended.
 func (s *Server) Revoke(set []api.RevokedInstance) int {
 	s.denied.replace(set)
-	return s.endWhere(func(se *session) bool { return s.denied.revoked(se.claims) },
+	return s.endWhere(s.denied.revoked,
 		"ending a session whose instance was stopped or deleted")
 }
 

@@ -63,6 +63,9 @@ type Config struct {
 	// AdminToken is the bearer token the admin HTTP routes want (http.go); "" generates one,
 	// kept in <DataDir>/admin-token for local tools.
 	AdminToken string
+	// Monitor answers the guests' NVML (nil: the backend's devices only; simulated readings on
+	// the simulated backend).
+	Monitor *Monitor
 }
 
 // DefaultShmSessionMax is a session's arena limit unless configured: room for pinned buffers of
@@ -88,6 +91,7 @@ type Server struct {
 	admitted admitted      // sessions counted against the caps, by instance
 	denied   *denyList     // instances whose tokens the apiserver has revoked
 	memory   *memoryLedger // shared-tier GPU memory per instance and GPU
+	monitors map[*monitor]struct{} // open NVML connections (nvml.go)
 
 	ln      net.Listener
 	unixLn  net.Listener // nil without ListenUnix
@@ -141,7 +145,7 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, b: b, devices: devs, usage: ul, log: cfg.Log,
-		sessions: map[int]*session{}, gpus: map[string]*gpuUse{},
+		sessions: map[int]*session{}, gpus: map[string]*gpuUse{}, monitors: map[*monitor]struct{}{},
 		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax),
 		gate: newHandshakeGate(cfg.MaxPendingPerSource, cfg.MaxPending), admitted: admitted{byInstance: map[string]int{}},
 		denied: newDenyList(), memory: newMemoryLedger()}

@@ -8,18 +8,24 @@ var _ = math.Float32bits
 
 // Protocol constants.
 const (
-	Version     = 1
-	HeaderSize  = 12
-	MaxFrame    = 67108868
-	MaxChunk    = 4194304
-	FlagNoReply = 1
-	FlagMore    = 2
-	MaxLanes    = 8
-	StripeChunk = 1048576
-	ShmCtl      = 4194304
-	ShmRing     = 1048576
-	ShmMin      = 16777216
-	ShmMax      = 17179869184
+	Version         = 1
+	HeaderSize      = 12
+	MaxFrame        = 67108868
+	MaxChunk        = 4194304
+	FlagNoReply     = 1
+	FlagMore        = 2
+	MaxLanes        = 8
+	StripeChunk     = 1048576
+	ShmCtl          = 4194304
+	ShmRing         = 1048576
+	ShmMin          = 16777216
+	ShmMax          = 17179869184
+	NvmlUtil        = 1
+	NvmlClocks      = 2
+	NvmlTemperature = 4
+	NvmlPower       = 8
+	NvmlFan         = 16
+	NvmlPstate      = 32
 )
 
 // Message types.
@@ -151,6 +157,13 @@ const (
 	TypeLinkComplete                 Type = 3132
 	TypeLinkCompleteReply            Type = 3133
 	TypeLinkDestroy                  Type = 3134
+	TypeNvmlHello                    Type = 13000
+	TypeNvmlHelloReply               Type = 13001
+	TypeNvmlDevice                   Type = 13002
+	TypeNvmlDeviceReply              Type = 13003
+	TypeNvmlProcesses                Type = 13004
+	TypeNvmlProcessesReply           Type = 13005
+	TypeNvmlSessionPid               Type = 13006
 )
 
 var typeNames = map[Type]string{
@@ -281,6 +294,13 @@ var typeNames = map[Type]string{
 	TypeLinkComplete:                 "LinkComplete",
 	TypeLinkCompleteReply:            "LinkCompleteReply",
 	TypeLinkDestroy:                  "LinkDestroy",
+	TypeNvmlHello:                    "NvmlHello",
+	TypeNvmlHelloReply:               "NvmlHelloReply",
+	TypeNvmlDevice:                   "NvmlDevice",
+	TypeNvmlDeviceReply:              "NvmlDeviceReply",
+	TypeNvmlProcesses:                "NvmlProcesses",
+	TypeNvmlProcessesReply:           "NvmlProcessesReply",
+	TypeNvmlSessionPid:               "NvmlSessionPid",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -540,6 +560,20 @@ func New(t Type) Message {
 		return new(LinkCompleteReply)
 	case TypeLinkDestroy:
 		return new(LinkDestroy)
+	case TypeNvmlHello:
+		return new(NvmlHello)
+	case TypeNvmlHelloReply:
+		return new(NvmlHelloReply)
+	case TypeNvmlDevice:
+		return new(NvmlDevice)
+	case TypeNvmlDeviceReply:
+		return new(NvmlDeviceReply)
+	case TypeNvmlProcesses:
+		return new(NvmlProcesses)
+	case TypeNvmlProcessesReply:
+		return new(NvmlProcessesReply)
+	case TypeNvmlSessionPid:
+		return new(NvmlSessionPid)
 	}
 	return nil
 }
@@ -4374,5 +4408,259 @@ func (m *LinkDestroy) Append(b []byte) []byte {
 func (m *LinkDestroy) Decode(p []byte) error {
 	d := decoder{p: p, msg: "LinkDestroy"}
 	m.Link = d.u64("link")
+	return d.finish()
+}
+
+// NvmlHello is message type 13000.
+type NvmlHello struct {
+	Version uint32
+	Token   string
+}
+
+// Type returns TypeNvmlHello.
+func (*NvmlHello) Type() Type { return TypeNvmlHello }
+
+// Append appends the encoded payload to b.
+func (m *NvmlHello) Append(b []byte) []byte {
+	b = putU32(b, m.Version)
+	b = putU32(b, uint32(len(m.Token)))
+	b = append(b, m.Token...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlHello) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlHello"}
+	m.Version = d.u32("version")
+	m.Token = string(d.bytes("token", 4096))
+	return d.finish()
+}
+
+// NvmlHelloReply is message type 13001.
+type NvmlHelloReply struct {
+	Result        int32
+	Version       uint32
+	Message       string
+	Tier          string
+	DeviceCount   uint32
+	DriverVersion string
+	CudaVersion   int32
+	Simulated     uint32
+}
+
+// Type returns TypeNvmlHelloReply.
+func (*NvmlHelloReply) Type() Type { return TypeNvmlHelloReply }
+
+// Append appends the encoded payload to b.
+func (m *NvmlHelloReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Version)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	b = putU32(b, uint32(len(m.Tier)))
+	b = append(b, m.Tier...)
+	b = putU32(b, m.DeviceCount)
+	b = putU32(b, uint32(len(m.DriverVersion)))
+	b = append(b, m.DriverVersion...)
+	b = putU32(b, uint32(m.CudaVersion))
+	b = putU32(b, m.Simulated)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlHelloReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlHelloReply"}
+	m.Result = int32(d.u32("result"))
+	m.Version = d.u32("version")
+	m.Message = string(d.bytes("message", 1024))
+	m.Tier = string(d.bytes("tier", 32))
+	m.DeviceCount = d.u32("device_count")
+	m.DriverVersion = string(d.bytes("driver_version", 80))
+	m.CudaVersion = int32(d.u32("cuda_version"))
+	m.Simulated = d.u32("simulated")
+	return d.finish()
+}
+
+// NvmlDevice is message type 13002.
+type NvmlDevice struct {
+	Index uint32
+}
+
+// Type returns TypeNvmlDevice.
+func (*NvmlDevice) Type() Type { return TypeNvmlDevice }
+
+// Append appends the encoded payload to b.
+func (m *NvmlDevice) Append(b []byte) []byte {
+	b = putU32(b, m.Index)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlDevice) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlDevice"}
+	m.Index = d.u32("index")
+	return d.finish()
+}
+
+// NvmlDeviceReply is message type 13003.
+type NvmlDeviceReply struct {
+	Result       int32
+	Name         string
+	UUID         string
+	PCIBusID     string
+	PCIDeviceID  uint32
+	Major        int32
+	Minor        int32
+	MemoryTotal  uint64
+	MemoryUsed   uint64
+	Supported    uint32
+	UtilGpu      uint32
+	UtilMemory   uint32
+	Clocks       []uint32
+	Temperature  uint32
+	PowerMw      uint32
+	PowerLimitMw uint32
+	FanPercent   uint32
+	Pstate       uint32
+}
+
+// Type returns TypeNvmlDeviceReply.
+func (*NvmlDeviceReply) Type() Type { return TypeNvmlDeviceReply }
+
+// Append appends the encoded payload to b.
+func (m *NvmlDeviceReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	b = putU32(b, uint32(len(m.UUID)))
+	b = append(b, m.UUID...)
+	b = putU32(b, uint32(len(m.PCIBusID)))
+	b = append(b, m.PCIBusID...)
+	b = putU32(b, m.PCIDeviceID)
+	b = putU32(b, uint32(m.Major))
+	b = putU32(b, uint32(m.Minor))
+	b = putU64(b, m.MemoryTotal)
+	b = putU64(b, m.MemoryUsed)
+	b = putU32(b, m.Supported)
+	b = putU32(b, m.UtilGpu)
+	b = putU32(b, m.UtilMemory)
+	b = putU32(b, uint32(len(m.Clocks)))
+	for _, v := range m.Clocks {
+		b = putU32(b, v)
+	}
+	b = putU32(b, m.Temperature)
+	b = putU32(b, m.PowerMw)
+	b = putU32(b, m.PowerLimitMw)
+	b = putU32(b, m.FanPercent)
+	b = putU32(b, m.Pstate)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlDeviceReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlDeviceReply"}
+	m.Result = int32(d.u32("result"))
+	m.Name = string(d.bytes("name", 96))
+	m.UUID = string(d.bytes("uuid", 80))
+	m.PCIBusID = string(d.bytes("pci_bus_id", 32))
+	m.PCIDeviceID = d.u32("pci_device_id")
+	m.Major = int32(d.u32("major"))
+	m.Minor = int32(d.u32("minor"))
+	m.MemoryTotal = d.u64("memory_total")
+	m.MemoryUsed = d.u64("memory_used")
+	m.Supported = d.u32("supported")
+	m.UtilGpu = d.u32("util_gpu")
+	m.UtilMemory = d.u32("util_memory")
+	m.Clocks = d.u32s("clocks", 8)
+	m.Temperature = d.u32("temperature")
+	m.PowerMw = d.u32("power_mw")
+	m.PowerLimitMw = d.u32("power_limit_mw")
+	m.FanPercent = d.u32("fan_percent")
+	m.Pstate = d.u32("pstate")
+	return d.finish()
+}
+
+// NvmlProcesses is message type 13004.
+type NvmlProcesses struct {
+	Index uint32
+}
+
+// Type returns TypeNvmlProcesses.
+func (*NvmlProcesses) Type() Type { return TypeNvmlProcesses }
+
+// Append appends the encoded payload to b.
+func (m *NvmlProcesses) Append(b []byte) []byte {
+	b = putU32(b, m.Index)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlProcesses) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlProcesses"}
+	m.Index = d.u32("index")
+	return d.finish()
+}
+
+// NvmlProcessesReply is message type 13005.
+type NvmlProcessesReply struct {
+	Result int32
+	Pids   []uint32
+	Memory []byte
+}
+
+// Type returns TypeNvmlProcessesReply.
+func (*NvmlProcessesReply) Type() Type { return TypeNvmlProcessesReply }
+
+// Append appends the encoded payload to b.
+func (m *NvmlProcessesReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Pids)))
+	for _, v := range m.Pids {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.Memory)))
+	b = append(b, m.Memory...)
+	return b
+}
+
+// AppendHead appends the payload without Memory's content (its length included), so a
+// large Memory can be written from where it lies.
+func (m *NvmlProcessesReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Pids)))
+	for _, v := range m.Pids {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.Memory)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlProcessesReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlProcessesReply"}
+	m.Result = int32(d.u32("result"))
+	m.Pids = d.u32s("pids", 64)
+	m.Memory = d.bytes("memory", 512)
+	return d.finish()
+}
+
+// NvmlSessionPid is message type 13006.
+type NvmlSessionPid struct {
+	Pid uint32
+}
+
+// Type returns TypeNvmlSessionPid.
+func (*NvmlSessionPid) Type() Type { return TypeNvmlSessionPid }
+
+// Append appends the encoded payload to b.
+func (m *NvmlSessionPid) Append(b []byte) []byte {
+	b = putU32(b, m.Pid)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NvmlSessionPid) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NvmlSessionPid"}
+	m.Pid = d.u32("pid")
 	return d.finish()
 }

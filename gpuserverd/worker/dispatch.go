@@ -110,6 +110,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		v, err := s.b.DeviceAttribute(s.cfg.Devices[m.Ordinal], m.Attribute)
 		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: v}, nil
+	case *wire.NvmlSessionPid:
+		s.Stats.setGuestPID(m.Pid)
+		return status(nil), nil
 	case *wire.LanesOpen:
 		return s.lanes.open(m.Lanes), nil
 	case *wire.ShmOpen:
@@ -318,14 +321,14 @@ func (s *Session) charge(d *device, bytes uint64) error {
 		}
 	}
 	d.used += bytes
-	s.Stats.memory(int64(bytes))
+	s.Stats.memory(d.ordinal, int64(bytes))
 	return nil
 }
 
 // uncharge gives back what charge counted, to the session and to the instance's ledger.
 func (s *Session) uncharge(d *device, bytes uint64) {
 	d.used -= bytes
-	s.Stats.memory(-int64(bytes))
+	s.Stats.memory(d.ordinal, -int64(bytes))
 	if s.cfg.MemoryQuota > 0 && bytes < 1<<62 {
 		s.giveBack(d, bytes)
 	}

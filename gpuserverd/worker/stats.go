@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"maps"
 	"sync"
 	"time"
 )
@@ -14,6 +15,8 @@ type Stats struct {
 	peak       uint64
 	byteSecs   float64 // integral of memory held over time
 	bytesMoved uint64
+	byDevice   map[int]uint64 // memory held on each GPU, by backend ordinal
+	guestPID   uint32
 }
 
 // Snapshot is Stats at one moment, as the worker reports it to the server.
@@ -22,11 +25,16 @@ type Snapshot struct {
 	MemoryPeakBytes uint64 `json:"memory_peak_bytes"`
 	MemoryAvgBytes  uint64 `json:"memory_avg_bytes"`
 	BytesMoved      uint64 `json:"bytes_moved"`
+	// DeviceBytes is MemoryBytes by GPU (backend ordinal): what the guests' NVML reports as the
+	// instance's use of each GPU on the shared tier.
+	DeviceBytes map[int]uint64 `json:"device_bytes,omitempty"`
+	// GuestPID is the guest program's process id, as its libcuda told it (0: not told).
+	GuestPID uint32 `json:"guest_pid,omitempty"`
 }
 
 func newStats() *Stats {
 	now := time.Now()
-	return &Stats{start: now, last: now}
+	return &Stats{start: now, last: now, byDevice: map[int]uint64{}}
 }
 
 func (st *Stats) advance(now time.Time) {
@@ -34,12 +42,24 @@ func (st *Stats) advance(now time.Time) {
 	st.last = now
 }
 
-func (st *Stats) memory(delta int64) {
+// memory adds delta bytes held on the GPU with backend ordinal ordinal.
+func (st *Stats) memory(ordinal int, delta int64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.advance(time.Now())
 	st.current = uint64(int64(st.current) + delta)
 	st.peak = max(st.peak, st.current)
+	if b := uint64(int64(st.byDevice[ordinal]) + delta); b != 0 {
+		st.byDevice[ordinal] = b
+	} else {
+		delete(st.byDevice, ordinal)
+	}
+}
+
+func (st *Stats) setGuestPID(pid uint32) {
+	st.mu.Lock()
+	st.guestPID = pid
+	st.mu.Unlock()
 }
 
 func (st *Stats) moved(n int) {
@@ -48,7 +68,11 @@ func (st *Stats) moved(n int) {
 	st.mu.Unlock()
 }
 
-func (st *Stats) end() { st.memory(0) }
+func (st *Stats) end() {
+	st.mu.Lock()
+	st.advance(time.Now())
+	st.mu.Unlock()
+}
 
 // Snapshot returns the figures so far.
 func (st *Stats) Snapshot() Snapshot {
@@ -59,5 +83,10 @@ func (st *Stats) Snapshot() Snapshot {
 	if d := st.last.Sub(st.start).Seconds(); d > 0 {
 		avg = uint64(st.byteSecs / d)
 	}
-	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved}
+	var byDevice map[int]uint64
+	if len(st.byDevice) > 0 {
+		byDevice = maps.Clone(st.byDevice)
+	}
+	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved,
+		DeviceBytes: byDevice, GuestPID: st.guestPID}
 }

@@ -53,6 +53,10 @@ type device struct {
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
 }
 
+// Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond
+// the protocol version: "nvml-pid", the NvmlSessionPid message.
+const Capabilities = "nvml-pid"
+
 // Session serves one connection.
 type Session struct {
 	cfg     Config
@@ -97,7 +101,7 @@ func (s *Session) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
 	hello := &wire.HelloReply{Version: wire.Version, SessionID: s.cfg.SessionID, Tier: s.cfg.Tier,
-		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices))}
+		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices)), Message: Capabilities}
 	if err := s.reply(0, hello, 0); err != nil {
 		return fmt.Errorf("handshake reply: %w", err)
 	}
@@ -160,7 +164,7 @@ func (s *Session) close() {
 		if err := d.ctx.Close(); err != nil {
 			s.log.Warn("closing context", "device", d.ordinal, "err", err)
 		}
-		s.Stats.memory(-int64(d.used))
+		s.Stats.memory(d.ordinal, -int64(d.used))
 	}
 	s.Stats.end()
 }

@@ -2,31 +2,24 @@ package guesttest
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"gpucloud/internal/sessiontoken"
 )
 
-var cublasBuild struct {
-	once sync.Once
-	err  error
-}
+var cublasBuild buildOnce
 
 // buildCublas builds gpucloud's libcublas.so.13 and blas_sim_test into the build folder against
 // cublas/testshim's stand-in for NVIDIA's cublas_v2.h (CI has no CUDA toolkit), and a foreign
 // libcuda.so.1 (no gpucloud table) in a folder of its own.
 func buildCublas(t *testing.T) string {
 	t.Helper()
-	dir := buildAll(t)
-	cublasBuild.once.Do(func() {
+	return cublasBuild.do(t, func(dir string) error {
 		foreign := filepath.Join(dir, "foreign")
 		if err := os.MkdirAll(foreign, 0o755); err != nil {
-			cublasBuild.err = err
-			return
+			return err
 		}
 		inc := []string{"-I../cublas/testshim", "-I../include"}
 		steps := [][]string{
@@ -38,17 +31,8 @@ func buildCublas(t *testing.T) string {
 			{"gcc", "-Wall", "-Wextra", "-Werror", "-I../include", "-fPIC", "-shared", "-fvisibility=hidden",
 				"-Wl,-soname,libcuda.so.1", "-o", filepath.Join(foreign, "libcuda.so.1"), "../cublas/testshim/foreign_libcuda.c"},
 		}
-		for _, s := range steps {
-			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-				cublasBuild.err = &buildError{s, err, out}
-				return
-			}
-		}
+		return runSteps(steps)
 	})
-	if cublasBuild.err != nil {
-		t.Fatal(cublasBuild.err)
-	}
-	return dir
 }
 
 // TestCublasOnSim runs gpucloud's libcublas over the guest library and a real gpuserverd on the

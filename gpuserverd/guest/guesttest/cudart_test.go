@@ -11,17 +11,13 @@ import (
 	"gpucloud/internal/sessiontoken"
 )
 
-var cudartBuild struct {
-	once sync.Once
-	err  error
-}
+var cudartBuild buildOnce
 
 // buildCudart builds gpucloud's libcudart.so.13 and rt_sim_test into the build folder, against
 // cudart/testshim's stand-in for NVIDIA's cuda_runtime_api.h (CI has no CUDA toolkit).
 func buildCudart(t *testing.T) string {
 	t.Helper()
-	dir := buildAll(t)
-	cudartBuild.once.Do(func() {
+	return cudartBuild.do(t, func(dir string) error {
 		lib := filepath.Join(dir, "libcudart.so.13")
 		inc := []string{"-I../cudart/testshim", "-I../include"}
 		steps := [][]string{
@@ -32,17 +28,34 @@ func buildCudart(t *testing.T) string {
 			append(append([]string{"gcc", "-Wall", "-Wextra", "-Werror"}, inc...), "-o",
 				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", "../cudart/rt_sim_families.c", lib, "-L"+dir, "-lcuda"),
 		}
-		for _, s := range steps {
-			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-				cudartBuild.err = &buildError{s, err, out}
-				return
-			}
-		}
+		return runSteps(steps)
 	})
-	if cudartBuild.err != nil {
-		t.Fatal(cudartBuild.err)
+}
+
+// buildOnce runs a build into the build folder once per test binary; its error fails every caller.
+type buildOnce struct {
+	once sync.Once
+	err  error
+}
+
+func (b *buildOnce) do(t *testing.T, build func(dir string) error) string {
+	t.Helper()
+	dir := buildAll(t)
+	b.once.Do(func() { b.err = build(dir) })
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
 	return dir
+}
+
+// runSteps runs each command in turn; the first that fails is the error, with its output.
+func runSteps(steps [][]string) error {
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return &buildError{s, err, out}
+		}
+	}
+	return nil
 }
 
 type buildError struct {

@@ -1,144 +1,55 @@
 /* The connection to gpuserverd: configuration, handshake, framing. */
 #include "transport.h"
+#include "dial.h"
 
 #include <errno.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 struct gc_state gc = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1, .init_result = CUDA_ERROR_NOT_INITIALIZED};
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-#define CONFIG_DEFAULT "/etc/gpucloud/guest.conf"
-#define MAX_VALUE 4096
-
-/* Reads key from the key=value config file into out; returns 1 if found. */
-static int config_value(const char *key, char *out, size_t cap) {
-    const char *path = getenv("GPUCLOUD_CONFIG");
-    FILE *f = fopen(path ? path : CONFIG_DEFAULT, "r");
-    if (!f) return 0;
-    char line[MAX_VALUE + 64];
-    int found = 0;
-    size_t klen = strlen(key);
-    while (!found && fgets(line, sizeof line, f)) {
-        char *s = line;
-        while (*s == ' ' || *s == '\t') s++;
-        if (strncmp(s, key, klen) != 0) continue;
-        char *v = s + klen;
-        while (*v == ' ' || *v == '\t') v++;
-        if (*v != '=') continue;
-        v++;
-        while (*v == ' ' || *v == '\t') v++;
-        v[strcspn(v, "\r\n")] = 0;
-        snprintf(out, cap, "%s", v);
-        found = 1;
-    }
-    fclose(f);
-    return found;
-}
-
-/* The environment wins; in the file either form is accepted: "endpoint=" or the
- * "GPUCLOUD_ENDPOINT=" lines hostd writes into the seed's guest.conf. */
-static int setting(const char *env, const char *key, char *out, size_t cap) {
-    const char *v = getenv(env);
-    if (v && *v) {
-        snprintf(out, cap, "%s", v);
-        return 1;
-    }
-    return config_value(key, out, cap) || config_value(env, out, cap);
-}
-
-/* dial_unix connects to gpuserverd's Unix socket at path (a client on the same host). */
-static int dial_unix(const char *path) {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof sa.sun_path) return -1;
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* The endpoint's Unix socket path ("unix:/path" or "shm:/path"), or NULL for host:port. */
-static const char *unix_path(const char *endpoint) {
-    if (strncmp(endpoint, "unix:", 5) == 0) return endpoint + 5;
-    if (strncmp(endpoint, "shm:", 4) == 0) return endpoint + 4;
-    return NULL;
-}
-
-/* The endpoint's ivshmem channel ("ivshmem:/sys/.../resource2", "ivshmem:auto"), or NULL. */
-static const char *ivshmem_spec(const char *endpoint) {
-    return strncmp(endpoint, "ivshmem:", 8) == 0 ? endpoint + 8 : NULL;
-}
-
 int gc_dial(const char *endpoint) {
-    if (ivshmem_spec(endpoint)) return gc_ivshmem_open(ivshmem_spec(endpoint));
-    if (unix_path(endpoint)) return dial_unix(unix_path(endpoint));
-    char host[256], port[16];
-    const char *colon = strrchr(endpoint, ':');
-    if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= sizeof host) return -1;
-    memcpy(host, endpoint, colon - endpoint);
-    host[colon - endpoint] = 0;
-    if (host[0] == '[') { /* [v6]:port */
-        memmove(host, host + 1, strlen(host));
-        host[strcspn(host, "]")] = 0;
-    }
-    snprintf(port, sizeof port, "%s", colon + 1);
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-    if (getaddrinfo(host, port, &hints, &res) != 0) return -1;
-    int fd = -1;
-    for (ai = res; ai; ai = ai->ai_next) {
-        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-        if (fd < 0) continue;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(res);
-    if (fd >= 0) {
-        /* Small calls must not wait for Nagle. Buffer sizes are left to the kernel's autotuning:
-         * setting them caps them at net.core.[rw]mem_max, often far below what autotuning reaches. */
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    }
-    return fd;
+    if (gc_ivshmem_spec(endpoint)) return gc_ivshmem_open(gc_ivshmem_spec(endpoint));
+    return gc_dial_socket(endpoint);
 }
 
-/* The endpoints to try: the environment's GPUCLOUD_ENDPOINT; else the config file's list
- * ("endpoints=" or hostd's "GPUCLOUD_ENDPOINTS=": a VM's ivshmem channel first, then gpuserverd
- * over TCP), so a channel that cannot be opened falls back to TCP; else its single endpoint. */
-static int endpoints_setting(char *out, size_t cap) {
-    const char *v = getenv("GPUCLOUD_ENDPOINT");
-    if (v && *v) {
-        snprintf(out, cap, "%s", v);
-        return 1;
-    }
-    return config_value("endpoints", out, cap) || config_value("GPUCLOUD_ENDPOINTS", out, cap) ||
-           config_value("endpoint", out, cap) || config_value("GPUCLOUD_ENDPOINT", out, cap);
+/* has_capability: whether the successful HelloReply's message (space-separated words) names cap. */
+static int has_capability(const char *msg, uint32_t n, const char *cap) {
+    size_t c = strlen(cap);
+    for (uint32_t i = 0; i + c <= n; i++)
+        if ((i == 0 || msg[i - 1] == ' ') && memcmp(msg + i, cap, c) == 0 && (i + c == n || msg[i + c] == ' ')) return 1;
+    return 0;
+}
+
+/* tell_pid gives the worker this process's id, for the instance's process list in NVML
+ * (docs/nvml.md). Its failure is a lost connection, which the next call reports. */
+static void tell_pid(void) {
+    struct gw_nvml_session_pid m = {.pid = (uint32_t)getpid()};
+    uint8_t buf[8];
+    gw_nvml_session_pid_encode(&m, buf);
+    struct gc_reply r;
+    pthread_mutex_lock(&gc.mu);
+    gc_xfer_locked(GW_TYPE_NVML_SESSION_PID, 0, buf, gw_nvml_session_pid_size(&m), NULL, 0, GW_TYPE_STATUS, &r);
+    pthread_mutex_unlock(&gc.mu);
 }
 
 static void connect_session(void) {
-    char endpoints[MAX_VALUE], token[MAX_VALUE + 1];
-    if (!endpoints_setting(endpoints, sizeof endpoints) ||
-        !setting("GPUCLOUD_TOKEN", "token", token, sizeof token)) {
+    char endpoints[GC_MAX_VALUE], token[GC_MAX_VALUE + 1];
+    if (!gc_endpoints_setting(endpoints, sizeof endpoints) ||
+        !gc_setting("GPUCLOUD_TOKEN", "token", token, sizeof token)) {
         fprintf(stderr, "gpucloud: no endpoint or token: set GPUCLOUD_ENDPOINT and GPUCLOUD_TOKEN or "
-                        "write them to %s (GPUCLOUD_CONFIG)\n", CONFIG_DEFAULT);
+                        "write them to %s (GPUCLOUD_CONFIG)\n", GC_CONFIG_DEFAULT);
         gc.init_result = CUDA_ERROR_NO_DEVICE;
         return;
     }
     /* Endpoints are tried in order, comma-separated. */
-    char tried[MAX_VALUE], *save = NULL, *used = NULL;
+    char tried[GC_MAX_VALUE], *save = NULL, *used = NULL;
     snprintf(tried, sizeof tried, "%s", endpoints);
     for (char *ep = strtok_r(endpoints, ", \t", &save); ep && gc.fd < 0; ep = strtok_r(NULL, ", \t", &save)) {
         gc.fd = gc_dial(ep);
@@ -150,7 +61,7 @@ static void connect_session(void) {
         return;
     }
     struct gw_hello hello = {.version = GW_VERSION, .token = token, .token_len = (uint32_t)strlen(token)};
-    uint8_t buf[GW_HEADER_SIZE + 8 + MAX_VALUE + 8];
+    uint8_t buf[GW_HEADER_SIZE + 8 + GC_MAX_VALUE + 8];
     size_t n = gw_hello_size(&hello);
     if (n > sizeof buf) {
         gc.init_result = CUDA_ERROR_INVALID_VALUE;
@@ -176,6 +87,7 @@ static void connect_session(void) {
         return;
     }
     gc.device_count = hr.device_count > GC_MAX_DEVICES ? GC_MAX_DEVICES : (int)hr.device_count;
+    int takes_pid = has_capability(hr.message, hr.message_len, "nvml-pid");
     /* hr's strings point into the reply buffer, which LanesOpen's reply reuses: copy the id. */
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
@@ -187,9 +99,10 @@ static void connect_session(void) {
             gc.init_result = CUDA_ERROR_OUT_OF_MEMORY;
             return;
         }
-    } else if (!(unix_path(used) && gc_open_shm())) {
+    } else if (!(gc_unix_path(used) && gc_open_shm())) {
         gc_open_lanes(used, &hr);
     }
+    if (takes_pid) tell_pid();
     gc_start_flusher();
     gc.init_result = CUDA_SUCCESS;
 }
