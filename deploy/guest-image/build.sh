@@ -16,14 +16,16 @@
 #   options: -n name (debian-12-gpucloud)  -s size (4G)  -m mirror (http://deb.debian.org/debian)
 #            -r libcudart.so.13 (make -C gpuserverd/guest/cudart, where the CUDA toolkit's headers are)
 #            -b libcublas.so.13 (make -C gpuserverd/guest/cublas, likewise)
+#            -a libgpucloud-audit.so (make -C gpuserverd/guest/loader): gpucloud's libraries win over
+#               a program's DT_RPATH (PyTorch's wheel); installs gpucloud-info too (loader/README.md)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas=""
-while getopts "l:o:n:s:m:r:b:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" audit=""
+while getopts "l:o:n:s:m:r:b:a:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; a) audit=$OPTARG ;;
     *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
@@ -32,6 +34,7 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -f "$lib" ] || die "guest library $lib not found (build it: make -C gpuserverd/guest)"
 [ -z "$cudart" ] || [ -f "$cudart" ] || die "runtime $cudart not found (build it: make -C gpuserverd/guest/cudart)"
 [ -z "$cublas" ] || [ -f "$cublas" ] || die "cuBLAS $cublas not found (build it: make -C gpuserverd/guest/cublas)"
+[ -z "$audit" ] || [ -f "$audit" ] || die "auditor $audit not found (build it: make -C gpuserverd/guest/loader)"
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
@@ -78,6 +81,9 @@ if [ -n "$cudart" ]; then
   install -m 0755 "$cudart" "$root/usr/lib/gpucloud/libcudart.so.13"
   [ -z "$cublas" ] || install -m 0755 "$cublas" "$root/usr/lib/gpucloud/libcublas.so.13"
   echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
+fi
+if [ -n "$audit" ]; then
+  "$(dirname "$0")/install-loader.sh" "$root" "$audit"
 fi
 chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"
