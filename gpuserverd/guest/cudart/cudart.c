@@ -214,6 +214,7 @@ static cudaError_t properties(struct cudaDeviceProp *p, int d) {
     A(maxBlocksPerMultiProcessor, (CUdevice_attribute)106);
     A(reservedSharedMemPerBlock, (CUdevice_attribute)111);
 #undef A
+    if (rc == CUDA_SUCCESS) more_properties(p, dev);
     return ret(rc);
 }
 /* cuda_runtime_api.h maps cudaGetDeviceProperties to the _v2 name; older binaries use the plain one. */
