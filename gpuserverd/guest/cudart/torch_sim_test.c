@@ -5,20 +5,11 @@
  * shared arena with "shm": zero copy), capture-state queries answering "no capture", the
  * profiler switches, device properties and attributes torch reads, pointer queries, driver entry
  * points, and the calls refused cleanly (cudaErrorNotSupported, last error set). */
+#include "../tests/check.h"
+
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "rt_sim.h"
-
-#define EXPECT(c)                                                        \
-    do {                                                                 \
-        if (!(c)) {                                                      \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c); \
-            exit(1);                                                     \
-        }                                                                \
-    } while (0)
 
 /* Not in cudart/testshim's header: declared as CUDA 13's are, types by size. */
 cudaError_t cudaMemGetInfo(size_t *, size_t *);
@@ -227,6 +218,7 @@ static void properties(void) {
 }
 
 int main(int argc, char **argv) {
+    (void)errname; /* from check.h; this program checks runtime errors */
     if (argc < 2) {
         fprintf(stderr, "usage: torch_sim_test QUOTA [shm]\n");
         return 2;
