@@ -71,11 +71,11 @@ def main():
     modes = dict(arg.split("=", 1) for arg in sys.argv[1:])
     res = {m: load(p) for m, p in modes.items()}
     native = res.get("native", {})
-    remote = [m for m in ("shm", "tcp", "shm-nolt") if m in res]
+    remote = [m for m in ("shm", "tcp", "shm-nolt", "tcp-nolt") if m in res]
     cases = []
     for m in res:
         for c in res[m]:
-            if c not in cases and c not in BENCH and m in ("native", "shm", "tcp", "shm-nolt"):
+            if c not in cases and c not in BENCH and m in ("native", "shm", "tcp", "shm-nolt", "tcp-nolt"):
                 cases.append(c)
 
     print("| case | native | " + " | ".join(f"gpucloud {m}" for m in remote) + " |")

@@ -36,6 +36,13 @@ class Skip(Exception):
     """A case that cannot run here, with the reason."""
 
 
+def sdpa_backends():
+    # SDPA_NO_CUDNN=1: torch's own switch away from cuDNN's attention (which torch prefers on
+    # Hopper), so a run where cuDNN is not remoted still shows how far the rest goes.
+    if os.environ.get("SDPA_NO_CUDNN") == "1":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def deterministic():
     # Deterministic algorithms where torch has them (warn where not), so native and remote runs of
     # the same kernels give the same bits. CUBLAS_WORKSPACE_CONFIG is set by the driver.
@@ -155,6 +162,7 @@ def lm_loss(logits, y):
 
 def case_transformer():
     deterministic()
+    sdpa_backends()
     torch.manual_seed(5)
     model = GPT(vocab=1000, d=256, heads=4, layers=4, seq=128).to(DEV)
     g = cpu_gen(6)
@@ -362,6 +370,7 @@ def case_bench_resnet50():
 
 
 def case_bench_gpt2():
+    sdpa_backends()
     torch.manual_seed(12)
     model = GPT(vocab=50257, d=768, heads=12, layers=12, seq=1024).to(DEV)  # GPT-2 small, 124M
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
