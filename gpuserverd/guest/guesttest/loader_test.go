@@ -40,7 +40,7 @@ func buildLoader(t *testing.T) loaderFixture {
 		{"make", "-s", "-C", "../loader", "BUILD=" + tmp, "WERROR=-Werror"},
 		{"gcc", "-Wall", "-Werror", "-fPIC", "-shared", "-Wl,-soname,libcudart.so.13", "-o", decoyLib, "../loader/testdata/decoy_cudart.c"},
 		{"gcc", "-Wall", "-Werror", "-fPIC", "-shared", rpath, "-o", f.ext, "../loader/testdata/ext.c", decoyLib},
-		{"gcc", "-Wall", "-Werror", rpath, "-o", f.probe, "../loader/testdata/rpath_probe.c", decoyLib, "-ldl"},
+		rpathProbe(f.probe, f.decoy, decoyLib),
 	}
 	for _, s := range steps {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
@@ -52,6 +52,13 @@ func buildLoader(t *testing.T) loaderFixture {
 		t.Fatalf("rpath_probe has no DT_RPATH: %v\n%s", err, out)
 	}
 	return f
+}
+
+// rpathProbe is the command that builds rpath_probe at out with a DT_RPATH (not RUNPATH) naming
+// dir, linked against the decoy library there.
+func rpathProbe(out, dir, decoyLib string) []string {
+	return []string{"gcc", "-Wall", "-Werror", "-Wl,--disable-new-dtags,-rpath," + dir, "-o", out,
+		"../loader/testdata/rpath_probe.c", decoyLib, "-ldl"}
 }
 
 // run runs rpath_probe with args under env (on top of a clean environment) and gives its

@@ -4,10 +4,13 @@
  *   rpath_probe            through its own DT_NEEDED entry
  *   rpath_probe EXT.so     through a library it dlopens (whose own DT_RPATH names the decoy)
  *   rpath_probe PATH.so 1  by dlopen of that path, as torch's __init__ preloads the wheel's libraries
- *   rpath_probe wait       prints, then waits for stdin to close (for gpucloud-info PID) */
+ *   rpath_probe wait       prints, then waits for stdin to close (for gpucloud-info PID)
+ * With PROBE_DEVICES=1 it also asks the runtime it got for the number of devices, when that
+ * runtime has cudaGetDeviceCount (gpucloud's does; the decoy does not). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -26,6 +29,12 @@ int main(int argc, char **argv) {
     int v = 0;
     cudaRuntimeGetVersion(&v);
     report("needed", (void *)cudaRuntimeGetVersion, v);
+    const char *probe = getenv("PROBE_DEVICES");
+    int (*count)(int *) = (int (*)(int *))dlsym(RTLD_DEFAULT, "cudaGetDeviceCount");
+    if (probe && strcmp(probe, "1") == 0 && count) {
+        int n = -1, rc = count(&n);
+        printf("devices: %d (rc %d)\n", n, rc);
+    }
     if (argc > 1 && strcmp(argv[1], "wait") == 0) {
         fflush(stdout);
         char c;
