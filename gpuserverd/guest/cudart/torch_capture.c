@@ -11,17 +11,18 @@
  * cudaError_t and the capture enums are int-sized, the graph types pointers. */
 #include <stddef.h>
 
+#include "rt_fail.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 enum { SUCCESS = 0, INVALID_VALUE = 1 };
 enum { CAPTURE_STATUS_NONE = 0 };                          /* cudaStreamCaptureStatusNone */
 enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 }; /* cudaStreamCaptureMode */
 
-int ret(int rc); /* cudart.c's: records a failure as the thread's last error */
 
 EXPORT int cudaStreamIsCapturing(void *stream, int *status) {
     (void)stream;
-    if (!status) return ret(INVALID_VALUE);
+    if (!status) return rt_fail(INVALID_VALUE);
     *status = CAPTURE_STATUS_NONE;
     return SUCCESS;
 }
@@ -31,7 +32,7 @@ EXPORT int cudaStreamIsCapturing(void *stream, int *status) {
 EXPORT int cudaStreamGetCaptureInfo(void *stream, int *status, unsigned long long *id, void **graph,
                                     const void **deps, const void **edges, size_t *ndeps) {
     (void)stream;
-    if (!status) return ret(INVALID_VALUE);
+    if (!status) return rt_fail(INVALID_VALUE);
     *status = CAPTURE_STATUS_NONE;
     if (id) *id = 0;
     if (graph) *graph = NULL;
@@ -44,7 +45,7 @@ EXPORT int cudaStreamGetCaptureInfo(void *stream, int *status, unsigned long lon
 static __thread int capture_mode = MODE_GLOBAL;
 
 EXPORT int cudaThreadExchangeStreamCaptureMode(int *mode) {
-    if (!mode || *mode < MODE_GLOBAL || *mode > MODE_RELAXED) return ret(INVALID_VALUE);
+    if (!mode || *mode < MODE_GLOBAL || *mode > MODE_RELAXED) return rt_fail(INVALID_VALUE);
     int old = capture_mode;
     capture_mode = *mode;
     *mode = old;

@@ -10,15 +10,16 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rt_fail.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define NOT_SUPPORTED 801 /* cudaErrorNotSupported */
 
-int ret(int rc); /* cudart.c's: records a failure as the thread's last error */
 
 static int refuse(const char *name, int *told) {
     if (!__atomic_exchange_n(told, 1, __ATOMIC_RELAXED))
         fprintf(stderr, "gpucloud: %s is not supported by gpucloud's CUDA runtime yet (cudaErrorNotSupported)\n", name);
-    return ret(NOT_SUPPORTED);
+    return rt_fail(NOT_SUPPORTED);
 }
 
 #define REFUSE(name)                                                            \
