@@ -190,6 +190,11 @@ func TestGuestImageInstallsLoader(t *testing.T) {
 	if out, err := exec.Command(script, t.TempDir(), f.audit).CombinedOutput(); err == nil {
 		t.Fatalf("install-loader.sh into a folder without etc/: want a refusal, got:\n%s", out)
 	}
+	// build.sh checks -a's file before anything else (it needs root for the rest).
+	out, err := exec.Command("../../../deploy/guest-image/build.sh", "-l", filepath.Join(f.ours, "libcuda.so.1"), "-o", t.TempDir(), "-a", "/nonexistent/audit.so").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "auditor /nonexistent/audit.so not found") {
+		t.Errorf("build.sh -a with no such file: want a refusal naming it, got %v\n%s", err, out)
+	}
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
