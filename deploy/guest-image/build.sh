@@ -26,7 +26,7 @@ while getopts "l:o:n:s:m:r:b:a:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
     r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; a) audit=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-a libgpucloud-audit.so] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
