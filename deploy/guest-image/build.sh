@@ -19,15 +19,17 @@
 #            -N libnvidia-ml.so.1 (make -C gpuserverd/guest/nvml; no toolkit needed): NVML for
 #               pynvml and monitoring in the VM, answered by gpuserverd, and gpucloud-smi from
 #               the same folder (docs/nvml.md)
+#            -a libgpucloud-audit.so (make -C gpuserverd/guest/loader): gpucloud's libraries win over
+#               a program's DT_RPATH (PyTorch's wheel); installs gpucloud-info too (loader/README.md)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml=""
-while getopts "l:o:n:s:m:r:b:N:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml="" audit=""
+while getopts "l:o:n:s:m:r:b:N:a:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;; a) audit=$OPTARG ;;
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-a libgpucloud-audit.so] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
@@ -36,6 +38,7 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -z "$cudart" ] || [ -f "$cudart" ] || die "runtime $cudart not found (build it: make -C gpuserverd/guest/cudart)"
 [ -z "$cublas" ] || [ -f "$cublas" ] || die "cuBLAS $cublas not found (build it: make -C gpuserverd/guest/cublas)"
 [ -z "$nvml" ] || [ -f "$nvml" ] || die "NVML $nvml not found (build it: make -C gpuserverd/guest/nvml)"
+[ -z "$audit" ] || [ -f "$audit" ] || die "auditor $audit not found (build it: make -C gpuserverd/guest/loader)"
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
@@ -91,6 +94,9 @@ if [ -n "$cudart" ]; then
   install -m 0755 "$cudart" "$root/usr/lib/gpucloud/libcudart.so.13"
   [ -z "$cublas" ] || install -m 0755 "$cublas" "$root/usr/lib/gpucloud/libcublas.so.13"
   echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
+fi
+if [ -n "$audit" ]; then
+  "$(dirname "$0")/install-loader.sh" "$root" "$audit"
 fi
 chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"

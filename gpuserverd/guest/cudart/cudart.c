@@ -11,6 +11,7 @@
  * streams, events, devices and their properties, errors. */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "rt_fail.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,9 @@ cudaError_t ret(CUresult rc) {
     if (e != cudaSuccess && e != cudaErrorNotReady) last_error = e;
     return e;
 }
+
+/* rt_fail is ret for the files written without the CUDA headers (torch_*.c, rt_fail.h). */
+int rt_fail(int code) { return (int)ret((CUresult)code); }
 
 EXPORT cudaError_t cudaGetLastError(void) {
     cudaError_t e = last_error;
@@ -214,6 +218,7 @@ static cudaError_t properties(struct cudaDeviceProp *p, int d) {
     A(maxBlocksPerMultiProcessor, (CUdevice_attribute)106);
     A(reservedSharedMemPerBlock, (CUdevice_attribute)111);
 #undef A
+    if (rc == CUDA_SUCCESS) more_properties(p, dev);
     return ret(rc);
 }
 /* cuda_runtime_api.h maps cudaGetDeviceProperties to the _v2 name; older binaries use the plain one. */

@@ -46,4 +46,7 @@ void stream_track(cudaStream_t s, unsigned flags);
 void stream_untrack(cudaStream_t s);
 int stream_flags(cudaStream_t s, unsigned *flags);
 
+/* more_properties fills cudaDeviceProp's fields beyond the core ones (torch_props.c). */
+void more_properties(struct cudaDeviceProp *p, CUdevice dev);
+
 #endif

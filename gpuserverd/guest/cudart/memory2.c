@@ -321,3 +321,13 @@ EXPORT cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int peer) {
     *can = 0;
     return cudaSuccess;
 }
+
+/* Consistent with cudaDeviceCanAccessPeer: no device can enable access to another. */
+EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
+    if (flags != 0) return ret(CUDA_ERROR_INVALID_VALUE);
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) return e;
+    if (peer < 0 || peer >= n || peer == cur_dev) return ret(CUDA_ERROR_INVALID_DEVICE);
+    return ret((CUresult)217); /* cudaErrorPeerAccessUnsupported (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) */
+}

@@ -111,9 +111,6 @@ GC_WEAK(cudaDestroyExternalSemaphore, gc_stub_cudaDestroyExternalSemaphore);
 static int said_cudaDeviceDisablePeerAccess;
 static int gc_stub_cudaDeviceDisablePeerAccess(void) { return refused("cudaDeviceDisablePeerAccess", &said_cudaDeviceDisablePeerAccess); }
 GC_WEAK(cudaDeviceDisablePeerAccess, gc_stub_cudaDeviceDisablePeerAccess);
-static int said_cudaDeviceEnablePeerAccess;
-static int gc_stub_cudaDeviceEnablePeerAccess(void) { return refused("cudaDeviceEnablePeerAccess", &said_cudaDeviceEnablePeerAccess); }
-GC_WEAK(cudaDeviceEnablePeerAccess, gc_stub_cudaDeviceEnablePeerAccess);
 static int said_cudaDeviceGetByPCIBusId;
 static int gc_stub_cudaDeviceGetByPCIBusId(void) { return refused("cudaDeviceGetByPCIBusId", &said_cudaDeviceGetByPCIBusId); }
 GC_WEAK(cudaDeviceGetByPCIBusId, gc_stub_cudaDeviceGetByPCIBusId);

@@ -34,7 +34,7 @@ echo "ivshmem-vm: vecadd exit $?"
 wait $reg
 echo "ivshmem-vm: reg_test exit $?"
 cat /tmp/reg.out
-poweroff -f
+` + loaderVMInit + `poweroff -f
 `
 
 // staticProg builds tests/<name>.c with the guest library linked in statically: the VM's
@@ -91,11 +91,12 @@ func TestIvshmemRealVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guest.WithOverlay(filepath.Join(work, "initrd.gz"),
+	files := append(loaderVMFiles(t, work),
 		vmtest.File{Name: "init", Data: []byte(vmInit), Mode: 0o755},
 		vmtest.File{Name: "vecadd", Data: bin, Mode: 0o755},
 		vmtest.File{Name: "reg_test", Data: reg, Mode: 0o755},
 		vmtest.File{Name: "etc/gpucloud/guest.conf", Data: []byte(conf), Mode: 0o600})
+	g, err := guest.WithOverlay(filepath.Join(work, "initrd.gz"), files...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestIvshmemRealVM(t *testing.T) {
 	}
 	for _, want := range []string{"1af4:0x1110", "ivshmem channel /sys/bus/pci/devices/", "shared arena: 33554432 bytes",
 		"slot 0 of 2", "slot 1 of 2", "send MemcpyHtoDShm", "VECADD OK 1048576", "ivshmem-vm: vecadd exit 0",
-		"ivshmem-vm: reg_test exit 0", "REGTEST writers not checked"} {
+		"ivshmem-vm: reg_test exit 0", "REGTEST writers not checked", loaderVMWants[0], loaderVMWants[1]} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("console lacks %q:\n%s", want, tail(out))
 		}
@@ -128,7 +129,8 @@ func TestIvshmemRealVM(t *testing.T) {
 			t.Logf("usage records: %+v", recs)
 		}
 	}()
-	// Two sessions, both billed to the VM's instance. A checkpoint tick (every 10 s) may cut a
+	// Three sessions (vecadd, reg_test, rpath_probe through gpucloud's runtime), all billed to the
+	// VM's instance. A checkpoint tick (every 10 s) may cut a
 	// session in two records, the second starting where the first ended: count the sessions' last
 	// records, those no other record continues.
 	waitFor(t, "the VM sessions' usage records", func() bool {
@@ -146,6 +148,6 @@ func TestIvshmemRealVM(t *testing.T) {
 				last++
 			}
 		}
-		return last == 2
+		return last == 3
 	})
 }

@@ -51,6 +51,13 @@ struct cudaDeviceProp {
     size_t sharedMemPerMultiprocessor, sharedMemPerBlockOptin, reservedSharedMemPerBlock;
     int asyncEngineCount, concurrentKernels, regsPerMultiprocessor, managedMemory;
     int maxBlocksPerMultiProcessor;
+    /* torch_props.c's */
+    size_t memPitch, textureAlignment, texturePitchAlignment;
+    int integrated, canMapHostMemory, ECCEnabled, tccDriver, memoryBusWidth, streamPrioritiesSupported;
+    int globalL1CacheSupported, localL1CacheSupported, isMultiGpuBoard, multiGpuBoardGroupID;
+    int hostNativeAtomicSupported, pageableMemoryAccess, concurrentManagedAccess, computePreemptionSupported;
+    int canUseHostPointerForRegisteredMem, cooperativeLaunch, hostRegisterSupported, persistingL2CacheMaxSize;
+    int accessPolicyMaxWindowSize, memoryPoolsSupported, clusterLaunch, ipcEventSupported;
 };
 
 struct cudaFuncAttributes {

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# gpu-torch.sh: the stock PyTorch of the GPU machine (python3; no rebuilt wheel), natively and
+# through gpucloud over shared memory and over TCP, case by case (gpuserverd/guest/gputests/torch).
+# Run from a bundle made by scripts/torch-prep.sh DEST (Go is not installed on the GPU machine):
+#
+#   bash DEST/scripts/gpu-torch.sh            results in $OUT (default ./torch-out)
+#
+# Through gpucloud, the process loads gpucloud's libraries whatever torch's DT_RPATH says, by the
+# guest image's mechanism: LD_AUDIT=libgpucloud-audit.so with GPUCLOUD_LIBDIR naming a folder
+# holding gpucloud's libcuda.so.1 (the guest library), libcudart.so.13 and libcublas.so.13, the
+# latter two built here against the toolkit's headers. Libraries gpucloud does not ship yet
+# (cuBLASLt, cuDNN, cuFFT, cuSPARSE, cuSOLVER) load from the wheel as they would in a VM.
+#
+# HARNESS-ONLY: torch imports 164 cuBLAS names and gpucloud's libcublas remotes fewer; without the
+# rest torch does not load at all (RTLD_NOW). So the remote runs also LD_PRELOAD a library of
+# stand-ins, generated here, for each missing name: it says "gpucloud-harness: cublasX not remoted"
+# once and returns CUBLAS_STATUS_NOT_SUPPORTED. The notices (notices.txt) say which cuBLAS calls
+# each case really makes. It is not part of gpucloud.
+#
+# Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt run with torch's own
+# switches away from libraries gpucloud does not remote yet: DISABLE_ADDMM_CUDA_LT=1 (cuBLASLt
+# for addmm) and SDPA_NO_CUDNN=1 (cuDNN attention), and then the oom phase's neighbour too), REMOTE_EXTRA (NAME=value words for every remote process, e.g.
+# GPUCLOUD_STUB_MISSING=1: the guest library hands out failing stand-ins for the driver entry
+# points it lacks, as the generated API will export them), CASES, CASE_TIMEOUT
+# (s, default 60), OOM_QUOTA (bytes, default 4 GiB), GPUSERVERD_CUBLAS (NVIDIA's libcublas for
+# the workers; default the toolkit's).
+set -uo pipefail
+export PATH=$PATH:/usr/local/cuda/bin
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUT=${OUT:-$PWD/torch-out}
+W=$(mktemp -d /tmp/gpu-torch.XXXXXX)
+TORCHDIR=$ROOT/gpuserverd/guest/gputests/torch
+ADDR=127.0.0.1:7170 ADMIN=127.0.0.1:7171 SOCK=$W/gpuserverd.sock SERVER_ID=gs-torch
+MODES=${MODES:-native shm oom tcp}
+# graphs last: a capture that fails part-way leaves torch's RNG believing a capture is under way,
+# and every later case of the same process that draws random numbers on the GPU fails with
+# "Offset increment outside graph capture" (as the second H100 run showed).
+CASES=${CASES:-mlp cnn cnn_nocudnn transformer linalg fft sparse compile bench_latency bench_resnet50 bench_gpt2 graphs}
+export CASE_TIMEOUT=${CASE_TIMEOUT:-60}
+OOM_QUOTA=${OOM_QUOTA:-4294967296}
+mkdir -p "$OUT"
+server=""
+trap '[[ -n $server ]] && kill $server 2>/dev/null; rm -rf "$W"' EXIT
+step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tee "$OUT/versions.txt"
+
+step "build gpucloud's libcudart and libcublas against the toolkit; the harness's cuBLAS stand-ins"
+CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+[[ -z ${GPUSERVERD_CUBLAS:-} && -e $CUDA_HOME/lib64/libcublas.so.13 ]] && export GPUSERVERD_CUBLAS=$CUDA_HOME/lib64/libcublas.so.13
+GCLIB=$W/gpucloud-lib # what /usr/lib/gpucloud holds in a VM
+mkdir -p "$GCLIB"
+make -s -C "$ROOT/gpuserverd/guest/cudart" BUILD="$W/cudart" && cp "$W/cudart/libcudart.so.13" "$GCLIB/" || echo "FAILED: build libcudart"
+make -s -C "$ROOT/gpuserverd/guest/cublas" BUILD="$W/cublas" && cp "$W/cublas/libcublas.so.13" "$GCLIB/" || echo "FAILED: build libcublas"
+cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$GCLIB/"
+AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
+[[ -f $AUDIT ]] || make -s -C "$ROOT/gpuserverd/guest/loader" BUILD="$(dirname "$AUDIT")"
+# The wheel's cuSOLVER and cuSPARSE import cuBLAS names of their own (cublasSgemv_v2_64 ...): without
+# them they do not even load next to gpucloud's libcublas.
+site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+find "$site/nvidia" -name 'lib*.so*' -type f -exec nm -D --undefined-only {} + 2>/dev/null | awk '$2 ~ /^cublas/ {sub(/@.*/, "", $2); print $2}' | sort -u >"$W/wheel-cublas-needs.txt"
+python3 - "$TORCHDIR/torch-needs-libcublas.txt" "$GCLIB/libcublas.so.13" "$W/wheel-cublas-needs.txt" >"$W/rest.c" <<'PY'
+import subprocess, sys
+need = sorted(set(open(sys.argv[1]).read().split()) | set(open(sys.argv[3]).read().split()))
+have = {l.split()[-1].split("@")[0] for l in subprocess.run(["nm", "-D", "--defined-only", sys.argv[2]],
+        capture_output=True, text=True).stdout.splitlines() if l.strip()}
+print('#include <stdio.h>\nstatic int refuse(const char *n, int *told) {\n'
+      '  if (!__atomic_exchange_n(told, 1, __ATOMIC_RELAXED)) fprintf(stderr, "gpucloud-harness: %s not remoted (CUBLAS_STATUS_NOT_SUPPORTED)\\n", n);\n'
+      '  return 15; }')
+for n in need:
+    if n not in have:
+        print(f'int {n}() {{ static int t; return refuse("{n}", &t); }}')
+print(f"/* {len([n for n in need if n not in have])} of {len(need)} names */", file=sys.stderr)
+PY
+gcc -O2 -shared -fPIC -o "$W/libgpucloud-harness-cublas-rest.so" "$W/rest.c" 2>&1 | grep -v "warning" | head -3
+echo "cuBLAS names torch and the wheel's libraries import that gpucloud's libcublas lacks: $(grep -c '^int ' "$W/rest.c")"
+ls -l "$GCLIB"
+
+# Same for every mode: deterministic cuBLAS, one compile cache (the remote runs reuse native's
+# compiled Triton kernels: what they exercise is loading and launching them through gpucloud).
+export CUBLAS_WORKSPACE_CONFIG=:4096:8 TORCHINDUCTOR_CACHE_DIR=$W/inductor TRITON_CACHE_DIR=$W/triton
+
+# run_cases MODE CASE...: runs the cases in as few processes as a crash allows, appending results
+# to $OUT/MODE.jsonl; a case that ended its process is recorded as failed and the rest go on.
+run_cases() {
+	local mode=$1 rc todo
+	shift
+	todo="$*"
+	rm -f "$OUT/$mode.jsonl"
+	while [[ -n $todo ]]; do
+		# shellcheck disable=SC2086 # case names are words
+		timeout $((CASE_TIMEOUT * 3 + 60)) env "${MODE_ENV[@]}" python3 "$TORCHDIR/torch_cases.py" --out "$OUT/$mode.jsonl" $todo >>"$OUT/$mode.log" 2>&1
+		rc=$?
+		todo=$(python3 - "$OUT/$mode.jsonl" "$rc" "$OUT/$mode.log" $todo <<'PY'
+import json, os, sys
+path, rc, log, cases = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+tail = [l.strip() for l in open(log, errors="replace")][-1:] if os.path.exists(log) else []
+done, started = set(), None
+for line in open(path) if os.path.exists(path) else []:
+    r = json.loads(line)
+    if "start" in r: started = r["start"]
+    if "case" in r: done.add(r["case"]); started = None if started == r["case"] else started
+with open(path, "a") as f:
+    if started and started not in done:
+        f.write(json.dumps({"case": started, "status": "FAIL", "reason": f"the process ended during this case (exit {rc}): {tail[0][:200] if tail else ''}"}) + "\n")
+        done.add(started)
+    left = [c for c in cases if c not in done]
+    if left == cases:  # not one case began: the process cannot start them; say so for each
+        for c in left:
+            f.write(json.dumps({"case": c, "status": "FAIL", "reason": f"python3 ended before any case (exit {rc}): {tail[0][:200] if tail else ''}"}) + "\n")
+        left = []
+print(" ".join(left))
+PY
+)
+	done
+	grep -E '^(PASS|FAIL|SKIP) ' "$OUT/$mode.log" | sed "s/^/$mode: /"
+}
+
+sessions_active() {
+	local reply
+	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; } 2>/dev/null) || return 1
+	sed -n 's/^gpuserverd_sessions_active \([0-9]*\).*/\1/p' <<<"$reply"
+}
+start_server() { # KEYFILE LOG
+	"$ROOT/bin/gpuserverd" --backend cuda --id "$SERVER_ID" --listen "$ADDR" --listen-unix "$SOCK" --admin "$ADMIN" \
+		--public-key "$(cat "$1")" --data-dir "$(mktemp -d "$W/data.XXXX")" >"$OUT/$2.log" 2>&1 &
+	server=$!
+	for _ in $(seq 50); do [[ -n $(sessions_active) ]] && break; sleep 0.2; done
+}
+stop_server() { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; server=""; }
+wait_idle() { for _ in $(seq 50); do [[ $(sessions_active) == 0 ]] && return; sleep 0.1; done; }
+
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+REMOTE_ENV=(LD_AUDIT="$AUDIT" GPUCLOUD_LIBDIR="$GCLIB" LD_PRELOAD="$W/libgpucloud-harness-cublas-rest.so" GPUCLOUD_CONFIG=/nonexistent)
+# shellcheck disable=SC2206 # words on purpose
+REMOTE_ENV+=(${REMOTE_EXTRA:-})
+for mode in $MODES; do
+	case $mode in
+	native)
+		step "native"
+		MODE_ENV=()
+		run_cases native $CASES
+		;;
+	shm | tcp | shm-nolt | tcp-nolt)
+		step "through gpucloud: $mode"
+		if [[ -z $server ]]; then
+			key=$W/key
+			token=$("$ROOT/bin/gputoken" -public-key-out "$key" -server "$SERVER_ID" -gpus "$uuid" -session torch)
+			start_server "$key" gpuserverd
+		fi
+		wait_idle
+		ep=unix:$SOCK
+		[[ $mode == tcp* ]] && ep=$ADDR
+		MODE_ENV=("${REMOTE_ENV[@]}" GPUCLOUD_ENDPOINT="$ep" GPUCLOUD_TOKEN="$token" GPUCLOUD_SHM_MIB=1024)
+		[[ $mode == *-nolt ]] && MODE_ENV+=(DISABLE_ADDMM_CUDA_LT=1 SDPA_NO_CUDNN=1)
+		# What the process loaded, and whether it is gpucloud's (the first case's process).
+		env "${MODE_ENV[@]}" GPUCLOUD_AUDIT="$AUDIT" "$ROOT/gpuserverd/guest/loader/gpucloud-info" -- python3 -c \
+			'import torch; torch.cuda.is_available() and torch.ones(1, device="cuda").sum().item()' >"$OUT/gpucloud-info-$mode.txt" 2>&1
+		run_cases "$mode" $CASES
+		;;
+	oom)
+		step "shared tier: a session over its quota next to a neighbour training (shm)"
+		[[ -n $server ]] && stop_server
+		okey=$W/okey
+		mapfile -t ot < <("$ROOT/bin/gputoken" -public-key-out "$okey" -server "$SERVER_ID" -gpus "$uuid" -tier shared -quota "$OOM_QUOTA" -session torchoom -count 2)
+		start_server "$okey" gpuserverd-oom
+		MODE_ENV=("${REMOTE_ENV[@]}" GPUCLOUD_ENDPOINT="unix:$SOCK" GPUCLOUD_TOKEN="${ot[0]}" GPUCLOUD_SHM_MIB=256)
+		[[ " $MODES " == *-nolt* ]] && MODE_ENV+=(DISABLE_ADDMM_CUDA_LT=1) # the neighbour must train
+		run_cases neighbour neighbour &
+		nb=$!
+		sleep 8 # the neighbour is importing torch and starting to train
+		MODE_ENV=("${REMOTE_ENV[@]}" GPUCLOUD_ENDPOINT="unix:$SOCK" GPUCLOUD_TOKEN="${ot[1]}" GPUCLOUD_SHM_MIB=256 TORCH_QUOTA="$OOM_QUOTA")
+		run_cases oom oom
+		wait $nb
+		stop_server
+		;;
+	esac
+done
+[[ -n $server ]] && stop_server
+
+step "notices (calls gpucloud refused or the harness stood in for), by count"
+cat "$OUT"/*.log 2>/dev/null | grep -oE 'gpucloud(-harness)?: [A-Za-z0-9_]+ (is )?not [a-z ]*' | sort | uniq -c | sort -rn | tee "$OUT/notices.txt"
+step "results"
+args=()
+for m in native shm tcp shm-nolt tcp-nolt neighbour oom; do [[ -f $OUT/$m.jsonl ]] && args+=("$m=$OUT/$m.jsonl"); done
+python3 "$TORCHDIR/compare.py" "${args[@]}" | tee "$OUT/tables.md"
+for f in "$OUT"/gpucloud-info-*.txt; do [[ -f $f ]] && { echo "-- $f"; grep -vE '^(loaded|  redirect)' "$f" | tail -15; }; done
