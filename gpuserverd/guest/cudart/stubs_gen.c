@@ -8,11 +8,15 @@
 
 #define GC_WEAK(name, impl) extern __typeof__(impl) name __attribute__((weak, alias(#impl), visibility("default")))
 
-/* cudaErrorNotSupported; the notice once per name (a racing second notice is harmless). */
+/* Records a failure as the thread's last error, as every runtime call does (cudart.c). */
+int rt_fail(int code);
+
+/* cudaErrorNotSupported, kept as the last error; the notice once per name (a racing second notice
+ * is harmless). */
 static int refused(const char *name, int *said) {
     if (!__atomic_exchange_n(said, 1, __ATOMIC_RELAXED))
         fprintf(stderr, "gpucloud: %s is not supported by gpucloud's runtime (cudaErrorNotSupported)\n", name);
-    return 801;
+    return rt_fail(801);
 }
 
 /* What the functions over the driver API need from the hand-written runtime (exec.c). */
