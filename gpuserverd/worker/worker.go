@@ -49,6 +49,7 @@ type device struct {
 	allocs  map[uint64]uint64 // ptr -> bytes, for the quota
 	used    uint64
 	blas    blasState
+	dnn     dnnState
 }
 
 // Session serves one connection.
