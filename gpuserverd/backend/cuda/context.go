@@ -42,6 +42,7 @@ type Context struct {
 	host      map[unsafe.Pointer]int // pinned host allocations: address -> size
 	reg       map[unsafe.Pointer]int // registered host ranges: address -> size
 	blas      map[backend.Handle]*blasHandle
+	dnn       dnnObjects
 }
 
 var _ backend.Context = (*Context)(nil)
@@ -580,7 +581,7 @@ func (c *Context) Close() error {
 	if c.closed {
 		return nil
 	}
-	errs := c.closeBlas()
+	errs := append(c.closeDnn(), c.closeBlas()...)
 	for p := range c.host {
 		errs = append(errs, check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p)))
 	}
