@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a gpucloud base image: Debian 12 with cloud-init, and the guest library baked in as the
 # system's libcuda.so.1, so CUDA programs in the VM reach gpuserverd with no setup; optionally
-# gpucloud's CUDA runtime (libcudart.so.13) and cuBLAS (libcublas.so.13), found by the loader
+# gpucloud's CUDA runtime (libcudart.so.13), cuBLAS (libcublas.so.13) and cuDNN (libcudnn.so.9), found by the loader
 # ahead of any NVIDIA copy installed later, so -cudart shared programs run unmodified. The seed that
 # hostd attaches to each VM then only carries that VM's configuration (endpoints, token, tier).
 #
@@ -16,15 +16,16 @@
 #   options: -n name (debian-12-gpucloud)  -s size (4G)  -m mirror (http://deb.debian.org/debian)
 #            -r libcudart.so.13 (make -C gpuserverd/guest/cudart, where the CUDA toolkit's headers are)
 #            -b libcublas.so.13 (make -C gpuserverd/guest/cublas, likewise)
+#            -d libcudnn.so.9 (make -C gpuserverd/guest/cudnn; needs no NVIDIA header)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas=""
-while getopts "l:o:n:s:m:r:b:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" cudnn=""
+while getopts "l:o:n:s:m:r:b:d:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; d) cudnn=$OPTARG ;;
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-d libcudnn.so.9] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
@@ -33,6 +34,7 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -z "$cudart" ] || [ -f "$cudart" ] || die "runtime $cudart not found (build it: make -C gpuserverd/guest/cudart)"
 [ -z "$cublas" ] || [ -f "$cublas" ] || die "cuBLAS $cublas not found (build it: make -C gpuserverd/guest/cublas)"
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
+[ -z "$cudnn" ] || [ -f "$cudnn" ] || die "cuDNN $cudnn not found (build it: make -C gpuserverd/guest/cudnn)"
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
 for t in debootstrap mke2fs qemu-img; do
@@ -70,15 +72,19 @@ echo "guest-image: installing the guest library as libcuda.so.1"
 install -D -m 0755 "$lib" "$root/usr/lib/gpucloud/libcuda.so.1"
 ln -sf /usr/lib/gpucloud/libcuda.so.1 "$root/usr/lib/x86_64-linux-gnu/libcuda.so.1"
 ln -sf libcuda.so.1 "$root/usr/lib/x86_64-linux-gnu/libcuda.so"
-# gpucloud's runtime and cuBLAS: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
+# gpucloud's runtime, cuBLAS and cuDNN: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
 # loader's cache prefers it to a CUDA toolkit installed later in the VM (NVIDIA's runtime does
 # not start on the guest library: docs/benchmarks/gpu-runtime-compat.md).
 if [ -n "$cudart" ]; then
   echo "guest-image: installing gpucloud's libcudart.so.13${cublas:+ and libcublas.so.13}"
   install -m 0755 "$cudart" "$root/usr/lib/gpucloud/libcudart.so.13"
   [ -z "$cublas" ] || install -m 0755 "$cublas" "$root/usr/lib/gpucloud/libcublas.so.13"
-  echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
 fi
+if [ -n "$cudnn" ]; then # it talks to libcuda's session itself: no runtime needed
+  echo "guest-image: installing gpucloud's libcudnn.so.9"
+  install -m 0755 "$cudnn" "$root/usr/lib/gpucloud/libcudnn.so.9"
+fi
+[ -z "$cudart$cudnn" ] || echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
 chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"
 
