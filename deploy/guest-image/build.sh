@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a gpucloud base image: Debian 12 with cloud-init, and the guest library baked in as the
 # system's libcuda.so.1, so CUDA programs in the VM reach gpuserverd with no setup; optionally
-# gpucloud's CUDA runtime (libcudart.so.13) and cuBLAS (libcublas.so.13), found by the loader
+# gpucloud's CUDA runtime (libcudart.so.13), cuBLAS (libcublas.so.13) and cuDNN (libcudnn.so.9), found by the loader
 # ahead of any NVIDIA copy installed later, so -cudart shared programs run unmodified. The seed that
 # hostd attaches to each VM then only carries that VM's configuration (endpoints, token, tier).
 #
@@ -21,15 +21,16 @@
 #               the same folder (docs/nvml.md)
 #            -a libgpucloud-audit.so (make -C gpuserverd/guest/loader): gpucloud's libraries win over
 #               a program's DT_RPATH (PyTorch's wheel); installs gpucloud-info too (loader/README.md)
+#            -d libcudnn.so.9 (make -C gpuserverd/guest/cudnn; needs no NVIDIA header)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml="" audit=""
-while getopts "l:o:n:s:m:r:b:N:a:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml="" audit="" cudnn=""
+while getopts "l:o:n:s:m:r:b:N:a:d:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;; a) audit=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-a libgpucloud-audit.so] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;; a) audit=$OPTARG ;; d) cudnn=$OPTARG ;;
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-a libgpucloud-audit.so] [-d libcudnn.so.9] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
@@ -40,6 +41,7 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -z "$nvml" ] || [ -f "$nvml" ] || die "NVML $nvml not found (build it: make -C gpuserverd/guest/nvml)"
 [ -z "$audit" ] || [ -f "$audit" ] || die "auditor $audit not found (build it: make -C gpuserverd/guest/loader)"
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
+[ -z "$cudnn" ] || [ -f "$cudnn" ] || die "cuDNN $cudnn not found (build it: make -C gpuserverd/guest/cudnn)"
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
 for t in debootstrap mke2fs qemu-img; do
@@ -86,18 +88,22 @@ if [ -n "$nvml" ]; then # where NVIDIA's driver packages would put theirs, as li
   smi="$(dirname "$nvml")/gpucloud-smi"
   [ ! -f "$smi" ] || install -m 0755 "$smi" "$root/usr/bin/gpucloud-smi"
 fi
-# gpucloud's runtime and cuBLAS: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
+# gpucloud's runtime, cuBLAS and cuDNN: /usr/lib/gpucloud is named first in ld.so.conf (00-), so the
 # loader's cache prefers it to a CUDA toolkit installed later in the VM (NVIDIA's runtime does
 # not start on the guest library: docs/benchmarks/gpu-runtime-compat.md).
 if [ -n "$cudart" ]; then
   echo "guest-image: installing gpucloud's libcudart.so.13${cublas:+ and libcublas.so.13}"
   install -m 0755 "$cudart" "$root/usr/lib/gpucloud/libcudart.so.13"
   [ -z "$cublas" ] || install -m 0755 "$cublas" "$root/usr/lib/gpucloud/libcublas.so.13"
-  echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
 fi
 if [ -n "$audit" ]; then
   "$(dirname "$0")/install-loader.sh" "$root" "$audit"
 fi
+if [ -n "$cudnn" ]; then # it talks to libcuda's session itself: no runtime needed
+  echo "guest-image: installing gpucloud's libcudnn.so.9"
+  install -m 0755 "$cudnn" "$root/usr/lib/gpucloud/libcudnn.so.9"
+fi
+[ -z "$cudart$cudnn" ] || echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
 chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"
 

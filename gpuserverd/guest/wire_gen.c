@@ -180,6 +180,17 @@ const char *gw_type_name(uint16_t type) {
 	case 13004: return "NvmlProcesses";
 	case 13005: return "NvmlProcessesReply";
 	case 13006: return "NvmlSessionPid";
+	case 9000: return "DnnReply";
+	case 9001: return "DnnCreate";
+	case 9002: return "DnnDestroy";
+	case 9003: return "DnnSetStream";
+	case 9004: return "DnnDescCreate";
+	case 9005: return "DnnDescDestroy";
+	case 9006: return "DnnSetAttribute";
+	case 9007: return "DnnGetAttribute";
+	case 9008: return "DnnFinalize";
+	case 9009: return "DnnExecute";
+	case 9010: return "DnnLegacy";
 	}
 	return "unknown";
 }
@@ -4160,6 +4171,367 @@ int gw_nvml_session_pid_decode(struct gw_nvml_session_pid *m, const uint8_t *p, 
 	return dfinish(&d);
 }
 
+size_t gw_dnn_reply_size(const struct gw_dnn_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_dnn_reply_encode(const struct gw_dnn_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->value);
+	o = put64(o, m->d0);
+	o = put64(o, m->d1);
+	o = put64(o, m->d2);
+	o = put64(o, m->d3);
+	o = put64(o, m->d4);
+	o = put64(o, m->d5);
+	o = put64(o, m->d6);
+	o = put64(o, m->d7);
+	o = put64(o, m->d8);
+	o = put64(o, m->d9);
+	o = put64(o, m->d10);
+	o = put64(o, m->d11);
+	o = put64(o, m->d12);
+	o = put64(o, m->d13);
+	o = put64(o, m->d14);
+	o = put64(o, m->d15);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_dnn_reply_decode(struct gw_dnn_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->value = d64(&d, "value");
+	m->d0 = d64(&d, "d0");
+	m->d1 = d64(&d, "d1");
+	m->d2 = d64(&d, "d2");
+	m->d3 = d64(&d, "d3");
+	m->d4 = d64(&d, "d4");
+	m->d5 = d64(&d, "d5");
+	m->d6 = d64(&d, "d6");
+	m->d7 = d64(&d, "d7");
+	m->d8 = d64(&d, "d8");
+	m->d9 = d64(&d, "d9");
+	m->d10 = d64(&d, "d10");
+	m->d11 = d64(&d, "d11");
+	m->d12 = d64(&d, "d12");
+	m->d13 = d64(&d, "d13");
+	m->d14 = d64(&d, "d14");
+	m->d15 = d64(&d, "d15");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
+size_t gw_dnn_create_size(const struct gw_dnn_create *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_dnn_create_encode(const struct gw_dnn_create *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_dnn_create_decode(struct gw_dnn_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
+size_t gw_dnn_destroy_size(const struct gw_dnn_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_dnn_destroy_encode(const struct gw_dnn_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	return o;
+}
+
+int gw_dnn_destroy_decode(struct gw_dnn_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	return dfinish(&d);
+}
+
+size_t gw_dnn_set_stream_size(const struct gw_dnn_set_stream *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_dnn_set_stream_encode(const struct gw_dnn_set_stream *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_dnn_set_stream_decode(struct gw_dnn_set_stream *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnSetStream", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_dnn_desc_create_size(const struct gw_dnn_desc_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_dnn_desc_create_encode(const struct gw_dnn_desc_create *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->kind);
+	return o;
+}
+
+int gw_dnn_desc_create_decode(struct gw_dnn_desc_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnDescCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->kind = d32(&d, "kind");
+	return dfinish(&d);
+}
+
+size_t gw_dnn_desc_destroy_size(const struct gw_dnn_desc_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_dnn_desc_destroy_encode(const struct gw_dnn_desc_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->desc);
+	return o;
+}
+
+int gw_dnn_desc_destroy_decode(struct gw_dnn_desc_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnDescDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->desc = d64(&d, "desc");
+	return dfinish(&d);
+}
+
+size_t gw_dnn_set_attribute_size(const struct gw_dnn_set_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4 + m->elems_len;
+	return n;
+}
+
+uint8_t *gw_dnn_set_attribute_encode(const struct gw_dnn_set_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->desc);
+	o = put32(o, (uint32_t)m->name);
+	o = put32(o, (uint32_t)m->kind);
+	o = put32(o, (uint32_t)m->count);
+	o = put32(o, m->elems_len);
+	if (m->elems_len) memcpy(o, m->elems, m->elems_len);
+	o += m->elems_len;
+	return o;
+}
+
+uint8_t *gw_dnn_set_attribute_encode_head(const struct gw_dnn_set_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->desc);
+	o = put32(o, (uint32_t)m->name);
+	o = put32(o, (uint32_t)m->kind);
+	o = put32(o, (uint32_t)m->count);
+	o = put32(o, m->elems_len);
+	return o;
+}
+
+int gw_dnn_set_attribute_decode(struct gw_dnn_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnSetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->desc = d64(&d, "desc");
+	m->name = d32(&d, "name");
+	m->kind = d32(&d, "kind");
+	m->count = d32(&d, "count");
+	m->elems = dvar(&d, "elems", 65536, 1, &m->elems_len);
+	return dfinish(&d);
+}
+
+size_t gw_dnn_get_attribute_size(const struct gw_dnn_get_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4 + m->elems_len;
+	return n;
+}
+
+uint8_t *gw_dnn_get_attribute_encode(const struct gw_dnn_get_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->desc);
+	o = put32(o, (uint32_t)m->name);
+	o = put32(o, (uint32_t)m->kind);
+	o = put32(o, (uint32_t)m->requested);
+	o = put32(o, (uint32_t)m->offset);
+	o = put32(o, m->elems_len);
+	if (m->elems_len) memcpy(o, m->elems, m->elems_len);
+	o += m->elems_len;
+	return o;
+}
+
+uint8_t *gw_dnn_get_attribute_encode_head(const struct gw_dnn_get_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->desc);
+	o = put32(o, (uint32_t)m->name);
+	o = put32(o, (uint32_t)m->kind);
+	o = put32(o, (uint32_t)m->requested);
+	o = put32(o, (uint32_t)m->offset);
+	o = put32(o, m->elems_len);
+	return o;
+}
+
+int gw_dnn_get_attribute_decode(struct gw_dnn_get_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnGetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->desc = d64(&d, "desc");
+	m->name = d32(&d, "name");
+	m->kind = d32(&d, "kind");
+	m->requested = d32(&d, "requested");
+	m->offset = d32(&d, "offset");
+	m->elems = dvar(&d, "elems", 65536, 1, &m->elems_len);
+	return dfinish(&d);
+}
+
+size_t gw_dnn_finalize_size(const struct gw_dnn_finalize *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_dnn_finalize_encode(const struct gw_dnn_finalize *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->desc);
+	return o;
+}
+
+int gw_dnn_finalize_decode(struct gw_dnn_finalize *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnFinalize", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->desc = d64(&d, "desc");
+	return dfinish(&d);
+}
+
+size_t gw_dnn_execute_size(const struct gw_dnn_execute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_dnn_execute_encode(const struct gw_dnn_execute *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put64(o, m->plan);
+	o = put64(o, m->pack);
+	return o;
+}
+
+int gw_dnn_execute_decode(struct gw_dnn_execute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnExecute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->plan = d64(&d, "plan");
+	m->pack = d64(&d, "pack");
+	return dfinish(&d);
+}
+
+size_t gw_dnn_legacy_size(const struct gw_dnn_legacy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 4 + m->descs_len;
+	n += 4 + m->args_len;
+	return n;
+}
+
+uint8_t *gw_dnn_legacy_encode(const struct gw_dnn_legacy *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->op);
+	o = put64(o, m->handle);
+	o = put32(o, m->descs_len);
+	if (m->descs_len) memcpy(o, m->descs, m->descs_len);
+	o += m->descs_len;
+	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	return o;
+}
+
+uint8_t *gw_dnn_legacy_encode_head(const struct gw_dnn_legacy *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->op);
+	o = put64(o, m->handle);
+	o = put32(o, m->descs_len);
+	if (m->descs_len) memcpy(o, m->descs, m->descs_len);
+	o += m->descs_len;
+	o = put32(o, m->args_len);
+	return o;
+}
+
+int gw_dnn_legacy_decode(struct gw_dnn_legacy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnLegacy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->op = d32(&d, "op");
+	m->handle = d64(&d, "handle");
+	m->descs = dvar(&d, "descs", 1024, 1, &m->descs_len);
+	m->args = dvar(&d, "args", 256, 1, &m->args_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -4430,6 +4802,28 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nvml_processes_reply_decode(m, p, n, err, errlen);
 	case 13006:
 		return gw_nvml_session_pid_decode(m, p, n, err, errlen);
+	case 9000:
+		return gw_dnn_reply_decode(m, p, n, err, errlen);
+	case 9001:
+		return gw_dnn_create_decode(m, p, n, err, errlen);
+	case 9002:
+		return gw_dnn_destroy_decode(m, p, n, err, errlen);
+	case 9003:
+		return gw_dnn_set_stream_decode(m, p, n, err, errlen);
+	case 9004:
+		return gw_dnn_desc_create_decode(m, p, n, err, errlen);
+	case 9005:
+		return gw_dnn_desc_destroy_decode(m, p, n, err, errlen);
+	case 9006:
+		return gw_dnn_set_attribute_decode(m, p, n, err, errlen);
+	case 9007:
+		return gw_dnn_get_attribute_decode(m, p, n, err, errlen);
+	case 9008:
+		return gw_dnn_finalize_decode(m, p, n, err, errlen);
+	case 9009:
+		return gw_dnn_execute_decode(m, p, n, err, errlen);
+	case 9010:
+		return gw_dnn_legacy_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

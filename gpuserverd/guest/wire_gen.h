@@ -163,6 +163,17 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NVML_PROCESSES 13004
 #define GW_TYPE_NVML_PROCESSES_REPLY 13005
 #define GW_TYPE_NVML_SESSION_PID 13006
+#define GW_TYPE_DNN_REPLY 9000
+#define GW_TYPE_DNN_CREATE 9001
+#define GW_TYPE_DNN_DESTROY 9002
+#define GW_TYPE_DNN_SET_STREAM 9003
+#define GW_TYPE_DNN_DESC_CREATE 9004
+#define GW_TYPE_DNN_DESC_DESTROY 9005
+#define GW_TYPE_DNN_SET_ATTRIBUTE 9006
+#define GW_TYPE_DNN_GET_ATTRIBUTE 9007
+#define GW_TYPE_DNN_FINALIZE 9008
+#define GW_TYPE_DNN_EXECUTE 9009
+#define GW_TYPE_DNN_LEGACY 9010
 
 struct gw_hello {
 	uint32_t version;
@@ -1548,6 +1559,131 @@ struct gw_nvml_session_pid {
 size_t gw_nvml_session_pid_size(const struct gw_nvml_session_pid *m);
 uint8_t *gw_nvml_session_pid_encode(const struct gw_nvml_session_pid *m, uint8_t *out);
 int gw_nvml_session_pid_decode(struct gw_nvml_session_pid *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t value;
+	uint64_t d0;
+	uint64_t d1;
+	uint64_t d2;
+	uint64_t d3;
+	uint64_t d4;
+	uint64_t d5;
+	uint64_t d6;
+	uint64_t d7;
+	uint64_t d8;
+	uint64_t d9;
+	uint64_t d10;
+	uint64_t d11;
+	uint64_t d12;
+	uint64_t d13;
+	uint64_t d14;
+	uint64_t d15;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_dnn_reply_size(const struct gw_dnn_reply *m);
+uint8_t *gw_dnn_reply_encode(const struct gw_dnn_reply *m, uint8_t *out);
+int gw_dnn_reply_decode(struct gw_dnn_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_create {
+	char unused;
+};
+size_t gw_dnn_create_size(const struct gw_dnn_create *m);
+uint8_t *gw_dnn_create_encode(const struct gw_dnn_create *m, uint8_t *out);
+int gw_dnn_create_decode(struct gw_dnn_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_destroy {
+	uint64_t handle;
+};
+size_t gw_dnn_destroy_size(const struct gw_dnn_destroy *m);
+uint8_t *gw_dnn_destroy_encode(const struct gw_dnn_destroy *m, uint8_t *out);
+int gw_dnn_destroy_decode(struct gw_dnn_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_set_stream {
+	uint64_t handle;
+	uint64_t stream;
+};
+size_t gw_dnn_set_stream_size(const struct gw_dnn_set_stream *m);
+uint8_t *gw_dnn_set_stream_encode(const struct gw_dnn_set_stream *m, uint8_t *out);
+int gw_dnn_set_stream_decode(struct gw_dnn_set_stream *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_desc_create {
+	uint32_t kind;
+};
+size_t gw_dnn_desc_create_size(const struct gw_dnn_desc_create *m);
+uint8_t *gw_dnn_desc_create_encode(const struct gw_dnn_desc_create *m, uint8_t *out);
+int gw_dnn_desc_create_decode(struct gw_dnn_desc_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_desc_destroy {
+	uint64_t desc;
+};
+size_t gw_dnn_desc_destroy_size(const struct gw_dnn_desc_destroy *m);
+uint8_t *gw_dnn_desc_destroy_encode(const struct gw_dnn_desc_destroy *m, uint8_t *out);
+int gw_dnn_desc_destroy_decode(struct gw_dnn_desc_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_set_attribute {
+	uint64_t desc;
+	uint32_t name;
+	uint32_t kind;
+	uint32_t count;
+	const void *elems; /* limit 65536 */
+	uint32_t elems_len;
+};
+size_t gw_dnn_set_attribute_size(const struct gw_dnn_set_attribute *m);
+uint8_t *gw_dnn_set_attribute_encode(const struct gw_dnn_set_attribute *m, uint8_t *out);
+int gw_dnn_set_attribute_decode(struct gw_dnn_set_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_dnn_set_attribute_encode_head(const struct gw_dnn_set_attribute *m, uint8_t *out);
+
+struct gw_dnn_get_attribute {
+	uint64_t desc;
+	uint32_t name;
+	uint32_t kind;
+	uint32_t requested;
+	uint32_t offset;
+	const void *elems; /* limit 65536 */
+	uint32_t elems_len;
+};
+size_t gw_dnn_get_attribute_size(const struct gw_dnn_get_attribute *m);
+uint8_t *gw_dnn_get_attribute_encode(const struct gw_dnn_get_attribute *m, uint8_t *out);
+int gw_dnn_get_attribute_decode(struct gw_dnn_get_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_dnn_get_attribute_encode_head(const struct gw_dnn_get_attribute *m, uint8_t *out);
+
+struct gw_dnn_finalize {
+	uint64_t desc;
+};
+size_t gw_dnn_finalize_size(const struct gw_dnn_finalize *m);
+uint8_t *gw_dnn_finalize_encode(const struct gw_dnn_finalize *m, uint8_t *out);
+int gw_dnn_finalize_decode(struct gw_dnn_finalize *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_execute {
+	uint64_t handle;
+	uint64_t plan;
+	uint64_t pack;
+};
+size_t gw_dnn_execute_size(const struct gw_dnn_execute *m);
+uint8_t *gw_dnn_execute_encode(const struct gw_dnn_execute *m, uint8_t *out);
+int gw_dnn_execute_decode(struct gw_dnn_execute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_legacy {
+	uint32_t op;
+	uint64_t handle;
+	const void *descs; /* limit 1024 */
+	uint32_t descs_len;
+	const void *args; /* limit 256 */
+	uint32_t args_len;
+};
+size_t gw_dnn_legacy_size(const struct gw_dnn_legacy *m);
+uint8_t *gw_dnn_legacy_encode(const struct gw_dnn_legacy *m, uint8_t *out);
+int gw_dnn_legacy_decode(struct gw_dnn_legacy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_dnn_legacy_encode_head(const struct gw_dnn_legacy *m, uint8_t *out);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -88,9 +88,9 @@ type Server struct {
 	metrics  counters
 	arenas   *arenaBudget
 	gate     *handshakeGate
-	admitted admitted      // sessions counted against the caps, by instance
-	denied   *denyList     // instances whose tokens the apiserver has revoked
-	memory   *memoryLedger // shared-tier GPU memory per instance and GPU
+	admitted admitted              // sessions counted against the caps, by instance
+	denied   *denyList             // instances whose tokens the apiserver has revoked
+	memory   *memoryLedger         // shared-tier GPU memory per instance and GPU
 	monitors map[*monitor]struct{} // open NVML connections (nvml.go)
 
 	ln      net.Listener

@@ -164,6 +164,17 @@ const (
 	TypeNvmlProcesses                Type = 13004
 	TypeNvmlProcessesReply           Type = 13005
 	TypeNvmlSessionPid               Type = 13006
+	TypeDnnReply                     Type = 9000
+	TypeDnnCreate                    Type = 9001
+	TypeDnnDestroy                   Type = 9002
+	TypeDnnSetStream                 Type = 9003
+	TypeDnnDescCreate                Type = 9004
+	TypeDnnDescDestroy               Type = 9005
+	TypeDnnSetAttribute              Type = 9006
+	TypeDnnGetAttribute              Type = 9007
+	TypeDnnFinalize                  Type = 9008
+	TypeDnnExecute                   Type = 9009
+	TypeDnnLegacy                    Type = 9010
 )
 
 var typeNames = map[Type]string{
@@ -301,6 +312,17 @@ var typeNames = map[Type]string{
 	TypeNvmlProcesses:                "NvmlProcesses",
 	TypeNvmlProcessesReply:           "NvmlProcessesReply",
 	TypeNvmlSessionPid:               "NvmlSessionPid",
+	TypeDnnReply:                     "DnnReply",
+	TypeDnnCreate:                    "DnnCreate",
+	TypeDnnDestroy:                   "DnnDestroy",
+	TypeDnnSetStream:                 "DnnSetStream",
+	TypeDnnDescCreate:                "DnnDescCreate",
+	TypeDnnDescDestroy:               "DnnDescDestroy",
+	TypeDnnSetAttribute:              "DnnSetAttribute",
+	TypeDnnGetAttribute:              "DnnGetAttribute",
+	TypeDnnFinalize:                  "DnnFinalize",
+	TypeDnnExecute:                   "DnnExecute",
+	TypeDnnLegacy:                    "DnnLegacy",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -574,6 +596,28 @@ func New(t Type) Message {
 		return new(NvmlProcessesReply)
 	case TypeNvmlSessionPid:
 		return new(NvmlSessionPid)
+	case TypeDnnReply:
+		return new(DnnReply)
+	case TypeDnnCreate:
+		return new(DnnCreate)
+	case TypeDnnDestroy:
+		return new(DnnDestroy)
+	case TypeDnnSetStream:
+		return new(DnnSetStream)
+	case TypeDnnDescCreate:
+		return new(DnnDescCreate)
+	case TypeDnnDescDestroy:
+		return new(DnnDescDestroy)
+	case TypeDnnSetAttribute:
+		return new(DnnSetAttribute)
+	case TypeDnnGetAttribute:
+		return new(DnnGetAttribute)
+	case TypeDnnFinalize:
+		return new(DnnFinalize)
+	case TypeDnnExecute:
+		return new(DnnExecute)
+	case TypeDnnLegacy:
+		return new(DnnLegacy)
 	}
 	return nil
 }
@@ -4662,5 +4706,374 @@ func (m *NvmlSessionPid) Append(b []byte) []byte {
 func (m *NvmlSessionPid) Decode(p []byte) error {
 	d := decoder{p: p, msg: "NvmlSessionPid"}
 	m.Pid = d.u32("pid")
+	return d.finish()
+}
+
+// DnnReply is message type 9000.
+type DnnReply struct {
+	Result  int32
+	Status  int32
+	Value   uint64
+	D0      uint64
+	D1      uint64
+	D2      uint64
+	D3      uint64
+	D4      uint64
+	D5      uint64
+	D6      uint64
+	D7      uint64
+	D8      uint64
+	D9      uint64
+	D10     uint64
+	D11     uint64
+	D12     uint64
+	D13     uint64
+	D14     uint64
+	D15     uint64
+	Message string
+}
+
+// Type returns TypeDnnReply.
+func (*DnnReply) Type() Type { return TypeDnnReply }
+
+// Append appends the encoded payload to b.
+func (m *DnnReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.Value)
+	b = putU64(b, m.D0)
+	b = putU64(b, m.D1)
+	b = putU64(b, m.D2)
+	b = putU64(b, m.D3)
+	b = putU64(b, m.D4)
+	b = putU64(b, m.D5)
+	b = putU64(b, m.D6)
+	b = putU64(b, m.D7)
+	b = putU64(b, m.D8)
+	b = putU64(b, m.D9)
+	b = putU64(b, m.D10)
+	b = putU64(b, m.D11)
+	b = putU64(b, m.D12)
+	b = putU64(b, m.D13)
+	b = putU64(b, m.D14)
+	b = putU64(b, m.D15)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.Value = d.u64("value")
+	m.D0 = d.u64("d0")
+	m.D1 = d.u64("d1")
+	m.D2 = d.u64("d2")
+	m.D3 = d.u64("d3")
+	m.D4 = d.u64("d4")
+	m.D5 = d.u64("d5")
+	m.D6 = d.u64("d6")
+	m.D7 = d.u64("d7")
+	m.D8 = d.u64("d8")
+	m.D9 = d.u64("d9")
+	m.D10 = d.u64("d10")
+	m.D11 = d.u64("d11")
+	m.D12 = d.u64("d12")
+	m.D13 = d.u64("d13")
+	m.D14 = d.u64("d14")
+	m.D15 = d.u64("d15")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// DnnCreate is message type 9001.
+type DnnCreate struct {
+}
+
+// Type returns TypeDnnCreate.
+func (*DnnCreate) Type() Type { return TypeDnnCreate }
+
+// Append appends the encoded payload to b.
+func (m *DnnCreate) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnCreate"}
+	return d.finish()
+}
+
+// DnnDestroy is message type 9002.
+type DnnDestroy struct {
+	Handle uint64
+}
+
+// Type returns TypeDnnDestroy.
+func (*DnnDestroy) Type() Type { return TypeDnnDestroy }
+
+// Append appends the encoded payload to b.
+func (m *DnnDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnDestroy"}
+	m.Handle = d.u64("handle")
+	return d.finish()
+}
+
+// DnnSetStream is message type 9003.
+type DnnSetStream struct {
+	Handle uint64
+	Stream uint64
+}
+
+// Type returns TypeDnnSetStream.
+func (*DnnSetStream) Type() Type { return TypeDnnSetStream }
+
+// Append appends the encoded payload to b.
+func (m *DnnSetStream) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnSetStream) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnSetStream"}
+	m.Handle = d.u64("handle")
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// DnnDescCreate is message type 9004.
+type DnnDescCreate struct {
+	Kind uint32
+}
+
+// Type returns TypeDnnDescCreate.
+func (*DnnDescCreate) Type() Type { return TypeDnnDescCreate }
+
+// Append appends the encoded payload to b.
+func (m *DnnDescCreate) Append(b []byte) []byte {
+	b = putU32(b, m.Kind)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnDescCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnDescCreate"}
+	m.Kind = d.u32("kind")
+	return d.finish()
+}
+
+// DnnDescDestroy is message type 9005.
+type DnnDescDestroy struct {
+	Desc uint64
+}
+
+// Type returns TypeDnnDescDestroy.
+func (*DnnDescDestroy) Type() Type { return TypeDnnDescDestroy }
+
+// Append appends the encoded payload to b.
+func (m *DnnDescDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Desc)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnDescDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnDescDestroy"}
+	m.Desc = d.u64("desc")
+	return d.finish()
+}
+
+// DnnSetAttribute is message type 9006.
+type DnnSetAttribute struct {
+	Desc  uint64
+	Name  uint32
+	Kind  uint32
+	Count uint32
+	Elems []byte
+}
+
+// Type returns TypeDnnSetAttribute.
+func (*DnnSetAttribute) Type() Type { return TypeDnnSetAttribute }
+
+// Append appends the encoded payload to b.
+func (m *DnnSetAttribute) Append(b []byte) []byte {
+	b = putU64(b, m.Desc)
+	b = putU32(b, m.Name)
+	b = putU32(b, m.Kind)
+	b = putU32(b, m.Count)
+	b = putU32(b, uint32(len(m.Elems)))
+	b = append(b, m.Elems...)
+	return b
+}
+
+// AppendHead appends the payload without Elems's content (its length included), so a
+// large Elems can be written from where it lies.
+func (m *DnnSetAttribute) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Desc)
+	b = putU32(b, m.Name)
+	b = putU32(b, m.Kind)
+	b = putU32(b, m.Count)
+	b = putU32(b, uint32(len(m.Elems)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnSetAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnSetAttribute"}
+	m.Desc = d.u64("desc")
+	m.Name = d.u32("name")
+	m.Kind = d.u32("kind")
+	m.Count = d.u32("count")
+	m.Elems = d.bytes("elems", 65536)
+	return d.finish()
+}
+
+// DnnGetAttribute is message type 9007.
+type DnnGetAttribute struct {
+	Desc      uint64
+	Name      uint32
+	Kind      uint32
+	Requested uint32
+	Offset    uint32
+	Elems     []byte
+}
+
+// Type returns TypeDnnGetAttribute.
+func (*DnnGetAttribute) Type() Type { return TypeDnnGetAttribute }
+
+// Append appends the encoded payload to b.
+func (m *DnnGetAttribute) Append(b []byte) []byte {
+	b = putU64(b, m.Desc)
+	b = putU32(b, m.Name)
+	b = putU32(b, m.Kind)
+	b = putU32(b, m.Requested)
+	b = putU32(b, m.Offset)
+	b = putU32(b, uint32(len(m.Elems)))
+	b = append(b, m.Elems...)
+	return b
+}
+
+// AppendHead appends the payload without Elems's content (its length included), so a
+// large Elems can be written from where it lies.
+func (m *DnnGetAttribute) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Desc)
+	b = putU32(b, m.Name)
+	b = putU32(b, m.Kind)
+	b = putU32(b, m.Requested)
+	b = putU32(b, m.Offset)
+	b = putU32(b, uint32(len(m.Elems)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnGetAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnGetAttribute"}
+	m.Desc = d.u64("desc")
+	m.Name = d.u32("name")
+	m.Kind = d.u32("kind")
+	m.Requested = d.u32("requested")
+	m.Offset = d.u32("offset")
+	m.Elems = d.bytes("elems", 65536)
+	return d.finish()
+}
+
+// DnnFinalize is message type 9008.
+type DnnFinalize struct {
+	Desc uint64
+}
+
+// Type returns TypeDnnFinalize.
+func (*DnnFinalize) Type() Type { return TypeDnnFinalize }
+
+// Append appends the encoded payload to b.
+func (m *DnnFinalize) Append(b []byte) []byte {
+	b = putU64(b, m.Desc)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnFinalize) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnFinalize"}
+	m.Desc = d.u64("desc")
+	return d.finish()
+}
+
+// DnnExecute is message type 9009.
+type DnnExecute struct {
+	Handle uint64
+	Plan   uint64
+	Pack   uint64
+}
+
+// Type returns TypeDnnExecute.
+func (*DnnExecute) Type() Type { return TypeDnnExecute }
+
+// Append appends the encoded payload to b.
+func (m *DnnExecute) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Plan)
+	b = putU64(b, m.Pack)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnExecute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnExecute"}
+	m.Handle = d.u64("handle")
+	m.Plan = d.u64("plan")
+	m.Pack = d.u64("pack")
+	return d.finish()
+}
+
+// DnnLegacy is message type 9010.
+type DnnLegacy struct {
+	Op     uint32
+	Handle uint64
+	Descs  []byte
+	Args   []byte
+}
+
+// Type returns TypeDnnLegacy.
+func (*DnnLegacy) Type() Type { return TypeDnnLegacy }
+
+// Append appends the encoded payload to b.
+func (m *DnnLegacy) Append(b []byte) []byte {
+	b = putU32(b, m.Op)
+	b = putU64(b, m.Handle)
+	b = putU32(b, uint32(len(m.Descs)))
+	b = append(b, m.Descs...)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	return b
+}
+
+// AppendHead appends the payload without Args's content (its length included), so a
+// large Args can be written from where it lies.
+func (m *DnnLegacy) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Op)
+	b = putU64(b, m.Handle)
+	b = putU32(b, uint32(len(m.Descs)))
+	b = append(b, m.Descs...)
+	b = putU32(b, uint32(len(m.Args)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnLegacy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnLegacy"}
+	m.Op = d.u32("op")
+	m.Handle = d.u64("handle")
+	m.Descs = d.bytes("descs", 1024)
+	m.Args = d.bytes("args", 256)
 	return d.finish()
 }

@@ -67,6 +67,8 @@ func (s *Session) serveOne() error {
 				detail = st.Message
 			} else if br, ok := answer.(*wire.BlasReply); ok {
 				detail = br.Message
+			} else if dr, ok := answer.(*wire.DnnReply); ok {
+				detail = dr.Message
 			}
 			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
 		}
@@ -87,6 +89,8 @@ func resultOf(m wire.Message) int32 {
 	case *wire.BlasReply:
 		return r.Result
 	case *wire.ApiCallReply:
+		return r.Result
+	case *wire.DnnReply:
 		return r.Result
 	}
 	return 0
@@ -138,6 +142,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		if _, ok := m.(*wire.ApiCall); ok {
 			return apiReply(nil, 0, err), nil
+		}
+		if isDnn(m) {
+			return dnnReply(0, err), nil
 		}
 		return status(err), nil
 	}
@@ -241,6 +248,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.blas(d, m), nil
 	case *wire.ApiCall:
 		return s.apiCall(c, m), nil
+	case *wire.DnnCreate, *wire.DnnDestroy, *wire.DnnSetStream, *wire.DnnDescCreate, *wire.DnnDescDestroy,
+		*wire.DnnSetAttribute, *wire.DnnGetAttribute, *wire.DnnFinalize, *wire.DnnExecute, *wire.DnnLegacy:
+		return s.dnn(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

@@ -51,6 +51,7 @@ type device struct {
 	used    uint64
 	blas    blasState
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
+	dnn     dnnState
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond

@@ -43,6 +43,7 @@ type Context struct {
 	reg       map[unsafe.Pointer]int // registered host ranges: address -> size
 	blas      map[backend.Handle]*blasHandle
 	fam       *famTables // the hand-written families' objects (families.go), made on first use
+	dnn       dnnObjects
 }
 
 var _ backend.Context = (*Context)(nil)
@@ -581,7 +582,7 @@ func (c *Context) Close() error {
 	if c.closed {
 		return nil
 	}
-	errs := c.closeBlas()
+	errs := append(c.closeDnn(), c.closeBlas()...)
 	for p := range c.host {
 		errs = append(errs, check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p)))
 	}

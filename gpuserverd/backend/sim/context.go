@@ -26,6 +26,8 @@ type Context struct {
 	asyncErr  error         // sticky: the first error of work run asynchronously
 	reg       map[*byte]int // registered host ranges, as the driver keeps them
 	blas      map[backend.Handle]*blasHandle
+	dnn       map[backend.Handle]*dnnHandle
+	dnnDescs  map[backend.Handle]*dnnDesc
 
 	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
 	funcAttrs   map[backend.Handle]funcAttrs

@@ -1,0 +1,117 @@
+package guesttest
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"gpucloud/internal/sessiontoken"
+)
+
+var cudnnBuild struct {
+	once sync.Once
+	err  error
+}
+
+// buildCudnn builds gpucloud's libcudnn.so.9 (against its own declarations, shim/cudnn.h) and
+// dnn_sim_test into the build folder, and the foreign libcuda.so.1 of the cuBLAS tests.
+func buildCudnn(t *testing.T) string {
+	t.Helper()
+	dir := buildCublas(t) // the foreign libcuda.so.1 comes with it
+	cudnnBuild.once.Do(func() {
+		steps := [][]string{
+			{"make", "-s", "-C", "../cudnn", "BUILD=" + dir, "LIBDIRS=-L" + dir, "CFLAGS=-O2 -g -Wall -Wextra -Werror"},
+			{"gcc", "-Wall", "-Wextra", "-Werror", "-I../cudnn/shim", "-I../include", "-o", filepath.Join(dir, "dnn_sim_test"),
+				"../cudnn/dnn_sim_test.c", "-L" + dir, "-lcudnn", "-lcuda", "-lm"},
+		}
+		for _, s := range steps {
+			if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+				cudnnBuild.err = &buildError{s, err, out}
+				return
+			}
+		}
+	})
+	if cudnnBuild.err != nil {
+		t.Fatal(cudnnBuild.err)
+	}
+	return dir
+}
+
+// TestCudnnOnSim runs gpucloud's libcudnn over the guest library and a real gpuserverd on the
+// simulated backend: backend descriptors and attributes, a legacy convolution against a CPU
+// one, refusals; a call that is not forwarded is named on stderr once.
+func TestCudnnOnSim(t *testing.T) {
+	buildCudnn(t)
+	out := runOK(t, startServer(t), "dnn_sim_test")
+	notice := "gpucloud libcudnn: cudnnSetDropoutDescriptor is not forwarded to gpuserverd"
+	if n := strings.Count(out, notice); n != 1 {
+		t.Errorf("the notice for cudnnSetDropoutDescriptor came %d times, want once:\n%s", n, out)
+	}
+}
+
+// TestCudnnRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cudnnCreate fails
+// and says why.
+func TestCudnnRefusesForeignDriver(t *testing.T) {
+	dir := buildCudnn(t)
+	s := startServer(t)
+	cmd := s.client(s.token("s-foreign", sessiontoken.TierDedicated, 0), "dnn_sim_test", "foreign")
+	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "dnn_sim_test foreign: OK") ||
+		!strings.Contains(string(out), "is not gpucloud's guest library") {
+		t.Fatalf("over a foreign libcuda: %v\n%s", err, out)
+	}
+}
+
+// TestCudnnExportsTorchsNames: libcudnn.so.9 defines every cuDNN name PyTorch 2.11 imports
+// (cudnn/torch-needs-libcudnn.txt), and exports nothing else but cuDNN's names and its marker.
+func TestCudnnExportsTorchsNames(t *testing.T) {
+	dir := buildCudnn(t)
+	out, err := exec.Command("nm", "-D", "--defined-only", filepath.Join(dir, "libcudnn.so.9")).Output()
+	if err != nil {
+		t.Fatalf("nm: %v", err)
+	}
+	have := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 {
+			have[strings.SplitN(f[2], "@", 2)[0]] = true
+		}
+	}
+	f, err := os.Open("../cudnn/torch-needs-libcudnn.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var missing []string
+	want := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if name := strings.TrimSpace(sc.Text()); name != "" {
+			want++
+			if !have[name] {
+				missing = append(missing, name)
+			}
+		}
+	}
+	if want < 80 {
+		t.Fatalf("the list has %d names: not PyTorch's", want)
+	}
+	if len(missing) > 0 {
+		t.Errorf("libcudnn.so.9 lacks %d of PyTorch's %d names: %v", len(missing), want, missing)
+	}
+	var stray []string
+	for name := range have {
+		if !strings.HasPrefix(name, "cudnn") && name != "gpucloud_cudnn_guest" && name != "libcudnn.so.9" {
+			stray = append(stray, name)
+		}
+	}
+	sort.Strings(stray)
+	if len(stray) > 0 {
+		t.Errorf("exports beyond cuDNN's names: %v", stray)
+	}
+}
