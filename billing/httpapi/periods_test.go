@@ -22,10 +22,11 @@ type periodJSON struct {
 // GET /v1/periods: months with usage are open until closed; the clock is April 10th 2026, so
 // March has ended and April has not. Tenants see their own months only.
 func TestListPeriods(t *testing.T) {
-	h := newServer(t)
+	h, pool := newServerPool(t)
 	a, b := uuid.New(), uuid.New()
 	alice := caller{role: authn.RoleTenantAdmin, tenant: a}
 	april := march.AddDate(0, 1, 0)
+	holdGPU(t, pool, a, "H100", march.Add(time.Hour), time.Hour)
 	decode[api.UsageBatchResult](t, do(t, h, dmn, "POST", "/v1/agent/usage", api.UsageBatch{Records: []api.UsageRecord{
 		record("a-mar", a, march.Add(time.Hour), time.Hour), record("a-apr", a, april.Add(time.Hour), time.Hour),
 		record("b-mar", b, march.Add(time.Hour), 2*time.Hour),
