@@ -78,7 +78,7 @@ func (c *Client) Usage(ctx context.Context, q UsageQuery) (Usage, error) {
 // for the same key (kind, GPU model and tier, or instance type).
 type Price struct {
 	ID              string    `json:"id"`
-	Kind            string    `json:"kind"` // gpu or vm
+	Kind            string    `json:"kind"` // gpu, vm or storage
 	GPUModel        string    `json:"gpu_model,omitempty"`
 	Tier            string    `json:"tier,omitempty"`
 	InstanceType    string    `json:"instance_type,omitempty"`

@@ -97,5 +97,5 @@ func demoCatalog(ctx context.Context, st *store.Store) error {
 			return fmt.Errorf("demo catalog: %w", err)
 		}
 	}
-	return nil
+	return seedPriceBook(ctx, st)
 }
