@@ -97,6 +97,7 @@ var (
 	opListPeriods    = op("GET", "/v1/periods")
 	opClosePeriod    = op("POST", "/v1/periods/close")
 	opGPUHoursReport = op("GET", "/v1/reports/gpu-hours")
+	opBillingReport  = op("GET", "/v1/reports/billing")
 )
 
 // fleet is the same set of operations on hosts and on GPU servers.

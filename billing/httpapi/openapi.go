@@ -60,8 +60,9 @@ func OpenAPIPaths() map[string]any {
 		"/v1/invoices": map[string]any{"get": map[string]any{
 			"operationId": "listInvoices", "tags": []string{"billing"}, "summary": "Closed invoices (tenants: their own)",
 			"parameters": []any{param("tenant_id", "query", "platform roles: filter by tenant", false, str),
-				param("limit", "query", "1..1000", false, map[string]any{"type": "integer"})},
-			"responses": errs(map[string]any{"200": jsonResp("invoices", obj)}, "400", "401", "403", "404", "500"),
+				param("limit", "query", "1..1000", false, map[string]any{"type": "integer"}),
+				param("cursor", "query", "the previous page's next_cursor", false, str)},
+			"responses": errs(map[string]any{"200": jsonResp("invoices (items, next_cursor when the page is full)", obj)}, "400", "401", "403", "404", "500"),
 		}},
 		"/v1/invoices/{id}": map[string]any{"get": map[string]any{
 			"operationId": "getInvoice", "tags": []string{"billing"},
@@ -91,14 +92,23 @@ func OpenAPIPaths() map[string]any {
 			"summary": "Months with usage or an invoice, newest first: open (ended: may be closed now) or closed with their invoice (tenants: their own)",
 			"parameters": []any{param("tenant_id", "query", "platform roles: filter by tenant", false, str),
 				param("status", "query", "only open or only closed months", false, enum("open", "closed")),
-				param("limit", "query", "1..1000", false, map[string]any{"type": "integer"})},
-			"responses": errs(map[string]any{"200": jsonResp("periods", obj)}, "400", "401", "403", "404", "500"),
+				param("limit", "query", "1..1000", false, map[string]any{"type": "integer"}),
+				param("cursor", "query", "the previous page's next_cursor", false, str)},
+			"responses": errs(map[string]any{"200": jsonResp("periods (items, next_cursor when the page is full)", obj)}, "400", "401", "403", "404", "500"),
 		}},
 		"/v1/periods/close": map[string]any{"post": map[string]any{
 			"operationId": "closePeriod", "tags": []string{"billing"}, "parameters": idemKey, "summary": "Close a tenant's month into a final invoice (finance)",
 			"requestBody": body(map[string]any{"type": "object", "required": []string{"tenant_id", "period"},
 				"properties": map[string]any{"tenant_id": str, "period": map[string]any{"type": "string", "pattern": `^\d{4}-\d{2}$`}}}),
 			"responses": errs(map[string]any{"201": jsonResp("the invoice", obj)}, "400", "401", "403", "409", "500"),
+		}},
+		"/v1/reports/billing": map[string]any{"get": map[string]any{
+			"operationId": "billingReport", "tags": []string{"billing"},
+			"summary": "Month-close report (finance, operator): held GPU-hours (charged), utilised GPU-hours (sessions, not charged), slice and storage GiB-hours, VM-hours and revenue per group; CSV with Accept: text/csv or format=csv",
+			"parameters": append([]any{param("group_by", "query", "comma-separated dimensions: tier, gpu_model, tenant, instance_type (default tenant; empty: one total row)", false, str),
+				param("format", "query", "json (default) or csv", false, enum("json", "csv"))}, rangeParams...),
+			"responses": errs(map[string]any{"200": map[string]any{"description": "the report", "content": map[string]any{
+				"application/json": map[string]any{"schema": obj}, "text/csv": map[string]any{"schema": str}}}}, "400", "401", "403", "500"),
 		}},
 		"/v1/reports/gpu-hours": map[string]any{"get": map[string]any{
 			"operationId": "gpuHoursReport", "tags": []string{"billing"},

@@ -9,7 +9,8 @@
 //	POST /v1/prices                 finance          add a price entry
 //	GET  /v1/periods                tenant, platform months with usage or an invoice, open or closed
 //	POST /v1/periods/close          finance          close a tenant's month into an invoice
-//	GET  /v1/reports/gpu-hours      finance, operator GPU-hours and revenue, JSON or CSV
+//	GET  /v1/reports/gpu-hours      finance, operator utilised GPU-hours (sessions), JSON or CSV
+//	GET  /v1/reports/billing        finance, operator held vs utilised hours, storage, revenue; JSON or CSV
 package httpapi
 
 import (
@@ -78,6 +79,7 @@ func (s *Service) Mount(g *gin.RouterGroup) {
 	g.GET("/periods", s.allow(tenantRoles...), s.listPeriods)
 	g.POST("/periods/close", s.allow(authn.RoleFinance), s.closePeriod)
 	g.GET("/reports/gpu-hours", s.allow(authn.RoleFinance, authn.RoleOperator), s.gpuHours)
+	g.GET("/reports/billing", s.allow(authn.RoleFinance, authn.RoleOperator), s.heldReport)
 }
 
 // tenantRoles may read tenant-scoped resources: tenants their own, platform roles any.

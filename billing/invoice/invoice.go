@@ -155,12 +155,20 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID, tenant *uuid.UUID) (Inv
 	return inv, nil
 }
 
-// List returns closed invoices, newest period first; tenant nil lists every tenant's.
-func (s *Service) List(ctx context.Context, tenant *uuid.UUID, limit int) ([]Invoice, error) {
+// List returns closed invoices, newest period first then by tenant; tenant nil lists every
+// tenant's. With after, the list resumes after that period and tenant (cursor paging).
+func (s *Service) List(ctx context.Context, tenant *uuid.UUID, limit int, after ...*Cursor) ([]Invoice, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	return s.list(ctx, `WHERE ($1::uuid IS NULL OR tenant_id = $1) AND status = 'closed' ORDER BY period DESC, tenant_id LIMIT $2`, tenant, limit)
+	var c *Cursor
+	if len(after) > 0 {
+		c = after[0]
+	}
+	cp, ct := cursorArgs(c)
+	return s.list(ctx, `WHERE ($1::uuid IS NULL OR tenant_id = $1) AND status = 'closed'
+		AND ($3::date IS NULL OR period < $3 OR (period = $3 AND tenant_id > $4::uuid))
+		ORDER BY period DESC, tenant_id LIMIT $2`, tenant, limit, cp, ct)
 }
 
 func (s *Service) list(ctx context.Context, where string, args ...any) ([]Invoice, error) {

@@ -62,24 +62,27 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// rateSQL prices a tenant's allocation intervals over [$2, $3): each interval clipped to the
-// range and to "now" ($4, for intervals still open), cut where the price in force changes, and
-// summed per kind, price key and price entry. Time is whole seconds (intervals are dated to the
-// second), quantities unit-milliseconds. Time no price covers comes back with a NULL price.
-const rateSQL = `
-WITH ` + PriceRangesCTE + `,
+// HeldPiecesCTE names, after WITH, the CTEs that cut allocation intervals into priced pieces:
+// each interval matching where (over billing_allocations a) clipped to [$2, $3) and, while still
+// open, to $4 ("now"), then cut where the price in force changes. all_pieces has one row per piece:
+// the allocation's id, kind, price key (tier, gpu_model, instance_type: '' where the kind is not
+// priced by it), its raw dimensions (tenant_id, a_tier, a_gpu_model, a_instance_type) for reports,
+// quantity, price_id and price (NULL and 0 for time no price covers), start s and ms. Time is whole
+// seconds (intervals are dated to the second).
+func HeldPiecesCTE(where string) string {
+	return PriceRangesCTE + `,
 held AS (
-    SELECT a.id, a.kind, a.quantity,
+    SELECT a.id, a.kind, a.quantity, a.tenant_id, a.tier AS a_tier, a.gpu_model AS a_gpu_model, a.instance_type AS a_instance_type,
         CASE WHEN a.kind = 'gpu' THEN a.tier ELSE '' END AS tier,
         CASE WHEN a.kind = 'gpu' THEN a.gpu_model ELSE '' END AS gpu_model,
         CASE WHEN a.kind = 'vm' THEN a.instance_type ELSE '' END AS instance_type,
         greatest(a.started_at, $2) AS s, least(coalesce(a.ended_at, $4), $3) AS e
     FROM billing_allocations a
-    WHERE a.tenant_id = $1 AND a.started_at < $3 AND (a.ended_at IS NULL OR a.ended_at > $2)
+    WHERE ` + where + ` AND a.started_at < $3 AND (a.ended_at IS NULL OR a.ended_at > $2)
 ),
 pieces AS (
-    SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.quantity, p.id AS price_id, p.unit_price_micros AS price,
-        greatest(h.s, p.effective_from) AS s,
+    SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
+        h.quantity, p.id AS price_id, p.unit_price_micros AS price, greatest(h.s, p.effective_from) AS s,
         (extract(epoch FROM least(h.e, coalesce(p.effective_to, h.e)) - greatest(h.s, p.effective_from)) * 1000)::bigint AS ms
     FROM held h
     JOIN price_ranges p ON p.kind = h.kind AND p.gpu_model = h.gpu_model AND p.tier = h.tier
@@ -87,24 +90,30 @@ pieces AS (
     WHERE h.e > h.s
 ),
 unpriced AS (
-    SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.quantity, NULL::uuid AS price_id, 0::bigint AS price, h.s,
+    SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
+        h.quantity, NULL::uuid AS price_id, 0::bigint AS price, h.s,
         (extract(epoch FROM h.e - h.s) * 1000)::bigint - coalesce((SELECT sum(x.ms) FROM pieces x WHERE x.id = h.id), 0)::bigint AS ms
     FROM held h WHERE h.e > h.s
 ),
 all_pieces AS (
     SELECT * FROM pieces UNION ALL SELECT * FROM unpriced WHERE ms > 0
-)
+)`
+}
+
+// rateSQL prices a tenant's ($1) allocation pieces, summed per kind, price key and price entry.
+var rateSQL = `
+WITH ` + HeldPiecesCTE("a.tenant_id = $1") + `
 SELECT kind, tier, gpu_model, instance_type, price_id, price, min(s),
     sum(quantity * ms)::bigint AS qty,
-    round(sum(quantity * ms)::numeric / min(` + unitMs + `), 6)::text AS quantity,
-    round(sum(quantity * ms)::numeric * price / min(` + unitMs + `) / 10000)::bigint AS amount_cents
+    round(sum(quantity * ms)::numeric / min(` + UnitMsHeld + `), 6)::text AS quantity,
+    round(sum(quantity * ms)::numeric * price / min(` + UnitMsHeld + `) / 10000)::bigint AS amount_cents
 FROM all_pieces
 GROUP BY kind, tier, gpu_model, instance_type, price_id, price
 ORDER BY kind, tier, gpu_model, instance_type, min(s)`
 
-// unitMs is how many unit-milliseconds of an allocation make one priced unit: an hour, and for
-// quantities in MiB (shared slices, storage) an hour of 1,024 MiB.
-const unitMs = `(CASE WHEN kind = 'storage' OR (kind = 'gpu' AND tier = 'shared') THEN 3686400000 ELSE 3600000 END)`
+// UnitMsHeld is how many unit-milliseconds of an allocation piece make one priced unit: an hour,
+// and for quantities in MiB (shared slices, storage) an hour of 1,024 MiB.
+const UnitMsHeld = `(CASE WHEN kind = 'storage' OR (kind = 'gpu' AND tier = 'shared') THEN 3686400000 ELSE 3600000 END)`
 
 // Rate prices what a tenant held during period (the first day of a month) into numbered lines.
 // Time without a price in force returns an *UnpricedError.

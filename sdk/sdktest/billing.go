@@ -15,6 +15,7 @@ type Meter struct {
 	ID     string // the GPU server's id: the records' source
 	Client *sdk.Client
 	seq    int
+	env    *Env
 }
 
 // Meter registers a GPU server whose credential sends usage.
@@ -24,11 +25,12 @@ func (e *Env) Meter(t testing.TB, name string) *Meter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Meter{ID: d.ID, Client: e.Client(t, d.Credential)}
+	return &Meter{ID: d.ID, Client: e.Client(t, d.Credential), env: e}
 }
 
 // GPU sends one GPU session interval of tenant: tier dedicated or shared (a 20 GiB slice),
-// one GPU of model over [start, start+d). Every record must be accepted.
+// one GPU of model over [start, start+d), and records that the tenant held that GPU over the
+// same interval. Every record must be accepted.
 func (m *Meter) GPU(t testing.TB, tenant, model, tier string, start time.Time, d time.Duration) {
 	t.Helper()
 	m.seq++
@@ -41,5 +43,17 @@ func (m *Meter) GPU(t testing.TB, tenant, model, tier string, start time.Time, d
 	res, err := m.Client.PostUsage(context.Background(), api.UsageBatch{Records: []api.UsageRecord{r}})
 	if err != nil || res.Accepted != 1 {
 		t.Fatalf("post usage %+v: %+v %v", r, res, err)
+	}
+	// Sessions are utilisation; what is charged is what the tenant held. These tests bill as if
+	// the instance held the GPU exactly while the session ran, as the control plane would record
+	// for an instance running over the same interval.
+	quantity := int64(1)
+	if tier == "shared" {
+		quantity = 20 << 10
+	}
+	if _, err := m.env.Store.Pool.Exec(context.Background(), `INSERT INTO billing_allocations (tenant_id, instance_id, kind,
+		resource_id, tier, gpu_model, quantity, started_at, ended_at) VALUES ($1, gen_random_uuid(), 'gpu', $2, $3, $4, $5, $6, $7)`,
+		tenant, r.ID, tier, model, quantity, start, start.Add(d)); err != nil {
+		t.Fatalf("hold %+v: %v", r, err)
 	}
 }
