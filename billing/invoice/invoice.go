@@ -12,21 +12,26 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"gpucloud/billing/credit"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/rating"
+	"gpucloud/billing/webhook"
 )
 
 // Invoice is a closed period of one tenant.
 type Invoice struct {
-	ID         uuid.UUID     `json:"id"`
-	TenantID   uuid.UUID     `json:"tenant_id"`
-	Period     string        `json:"period"` // YYYY-MM
-	Status     string        `json:"status"`
-	Currency   string        `json:"currency"`
-	TotalCents int64         `json:"total_cents"`
-	Total      string        `json:"total"` // decimal, for people
-	ClosedAt   time.Time     `json:"closed_at"`
-	Lines      []rating.Line `json:"lines,omitempty"`
+	ID         uuid.UUID `json:"id"`
+	TenantID   uuid.UUID `json:"tenant_id"`
+	Period     string    `json:"period"` // YYYY-MM
+	Status     string    `json:"status"`
+	Currency   string    `json:"currency"`
+	TotalCents int64     `json:"total_cents"`
+	Total      string    `json:"total"` // decimal, for people
+	// CreditCents is what prepaid credit paid of the total; AmountDueCents the rest.
+	CreditCents    int64         `json:"credit_cents"`
+	AmountDueCents int64         `json:"amount_due_cents"`
+	ClosedAt       time.Time     `json:"closed_at"`
+	Lines          []rating.Line `json:"lines,omitempty"`
 }
 
 // Errors callers map to HTTP statuses.
@@ -108,10 +113,19 @@ func (s *Service) Close(ctx context.Context, tenant uuid.UUID, period time.Time)
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"billing_invoice_lines"}, lineColumns, pgx.CopyFromRows(rows)); err != nil {
 		return Invoice{}, fmt.Errorf("invoice: insert lines: %w", err)
 	}
+	// Prepaid credit pays what it can, in priority and expiry order.
+	if inv.CreditCents, err = credit.Apply(ctx, tx, tenant, inv.ID, period, inv.TotalCents); err != nil {
+		return Invoice{}, err
+	}
+	inv.AmountDueCents = inv.TotalCents - inv.CreditCents
 	// The trigger checks here that the total equals the sum of the lines.
-	if err := tx.QueryRow(ctx, `UPDATE billing_invoices SET status = 'closed', total_cents = $2, closed_at = now()
-		WHERE id = $1 RETURNING closed_at`, inv.ID, inv.TotalCents).Scan(&inv.ClosedAt); err != nil {
+	if err := tx.QueryRow(ctx, `UPDATE billing_invoices SET status = 'closed', total_cents = $2, credit_cents = $3, closed_at = now()
+		WHERE id = $1 RETURNING closed_at`, inv.ID, inv.TotalCents, inv.CreditCents).Scan(&inv.ClosedAt); err != nil {
 		return Invoice{}, fmt.Errorf("invoice: close: %w", err)
+	}
+	if err := webhook.Enqueue(ctx, tx, tenant, webhook.InvoiceClosed, s.now(), map[string]any{"invoice_id": inv.ID,
+		"period": inv.Period, "total_cents": inv.TotalCents, "credit_cents": inv.CreditCents, "amount_due_cents": inv.AmountDueCents}); err != nil {
+		return Invoice{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Invoice{}, fmt.Errorf("invoice: commit: %w", err)
@@ -172,14 +186,15 @@ func (s *Service) List(ctx context.Context, tenant *uuid.UUID, limit int, after 
 }
 
 func (s *Service) list(ctx context.Context, where string, args ...any) ([]Invoice, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id, to_char(period, 'YYYY-MM'), status, currency, total_cents, closed_at
+	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id, to_char(period, 'YYYY-MM'), status, currency, total_cents, credit_cents, closed_at
 		FROM billing_invoices `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("invoice: list: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invoice, error) {
 		var inv Invoice
-		err := r.Scan(&inv.ID, &inv.TenantID, &inv.Period, &inv.Status, &inv.Currency, &inv.TotalCents, &inv.ClosedAt)
+		err := r.Scan(&inv.ID, &inv.TenantID, &inv.Period, &inv.Status, &inv.Currency, &inv.TotalCents, &inv.CreditCents, &inv.ClosedAt)
+		inv.AmountDueCents = inv.TotalCents - inv.CreditCents
 		inv.ClosedAt = inv.ClosedAt.UTC()
 		inv.Total = rating.FormatCents(inv.TotalCents)
 		return inv, err

@@ -123,6 +123,7 @@ func Rate(ctx context.Context, q Querier, tenant uuid.UUID, period time.Time) ([
 }
 
 // RateRange prices what a tenant held over [from, to), counting intervals still open up to now.
+// Time without a price returns the priced lines and an *UnpricedError.
 func RateRange(ctx context.Context, q Querier, tenant uuid.UUID, from, to, now time.Time) ([]Line, error) {
 	rows, err := q.Query(ctx, rateSQL, tenant, from, to, now.UTC().Truncate(time.Second))
 	if err != nil {
@@ -153,7 +154,8 @@ func RateRange(ctx context.Context, q Querier, tenant uuid.UUID, from, to, now t
 		return nil, fmt.Errorf("rating: read lines: %w", err)
 	}
 	if len(unpriced) > 0 {
-		return nil, &UnpricedError{Items: unpriced}
+		// The priced lines come back too: a running balance counts them; a close refuses.
+		return lines, &UnpricedError{Items: unpriced}
 	}
 	return lines, nil
 }
