@@ -25,6 +25,7 @@ type Config struct {
 	Logger   *slog.Logger
 	// Options may set the server's extension points (Mounts, Paths) and timings.
 	Options server.Options
+	Billing BillingConfig
 }
 
 // Serve runs the apiserver on cfg.Listener until ctx ends, then shuts down gracefully.
@@ -36,7 +37,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := NewServer(ctx, opts)
+	srv, err := NewServer(ctx, opts, cfg.Billing)
 	if err != nil {
 		return err
 	}

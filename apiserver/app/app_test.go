@@ -24,19 +24,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func TestServeMountsBilling(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(ctx, pgtest.NewDatabase(t), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	_, key, _ := ed25519.GenerateKey(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, Config{Listener: ln, Store: st, TokenKey: key}) }()
-	base := "http://" + ln.Addr().String()
+	st, base, done := serveForTest(ctx, t)
 
 	_, financeKey, err := Bootstrap(ctx, st, "finance@example.com", authn.RoleFinance)
 	if err != nil {
@@ -104,4 +92,23 @@ func TestServeMountsBilling(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
+}
+
+// serveForTest runs the apiserver on a fresh database until ctx ends: its store, its base URL
+// and where Serve's result arrives.
+func serveForTest(ctx context.Context, t *testing.T) (*store.Store, string, chan error) {
+	t.Helper()
+	st, err := store.Open(ctx, pgtest.NewDatabase(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	_, key, _ := ed25519.GenerateKey(nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, Config{Listener: ln, Store: st, TokenKey: key}) }()
+	return st, "http://" + ln.Addr().String(), done
 }

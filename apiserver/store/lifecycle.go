@@ -11,6 +11,7 @@ import (
 
 	"gpucloud/api"
 	"gpucloud/billing/meter"
+	"gpucloud/billing/webhook"
 )
 
 // StateError is an action or report that the instance's current state does not allow.
@@ -122,7 +123,23 @@ func setState(ctx context.Context, tx pgx.Tx, clock func() time.Time, inst *Inst
 	if err := meter.Transition(ctx, tx, inst.ID, to, at); err != nil {
 		return err
 	}
+	if err := notifyState(ctx, tx, inst, to, reason, at); err != nil {
+		return err
+	}
 	inst.State, inst.DesiredState, inst.FailureReason = to, desired, reason
+	return nil
+}
+
+// notifyState queues the tenant's instance.state webhook (and instance.failed for a failure) in
+// the transition's transaction: the event exists exactly when the transition does.
+func notifyState(ctx context.Context, tx pgx.Tx, inst *Instance, to, reason string, at time.Time) error {
+	data := map[string]any{"instance_id": inst.ID, "name": inst.Name, "from": inst.State, "to": to, "reason": reason}
+	if err := webhook.Enqueue(ctx, tx, inst.TenantID, webhook.InstanceState, at, data); err != nil {
+		return err
+	}
+	if to == StateFailed {
+		return webhook.Enqueue(ctx, tx, inst.TenantID, webhook.InstanceFailed, at, data)
+	}
 	return nil
 }
 

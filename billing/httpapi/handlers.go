@@ -16,10 +16,12 @@ import (
 	"github.com/google/uuid"
 
 	"gpucloud/api"
+	"gpucloud/billing/credit"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
+	"gpucloud/billing/webhook"
 	"gpucloud/internal/problem"
 )
 
@@ -144,6 +146,14 @@ func fieldProblem(err error) *problem.Details {
 	var pf *rating.FieldError
 	if errors.As(err, &pf) {
 		return problem.Validation(problem.FieldError{Field: pf.Field, Reason: pf.Reason})
+	}
+	var cf *credit.FieldError
+	if errors.As(err, &cf) {
+		return problem.Validation(problem.FieldError{Field: cf.Field, Reason: cf.Reason})
+	}
+	var wf *webhook.FieldError
+	if errors.As(err, &wf) {
+		return problem.Validation(problem.FieldError{Field: wf.Field, Reason: wf.Reason})
 	}
 	return nil
 }

@@ -102,6 +102,72 @@ func OpenAPIPaths() map[string]any {
 				"properties": map[string]any{"tenant_id": str, "period": map[string]any{"type": "string", "pattern": `^\d{4}-\d{2}$`}}}),
 			"responses": errs(map[string]any{"201": jsonResp("the invoice", obj)}, "400", "401", "403", "409", "500"),
 		}},
+		"/v1/balance": map[string]any{"get": map[string]any{
+			"operationId": "getBalance", "tags": []string{"billing"},
+			"summary":    "Running balance: prepaid credit left minus what was held and not yet invoiced, month to date, and the budget (tenants: their own)",
+			"parameters": []any{param("tenant_id", "query", "platform roles: the tenant (required)", false, str)},
+			"responses":  errs(map[string]any{"200": jsonResp("balance and budget", obj)}, "400", "401", "403", "404", "500"),
+		}},
+		"/v1/credits": map[string]any{
+			"get": map[string]any{
+				"operationId": "listCredits", "tags": []string{"billing"}, "summary": "Credit grants in draw order (tenants: their own)",
+				"parameters": []any{param("tenant_id", "query", "platform roles: filter by tenant", false, str)},
+				"responses":  errs(map[string]any{"200": jsonResp("grants", obj)}, "400", "401", "403", "404", "500"),
+			},
+			"post": map[string]any{
+				"operationId": "addCredit", "tags": []string{"billing"}, "parameters": idemKey,
+				"summary": "Grant prepaid credit (finance): drawn at period close by priority (lower first), then soonest expiry",
+				"requestBody": body(map[string]any{"type": "object", "required": []string{"tenant_id", "amount_cents"},
+					"properties": map[string]any{"tenant_id": str, "amount_cents": map[string]any{"type": "integer"},
+						"priority": map[string]any{"type": "integer"}, "expires_at": map[string]any{"type": "string", "format": "date-time"}, "note": str}}),
+				"responses": errs(map[string]any{"201": jsonResp("the grant", obj)}, "400", "401", "403", "500"),
+			},
+		},
+		"/v1/budget": map[string]any{
+			"get": map[string]any{
+				"operationId": "getBudget", "tags": []string{"billing"}, "summary": "The tenant's monthly budget",
+				"parameters": []any{param("tenant_id", "query", "platform roles: the tenant (required)", false, str)},
+				"responses":  errs(map[string]any{"200": jsonResp("the budget", obj)}, "400", "401", "403", "404", "500"),
+			},
+			"put": map[string]any{
+				"operationId": "putBudget", "tags": []string{"billing"},
+				"summary":    "Set the monthly budget (tenant admin: own; finance: tenant_id): alert thresholds in percent, and a hard stop when prepaid credit is exhausted",
+				"parameters": []any{param("tenant_id", "query", "finance: the tenant (required)", false, str)},
+				"requestBody": body(map[string]any{"type": "object", "required": []string{"limit_cents"},
+					"properties": map[string]any{"limit_cents": map[string]any{"type": "integer"},
+						"thresholds": map[string]any{"type": "array", "items": map[string]any{"type": "integer"}},
+						"hard_stop":  enum("none", "block_create", "stop_instances")}}),
+				"responses": errs(map[string]any{"200": jsonResp("the budget", obj)}, "400", "401", "403", "404", "500"),
+			},
+		},
+		"/v1/webhooks": map[string]any{
+			"get": map[string]any{
+				"operationId": "listWebhooks", "tags": []string{"billing"}, "summary": "Webhook endpoints (tenants: their own)",
+				"parameters": []any{param("tenant_id", "query", "platform roles: filter by tenant", false, str)},
+				"responses":  errs(map[string]any{"200": jsonResp("endpoints", obj)}, "400", "401", "403", "404", "500"),
+			},
+			"post": map[string]any{
+				"operationId": "createWebhook", "tags": []string{"billing"}, "parameters": idemKey,
+				"summary": "Register a webhook endpoint (tenant admin: its events; finance: one tenant's or, without tenant_id, every tenant's). Deliveries are POSTs signed in header Gpucloud-Signature: t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>' keyed by the secret>; Gpucloud-Event names the type, Gpucloud-Delivery the delivery (the same on retries). The secret is in this answer only",
+				"requestBody": body(map[string]any{"type": "object", "required": []string{"url", "events"},
+					"properties": map[string]any{"url": str, "tenant_id": str, "events": map[string]any{"type": "array",
+						"items": enum("budget.threshold", "credit.low", "invoice.closed", "instance.failed", "instance.state")}}}),
+				"responses": errs(map[string]any{"201": jsonResp("the endpoint with its secret", obj)}, "400", "401", "403", "500"),
+			},
+		},
+		"/v1/webhooks/{id}": map[string]any{"delete": map[string]any{
+			"operationId": "deleteWebhook", "tags": []string{"billing"}, "summary": "Stop an endpoint (its pending deliveries are dropped, its log kept)",
+			"parameters": []any{param("id", "path", "endpoint id", true, str)},
+			"responses":  errs(map[string]any{"204": map[string]any{"description": "deleted"}}, "400", "401", "403", "404", "500"),
+		}},
+		"/v1/webhooks/{id}/deliveries": map[string]any{"get": map[string]any{
+			"operationId": "listWebhookDeliveries", "tags": []string{"billing"},
+			"summary": "An endpoint's delivery log, newest first: status (pending, delivered, failed), attempts, last answer",
+			"parameters": []any{param("id", "path", "endpoint id", true, str),
+				param("limit", "query", "1..1000 (default 100)", false, map[string]any{"type": "integer"}),
+				param("cursor", "query", "the previous page's next_cursor", false, str)},
+			"responses": errs(map[string]any{"200": jsonResp("deliveries", obj)}, "400", "401", "403", "404", "500"),
+		}},
 		"/v1/reports/billing": map[string]any{"get": map[string]any{
 			"operationId": "billingReport", "tags": []string{"billing"},
 			"summary": "Month-close report (finance, operator): held GPU-hours (charged), utilised GPU-hours (sessions, not charged), slice and storage GiB-hours, VM-hours and revenue per group; CSV with Accept: text/csv or format=csv",

@@ -30,18 +30,10 @@ func (s *Service) heldReport(c *gin.Context) {
 		groupBy = strings.Split(v, ",")
 	}
 	rep, err := s.reports.Held(c.Request.Context(), report.HeldQuery{From: from, To: to, GroupBy: groupBy}, s.now())
-	if d := fieldProblem(err); d != nil {
-		fail(c, d)
+	if err != nil || !asCSV {
+		s.answer(c, http.StatusOK, rep, err)
 		return
 	}
-	if err != nil {
-		internal(c, s.log, err)
-		return
-	}
-	if asCSV {
-		name := fmt.Sprintf("billing_%s_%s_%s.csv", strings.Join(groupBy, "-"), from.Format("20060102T15"), to.Format("20060102T15"))
-		s.writeCSV(c, name, func(w io.Writer) error { return report.WriteHeldCSV(w, rep) })
-		return
-	}
-	c.JSON(http.StatusOK, rep)
+	name := fmt.Sprintf("billing_%s_%s_%s.csv", strings.Join(groupBy, "-"), from.Format("20060102T15"), to.Format("20060102T15"))
+	s.writeCSV(c, name, func(w io.Writer) error { return report.WriteHeldCSV(w, rep) })
 }

@@ -65,7 +65,7 @@ type Querier interface {
 // HeldPiecesCTE names, after WITH, the CTEs that cut allocation intervals into priced pieces:
 // each interval matching where (over billing_allocations a) clipped to [$2, $3) and, while still
 // open, to $4 ("now"), then cut where the price in force changes. all_pieces has one row per piece:
-// the allocation's id, kind, price key (tier, gpu_model, instance_type: '' where the kind is not
+// the allocation's id, kind, price key (tier, gpu_model, instance_type: ” where the kind is not
 // priced by it), its raw dimensions (tenant_id, a_tier, a_gpu_model, a_instance_type) for reports,
 // quantity, price_id and price (NULL and 0 for time no price covers), start s and ms. Time is whole
 // seconds (intervals are dated to the second).

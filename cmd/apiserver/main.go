@@ -53,6 +53,7 @@ func newRoot(ctx context.Context) *cobra.Command {
 	var listen, keyFile, tlsCert, tlsKey string
 	var genKey bool
 	var maxConns int32
+	var webhooksPrivate bool
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
 			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
@@ -78,7 +79,8 @@ func newRoot(ctx context.Context) *cobra.Command {
 			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
-		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default()})
+		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default(),
+			Billing: app.BillingConfig{WebhooksAllowPrivate: webhooksPrivate}})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
@@ -86,6 +88,8 @@ func newRoot(ctx context.Context) *cobra.Command {
 	serve.Flags().StringVar(&tlsCert, "tls-cert", env("GPUCLOUD_TLS_CERT_FILE", ""), "serve HTTPS with this PEM certificate chain, reloaded when it changes (env GPUCLOUD_TLS_CERT_FILE)")
 	serve.Flags().StringVar(&tlsKey, "tls-key", env("GPUCLOUD_TLS_KEY_FILE", ""), "PEM private key of --tls-cert (env GPUCLOUD_TLS_KEY_FILE)")
 	serve.Flags().Int32Var(&maxConns, "max-db-conns", 0, "database connection pool size (0: store.DefaultMaxConns)")
+	serve.Flags().BoolVar(&webhooksPrivate, "webhooks-allow-private", env("GPUCLOUD_WEBHOOKS_ALLOW_PRIVATE", "") == "true",
+		"let webhook deliveries reach loopback and private addresses (development; env GPUCLOUD_WEBHOOKS_ALLOW_PRIVATE=true)")
 
 	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
