@@ -119,15 +119,18 @@ func (c *Client) AddPrice(ctx context.Context, r AddPriceRequest) (Price, error)
 
 // Invoice is a tenant's closed month. It never changes once closed.
 type Invoice struct {
-	ID         string        `json:"id"`
-	TenantID   string        `json:"tenant_id"`
-	Period     string        `json:"period"` // YYYY-MM
-	Status     string        `json:"status"`
-	Currency   string        `json:"currency"`
-	TotalCents int64         `json:"total_cents"`
-	Total      string        `json:"total"` // decimal
-	ClosedAt   time.Time     `json:"closed_at"`
-	Lines      []InvoiceLine `json:"lines,omitempty"` // GetInvoice and ClosePeriod only
+	ID         string `json:"id"`
+	TenantID   string `json:"tenant_id"`
+	Period     string `json:"period"` // YYYY-MM
+	Status     string `json:"status"`
+	Currency   string `json:"currency"`
+	TotalCents int64  `json:"total_cents"`
+	Total      string `json:"total"` // decimal
+	// CreditCents is what prepaid credit paid of the total; AmountDueCents the rest.
+	CreditCents    int64         `json:"credit_cents"`
+	AmountDueCents int64         `json:"amount_due_cents"`
+	ClosedAt       time.Time     `json:"closed_at"`
+	Lines          []InvoiceLine `json:"lines,omitempty"` // GetInvoice and ClosePeriod only
 }
 
 // InvoiceLine is one priced line: a kind/tier/model or instance type of one usage month (an

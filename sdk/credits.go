@@ -150,3 +150,26 @@ type WebhookDelivery struct {
 func (c *Client) ListWebhookDeliveries(ctx context.Context, id string, o ListOptions) (Page[WebhookDelivery], error) {
 	return listPage[WebhookDelivery](ctx, c, opListDeliveries, o.values(), id)
 }
+
+// CloseJob is the durable job closing a month for every tenant.
+type CloseJob struct {
+	ID         string     `json:"id"`
+	Period     string     `json:"period"`
+	Status     string     `json:"status"` // running, done
+	Closed     int        `json:"closed"`
+	Skipped    int        `json:"skipped"`
+	Failed     int        `json:"failed"`
+	LastError  string     `json:"last_error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// CloseAllPeriods starts (or finds) the job closing period (YYYY-MM) for every tenant (finance).
+func (c *Client) CloseAllPeriods(ctx context.Context, period string) (CloseJob, error) {
+	return do[CloseJob](ctx, c, request{op: opCloseAll, body: map[string]string{"period": period}})
+}
+
+// GetCloseJob returns a close-all job's progress.
+func (c *Client) GetCloseJob(ctx context.Context, id string) (CloseJob, error) {
+	return do[CloseJob](ctx, c, request{op: opGetCloseJob, args: []string{id}})
+}

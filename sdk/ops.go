@@ -107,6 +107,8 @@ var (
 	opListWebhooks   = op("GET", "/v1/webhooks")
 	opDeleteWebhook  = op("DELETE", "/v1/webhooks/{id}")
 	opListDeliveries = op("GET", "/v1/webhooks/{id}/deliveries")
+	opCloseAll       = op("POST", "/v1/periods/close-all")
+	opGetCloseJob    = op("GET", "/v1/periods/close-jobs/{id}")
 )
 
 // fleet is the same set of operations on hosts and on GPU servers.

@@ -87,6 +87,7 @@ func mountBilling(opts *server.Options, st *store.Store, log *slog.Logger, cfg B
 	return func(ctx context.Context) {
 		go ev.Run(ctx, interval, time.Now)
 		go hooks.Run(ctx, time.Second)
+		go svc.RunCloseJobs(ctx)
 		svc.RunRollups(ctx)
 	}, nil
 }

@@ -168,6 +168,18 @@ func OpenAPIPaths() map[string]any {
 				param("cursor", "query", "the previous page's next_cursor", false, str)},
 			"responses": errs(map[string]any{"200": jsonResp("deliveries", obj)}, "400", "401", "403", "404", "500"),
 		}},
+		"/v1/periods/close-all": map[string]any{"post": map[string]any{
+			"operationId": "closeAllPeriods", "tags": []string{"billing"}, "parameters": idemKey,
+			"summary": "Close a month for every tenant (finance): starts a durable job (or returns the one running for that month); resumed by another replica if this one dies",
+			"requestBody": body(map[string]any{"type": "object", "required": []string{"period"},
+				"properties": map[string]any{"period": map[string]any{"type": "string", "pattern": `^\d{4}-\d{2}$`}}}),
+			"responses": errs(map[string]any{"202": jsonResp("the job", obj)}, "400", "401", "403", "409", "500"),
+		}},
+		"/v1/periods/close-jobs/{id}": map[string]any{"get": map[string]any{
+			"operationId": "getCloseJob", "tags": []string{"billing"}, "summary": "A close-all job's progress: closed, skipped, failed tenants",
+			"parameters": []any{param("id", "path", "job id", true, str)},
+			"responses":  errs(map[string]any{"200": jsonResp("the job", obj)}, "400", "401", "403", "404", "500"),
+		}},
 		"/v1/reports/billing": map[string]any{"get": map[string]any{
 			"operationId": "billingReport", "tags": []string{"billing"},
 			"summary": "Month-close report (finance, operator): held GPU-hours (charged), utilised GPU-hours (sessions, not charged), slice and storage GiB-hours, VM-hours and revenue per group; CSV with Accept: text/csv or format=csv",

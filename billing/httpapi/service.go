@@ -9,6 +9,8 @@
 //	POST /v1/prices                 finance          add a price entry
 //	GET  /v1/periods                tenant, platform months with usage or an invoice, open or closed
 //	POST /v1/periods/close          finance          close a tenant's month into an invoice
+//	POST /v1/periods/close-all      finance          close a month for every tenant (a durable, resumable job)
+//	GET  /v1/periods/close-jobs/{id} finance, operator the job's progress
 //	GET  /v1/reports/gpu-hours      finance, operator utilised GPU-hours (sessions), JSON or CSV
 //	GET  /v1/reports/billing        finance, operator held vs utilised hours, storage, revenue; JSON or CSV
 //	GET  /v1/balance                tenant, platform  running balance (credit left - unbilled charges), budget
@@ -83,6 +85,12 @@ func (s *Service) SetClock(now func() time.Time) {
 // and period closes flush on their own too, so a stopped loop only makes them slower.
 func (s *Service) RunRollups(ctx context.Context) { s.ingest.RunRollups(ctx, time.Second) }
 
+// RunCloseJobs works the jobs that close a month for every tenant until ctx ends: each replica
+// runs one; a job belongs to one replica at a time (a lease), and is taken over if it dies.
+func (s *Service) RunCloseJobs(ctx context.Context) {
+	invoice.NewJobRunner(s.invoices, s.log).Run(ctx, time.Second)
+}
+
 // Mount registers the routes on g, the apiserver's authenticated /v1 group.
 func (s *Service) Mount(g *gin.RouterGroup) {
 	g.POST("/agent/usage", s.allow(authn.RoleDaemon), s.postUsage)
@@ -93,6 +101,8 @@ func (s *Service) Mount(g *gin.RouterGroup) {
 	g.POST("/prices", s.allow(authn.RoleFinance), s.addPrice)
 	g.GET("/periods", s.allow(tenantRoles...), s.listPeriods)
 	g.POST("/periods/close", s.allow(authn.RoleFinance), s.closePeriod)
+	g.POST("/periods/close-all", s.allow(authn.RoleFinance), s.closeAll)
+	g.GET("/periods/close-jobs/:id", s.allow(authn.RoleFinance, authn.RoleOperator), s.getCloseJob)
 	g.GET("/reports/gpu-hours", s.allow(authn.RoleFinance, authn.RoleOperator), s.gpuHours)
 	g.GET("/reports/billing", s.allow(authn.RoleFinance, authn.RoleOperator), s.heldReport)
 	g.GET("/balance", s.allow(tenantRoles...), s.getBalance)

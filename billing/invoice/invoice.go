@@ -85,10 +85,8 @@ func (s *Service) Close(ctx context.Context, tenant uuid.UUID, period time.Time)
 	if exists {
 		return Invoice{}, fmt.Errorf("%w: %s for tenant %s", ErrAlreadyClosed, period.Format("2006-01"), tenant)
 	}
-	// Under the lock every batch of this tenant has committed; move its usage into the rollups.
-	if _, err := ingest.Flush(ctx, tx); err != nil {
-		return Invoice{}, err
-	}
+	// Charges are what the tenant held (allocations), not its usage records: no rollup flush
+	// is needed here, and closes of many tenants do not queue on the flush lock.
 	lines, err := rating.Rate(ctx, tx, tenant, period)
 	if err != nil {
 		return Invoice{}, err
