@@ -45,6 +45,7 @@ func main() {
 		ordered    = flag.Bool("ordered", true, "records in time order, as daemons send them (false: anywhere in the month)")
 		flushEvery = flag.Duration("flush", time.Second, "rollup flush interval during ingestion")
 		cpuProfile = flag.String("cpuprofile", "", "write the bench's own CPU profile (pprof) to this file")
+		closeAll   = flag.Bool("close", false, "then close the month for every tenant (allocations written for each) and time it")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -61,14 +62,14 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery); err != nil {
+	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery, *closeAll); err != nil {
 		fmt.Fprintln(os.Stderr, "billingbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration) error {
+func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration, closeAll bool) error {
 	if batch < 1 || batch > ingest.MaxBatch || count < 1 || workers < 1 || tenants < 1 {
 		return fmt.Errorf("need 1 <= -batch <= %d, -count, -workers, -tenants >= 1", ingest.MaxBatch)
 	}
@@ -211,6 +212,9 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		fmt.Printf("one-month report group_by=%s granularity=%s: %d rows, %s GPU-hours, revenue %s %s; first %s, median %s of %d runs\n",
 			q.GroupBy, q.Granularity, len(last.Rows), last.Total.GPUHours, last.Total.Revenue, last.Currency,
 			first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
+	}
+	if closeAll {
+		return closeMonth(ctx, pool, month, workers)
 	}
 	return nil
 }
