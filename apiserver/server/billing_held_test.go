@@ -12,6 +12,7 @@ import (
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
+	"gpucloud/billing/webhook"
 )
 
 // testClock is a settable clock for the store's allocation dates and billing's "now".
@@ -36,6 +37,11 @@ func TestHeldTimeIsBilledFromStateTransitions(t *testing.T) {
 	e.st.SetClock(clock.Now)
 	hostKey := e.host("h1", 32, 65536)
 	e.gpuServer("g1", 2)
+	tenantA := uuid.MustParse(e.tenantA.ID)
+	hook, err := webhook.NewStore(e.st.Pool).Create(ctx, &tenantA, "https://example.com/hook", []string{webhook.InstanceState, webhook.InstanceFailed})
+	if err != nil {
+		t.Fatal(err)
+	}
 	report := func(id uuid.UUID, state string) {
 		t.Helper()
 		e.must(204, "PUT", "/v1/agent/host/instances/"+id.String()+"/status", hostKey, api.InstanceObserved{State: state}, nil)
@@ -57,6 +63,21 @@ func TestHeldTimeIsBilledFromStateTransitions(t *testing.T) {
 	clock.Set(t0.Add(2*time.Hour + 3*time.Minute))
 	e.must(202, "DELETE", "/v1/instances/"+shr.ID.String(), e.tenantA.Key, nil, nil)
 	report(shr.ID, "deleted")
+
+	_, cpu, _ := e.create(e.tenantA.Key, "cpu", e.cpuType)
+	e.must(204, "PUT", "/v1/agent/host/instances/"+cpu.ID.String()+"/status", hostKey, api.InstanceObserved{State: "failed", Reason: "qemu crashed"}, nil)
+
+	// Every transition queued one instance.state webhook, in its own transaction; the failure
+	// an instance.failed one too.
+	var states, failed int
+	if err := e.st.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE event_type = 'instance.state'),
+		count(*) FILTER (WHERE event_type = 'instance.failed') FROM billing_webhook_deliveries WHERE webhook_id = $1`, hook.ID).
+		Scan(&states, &failed); err != nil {
+		t.Fatal(err)
+	}
+	if states != 8 || failed != 1 { // ded: provisioning, running, stopping, stopped; shr: running, deleting, deleted; cpu: failed
+		t.Fatalf("%d instance.state and %d instance.failed webhooks queued, want 8 and 1", states, failed)
+	}
 
 	// A CUDA session on the stopped instance's GPU would be utilisation, never a charge.
 	in := ingest.New(e.st.Pool, nil)
