@@ -26,6 +26,10 @@ func TestCloseAllResumesAfterInterruption(t *testing.T) {
 		tenants = append(tenants, tn)
 		e.hold(t, billingtest.Dedicated(tn, 1, march.Add(time.Duration(i)*time.Hour), time.Hour))
 	}
+	// A tenant with usage records (utilisation) and nothing held gets its (empty) invoice too,
+	// and one with usage in another month only gets none.
+	usageOnly, aprilOnly := uuid.New(), uuid.New()
+	e.ingest(t, billingtest.GPU("u1", usageOnly, march.Add(time.Hour), time.Hour), billingtest.GPU("u2", aprilOnly, april, time.Hour))
 	if _, err := e.inv.Close(ctx, tenants[0], march); err != nil { // by hand, before the job
 		t.Fatal(err)
 	}
@@ -55,7 +59,7 @@ func TestCloseAllResumesAfterInterruption(t *testing.T) {
 		t.Fatalf("runner A: %v %v", ok, err)
 	}
 	mid, _ := e.inv.GetJob(ctx, job.ID)
-	if mid.Status != "running" || mid.Closed == 0 || mid.Closed >= 29 {
+	if mid.Status != "running" || mid.Closed == 0 || mid.Closed >= 30 {
 		t.Fatalf("after the cut: %+v", mid)
 	}
 	// Its lease still holds: nobody takes the job over yet.
@@ -70,7 +74,7 @@ func TestCloseAllResumesAfterInterruption(t *testing.T) {
 		t.Fatalf("runner B: %v %v", ok, err)
 	}
 	done, err := e.inv.GetJob(ctx, job.ID)
-	if err != nil || done.Status != "done" || done.Closed != 29 || done.Skipped != 1 || done.Failed != 0 || done.FinishedAt == nil {
+	if err != nil || done.Status != "done" || done.Closed != 30 || done.Skipped != 1 || done.Failed != 0 || done.FinishedAt == nil {
 		t.Fatalf("job %+v %v", done, err)
 	}
 	for _, tn := range tenants {
@@ -83,6 +87,15 @@ func TestCloseAllResumesAfterInterruption(t *testing.T) {
 		if count != 1 || total != 400 {
 			t.Fatalf("tenant %s: %d invoices totalling %d, want one of 400", tn, count, total)
 		}
+	}
+	var usageOnlyInvoices, aprilOnlyInvoices int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE tenant_id = $1 AND total_cents = 0),
+		count(*) FILTER (WHERE tenant_id = $2) FROM billing_invoices WHERE period = $3`, usageOnly, aprilOnly, march).
+		Scan(&usageOnlyInvoices, &aprilOnlyInvoices); err != nil {
+		t.Fatal(err)
+	}
+	if usageOnlyInvoices != 1 || aprilOnlyInvoices != 0 {
+		t.Fatalf("usage-only tenant: %d invoices; April-only tenant: %d March invoices", usageOnlyInvoices, aprilOnlyInvoices)
 	}
 	if _, err := e.inv.GetJob(ctx, uuid.New()); !errors.Is(err, invoice.ErrJobNotFound) {
 		t.Fatalf("unknown job: %v", err)
