@@ -86,50 +86,42 @@ func (s *Service) Grants(ctx context.Context, tenant *uuid.UUID) ([]Grant, error
 // drawOrder is the order grants are drawn in: priority, then the soonest to expire, then oldest.
 const drawOrder = `priority, expires_at NULLS LAST, created_at, id`
 
-// Apply draws up to due cents from the tenant's grants usable for period (not expired before it
-// began) in draw order, records what the invoice drew from each, and returns the total drawn.
-// Run it in the invoice's close transaction.
+// ApplySQL draws up to $3 cents from tenant $1's grants usable for the period starting $2 (not
+// expired before it began) in draw order, records what invoice $4 drew from each, and returns the
+// total drawn: one statement, so an invoice close sends it in a batch with its other writes. The
+// grants are locked first (FOR UPDATE), so concurrent closes of the tenant's months draw one after
+// the other.
+const ApplySQL = `
+WITH locked AS (
+    SELECT id, remaining_cents, priority, expires_at, created_at FROM billing_credit_grants
+    WHERE tenant_id = $1 AND remaining_cents > 0 AND (expires_at IS NULL OR expires_at > $2)
+    FOR UPDATE
+),
+ordered AS (
+    SELECT id, remaining_cents, sum(remaining_cents) OVER (ORDER BY ` + drawOrder + `) AS through
+    FROM locked
+),
+draws AS (
+    -- What is still due when this grant's turn comes, capped by what it has left.
+    SELECT id, least(remaining_cents, greatest($3::bigint - (through - remaining_cents), 0)) AS take FROM ordered
+),
+drawn AS (
+    UPDATE billing_credit_grants g SET remaining_cents = g.remaining_cents - d.take
+    FROM draws d WHERE g.id = d.id AND d.take > 0
+    RETURNING g.id, d.take
+),
+recorded AS (
+    INSERT INTO billing_credit_applications (invoice_id, grant_id, amount_cents) SELECT $4, id, take FROM drawn
+)
+SELECT coalesce(sum(take), 0)::bigint FROM drawn`
+
+// Apply runs ApplySQL in tx (the invoice's close transaction) and returns what was drawn.
 func Apply(ctx context.Context, tx pgx.Tx, tenant, invoiceID uuid.UUID, period time.Time, due int64) (int64, error) {
-	if due <= 0 {
-		return 0, nil
-	}
-	rows, err := tx.Query(ctx, `SELECT id, remaining_cents FROM billing_credit_grants
-		WHERE tenant_id = $1 AND remaining_cents > 0 AND (expires_at IS NULL OR expires_at > $2)
-		ORDER BY `+drawOrder+` FOR UPDATE`, tenant, period)
-	if err != nil {
+	var drawn int64
+	if err := tx.QueryRow(ctx, ApplySQL, tenant, period, due, invoiceID).Scan(&drawn); err != nil {
 		return 0, fmt.Errorf("credit: apply: %w", err)
 	}
-	type draw struct {
-		id     uuid.UUID
-		amount int64
-	}
-	var draws []draw
-	left := due
-	for rows.Next() && left > 0 {
-		var id uuid.UUID
-		var remaining int64
-		if err := rows.Scan(&id, &remaining); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("credit: apply: %w", err)
-		}
-		n := min(remaining, left)
-		draws = append(draws, draw{id, n})
-		left -= n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("credit: apply: %w", err)
-	}
-	for _, d := range draws {
-		if _, err := tx.Exec(ctx, `UPDATE billing_credit_grants SET remaining_cents = remaining_cents - $2 WHERE id = $1`, d.id, d.amount); err != nil {
-			return 0, fmt.Errorf("credit: draw %s: %w", d.id, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO billing_credit_applications (invoice_id, grant_id, amount_cents) VALUES ($1, $2, $3)`,
-			invoiceID, d.id, d.amount); err != nil {
-			return 0, fmt.Errorf("credit: record draw: %w", err)
-		}
-	}
-	return due - left, nil
+	return drawn, nil
 }
 
 // Balance is a tenant's running balance.

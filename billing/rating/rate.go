@@ -125,10 +125,24 @@ func Rate(ctx context.Context, q Querier, tenant uuid.UUID, period time.Time) ([
 // RateRange prices what a tenant held over [from, to), counting intervals still open up to now.
 // Time without a price returns the priced lines and an *UnpricedError.
 func RateRange(ctx context.Context, q Querier, tenant uuid.UUID, from, to, now time.Time) ([]Line, error) {
-	rows, err := q.Query(ctx, rateSQL, tenant, from, to, now.UTC().Truncate(time.Second))
+	rows, err := q.Query(ctx, rateSQL, RateArgs(tenant, from, to, now)...)
 	if err != nil {
 		return nil, fmt.Errorf("rating: rate %s %s: %w", tenant, from.Format("2006-01"), err)
 	}
+	return ScanLines(rows, from)
+}
+
+// RateSQL is RateRange's query, for callers that send it in a batch with other statements
+// (RateArgs are its arguments, ScanLines reads its rows).
+func RateSQL() string { return rateSQL }
+
+// RateArgs are RateSQL's arguments.
+func RateArgs(tenant uuid.UUID, from, to, now time.Time) []any {
+	return []any{tenant, from, to, now.UTC().Truncate(time.Second)}
+}
+
+// ScanLines reads RateSQL's rows (and closes them) into numbered lines of the month from.
+func ScanLines(rows pgx.Rows, from time.Time) ([]Line, error) {
 	defer rows.Close()
 	var lines []Line
 	var unpriced []string
