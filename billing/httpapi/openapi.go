@@ -190,7 +190,7 @@ func OpenAPIPaths() map[string]any {
 		}},
 		"/v1/reports/gpu-hours": map[string]any{"get": map[string]any{
 			"operationId": "gpuHoursReport", "tags": []string{"billing"},
-			"summary": "GPU-hours and revenue per tier, GPU model or tenant, per day or month (finance, operator); CSV with Accept: text/csv or format=csv",
+			"summary": "Utilised GPU-hours (inside CUDA sessions) per tier, GPU model or tenant, per day or month, with that utilisation valued at the price book (finance, operator; not what is invoiced: that is what tenants hold, /v1/reports/billing); CSV with Accept: text/csv or format=csv",
 			"parameters": append([]any{param("group_by", "query", "grouping", false, enum("tier", "gpu_model", "tenant")),
 				param("granularity", "query", "bucket size", false, enum("day", "month")),
 				param("format", "query", "json (default) or csv", false, enum("json", "csv"))}, rangeParams...),
