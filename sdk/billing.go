@@ -78,7 +78,7 @@ func (c *Client) Usage(ctx context.Context, q UsageQuery) (Usage, error) {
 // for the same key (kind, GPU model and tier, or instance type).
 type Price struct {
 	ID              string    `json:"id"`
-	Kind            string    `json:"kind"` // gpu or vm
+	Kind            string    `json:"kind"` // gpu, vm or storage
 	GPUModel        string    `json:"gpu_model,omitempty"`
 	Tier            string    `json:"tier,omitempty"`
 	InstanceType    string    `json:"instance_type,omitempty"`
@@ -119,15 +119,18 @@ func (c *Client) AddPrice(ctx context.Context, r AddPriceRequest) (Price, error)
 
 // Invoice is a tenant's closed month. It never changes once closed.
 type Invoice struct {
-	ID         string        `json:"id"`
-	TenantID   string        `json:"tenant_id"`
-	Period     string        `json:"period"` // YYYY-MM
-	Status     string        `json:"status"`
-	Currency   string        `json:"currency"`
-	TotalCents int64         `json:"total_cents"`
-	Total      string        `json:"total"` // decimal
-	ClosedAt   time.Time     `json:"closed_at"`
-	Lines      []InvoiceLine `json:"lines,omitempty"` // GetInvoice and ClosePeriod only
+	ID         string `json:"id"`
+	TenantID   string `json:"tenant_id"`
+	Period     string `json:"period"` // YYYY-MM
+	Status     string `json:"status"`
+	Currency   string `json:"currency"`
+	TotalCents int64  `json:"total_cents"`
+	Total      string `json:"total"` // decimal
+	// CreditCents is what prepaid credit paid of the total; AmountDueCents the rest.
+	CreditCents    int64         `json:"credit_cents"`
+	AmountDueCents int64         `json:"amount_due_cents"`
+	ClosedAt       time.Time     `json:"closed_at"`
+	Lines          []InvoiceLine `json:"lines,omitempty"` // GetInvoice and ClosePeriod only
 }
 
 // InvoiceLine is one priced line: a kind/tier/model or instance type of one usage month (an
@@ -149,15 +152,16 @@ type InvoiceLine struct {
 	AmountCents     int64  `json:"amount_cents"`
 }
 
-// MaxInvoices is the most invoices one list returns: the API does not page invoices, it
-// returns the newest periods first, up to this many.
+// MaxInvoices is the most invoices (or periods) one page holds; a full page's NextCursor
+// names the next.
 const MaxInvoices = 1000
 
 // InvoiceListOptions filter invoice lists: TenantID (platform roles; tenant roles always see
-// their own) and Limit 1..MaxInvoices (0: MaxInvoices).
+// their own), Limit 1..MaxInvoices (0: MaxInvoices) and the previous page's Cursor.
 type InvoiceListOptions struct {
 	TenantID string
 	Limit    int
+	Cursor   string
 }
 
 // ListInvoices returns closed invoices, newest period first, without their lines.
@@ -165,6 +169,9 @@ func (c *Client) ListInvoices(ctx context.Context, o InvoiceListOptions) (Page[I
 	q, err := tenantLimit("invoice", o.TenantID, o.Limit)
 	if err != nil {
 		return Page[Invoice]{}, err
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
 	}
 	return listPage[Invoice](ctx, c, opListInvoices, q)
 }
@@ -184,11 +191,11 @@ func tenantLimit(what, tenantID string, limit int) (url.Values, error) {
 	return q, nil
 }
 
-// Invoices iterates the visible invoices (of tenantID, if not empty), newest period first, up
-// to MaxInvoices of them.
+// Invoices iterates every visible invoice (of tenantID, if not empty), newest period first,
+// page after page.
 func (c *Client) Invoices(ctx context.Context, tenantID string) iter.Seq2[Invoice, error] {
-	return all(ctx, func(ctx context.Context, _ string) (Page[Invoice], error) {
-		return c.ListInvoices(ctx, InvoiceListOptions{TenantID: tenantID})
+	return all(ctx, func(ctx context.Context, cursor string) (Page[Invoice], error) {
+		return c.ListInvoices(ctx, InvoiceListOptions{TenantID: tenantID, Cursor: cursor})
 	})
 }
 
@@ -224,11 +231,12 @@ const (
 
 // PeriodFilter selects periods: of TenantID (platform roles; tenant roles always see their own),
 // with Status PeriodOpen or PeriodClosed (empty: both), at most Limit 1..MaxInvoices (0: the
-// most), newest month first. Like invoices, the API does not page periods.
+// most), newest month first, from the previous page's Cursor.
 type PeriodFilter struct {
 	TenantID string
 	Status   string
 	Limit    int
+	Cursor   string
 }
 
 // ListPeriods returns months with usage or an invoice, newest first.
@@ -240,13 +248,18 @@ func (c *Client) ListPeriods(ctx context.Context, f PeriodFilter) (Page[Period],
 	if f.Status != "" {
 		q.Set("status", f.Status)
 	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
+	}
 	return listPage[Period](ctx, c, opListPeriods, q)
 }
 
-// Periods iterates the periods f selects (f.Limit is ignored: all of them, up to MaxInvoices).
+// Periods iterates every period f selects, page after page (f.Limit is the page size).
 func (c *Client) Periods(ctx context.Context, f PeriodFilter) iter.Seq2[Period, error] {
-	f.Limit = 0
-	return all(ctx, func(ctx context.Context, _ string) (Page[Period], error) { return c.ListPeriods(ctx, f) })
+	return all(ctx, func(ctx context.Context, cursor string) (Page[Period], error) {
+		f.Cursor = cursor
+		return c.ListPeriods(ctx, f)
+	})
 }
 
 // ClosePeriod closes a tenant's month (YYYY-MM, ended) into its final invoice (finance). A

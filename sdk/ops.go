@@ -98,6 +98,18 @@ var (
 	opListPeriods    = op("GET", "/v1/periods")
 	opClosePeriod    = op("POST", "/v1/periods/close")
 	opGPUHoursReport = op("GET", "/v1/reports/gpu-hours")
+	opBillingReport  = op("GET", "/v1/reports/billing")
+	opGetBalance     = op("GET", "/v1/balance")
+	opListCredits    = op("GET", "/v1/credits")
+	opAddCredit      = op("POST", "/v1/credits")
+	opGetBudget      = op("GET", "/v1/budget")
+	opPutBudget      = op("PUT", "/v1/budget")
+	opCreateWebhook  = op("POST", "/v1/webhooks")
+	opListWebhooks   = op("GET", "/v1/webhooks")
+	opDeleteWebhook  = op("DELETE", "/v1/webhooks/{id}")
+	opListDeliveries = op("GET", "/v1/webhooks/{id}/deliveries")
+	opCloseAll       = op("POST", "/v1/periods/close-all")
+	opGetCloseJob    = op("GET", "/v1/periods/close-jobs/{id}")
 )
 
 // fleet is the same set of operations on hosts and on GPU servers.

@@ -29,6 +29,7 @@ type Config struct {
 	// HTTP bounds connections and how long a client may take to send a request (zero fields:
 	// httplimits.Default).
 	HTTP httplimits.Limits
+	Billing BillingConfig
 }
 
 // Serve runs the apiserver on cfg.Listener until ctx ends, then shuts down gracefully.
@@ -40,7 +41,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := NewServer(ctx, opts)
+	srv, err := NewServer(ctx, opts, cfg.Billing)
 	if err != nil {
 		return err
 	}

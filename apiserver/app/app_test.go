@@ -114,3 +114,11 @@ func TestServeMountsBilling(t *testing.T) {
 		t.Fatalf("serve: %v", err)
 	}
 }
+
+// serveForTest runs the apiserver with the default configuration on a fresh database until ctx
+// ends: its store, its base URL and where Serve's result arrives.
+func serveForTest(ctx context.Context, t *testing.T) (*store.Store, string, <-chan error) {
+	t.Helper()
+	st, addr, done := serve(ctx, t, Config{})
+	return st, "http://" + addr, done
+}

@@ -99,6 +99,11 @@ func (s *Server) createInstance(c *gin.Context) error {
 		return err
 	}
 	p := principal(c)
+	if s.opts.AdmitCreate != nil {
+		if d := s.opts.AdmitCreate(c.Request.Context(), p.TenantID); d != nil {
+			return d
+		}
+	}
 	var idem *store.Idempotency
 	claim, claimed := c.Get(idemKey)
 	if claimed {

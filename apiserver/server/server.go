@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gpucloud/apiserver/openapi"
 	"gpucloud/apiserver/store"
+	"gpucloud/internal/problem"
 )
 
 // Mount adds routes to the authenticated /v1 group (the principal is in c.Request.Context()).
@@ -47,6 +49,9 @@ type Options struct {
 	// MetricsToken, when set, is a bearer token that reads /metrics (Prometheus); operators'
 	// API keys read it too, nobody else.
 	MetricsToken string
+	// AdmitCreate, when set, may refuse a tenant's instance create with a problem (billing's
+	// hard stop when prepaid credit is exhausted).
+	AdmitCreate func(ctx context.Context, tenant uuid.UUID) *problem.Details
 }
 
 // Server is the apiserver.

@@ -42,7 +42,7 @@ func Document() *openapi.Document {
 	op(get, "/v1/instance-types/{id}", "getInstanceType", "Get an instance type", "catalog", nil, store.InstanceType{}, ok)
 	op(post, "/v1/instance-types", "createInstanceType", "Add an instance type (operator)", "catalog", CreateInstanceTypeRequest{}, store.InstanceType{}, created)
 
-	op(post, "/v1/instances", "createInstance", "Create an instance: placed and reserved at once", "instances", CreateInstanceRequest{}, store.Instance{}, created)
+	op(post, "/v1/instances", "createInstance", "Create an instance: placed and reserved at once (402 credit-exhausted while the tenant's budget hard-stops creates)", "instances", CreateInstanceRequest{}, store.Instance{}, created)
 	op(get, "/v1/instances", "listInstances", "List instances (live ones unless asked for deleted)", "instances", nil, Page[store.Instance]{}, ok)
 	d.Params(get, "/v1/instances", pageParams()...)
 	d.Params(get, "/v1/instances",

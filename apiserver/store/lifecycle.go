@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"gpucloud/api"
+	"gpucloud/billing/meter"
+	"gpucloud/billing/webhook"
 )
 
 // StateError is an action or report that the instance's current state does not allow.
@@ -71,7 +74,7 @@ func (s *Store) Act(ctx context.Context, tenant, id uuid.UUID, action, actor str
 		if to == "" {
 			return &StateError{State: inst.State, Action: action}
 		}
-		if err := setState(ctx, tx, &inst, to, desired, "", actor); err != nil {
+		if err := setState(ctx, tx, s.clock, &inst, to, desired, "", actor); err != nil {
 			return err
 		}
 		out = inst
@@ -98,7 +101,11 @@ func lockInstance(ctx context.Context, tx pgx.Tx, where string, args ...any) (In
 	return inst, nil
 }
 
-func setState(ctx context.Context, tx pgx.Tx, inst *Instance, to, desired, reason, actor string) error {
+// setState moves inst to state to and records the event and, in the same transaction, what the
+// instance holds from now on (billing's allocation intervals): a committed transition is metered
+// exactly once, a rolled-back one not at all. clock, when not nil, dates the allocation (tests);
+// otherwise it is the transaction's time, the event's own.
+func setState(ctx context.Context, tx pgx.Tx, clock func() time.Time, inst *Instance, to, desired, reason, actor string) error {
 	if desired == "" {
 		desired = inst.DesiredState
 	}
@@ -109,7 +116,30 @@ func setState(ctx context.Context, tx pgx.Tx, inst *Instance, to, desired, reaso
 	if err := recordEvent(ctx, tx, inst.ID, inst.State, to, reason, actor); err != nil {
 		return err
 	}
+	at := inst.UpdatedAt
+	if clock != nil {
+		at = clock()
+	}
+	if err := meter.Transition(ctx, tx, inst.ID, to, at); err != nil {
+		return err
+	}
+	if err := notifyState(ctx, tx, inst, to, reason, at); err != nil {
+		return err
+	}
 	inst.State, inst.DesiredState, inst.FailureReason = to, desired, reason
+	return nil
+}
+
+// notifyState queues the tenant's instance.state webhook (and instance.failed for a failure) in
+// the transition's transaction: the event exists exactly when the transition does.
+func notifyState(ctx context.Context, tx pgx.Tx, inst *Instance, to, reason string, at time.Time) error {
+	data := map[string]any{"instance_id": inst.ID, "name": inst.Name, "from": inst.State, "to": to, "reason": reason}
+	if err := webhook.Enqueue(ctx, tx, inst.TenantID, webhook.InstanceState, at, data); err != nil {
+		return err
+	}
+	if to == StateFailed {
+		return webhook.Enqueue(ctx, tx, inst.TenantID, webhook.InstanceFailed, at, data)
+	}
 	return nil
 }
 
@@ -161,7 +191,7 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 				reason = "host reported failure without a reason"
 			}
 		}
-		if err := setState(ctx, tx, &inst, obs.State, "", reason, "host:"+host.String()); err != nil {
+		if err := setState(ctx, tx, s.clock, &inst, obs.State, "", reason, "host:"+host.String()); err != nil {
 			return err
 		}
 		if obs.State == api.ObservedDeleted {

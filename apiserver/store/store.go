@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -28,7 +29,13 @@ type Store struct {
 	// listenPID is the credentials listener's backend pid (keylisten.go), 0 while not connected.
 	listenPID atomic.Uint32
 	revoked   revocationHub // long-polls waiting for revocations (revocations.go)
+	// clock dates billing's allocation intervals when set (tests); nil: the transaction's time.
+	clock func() time.Time
 }
+
+// SetClock makes state transitions date what instances hold by now (tests of billing that need
+// hours to pass). Call it before serving.
+func (s *Store) SetClock(now func() time.Time) { s.clock = now }
 
 // DefaultMaxConns is the pool size when none is given. pgx's default (the number of CPUs) is far
 // too small here: a create spends most of its time waiting on its commit's WAL flush, and

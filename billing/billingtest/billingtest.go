@@ -130,3 +130,36 @@ func (g *Generator) Batch(n int) api.UsageBatch {
 func (g *Generator) Reseed(seed uint64) {
 	g.Rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 }
+
+// Alloc is one interval of what a tenant held, as the control plane records it (package meter).
+// A zero End leaves it open. Quantity: GPUs (dedicated), MiB of quota (shared), 1 (vm), MiB (storage).
+type Alloc struct {
+	Tenant                         uuid.UUID
+	Instance                       uuid.UUID // zero: a new one
+	Kind, Tier, GPUModel, InstType string
+	Quantity                       int64
+	Start, End                     time.Time
+}
+
+// Hold writes a as an allocation row, for tests of rating that have no instances behind them.
+func Hold(tb testing.TB, pool *pgxpool.Pool, a Alloc) {
+	tb.Helper()
+	if a.Instance == uuid.Nil {
+		a.Instance = uuid.New()
+	}
+	var end *time.Time
+	if !a.End.IsZero() {
+		end = &a.End
+	}
+	if _, err := pool.Exec(context.Background(), `INSERT INTO billing_allocations (tenant_id, instance_id, kind,
+		resource_id, tier, gpu_model, instance_type, quantity, started_at, ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		a.Tenant, a.Instance, a.Kind, uuid.NewString(), a.Tier, a.GPUModel, a.InstType, a.Quantity, a.Start, end); err != nil {
+		tb.Fatalf("hold %+v: %v", a, err)
+	}
+}
+
+// Dedicated is n dedicated H100s of an instance of type g1.large held over [start, start+d).
+func Dedicated(tenant uuid.UUID, n int64, start time.Time, d time.Duration) Alloc {
+	return Alloc{Tenant: tenant, Kind: "gpu", Tier: "dedicated", GPUModel: "H100", InstType: "g1.large",
+		Quantity: n, Start: start, End: start.Add(d)}
+}

@@ -17,11 +17,13 @@ import (
 	"github.com/google/uuid"
 
 	"gpucloud/api"
+	"gpucloud/billing/credit"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
 	"gpucloud/internal/authn"
+	"gpucloud/billing/webhook"
 	"gpucloud/internal/problem"
 	"gpucloud/internal/validate"
 )
@@ -188,6 +190,14 @@ func fieldProblem(err error) *problem.Details {
 	if errors.As(err, &pf) {
 		return problem.Validation(problem.FieldError{Field: pf.Field, Reason: pf.Reason})
 	}
+	var cf *credit.FieldError
+	if errors.As(err, &cf) {
+		return problem.Validation(problem.FieldError{Field: cf.Field, Reason: cf.Reason})
+	}
+	var wf *webhook.FieldError
+	if errors.As(err, &wf) {
+		return problem.Validation(problem.FieldError{Field: wf.Field, Reason: wf.Reason})
+	}
 	return nil
 }
 
@@ -224,8 +234,49 @@ func (s *Service) listInvoices(c *gin.Context) {
 		fail(c, d)
 		return
 	}
-	invs, err := s.invoices.List(c.Request.Context(), tenant, limit)
-	writeItems(c, s.log, invs, err)
+	after, d := cursorParam(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	invs, err := s.invoices.List(c.Request.Context(), tenant, limit, after)
+	writePage(c, s.log, invs, err, limit, func(i invoice.Invoice) invoice.Cursor {
+		p, _ := invoice.ParsePeriod(i.Period)
+		return invoice.Cursor{Period: p, Tenant: i.TenantID}
+	})
+}
+
+// cursorParam reads the optional cursor of a paged list.
+func cursorParam(c *gin.Context) (*invoice.Cursor, *problem.Details) {
+	v := c.Query("cursor")
+	if v == "" {
+		return nil, nil
+	}
+	cur, err := invoice.ParseCursor(v)
+	if err != nil {
+		return nil, problem.Validation(problem.FieldError{Field: "cursor", Reason: err.Error()})
+	}
+	return cur, nil
+}
+
+// writePage answers a paged list: {"items": [...], "next_cursor": "..."} where a full page
+// (limit items; 0: 1000) names where the next one starts.
+func writePage[T any](c *gin.Context, log *slog.Logger, items []T, err error, limit int, at func(T) invoice.Cursor) {
+	if err != nil {
+		internal(c, log, err)
+		return
+	}
+	if items == nil {
+		items = []T{}
+	}
+	if limit == 0 {
+		limit = 1000
+	}
+	out := gin.H{"items": items}
+	if len(items) == limit {
+		out["next_cursor"] = at(items[len(items)-1]).String()
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 // scopeAndLimit reads a list's tenant scope and its optional limit, 1..1000 (0: absent).
@@ -258,8 +309,16 @@ func (s *Service) listPeriods(c *gin.Context) {
 		fail(c, problem.Validation(problem.FieldError{Field: "status", Reason: fmt.Sprintf("%q is neither open nor closed", status)}))
 		return
 	}
-	ps, err := s.invoices.Periods(c.Request.Context(), invoice.PeriodFilter{Tenant: tenant, Status: status, Limit: limit})
-	writeItems(c, s.log, ps, err)
+	after, d := cursorParam(c)
+	if d != nil {
+		fail(c, d)
+		return
+	}
+	ps, err := s.invoices.Periods(c.Request.Context(), invoice.PeriodFilter{Tenant: tenant, Status: status, Limit: limit, After: after})
+	writePage(c, s.log, ps, err, limit, func(p invoice.Period) invoice.Cursor {
+		m, _ := invoice.ParsePeriod(p.Period)
+		return invoice.Cursor{Period: m, Tenant: p.TenantID}
+	})
 }
 
 // writeItems answers a list: {"items": [...]} (never null), or the error.

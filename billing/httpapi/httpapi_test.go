@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"gpucloud/api"
 	"gpucloud/billing/billingtest"
@@ -41,6 +42,12 @@ type caller struct {
 }
 
 func newServer(t *testing.T) *gin.Engine {
+	h, _ := newServerPool(t)
+	return h
+}
+
+// newServerPool is newServer with its database, for tests that write what tenants hold.
+func newServerPool(t *testing.T) (*gin.Engine, *pgxpool.Pool) {
 	pool := billingtest.Pool(t, pgtest.NewDatabase(t))
 	svc := httpapi.New(pool, everyPlacement{}, nil)
 	svc.SetClock(func() time.Time { return time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC) })
@@ -60,7 +67,14 @@ func newServer(t *testing.T) *gin.Engine {
 		c.Request = c.Request.WithContext(authn.WithPrincipal(c.Request.Context(), p))
 	})
 	svc.Mount(g)
-	return r
+	return r, pool
+}
+
+// holdGPU records that tenant held one dedicated H100 over [start, start+d).
+func holdGPU(t *testing.T, pool *pgxpool.Pool, tenant uuid.UUID, model string, start time.Time, d time.Duration) {
+	a := billingtest.Dedicated(tenant, 1, start, d)
+	a.GPUModel = model
+	billingtest.Hold(t, pool, a)
 }
 
 func do(t *testing.T, h http.Handler, who caller, method, path string, body any, hdr ...string) *httptest.ResponseRecorder {
@@ -182,8 +196,10 @@ type invoiceJSON struct {
 }
 
 func TestTenantIsolationAndInvoices(t *testing.T) {
-	h := newServer(t)
+	h, pool := newServerPool(t)
 	a, b := uuid.New(), uuid.New()
+	holdGPU(t, pool, a, "H100", march.Add(time.Hour), 2*time.Hour)
+	holdGPU(t, pool, b, "H100", march.Add(time.Hour), 7*time.Hour)
 	alice := caller{role: authn.RoleTenantMember, tenant: a}
 	bob := caller{role: authn.RoleTenantAdmin, tenant: b}
 	decode[api.UsageBatchResult](t, do(t, h, dmn, "POST", "/v1/agent/usage", api.UsageBatch{Records: []api.UsageRecord{

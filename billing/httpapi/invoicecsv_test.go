@@ -16,8 +16,10 @@ import (
 // GET /v1/invoices/{id} as CSV: one row per line whose amounts add up to the invoice's total,
 // for its tenant only; a GPU model that looks like a formula is defused.
 func TestInvoiceCSV(t *testing.T) {
-	h := newServer(t)
+	h, pool := newServerPool(t)
 	a, b := uuid.New(), uuid.New()
+	holdGPU(t, pool, a, "H100", march.Add(time.Hour), 2*time.Hour)
+	holdGPU(t, pool, a, "=HYPERLINK(1)", march.Add(time.Hour), 30*time.Minute)
 	formula := record("formula", a, march.Add(time.Hour), 30*time.Minute)
 	formula.GPUModel = "=HYPERLINK(1)"
 	decode[api.UsageBatchResult](t, do(t, h, dmn, "POST", "/v1/agent/usage", api.UsageBatch{Records: []api.UsageRecord{

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +23,11 @@ type periodJSON struct {
 // GET /v1/periods: months with usage are open until closed; the clock is April 10th 2026, so
 // March has ended and April has not. Tenants see their own months only.
 func TestListPeriods(t *testing.T) {
-	h := newServer(t)
+	h, pool := newServerPool(t)
 	a, b := uuid.New(), uuid.New()
 	alice := caller{role: authn.RoleTenantAdmin, tenant: a}
 	april := march.AddDate(0, 1, 0)
+	holdGPU(t, pool, a, "H100", march.Add(time.Hour), time.Hour)
 	decode[api.UsageBatchResult](t, do(t, h, dmn, "POST", "/v1/agent/usage", api.UsageBatch{Records: []api.UsageRecord{
 		record("a-mar", a, march.Add(time.Hour), time.Hour), record("a-apr", a, april.Add(time.Hour), time.Hour),
 		record("b-mar", b, march.Add(time.Hour), 2*time.Hour),
@@ -59,6 +61,32 @@ func TestListPeriods(t *testing.T) {
 	}
 	if got := list(finance, "?limit=1"); len(got) != 1 {
 		t.Fatalf("limit 1: %+v", got)
+	}
+	// Cursor paging, one period a page, walks every period once in order.
+	var walked []string
+	for cursor, pages := "", 0; pages < 10; pages++ {
+		page := decode[struct {
+			Items      []periodJSON
+			NextCursor string `json:"next_cursor"`
+		}](t, do(t, h, finance, "GET", "/v1/periods?limit=1&cursor="+cursor, nil), 200)
+		for _, p := range page.Items {
+			walked = append(walked, p.Period+"/"+p.TenantID.String())
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if len(walked) != len(all) {
+		t.Fatalf("paged %v, want %d periods", walked, len(all))
+	}
+	for i, p := range all {
+		if walked[i] != p.Period+"/"+p.TenantID.String() {
+			t.Fatalf("page %d is %s, want %s", i, walked[i], p.Period+"/"+p.TenantID.String())
+		}
+	}
+	if w := do(t, h, finance, "GET", "/v1/periods?cursor=!!", nil); w.Code != 400 || !strings.Contains(w.Body.String(), `"field":"cursor"`) {
+		t.Fatalf("bad cursor: %d %s", w.Code, w.Body)
 	}
 	for q, status := range map[string]int{"?tenant_id=" + b.String(): 404, "?status=draft": 400, "?limit=0": 400} {
 		if w := do(t, h, alice, "GET", "/v1/periods"+q, nil); w.Code != status {

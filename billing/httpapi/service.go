@@ -9,7 +9,19 @@
 //	POST /v1/prices                 finance          add a price entry
 //	GET  /v1/periods                tenant, platform months with usage or an invoice, open or closed
 //	POST /v1/periods/close          finance          close a tenant's month into an invoice
-//	GET  /v1/reports/gpu-hours      finance, operator GPU-hours and revenue, JSON or CSV
+//	POST /v1/periods/close-all      finance          close a month for every tenant (a durable, resumable job)
+//	GET  /v1/periods/close-jobs/{id} finance, operator the job's progress
+//	GET  /v1/reports/gpu-hours      finance, operator utilised GPU-hours (sessions), JSON or CSV
+//	GET  /v1/reports/billing        finance, operator held vs utilised hours, storage, revenue; JSON or CSV
+//	GET  /v1/balance                tenant, platform  running balance (credit left - unbilled charges), budget
+//	GET  /v1/credits                tenant, platform  credit grants
+//	POST /v1/credits                finance          grant prepaid credit
+//	GET  /v1/budget                 tenant, platform  the tenant's budget
+//	PUT  /v1/budget                 tenant admin, finance set the budget (thresholds, hard stop)
+//	POST /v1/webhooks               tenant admin, finance register an endpoint (secret in the answer only)
+//	GET  /v1/webhooks               tenant, platform  endpoints
+//	DELETE /v1/webhooks/{id}        tenant admin, finance stop an endpoint
+//	GET  /v1/webhooks/{id}/deliveries tenant, platform the delivery log
 package httpapi
 
 import (
@@ -23,10 +35,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"gpucloud/api"
+	"gpucloud/billing/credit"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
+	"gpucloud/billing/webhook"
 	"gpucloud/internal/authn"
 	"gpucloud/internal/problem"
 )
@@ -49,6 +63,8 @@ type Service struct {
 	prices   *rating.Book
 	invoices *invoice.Service
 	reports  *report.Reporter
+	credits  *credit.Service
+	hooks    *webhook.Store
 	now      func() time.Time
 	log      *slog.Logger
 }
@@ -65,6 +81,8 @@ func New(pool *pgxpool.Pool, cp ControlPlane, log *slog.Logger) *Service {
 		prices:   rating.NewBook(pool),
 		invoices: invoice.New(pool),
 		reports:  report.New(pool),
+		credits:  credit.New(pool),
+		hooks:    webhook.NewStore(pool),
 		now:      time.Now,
 		log:      log,
 	}
@@ -82,6 +100,12 @@ func (s *Service) SetClock(now func() time.Time) {
 // and period closes flush on their own too, so a stopped loop only makes them slower.
 func (s *Service) RunRollups(ctx context.Context) { s.ingest.RunRollups(ctx, time.Second) }
 
+// RunCloseJobs works the jobs that close a month for every tenant until ctx ends: each replica
+// runs one; a job belongs to one replica at a time (a lease), and is taken over if it dies.
+func (s *Service) RunCloseJobs(ctx context.Context) {
+	invoice.NewJobRunner(s.invoices, s.log).Run(ctx, time.Second)
+}
+
 // Mount registers the routes on g, the apiserver's authenticated /v1 group.
 func (s *Service) Mount(g *gin.RouterGroup) {
 	g.POST("/agent/usage", s.allow(authn.RoleDaemon), s.postUsage)
@@ -92,7 +116,19 @@ func (s *Service) Mount(g *gin.RouterGroup) {
 	g.POST("/prices", s.allow(authn.RoleFinance), s.addPrice)
 	g.GET("/periods", s.allow(tenantRoles...), s.listPeriods)
 	g.POST("/periods/close", s.allow(authn.RoleFinance), s.closePeriod)
+	g.POST("/periods/close-all", s.allow(authn.RoleFinance), s.closeAll)
+	g.GET("/periods/close-jobs/:id", s.allow(authn.RoleFinance, authn.RoleOperator), s.getCloseJob)
 	g.GET("/reports/gpu-hours", s.allow(authn.RoleFinance, authn.RoleOperator), s.gpuHours)
+	g.GET("/reports/billing", s.allow(authn.RoleFinance, authn.RoleOperator), s.heldReport)
+	g.GET("/balance", s.allow(tenantRoles...), s.getBalance)
+	g.GET("/credits", s.allow(tenantRoles...), s.listCredits)
+	g.POST("/credits", s.allow(authn.RoleFinance), s.addCredit)
+	g.GET("/budget", s.allow(tenantRoles...), s.getBudget)
+	g.PUT("/budget", s.allow(authn.RoleTenantAdmin, authn.RoleFinance), s.putBudget)
+	g.POST("/webhooks", s.allow(authn.RoleTenantAdmin, authn.RoleFinance), s.createWebhook)
+	g.GET("/webhooks", s.allow(tenantRoles...), s.listWebhooks)
+	g.DELETE("/webhooks/:id", s.allow(authn.RoleTenantAdmin, authn.RoleFinance), s.deleteWebhook)
+	g.GET("/webhooks/:id/deliveries", s.allow(tenantRoles...), s.listDeliveries)
 }
 
 // tenantRoles may read tenant-scoped resources: tenants their own, platform roles any.
@@ -153,6 +189,20 @@ func fail(c *gin.Context, d *problem.Details) {
 	d.Instance = c.Request.URL.Path
 	problem.Write(c.Writer, d)
 	c.Abort()
+}
+
+// answer writes v with status, or the error: a field error as a 400 naming the field, any other
+// as a 500.
+func (s *Service) answer(c *gin.Context, status int, v any, err error) {
+	if d := fieldProblem(err); d != nil {
+		fail(c, d)
+		return
+	}
+	if err != nil {
+		internal(c, s.log, err)
+		return
+	}
+	c.JSON(status, v)
 }
 
 func internal(c *gin.Context, log *slog.Logger, err error) {

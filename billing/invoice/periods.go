@@ -12,7 +12,7 @@ import (
 )
 
 // Period is a tenant's month as billing sees it: closed (it has its final invoice) or open with
-// usage booked to it. A month with neither is not listed: there is nothing to bill.
+// something held or usage booked in it. A month with neither is not listed: there is nothing to bill.
 type Period struct {
 	TenantID uuid.UUID `json:"tenant_id"`
 	Period   string    `json:"period"` // YYYY-MM
@@ -30,6 +30,7 @@ type PeriodFilter struct {
 	Tenant *uuid.UUID
 	Status string
 	Limit  int
+	After  *Cursor // resume after this month and tenant
 }
 
 // Periods lists months with usage or an invoice. It flushes pending usage first, so a month
@@ -48,11 +49,11 @@ func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error)
 	// found by a loose index scan: one index probe per month instead of reading every hourly
 	// row (a year of 100 tenants: 1.75 million rows; docs/benchmarks/billing-periods.md). The
 	// tenant condition is written only when there is one, so the planner sees it as an index bound.
-	tenant := func(alias string) string { return "true" }
-	args := []any{f.Status, f.Limit}
+	tenant := func(alias string) string { return "$3::uuid IS NULL" }
+	cp, ct := cursorArgs(f.After)
+	args := []any{f.Status, f.Limit, f.Tenant, s.now().UTC().Truncate(time.Second), cp, ct}
 	if f.Tenant != nil {
-		tenant = func(alias string) string { return alias + ".tenant_id = $3" }
-		args = append(args, *f.Tenant)
+		tenant = func(alias string) string { return alias + ".tenant_id = $3::uuid" }
 	}
 	rows, err := s.pool.Query(ctx, `
 		WITH RECURSIVE booked AS (
@@ -63,14 +64,24 @@ func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error)
 		        SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h
 		        WHERE `+tenant("h")+` AND (h.tenant_id, h.booked_period) > (b.tenant_id, b.booked_period)
 		        ORDER BY h.tenant_id, h.booked_period LIMIT 1) n
+		), held AS (
+		    -- Months something was held in (allocations are few per tenant: one per transition).
+		    SELECT DISTINCT a.tenant_id, m::date AS booked_period FROM billing_allocations a
+		    CROSS JOIN LATERAL generate_series(date_trunc('month', a.started_at, 'UTC'),
+		        date_trunc('month', coalesce(a.ended_at, $4) - interval '1 second', 'UTC'), interval '1 month') AS m
+		    WHERE `+tenant("a")+` AND coalesce(a.ended_at, $4) > a.started_at
+		), months AS (
+		    SELECT * FROM booked UNION SELECT * FROM held
 		), closed AS (
 		    SELECT i.id, i.tenant_id, i.period, i.total_cents, i.closed_at FROM billing_invoices i
 		    WHERE i.status = 'closed' AND `+tenant("i")+`
 		)
 		SELECT coalesce(c.tenant_id, b.tenant_id) AS tenant, coalesce(c.period, b.booked_period) AS month,
 		    c.id, c.total_cents, c.closed_at
-		FROM booked b FULL JOIN closed c ON c.tenant_id = b.tenant_id AND c.period = b.booked_period
-		WHERE $1 = '' OR ($1 = 'closed') = (c.id IS NOT NULL)
+		FROM months b FULL JOIN closed c ON c.tenant_id = b.tenant_id AND c.period = b.booked_period
+		WHERE ($1 = '' OR ($1 = 'closed') = (c.id IS NOT NULL))
+		    AND ($5::date IS NULL OR coalesce(c.period, b.booked_period) < $5
+		        OR (coalesce(c.period, b.booked_period) = $5 AND coalesce(c.tenant_id, b.tenant_id) > $6::uuid))
 		ORDER BY month DESC, tenant
 		LIMIT $2`, args...)
 	if err != nil {

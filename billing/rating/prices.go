@@ -25,7 +25,7 @@ import (
 // same key.
 type Price struct {
 	ID              uuid.UUID `json:"id"`
-	Kind            string    `json:"kind"` // gpu or vm
+	Kind            string    `json:"kind"` // gpu, vm or storage
 	GPUModel        string    `json:"gpu_model,omitempty"`
 	Tier            string    `json:"tier,omitempty"`
 	InstanceType    string    `json:"instance_type,omitempty"`
@@ -41,7 +41,7 @@ func Unit(kind, tier string) string {
 	switch {
 	case kind == "vm":
 		return "vm-hour"
-	case tier == "shared":
+	case kind == "storage" || tier == "shared":
 		return "gib-hour"
 	default:
 		return "gpu-hour"
@@ -76,8 +76,11 @@ func Normalize(p Price) (Price, error) {
 			return p, &FieldError{"instance_type", "is required for a vm price (at most 128 bytes)"}
 		}
 		p.GPUModel, p.Tier = "", ""
+	case "storage":
+		// One price per GiB-hour for every disk (root disks and volumes).
+		p.GPUModel, p.Tier, p.InstanceType = "", "", ""
 	default:
-		return p, &FieldError{"kind", fmt.Sprintf("%q is neither gpu nor vm", p.Kind)}
+		return p, &FieldError{"kind", fmt.Sprintf("%q is not one of gpu, vm, storage", p.Kind)}
 	}
 	if p.UnitPriceMicros < 0 || p.UnitPriceMicros > MaxUnitPriceMicros {
 		return p, &FieldError{"unit_price_micros", fmt.Sprintf("%d is outside 0..%d", p.UnitPriceMicros, MaxUnitPriceMicros)}

@@ -62,39 +62,96 @@ type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-const rateSQL = `
-WITH ` + PriceRangesCTE + `
-SELECT h.kind, h.tier, h.gpu_model, h.instance_type,
-    -- Regular usage belongs to the booked month even where a session ran past its end;
-    -- adjustments name the month the usage happened in.
-    CASE WHEN h.adjustment THEN to_char(h.hour AT TIME ZONE 'UTC', 'YYYY-MM')
-        ELSE to_char(h.booked_period, 'YYYY-MM') END AS usage_period, h.adjustment,
-    p.id, coalesce(p.unit_price_micros, 0), min(h.hour),
-    sum(` + QuantityExpr + `)::bigint AS qty,
-    round(sum(` + QuantityExpr + `)::numeric / min(` + UnitMsExpr + `), 6)::text AS quantity,
-    coalesce(round(sum(` + MicrosExpr + `) / 10000), 0)::bigint AS amount_cents
-FROM billing_usage_hourly h
-` + PriceJoin + `
-WHERE h.tenant_id = $1 AND h.booked_period = $2
-GROUP BY h.kind, h.tier, h.gpu_model, h.instance_type, usage_period, h.adjustment, p.id, p.unit_price_micros
-ORDER BY h.adjustment, usage_period, h.kind, h.tier, h.gpu_model, h.instance_type, min(h.hour)`
+// HeldPiecesCTE names, after WITH, the CTEs that cut allocation intervals into priced pieces:
+// each interval matching where (over billing_allocations a) clipped to [$2, $3) and, while still
+// open, to $4 ("now"), then cut where the price in force changes. all_pieces has one row per piece:
+// the allocation's id, kind, price key (tier, gpu_model, instance_type: ” where the kind is not
+// priced by it), its raw dimensions (tenant_id, a_tier, a_gpu_model, a_instance_type) for reports,
+// quantity, price_id and price (NULL and 0 for time no price covers), start s and ms. Time is whole
+// seconds (intervals are dated to the second).
+func HeldPiecesCTE(where string) string {
+	return PriceRangesCTE + `,
+held AS (
+    SELECT a.id, a.kind, a.quantity, a.tenant_id, a.tier AS a_tier, a.gpu_model AS a_gpu_model, a.instance_type AS a_instance_type,
+        CASE WHEN a.kind = 'gpu' THEN a.tier ELSE '' END AS tier,
+        CASE WHEN a.kind = 'gpu' THEN a.gpu_model ELSE '' END AS gpu_model,
+        CASE WHEN a.kind = 'vm' THEN a.instance_type ELSE '' END AS instance_type,
+        greatest(a.started_at, $2) AS s, least(coalesce(a.ended_at, $4), $3) AS e
+    FROM billing_allocations a
+    WHERE ` + where + ` AND a.started_at < $3 AND (a.ended_at IS NULL OR a.ended_at > $2)
+),
+pieces AS (
+    SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
+        h.quantity, p.id AS price_id, p.unit_price_micros AS price, greatest(h.s, p.effective_from) AS s,
+        (extract(epoch FROM least(h.e, coalesce(p.effective_to, h.e)) - greatest(h.s, p.effective_from)) * 1000)::bigint AS ms
+    FROM held h
+    JOIN price_ranges p ON p.kind = h.kind AND p.gpu_model = h.gpu_model AND p.tier = h.tier
+        AND p.instance_type = h.instance_type AND p.effective_from < h.e AND (p.effective_to IS NULL OR p.effective_to > h.s)
+    WHERE h.e > h.s
+),
+unpriced AS (
+    SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
+        h.quantity, NULL::uuid AS price_id, 0::bigint AS price, h.s,
+        (extract(epoch FROM h.e - h.s) * 1000)::bigint - coalesce((SELECT sum(x.ms) FROM pieces x WHERE x.id = h.id), 0)::bigint AS ms
+    FROM held h WHERE h.e > h.s
+),
+all_pieces AS (
+    SELECT * FROM pieces UNION ALL SELECT * FROM unpriced WHERE ms > 0
+)`
+}
 
-// Rate prices a tenant's usage booked in period (the first day of a month) into numbered lines.
-// Usage without a price in force returns an *UnpricedError.
+// rateSQL prices a tenant's ($1) allocation pieces, summed per kind, price key and price entry.
+var rateSQL = `
+WITH ` + HeldPiecesCTE("a.tenant_id = $1") + `
+SELECT kind, tier, gpu_model, instance_type, price_id, price, min(s),
+    sum(quantity * ms)::bigint AS qty,
+    round(sum(quantity * ms)::numeric / min(` + UnitMsHeld + `), 6)::text AS quantity,
+    round(sum(quantity * ms)::numeric * price / min(` + UnitMsHeld + `) / 10000)::bigint AS amount_cents
+FROM all_pieces
+GROUP BY kind, tier, gpu_model, instance_type, price_id, price
+ORDER BY kind, tier, gpu_model, instance_type, min(s)`
+
+// UnitMsHeld is how many unit-milliseconds of an allocation piece make one priced unit: an hour,
+// and for quantities in MiB (shared slices, storage) an hour of 1,024 MiB.
+const UnitMsHeld = `(CASE WHEN kind = 'storage' OR (kind = 'gpu' AND tier = 'shared') THEN 3686400000 ELSE 3600000 END)`
+
+// Rate prices what a tenant held during period (the first day of a month) into numbered lines.
+// Time without a price in force returns an *UnpricedError.
 func Rate(ctx context.Context, q Querier, tenant uuid.UUID, period time.Time) ([]Line, error) {
-	rows, err := q.Query(ctx, rateSQL, tenant, period)
+	end := period.AddDate(0, 1, 0)
+	return RateRange(ctx, q, tenant, period, end, end)
+}
+
+// RateRange prices what a tenant held over [from, to), counting intervals still open up to now.
+// Time without a price returns the priced lines and an *UnpricedError.
+func RateRange(ctx context.Context, q Querier, tenant uuid.UUID, from, to, now time.Time) ([]Line, error) {
+	rows, err := q.Query(ctx, rateSQL, RateArgs(tenant, from, to, now)...)
 	if err != nil {
-		return nil, fmt.Errorf("rating: rate %s %s: %w", tenant, period.Format("2006-01"), err)
+		return nil, fmt.Errorf("rating: rate %s %s: %w", tenant, from.Format("2006-01"), err)
 	}
+	return ScanLines(rows, from)
+}
+
+// RateSQL is RateRange's query, for callers that send it in a batch with other statements
+// (RateArgs are its arguments, ScanLines reads its rows).
+func RateSQL() string { return rateSQL }
+
+// RateArgs are RateSQL's arguments.
+func RateArgs(tenant uuid.UUID, from, to, now time.Time) []any {
+	return []any{tenant, from, to, now.UTC().Truncate(time.Second)}
+}
+
+// ScanLines reads RateSQL's rows (and closes them) into numbered lines of the month from.
+func ScanLines(rows pgx.Rows, from time.Time) ([]Line, error) {
 	defer rows.Close()
 	var lines []Line
 	var unpriced []string
 	for rows.Next() {
-		var l Line
+		l := Line{UsagePeriod: from.UTC().Format("2006-01")}
 		var priceID *uuid.UUID
 		var first time.Time
-		if err := rows.Scan(&l.Kind, &l.Tier, &l.GPUModel, &l.InstanceType, &l.UsagePeriod, &l.Adjustment,
-			&priceID, &l.UnitPriceMicros, &first, &l.QuantityMs, &l.Quantity, &l.AmountCents); err != nil {
+		if err := rows.Scan(&l.Kind, &l.Tier, &l.GPUModel, &l.InstanceType, &priceID, &l.UnitPriceMicros, &first,
+			&l.QuantityMs, &l.Quantity, &l.AmountCents); err != nil {
 			return nil, fmt.Errorf("rating: scan line: %w", err)
 		}
 		l.Unit = Unit(l.Kind, l.Tier)
@@ -111,14 +168,18 @@ func Rate(ctx context.Context, q Querier, tenant uuid.UUID, period time.Time) ([
 		return nil, fmt.Errorf("rating: read lines: %w", err)
 	}
 	if len(unpriced) > 0 {
-		return nil, &UnpricedError{Items: unpriced}
+		// The priced lines come back too: a running balance counts them; a close refuses.
+		return lines, &UnpricedError{Items: unpriced}
 	}
 	return lines, nil
 }
 
 func key(l Line) string {
-	if l.Kind == "vm" {
+	switch l.Kind {
+	case "vm":
 		return "vm " + l.InstanceType
+	case "storage":
+		return "storage"
 	}
 	return "gpu " + l.GPUModel + " " + l.Tier
 }
@@ -131,6 +192,8 @@ func describe(l Line) string {
 	switch {
 	case l.Kind == "vm":
 		fmt.Fprintf(&b, "VM %s", l.InstanceType)
+	case l.Kind == "storage":
+		b.WriteString("Storage")
 	default:
 		fmt.Fprintf(&b, "GPU %s %s", l.GPUModel, l.Tier)
 	}

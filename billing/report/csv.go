@@ -32,3 +32,27 @@ func Cell(s string) string {
 	}
 	return s
 }
+
+// WriteHeldCSV writes the month-close report's rows, one column per grouping dimension first.
+func WriteHeldCSV(w io.Writer, rep HeldReport) error {
+	cw := csv.NewWriter(w)
+	head := append(append([]string{}, rep.GroupBy...), "held_gpu_ms", "held_gpu_hours", "slice_mib_ms", "slice_gib_hours",
+		"utilised_gpu_ms", "utilised_gpu_hours", "vm_ms", "vm_hours", "storage_mib_ms", "storage_gib_hours",
+		"revenue_cents", "revenue_"+rep.Currency, "unpriced_pieces")
+	_ = cw.Write(head)
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for _, r := range rep.Rows {
+		var rec []string
+		for _, d := range rep.GroupBy {
+			rec = append(rec, Cell(r.Group[d]))
+		}
+		_ = cw.Write(append(rec, i64(r.HeldGPUMs), r.HeldGPUHours, i64(r.SliceMiBMs), r.SliceGiBHours,
+			i64(r.UtilisedGPUMs), r.UtilisedGPUHours, i64(r.VMMs), r.VMHours, i64(r.StorageMiBMs), r.StorageGiBHours,
+			i64(r.RevenueCents), r.Revenue, i64(r.UnpricedPieces)))
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("report: write csv: %w", err)
+	}
+	return nil
+}

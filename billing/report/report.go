@@ -23,8 +23,9 @@ type Query struct {
 	Granularity string // day or month
 }
 
-// Row is one bucket and group. Revenue is the usage priced by the price in force at each hour,
-// rounded to the cent per row (invoices round per line, so sums may differ by rounding).
+// Row is one bucket and group. Revenue is the utilisation (session GPU time) valued by the price
+// in force at each hour, rounded to the cent per row. Since charges are what tenants hold
+// (HeldReport), it is not what is invoiced: it shows what idle holdings would cost if billed by use.
 type Row struct {
 	Bucket        string `json:"bucket"` // YYYY-MM-DD or YYYY-MM
 	Group         string `json:"group"`

@@ -58,6 +58,7 @@ func newRoot(ctx context.Context) *cobra.Command {
 	var limits httplimits.Limits
 	var proxies []string
 	var metricsTokenFile string
+	var webhooksPrivate bool
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
 			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
@@ -88,7 +89,8 @@ func newRoot(ctx context.Context) *cobra.Command {
 		}
 		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
 		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default(), HTTP: limits,
-			Options: server.Options{TrustedProxies: proxies, MetricsToken: metricsToken}})
+			Options: server.Options{TrustedProxies: proxies, MetricsToken: metricsToken},
+			Billing: app.BillingConfig{WebhooksAllowPrivate: webhooksPrivate}})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
 	serve.Flags().StringVar(&keyFile, "token-key", env("GPUCLOUD_TOKEN_KEY_FILE", ".data/token.key"), "Ed25519 session token key file (env GPUCLOUD_TOKEN_KEY_FILE)")
@@ -104,6 +106,8 @@ func newRoot(ctx context.Context) *cobra.Command {
 	serve.Flags().DurationVar(&limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "close a keep-alive connection idle this long")
 	serve.Flags().IntVar(&limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request line and headers, in bytes")
 	serve.Flags().IntVar(&limits.MaxConns, "max-conns", 0, "connections served at once; more wait in the listen backlog (0: half the process's open-file limit, at most 100000)")
+	serve.Flags().BoolVar(&webhooksPrivate, "webhooks-allow-private", env("GPUCLOUD_WEBHOOKS_ALLOW_PRIVATE", "") == "true",
+		"let webhook deliveries reach loopback and private addresses (development; env GPUCLOUD_WEBHOOKS_ALLOW_PRIVATE=true)")
 
 	migrate := &cobra.Command{Use: "migrate", Short: "Apply database migrations", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {

@@ -45,6 +45,8 @@ func main() {
 		ordered    = flag.Bool("ordered", true, "records in time order, as daemons send them (false: anywhere in the month)")
 		flushEvery = flag.Duration("flush", time.Second, "rollup flush interval during ingestion")
 		cpuProfile = flag.String("cpuprofile", "", "write the bench's own CPU profile (pprof) to this file")
+		closeAll   = flag.Bool("close", false, "then close the month for every tenant (allocations written for each) and time it")
+		synthetic  = flag.Int("synthetic-rollups", 0, "instead of ingesting, write this many hourly rollup rows straight (to time -close over a month of that size)")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -61,15 +63,18 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery); err != nil {
+	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery, *closeAll, *synthetic); err != nil {
 		fmt.Fprintln(os.Stderr, "billingbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration) error {
-	if batch < 1 || batch > ingest.MaxBatch || count < 1 || workers < 1 || tenants < 1 {
+func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration, closeAll bool, synthetic int) error {
+	if synthetic > 0 {
+		count = 0
+	}
+	if batch < 1 || batch > ingest.MaxBatch || (count < 1 && synthetic == 0) || workers < 1 || tenants < 1 {
 		return fmt.Errorf("need 1 <= -batch <= %d, -count, -workers, -tenants >= 1", ingest.MaxBatch)
 	}
 	dataDir := "" // known when the cluster is ours: then its CPU time is measured
@@ -104,6 +109,11 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	month := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	if err := addPrices(ctx, pool, month); err != nil {
 		return err
+	}
+	if synthetic > 0 {
+		if err := synthesize(ctx, pool, month, tenants, synthetic); err != nil {
+			return err
+		}
 	}
 	in := ingest.New(pool, nil)
 	in.SetClock(func() time.Time { return month.AddDate(0, 2, 0) })
@@ -191,10 +201,14 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	}
 	fmt.Printf("hourly rollup rows: %d\n", rollups)
 	rep := report.New(pool)
-	for _, q := range []report.Query{
+	queries := []report.Query{
 		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tier", Granularity: "month"},
 		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tenant", Granularity: "day"},
-	} {
+	}
+	if reports < 1 {
+		queries = nil // -reports 0: none
+	}
+	for _, q := range queries {
 		var times []time.Duration
 		var last report.Report
 		for i := 0; i < reports; i++ {
@@ -211,6 +225,9 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		fmt.Printf("one-month report group_by=%s granularity=%s: %d rows, %s GPU-hours, revenue %s %s; first %s, median %s of %d runs\n",
 			q.GroupBy, q.Granularity, len(last.Rows), last.Total.GPUHours, last.Total.Revenue, last.Currency,
 			first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
+	}
+	if closeAll {
+		return closeMonth(ctx, pool, month, workers)
 	}
 	return nil
 }

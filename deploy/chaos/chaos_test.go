@@ -48,7 +48,8 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // domain; no seed directory, VF claim, GPU reservation or host room is held for a dead instance;
 // gpuserverd serves no session and runs no worker process, and no worker outlived a killed
 // gpuserverd; billing holds every record in gpuserverd's usage log exactly once and no other
-// from it, and no instance is billed twice for the same time (GPU sessions or VM windows).
+// from it, and no instance is billed twice for the same time (GPU sessions or VM windows); every
+// instance's billed held time (GPU, VM, root disk) equals its recorded running time to the second.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test: not in -short")

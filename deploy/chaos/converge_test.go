@@ -153,6 +153,10 @@ func (p *platform) check(ctx context.Context, t *testing.T, keepers []string) []
 	if overlaps != 0 {
 		badf("%d pairs of usage records bill the same instance for the same time", overlaps)
 	}
+	// Charges: held time equals the recorded running time, to the second, for every instance.
+	for _, m := range p.heldTimeMismatches(ctx, t) {
+		badf("%s", m)
+	}
 	return bad
 }
 

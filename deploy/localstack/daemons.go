@@ -198,6 +198,9 @@ func catalogForGPUs(ctx context.Context, st *store.Store, gpuServer string, log 
 		}
 		log.Info("catalog: instance types for the local GPU", "gpu", gpu)
 	}
+	if err := seedPriceBook(ctx, st); err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, it := range types {
 		if it.GPUModelID != nil && models[*it.GPUModelID] != "" {

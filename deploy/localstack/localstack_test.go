@@ -95,6 +95,20 @@ func TestLocalStackRunsAndStopsCleanly(t *testing.T) {
 	if inst, err = c.WaitInstance(ctx, inst.ID, 200*time.Millisecond, nil, sdk.StateRunning, sdk.StateFailed); err != nil || inst.State != sdk.StateRunning {
 		t.Fatalf("instance %+v: %v", inst, err)
 	}
+	// The demo price book prices what the instance holds: its slice, its VM and its disk.
+	priced := map[string]bool{}
+	for p, err := range c.Prices(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		priced[p.Kind+"/"+p.Tier+"/"+p.InstanceType] = true
+	}
+	typeName := find(t, text, `GPU instance type: \S+ (local-\S+-shared)`)
+	for _, k := range []string{"gpu/shared/", "vm//" + typeName, "storage//"} {
+		if !priced[k] {
+			t.Errorf("no demo price for %s (have %v)", k, priced)
+		}
+	}
 	children := descendants(cmd.Process.Pid)
 	if len(children) < 2 { // gpuserverd, hostd (PostgreSQL is started by pg_ctl, detached)
 		t.Fatalf("stack runs %d child processes, want gpuserverd and hostd", len(children))

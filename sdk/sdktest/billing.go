@@ -51,6 +51,18 @@ func (m *Meter) GPU(t testing.TB, tenant, model, tier string, start time.Time, d
 	if err != nil || res.Accepted != 1 {
 		t.Fatalf("post usage %+v: %+v %v", r, res, err)
 	}
+	// Sessions are utilisation; what is charged is what the tenant held. These tests bill as if
+	// the instance held the GPU exactly while the session ran, as the control plane would record
+	// for an instance running over the same interval.
+	quantity := int64(1)
+	if tier == "shared" {
+		quantity = sharedSlice >> 20 // MiB
+	}
+	if _, err := m.env.Store.Pool.Exec(context.Background(), `INSERT INTO billing_allocations (tenant_id, instance_id, kind,
+		resource_id, tier, gpu_model, quantity, started_at, ended_at) VALUES ($1, $2, 'gpu', $3, $4, $5, $6, $7, $8)`,
+		tenant, inst, r.ID, tier, model, quantity, start, start.Add(d)); err != nil {
+		t.Fatalf("hold %+v: %v", r, err)
+	}
 }
 
 // instance is the meter's instance of tenant and tier, placed on first use.

@@ -182,8 +182,35 @@ func (a *app) periodsCmd() *cobra.Command {
 			}
 			return printInvoice(a.io.Out, a.output, inv)
 		})}
-	c.AddCommand(list, closeCmd)
+	closeAll := &cobra.Command{Use: "close-all YYYY-MM", Short: "Close an ended month for every tenant (finance): a durable job, followed to its end",
+		Args: exactArgs(1, "a month (YYYY-MM)"),
+		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
+			if _, err := time.Parse("2006-01", args[0]); err != nil {
+				return usagef(fmt.Errorf("month %q: want YYYY-MM", args[0]))
+			}
+			job, err := cl.CloseAllPeriods(cmd.Context(), args[0])
+			for err == nil && job.Status == "running" {
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(500 * time.Millisecond):
+				}
+				job, err = cl.GetCloseJob(cmd.Context(), job.ID)
+			}
+			if err != nil {
+				return err
+			}
+			return printOne(a.io.Out, a.output, job, closeJobCols)
+		})}
+	c.AddCommand(list, closeCmd, closeAll)
 	return c
+}
+
+var closeJobCols = []column[sdk.CloseJob]{
+	col("JOB", func(j sdk.CloseJob) string { return j.ID }), col("PERIOD", func(j sdk.CloseJob) string { return j.Period }),
+	col("STATUS", func(j sdk.CloseJob) string { return j.Status }), col("CLOSED", func(j sdk.CloseJob) string { return itoa(j.Closed) }),
+	col("SKIPPED", func(j sdk.CloseJob) string { return itoa(j.Skipped) }), col("FAILED", func(j sdk.CloseJob) string { return itoa(j.Failed) }),
+	col("LAST ERROR", func(j sdk.CloseJob) string { return dash(j.LastError) }),
 }
 
 // checkUUID refuses a malformed id before any request (the API would say not found or invalid,

@@ -39,7 +39,7 @@ func (a *app) pricesCmd() *cobra.Command {
 			return printOne(a.io.Out, a.output, p, priceCols)
 		})}
 	f := add.Flags()
-	f.StringVar(&req.Kind, "kind", "", "gpu or vm")
+	f.StringVar(&req.Kind, "kind", "", "gpu, vm or storage (per GiB-hour of disk, running or stopped)")
 	f.StringVar(&req.GPUModel, "gpu-model", "", "gpu: the GPU model's name as usage reports it")
 	f.StringVar(&req.Tier, "tier", "", "gpu: dedicated (per GPU-hour) or shared (per GiB-hour of memory quota)")
 	f.StringVar(&req.InstanceType, "instance-type", "", "vm: the instance type's name (per VM-hour)")
@@ -73,8 +73,12 @@ func checkPrice(req *sdk.AddPriceRequest, price, from string) error {
 		if req.GPUModel != "" || req.Tier != "" {
 			return usagef(fmt.Errorf("--gpu-model and --tier are for --kind gpu"))
 		}
+	case "storage":
+		if req.GPUModel != "" || req.Tier != "" || req.InstanceType != "" {
+			return usagef(fmt.Errorf("--kind storage takes no --gpu-model, --tier or --instance-type (one price per GiB-hour)"))
+		}
 	default:
-		return usagef(fmt.Errorf("--kind %q: want gpu or vm", req.Kind))
+		return usagef(fmt.Errorf("--kind %q: want gpu, vm or storage", req.Kind))
 	}
 	m, err := parseMicros(price)
 	if err != nil {

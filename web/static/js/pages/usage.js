@@ -19,14 +19,26 @@ function priceFor(prices, r, unit) {
     .sort((a, b) => new Date(b.effective_from) - new Date(a.effective_from))[0];
 }
 
-// usage shows this month's GPU hours and estimated cost per day (billing's /v1/usage and
-// /v1/prices) and past invoices (/v1/invoices). Invoices are authoritative; the estimate prices
-// the month at today's prices.
+// usage shows this month's charges so far and the balance (/v1/balance), the utilisation (GPU
+// hours inside sessions) and what it would cost at today's prices per day (/v1/usage,
+// /v1/prices), and past invoices (/v1/invoices). Invoices are authoritative.
 export async function usage(main) {
   const now = new Date();
   const from = monthStart(now);
   const to = monthStart(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)));
   main.append(h('h1', {}, 'Usage and invoices'), h('h2', {}, `This month (${from.slice(0, 7)})`));
+  // What is charged: what the tenant's instances hold (GPUs or slices and VMs while running,
+  // disks while they exist), by the second, at the price book's prices; and prepaid credit.
+  try {
+    const { balance: b, budget } = await get('/v1/balance');
+    main.append(h('p', { 'data-testid': 'month-charges' },
+      h('strong', {}, `Charges so far: ${money(b.month_to_date_cents, b.currency)}`),
+      ` (what your instances hold, by the second); prepaid credit ${money(b.credit_cents, b.currency)}, balance ${money(b.balance_cents, b.currency)}`,
+      budget ? `; monthly budget ${money(budget.limit_cents, b.currency)}` : '',
+      (b.unpriced || []).length ? ' (some of it has no price yet)' : '', '.'));
+  } catch (e) {
+    main.append(notAvailable('Balance', e));
+  }
   try {
     const u = await get(`/v1/usage?from=${from}&to=${to}&granularity=day`);
     const prices = ((await get('/v1/prices').catch(() => ({ items: [] }))).items) || [];
@@ -51,7 +63,7 @@ export async function usage(main) {
       cost[key][d] += c;
       cents += c;
     }
-    main.append(h('p', { 'data-testid': 'usage-total' }, `${gpuHours.toFixed(3)} GPU hours, ${vmHours.toFixed(3)} VM hours so far; `,
+    main.append(h('p', { 'data-testid': 'usage-total' }, `Utilisation (inside CUDA sessions; shown, not charged): ${gpuHours.toFixed(3)} GPU hours, ${vmHours.toFixed(3)} VM hours so far; `,
       h('strong', { 'data-testid': 'estimated-cost' }, `estimated cost ${money(Math.round(cents), currency)}`),
       unpriced > 0 ? ' (some usage has no price yet)' : '', '.'));
     if (!days.length) {
