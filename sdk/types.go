@@ -137,28 +137,30 @@ type CreateInstanceTypeRequest struct {
 
 // Instance is a VM.
 type Instance struct {
-	ID               string    `json:"id"`
-	TenantID         string    `json:"tenant_id"`
-	Name             string    `json:"name"`
-	InstanceTypeID   string    `json:"instance_type_id"`
-	Image            string    `json:"image"`
-	SSHKey           string    `json:"ssh_key,omitempty"`
-	State            string    `json:"state"`
-	DesiredState     string    `json:"desired_state"`
-	FailureReason    string    `json:"failure_reason,omitempty"`
-	HostID           string    `json:"host_id"`
-	GPUServerID      string    `json:"gpu_server_id,omitempty"`
-	VCPUs            int       `json:"vcpus"`
-	MemoryMiB        int       `json:"memory_mib"`
-	DiskGiB          int       `json:"disk_gib"`
-	Tier             string    `json:"tier"`
-	GPUModel         string    `json:"gpu_model,omitempty"`
-	GPUCount         int       `json:"gpu_count"`
-	GPUMemoryBytes   int64     `json:"gpu_memory_bytes"`
-	RebootGeneration int64     `json:"reboot_generation"`
-	VFPCIAddress     string    `json:"vf_pci_address,omitempty"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ID               string `json:"id"`
+	TenantID         string `json:"tenant_id"`
+	Name             string `json:"name"`
+	InstanceTypeID   string `json:"instance_type_id"`
+	Image            string `json:"image"`
+	SSHKey           string `json:"ssh_key,omitempty"`
+	State            string `json:"state"`
+	DesiredState     string `json:"desired_state"`
+	FailureReason    string `json:"failure_reason,omitempty"`
+	HostID           string `json:"host_id"`
+	GPUServerID      string `json:"gpu_server_id,omitempty"`
+	VCPUs            int    `json:"vcpus"`
+	MemoryMiB        int    `json:"memory_mib"`
+	DiskGiB          int    `json:"disk_gib"`
+	Tier             string `json:"tier"`
+	GPUModel         string `json:"gpu_model,omitempty"`
+	GPUCount         int    `json:"gpu_count"`
+	GPUMemoryBytes   int64  `json:"gpu_memory_bytes"`
+	RebootGeneration int64  `json:"reboot_generation"`
+	VFPCIAddress     string `json:"vf_pci_address,omitempty"`
+	// Released: a VM that failed before it ran gave back its GPU, host room and quota.
+	Released  bool      `json:"released,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Conditions: HostReachable for every live instance, GPUServerReachable for one with GPUs
 	// on a GPU server; empty for deleted instances. See Unhealthy.
 	Conditions []Condition `json:"conditions"`

@@ -64,6 +64,9 @@ func (s *Store) Act(ctx context.Context, tenant, id uuid.UUID, action, actor str
 				return nil
 			default:
 				to, desired = StateDeleting, "deleted"
+				if inst.Released {
+					to = StateDeleted // nothing left on its host to tear down
+				}
 			}
 		default:
 			return fmt.Errorf("unknown action %q", action)
@@ -154,6 +157,7 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 			}
 			return &StateError{State: inst.State, Action: "report " + obs.State + " for"}
 		}
+		neverRan := inst.State == StatePending || inst.State == StateProvisioning
 		reason := ""
 		if obs.State == api.ObservedFailed {
 			reason = obs.Reason
@@ -164,8 +168,15 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 		if err := setState(ctx, tx, &inst, obs.State, "", reason, "host:"+host.String()); err != nil {
 			return err
 		}
-		if obs.State == api.ObservedDeleted {
-			if err := release(ctx, tx, inst); err != nil {
+		switch {
+		case obs.State == api.ObservedDeleted && !inst.Released:
+			if err := release(ctx, tx, &inst); err != nil {
+				return err
+			}
+		case obs.State == api.ObservedFailed && neverRan:
+			// A VM that never ran holds nothing the tenant can use: it gives back its GPU, host
+			// room and quota now rather than at its deletion, so the next create is not refused.
+			if err := release(ctx, tx, &inst); err != nil {
 				return err
 			}
 		}
@@ -175,8 +186,13 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 	return out, err
 }
 
-// release returns a deleted instance's host room, GPU reservations and quota.
-func release(ctx context.Context, tx pgx.Tx, inst Instance) error {
+// release returns an instance's host room, GPU reservations and quota, and marks it released (its
+// host no longer keeps it; its VF, if any, is freed when hostd tears the domain down).
+func release(ctx context.Context, tx pgx.Tx, inst *Instance) error {
+	if _, err := tx.Exec(ctx, `UPDATE instances SET released_at = now(), vf_pci_address = '' WHERE id = $1`, inst.ID); err != nil {
+		return fmt.Errorf("mark released: %w", err)
+	}
+	inst.Released, inst.VFPCIAddress = true, ""
 	if _, err := tx.Exec(ctx, `UPDATE gpus SET reserved_bytes = gpus.reserved_bytes - r.bytes FROM gpu_reservations r
 		WHERE r.instance_id = $1 AND gpus.id = r.gpu_id`, inst.ID); err != nil {
 		return fmt.Errorf("release GPUs: %w", err)
@@ -205,14 +221,15 @@ type Placed struct {
 	GPUUUIDs     []string
 }
 
-// HostInstances lists the instances placed on host that are not yet deleted.
+// HostInstances lists the instances placed on host that are not yet deleted and still hold
+// their room there (a released failed instance does not).
 func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(it.name, ''), coalesce(g.endpoint, ''),
 		coalesce((SELECT array_agg(u.uuid ORDER BY u.idx) FROM gpu_reservations r JOIN gpus u ON u.id = r.gpu_id
 		          WHERE r.instance_id = i.id), '{}')
 		FROM instances i JOIN tenants t ON t.id = i.tenant_id LEFT JOIN instance_types it ON it.id = i.instance_type_id
 		LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
-		WHERE i.host_id = $1 AND i.state <> 'deleted' ORDER BY i.id`, host)
+		WHERE i.host_id = $1 AND i.state <> 'deleted' AND i.released_at IS NULL ORDER BY i.id`, host)
 	if err != nil {
 		return nil, fmt.Errorf("host instances: %w", err)
 	}
