@@ -60,7 +60,15 @@ type InstanceSpec struct {
 	MemoryMiB int    `json:"memory_mib"`
 	DiskGiB   int    `json:"disk_gib"`
 	Image     string `json:"image"`
-	SSHKey    string `json:"ssh_key,omitempty"`
+	// ImageSource is where the host fetches the image (file:// or http(s)://) and ImageSHA256
+	// what its bytes must hash to; empty for an image only found in the host's images dir.
+	ImageSource string `json:"image_source,omitempty"`
+	ImageSHA256 string `json:"image_sha256,omitempty"`
+	SSHKey      string `json:"ssh_key,omitempty"`
+	// SSHKeys are the authorized_keys lines the VM accepts (SSHKey among them when set).
+	SSHKeys []string `json:"ssh_keys,omitempty"`
+	// UserData is the tenant's cloud-init user-data ("#cloud-config" or "#!"), validated.
+	UserData string `json:"user_data,omitempty"`
 }
 
 // GPUGrant is the GPU capacity reserved for an instance and how its guest library reaches it.

@@ -212,6 +212,10 @@ type CreateInstanceRequest struct {
 	InstanceTypeID string `json:"instance_type_id"`
 	Image          string `json:"image"`
 	SSHKey         string `json:"ssh_key,omitempty"`
+	// SSHKeyIDs name the caller's keys (/v1/ssh-keys) the VM accepts; at most 10.
+	SSHKeyIDs []string `json:"ssh_key_ids,omitempty"`
+	// UserData is cloud-init user-data: "#cloud-config" YAML or a "#!" script, at most 16 KiB.
+	UserData string `json:"user_data,omitempty"`
 }
 
 // Event is one state transition of an instance.

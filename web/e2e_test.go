@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,14 @@ func TestConsoleEndToEnd(t *testing.T) {
 		}
 		if it.Name == "cpu-small" {
 			cpuType = it.ID.String()
+		}
+	}
+	for _, im := range []store.Image{
+		{Name: "ubuntu-24.04", Source: "https://images.example/ubuntu-24.04.qcow2", SHA256: strings.Repeat("ab", 32), MinDiskGiB: 10, GuestLibraries: true},
+		{Name: "demo", Source: "file:///var/lib/gpucloud/images/demo.qcow2", SHA256: strings.Repeat("cd", 32), MinDiskGiB: 1},
+	} {
+		if err := st.CreateImage(boot, &im); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// silent-vm sits on host-2, which the sweeper's query then marks unreachable (the only daemon

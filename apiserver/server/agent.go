@@ -73,7 +73,9 @@ func (s *Server) desired(p store.Placed, now time.Time) (api.DesiredInstance, er
 	d := api.DesiredInstance{
 		ID: p.ID.String(), TenantID: p.TenantID.String(), Name: p.Name, InstanceType: p.TypeName, DesiredState: p.DesiredState,
 		RebootGeneration: p.RebootGeneration, PartitionKey: uint16(p.PartitionKey),
-		Spec: api.InstanceSpec{VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Image: p.Image, SSHKey: p.SSHKey},
+		Spec: api.InstanceSpec{VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Image: p.Image,
+			ImageSource: p.ImageSource, ImageSHA256: p.ImageSHA256, SSHKey: p.SSHKey,
+			SSHKeys: p.SSHAuthorizedKeys, UserData: p.UserData},
 	}
 	if p.GPUServerID == nil || len(p.GPUUUIDs) == 0 {
 		return d, nil

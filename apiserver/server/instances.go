@@ -22,7 +22,13 @@ type CreateInstanceRequest struct {
 	Name           string    `json:"name"`
 	InstanceTypeID uuid.UUID `json:"instance_type_id"`
 	Image          string    `json:"image"`
-	SSHKey         string    `json:"ssh_key,omitempty"`
+	// SSHKey is one OpenSSH public key line the VM accepts (besides SSHKeyIDs).
+	SSHKey string `json:"ssh_key,omitempty"`
+	// SSHKeyIDs name keys of the caller's (/v1/ssh-keys) the VM accepts; at most 10.
+	SSHKeyIDs []uuid.UUID `json:"ssh_key_ids,omitempty"`
+	// UserData is cloud-init user-data run at first boot: "#cloud-config" YAML or a "#!"
+	// script, at most 16384 bytes.
+	UserData string `json:"user_data,omitempty"`
 }
 
 const createInstancePath = "/v1/instances"
@@ -92,12 +98,26 @@ func (s *Server) createInstance(c *gin.Context) error {
 	f.check(validName(req.Name), "name", "1-63 characters: lower-case letters, digits and '-'")
 	f.check(req.InstanceTypeID != uuid.Nil, "instance_type_id", "required")
 	f.check(req.Image != "" && len(req.Image) <= 255 && !strings.ContainsAny(req.Image, " \t\n"), "image", "1-255 characters, no spaces")
-	f.check(len(req.SSHKey) <= 16384 && (req.SSHKey == "" || strings.HasPrefix(req.SSHKey, "ssh-") || strings.HasPrefix(req.SSHKey, "ecdsa-")),
-		"ssh_key", "must be an OpenSSH public key")
+	keyShape := len(req.SSHKey) <= 16384 && (req.SSHKey == "" || strings.HasPrefix(req.SSHKey, "ssh-") || strings.HasPrefix(req.SSHKey, "ecdsa-"))
+	f.check(keyShape, "ssh_key", "must be an OpenSSH public key")
+	inlineKey, _, keyOK := parseSSHKey(req.SSHKey)
+	f.check(!keyShape || req.SSHKey == "" || keyOK, "ssh_key", "must be one OpenSSH public key line, without options")
+	f.check(len(req.SSHKeyIDs) <= maxSSHKeyIDs, "ssh_key_ids", "at most 10 keys")
+	if req.UserData != "" {
+		why, ok := validUserData(req.UserData)
+		f.check(ok, "user_data", why)
+	}
 	if err := f.err(); err != nil {
 		return err
 	}
 	p := principal(c)
+	keys, err := s.store.ResolveSSHKeys(c.Request.Context(), p.UserID, req.SSHKeyIDs)
+	if err != nil {
+		return err
+	}
+	if inlineKey != "" {
+		keys = append(keys, inlineKey)
+	}
 	var idem *store.Idempotency
 	claim, claimed := c.Get(idemKey)
 	if claimed {
@@ -106,7 +126,8 @@ func (s *Server) createInstance(c *gin.Context) error {
 			ContentType: jsonContentType, Render: func(i store.Instance) ([]byte, error) { return json.Marshal(i) }}
 	}
 	inst, answer, err := s.store.CreateInstance(c.Request.Context(), p.TenantID, "user:"+p.UserID.String(), store.NewInstance{
-		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey}, idem)
+		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey,
+		AuthorizedKeys: keys, UserData: req.UserData}, idem)
 	if errors.Is(err, store.ErrIdempotencyRace) {
 		cl := claim.(idemClaim)
 		s.replay(c, cl.owner, cl.key, cl.sum)

@@ -49,6 +49,9 @@ type Instance struct {
 	RebootGeneration int64      `json:"reboot_generation"`
 	ObservedReboot   int64      `json:"-"`
 	VFPCIAddress     string     `json:"vf_pci_address,omitempty"`
+	// SSHAuthorizedKeys and UserData go into the VM's seed; they are not shown back.
+	SSHAuthorizedKeys []string `json:"-"`
+	UserData          string   `json:"-"`
 	// Released: the instance gave back its GPU, host room and quota (it failed before it ran).
 	Released  bool      `json:"released,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -59,7 +62,8 @@ type Instance struct {
 
 const instanceCols = `id, tenant_id, name, instance_type_id, image, ssh_key, state, desired_state, failure_reason,
 	host_id, gpu_server_id, vcpus, memory_mib, disk_gib, tier, gpu_model, gpu_count, gpu_memory_bytes, memory_quota,
-	reboot_generation, observed_reboot_generation, vf_pci_address, released_at IS NOT NULL, created_at, updated_at`
+	reboot_generation, observed_reboot_generation, vf_pci_address, released_at IS NOT NULL,
+	ssh_authorized_keys, user_data, created_at, updated_at`
 
 // scanInstance reads instanceCols, then any extra columns into extra.
 func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
@@ -67,7 +71,7 @@ func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
 	dest := append([]any{&i.ID, &i.TenantID, &i.Name, &i.InstanceTypeID, &i.Image, &i.SSHKey, &i.State, &i.DesiredState,
 		&i.FailureReason, &i.HostID, &i.GPUServerID, &i.VCPUs, &i.MemoryMiB, &i.DiskGiB, &i.Tier, &i.GPUModel,
 		&i.GPUCount, &i.GPUMemoryBytes, &i.MemoryQuota, &i.RebootGeneration, &i.ObservedReboot, &i.VFPCIAddress,
-		&i.Released, &i.CreatedAt, &i.UpdatedAt}, extra...)
+		&i.Released, &i.SSHAuthorizedKeys, &i.UserData, &i.CreatedAt, &i.UpdatedAt}, extra...)
 	err := row.Scan(dest...)
 	return i, err
 }
@@ -78,6 +82,9 @@ type NewInstance struct {
 	InstanceTypeID uuid.UUID
 	Image          string
 	SSHKey         string
+	// AuthorizedKeys: every key the VM accepts (those named by id, then the inline one).
+	AuthorizedKeys []string
+	UserData       string
 }
 
 // QuotaError names the quota a create would exceed.

@@ -219,6 +219,9 @@ type Placed struct {
 	TypeName     string
 	Endpoint     string
 	GPUUUIDs     []string
+	// ImageSource and ImageSHA256 say where hostd fetches the instance's image and what it must
+	// hash to (the newest image of that name, deleted or not: an instance keeps its image).
+	ImageSource, ImageSHA256 string
 }
 
 // HostInstances lists the instances placed on host that are not yet deleted and still hold
@@ -226,9 +229,11 @@ type Placed struct {
 func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(it.name, ''), coalesce(g.endpoint, ''),
 		coalesce((SELECT array_agg(u.uuid ORDER BY u.idx) FROM gpu_reservations r JOIN gpus u ON u.id = r.gpu_id
-		          WHERE r.instance_id = i.id), '{}')
+		          WHERE r.instance_id = i.id), '{}'), coalesce(im.source, ''), coalesce(im.sha256, '')
 		FROM instances i JOIN tenants t ON t.id = i.tenant_id LEFT JOIN instance_types it ON it.id = i.instance_type_id
 		LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
+		LEFT JOIN LATERAL (SELECT source, sha256 FROM images WHERE name = i.image
+		                   ORDER BY deleted_at DESC NULLS FIRST, id DESC LIMIT 1) im ON true
 		WHERE i.host_id = $1 AND i.state <> 'deleted' AND i.released_at IS NULL ORDER BY i.id`, host)
 	if err != nil {
 		return nil, fmt.Errorf("host instances: %w", err)
@@ -238,7 +243,8 @@ func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, er
 	for rows.Next() {
 		var p Placed
 		var err error
-		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.TypeName, &p.Endpoint, &p.GPUUUIDs); err != nil {
+		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.TypeName, &p.Endpoint, &p.GPUUUIDs,
+			&p.ImageSource, &p.ImageSHA256); err != nil {
 			return nil, fmt.Errorf("host instances: %w", err)
 		}
 		out = append(out, p)

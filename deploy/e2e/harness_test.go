@@ -63,6 +63,7 @@ func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {
 		t.Fatalf("base image: %v %s", err, out)
 	}
+	env.ImageFile(t, "base", filepath.Join(images, "base.qcow2"))
 	pool, err := sriov.NewPool(ctx, sriovtest.Tree(t, vfs, vfs), filepath.Join(dir, "data", "vfs"), &sriovtest.Fabric{}, true)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gpucloud/apiserver/app"
 	"gpucloud/apiserver/store"
 )
 
@@ -70,7 +71,14 @@ func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (
 		d.stop(log)
 		return nil, err
 	}
-	if err := baseImage(ctx, filepath.Join(data, "hostd", "images", "demo.qcow2")); err != nil {
+	demo := filepath.Join(data, "hostd", "images", "demo.qcow2")
+	if err := baseImage(ctx, demo); err != nil {
+		d.stop(log)
+		return nil, err
+	}
+	// Registered (again, when its bytes changed) every run: a guest image built later by
+	// deploy/guest-image into the same path replaces the empty one.
+	if _, err := app.EnsureImage(ctx, st, "demo", demo, 1, false); err != nil {
 		d.stop(log)
 		return nil, err
 	}

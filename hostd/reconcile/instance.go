@@ -195,7 +195,13 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	if err := os.MkdirAll(p.dir, 0o711); err != nil {
 		return m, fmt.Errorf("instance dir: %w", err)
 	}
-	if err := virt.CreateOverlay(ctx, r.baseImage(d.Spec.Image), p.disk, d.Spec.DiskGiB); err != nil {
+	base := r.baseImage(d.Spec.Image)
+	if d.Spec.ImageSource != "" {
+		if base, err = r.images.Ensure(ctx, d.Spec.Image, d.Spec.ImageSource, d.Spec.ImageSHA256); err != nil {
+			return m, err
+		}
+	}
+	if err := virt.CreateOverlay(ctx, base, p.disk, d.Spec.DiskGiB); err != nil {
 		return m, err
 	}
 	if err := r.crash("disk-created"); err != nil {

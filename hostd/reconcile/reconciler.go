@@ -18,6 +18,7 @@ import (
 
 	"gpucloud/api"
 	"gpucloud/hostd/controlplane"
+	"gpucloud/hostd/images"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/virt"
 )
@@ -47,6 +48,8 @@ type Config struct {
 type Reconciler struct {
 	cfg Config
 	log *slog.Logger
+
+	images *images.Cache // fetched, verified base images, in ImagesDir
 
 	mu            sync.Mutex
 	hostID        string
@@ -98,7 +101,8 @@ func New(cfg Config) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	r := &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second}
+	r := &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second,
+		images: &images.Cache{Dir: cfg.ImagesDir}}
 	r.usage.spool = sp
 	r.usage.pending = spooled
 	r.usage.sent = map[string]time.Time{}

@@ -12,7 +12,10 @@ import (
 	"gpucloud/hostd/virt"
 )
 
-var imagePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+var (
+	imagePattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	imageSumPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
 
 // validate checks a desired instance before hostd touches anything for it, and names every
 // problem it finds.
@@ -43,6 +46,10 @@ func (r *Reconciler) validate(d api.DesiredInstance) error {
 	}
 	if !imagePattern.MatchString(s.Image) {
 		errs = append(errs, fmt.Errorf("spec.image %q: want a base image name (lower-case letters, digits, '.', '_', '-')", s.Image))
+	} else if s.ImageSource != "" {
+		if !imageSumPattern.MatchString(s.ImageSHA256) {
+			errs = append(errs, fmt.Errorf("spec.image_sha256 %q: want 64 lower-case hex digits", s.ImageSHA256))
+		}
 	} else if _, err := os.Stat(r.baseImage(s.Image)); err != nil {
 		errs = append(errs, fmt.Errorf("spec.image %q: no such base image on this host", s.Image))
 	}

@@ -69,12 +69,15 @@ try {
   await a.getByLabel('Instance type').selectOption({ index: 1 });
   await a.getByTestId('price').filter({ hasText: '$3.00 per hour' }).waitFor();
   await a.getByLabel('Name').fill('e2e-vm');
-  await a.getByLabel('Image').fill('ubuntu 24.04'); // the API refuses spaces: its error shows by the field
+  const imageOptions = await a.getByLabel('Image').locator('option').allTextContents();
+  assert.deepEqual(imageOptions.slice(1).map((o) => o.split(/[ ,]/)[0]), ['demo', 'ubuntu-24.04'], 'the form offers the registered images');
+  await a.getByLabel('Image').selectOption('ubuntu-24.04');
+  await a.getByLabel('SSH public key').fill('hello'); // the API refuses it: its error shows by the field
   await a.getByRole('button', { name: 'Review' }).click();
   await a.getByRole('button', { name: /^Confirm: create for \$3\.00\/hour$/ }).click();
-  await a.locator('#err-image').filter({ hasText: 'no spaces' }).waitFor();
+  await a.locator('#err-ssh_key').filter({ hasText: 'OpenSSH' }).waitFor();
   await shot(a, '02-create-field-error');
-  await a.getByLabel('Image').fill('ubuntu-24.04');
+  await a.getByLabel('SSH public key').fill('');
   await a.getByRole('button', { name: 'Review' }).click();
   await shot(a, '03-create-confirm');
   await a.getByRole('button', { name: /^Confirm: create/ }).click();

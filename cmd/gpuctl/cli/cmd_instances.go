@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -73,9 +74,17 @@ func (a *app) instancesCmd() *cobra.Command {
 
 	var req sdk.CreateInstanceRequest
 	var cw waitFlags
+	var userDataFile string
 	create := &cobra.Command{Use: "create NAME", Short: "Create an instance", Args: exactArgs(1, "an instance name"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			req.Name = args[0]
+			if userDataFile != "" {
+				b, err := os.ReadFile(userDataFile)
+				if err != nil {
+					return usagef(fmt.Errorf("--user-data-file: %w", err))
+				}
+				req.UserData = string(b)
+			}
 			i, err := cl.CreateInstance(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -85,6 +94,8 @@ func (a *app) instancesCmd() *cobra.Command {
 	create.Flags().StringVar(&req.InstanceTypeID, "type", "", "instance type id (gpuctl instance-types list)")
 	create.Flags().StringVar(&req.Image, "image", "", "image name")
 	create.Flags().StringVar(&req.SSHKey, "ssh-key", "", "OpenSSH public key for the guest")
+	create.Flags().StringSliceVar(&req.SSHKeyIDs, "ssh-key-id", nil, "id of one of your SSH keys (gpuctl ssh-keys list); repeatable")
+	create.Flags().StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data: #cloud-config YAML or a #! script, at most 16 KiB")
 	_ = create.MarkFlagRequired("type")
 	_ = create.MarkFlagRequired("image")
 	cw.add(create, "instance")

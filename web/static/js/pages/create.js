@@ -4,7 +4,7 @@ import { h, field, showErrors, clearErrors, money, bytes } from '../ui.js';
 // createInstance is the GPU VM form: pick model, tier and count, which narrow the instance
 // types; the price per hour is shown on a review step before anything is created.
 export async function createInstance(main) {
-  const [models, types] = await Promise.all([all('/v1/gpu-models'), all('/v1/instance-types')]);
+  const [models, types, images] = await Promise.all([all('/v1/gpu-models'), all('/v1/instance-types'), all('/v1/images')]);
   const modelName = Object.fromEntries(models.map((m) => [m.id, m]));
   const opt = (value, label) => h('option', { value }, label);
   const model = h('select', {}, opt('', 'Any / none'), models.map((m) => opt(m.id, `${m.name} (${bytes(m.memory_bytes)})`)));
@@ -13,7 +13,11 @@ export async function createInstance(main) {
   const count = h('select', {}, opt('', 'Any'), counts.map((c) => opt(String(c), String(c))));
   const type = h('select', { required: true });
   const name = h('input', { type: 'text', placeholder: 'my-training-vm', maxlength: 63, autocomplete: 'off' });
-  const image = h('input', { type: 'text', value: 'ubuntu-24.04' });
+  // Only registered images boot; the list says which carry gpucloud's guest libraries (CUDA
+  // programs run as they are) and the disk each needs.
+  const image = h('select', { required: true }, opt('', images.length ? 'Choose an image' : 'No image registered'),
+    images.map((m) => opt(m.name, `${m.name}${m.guest_libraries ? ' (gpucloud guest libraries)' : ''}, disk ≥ ${m.min_disk_gib} GiB`)));
+  if (images.length === 1) image.value = images[0].name;
   const sshKey = h('textarea', { placeholder: 'ssh-ed25519 AAAA… you@laptop' });
   const price = h('p', { class: 'price', 'data-testid': 'price', 'aria-live': 'polite' });
   const review = h('button', { type: 'submit', class: 'primary' }, 'Review');
@@ -49,13 +53,14 @@ export async function createInstance(main) {
   let confirming = false;
   const reset = () => { confirming = false; review.textContent = 'Review'; };
   [type, name, image, sshKey].forEach((e) => e.addEventListener('input', reset));
+  image.addEventListener('change', reset);
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearErrors(form);
     const local = [];
     if (!type.value) local.push({ field: 'instance_type_id', reason: 'choose an instance type' });
     if (!/^[a-z0-9-]{1,63}$/.test(name.value)) local.push({ field: 'name', reason: '1-63 characters: lower-case letters, digits and "-"' });
-    if (!image.value.trim()) local.push({ field: 'image', reason: 'required' });
+    if (!image.value) local.push({ field: 'image', reason: 'choose an image' });
     if (local.length) { showErrors(form, { fields: local }); reset(); return; }
     if (!confirming) {
       // First press: show what it costs and ask again.
@@ -68,7 +73,7 @@ export async function createInstance(main) {
     review.disabled = true;
     progress.replaceChildren(h('span', { class: 'progress' }, h('span', { class: 'spinner' }), 'Placing the VM…'));
     try {
-      const body = { name: name.value, instance_type_id: type.value, image: image.value.trim() };
+      const body = { name: name.value, instance_type_id: type.value, image: image.value };
       if (sshKey.value.trim()) body.ssh_key = sshKey.value.trim();
       const inst = await api('POST', '/v1/instances', body);
       location.hash = `#/instances/${inst.id}`;
