@@ -69,6 +69,8 @@ type InstanceSpec struct {
 	SSHKeys []string `json:"ssh_keys,omitempty"`
 	// UserData is the tenant's cloud-init user-data ("#cloud-config" or "#!"), validated.
 	UserData string `json:"user_data,omitempty"`
+	// ForwardPorts are guest TCP ports (besides 22) the tenant wants reachable from outside.
+	ForwardPorts []int `json:"forward_ports,omitempty"`
 }
 
 // GPUGrant is the GPU capacity reserved for an instance and how its guest library reaches it.
@@ -117,6 +119,16 @@ type InstanceObserved struct {
 	RebootGeneration int64  `json:"reboot_generation"`
 	VFPCIAddress     string `json:"vf_pci_address,omitempty"`
 	ConsoleLogTail   string `json:"console_log_tail,omitempty"`
+	// Forwards are the host ports forwarded to the VM's guest ports (22, SSH, first), reachable
+	// at PublicHost.
+	Forwards   []PortForward `json:"forwards,omitempty"`
+	PublicHost string        `json:"public_host,omitempty"`
+}
+
+// PortForward is a host TCP port forwarded to a guest port.
+type PortForward struct {
+	GuestPort int `json:"guest_port"`
+	HostPort  int `json:"host_port"`
 }
 
 // GPUInfo is one GPU a GPU server owns.

@@ -97,6 +97,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"AuditEntry": sdk.AuditEntry{}, "Problem": sdk.APIError{}, "Condition": sdk.Condition{},
 		"Image": sdk.Image{}, "CreateImageRequest": sdk.CreateImageRequest{},
 		"SSHKey": sdk.SSHKey{}, "CreateSSHKeyRequest": sdk.CreateSSHKeyRequest{},
+		"ConsoleLog": sdk.ConsoleLog{}, "SSHEndpoint": sdk.SSHEndpoint{}, "PortForward": sdk.PortForward{},
 	}
 	for name, v := range pairs {
 		s, ok := d.Components.Schemas[name]

@@ -77,6 +77,7 @@ var (
 	opDeleteSSHKey      = op("DELETE", "/v1/ssh-keys/{id}")
 
 	opCreateInstance = op("POST", "/v1/instances")
+	opGetConsole     = op("GET", "/v1/instances/{id}/console")
 	opListInstances  = op("GET", "/v1/instances")
 	opGetInstance    = op("GET", "/v1/instances/{id}")
 	opInstanceEvents = op("GET", "/v1/instances/{id}/events")

@@ -29,6 +29,27 @@ type CreateInstanceRequest struct {
 	// UserData is cloud-init user-data run at first boot: "#cloud-config" YAML or a "#!"
 	// script, at most 16384 bytes.
 	UserData string `json:"user_data,omitempty"`
+	// ForwardPorts are up to 4 guest TCP ports (besides SSH's 22) to reach from outside; the
+	// instance's ports list shows the host ports they got.
+	ForwardPorts []int `json:"forward_ports,omitempty"`
+}
+
+// maxForwardPorts limits the extra guest ports a VM may have forwarded.
+const maxForwardPorts = 4
+
+// validForwardPorts: at most 4 distinct guest ports in 1-65535, not 22 (always forwarded).
+func validForwardPorts(ports []int) bool {
+	if len(ports) > maxForwardPorts {
+		return false
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < 1 || p > 65535 || p == 22 || seen[p] {
+			return false
+		}
+		seen[p] = true
+	}
+	return true
 }
 
 const createInstancePath = "/v1/instances"
@@ -56,6 +77,18 @@ func (s *Server) instanceRoutes(v1 *gin.RouterGroup) {
 		c.JSON(http.StatusOK, Page[store.Event]{Items: evs})
 		return nil
 	}))
+	v1.GET("/instances/:id/console", s.handle(func(c *gin.Context) error {
+		scope, id, err := scopedInstanceID(c)
+		if err != nil {
+			return err
+		}
+		log, err := s.store.ReadConsole(c.Request.Context(), scope, id)
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, log)
+		return nil
+	}))
 	for _, action := range []string{"start", "stop", "reboot"} {
 		v1.POST("/instances/:id/"+action, s.handle(s.act(action, http.StatusOK)))
 	}
@@ -74,12 +107,17 @@ func instanceScope(c *gin.Context) (uuid.UUID, error) {
 	return uuid.Nil, forbidden("daemons use the agent API")
 }
 
-func (s *Server) visibleInstance(c *gin.Context) (store.Instance, error) {
-	scope, err := instanceScope(c)
-	if err != nil {
-		return store.Instance{}, err
+// scopedInstanceID is the caller's instance scope and the instance id of the path.
+func scopedInstanceID(c *gin.Context) (scope, id uuid.UUID, err error) {
+	if scope, err = instanceScope(c); err != nil {
+		return scope, id, err
 	}
-	id, err := pathID(c, "id")
+	id, err = pathID(c, "id")
+	return scope, id, err
+}
+
+func (s *Server) visibleInstance(c *gin.Context) (store.Instance, error) {
+	scope, id, err := scopedInstanceID(c)
 	if err != nil {
 		return store.Instance{}, err
 	}
@@ -103,6 +141,7 @@ func (s *Server) createInstance(c *gin.Context) error {
 	inlineKey, _, keyOK := parseSSHKey(req.SSHKey)
 	f.check(!keyShape || req.SSHKey == "" || keyOK, "ssh_key", "must be one OpenSSH public key line, without options")
 	f.check(len(req.SSHKeyIDs) <= maxSSHKeyIDs, "ssh_key_ids", "at most 10 keys")
+	f.check(validForwardPorts(req.ForwardPorts), "forward_ports", "at most 4 distinct guest ports in 1-65535, not 22 (SSH is always forwarded)")
 	if req.UserData != "" {
 		why, ok := validUserData(req.UserData)
 		f.check(ok, "user_data", why)
@@ -127,7 +166,7 @@ func (s *Server) createInstance(c *gin.Context) error {
 	}
 	inst, answer, err := s.store.CreateInstance(c.Request.Context(), p.TenantID, "user:"+p.UserID.String(), store.NewInstance{
 		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey,
-		AuthorizedKeys: keys, UserData: req.UserData}, idem)
+		AuthorizedKeys: keys, UserData: req.UserData, ForwardPorts: req.ForwardPorts}, idem)
 	if errors.Is(err, store.ErrIdempotencyRace) {
 		cl := claim.(idemClaim)
 		s.replay(c, cl.owner, cl.key, cl.sum)
@@ -224,11 +263,7 @@ func (s *Server) act(action string, status int) func(c *gin.Context) error {
 		if err := require(c, authn.RoleTenantAdmin, authn.RoleTenantMember, authn.RoleOperator); err != nil {
 			return err
 		}
-		scope, err := instanceScope(c)
-		if err != nil {
-			return err
-		}
-		id, err := pathID(c, "id")
+		scope, id, err := scopedInstanceID(c)
 		if err != nil {
 			return err
 		}

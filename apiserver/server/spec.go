@@ -67,6 +67,7 @@ func Document() *openapi.Document {
 			"include deleted instances (also included when state names deleted)"))
 	op(get, "/v1/instances/{id}", "getInstance", "Get an instance", "instances", nil, store.Instance{}, ok)
 	op(get, "/v1/instances/{id}/events", "listInstanceEvents", "An instance's state transitions", "instances", nil, Page[store.Event]{}, ok)
+	op(get, "/v1/instances/{id}/console", "getInstanceConsole", "The tail of an instance's serial console (audited)", "instances", nil, store.ConsoleLog{}, ok)
 	op(post, "/v1/instances/{id}/start", "startInstance", "Start a stopped instance", "instances", nil, store.Instance{}, ok)
 	op(post, "/v1/instances/{id}/stop", "stopInstance", "Stop an instance", "instances", nil, store.Instance{}, ok)
 	op(post, "/v1/instances/{id}/reboot", "rebootInstance", "Reboot a running instance", "instances", nil, store.Instance{}, ok)

@@ -1,29 +1,18 @@
 package server_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"strings"
 	"testing"
-
-	"golang.org/x/crypto/ssh"
 
 	"gpucloud/api"
 	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
+	"gpucloud/internal/sshtest"
 )
 
 func newSSHKey(t *testing.T, comment string) (line, fingerprint string) {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp))) + " " + comment, ssh.FingerprintSHA256(sp)
+	k := sshtest.New(t, comment)
+	return k.Line, k.Fingerprint
 }
 
 // Keys are per user, validated and fingerprinted; a create takes key ids and an inline key plus

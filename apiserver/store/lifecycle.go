@@ -139,10 +139,19 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 		if err != nil {
 			return err
 		}
+		fw := obs.Forwards
+		if fw == nil {
+			fw = []api.PortForward{}
+		}
 		if _, err := tx.Exec(ctx, `UPDATE instances SET observed_reboot_generation = greatest(observed_reboot_generation, $2),
-			vf_pci_address = $3 WHERE id = $1`, id, obs.RebootGeneration, obs.VFPCIAddress); err != nil {
+			vf_pci_address = $3, port_forwards = $4, public_host = $5,
+			console_log = CASE WHEN $6 = '' THEN console_log ELSE $6 END,
+			console_log_at = CASE WHEN $6 = '' THEN console_log_at ELSE now() END WHERE id = $1`,
+			id, obs.RebootGeneration, obs.VFPCIAddress, fw, obs.PublicHost, obs.ConsoleLogTail); err != nil {
 			return fmt.Errorf("record observation: %w", err)
 		}
+		inst.Ports, inst.publicHost = fw, obs.PublicHost
+		inst.SSH = sshEndpoint(inst.publicHost, inst.Ports)
 		out = inst
 		if inst.State == obs.State || (inst.State == StateDeleted && obs.State == api.ObservedDeleted) {
 			return nil

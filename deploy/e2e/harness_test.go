@@ -70,7 +70,8 @@ func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 	}
 	h := &host{t: t, cp: cp, hv: hv, pool: pool, data: filepath.Join(dir, "data")}
 	h.r, err = reconcile.New(reconcile.Config{ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: h.data,
-		ImagesDir: images, GuestLibrary: lib, Network: virt.Network{Kind: "user"}, Hostname: "node-e2e",
+		ImagesDir: images, GuestLibrary: lib, Network: virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "node-e2e",
+		Ports: reconcile.PortRange{First: 24000, Last: 24099}, PublicHost: "node-e2e.example",
 		Version: "e2e", StopGrace: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -114,11 +114,15 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 }
 
 func (r *Reconciler) observe(d api.DesiredInstance, dom *virt.Domain, state string, err error) api.InstanceObserved {
-	o := api.InstanceObserved{State: state, RebootGeneration: dom.Meta.RebootGeneration, VFPCIAddress: dom.Meta.VFPCIAddress}
+	o := api.InstanceObserved{State: state, RebootGeneration: dom.Meta.RebootGeneration, VFPCIAddress: dom.Meta.VFPCIAddress,
+		Forwards: r.observedForwards(dom.Meta)}
+	if len(o.Forwards) > 0 {
+		o.PublicHost = r.cfg.PublicHost
+	}
 	if err != nil {
 		o.Reason = err.Error()
 	}
-	if tail, terr := virt.Tail(r.paths(d.ID).console, 1024); terr == nil {
+	if tail, terr := virt.Tail(r.paths(d.ID).console, consoleTailBytes); terr == nil {
 		o.ConsoleLogTail = strings.ToValidUTF8(tail, "?")
 	}
 	return o
@@ -190,6 +194,9 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 		if err := r.crash("vf-allocated"); err != nil {
 			return m, err
 		}
+	}
+	if m.Forwards, err = r.allocateForwards(d); err != nil {
+		return m, err
 	}
 	// Traversable for the QEMU user, not listable: seeds and tokens inside are private.
 	if err := os.MkdirAll(p.dir, 0o711); err != nil {

@@ -32,6 +32,8 @@ type Config struct {
 	ImagesDir    string      // base images, <image>.qcow2
 	GuestLibrary string      // the guest libcuda.so.1 put into every seed; "" for none
 	Network      virt.Network
+	Ports        PortRange        // host ports forwarded to VMs (SSH first); zero: none
+	PublicHost   string           // how tenants reach this host's forwarded ports (shown in the API)
 	Kernel       *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
 	Ivshmem      *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
 	Hostname     string

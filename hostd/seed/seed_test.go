@@ -160,9 +160,10 @@ func TestSeedCarriesKeysAndUserData(t *testing.T) {
 		t.Fatalf("parts %v, tenant part %q", types, theirs)
 	}
 	var doc struct {
-		Keys []string `yaml:"ssh_authorized_keys"`
+		Keys        []string `yaml:"ssh_authorized_keys"`
+		DisableRoot *bool    `yaml:"disable_root"`
 	}
-	if err := yaml.Unmarshal(own, &doc); err != nil || len(doc.Keys) != 2 || doc.Keys[1] != keys[1] {
+	if err := yaml.Unmarshal(own, &doc); err != nil || len(doc.Keys) != 2 || doc.Keys[1] != keys[1] || doc.DisableRoot == nil || *doc.DisableRoot {
 		t.Fatalf("gpucloud part keys %v (%v)", doc.Keys, err)
 	}
 	// A script is a shell-script part.

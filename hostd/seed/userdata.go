@@ -19,10 +19,13 @@ type writeFile struct {
 }
 
 type cloudConfig struct {
-	Hostname          string      `yaml:"hostname,omitempty"`
-	SSHAuthorizedKeys []string    `yaml:"ssh_authorized_keys,omitempty"`
-	WriteFiles        []writeFile `yaml:"write_files"`
-	RunCmd            [][]string  `yaml:"runcmd"`
+	Hostname          string   `yaml:"hostname,omitempty"`
+	SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys,omitempty"`
+	// DisableRoot false lets root log in with the keys: the API shows "ssh root@..." whatever
+	// the image's default user is called.
+	DisableRoot *bool       `yaml:"disable_root,omitempty"`
+	WriteFiles  []writeFile `yaml:"write_files"`
+	RunCmd      [][]string  `yaml:"runcmd"`
 }
 
 // refreshScript copies a renewed guest.conf from the (swapped) seed cdrom; see the package doc.
@@ -104,6 +107,10 @@ func multipart(own []byte, tenant string) ([]byte, error) {
 // cloudConfigDoc is gpucloud's own #cloud-config document.
 func cloudConfigDoc(c Config) ([]byte, error) {
 	cc := cloudConfig{Hostname: c.Hostname, SSHAuthorizedKeys: c.SSHKeys}
+	if len(c.SSHKeys) > 0 {
+		no := false
+		cc.DisableRoot = &no
+	}
 	cc.WriteFiles = []writeFile{
 		{Path: "/etc/gpucloud/guest.conf", Permissions: "0600", Content: string(GuestConf(c))},
 		{Path: "/usr/local/sbin/gpucloud-refresh-token", Permissions: "0755", Content: refreshScript},

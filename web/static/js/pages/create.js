@@ -4,7 +4,8 @@ import { h, field, showErrors, clearErrors, money, bytes } from '../ui.js';
 // createInstance is the GPU VM form: pick model, tier and count, which narrow the instance
 // types; the price per hour is shown on a review step before anything is created.
 export async function createInstance(main) {
-  const [models, types, images] = await Promise.all([all('/v1/gpu-models'), all('/v1/instance-types'), all('/v1/images')]);
+  const [models, types, images, sshKeys] = await Promise.all([all('/v1/gpu-models'), all('/v1/instance-types'), all('/v1/images'),
+    all('/v1/ssh-keys').catch(() => [])]);
   const modelName = Object.fromEntries(models.map((m) => [m.id, m]));
   const opt = (value, label) => h('option', { value }, label);
   const model = h('select', {}, opt('', 'Any / none'), models.map((m) => opt(m.id, `${m.name} (${bytes(m.memory_bytes)})`)));
@@ -19,13 +20,20 @@ export async function createInstance(main) {
     images.map((m) => opt(m.name, `${m.name}${m.guest_libraries ? ' (gpucloud guest libraries)' : ''}, disk ≥ ${m.min_disk_gib} GiB`)));
   if (images.length === 1) image.value = images[0].name;
   const sshKey = h('textarea', { placeholder: 'ssh-ed25519 AAAA… you@laptop' });
+  const keyBoxes = sshKeys.map((k) => h('input', { type: 'checkbox', value: k.id, checked: true, 'aria-label': `SSH key ${k.name}` }));
+  const keyList = h('div', { 'data-testid': 'ssh-key-choice' }, sshKeys.length
+    ? sshKeys.map((k, i) => h('label', { class: 'check' }, keyBoxes[i], ` ${k.name} `, h('code', {}, k.fingerprint)))
+    : h('span', { class: 'muted' }, 'None yet (add them under API keys), or paste one below.'));
+  const userData = h('textarea', { placeholder: '#cloud-config\npackages: [htop]', rows: 4 });
   const price = h('p', { class: 'price', 'data-testid': 'price', 'aria-live': 'polite' });
   const review = h('button', { type: 'submit', class: 'primary' }, 'Review');
   const progress = h('div', { role: 'status' });
   const form = h('form', { class: 'grid card', novalidate: true },
     ...field('GPU model', 'gpu_model', model), ...field('Tier', 'tier', tier), ...field('GPU count', 'gpu_count', count),
     ...field('Instance type', 'instance_type_id', type), ...field('Name', 'name', name, 'lower-case letters, digits and "-"'),
-    ...field('Image', 'image', image), ...field('SSH public key', 'ssh_key', sshKey, 'optional'),
+    ...field('Image', 'image', image), h('span', {}, 'Your SSH keys'), keyList,
+    ...field('SSH public key', 'ssh_key', sshKey, 'optional, besides the keys chosen above'),
+    ...field('User data', 'user_data', userData, 'optional cloud-init: #cloud-config YAML or a #! script, at most 16 KiB'),
     h('span', {}, 'Price'), price,
     h('span'), h('div', {}, h('div', { class: 'row' }, review, h('a', { class: 'button', href: '#/instances' }, 'Cancel')),
       h('div', { class: 'field-error form-error', role: 'alert' }), progress));
@@ -75,6 +83,9 @@ export async function createInstance(main) {
     try {
       const body = { name: name.value, instance_type_id: type.value, image: image.value };
       if (sshKey.value.trim()) body.ssh_key = sshKey.value.trim();
+      const ids = keyBoxes.filter((b) => b.checked).map((b) => b.value);
+      if (ids.length) body.ssh_key_ids = ids;
+      if (userData.value.trim()) body.user_data = userData.value;
       const inst = await api('POST', '/v1/instances', body);
       location.hash = `#/instances/${inst.id}`;
     } catch (e) {
