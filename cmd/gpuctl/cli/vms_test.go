@@ -1,16 +1,13 @@
 package cli_test
 
 import (
-	"crypto/ed25519"
-	"crypto/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"gpucloud/cmd/gpuctl/cli"
+	"gpucloud/internal/sshtest"
 	"gpucloud/sdk"
 )
 
@@ -27,14 +24,13 @@ func TestImagesAndSSHKeysCommands(t *testing.T) {
 	h.code(cli.ExitInvalid, "", "images", "create", "bad", "--source", "ftp://x", "--sha256", "00")
 	h.code(cli.ExitAuth, h.e.A.AdminKey, "images", "create", "mine", "--source", "https://x/y", "--sha256", strings.Repeat("ef", 32))
 
-	pub, _, _ := ed25519.GenerateKey(rand.Reader)
-	sp, _ := ssh.NewPublicKey(pub)
+	sk := sshtest.New(t, "me@laptop")
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "id.pub")
-	os.WriteFile(keyFile, append(ssh.MarshalAuthorizedKey(sp)[:len(ssh.MarshalAuthorizedKey(sp))-1], []byte(" me@laptop\n")...), 0o644)
+	os.WriteFile(keyFile, []byte(sk.Line+"\n"), 0o644)
 	var k sdk.SSHKey
 	h.jsonOf(&k, h.e.A.AdminKey, "ssh-keys", "add", "laptop", "--public-key-file", keyFile)
-	if k.Fingerprint != ssh.FingerprintSHA256(sp) {
+	if k.Fingerprint != sk.Fingerprint {
 		t.Fatalf("key %+v", k)
 	}
 	h.code(cli.ExitInvalid, h.e.A.AdminKey, "ssh-keys", "add", "again", "--public-key-file", keyFile)
@@ -53,4 +49,27 @@ func TestImagesAndSSHKeysCommands(t *testing.T) {
 	h.code(cli.ExitInvalid, h.e.A.AdminKey, "instances", "create", "vm2", "--type", h.e.CPU, "--image", "u", "--user-data-file", ud)
 	h.code(cli.ExitInvalid, h.e.A.AdminKey, "instances", "create", "vm3", "--type", h.e.CPU, "--image", "nope")
 	h.ok(h.e.A.AdminKey, "ssh-keys", "delete", k.ID)
+
+	// --type takes the name `instance-types list` shows as well as the id.
+	h.jsonOf(&inst, h.e.A.AdminKey, "instances", "create", "by-name", "--type", "cpu-small", "--image", "u")
+	if inst.InstanceTypeID != h.e.CPU {
+		t.Fatalf("--type cpu-small made an instance of type %s, want %s", inst.InstanceTypeID, h.e.CPU)
+	}
+	if msg := h.code(cli.ExitUsage, h.e.A.AdminKey, "instances", "create", "vm4", "--type", "local-gpu1-shared", "--image", "u"); !strings.Contains(msg, "cpu-small") {
+		t.Fatalf("unknown type name: %s", msg)
+	}
+}
+
+// GPUCLOUD_API_URL names the API; the old GPUCLOUD_ENDPOINT still works, with a warning.
+func TestAPIURLEnvironment(t *testing.T) {
+	h := newHarness(t)
+	url := h.env["GPUCLOUD_API_URL"]
+	if r := h.as(h.e.A.AdminKey, "images", "list"); r.code != 0 || strings.Contains(r.err, "deprecated") {
+		t.Fatalf("GPUCLOUD_API_URL: exit %d %s", r.code, r.err)
+	}
+	delete(h.env, "GPUCLOUD_API_URL")
+	h.env["GPUCLOUD_ENDPOINT"] = url
+	if r := h.as(h.e.A.AdminKey, "images", "list"); r.code != 0 || !strings.Contains(r.err, "GPUCLOUD_ENDPOINT is deprecated") {
+		t.Fatalf("GPUCLOUD_ENDPOINT: exit %d %q", r.code, r.err)
+	}
 }
