@@ -219,8 +219,12 @@ func (d *Document) schema(t reflect.Type) Schema {
 			d.Components.Schemas[name] = Schema{} // break cycles
 		}
 		props := map[string]any{}
-		d.fields(t, props)
+		var required []string
+		d.fields(t, props, &required)
 		s := Schema{"type": "object", "properties": props}
+		if len(required) > 0 {
+			s["required"] = required
+		}
 		if name == "" {
 			return s
 		}
@@ -230,11 +234,13 @@ func (d *Document) schema(t reflect.Type) Schema {
 	return Schema{}
 }
 
-func (d *Document) fields(t reflect.Type, props map[string]any) {
+// fields adds t's JSON fields to props. A field's `doc:"..."` tag is its description (say the
+// unit there); `required:"true"` puts it in the schema's required list.
+func (d *Document) fields(t reflect.Type, props map[string]any, required *[]string) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			d.fields(f.Type, props)
+			d.fields(f.Type, props, required)
 			continue
 		}
 		if !f.IsExported() {
@@ -247,6 +253,17 @@ func (d *Document) fields(t reflect.Type, props map[string]any) {
 		if name == "" {
 			name = f.Name
 		}
-		props[name] = d.schema(f.Type)
+		ps := d.schema(f.Type)
+		if doc := f.Tag.Get("doc"); doc != "" {
+			described := Schema{"description": doc}
+			for k, v := range ps {
+				described[k] = v
+			}
+			ps = described
+		}
+		props[name] = ps
+		if f.Tag.Get("required") == "true" {
+			*required = append(*required, name)
+		}
 	}
 }

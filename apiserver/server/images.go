@@ -15,13 +15,13 @@ import (
 // CreateImageRequest registers an image (operator).
 type CreateImageRequest struct {
 	// Name instances use to ask for the image: lower-case letters, digits, '.', '_' and '-'.
-	Name string `json:"name"`
+	Name string `json:"name" required:"true"`
 	// Source is file:///absolute/path (on every host) or an http(s):// URL hostd fetches.
-	Source string `json:"source"`
+	Source string `json:"source" required:"true" doc:"file:///absolute/path on every host, or an http(s):// URL"`
 	// SHA256 of the image's bytes, 64 lower-case hex digits; hostd refuses an image that differs.
-	SHA256 string `json:"sha256"`
+	SHA256 string `json:"sha256" required:"true" doc:"SHA-256 of the image's bytes, 64 lower-case hex digits"`
 	// MinDiskGiB is the smallest disk (GiB) an instance of this image needs.
-	MinDiskGiB int `json:"min_disk_gib"`
+	MinDiskGiB int `json:"min_disk_gib" required:"true" doc:"smallest disk the image needs, in GiB"`
 	// GuestLibraries: the image carries gpucloud's guest library and runtime libraries.
 	GuestLibraries bool   `json:"guest_libraries"`
 	Description    string `json:"description,omitempty"`

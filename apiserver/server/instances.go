@@ -19,19 +19,19 @@ import (
 
 // CreateInstanceRequest asks for a VM of an instance type.
 type CreateInstanceRequest struct {
-	Name           string    `json:"name"`
-	InstanceTypeID uuid.UUID `json:"instance_type_id"`
-	Image          string    `json:"image"`
+	Name           string    `json:"name" required:"true" doc:"1-63 characters: lower-case letters, digits and '-'"`
+	InstanceTypeID uuid.UUID `json:"instance_type_id" required:"true" doc:"an instance type's id (GET /v1/instance-types)"`
+	Image          string    `json:"image" required:"true" doc:"a registered image's name (GET /v1/images)"`
 	// SSHKey is one OpenSSH public key line the VM accepts (besides SSHKeyIDs).
 	SSHKey string `json:"ssh_key,omitempty"`
 	// SSHKeyIDs name keys of the caller's (/v1/ssh-keys) the VM accepts; at most 10.
-	SSHKeyIDs []uuid.UUID `json:"ssh_key_ids,omitempty"`
+	SSHKeyIDs []uuid.UUID `json:"ssh_key_ids,omitempty" doc:"ids of the caller's SSH keys (GET /v1/ssh-keys), at most 10"`
 	// UserData is cloud-init user-data run at first boot: "#cloud-config" YAML or a "#!"
 	// script, at most 16384 bytes.
-	UserData string `json:"user_data,omitempty"`
+	UserData string `json:"user_data,omitempty" doc:"cloud-init user-data: #cloud-config YAML or a #! script, at most 16384 bytes"`
 	// ForwardPorts are up to 4 guest TCP ports (besides SSH's 22) to reach from outside; the
 	// instance's ports list shows the host ports they got.
-	ForwardPorts []int `json:"forward_ports,omitempty"`
+	ForwardPorts []int `json:"forward_ports,omitempty" doc:"guest TCP ports to forward besides 22, at most 4"`
 }
 
 // maxForwardPorts limits the extra guest ports a VM may have forwarded.

@@ -16,9 +16,9 @@ import (
 // CreateSSHKeyRequest adds an SSH public key to the caller's keys.
 type CreateSSHKeyRequest struct {
 	// Name tells the caller's keys apart (1-63 characters).
-	Name string `json:"name"`
+	Name string `json:"name" required:"true"`
 	// PublicKey is one line of an authorized_keys file: "ssh-ed25519 AAAA... comment".
-	PublicKey string `json:"public_key"`
+	PublicKey string `json:"public_key" required:"true" doc:"one authorized_keys line, without options"`
 }
 
 // Limits of what a create may carry into a VM's seed.
