@@ -19,7 +19,11 @@ func (a *app) consoleCmd() *cobra.Command {
 	var interval time.Duration
 	cmd := &cobra.Command{Use: "console INSTANCE_ID", Short: "Show the tail of an instance's serial console", Args: exactArgs(1, "an instance id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			log, err := cl.InstanceConsole(cmd.Context(), args[0])
+			id, err := instanceID(cmd.Context(), cl, args[0])
+			if err != nil {
+				return err
+			}
+			log, err := cl.InstanceConsole(cmd.Context(), id)
 			if err != nil {
 				return err
 			}
@@ -30,7 +34,7 @@ func (a *app) consoleCmd() *cobra.Command {
 			if !follow {
 				return nil
 			}
-			return followConsole(cmd.Context(), a.io.Out, cl, args[0], log.Log, interval)
+			return followConsole(cmd.Context(), a.io.Out, cl, id, log.Log, interval)
 		})}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new console output until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "how often --follow asks")

@@ -66,10 +66,10 @@ func (a *app) instancesCmd() *cobra.Command {
 		"only live instances with these conditions, TYPE=STATUS (e.g. HostReachable=False; comma-separated or repeated; all must hold)")
 	c.AddCommand(list)
 	c.AddCommand(a.consoleCmd())
-	c.AddCommand(oneCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
+	c.AddCommand(oneCmd(a, "get INSTANCE", "Show an instance (id or name)", "an instance id or name", byInstance((*sdk.Client).GetInstance), instanceCols))
 	c.AddCommand(&cobra.Command{Use: "events INSTANCE_ID", Short: "Show an instance's state transitions", Args: exactArgs(1, "an instance id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			evs, err := cl.InstanceEvents(cmd.Context(), args[0])
+			evs, err := byInstance((*sdk.Client).InstanceEvents)(cl, cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -126,7 +126,7 @@ func (a *app) instancesCmd() *cobra.Command {
 		var w waitFlags
 		cmd := &cobra.Command{Use: act.name + " INSTANCE_ID", Short: act.short, Args: exactArgs(1, "an instance id"),
 			RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-				i, err := act.do(cl, cmd.Context(), args[0])
+				i, err := byInstance(act.do)(cl, cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}

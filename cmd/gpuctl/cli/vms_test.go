@@ -58,6 +58,19 @@ func TestImagesAndSSHKeysCommands(t *testing.T) {
 	if msg := h.code(cli.ExitUsage, h.e.A.AdminKey, "instances", "create", "vm4", "--type", "local-gpu1-shared", "--image", "u"); !strings.Contains(msg, "cpu-small") {
 		t.Fatalf("unknown type name: %s", msg)
 	}
+	// Instance commands take a name as well as an id; a name two instances share needs an id.
+	var got sdk.Instance
+	h.jsonOf(&got, h.e.A.AdminKey, "instances", "get", "by-name")
+	if got.ID != inst.ID {
+		t.Fatalf("get by-name: %s, want %s", got.ID, inst.ID)
+	}
+	h.code(cli.ExitNotFound, h.e.A.AdminKey, "instances", "get", "no-such-vm")
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "instances", "get", inst.ID)
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "instances", "get", "by-name") // tenant B has none of that name
+	h.ok(h.e.A.AdminKey, "instances", "create", "by-name", "--type", "cpu-small", "--image", "u")
+	if msg := h.code(cli.ExitUsage, h.e.A.AdminKey, "instances", "stop", "by-name"); !strings.Contains(msg, "give an id") {
+		t.Fatalf("ambiguous name: %s", msg)
+	}
 }
 
 // GPUCLOUD_API_URL names the API; the old GPUCLOUD_ENDPOINT still works, with a warning.
