@@ -60,7 +60,17 @@ type InstanceSpec struct {
 	MemoryMiB int    `json:"memory_mib"`
 	DiskGiB   int    `json:"disk_gib"`
 	Image     string `json:"image"`
-	SSHKey    string `json:"ssh_key,omitempty"`
+	// ImageSource is where the host fetches the image (file:// or http(s)://) and ImageSHA256
+	// what its bytes must hash to; empty for an image only found in the host's images dir.
+	ImageSource string `json:"image_source,omitempty"`
+	ImageSHA256 string `json:"image_sha256,omitempty"`
+	SSHKey      string `json:"ssh_key,omitempty"`
+	// SSHKeys are the authorized_keys lines the VM accepts (SSHKey among them when set).
+	SSHKeys []string `json:"ssh_keys,omitempty"`
+	// UserData is the tenant's cloud-init user-data ("#cloud-config" or "#!"), validated.
+	UserData string `json:"user_data,omitempty"`
+	// ForwardPorts are guest TCP ports (besides 22) the tenant wants reachable from outside.
+	ForwardPorts []int `json:"forward_ports,omitempty"`
 }
 
 // GPUGrant is the GPU capacity reserved for an instance and how its guest library reaches it.
@@ -109,6 +119,16 @@ type InstanceObserved struct {
 	RebootGeneration int64  `json:"reboot_generation"`
 	VFPCIAddress     string `json:"vf_pci_address,omitempty"`
 	ConsoleLogTail   string `json:"console_log_tail,omitempty"`
+	// Forwards are the host ports forwarded to the VM's guest ports (22, SSH, first), reachable
+	// at PublicHost.
+	Forwards   []PortForward `json:"forwards,omitempty"`
+	PublicHost string        `json:"public_host,omitempty"`
+}
+
+// PortForward is a host TCP port forwarded to a guest port.
+type PortForward struct {
+	GuestPort int `json:"guest_port"`
+	HostPort  int `json:"host_port"`
 }
 
 // GPUInfo is one GPU a GPU server owns.

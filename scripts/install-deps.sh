@@ -22,6 +22,9 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "install-deps: installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
+  # Another apt or dpkg (unattended-upgrades at boot, a second `make`) may hold the lock: wait
+  # for it (up to 10 minutes) instead of failing at once.
+  apt_opts=(-o DPkg::Lock::Timeout=600)
+  $SUDO apt-get "${apt_opts[@]}" update -q
+  $SUDO apt-get "${apt_opts[@]}" install -y -q --no-install-recommends "${need[@]}"
 fi

@@ -96,18 +96,23 @@ func (c *Client) DeleteInstance(ctx context.Context, id string) (Instance, error
 	return c.act(ctx, opDeleteInstance, id)
 }
 
+// firstPoll is WaitInstance's first pause.
+const firstPoll = 100 * time.Millisecond
+
 func (c *Client) act(ctx context.Context, o Op, id string) (Instance, error) {
 	return do[Instance](ctx, c, request{op: o, args: []string{id}})
 }
 
-// WaitInstance polls an instance every interval until it is in one of states, fails (a failed
-// instance is an error unless "failed" is wanted), or ctx ends. onPoll, if not nil, sees every
-// poll's answer (progress displays).
+// WaitInstance polls an instance until it is in one of states, fails (a failed instance is an
+// error unless "failed" is wanted), or ctx ends. Polls start fast (every 100 ms) and back off,
+// doubling, to every interval: most transitions end within a second or two, and a long wait
+// should not hammer the API. onPoll, if not nil, sees every poll's answer (progress displays).
 func (c *Client) WaitInstance(ctx context.Context, id string, interval time.Duration, onPoll func(Instance), states ...string) (Instance, error) {
 	want := map[string]bool{}
 	for _, s := range states {
 		want[s] = true
 	}
+	wait := min(firstPoll, interval)
 	for {
 		inst, err := c.GetInstance(ctx, id)
 		if err != nil {
@@ -127,8 +132,14 @@ func (c *Client) WaitInstance(ctx context.Context, id string, interval time.Dura
 		if inst.State == StateFailed {
 			return inst, fmt.Errorf("instance %s failed: %s", id, inst.FailureReason)
 		}
-		if err := sleep(ctx, interval); err != nil {
+		if err := sleep(ctx, wait); err != nil {
 			return inst, fmt.Errorf("waiting for instance %s to be %v (now %s): %w", id, states, inst.State, err)
 		}
+		wait = min(2*wait, interval)
 	}
+}
+
+// InstanceConsole returns the tail of an instance's serial console (each read is audited).
+func (c *Client) InstanceConsole(ctx context.Context, id string) (ConsoleLog, error) {
+	return do[ConsoleLog](ctx, c, request{op: opGetConsole, args: []string{id}})
 }

@@ -95,6 +95,9 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"Instance": sdk.Instance{}, "CreateInstanceRequest": sdk.CreateInstanceRequest{}, "Event": sdk.Event{},
 		"Host": sdk.Host{}, "GPUServer": sdk.GPUServer{}, "GPU": sdk.GPU{}, "NewDaemon": sdk.NewDaemon{},
 		"AuditEntry": sdk.AuditEntry{}, "Problem": sdk.APIError{}, "Condition": sdk.Condition{},
+		"Image": sdk.Image{}, "CreateImageRequest": sdk.CreateImageRequest{},
+		"SSHKey": sdk.SSHKey{}, "CreateSSHKeyRequest": sdk.CreateSSHKeyRequest{},
+		"ConsoleLog": sdk.ConsoleLog{}, "SSHEndpoint": sdk.SSHEndpoint{}, "PortForward": sdk.PortForward{},
 	}
 	for name, v := range pairs {
 		s, ok := d.Components.Schemas[name]

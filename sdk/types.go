@@ -137,28 +137,36 @@ type CreateInstanceTypeRequest struct {
 
 // Instance is a VM.
 type Instance struct {
-	ID               string    `json:"id"`
-	TenantID         string    `json:"tenant_id"`
-	Name             string    `json:"name"`
-	InstanceTypeID   string    `json:"instance_type_id"`
-	Image            string    `json:"image"`
-	SSHKey           string    `json:"ssh_key,omitempty"`
-	State            string    `json:"state"`
-	DesiredState     string    `json:"desired_state"`
-	FailureReason    string    `json:"failure_reason,omitempty"`
-	HostID           string    `json:"host_id"`
-	GPUServerID      string    `json:"gpu_server_id,omitempty"`
-	VCPUs            int       `json:"vcpus"`
-	MemoryMiB        int       `json:"memory_mib"`
-	DiskGiB          int       `json:"disk_gib"`
-	Tier             string    `json:"tier"`
-	GPUModel         string    `json:"gpu_model,omitempty"`
-	GPUCount         int       `json:"gpu_count"`
-	GPUMemoryBytes   int64     `json:"gpu_memory_bytes"`
-	RebootGeneration int64     `json:"reboot_generation"`
-	VFPCIAddress     string    `json:"vf_pci_address,omitempty"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ID               string `json:"id"`
+	TenantID         string `json:"tenant_id"`
+	Name             string `json:"name"`
+	InstanceTypeID   string `json:"instance_type_id"`
+	Image            string `json:"image"`
+	SSHKey           string `json:"ssh_key,omitempty"`
+	State            string `json:"state"`
+	DesiredState     string `json:"desired_state"`
+	FailureReason    string `json:"failure_reason,omitempty"`
+	HostID           string `json:"host_id"`
+	GPUServerID      string `json:"gpu_server_id,omitempty"`
+	VCPUs            int    `json:"vcpus"`
+	MemoryMiB        int    `json:"memory_mib"`
+	DiskGiB          int    `json:"disk_gib"`
+	Tier             string `json:"tier"`
+	GPUModel         string `json:"gpu_model,omitempty"`
+	GPUCount         int    `json:"gpu_count"`
+	GPUMemoryBytes   int64  `json:"gpu_memory_bytes"`
+	RebootGeneration int64  `json:"reboot_generation"`
+	VFPCIAddress     string `json:"vf_pci_address,omitempty"`
+	// ForwardPorts are the extra guest ports the tenant asked to reach (besides SSH's 22).
+	ForwardPorts []int `json:"forward_ports,omitempty"`
+	// SSH is how to log in, once the host forwarded a port to the guest's 22.
+	SSH *SSHEndpoint `json:"ssh,omitempty"`
+	// Ports are every forwarded port (22 first), reachable at SSH.Host.
+	Ports []PortForward `json:"ports,omitempty"`
+	// Released: a VM that failed before it ran gave back its GPU, host room and quota.
+	Released  bool      `json:"released,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Conditions: HostReachable for every live instance, GPUServerReachable for one with GPUs
 	// on a GPU server; empty for deleted instances. See Unhealthy.
 	Conditions []Condition `json:"conditions"`
@@ -210,6 +218,33 @@ type CreateInstanceRequest struct {
 	InstanceTypeID string `json:"instance_type_id"`
 	Image          string `json:"image"`
 	SSHKey         string `json:"ssh_key,omitempty"`
+	// SSHKeyIDs name the caller's keys (/v1/ssh-keys) the VM accepts; at most 10.
+	SSHKeyIDs []string `json:"ssh_key_ids,omitempty"`
+	// UserData is cloud-init user-data: "#cloud-config" YAML or a "#!" script, at most 16 KiB.
+	UserData string `json:"user_data,omitempty"`
+	// ForwardPorts: up to 4 guest TCP ports (besides 22) to reach from outside.
+	ForwardPorts []int `json:"forward_ports,omitempty"`
+}
+
+// SSHEndpoint is where to log in to an instance; Command is ready to paste.
+type SSHEndpoint struct {
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	User    string `json:"user"`
+	Command string `json:"command"`
+}
+
+// PortForward is a host port forwarded to a guest port.
+type PortForward struct {
+	GuestPort int `json:"guest_port"`
+	HostPort  int `json:"host_port"`
+}
+
+// ConsoleLog is the tail of an instance's serial console.
+type ConsoleLog struct {
+	InstanceID string     `json:"instance_id"`
+	Log        string     `json:"log"`
+	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
 }
 
 // Event is one state transition of an instance.

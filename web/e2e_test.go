@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"gpucloud/apiserver/store"
 	"gpucloud/internal/authn"
 	"gpucloud/internal/pgtest"
+	"gpucloud/internal/sshtest"
 	"gpucloud/sdk/sdktest"
 )
 
@@ -95,8 +97,12 @@ func fakeHost(ctx context.Context, s *stack, cred string) {
 			if time.Since(seen[key]) < time.Second {
 				continue
 			}
-			s.call("PUT", "/v1/agent/host/instances/"+d.ID+"/status", cred,
-				api.InstanceObserved{State: d.DesiredState, RebootGeneration: d.RebootGeneration}, nil)
+			obs := api.InstanceObserved{State: d.DesiredState, RebootGeneration: d.RebootGeneration}
+			if d.DesiredState == api.DesiredRunning { // as hostd: a forwarded SSH port and the console's tail
+				obs.PublicHost, obs.Forwards = "vmhost.example", []api.PortForward{{GuestPort: 22, HostPort: 22001}}
+				obs.ConsoleLogTail = "[    0.000000] Linux version 6.1\n" + d.Name + " login: "
+			}
+			s.call("PUT", "/v1/agent/host/instances/"+d.ID+"/status", cred, obs, nil)
 		}
 	}
 }
@@ -167,6 +173,14 @@ func TestConsoleEndToEnd(t *testing.T) {
 			gpuTypes[it.Tier] = it.ID.String()
 		}
 	}
+	for _, im := range []store.Image{
+		{Name: "ubuntu-24.04", Source: "https://images.example/ubuntu-24.04.qcow2", SHA256: strings.Repeat("ab", 32), MinDiskGiB: 10, GuestLibraries: true},
+		{Name: "demo", Source: "file:///var/lib/gpucloud/images/demo.qcow2", SHA256: strings.Repeat("cd", 32), MinDiskGiB: 1},
+	} {
+		if err := st.CreateImage(boot, &im); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// silent-vm sits on host-2, which the sweeper's query then marks unreachable (the only daemon
 	// heard from yet): the console must warn about it, and name no host to the tenant.
 	var silentHost server.NewDaemon
@@ -202,8 +216,10 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, node, "console.mjs")
 	cmd.Dir = "e2e"
+	key := sshtest.New(t, "alice@laptop")
 	cmd.Env = append(os.Environ(), "BASE_URL="+baseURL, "CHROMIUM="+chromium, "ARTIFACTS="+artifacts, "PASSWORD="+pw,
-		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com")
+		"TENANT_A=alice@a.example", "TENANT_B=bob@b.example", "OPERATOR=operator@example.com", "FINANCE=finance@example.com",
+		"SSH_PUBLIC_KEY="+key.Line, "SSH_FINGERPRINT="+key.Fingerprint)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	err = cmd.Run()

@@ -28,7 +28,7 @@ type Config struct {
 	Options server.Options
 	// HTTP bounds connections and how long a client may take to send a request (zero fields:
 	// httplimits.Default).
-	HTTP httplimits.Limits
+	HTTP    httplimits.Limits
 	Billing BillingConfig
 }
 

@@ -219,7 +219,8 @@ func (d *Document) schema(t reflect.Type) Schema {
 			d.Components.Schemas[name] = Schema{} // break cycles
 		}
 		props := map[string]any{}
-		required := d.fields(t, props)
+		var required []string
+		d.fields(t, props, &required)
 		s := Schema{"type": "object", "properties": props}
 		if len(required) > 0 {
 			s["required"] = required
@@ -233,13 +234,14 @@ func (d *Document) schema(t reflect.Type) Schema {
 	return Schema{}
 }
 
-// fields adds t's fields to props and returns the names of those tagged validate:"required"
-// (see gpucloud/internal/validate).
-func (d *Document) fields(t reflect.Type, props map[string]any) (required []string) {
+// fields adds t's JSON fields to props. A field's `doc:"..."` tag is its description (say the
+// unit there); `required:"true"` or `validate:"required"` (gpucloud/internal/validate) puts it in the
+// schema's required list.
+func (d *Document) fields(t reflect.Type, props map[string]any, required *[]string) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Anonymous && f.Type.Kind() == reflect.Struct {
-			required = append(required, d.fields(f.Type, props)...)
+			d.fields(f.Type, props, required)
 			continue
 		}
 		if !f.IsExported() {
@@ -252,10 +254,17 @@ func (d *Document) fields(t reflect.Type, props map[string]any) (required []stri
 		if name == "" {
 			name = f.Name
 		}
-		props[name] = d.schema(f.Type)
-		if f.Tag.Get("validate") == "required" {
-			required = append(required, name)
+		ps := d.schema(f.Type)
+		if doc := f.Tag.Get("doc"); doc != "" {
+			described := Schema{"description": doc}
+			for k, v := range ps {
+				described[k] = v
+			}
+			ps = described
+		}
+		props[name] = ps
+		if f.Tag.Get("required") == "true" || f.Tag.Get("validate") == "required" {
+			*required = append(*required, name)
 		}
 	}
-	return required
 }

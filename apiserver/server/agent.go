@@ -74,7 +74,9 @@ func (s *Server) desired(p store.Placed, now time.Time) (api.DesiredInstance, er
 	d := api.DesiredInstance{
 		ID: p.ID.String(), TenantID: p.TenantID.String(), Name: p.Name, InstanceType: p.TypeName, DesiredState: p.DesiredState,
 		RebootGeneration: p.RebootGeneration, PartitionKey: uint16(p.PartitionKey),
-		Spec: api.InstanceSpec{VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Image: p.Image, SSHKey: p.SSHKey},
+		Spec: api.InstanceSpec{VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, Image: p.Image,
+			ImageSource: p.ImageSource, ImageSHA256: p.ImageSHA256, SSHKey: p.SSHKey,
+			SSHKeys: p.SSHAuthorizedKeys, UserData: p.UserData, ForwardPorts: p.ForwardPorts},
 	}
 	if p.GPUServerID == nil || len(p.GPUUUIDs) == 0 {
 		return d, nil
@@ -119,6 +121,13 @@ func (s *Server) hostReport(c *gin.Context) error {
 	f.check(obs.RebootGeneration >= 0, "reboot_generation", "must not be negative")
 	f.check(len(obs.Reason) <= 1024, "reason", "at most 1024 characters")
 	f.check(len(obs.VFPCIAddress) <= 32, "vf_pci_address", "at most 32 characters")
+	f.check(len(obs.ConsoleLogTail) <= 16384, "console_log_tail", "at most 16384 bytes")
+	f.check(len(obs.PublicHost) <= 253 && !strings.ContainsAny(obs.PublicHost, " @/\t\n"), "public_host", "a host name or address, at most 253 characters")
+	f.check(len(obs.Forwards) <= 1+maxForwardPorts, "forwards", "at most 5")
+	for i, fw := range obs.Forwards {
+		f.check(fw.GuestPort >= 1 && fw.GuestPort <= 65535 && fw.HostPort >= 1 && fw.HostPort <= 65535,
+			fmt.Sprintf("forwards[%d]", i), "ports must be 1-65535")
+	}
 	if err := f.err(); err != nil {
 		return err
 	}

@@ -174,7 +174,7 @@ func page[T any](items []T, limit int, id func(T) uuid.UUID) Page[T] {
 	if p.Items == nil {
 		p.Items = []T{}
 	}
-	if len(items) == limit {
+	if limit > 0 && len(items) == limit { // limit 0: the whole list, never a next page
 		last := id(items[len(items)-1])
 		p.NextCursor = base64.RawURLEncoding.EncodeToString(last[:])
 	}

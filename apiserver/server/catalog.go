@@ -33,7 +33,7 @@ type CreateInstanceTypeRequest struct {
 	GPUModelID   *uuid.UUID `json:"gpu_model_id,omitempty"`
 	GPUCount     int        `json:"gpu_count"`
 	Tier         string     `json:"tier"`
-	PricePerHour int64      `json:"price_per_hour"`
+	PricePerHour int64      `json:"price_per_hour" required:"true" doc:"price per hour in integer minor units of currency (cents for USD)"`
 	Currency     string     `json:"currency"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -114,7 +115,18 @@ func newEnv(t *testing.T, eo ...envOpts) *env {
 		return it.ID.String()
 	}
 	e.dedType, e.shrType, e.cpuType = mk("h100-dedicated", "dedicated", 1), mk("h100-shared", "shared", 1), mk("cpu-small", "dedicated", 0)
+	for _, name := range []string{"ubuntu-24.04", "ubuntu", "u"} {
+		e.image(name, 1)
+	}
 	return e
+}
+
+// image registers an image; its checksum is that of its name.
+func (e *env) image(name string, minDiskGiB int) store.Image {
+	var m store.Image
+	e.must(201, "POST", "/v1/images", e.operator, map[string]any{"name": name, "source": "file:///var/lib/gpucloud/images/" + name + ".qcow2",
+		"sha256": fmt.Sprintf("%x", sha256.Sum256([]byte(name))), "min_disk_gib": minDiskGiB}, &m)
+	return m
 }
 
 // call sends a JSON request (body: nil, a []byte sent raw, or a value) and decodes the answer into out.

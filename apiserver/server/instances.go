@@ -20,10 +20,37 @@ import (
 
 // CreateInstanceRequest asks for a VM of an instance type.
 type CreateInstanceRequest struct {
-	Name           string    `json:"name"`
-	InstanceTypeID uuid.UUID `json:"instance_type_id"`
-	Image          string    `json:"image"`
-	SSHKey         string    `json:"ssh_key,omitempty"`
+	Name           string    `json:"name" required:"true" doc:"1-63 characters: lower-case letters, digits and '-'"`
+	InstanceTypeID uuid.UUID `json:"instance_type_id" required:"true" doc:"an instance type's id (GET /v1/instance-types)"`
+	Image          string    `json:"image" required:"true" doc:"a registered image's name (GET /v1/images)"`
+	// SSHKey is one OpenSSH public key line the VM accepts (besides SSHKeyIDs).
+	SSHKey string `json:"ssh_key,omitempty"`
+	// SSHKeyIDs name keys of the caller's (/v1/ssh-keys) the VM accepts; at most 10.
+	SSHKeyIDs []uuid.UUID `json:"ssh_key_ids,omitempty" doc:"ids of the caller's SSH keys (GET /v1/ssh-keys), at most 10"`
+	// UserData is cloud-init user-data run at first boot: "#cloud-config" YAML or a "#!"
+	// script, at most 16384 bytes.
+	UserData string `json:"user_data,omitempty" doc:"cloud-init user-data: #cloud-config YAML or a #! script, at most 16384 bytes"`
+	// ForwardPorts are up to 4 guest TCP ports (besides SSH's 22) to reach from outside; the
+	// instance's ports list shows the host ports they got.
+	ForwardPorts []int `json:"forward_ports,omitempty" doc:"guest TCP ports to forward besides 22, at most 4"`
+}
+
+// maxForwardPorts limits the extra guest ports a VM may have forwarded.
+const maxForwardPorts = 4
+
+// validForwardPorts: at most 4 distinct guest ports in 1-65535, not 22 (always forwarded).
+func validForwardPorts(ports []int) bool {
+	if len(ports) > maxForwardPorts {
+		return false
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p < 1 || p > 65535 || p == 22 || seen[p] {
+			return false
+		}
+		seen[p] = true
+	}
+	return true
 }
 
 const createInstancePath = "/v1/instances"
@@ -51,6 +78,18 @@ func (s *Server) instanceRoutes(v1 *gin.RouterGroup) {
 		c.JSON(http.StatusOK, Page[store.Event]{Items: evs})
 		return nil
 	}))
+	v1.GET("/instances/:id/console", s.handle(func(c *gin.Context) error {
+		scope, id, err := scopedInstanceID(c)
+		if err != nil {
+			return err
+		}
+		log, err := s.store.ReadConsole(c.Request.Context(), scope, id)
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, log)
+		return nil
+	}))
 	for _, action := range []string{"start", "stop", "reboot"} {
 		v1.POST("/instances/:id/"+action, s.handle(s.act(action, http.StatusOK)))
 	}
@@ -69,12 +108,17 @@ func instanceScope(c *gin.Context) (uuid.UUID, error) {
 	return uuid.Nil, forbidden("daemons use the agent API")
 }
 
-func (s *Server) visibleInstance(c *gin.Context) (store.Instance, error) {
-	scope, err := instanceScope(c)
-	if err != nil {
-		return store.Instance{}, err
+// scopedInstanceID is the caller's instance scope and the instance id of the path.
+func scopedInstanceID(c *gin.Context) (scope, id uuid.UUID, err error) {
+	if scope, err = instanceScope(c); err != nil {
+		return scope, id, err
 	}
-	id, err := pathID(c, "id")
+	id, err = pathID(c, "id")
+	return scope, id, err
+}
+
+func (s *Server) visibleInstance(c *gin.Context) (store.Instance, error) {
+	scope, id, err := scopedInstanceID(c)
 	if err != nil {
 		return store.Instance{}, err
 	}
@@ -93,8 +137,16 @@ func (s *Server) createInstance(c *gin.Context) error {
 	f.check(validName(req.Name), "name", validate.NameRule)
 	f.check(req.InstanceTypeID != uuid.Nil, "instance_type_id", "required")
 	f.check(validate.Image(req.Image) == nil, "image", validate.ImageRule)
-	f.check(len(req.SSHKey) <= 16384 && (req.SSHKey == "" || strings.HasPrefix(req.SSHKey, "ssh-") || strings.HasPrefix(req.SSHKey, "ecdsa-")),
-		"ssh_key", "must be an OpenSSH public key")
+	keyShape := len(req.SSHKey) <= 16384 && (req.SSHKey == "" || strings.HasPrefix(req.SSHKey, "ssh-") || strings.HasPrefix(req.SSHKey, "ecdsa-"))
+	f.check(keyShape, "ssh_key", "must be an OpenSSH public key")
+	inlineKey, _, keyOK := parseSSHKey(req.SSHKey)
+	f.check(!keyShape || req.SSHKey == "" || keyOK, "ssh_key", "must be one OpenSSH public key line, without options")
+	f.check(len(req.SSHKeyIDs) <= maxSSHKeyIDs, "ssh_key_ids", "at most 10 keys")
+	f.check(validForwardPorts(req.ForwardPorts), "forward_ports", "at most 4 distinct guest ports in 1-65535, not 22 (SSH is always forwarded)")
+	if req.UserData != "" {
+		why, ok := validUserData(req.UserData)
+		f.check(ok, "user_data", why)
+	}
 	if err := f.err(); err != nil {
 		return err
 	}
@@ -104,6 +156,13 @@ func (s *Server) createInstance(c *gin.Context) error {
 			return d
 		}
 	}
+	keys, err := s.store.ResolveSSHKeys(c.Request.Context(), p.UserID, req.SSHKeyIDs)
+	if err != nil {
+		return err
+	}
+	if inlineKey != "" {
+		keys = append(keys, inlineKey)
+	}
 	var idem *store.Idempotency
 	claim, claimed := c.Get(idemKey)
 	if claimed {
@@ -112,7 +171,8 @@ func (s *Server) createInstance(c *gin.Context) error {
 			ContentType: jsonContentType, Render: func(i store.Instance) ([]byte, error) { return json.Marshal(i) }}
 	}
 	inst, answer, err := s.store.CreateInstance(c.Request.Context(), p.TenantID, "user:"+p.UserID.String(), store.NewInstance{
-		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey}, idem)
+		Name: req.Name, InstanceTypeID: req.InstanceTypeID, Image: req.Image, SSHKey: req.SSHKey,
+		AuthorizedKeys: keys, UserData: req.UserData, ForwardPorts: req.ForwardPorts}, idem)
 	if errors.Is(err, store.ErrIdempotencyRace) {
 		cl := claim.(idemClaim)
 		s.replay(c, cl.owner, cl.key, cl.sum)
@@ -209,11 +269,7 @@ func (s *Server) act(action string, status int) func(c *gin.Context) error {
 		if err := require(c, authn.RoleTenantAdmin, authn.RoleTenantMember, authn.RoleOperator); err != nil {
 			return err
 		}
-		scope, err := instanceScope(c)
-		if err != nil {
-			return err
-		}
-		id, err := pathID(c, "id")
+		scope, id, err := scopedInstanceID(c)
 		if err != nil {
 			return err
 		}

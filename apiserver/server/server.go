@@ -140,6 +140,8 @@ func (s *Server) routes() (*gin.Engine, error) {
 	v1 := r.Group("/v1", s.authenticate, s.idempotent)
 	s.accountRoutes(v1)
 	s.catalogRoutes(v1)
+	s.imageRoutes(v1)
+	s.sshKeyRoutes(v1)
 	s.instanceRoutes(v1)
 	s.fleetRoutes(v1)
 	s.agentRoutes(v1.Group("/agent", s.daemonOnly))

@@ -42,6 +42,16 @@ func Document() *openapi.Document {
 	op(get, "/v1/instance-types/{id}", "getInstanceType", "Get an instance type", "catalog", nil, store.InstanceType{}, ok)
 	op(post, "/v1/instance-types", "createInstanceType", "Add an instance type (operator)", "catalog", CreateInstanceTypeRequest{}, store.InstanceType{}, created)
 
+	op(get, "/v1/images", "listImages", "List images instances can boot", "catalog", nil, Page[store.Image]{}, ok)
+	op(get, "/v1/images/{id}", "getImage", "Get an image", "catalog", nil, store.Image{}, ok)
+	op(post, "/v1/images", "createImage", "Register an image: source, checksum, minimum disk (operator)", "catalog", CreateImageRequest{}, store.Image{}, created)
+	op(del, "/v1/images/{id}", "deleteImage", "Retire an image; instances made from it keep it (operator)", "catalog", nil, nil, noContent)
+
+	op(get, "/v1/ssh-keys", "listSSHKeys", "List the caller's SSH public keys", "ssh-keys", nil, Page[store.SSHKey]{}, ok)
+	op(get, "/v1/ssh-keys/{id}", "getSSHKey", "Get one of the caller's SSH keys", "ssh-keys", nil, store.SSHKey{}, ok)
+	op(post, "/v1/ssh-keys", "createSSHKey", "Add an SSH public key (validated, fingerprinted; a duplicate is refused)", "ssh-keys", CreateSSHKeyRequest{}, store.SSHKey{}, created)
+	op(del, "/v1/ssh-keys/{id}", "deleteSSHKey", "Delete an SSH key; VMs created with it keep it", "ssh-keys", nil, nil, noContent)
+
 	op(post, "/v1/instances", "createInstance", "Create an instance: placed and reserved at once (402 credit-exhausted while the tenant's budget hard-stops creates)", "instances", CreateInstanceRequest{}, store.Instance{}, created)
 	op(get, "/v1/instances", "listInstances", "List instances (live ones unless asked for deleted)", "instances", nil, Page[store.Instance]{}, ok)
 	d.Params(get, "/v1/instances", pageParams()...)
@@ -57,6 +67,7 @@ func Document() *openapi.Document {
 			"include deleted instances (also included when state names deleted)"))
 	op(get, "/v1/instances/{id}", "getInstance", "Get an instance", "instances", nil, store.Instance{}, ok)
 	op(get, "/v1/instances/{id}/events", "listInstanceEvents", "An instance's state transitions", "instances", nil, Page[store.Event]{}, ok)
+	op(get, "/v1/instances/{id}/console", "getInstanceConsole", "The tail of an instance's serial console (audited)", "instances", nil, store.ConsoleLog{}, ok)
 	op(post, "/v1/instances/{id}/start", "startInstance", "Start a stopped instance", "instances", nil, store.Instance{}, ok)
 	op(post, "/v1/instances/{id}/stop", "stopInstance", "Stop an instance", "instances", nil, store.Instance{}, ok)
 	op(post, "/v1/instances/{id}/reboot", "rebootInstance", "Reboot a running instance", "instances", nil, store.Instance{}, ok)

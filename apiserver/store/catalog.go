@@ -34,7 +34,7 @@ type InstanceType struct {
 	GPUModelID   *uuid.UUID `json:"gpu_model_id,omitempty" gorm:"column:gpu_model_id"`
 	GPUCount     int        `json:"gpu_count" gorm:"column:gpu_count"`
 	Tier         string     `json:"tier"`
-	PricePerHour int64      `json:"price_per_hour"`
+	PricePerHour int64      `json:"price_per_hour" doc:"price per hour in integer minor units of currency (cents for USD)"`
 	Currency     string     `json:"currency"`
 	CreatedAt    time.Time  `json:"created_at"`
 }

@@ -44,6 +44,9 @@ func (s *Store) CreateInstance(ctx context.Context, tenant uuid.UUID, actor stri
 	if err != nil {
 		return Instance{}, nil, err
 	}
+	if err := s.checkImage(ctx, in.Image, sh.DiskGiB); err != nil {
+		return Instance{}, nil, err
+	}
 	req := placement.Request{VCPUs: sh.VCPUs, MemoryMiB: sh.MemoryMiB, DiskGiB: sh.DiskGiB, GPUModelID: sh.ModelID,
 		GPUCount: sh.GPUCount, Dedicated: sh.Tier == "dedicated"}
 	if !req.Dedicated && req.GPUCount > 0 {
@@ -94,7 +97,7 @@ func perGPU(res placement.Result) int64 {
 func (c *create) instance(res placement.Result) Instance {
 	inst := Instance{
 		ID: NewID(), TenantID: c.tenant, Name: c.in.Name, InstanceTypeID: c.in.InstanceTypeID, Image: c.in.Image,
-		SSHKey: c.in.SSHKey, State: StatePending, DesiredState: "running", HostID: res.HostID,
+		SSHKey: c.in.SSHKey, SSHAuthorizedKeys: c.in.AuthorizedKeys, UserData: c.in.UserData, ForwardPorts: c.in.ForwardPorts, State: StatePending, DesiredState: "running", HostID: res.HostID,
 		VCPUs: c.req.VCPUs, MemoryMiB: c.req.MemoryMiB, DiskGiB: c.req.DiskGiB, Tier: c.sh.Tier, GPUCount: c.req.GPUCount,
 		GPUMemoryBytes: perGPU(res), GPUModel: c.sh.ModelName,
 		// Set here rather than by the database so the answer can be rendered before commit.
@@ -116,11 +119,11 @@ func (c *create) instance(res placement.Result) Instance {
 func (c *create) queueRows(ctx context.Context, b *pgx.Batch, inst Instance, res placement.Result) ([]byte, error) {
 	b.Queue(`INSERT INTO instances (id, tenant_id, name, instance_type_id, image, ssh_key, state,
 		desired_state, host_id, gpu_server_id, vcpus, memory_mib, disk_gib, tier, gpu_model, gpu_count, gpu_memory_bytes,
-		memory_quota, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19)`,
+		memory_quota, created_at, updated_at, ssh_authorized_keys, user_data, forward_ports)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $19, $20, $21, $22)`,
 		inst.ID, inst.TenantID, inst.Name, inst.InstanceTypeID, inst.Image, inst.SSHKey, inst.State, inst.DesiredState,
 		inst.HostID, inst.GPUServerID, inst.VCPUs, inst.MemoryMiB, inst.DiskGiB, inst.Tier, inst.GPUModel, inst.GPUCount,
-		inst.GPUMemoryBytes, inst.MemoryQuota, inst.CreatedAt)
+		inst.GPUMemoryBytes, inst.MemoryQuota, inst.CreatedAt, nonNil(inst.SSHAuthorizedKeys), inst.UserData, nonNilInts(inst.ForwardPorts))
 	for _, g := range res.GPUs {
 		b.Queue(`INSERT INTO gpu_reservations (instance_id, gpu_id, bytes, dedicated) VALUES ($1, $2, $3, $4)`,
 			inst.ID, g.ID, g.Bytes, c.req.Dedicated)
@@ -288,4 +291,19 @@ func (s *Store) createInTx(ctx context.Context, c *create) (Instance, []byte, er
 		return nil
 	})
 	return inst, answer, err
+}
+
+// nonNil makes a nil list the empty array the NOT NULL column wants.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nonNilInts(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return s
 }

@@ -118,7 +118,7 @@ func (s *Store) SetDaemonFlag(ctx context.Context, kind Kind, id uuid.UUID, acti
 				col = "gpu_server_id"
 			}
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM instances WHERE `+col+` = $1 AND state <> 'deleted'`, id).Scan(&n); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM instances WHERE `+col+` = $1 AND state <> 'deleted' AND released_at IS NULL`, id).Scan(&n); err != nil {
 				return fmt.Errorf("count instances: %w", err)
 			}
 			if n > 0 {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"gpucloud/api"
 )
 
 // Instance states.
@@ -49,15 +51,28 @@ type Instance struct {
 	RebootGeneration int64      `json:"reboot_generation"`
 	ObservedReboot   int64      `json:"-"`
 	VFPCIAddress     string     `json:"vf_pci_address,omitempty"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
+	// SSHAuthorizedKeys and UserData go into the VM's seed; they are not shown back.
+	SSHAuthorizedKeys []string `json:"-"`
+	UserData          string   `json:"-"`
+	// ForwardPorts are the extra guest ports the tenant asked to reach (besides SSH's 22).
+	ForwardPorts []int `json:"forward_ports,omitempty"`
+	// SSH is how to log in, once the host forwarded a port to the guest's 22.
+	SSH *SSHEndpoint `json:"ssh,omitempty"`
+	// Ports are every forwarded port (22 first), reachable at SSH.Host.
+	Ports      []api.PortForward `json:"ports,omitempty"`
+	publicHost string
+	// Released: the instance gave back its GPU, host room and quota (it failed before it ran).
+	Released  bool      `json:"released,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Conditions are derived from the instance's host and GPU server at read time.
 	Conditions []Condition `json:"conditions"`
 }
 
 const instanceCols = `id, tenant_id, name, instance_type_id, image, ssh_key, state, desired_state, failure_reason,
 	host_id, gpu_server_id, vcpus, memory_mib, disk_gib, tier, gpu_model, gpu_count, gpu_memory_bytes, memory_quota,
-	reboot_generation, observed_reboot_generation, vf_pci_address, created_at, updated_at`
+	reboot_generation, observed_reboot_generation, vf_pci_address, released_at IS NOT NULL,
+	ssh_authorized_keys, user_data, forward_ports, public_host, port_forwards, created_at, updated_at`
 
 // scanInstance reads instanceCols, then any extra columns into extra.
 func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
@@ -65,9 +80,31 @@ func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
 	dest := append([]any{&i.ID, &i.TenantID, &i.Name, &i.InstanceTypeID, &i.Image, &i.SSHKey, &i.State, &i.DesiredState,
 		&i.FailureReason, &i.HostID, &i.GPUServerID, &i.VCPUs, &i.MemoryMiB, &i.DiskGiB, &i.Tier, &i.GPUModel,
 		&i.GPUCount, &i.GPUMemoryBytes, &i.MemoryQuota, &i.RebootGeneration, &i.ObservedReboot, &i.VFPCIAddress,
-		&i.CreatedAt, &i.UpdatedAt}, extra...)
+		&i.Released, &i.SSHAuthorizedKeys, &i.UserData, &i.ForwardPorts, &i.publicHost, &i.Ports, &i.CreatedAt, &i.UpdatedAt}, extra...)
 	err := row.Scan(dest...)
+	i.SSH = sshEndpoint(i.publicHost, i.Ports)
 	return i, err
+}
+
+// SSHEndpoint is where a tenant logs in to an instance: root with one of its keys.
+type SSHEndpoint struct {
+	Host    string `json:"host"`
+	Port    int    `json:"port"`
+	User    string `json:"user"`
+	Command string `json:"command"`
+}
+
+// sshUser is the account the seed gives the instance's keys (cloud-init, disable_root: false).
+const sshUser = "root"
+
+func sshEndpoint(host string, ports []api.PortForward) *SSHEndpoint {
+	for _, p := range ports {
+		if p.GuestPort == 22 && host != "" {
+			return &SSHEndpoint{Host: host, Port: p.HostPort, User: sshUser,
+				Command: fmt.Sprintf("ssh -p %d %s@%s", p.HostPort, sshUser, host)}
+		}
+	}
+	return nil
 }
 
 // NewInstance is a create request, already validated for shape.
@@ -76,6 +113,10 @@ type NewInstance struct {
 	InstanceTypeID uuid.UUID
 	Image          string
 	SSHKey         string
+	// AuthorizedKeys: every key the VM accepts (those named by id, then the inline one).
+	AuthorizedKeys []string
+	UserData       string
+	ForwardPorts   []int
 }
 
 // QuotaError names the quota a create would exceed.

@@ -67,6 +67,9 @@ func (s *Store) Act(ctx context.Context, tenant, id uuid.UUID, action, actor str
 				return nil
 			default:
 				to, desired = StateDeleting, "deleted"
+				if inst.Released {
+					to = StateDeleted // nothing left on its host to tear down
+				}
 			}
 		default:
 			return fmt.Errorf("unknown action %q", action)
@@ -166,10 +169,19 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 		if err != nil {
 			return err
 		}
+		fw := obs.Forwards
+		if fw == nil {
+			fw = []api.PortForward{}
+		}
 		if _, err := tx.Exec(ctx, `UPDATE instances SET observed_reboot_generation = greatest(observed_reboot_generation, $2),
-			vf_pci_address = $3 WHERE id = $1`, id, obs.RebootGeneration, obs.VFPCIAddress); err != nil {
+			vf_pci_address = $3, port_forwards = $4, public_host = $5,
+			console_log = CASE WHEN $6 = '' THEN console_log ELSE $6 END,
+			console_log_at = CASE WHEN $6 = '' THEN console_log_at ELSE now() END WHERE id = $1`,
+			id, obs.RebootGeneration, obs.VFPCIAddress, fw, obs.PublicHost, obs.ConsoleLogTail); err != nil {
 			return fmt.Errorf("record observation: %w", err)
 		}
+		inst.Ports, inst.publicHost = fw, obs.PublicHost
+		inst.SSH = sshEndpoint(inst.publicHost, inst.Ports)
 		out = inst
 		if inst.State == obs.State || (inst.State == StateDeleted && obs.State == api.ObservedDeleted) {
 			return nil
@@ -184,6 +196,7 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 			}
 			return &StateError{State: inst.State, Action: "report " + obs.State + " for"}
 		}
+		neverRan := inst.State == StatePending || inst.State == StateProvisioning
 		reason := ""
 		if obs.State == api.ObservedFailed {
 			reason = obs.Reason
@@ -194,8 +207,15 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 		if err := setState(ctx, tx, s.clock, &inst, obs.State, "", reason, "host:"+host.String()); err != nil {
 			return err
 		}
-		if obs.State == api.ObservedDeleted {
-			if err := release(ctx, tx, inst); err != nil {
+		switch {
+		case obs.State == api.ObservedDeleted && !inst.Released:
+			if err := release(ctx, tx, &inst); err != nil {
+				return err
+			}
+		case obs.State == api.ObservedFailed && neverRan:
+			// A VM that never ran holds nothing the tenant can use: it gives back its GPU, host
+			// room and quota now rather than at its deletion, so the next create is not refused.
+			if err := release(ctx, tx, &inst); err != nil {
 				return err
 			}
 		}
@@ -205,8 +225,13 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 	return out, err
 }
 
-// release returns a deleted instance's host room, GPU reservations and quota.
-func release(ctx context.Context, tx pgx.Tx, inst Instance) error {
+// release returns an instance's host room, GPU reservations and quota, and marks it released (its
+// host no longer keeps it; its VF, if any, is freed when hostd tears the domain down).
+func release(ctx context.Context, tx pgx.Tx, inst *Instance) error {
+	if _, err := tx.Exec(ctx, `UPDATE instances SET released_at = now(), vf_pci_address = '' WHERE id = $1`, inst.ID); err != nil {
+		return fmt.Errorf("mark released: %w", err)
+	}
+	inst.Released, inst.VFPCIAddress = true, ""
 	if _, err := tx.Exec(ctx, `UPDATE gpus SET reserved_bytes = gpus.reserved_bytes - r.bytes FROM gpu_reservations r
 		WHERE r.instance_id = $1 AND gpus.id = r.gpu_id`, inst.ID); err != nil {
 		return fmt.Errorf("release GPUs: %w", err)
@@ -233,16 +258,22 @@ type Placed struct {
 	TypeName     string
 	Endpoint     string
 	GPUUUIDs     []string
+	// ImageSource and ImageSHA256 say where hostd fetches the instance's image and what it must
+	// hash to (the newest image of that name, deleted or not: an instance keeps its image).
+	ImageSource, ImageSHA256 string
 }
 
-// HostInstances lists the instances placed on host that are not yet deleted.
+// HostInstances lists the instances placed on host that are not yet deleted and still hold
+// their room there (a released failed instance does not).
 func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(it.name, ''), coalesce(g.endpoint, ''),
 		coalesce((SELECT array_agg(u.uuid ORDER BY u.idx) FROM gpu_reservations r JOIN gpus u ON u.id = r.gpu_id
-		          WHERE r.instance_id = i.id), '{}')
+		          WHERE r.instance_id = i.id), '{}'), coalesce(im.source, ''), coalesce(im.sha256, '')
 		FROM instances i JOIN tenants t ON t.id = i.tenant_id LEFT JOIN instance_types it ON it.id = i.instance_type_id
 		LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
-		WHERE i.host_id = $1 AND i.state <> 'deleted' ORDER BY i.id`, host)
+		LEFT JOIN LATERAL (SELECT source, sha256 FROM images WHERE name = i.image
+		                   ORDER BY deleted_at DESC NULLS FIRST, id DESC LIMIT 1) im ON true
+		WHERE i.host_id = $1 AND i.state <> 'deleted' AND i.released_at IS NULL ORDER BY i.id`, host)
 	if err != nil {
 		return nil, fmt.Errorf("host instances: %w", err)
 	}
@@ -251,7 +282,8 @@ func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, er
 	for rows.Next() {
 		var p Placed
 		var err error
-		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.TypeName, &p.Endpoint, &p.GPUUUIDs); err != nil {
+		if p.Instance, err = scanInstance(rows, &p.PartitionKey, &p.TypeName, &p.Endpoint, &p.GPUUUIDs,
+			&p.ImageSource, &p.ImageSHA256); err != nil {
 			return nil, fmt.Errorf("host instances: %w", err)
 		}
 		out = append(out, p)

@@ -17,7 +17,7 @@ func (s *Store) StaleSessions(ctx context.Context, gpuServer uuid.UUID, sessions
 		return nil, nil
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT sid FROM unnest($2::text[]) AS sid WHERE NOT EXISTS (
-		SELECT 1 FROM instances i WHERE i.id::text = sid AND i.gpu_server_id = $1 AND i.state NOT IN ('deleting', 'deleted'))`,
+		SELECT 1 FROM instances i WHERE i.id::text = sid AND i.gpu_server_id = $1 AND i.state NOT IN ('deleting', 'deleted') AND i.released_at IS NULL)`,
 		gpuServer, sessions)
 	if err != nil {
 		return nil, fmt.Errorf("stale sessions: %w", err)

@@ -22,8 +22,8 @@ import (
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
-	"gpucloud/internal/authn"
 	"gpucloud/billing/webhook"
+	"gpucloud/internal/authn"
 	"gpucloud/internal/problem"
 	"gpucloud/internal/validate"
 )

@@ -200,6 +200,10 @@ func seed(ctx context.Context, dbURL, url string, tenants int, tier string) ([]s
 	if err := c.do(ctx, op, "POST", "/v1/instance-types", it, &typ); err != nil {
 		return nil, "", err
 	}
+	if err := c.do(ctx, op, "POST", "/v1/images", map[string]any{"name": "ubuntu-24.04", "source": "https://images.example/ubuntu-24.04.qcow2",
+		"sha256": strings.Repeat("ab", 32), "min_disk_gib": 1}, nil); err != nil {
+		return nil, "", err
+	}
 	for i := 0; i < 8; i++ {
 		var d server.NewDaemon
 		if err := c.do(ctx, op, "POST", "/v1/hosts", map[string]string{"name": fmt.Sprintf("host-%d", i)}, &d); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,8 @@ type options struct {
 	interval                              time.Duration
 	ivshmemServer, ivshmemDir             string
 	ivshmemMiB, ivshmemGID                int
+	forwardPorts, forwardBind, publicHost string
+	ports                                 reconcile.PortRange
 }
 
 // env returns the environment variable's value, or def.
@@ -77,6 +80,9 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.ivshmemDir, "ivshmem-dir", env("HOSTD_IVSHMEM_DIR", "/dev/shm"), "where channel files go; libvirt has QEMU open them in /dev/shm ($HOSTD_IVSHMEM_DIR)")
 	fs.IntVar(&o.ivshmemMiB, "ivshmem-mib", 256, "size of each channel: a power of two, 16 to 16384 (gpuserverd splits it into slots, one per process of the VM: by default one per 64 MiB, at most 4)")
 	fs.IntVar(&o.ivshmemGID, "ivshmem-gid", -1, "group of the channel files, mode 0660 (the group QEMU and gpuserverd share); -1: mode 0600, owner only")
+	fs.StringVar(&o.forwardPorts, "forward-ports", env("HOSTD_FORWARD_PORTS", "22000-22999"), "host TCP ports hostd forwards to VMs' SSH (and extra) ports, FIRST-LAST; empty: none ($HOSTD_FORWARD_PORTS)")
+	fs.StringVar(&o.forwardBind, "forward-bind", env("HOSTD_FORWARD_BIND", "0.0.0.0"), "address the forwarded ports listen on ($HOSTD_FORWARD_BIND)")
+	fs.StringVar(&o.publicHost, "public-host", env("HOSTD_PUBLIC_HOST", ""), "host name or address tenants reach forwarded ports at; default the hostname ($HOSTD_PUBLIC_HOST)")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs
 }
@@ -111,7 +117,28 @@ func parseFlags(args []string) (options, error) {
 	if _, err := parseNetwork(o.network); err != nil {
 		return o, err
 	}
+	var err error
+	if o.ports, err = parsePortRange(o.forwardPorts); err != nil {
+		return o, err
+	}
+	if o.publicHost == "" {
+		o.publicHost, _ = os.Hostname()
+	}
 	return o, nil
+}
+
+// parsePortRange reads FIRST-LAST (1024-65535); "" is no forwarding.
+func parsePortRange(s string) (reconcile.PortRange, error) {
+	if s == "" {
+		return reconcile.PortRange{}, nil
+	}
+	a, b, ok := strings.Cut(s, "-")
+	first, err1 := strconv.Atoi(a)
+	last, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || first < 1024 || last > 65535 || first > last {
+		return reconcile.PortRange{}, fmt.Errorf("-forward-ports %q: want FIRST-LAST within 1024-65535", s)
+	}
+	return reconcile.PortRange{First: first, Last: last}, nil
 }
 
 func parseNetwork(s string) (virt.Network, error) {
@@ -170,6 +197,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	network, _ := parseNetwork(o.network)
+	network.ForwardBind = o.forwardBind
 	var shm *reconcile.IvshmemConfig
 	if o.ivshmemServer != "" {
 		shm = &reconcile.IvshmemConfig{GPUServerID: o.ivshmemServer, Dir: o.ivshmemDir, Bytes: uint64(o.ivshmemMiB) << 20, GID: o.ivshmemGID}
@@ -177,6 +205,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
+		Ports: o.ports, PublicHost: o.publicHost,
 	})
 	if err != nil {
 		return err

@@ -255,6 +255,9 @@ func startPlatform(t *testing.T) *platform {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {
 		t.Fatalf("base image: %v %s", err, out)
 	}
+	if _, err := app.EnsureImage(ctx, p.st, "base", filepath.Join(images, "base.qcow2"), 1, false); err != nil {
+		t.Fatal(err)
+	}
 	p.hostd = newDaemon(t, "hostd", nil, filepath.Join(p.bin, "hostd"), "-apiserver", url, "-credential", hostReg.Credential,
 		"-libvirt-uri", "test:///default", "-data-dir", p.hostData, "-sysfs-root", filepath.Join(dir, "sys"),
 		"-enable-vfs=false", "-guest-library", filepath.Join(p.bin, "libcuda.so.1"), "-network", "user",

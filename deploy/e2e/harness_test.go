@@ -63,13 +63,15 @@ func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(images, "base.qcow2"), "64M").CombinedOutput(); err != nil {
 		t.Fatalf("base image: %v %s", err, out)
 	}
+	env.ImageFile(t, "base", filepath.Join(images, "base.qcow2"))
 	pool, err := sriov.NewPool(ctx, sriovtest.Tree(t, vfs, vfs), filepath.Join(dir, "data", "vfs"), &sriovtest.Fabric{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &host{t: t, cp: cp, hv: hv, pool: pool, data: filepath.Join(dir, "data")}
 	h.r, err = reconcile.New(reconcile.Config{ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: h.data,
-		ImagesDir: images, GuestLibrary: lib, Network: virt.Network{Kind: "user"}, Hostname: "node-e2e",
+		ImagesDir: images, GuestLibrary: lib, Network: virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "node-e2e",
+		Ports: reconcile.PortRange{First: 24000, Last: 24099}, PublicHost: "node-e2e.example",
 		Version: "e2e", StopGrace: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"gpucloud/api"
 	"gpucloud/hostd/controlplane"
 	"gpucloud/hostd/virt"
+	"gpucloud/internal/sshtest"
 	"gpucloud/sdk"
 	"gpucloud/sdk/sdktest"
 )
@@ -36,7 +37,13 @@ func TestHostdThroughAPIServer(t *testing.T) {
 		t.Fatalf("registered host %+v, %v", hst, err)
 	}
 
-	inst, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "vm1", InstanceTypeID: sharedType(t, env, "e2e-shared", env.ModelID), Image: "base"})
+	key, err := tenant.CreateSSHKey(ctx, sdk.CreateSSHKeyRequest{Name: "laptop", PublicKey: sshtest.New(t, "alice@laptop").Line})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userData := "#!/bin/sh\necho hello > /tmp/hello\n"
+	inst, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "vm1", InstanceTypeID: sharedType(t, env, "e2e-shared", env.ModelID), Image: "base",
+		SSHKeyIDs: []string{key.ID}, UserData: userData})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +63,17 @@ func TestHostdThroughAPIServer(t *testing.T) {
 		t.Fatalf("API says VF %q, claims %+v (%v)", inst.VFPCIAddress, claims, err)
 	}
 	checkDomainXML(t, h, inst.ID, inst.VFPCIAddress)
+	// Through the API, hostd's forward of the guest's SSH port is the tenant's ssh command, and the
+	// key and user-data reached the VM's seed.
+	if inst.SSH == nil || inst.SSH.Command != "ssh -p 24000 root@node-e2e.example" {
+		t.Fatalf("ssh endpoint %+v", inst.SSH)
+	}
+	if got := seedFile(t, h, inst.ID, "/gpucloud/authorized_keys"); got != key.PublicKey+"\n" {
+		t.Fatalf("seed authorized_keys %q, want %q", got, key.PublicKey)
+	}
+	if got := seedFile(t, h, inst.ID, "/gpucloud/user-data"); got != userData {
+		t.Fatalf("seed user-data %q", got)
+	}
 	conf := seedFile(t, h, inst.ID, "/gpucloud/guest.conf")
 	for _, want := range []string{"GPUCLOUD_INSTANCE_ID=" + inst.ID + "\n", "GPUCLOUD_ENDPOINT=gs-e2e:7000\n", "GPUCLOUD_TIER=shared\n"} {
 		if !strings.Contains(conf, want) {

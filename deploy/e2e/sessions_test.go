@@ -23,7 +23,7 @@ func TestAckEndsSessionsOfGoneInstances(t *testing.T) {
 	_, gc := env.GPUServer(t, "gs1", 1)
 	tenant := env.Client(t, env.A.AdminKey)
 	mk := func(name string) sdk.Instance {
-		inst, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: name, InstanceTypeID: env.Shared, Image: "base"})
+		inst, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: name, InstanceTypeID: env.Shared, Image: "u"})
 		if err != nil {
 			t.Fatal(err)
 		}

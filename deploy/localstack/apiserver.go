@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gpucloud/apiserver/app"
 	"gpucloud/apiserver/store"
@@ -18,6 +20,7 @@ type demoKeys struct {
 	OperatorKey string            `json:"operator_key"`
 	TenantID    string            `json:"tenant_id"`
 	TenantKey   string            `json:"tenant_admin_key"`
+	FinanceKey  string            `json:"-"` // finance-key.json
 	Passwords   map[string]string `json:"-"` // console sign-ins (passwords.go)
 }
 
@@ -42,15 +45,11 @@ func startAPIServer(ctx context.Context, dbURL string, logger *slog.Logger) (str
 		st.Close()
 		return "", keys, nil, err
 	}
-	addr := os.Getenv("GPUCLOUD_APISERVER_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8080"
+	if keys.FinanceKey, err = ensureFinanceKey(ctx, st, filepath.Join(dataDir(), "finance-key.json")); err != nil {
+		st.Close()
+		return "", keys, nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil && os.Getenv("GPUCLOUD_APISERVER_ADDR") == "" {
-		logger.Info("port 8080 is taken, using a free port", "err", err)
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
-	}
+	ln, err := listenAPI(filepath.Join(dataDir(), "apiserver.addr"), logger)
 	if err != nil {
 		st.Close()
 		return "", keys, nil, fmt.Errorf("apiserver listen: %w", err)
@@ -100,4 +99,32 @@ func demoCatalog(ctx context.Context, st *store.Store) error {
 		}
 	}
 	return seedPriceBook(ctx, st)
+}
+
+// listenAPI listens where GPUCLOUD_APISERVER_ADDR says; else where the last run listened (kept in
+// remember, so the URL in a developer's shell and gpuctl profile stays valid between runs), else
+// on 127.0.0.1:8080, else on a free port. The address taken is remembered.
+func listenAPI(remember string, logger *slog.Logger) (net.Listener, error) {
+	if addr := os.Getenv("GPUCLOUD_APISERVER_ADDR"); addr != "" {
+		return net.Listen("tcp", addr)
+	}
+	tries := []string{"127.0.0.1:8080", "127.0.0.1:0"}
+	if b, err := os.ReadFile(remember); err == nil {
+		tries = append([]string{strings.TrimSpace(string(b))}, tries...)
+	}
+	var errs []error
+	for _, addr := range tries {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			logger.Info("apiserver address taken, trying the next", "addr", addr, "err", err)
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.WriteFile(remember, []byte(ln.Addr().String()+"\n"), 0o644); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("remember apiserver address: %w", err)
+		}
+		return ln, nil
+	}
+	return nil, errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,7 +26,13 @@ func main() {
 	slog.SetDefault(logger)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, logger); err != nil {
+	err := run(ctx, logger)
+	if stopped := ctx.Err() != nil; stopped && (err == nil || errors.Is(err, context.Canceled)) {
+		// Ctrl-C is how the stack is meant to end: a clean exit, so `make run` reports no error.
+		logger.Info("local stack stopped")
+		return
+	}
+	if err != nil {
 		logger.Error("localstack failed", "err", err)
 		os.Exit(1)
 	}
@@ -68,8 +75,10 @@ func run(ctx context.Context, logger *slog.Logger) error {
 	}
 	defer d.stop(logger)
 	fmt.Printf("\ngpucloud local stack is up\n  database:  %s\n  apiserver: %s  (OpenAPI: %s/v1/openapi.json)\n"+
-		"  operator key:           %s\n  demo tenant admin key:  %s\n  (keys are kept in %s/demo-keys.json)\n",
-		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey, dataDir())
+		"  operator key:           %s\n  demo tenant admin key:  %s\n  finance key:            %s\n"+
+		"  (keys are kept in %s/demo-keys.json and finance-key.json)\n"+
+		"  gpuctl as the demo tenant:\n    gpuctl config set-profile demo --endpoint %s --api-key %s --use\n",
+		dbURL, apiURL, apiURL, keys.OperatorKey, keys.TenantKey, keys.FinanceKey, dataDir(), apiURL, keys.TenantKey)
 	printPasswords(apiURL, keys.Passwords)
 	d.print()
 	fmt.Printf("  press Ctrl-C to stop\n\n")

@@ -62,3 +62,19 @@ func printPasswords(apiURL string, pws map[string]string) {
 		}
 	}
 }
+
+// ensureFinanceKey gives the demo finance user an API key on first run (kept in path, mode 0600),
+// so billing's reports can be tried from gpuctl and curl, not only the console.
+func ensureFinanceKey(ctx context.Context, st *store.Store, path string) (string, error) {
+	return firstRun(path, func() (string, error) {
+		var u store.User
+		if err := st.ORM.WithContext(ctx).Where("email = ?", "finance@localhost").First(&u).Error; err != nil {
+			return "", fmt.Errorf("demo finance user: %w", err)
+		}
+		_, secret, err := st.CreateAPIKey(authn.WithPrincipal(ctx, authn.Principal{Role: "bootstrap"}), u, "local stack")
+		if err != nil {
+			return "", fmt.Errorf("demo finance key: %w", err)
+		}
+		return secret, nil
+	})
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/google/uuid"
 	"log/slog"
 	"net"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gpucloud/apiserver/app"
 	"gpucloud/apiserver/store"
 )
 
@@ -21,6 +23,7 @@ type daemons struct {
 	hypervisor string
 	catalog    []string
 	logs       string
+	backend    string // gpuserverd's, as it reported it
 }
 
 // startDaemons registers (first run) and starts one gpuserverd and one hostd against the
@@ -60,8 +63,10 @@ func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (
 		return nil, err
 	}
 	gs, err := startChild("gpuserverd", filepath.Join(logs, "gpuserverd.log"), []string{filepath.Join(bin, "gpuserverd"),
-		"--apiserver", apiURL, "--credential", creds.GPUServerSecret, "--listen", d.gpuAddr, "--advertise", d.gpuAddr,
-		"--admin", gpuAdmin, "--backend", envOr("GPUCLOUD_GPU_BACKEND", "auto"), "--data-dir", filepath.Join(data, "gpuserverd")}, nil)
+		"--apiserver", apiURL, "--listen", d.gpuAddr, "--advertise", d.gpuAddr,
+		"--admin", gpuAdmin, "--backend", envOr("GPUCLOUD_GPU_BACKEND", "auto"), "--data-dir", filepath.Join(data, "gpuserverd")},
+		// Through the environment, not argv: a credential on the command line shows in ps.
+		[]string{"GPUSERVERD_CREDENTIAL=" + creds.GPUServerSecret})
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +75,19 @@ func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (
 		d.stop(log)
 		return nil, err
 	}
-	if err := baseImage(ctx, filepath.Join(data, "hostd", "images", "demo.qcow2")); err != nil {
+	if id, err := uuid.Parse(creds.GPUServerID); err == nil {
+		if gs, err := st.GetGPUServer(ctx, id); err == nil {
+			d.backend = gs.Backend
+		}
+	}
+	demo := filepath.Join(data, "hostd", "images", "demo.qcow2")
+	if err := baseImage(ctx, demo); err != nil {
+		d.stop(log)
+		return nil, err
+	}
+	// Registered (again, when its bytes changed) every run: a guest image built later by
+	// deploy/guest-image into the same path replaces the empty one.
+	if _, err := app.EnsureImage(ctx, st, "demo", demo, 1, false); err != nil {
 		d.stop(log)
 		return nil, err
 	}
@@ -87,6 +104,8 @@ func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (
 		"-apiserver", apiURL, "-credential-file", credFile, "-libvirt-uri", d.hypervisor,
 		"-data-dir", filepath.Join(data, "hostd"), "-guest-library", filepath.Join(bin, "libcuda.so.1"),
 		"-network", envOr("GPUCLOUD_HOSTD_NETWORK", "user"), "-listen", d.hostdAddr, "-interval", "2s",
+		// VMs' SSH ports are forwarded on loopback only: the stack is for this machine.
+		"-forward-bind", "127.0.0.1", "-public-host", "127.0.0.1",
 		// A developer's machine keeps its own InfiniBand VFs: the stack never enables any.
 		"-enable-vfs=false"}, nil)
 	if err != nil {
@@ -157,6 +176,10 @@ func baseImage(ctx context.Context, path string) error {
 }
 
 func (d *daemons) print() {
+	if d.backend == "simulated" {
+		fmt.Printf("  WARNING: gpuserverd runs the SIMULATED backend (no usable GPU here): CUDA calls reach a\n" +
+			"           test double, not a GPU; its GPU names, memory and timings are not real.\n")
+	}
 	fmt.Printf("  gpuserverd: %s (logs %s/gpuserverd.log)\n  hostd:      %s on %s (logs %s/hostd.log)\n",
 		d.gpuAddr, d.logs, d.hostdAddr, d.hypervisor, d.logs)
 	for _, c := range d.catalog {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -135,6 +136,10 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 	it, err := opA.CreateInstanceType(ctx, sdk.CreateInstanceTypeRequest{Name: "h100-dedicated", VCPUs: 2, MemoryMiB: 4096,
 		DiskGiB: 20, GPUModelID: model.ID, GPUCount: 1, Tier: "dedicated", PricePerHour: 250})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := opA.CreateImage(ctx, sdk.CreateImageRequest{Name: "ubuntu-24.04", Source: "https://images.example/ubuntu-24.04.qcow2",
+		SHA256: strings.Repeat("ab", 32), MinDiskGiB: 10}); err != nil {
 		t.Fatal(err)
 	}
 	host, err := opA.CreateHost(ctx, "vmhost-1")

@@ -114,11 +114,15 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 }
 
 func (r *Reconciler) observe(d api.DesiredInstance, dom *virt.Domain, state string, err error) api.InstanceObserved {
-	o := api.InstanceObserved{State: state, RebootGeneration: dom.Meta.RebootGeneration, VFPCIAddress: dom.Meta.VFPCIAddress}
+	o := api.InstanceObserved{State: state, RebootGeneration: dom.Meta.RebootGeneration, VFPCIAddress: dom.Meta.VFPCIAddress,
+		Forwards: r.observedForwards(dom.Meta)}
+	if len(o.Forwards) > 0 {
+		o.PublicHost = r.cfg.PublicHost
+	}
 	if err != nil {
 		o.Reason = err.Error()
 	}
-	if tail, terr := virt.Tail(r.paths(d.ID).console, 1024); terr == nil {
+	if tail, terr := virt.Tail(r.paths(d.ID).console, consoleTailBytes); terr == nil {
 		o.ConsoleLogTail = strings.ToValidUTF8(tail, "?")
 	}
 	return o
@@ -191,11 +195,20 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 			return m, err
 		}
 	}
+	if m.Forwards, err = r.allocateForwards(d); err != nil {
+		return m, err
+	}
 	// Traversable for the QEMU user, not listable: seeds and tokens inside are private.
 	if err := os.MkdirAll(p.dir, 0o711); err != nil {
 		return m, fmt.Errorf("instance dir: %w", err)
 	}
-	if err := virt.CreateOverlay(ctx, r.baseImage(d.Spec.Image), p.disk, d.Spec.DiskGiB); err != nil {
+	base := r.baseImage(d.Spec.Image)
+	if d.Spec.ImageSource != "" {
+		if base, err = r.images.Ensure(ctx, d.Spec.Image, d.Spec.ImageSource, d.Spec.ImageSHA256); err != nil {
+			return m, err
+		}
+	}
+	if err := virt.CreateOverlay(ctx, base, p.disk, d.Spec.DiskGiB); err != nil {
 		return m, err
 	}
 	if err := r.crash("disk-created"); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"gpucloud/api"
 	"gpucloud/hostd/controlplane"
+	"gpucloud/hostd/images"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/virt"
 )
@@ -31,6 +32,8 @@ type Config struct {
 	ImagesDir    string      // base images, <image>.qcow2
 	GuestLibrary string      // the guest libcuda.so.1 put into every seed; "" for none
 	Network      virt.Network
+	Ports        PortRange        // host ports forwarded to VMs (SSH first); zero: none
+	PublicHost   string           // how tenants reach this host's forwarded ports (shown in the API)
 	Kernel       *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
 	Ivshmem      *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
 	Hostname     string
@@ -47,6 +50,8 @@ type Config struct {
 type Reconciler struct {
 	cfg Config
 	log *slog.Logger
+
+	images *images.Cache // fetched, verified base images, in ImagesDir
 
 	mu            sync.Mutex
 	hostID        string
@@ -98,7 +103,8 @@ func New(cfg Config) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	r := &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second}
+	r := &Reconciler{cfg: cfg, log: cfg.Log, stopRequested: map[string]time.Time{}, period: 10 * time.Second,
+		images: &images.Cache{Dir: cfg.ImagesDir}}
 	r.usage.spool = sp
 	r.usage.pending = spooled
 	r.usage.sent = map[string]time.Time{}

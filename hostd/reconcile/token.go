@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 
 	"gpucloud/api"
 	"gpucloud/hostd/seed"
@@ -36,7 +37,8 @@ func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, nam
 	if _, err := os.Stat(p.seed); err == nil && written.Token == tok.Token {
 		return nil
 	}
-	cfg := seed.Config{InstanceID: d.ID, Hostname: d.Name, Token: tok.Token, TokenExpiresAt: tok.ExpiresAt, SSHKey: d.Spec.SSHKey}
+	cfg := seed.Config{InstanceID: d.ID, Hostname: d.Name, Token: tok.Token, TokenExpiresAt: tok.ExpiresAt,
+		SSHKeys: authorizedKeys(d.Spec), UserData: d.Spec.UserData}
 	if g := d.GPU; g != nil {
 		cfg.Endpoints, cfg.Tier, cfg.GPUModel = g.Endpoints, g.Tier, g.Model
 		if r.channelFor(d) != nil { // the VM's own channel first; the library finds the device
@@ -94,4 +96,14 @@ func writeToken(path string, t api.SessionToken) error {
 		return fmt.Errorf("write token record: %w", err)
 	}
 	return nil
+}
+
+// authorizedKeys is every key the VM accepts: the resolved list, and the single key of an
+// apiserver that sends only that.
+func authorizedKeys(s api.InstanceSpec) []string {
+	keys := append([]string(nil), s.SSHKeys...)
+	if s.SSHKey != "" && !slices.Contains(keys, s.SSHKey) {
+		keys = append(keys, s.SSHKey)
+	}
+	return keys
 }

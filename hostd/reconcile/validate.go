@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"gpucloud/api"
 	"gpucloud/hostd/virt"
 	"gpucloud/internal/validate"
 )
+
+var imageSumPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // validate checks a desired instance before hostd touches anything for it, and names every
 // problem it finds.
@@ -41,6 +44,10 @@ func (r *Reconciler) validate(d api.DesiredInstance) error {
 	}
 	if err := validate.Image(s.Image); err != nil {
 		errs = append(errs, fmt.Errorf("spec.image: %w", err))
+	} else if s.ImageSource != "" {
+		if !imageSumPattern.MatchString(s.ImageSHA256) {
+			errs = append(errs, fmt.Errorf("spec.image_sha256 %q: want 64 lower-case hex digits", s.ImageSHA256))
+		}
 	} else if _, err := os.Stat(r.baseImage(s.Image)); err != nil {
 		errs = append(errs, fmt.Errorf("spec.image %q: no such base image on this host", s.Image))
 	}

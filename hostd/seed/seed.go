@@ -30,7 +30,11 @@ type Config struct {
 	TokenExpiresAt time.Time
 	Tier           string
 	GPUModel       string
-	SSHKey         string
+	// SSHKeys are the authorized_keys lines of the default user (one key per line each).
+	SSHKeys []string
+	// UserData is the tenant's cloud-init user-data ("#cloud-config" or "#!"), run after
+	// gpucloud's own part; "" for none.
+	UserData string
 	// Library is the guest libcuda.so.1; nil leaves the guest's own (no GPU remoting).
 	Library []byte
 }
@@ -47,7 +51,15 @@ func (c Config) Validate() error {
 		return errors.New("seed: instance id is empty")
 	}
 	fields := map[string]string{"instance id": c.InstanceID, "hostname": c.Hostname, "token": c.Token,
-		"tier": c.Tier, "gpu model": c.GPUModel, "ssh key": c.SSHKey}
+		"tier": c.Tier, "gpu model": c.GPUModel}
+	for i, k := range c.SSHKeys {
+		if k == "" || strings.ContainsAny(k, "\n\r\x00") {
+			return fmt.Errorf("seed: ssh key %d is empty or spans lines", i)
+		}
+	}
+	if len(c.UserData) > 16<<10 {
+		return errors.New("seed: user-data is over 16 KiB")
+	}
 	for i, e := range c.Endpoints {
 		fields[fmt.Sprintf("endpoint %d", i)] = e
 		if strings.ContainsAny(e, ", \t") {
@@ -103,10 +115,16 @@ func Build(ctx context.Context, c Config, path string) error {
 		return fmt.Errorf("seed: staging dir: %w", err)
 	}
 	defer os.RemoveAll(stage)
+	// The keys and the tenant's user-data also lie plainly on the ISO, for guests without
+	// cloud-init (the test appliance reads them from there).
 	files := map[string][]byte{
-		"user-data":           ud,
-		"meta-data":           MetaData(c),
-		"gpucloud/guest.conf": GuestConf(c),
+		"user-data":                ud,
+		"meta-data":                MetaData(c),
+		"gpucloud/guest.conf":      GuestConf(c),
+		"gpucloud/authorized_keys": []byte(strings.Join(c.SSHKeys, "\n") + "\n"),
+	}
+	if c.UserData != "" {
+		files["gpucloud/user-data"] = []byte(c.UserData)
 	}
 	if c.Library != nil {
 		files["gpucloud/libcuda.so.1"] = c.Library

@@ -1,8 +1,12 @@
 package seed
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
+	mime "mime/multipart"
+	"net/textproto"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -15,10 +19,13 @@ type writeFile struct {
 }
 
 type cloudConfig struct {
-	Hostname          string      `yaml:"hostname,omitempty"`
-	SSHAuthorizedKeys []string    `yaml:"ssh_authorized_keys,omitempty"`
-	WriteFiles        []writeFile `yaml:"write_files"`
-	RunCmd            [][]string  `yaml:"runcmd"`
+	Hostname          string   `yaml:"hostname,omitempty"`
+	SSHAuthorizedKeys []string `yaml:"ssh_authorized_keys,omitempty"`
+	// DisableRoot false lets root log in with the keys: the API shows "ssh root@..." whatever
+	// the image's default user is called.
+	DisableRoot *bool       `yaml:"disable_root,omitempty"`
+	WriteFiles  []writeFile `yaml:"write_files"`
+	RunCmd      [][]string  `yaml:"runcmd"`
 }
 
 // refreshScript copies a renewed guest.conf from the (swapped) seed cdrom; see the package doc.
@@ -51,11 +58,58 @@ Type=oneshot
 ExecStart=/usr/local/sbin/gpucloud-refresh-token
 `
 
-// UserData is the #cloud-config document.
+// UserData is the user-data document: gpucloud's #cloud-config alone, or, when the tenant gave
+// user-data, a MIME multipart of both (cloud-init runs each part; the tenant's cloud-config is
+// merged into ours with lists appended, so it cannot drop gpucloud's files).
 func UserData(c Config) ([]byte, error) {
-	cc := cloudConfig{Hostname: c.Hostname}
-	if c.SSHKey != "" {
-		cc.SSHAuthorizedKeys = []string{c.SSHKey}
+	own, err := cloudConfigDoc(c)
+	if err != nil || c.UserData == "" {
+		return own, err
+	}
+	return multipart(own, c.UserData)
+}
+
+// tenantMerge makes a tenant's cloud-config add to gpucloud's rather than replace its lists.
+const tenantMerge = "list(append)+dict(no_replace,recurse_list)+str()"
+
+func multipart(own []byte, tenant string) ([]byte, error) {
+	var b bytes.Buffer
+	w := mime.NewWriter(&b)
+	fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=%q\nMIME-Version: 1.0\n\n", w.Boundary())
+	part := func(typ string, body []byte, extra ...string) error {
+		h := textproto.MIMEHeader{"Content-Type": {typ + `; charset="utf-8"`}, "MIME-Version": {"1.0"}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			h.Set(extra[i], extra[i+1])
+		}
+		pw, err := w.CreatePart(h)
+		if err != nil {
+			return err
+		}
+		_, err = pw.Write(body)
+		return err
+	}
+	tenantType := "text/cloud-config"
+	if strings.HasPrefix(tenant, "#!") {
+		tenantType = "text/x-shellscript"
+	}
+	if err := part("text/cloud-config", own); err != nil {
+		return nil, fmt.Errorf("seed: user-data: %w", err)
+	}
+	if err := part(tenantType, []byte(tenant), "Merge-Type", tenantMerge); err != nil {
+		return nil, fmt.Errorf("seed: user-data: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("seed: user-data: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// cloudConfigDoc is gpucloud's own #cloud-config document.
+func cloudConfigDoc(c Config) ([]byte, error) {
+	cc := cloudConfig{Hostname: c.Hostname, SSHAuthorizedKeys: c.SSHKeys}
+	if len(c.SSHKeys) > 0 {
+		no := false
+		cc.DisableRoot = &no
 	}
 	cc.WriteFiles = []writeFile{
 		{Path: "/etc/gpucloud/guest.conf", Permissions: "0600", Content: string(GuestConf(c))},

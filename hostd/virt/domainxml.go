@@ -8,6 +8,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strings"
 
@@ -43,6 +44,14 @@ type Metadata struct {
 	TenantID         string   `xml:"tenant"`
 	RebootGeneration int64    `xml:"reboot-generation"`
 	VFPCIAddress     string   `xml:"vf,omitempty"`
+	// Forwards are the host ports hostd gave this VM's guest ports (22 first: SSH).
+	Forwards []Forward `xml:"forward,omitempty"`
+}
+
+// Forward is a host TCP port forwarded to a guest port.
+type Forward struct {
+	Guest int `xml:"guest,attr" json:"guest_port"`
+	Host  int `xml:"host,attr" json:"host_port"`
 }
 
 func (m Metadata) encode() (string, error) {
@@ -62,6 +71,9 @@ type KernelBoot struct {
 type Network struct {
 	Kind string // "network" (a libvirt network), "bridge", or "user" (QEMU user-mode networking)
 	Name string // network or bridge name
+	// ForwardBind is the host address forwarded ports listen on (user networking): 0.0.0.0 to
+	// be reachable from outside the host, 127.0.0.1 for tests and a local stack.
+	ForwardBind string
 }
 
 // DomainSpec is everything a domain is made of.
@@ -137,10 +149,30 @@ func (s DomainSpec) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("network kind %q: want network, bridge or user", s.Network.Kind))
 	}
+	if s.Network.ForwardBind != "" && net.ParseIP(s.Network.ForwardBind) == nil {
+		errs = append(errs, fmt.Errorf("forward bind address %q is not an IP address", s.Network.ForwardBind))
+	}
+	for _, f := range s.Meta.Forwards {
+		if f.Guest < 1 || f.Guest > 65535 || f.Host < 1 || f.Host > 65535 {
+			errs = append(errs, fmt.Errorf("forward %d->%d: ports must be 1-65535", f.Host, f.Guest))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("virt: invalid domain spec: %w", err)
 	}
 	return nil
+}
+
+// userNetdev is QEMU's -netdev of a user-mode NIC with a hostfwd per forward.
+func userNetdev(bind string, fw []Forward) string {
+	if bind == "" {
+		bind = "0.0.0.0"
+	}
+	out := "user,id=gpcnet"
+	for _, f := range fw {
+		out += fmt.Sprintf(",hostfwd=tcp:%s:%d-:%d", bind, f.Host, f.Guest)
+	}
+	return out
 }
 
 // DomainXML renders the spec as libvirt domain XML.
@@ -200,6 +232,17 @@ func DomainXML(s DomainSpec) (string, error) {
 		nic.Source.User = &libvirtxml.DomainInterfaceSourceUser{}
 	}
 	d.Devices.Interfaces = []libvirtxml.DomainInterface{nic}
+	if s.Network.Kind == "user" && len(s.Meta.Forwards) > 0 {
+		// libvirt 9 forwards ports of a user NIC only with the passt backend; QEMU's own slirp
+		// does it with hostfwd, so the NIC is given to QEMU directly.
+		d.Devices.Interfaces = nil
+		d.QEMUCommandline = &libvirtxml.DomainQEMUCommandline{Args: []libvirtxml.DomainQEMUCommandlineArg{
+			{Value: "-netdev"}, {Value: userNetdev(s.Network.ForwardBind, s.Meta.Forwards)},
+			// An address of its own: libvirt numbers its devices from slot 1 up, and QEMU would give
+			// this one the first free slot before libvirt's root ports claim theirs.
+			{Value: "-device"}, {Value: "virtio-net-pci,netdev=gpcnet,bus=pcie.0,addr=0x10"},
+		}}
+	}
 	port := uint(0)
 	d.Devices.Serials = []libvirtxml.DomainSerial{{
 		Source: &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: s.ConsoleLog, Append: "on"}},

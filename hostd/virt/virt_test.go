@@ -135,3 +135,25 @@ func TestCreateOverlay(t *testing.T) {
 		t.Fatal("overlay over a missing base accepted")
 	}
 }
+
+// A user-mode NIC with forwards is handed to QEMU with a hostfwd per port, bound where asked.
+func TestDomainXMLForwardsPorts(t *testing.T) {
+	s := spec("/d", "abc")
+	s.Network = virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}
+	s.Meta.Forwards = []virt.Forward{{Guest: 22, Host: 22001}, {Guest: 8888, Host: 22002}}
+	x, err := virt.DomainXML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(x, `user,id=gpcnet,hostfwd=tcp:127.0.0.1:22001-:22,hostfwd=tcp:127.0.0.1:22002-:8888`) ||
+		!strings.Contains(x, `virtio-net-pci,netdev=gpcnet,bus=pcie.0,addr=0x10`) || strings.Contains(x, "<interface") {
+		t.Fatalf("domain XML:\n%s", x)
+	}
+	if !strings.Contains(x, `<guest>22</guest>`) && !strings.Contains(x, `guest="22"`) {
+		t.Fatalf("forwards not in hostd's metadata:\n%s", x)
+	}
+	s.Network.ForwardBind = "not-an-ip"
+	if _, err := virt.DomainXML(s); err == nil {
+		t.Fatal("bad bind address accepted")
+	}
+}

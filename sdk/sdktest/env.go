@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"net/http/httptest"
 	"testing"
@@ -98,7 +99,26 @@ func New(t testing.TB) *Env {
 		return it.ID
 	}
 	e.Dedicated, e.Shared, e.CPU = mk("h100-dedicated", "dedicated", m.ID, 1), mk("h100-shared", "shared", m.ID, 1), mk("cpu-small", "dedicated", "", 0)
+	// Images the tests name; hostd never fetches these (no hostd runs on them).
+	for _, name := range TestImages {
+		if _, err := e.OperatorClient.CreateImage(ctx, sdk.CreateImageRequest{Name: name, Source: "file:///nonexistent/" + name + ".qcow2",
+			SHA256: fmt.Sprintf("%x", sha256.Sum256([]byte(name))), MinDiskGiB: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return e
+}
+
+// TestImages are registered in every Env, with checksums of nothing real.
+var TestImages = []string{"ubuntu-24.04", "ubuntu", "u"}
+
+// ImageFile registers the image file at path as name (file:// source, its real checksum), as an
+// operator would for hostd to fetch; the test harnesses that run hostd use it.
+func (e *Env) ImageFile(t testing.TB, name, path string) {
+	t.Helper()
+	if _, err := app.EnsureImage(t.Context(), e.Store, name, path, 1, false); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Client is an SDK client with key and quick retries.

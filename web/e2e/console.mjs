@@ -59,7 +59,36 @@ try {
   log('tenant A signs in and creates a GPU VM, seeing the price first');
   const a = await signedIn(env('TENANT_A'));
   await a.waitForURL(/#\/instances$/);
+
+  log('at 390 px the top bar wraps: no two of its items overlap');
+  const wide = a.viewportSize();
+  await a.setViewportSize({ width: 390, height: 844 });
+  const boxes = await a.locator('header.top .brand, header.top nav a, header.top .who > *').evaluateAll((els) =>
+    els.map((e) => { const r = e.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height, t: e.textContent.trim() }; })
+      .filter((b) => b.w > 0 && b.h > 0));
+  for (let i = 0; i < boxes.length; i++) {
+    for (let j = i + 1; j < boxes.length; j++) {
+      const p = boxes[i], q = boxes[j];
+      const overlap = p.x < q.x + q.w - 1 && q.x < p.x + p.w - 1 && p.y < q.y + q.h - 1 && q.y < p.y + p.h - 1;
+      assert.ok(!overlap, `"${p.t}" and "${q.t}" overlap at 390 px`);
+    }
+  }
+  await shot(a, '01a-narrow-390px');
+  await a.setViewportSize(wide);
+
+  log('tenant A adds an SSH key (a malformed one is refused by the field); the page shows its fingerprint');
+  await a.getByRole('link', { name: 'API keys' }).click();
+  await a.getByLabel('Name for this SSH key').fill('laptop');
+  await a.getByLabel('Public key').fill('ssh-ed25519 not-a-key');
+  await a.getByRole('button', { name: 'Add SSH key' }).click();
+  await a.locator('#err-public_key').filter({ hasText: 'OpenSSH public key' }).waitFor();
+  await a.getByLabel('Public key').fill(env('SSH_PUBLIC_KEY'));
+  await a.getByRole('button', { name: 'Add SSH key' }).click();
+  await a.locator('[data-testid="ssh-keys"] tr[data-name="laptop"]').filter({ hasText: env('SSH_FINGERPRINT') }).waitFor();
+  await shot(a, '01b-ssh-keys');
+  await a.getByRole('link', { name: 'Instances' }).click();
   await a.getByRole('link', { name: 'Create GPU VM' }).click();
+  await a.getByTestId('ssh-key-choice').getByText('laptop').waitFor();
   await a.getByLabel('GPU model').selectOption({ label: 'H100 80GB (80 GiB)' });
   await a.getByLabel('Tier').selectOption('dedicated');
   await a.getByLabel('GPU count').selectOption('1');
@@ -69,12 +98,15 @@ try {
   await a.getByLabel('Instance type').selectOption({ index: 1 });
   await a.getByTestId('price').filter({ hasText: '$3.00 per hour' }).waitFor();
   await a.getByLabel('Name').fill('e2e-vm');
-  await a.getByLabel('Image').fill('ubuntu 24.04'); // not a base image name (hostd's rule): the API's error shows by the field
+  const imageOptions = await a.getByLabel('Image').locator('option').allTextContents();
+  assert.deepEqual(imageOptions.slice(1).map((o) => o.split(/[ ,]/)[0]), ['demo', 'ubuntu-24.04'], 'the form offers the registered images');
+  await a.getByLabel('Image').selectOption('ubuntu-24.04');
+  await a.getByLabel('SSH public key').fill('hello'); // the API refuses it: its error shows by the field
   await a.getByRole('button', { name: 'Review' }).click();
   await a.getByRole('button', { name: /^Confirm: create for \$3\.00\/hour$/ }).click();
-  await a.locator('#err-image').filter({ hasText: 'lower-case letters' }).waitFor();
+  await a.locator('#err-ssh_key').filter({ hasText: 'OpenSSH' }).waitFor();
   await shot(a, '02-create-field-error');
-  await a.getByLabel('Image').fill('ubuntu-24.04');
+  await a.getByLabel('SSH public key').fill('');
   await a.getByRole('button', { name: 'Review' }).click();
   await shot(a, '03-create-confirm');
   await a.getByRole('button', { name: /^Confirm: create/ }).click();
@@ -84,6 +116,8 @@ try {
   const instURL = a.url();
   await a.locator('h1 [data-state="running"]').waitFor({ timeout: 30000 });
   await a.locator('pre.log').filter({ hasText: '→ running' }).waitFor();
+  await a.getByTestId('ssh-command').filter({ hasText: 'ssh -p 22001 root@vmhost.example' }).waitFor();
+  await a.getByTestId('console-log').filter({ hasText: 'e2e-vm login:' }).waitFor();
   await shot(a, '04-instance-details');
 
   log('a VM on a silent host is marked in the list and warned about on its page, naming no host');

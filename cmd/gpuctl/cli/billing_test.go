@@ -38,7 +38,7 @@ func TestPricesCommands(t *testing.T) {
 		t.Fatalf("add table:\n%s", out)
 	}
 	// Bad flags are refused before any request: the endpoint here accepts no connection.
-	offline := map[string]string{"GPUCLOUD_ENDPOINT": "http://127.0.0.1:1"}
+	offline := map[string]string{"GPUCLOUD_API_URL": "http://127.0.0.1:1"}
 	for _, args := range [][]string{
 		{"--kind", "tpu", "--unit-price", "1", "--effective-from", "2026-03"},
 		{"--kind", "gpu", "--tier", "dedicated", "--unit-price", "1", "--effective-from", "2026-03"},

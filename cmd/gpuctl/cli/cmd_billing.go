@@ -84,6 +84,9 @@ func (a *app) invoicesCmd() *cobra.Command {
 			if format != "" && format != "csv" {
 				return usagef(fmt.Errorf("--format %q: only csv (or -o table|json|yaml)", format))
 			}
+			if err := checkCSV(format, a.output); err != nil {
+				return err
+			}
 			if format == "csv" {
 				raw, err := cl.GetInvoiceCSV(cmd.Context(), args[0])
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,12 @@ var instanceCols = []column[sdk.Instance]{
 		return fmt.Sprintf("%dx%s", i.GPUCount, i.GPUModel)
 	}),
 	col("HOST", func(i sdk.Instance) string { return i.HostID }),
+	col("SSH", func(i sdk.Instance) string {
+		if i.SSH == nil {
+			return "-"
+		}
+		return i.SSH.Command
+	}),
 	col("WARNINGS", warnings),
 }
 
@@ -58,10 +65,11 @@ func (a *app) instancesCmd() *cobra.Command {
 	list.Flags().StringSliceVar(&f.Conditions, "condition", nil,
 		"only live instances with these conditions, TYPE=STATUS (e.g. HostReachable=False; comma-separated or repeated; all must hold)")
 	c.AddCommand(list)
-	c.AddCommand(oneCmd(a, "get INSTANCE_ID", "Show an instance", "an instance id", (*sdk.Client).GetInstance, instanceCols))
+	c.AddCommand(a.consoleCmd())
+	c.AddCommand(oneCmd(a, "get INSTANCE", "Show an instance (id or name)", "an instance id or name", byInstance((*sdk.Client).GetInstance), instanceCols))
 	c.AddCommand(&cobra.Command{Use: "events INSTANCE_ID", Short: "Show an instance's state transitions", Args: exactArgs(1, "an instance id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-			evs, err := cl.InstanceEvents(cmd.Context(), args[0])
+			evs, err := byInstance((*sdk.Client).InstanceEvents)(cl, cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -73,18 +81,33 @@ func (a *app) instancesCmd() *cobra.Command {
 
 	var req sdk.CreateInstanceRequest
 	var cw waitFlags
+	var userDataFile string
 	create := &cobra.Command{Use: "create NAME", Short: "Create an instance", Args: exactArgs(1, "an instance name"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			req.Name = args[0]
+			var err error
+			if req.InstanceTypeID, err = instanceTypeID(cmd.Context(), cl, req.InstanceTypeID); err != nil {
+				return err
+			}
+			if userDataFile != "" {
+				b, err := os.ReadFile(userDataFile)
+				if err != nil {
+					return usagef(fmt.Errorf("--user-data-file: %w", err))
+				}
+				req.UserData = string(b)
+			}
 			i, err := cl.CreateInstance(cmd.Context(), req)
 			if err != nil {
 				return err
 			}
 			return a.finish(cmd.Context(), cl, i, cw, sdk.StateRunning)
 		})}
-	create.Flags().StringVar(&req.InstanceTypeID, "type", "", "instance type id (gpuctl instance-types list)")
+	create.Flags().StringVar(&req.InstanceTypeID, "type", "", "instance type id or name (gpuctl instance-types list)")
 	create.Flags().StringVar(&req.Image, "image", "", "image name")
 	create.Flags().StringVar(&req.SSHKey, "ssh-key", "", "OpenSSH public key for the guest")
+	create.Flags().StringSliceVar(&req.SSHKeyIDs, "ssh-key-id", nil, "id of one of your SSH keys (gpuctl ssh-keys list); repeatable")
+	create.Flags().IntSliceVar(&req.ForwardPorts, "forward-port", nil, "guest TCP port to reach from outside besides 22 (up to 4); repeatable")
+	create.Flags().StringVar(&userDataFile, "user-data-file", "", "cloud-init user-data: #cloud-config YAML or a #! script, at most 16 KiB")
 	_ = create.MarkFlagRequired("type")
 	_ = create.MarkFlagRequired("image")
 	cw.add(create, "instance")
@@ -103,7 +126,7 @@ func (a *app) instancesCmd() *cobra.Command {
 		var w waitFlags
 		cmd := &cobra.Command{Use: act.name + " INSTANCE_ID", Short: act.short, Args: exactArgs(1, "an instance id"),
 			RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
-				i, err := act.do(cl, cmd.Context(), args[0])
+				i, err := byInstance(act.do)(cl, cmd.Context(), args[0])
 				if err != nil {
 					return err
 				}

@@ -19,6 +19,9 @@ func (a *app) reportCmd() *cobra.Command {
 			if q.From, q.To, err = parseRange(from, to); err != nil {
 				return err
 			}
+			if err := checkCSV(format, a.output); err != nil {
+				return err
+			}
 			if format == "csv" {
 				raw, err := cl.GPUHoursCSV(cmd.Context(), q)
 				if err != nil {

@@ -247,6 +247,8 @@ func TestReportCommand(t *testing.T) {
 	if !strings.Contains(csv, h.e.A.ID) || !strings.Contains(csv, "1.5") {
 		t.Fatalf("CSV lacks tenant A's 1.5 GPU-hours:\n%s", csv)
 	}
+	// CSV and -o json both choose the output: refused, not CSV printed silently.
+	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--format", "csv", "-o", "json")
 	// A tenant admin may not read the platform's report.
 	h.code(cli.ExitAuth, h.e.A.AdminKey, "report", "gpu-hours")
 }

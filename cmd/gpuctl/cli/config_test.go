@@ -13,8 +13,8 @@ import (
 
 func TestProfilesAndEnvironmentOverrides(t *testing.T) {
 	h := newHarness(t)
-	url := h.env["GPUCLOUD_ENDPOINT"]
-	delete(h.env, "GPUCLOUD_ENDPOINT")
+	url := h.env["GPUCLOUD_API_URL"]
+	delete(h.env, "GPUCLOUD_API_URL")
 	delete(h.env, "GPUCLOUD_API_KEY")
 
 	// Nothing configured: a usage error naming the fix.

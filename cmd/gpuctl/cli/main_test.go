@@ -28,9 +28,9 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	e := sdktest.New(t)
 	return &harness{t: t, e: e, env: map[string]string{
-		"XDG_CONFIG_HOME":   t.TempDir(),
-		"GPUCLOUD_ENDPOINT": e.URL,
-		"GPUCLOUD_API_KEY":  e.Operator,
+		"XDG_CONFIG_HOME":  t.TempDir(),
+		"GPUCLOUD_API_URL": e.URL,
+		"GPUCLOUD_API_KEY": e.Operator,
 	}}
 }
 

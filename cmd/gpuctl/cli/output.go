@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,16 +64,51 @@ func encode(w io.Writer, format string, v any) error {
 		_, err = fmt.Fprintf(w, "%s\n", raw)
 		return err
 	}
+	// Numbers stay numbers as JSON wrote them: decoded as float64, 10737418240 would print as
+	// 1.073741824e+10.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
 	var generic any
-	if err := json.Unmarshal(raw, &generic); err != nil {
+	if err := dec.Decode(&generic); err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}
-	out, err := yaml.Marshal(generic)
+	out, err := yaml.Marshal(exactNumbers(generic))
 	if err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}
 	_, err = w.Write(out)
 	return err
+}
+
+// exactNumbers turns the json.Numbers of a decoded document into int64 where they are integers
+// and float64 otherwise, so YAML prints them as JSON did.
+func exactNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = exactNumbers(e)
+		}
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+// checkCSV refuses --format csv together with -o json|yaml: both name how to print, and
+// printing CSV while -o asked for JSON would be silently doing something else.
+func checkCSV(format, output string) error {
+	if format == "csv" && output != "table" {
+		return usagef(fmt.Errorf("--format csv and -o %s both set the output: give one of them", output))
+	}
+	return nil
 }
 
 func checkFormat(f string) error {

@@ -35,7 +35,7 @@ func TestReportAgainstBillingShape(t *testing.T) {
 	defer srv.Close()
 	run := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
-		env := map[string]string{"GPUCLOUD_ENDPOINT": srv.URL, "GPUCLOUD_API_KEY": "k", "XDG_CONFIG_HOME": t.TempDir()}
+		env := map[string]string{"GPUCLOUD_API_URL": srv.URL, "GPUCLOUD_API_KEY": "k", "XDG_CONFIG_HOME": t.TempDir()}
 		code := cli.Run(context.Background(), args, cli.IO{Out: &out, Err: &errb, Getenv: func(k string) string { return env[k] }})
 		return code, out.String() + errb.String()
 	}

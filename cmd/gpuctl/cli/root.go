@@ -69,7 +69,7 @@ func (a *app) root() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.configPath, "config", "", "config file (default $XDG_CONFIG_HOME/gpucloud/config.yaml)")
 	pf.StringVar(&a.profile, "profile", "", "profile of the config file to use (env GPUCLOUD_PROFILE)")
-	pf.StringVar(&a.endpoint, "endpoint", "", "API endpoint, overrides the profile (env GPUCLOUD_ENDPOINT)")
+	pf.StringVar(&a.endpoint, "endpoint", "", "API endpoint, overrides the profile (env GPUCLOUD_API_URL)")
 	pf.StringVar(&a.key, "api-key", "", "API key, overrides the profile (env GPUCLOUD_API_KEY)")
 	pf.StringVar(&a.caFile, "ca-file", "", "PEM CA certificates to trust for an https endpoint instead of the system roots (env GPUCLOUD_CA_FILE)")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table, json or yaml")
@@ -79,6 +79,7 @@ func (a *app) root() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef(err) })
 	root.AddCommand(a.configCmd(), a.meCmd(), a.tenantsCmd(), a.quotaCmd(), a.usersCmd(), a.keysCmd(),
 		a.gpuModelsCmd(), a.tiersCmd(), a.instanceTypesCmd(), a.pricesCmd(), a.instancesCmd(),
+		a.imagesCmd(), a.sshKeysCmd(),
 		a.hostsCmd(), a.gpuServersCmd(), a.auditCmd(), a.reportCmd(), a.usageCmd(), a.invoicesCmd(), a.periodsCmd(),
 		a.balanceCmd(), a.creditsCmd(), a.budgetCmd(), a.webhooksCmd())
 	return root
@@ -116,10 +117,10 @@ func (a *app) api() (*sdk.Client, error) {
 	if !ok && (a.profile != "" || a.getenv("GPUCLOUD_PROFILE") != "") {
 		return nil, usagef(fmt.Errorf("no profile %q in %s (have %s)", name, path, strings.Join(cfg.Names(), ", ")))
 	}
-	endpoint := first(a.endpoint, a.getenv("GPUCLOUD_ENDPOINT"), p.Endpoint)
+	endpoint := first(a.endpoint, a.apiURLFromEnv(), p.Endpoint)
 	key := first(a.key, a.getenv("GPUCLOUD_API_KEY"), p.APIKey)
 	if endpoint == "" {
-		return nil, usagef(fmt.Errorf("no endpoint: set --endpoint, GPUCLOUD_ENDPOINT or a profile (gpuctl config set-profile)"))
+		return nil, usagef(fmt.Errorf("no endpoint: set --endpoint, GPUCLOUD_API_URL or a profile (gpuctl config set-profile)"))
 	}
 	if key == "" {
 		return nil, usagef(fmt.Errorf("no API key: set --api-key, GPUCLOUD_API_KEY or a profile (gpuctl config set-profile)"))
@@ -152,7 +153,7 @@ func (w *waitFlags) add(cmd *cobra.Command, what string) {
 	cmd.Flags().StringVar(&w.state, "wait", "", "wait until the "+what+" reaches this state (bare --wait: the action's natural end state)")
 	cmd.Flags().Lookup("wait").NoOptDefVal = "auto"
 	cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "give up waiting after this long (exit 7)")
-	cmd.Flags().DurationVar(&w.interval, "poll-interval", 2*time.Second, "how often to poll while waiting")
+	cmd.Flags().DurationVar(&w.interval, "poll-interval", 2*time.Second, "longest pause between polls while waiting (polls start at 100ms and double up to it)")
 }
 
 func exactArgs(n int, names string) cobra.PositionalArgs {
@@ -174,4 +175,17 @@ func (a *app) with(fn func(cmd *cobra.Command, c *sdk.Client, args []string) err
 		}
 		return fn(cmd, c, args)
 	}
+}
+
+// apiURLFromEnv is GPUCLOUD_API_URL, or the older GPUCLOUD_ENDPOINT with a warning: to the guest
+// library GPUCLOUD_ENDPOINT is gpuserverd's address, so one shell could not hold both meanings.
+func (a *app) apiURLFromEnv() string {
+	if v := a.getenv("GPUCLOUD_API_URL"); v != "" {
+		return v
+	}
+	v := a.getenv("GPUCLOUD_ENDPOINT")
+	if v != "" && a.io.Err != nil {
+		fmt.Fprintln(a.io.Err, "gpuctl: GPUCLOUD_ENDPOINT is deprecated for the API URL (the guest library reads it as gpuserverd's address); use GPUCLOUD_API_URL")
+	}
+	return v
 }

@@ -28,7 +28,7 @@ func TestPrivateCA(t *testing.T) {
 	hs := &http.Server{Handler: h.e.Server.Handler()}
 	go hs.Serve(tln)
 	t.Cleanup(func() { hs.Close() })
-	h.env["GPUCLOUD_ENDPOINT"] = "https://" + ln.Addr().String()
+	h.env["GPUCLOUD_API_URL"] = "https://" + ln.Addr().String()
 
 	if r := h.run("me"); r.code == 0 || !strings.Contains(r.err, "certificate") {
 		t.Fatalf("system roots: exit %d, %q; want a certificate error", r.code, r.err)

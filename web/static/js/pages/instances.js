@@ -79,12 +79,16 @@ export async function instanceDetails(main, session, id) {
   const head = h('div');
   const info = h('dl', { class: 'kv' });
   const log = h('pre', { class: 'log', 'aria-label': 'State log' });
+  const consoleLog = h('pre', { class: 'log console', 'aria-label': 'Serial console', 'data-testid': 'console-log' });
   const type = await get(`/v1/instance-types/${inst.instance_type_id}`).catch(() => null);
   main.append(h('p', {}, h('a', { href: '#/instances' }, '← Instances')), head,
     h('h2', {}, 'Connection details'), h('div', { class: 'card' }, info),
     h('h2', {}, 'State log'),
-    h('p', { class: 'muted' }, 'Every state change of this VM, as the platform recorded it. (The API serves no guest serial console yet.)'),
-    log);
+    h('p', { class: 'muted' }, 'Every state change of this VM, as the platform recorded it.'),
+    log,
+    h('h2', {}, 'Serial console'),
+    h('p', { class: 'muted' }, 'The last output of the guest\'s serial console, as its host last sent it (refreshed every few seconds; each read is audited).'),
+    consoleLog);
   const alive = pageAlive();
   const refresh = async () => {
     let cur;
@@ -95,6 +99,7 @@ export async function instanceDetails(main, session, id) {
       throw e;
     }
     const evs = (await get(`/v1/instances/${id}/events`)).items || [];
+    const con = await get(`/v1/instances/${id}/console`).catch(() => null);
     if (!alive()) return;
     head.replaceChildren(...[h('div', { class: 'spread' }, h('h1', {}, cur.name, ' ', stateBadge(cur.state)), actionButtons(cur, refresh)),
       busyStates.includes(cur.state)
@@ -107,9 +112,11 @@ export async function instanceDetails(main, session, id) {
       ['GPU', cur.gpu_count ? `${cur.gpu_count} × ${cur.gpu_model} (${cur.tier})` : 'none'],
       ['Image', cur.image], ['Host', cur.host_id], ['GPU server', cur.gpu_server_id || '—'],
       ['InfiniBand VF', cur.vf_pci_address || '—'],
-      ['SSH', cur.ssh_key ? `ssh with the key ending …${cur.ssh_key.slice(-24)}` : 'no SSH key given'],
+      ['SSH', cur.ssh ? h('code', { 'data-testid': 'ssh-command' }, cur.ssh.command) : 'not reachable yet (the host forwards a port once the VM is defined)'],
+      ['Forwarded ports', (cur.ports || []).map((p) => `${p.guest_port} ← ${cur.ssh ? cur.ssh.host : ''}:${p.host_port}`).join(', ') || '—'],
     ];
     info.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+    consoleLog.textContent = con && con.log ? con.log : 'No console output yet.';
     log.textContent = evs.map((e) => `${new Date(e.at).toISOString()}  ${e.from || '(new)'} → ${e.to}  by ${e.actor}${e.reason ? '  ' + e.reason : ''}`).join('\n') || 'No events yet.';
   };
   await poll(refresh, 2000);

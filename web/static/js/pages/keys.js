@@ -1,5 +1,6 @@
 import { api, all } from '../api.js';
 import { h, field, showErrors, clearErrors, confirm, flash } from '../ui.js';
+import { sshKeysSection } from './sshkeys.js';
 
 export async function keys(main, session) {
   const uid = session.me.user_id;
@@ -54,5 +55,10 @@ export async function keys(main, session) {
   main.append(h('h1', {}, 'API keys'), secretBox, create,
     h('table', { 'data-testid': 'keys' }, h('thead', {}, h('tr', {}, ['Name', 'Prefix', 'Created', 'Last used', ''].map((c) => h('th', {}, c)))), body),
     h('h2', {}, 'Console password'), pw);
+  if (session.me.tenant_id) { // SSH keys are for VMs: tenant users only
+    const ssh = sshKeysSection();
+    main.append(ssh.section);
+    await ssh.refresh();
+  }
   await refresh();
 }
