@@ -128,6 +128,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		if isBlas(m) {
 			return blasReply(0, err), nil
 		}
+		if isLt(m) {
+			return ltFailed(m, err), nil
+		}
 		return status(err), nil
 	}
 	c := d.ctx
@@ -228,6 +231,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.BlasCreate, *wire.BlasDestroy, *wire.BlasSetStream, *wire.BlasSetMathMode,
 		*wire.BlasSetWorkspace, *wire.BlasGemm:
 		return s.blas(d, m), nil
+	case *wire.LtCreate, *wire.LtHeuristic, *wire.LtMatmul, *wire.LtGetAttribute:
+		return s.lt(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

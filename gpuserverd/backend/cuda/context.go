@@ -42,6 +42,7 @@ type Context struct {
 	host      map[unsafe.Pointer]int // pinned host allocations: address -> size
 	reg       map[unsafe.Pointer]int // registered host ranges: address -> size
 	blas      map[backend.Handle]*blasHandle
+	lt        ltObjects // NVIDIA's cuBLASLt objects, by attribute list
 }
 
 var _ backend.Context = (*Context)(nil)

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire_gen.h"
-#include "../include/gpucloud_private.h"
+#define GC_LIB_NAME "libcublas"
+#include "session.h"
 
 #define EXPORT __attribute__((visibility("default")))
 /* Exports the plain name NVIDIA's header maps to target (cublas_v2.h's macros would rewrite a
@@ -35,42 +35,7 @@ EXPORT const int gpucloud_cublas_guest = 1;
 
 /* ---- the guest libcuda's session ---- */
 
-static const struct gc_private_table *T;
-static cublasStatus_t t_status = CUBLAS_STATUS_NOT_INITIALIZED;
-static pthread_once_t t_once = PTHREAD_ONCE_INIT;
-
-static void load_table(void) {
-    CUresult rc = cuInit(0);
-    if (rc != CUDA_SUCCESS) {
-        fprintf(stderr, "gpucloud libcublas: cuInit failed (%d): no session with gpuserverd\n", rc);
-        return;
-    }
-    static const unsigned char id[16] = GC_PRIVATE_TABLE_ID;
-    CUuuid u;
-    memcpy(u.bytes, id, sizeof id);
-    const void *t = NULL;
-    if (cuGetExportTable(&t, &u) != CUDA_SUCCESS || !t) {
-        fprintf(stderr, "gpucloud libcublas: the libcuda.so.1 in this process is not gpucloud's guest "
-                        "library; this libcublas only forwards cuBLAS calls to gpuserverd (use NVIDIA's "
-                        "libcublas on NVIDIA's driver)\n");
-        return;
-    }
-    const struct gc_private_table *p = t;
-    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION ||
-        p->wire_check != GC_PRIVATE_WIRE_CHECK) {
-        fprintf(stderr, "gpucloud libcublas: the guest libcuda.so.1 is from another gpucloud release "
-                        "(table abi %u, wire %u/%#x; want %u, %u/%#x)\n",
-                p->abi, p->wire_version, p->wire_check, GC_PRIVATE_ABI, GW_VERSION, GC_PRIVATE_WIRE_CHECK);
-        return;
-    }
-    T = p;
-    t_status = CUBLAS_STATUS_SUCCESS;
-}
-
-static cublasStatus_t ready(void) {
-    pthread_once(&t_once, load_table);
-    return t_status;
-}
+static cublasStatus_t ready(void) { return session_ready() ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
 
 /* call sends one encoded BLAS request and returns cuBLAS's status; no_reply sends it without
  * waiting (its failure then surfaces at the next synchronising call). */
@@ -125,16 +90,23 @@ static int is_live(cublasHandle_t h) {
     return c != NULL && c->magic == HANDLE_MAGIC;
 }
 
+/* gpucloud_cublas_handle gives gpucloud's libcublasLt a live handle's server id and device:
+ * NVIDIA's cublasHandle_t serves as a cublasLtHandle_t, and PyTorch passes its cuBLAS handle to
+ * cuBLASLt. 0 when h is not a live handle of this library. */
+EXPORT int gpucloud_cublas_handle(const void *h, uint64_t *server, int *device) {
+    if (!h || !is_live((cublasHandle_t)h)) return 0;
+    const struct cublasContext *c = h;
+    *server = c->server;
+    *device = c->device;
+    return 1;
+}
+
 /* on_device makes sure the calling thread works on the handle's device: with no current context
  * it makes that device's primary context current (as the runtime does lazily); a thread current
  * on another device is refused (the handle belongs to its device). */
 static cublasStatus_t on_device(cublasHandle_t h) {
-    int dev;
-    if (T->current_device(&dev) == CUDA_SUCCESS) return dev == h->device ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
-    CUcontext c;
-    if (cuDevicePrimaryCtxRetain(&c, h->device) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    return CUBLAS_STATUS_SUCCESS;
+    int r = session_on_device(h->device);
+    return r == 0 ? CUBLAS_STATUS_SUCCESS : r > 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 /* check admits a call on h: the library ready, h live, the thread on its device. */
@@ -150,12 +122,7 @@ EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
     cublasStatus_t s = ready();
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     int dev;
-    if (T->current_device(&dev) != CUDA_SUCCESS) { /* no context yet: device 0's primary, as the runtime */
-        CUcontext c;
-        if (cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
-            return CUBLAS_STATUS_NOT_INITIALIZED;
-        dev = 0;
-    }
+    if (session_device(&dev) != 0) return CUBLAS_STATUS_NOT_INITIALIZED;
     struct cublasContext *h = calloc(1, sizeof *h);
     if (!h) return CUBLAS_STATUS_ALLOC_FAILED;
     struct gw_blas_create m = {0};
