@@ -10,6 +10,7 @@
 #include "../tests/check.h"
 
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -284,6 +285,13 @@ static void gemm_ex(cublasHandle_t h) {
     BLAS(cublasGetVector(2 * M * N, 2, dH, 1, Ch, 1));
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < M * N; i++) EXPECT(h2f(Ch[b * M * N + i]) == C[i] / 4 + 1);
+    /* SgemmEx: the same bfloat16 product through the float-scalar entry point */
+    float *dC2 = dalloc(sizeof C), C2[M * N];
+    BLAS(cublasSgemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dAbf, CUDA_R_16BF, M, dB, CUDA_R_16BF, K, &be, dC2,
+                       CUDA_R_32F, M));
+    BLAS(cublasGetVector(M * N, 4, dC2, 1, C2, 1));
+    EXPECT(memcmp(C2, C, sizeof C) == 0);
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC2));
     EXPECT_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dA, (cudaDataType)99, M, dB, CUDA_R_16BF, K, &be,
                              dC, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 CUBLAS_STATUS_INVALID_VALUE);
@@ -344,6 +352,16 @@ int main(int argc, char **argv) {
     stream_order(h);
     device_scalars_and_batches(h);
     gemm_ex(h);
+
+    /* A function of NVIDIA's API this library does not remote: exported (a program that imports
+     * it loads), NOT_SUPPORTED when called, said once on stderr (the Go test counts it). */
+    cublasStatus_t (*sgemv)(cublasHandle_t, int, int, int, const float *, const float *, int, const float *, int,
+                            const float *, float *, int) = (__typeof__(sgemv))dlsym(RTLD_DEFAULT, "cublasSgemv_v2");
+    EXPECT(sgemv != NULL);
+    for (int i = 0; i < 2; i++)
+        EXPECT_BLAS(sgemv(h, CUBLAS_OP_N, 1, 1, NULL, NULL, 1, NULL, 1, NULL, NULL, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+    size_t (*cudart)(void) = (__typeof__(cudart))dlsym(RTLD_DEFAULT, "cublasGetCudartVersion");
+    EXPECT(cudart && cudart() >= 13000);
 
     /* Handles: a destroyed one, a made-up one and NULL are refused. */
     cublasHandle_t h2;

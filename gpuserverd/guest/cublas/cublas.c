@@ -470,3 +470,12 @@ EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
     return gemm(h, 1, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
                 batch);
 }
+
+/* SgemmEx: float scalars and compute, A, B and C of the types given (what the worker's cuBLAS
+ * runs as GemmEx under CUBLAS_COMPUTE_32F). */
+EXPORT cublasStatus_t cublasSgemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                    const float *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                                    cudaDataType bt, int ldb, const float *beta, void *C, cudaDataType ct, int ldc) {
+    return gemm(h, 1, at, bt, ct, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
+                beta, C, ldc, 0, 1);
+}

@@ -1,6 +1,7 @@
 package guesttest
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +56,51 @@ func buildCublas(t *testing.T) string {
 // simulated backend: GEMMs against a CPU product, copies, streams, refusals, handles.
 func TestCublasOnSim(t *testing.T) {
 	buildCublas(t)
-	runOK(t, startServer(t), "blas_sim_test")
+	out := runOK(t, startServer(t), "blas_sim_test")
+	if n := strings.Count(out, "gpucloud libcublas: cublasSgemv_v2 is not remoted"); n != 1 {
+		t.Fatalf("a function not remoted, called twice: said %d times, want once\n%s", n, out)
+	}
+}
+
+// TestCublasExportsWhatTorchImports: every cuBLAS and cuBLASLt name PyTorch 2.11 imports
+// (cublas/torch-needs.txt, cublaslt/torch-needs.txt, from its wheel) is a function of gpucloud's
+// libraries under NVIDIA's version node, so torch loads (it links them with RTLD_NOW).
+func TestCublasExportsWhatTorchImports(t *testing.T) {
+	dir := buildCublasLt(t)
+	for _, c := range []struct{ lib, needs, node string }{
+		{"libcublas.so.13", "../cublas/torch-needs.txt", "libcublas.so.13"},
+		{"libcublasLt.so.13", "../cublaslt/torch-needs.txt", "libcublasLt.so.13"},
+	} {
+		f, err := elf.Open(filepath.Join(dir, c.lib))
+		if err != nil {
+			t.Fatal(err)
+		}
+		syms, err := f.DynamicSymbols()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]string{}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
+				have[s.Name] = s.Version
+			}
+		}
+		needs, err := os.ReadFile(c.needs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, name := range strings.Fields(string(needs)) {
+			n++
+			if v, ok := have[name]; !ok || v != c.node {
+				t.Errorf("%s: %s exported %v, version %q; want %q", c.lib, name, ok, v, c.node)
+			}
+		}
+		if n < 10 {
+			t.Fatalf("%s: %d names", c.needs, n)
+		}
+	}
 }
 
 // TestCublasRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cublasCreate fails

@@ -118,6 +118,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           long long int strideB, const void *beta, void *C, cudaDataType Ctype,
                                           int ldc, long long int strideC, int batchCount,
                                           cublasComputeType_t computeType, cublasGemmAlgo_t algo);
+cublasStatus_t cublasSgemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                             int k, const float *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+                             cudaDataType Btype, int ldb, const float *beta, void *C, cudaDataType Ctype, int ldc);
 
 /* As NVIDIA's cublas_v2.h: the plain names are the _v2 functions. */
 #define cublasCreate cublasCreate_v2
