@@ -37,30 +37,13 @@ EXPORT const int gpucloud_cublas_guest = 1;
 
 static cublasStatus_t ready(void) { return session_ready() ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
 
-/* call sends one encoded BLAS request and returns cuBLAS's status; no_reply sends it without
- * waiting (its failure then surfaces at the next synchronising call). */
-static cublasStatus_t call(uint16_t type, const uint8_t *b, size_t n, int no_reply, uint64_t *handle) {
-    struct gw_blas_reply r = {0};
-    CUresult rc = T->request(type, no_reply ? GW_FLAG_NO_REPLY : 0, b, n, GW_TYPE_BLAS_REPLY, &r);
-    if (no_reply) return rc == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INTERNAL_ERROR;
-    if (r.status != 0) {
-        if (getenv("GPUCLOUD_DEBUG"))
-            fprintf(stderr, "gpucloud: %s failed (status %d)\n", gw_type_name(type), r.status);
-        return (cublasStatus_t)r.status;
-    }
-    if (rc != CUDA_SUCCESS) /* no BLAS status: the session itself failed */
-        return rc == CUDA_ERROR_INVALID_CONTEXT ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INTERNAL_ERROR;
-    if (handle) *handle = r.handle;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
 #define ENCODE_CALL(lower, TYPE, msg, no_reply, out)                                    \
     do {                                                                                \
         uint8_t buf_[256];                                                              \
         size_t n_ = gw_##lower##_size(&(msg));                                          \
         if (n_ > sizeof buf_) return CUBLAS_STATUS_INTERNAL_ERROR;                      \
         gw_##lower##_encode(&(msg), buf_);                                              \
-        return call(GW_TYPE_##TYPE, buf_, n_, (no_reply), (out));                       \
+        return session_call(GW_TYPE_##TYPE, buf_, n_, (no_reply), (out));                       \
     } while (0)
 
 /* ---- handles ---- */
@@ -68,44 +51,26 @@ static cublasStatus_t call(uint16_t type, const uint8_t *b, size_t n, int no_rep
 #define HANDLE_MAGIC 0x67636273u
 
 struct cublasContext {
-    uint32_t magic;
-    int device;      /* the device current at cublasCreate */
-    uint64_t server; /* the worker's id of the handle */
+    struct session_handle base; /* magic, device, the worker's id; the live list */
     cudaStream_t stream;
     cublasPointerMode_t pmode;
     cublasMath_t math;
-    struct cublasContext *next;
 };
 
-/* Live handles: a handle is looked up here before it is read, so a destroyed or made-up one is
- * refused (CUBLAS_STATUS_NOT_INITIALIZED) instead of dereferenced. */
-static struct cublasContext *live;
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int is_live(cublasHandle_t h) {
-    pthread_mutex_lock(&live_mu);
-    struct cublasContext *c = live;
-    while (c && c != h) c = c->next;
-    pthread_mutex_unlock(&live_mu);
-    return c != NULL && c->magic == HANDLE_MAGIC;
-}
+static int is_live(cublasHandle_t h) { return session_live(h, HANDLE_MAGIC, NULL, NULL); }
 
 /* gpucloud_cublas_handle gives gpucloud's libcublasLt a live handle's server id and device:
  * NVIDIA's cublasHandle_t serves as a cublasLtHandle_t, and PyTorch passes its cuBLAS handle to
  * cuBLASLt. 0 when h is not a live handle of this library. */
 EXPORT int gpucloud_cublas_handle(const void *h, uint64_t *server, int *device) {
-    if (!h || !is_live((cublasHandle_t)h)) return 0;
-    const struct cublasContext *c = h;
-    *server = c->server;
-    *device = c->device;
-    return 1;
+    return h && session_live(h, HANDLE_MAGIC, server, device);
 }
 
 /* on_device makes sure the calling thread works on the handle's device: with no current context
  * it makes that device's primary context current (as the runtime does lazily); a thread current
  * on another device is refused (the handle belongs to its device). */
 static cublasStatus_t on_device(cublasHandle_t h) {
-    int r = session_on_device(h->device);
+    int r = session_on_device(h->base.device);
     return r == 0 ? CUBLAS_STATUS_SUCCESS : r > 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
@@ -118,43 +83,13 @@ static cublasStatus_t check(cublasHandle_t h) {
 }
 
 EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
-    if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
-    cublasStatus_t s = ready();
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-    int dev;
-    if (session_device(&dev) != 0) return CUBLAS_STATUS_NOT_INITIALIZED;
-    struct cublasContext *h = calloc(1, sizeof *h);
-    if (!h) return CUBLAS_STATUS_ALLOC_FAILED;
-    struct gw_blas_create m = {0};
-    uint8_t b[8];
-    gw_blas_create_encode(&m, b);
-    s = call(GW_TYPE_BLAS_CREATE, b, gw_blas_create_size(&m), 0, &h->server);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        free(h);
-        return s;
-    }
-    h->magic = HANDLE_MAGIC;
-    h->device = dev;
-    pthread_mutex_lock(&live_mu);
-    h->next = live;
-    live = h;
-    pthread_mutex_unlock(&live_mu);
-    *handle = h;
-    return CUBLAS_STATUS_SUCCESS;
+    return session_new_handle(sizeof(struct cublasContext), HANDLE_MAGIC, GW_TYPE_BLAS_CREATE, (void **)handle);
 }
 
 EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    pthread_mutex_lock(&live_mu);
-    struct cublasContext **p = &live;
-    while (*p && *p != h) p = &(*p)->next;
-    if (*p) *p = h->next;
-    pthread_mutex_unlock(&live_mu);
-    struct gw_blas_destroy m = {.handle = h->server};
-    h->magic = 0;
-    free(h);
-    ENCODE_CALL(blas_destroy, BLAS_DESTROY, m, 0, NULL);
+    return session_drop_handle(h, HANDLE_MAGIC);
 }
 
 EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t h, int *version) {
@@ -168,10 +103,10 @@ EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t h, int *version) {
 EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t stream) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    struct gw_blas_set_stream m = {.handle = h->server, .stream = T->stream_handle((CUstream)stream)};
+    struct gw_blas_set_stream m = {.handle = h->base.server, .stream = T->stream_handle((CUstream)stream)};
     uint8_t b[32];
     gw_blas_set_stream_encode(&m, b);
-    s = call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 0, NULL);
+    s = session_call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 0, NULL);
     if (s == CUBLAS_STATUS_SUCCESS) h->stream = stream;
     return s;
 }
@@ -207,10 +142,10 @@ EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
      * worker's cuBLAS judges whether it has the mode. */
     unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
     if (base > 4) return CUBLAS_STATUS_INVALID_VALUE;
-    struct gw_blas_set_math_mode m = {.handle = h->server, .mode = (uint32_t)mode};
+    struct gw_blas_set_math_mode m = {.handle = h->base.server, .mode = (uint32_t)mode};
     uint8_t b[32];
     gw_blas_set_math_mode_encode(&m, b);
-    s = call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 0, NULL);
+    s = session_call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 0, NULL);
     if (s == CUBLAS_STATUS_SUCCESS) h->math = mode;
     return s;
 }
@@ -229,7 +164,7 @@ EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace, s
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (!workspace) bytes = 0;
-    struct gw_blas_set_workspace m = {.handle = h->server, .ptr = (uint64_t)(uintptr_t)workspace, .bytes = bytes};
+    struct gw_blas_set_workspace m = {.handle = h->base.server, .ptr = (uint64_t)(uintptr_t)workspace, .bytes = bytes};
     ENCODE_CALL(blas_set_workspace, BLAS_SET_WORKSPACE, m, 0, NULL);
 }
 
@@ -405,7 +340,7 @@ static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int
     if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS; /* nothing to compute */
     if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
     struct gw_blas_gemm g = {
-        .handle = h->server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
+        .handle = h->base.server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
         .compute = (uint32_t)compute, .algo = algo, .transa = (uint32_t)ta, .transb = (uint32_t)tb, .m = m, .n = n,
         .k = k, .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
         .stride_a = (uint64_t)sa, .b = (uint64_t)(uintptr_t)B, .ldb = ldb, .stride_b = (uint64_t)sb,

@@ -23,6 +23,8 @@
         return CUBLAS_STATUS_NOT_SUPPORTED;                                                            \
     }
 #include "not_remoted.def"
+/* Not in cublas_api.h, but the CUDA 13 wheel's libcusolver.so.12 imports it (cusolver-needs.txt). */
+NOT_REMOTED(cublasSetEnvironmentMode)
 
 /* The CUDA runtime version this cuBLAS API goes with (13.0): NVIDIA's reports the one it was
  * built against. */

@@ -127,28 +127,19 @@ static size_t encode(const struct object *o, uint8_t *out) {
 
 #define HANDLE_MAGIC 0x67636c68u
 
+/* A cublasLtCreate handle: the worker's id and device, nothing more. */
 struct cublasLtContext {
-    uint32_t magic;
-    int device;
-    uint64_t server;
-    struct cublasLtContext *next;
+    struct session_handle base;
 };
 
-static struct cublasLtContext *live;
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
-
 /* resolve finds h's server id and device: one of cublasLtCreate's, or a live handle of gpucloud's
- * libcublas (asked through its gpucloud_cublas_handle, when that library is loaded). */
+ * libcublas (asked through its gpucloud_cublas_handle, when that library is loaded); and makes
+ * sure the calling thread works on that device. */
 static cublasStatus_t resolve(const void *h, uint64_t *server, int *device) {
     cublasStatus_t s = ready();
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    pthread_mutex_lock(&live_mu);
-    struct cublasLtContext *c = live;
-    while (c && (const void *)c != h) c = c->next;
-    if (c) *server = c->server, *device = c->device;
-    pthread_mutex_unlock(&live_mu);
-    if (!c) {
+    if (!session_live(h, HANDLE_MAGIC, server, device)) {
         int (*blas)(const void *, uint64_t *, int *) =
             (int (*)(const void *, uint64_t *, int *))dlsym(RTLD_DEFAULT, "gpucloud_cublas_handle");
         if (!blas || !blas(h, server, device)) return CUBLAS_STATUS_NOT_INITIALIZED;
@@ -157,59 +148,14 @@ static cublasStatus_t resolve(const void *h, uint64_t *server, int *device) {
     return r == 0 ? CUBLAS_STATUS_SUCCESS : r > 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
-/* blas_call sends a request answered by BlasReply and returns cuBLAS's status. */
-static cublasStatus_t blas_call(uint16_t type, const uint8_t *b, size_t n, int no_reply, uint64_t *handle) {
-    struct gw_blas_reply r = {0};
-    CUresult rc = T->request(type, no_reply ? GW_FLAG_NO_REPLY : 0, b, n, GW_TYPE_BLAS_REPLY, &r);
-    if (no_reply) return rc == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INTERNAL_ERROR;
-    if (r.status != 0) return (cublasStatus_t)r.status;
-    if (rc != CUDA_SUCCESS) return CUBLAS_STATUS_INTERNAL_ERROR;
-    if (handle) *handle = r.handle;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
 EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t *handle) {
-    if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
-    cublasStatus_t s = ready();
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-    int dev;
-    if (session_device(&dev) != 0) return CUBLAS_STATUS_NOT_INITIALIZED;
-    struct cublasLtContext *h = calloc(1, sizeof *h);
-    if (!h) return CUBLAS_STATUS_ALLOC_FAILED;
-    struct gw_lt_create m = {0};
-    uint8_t b[8];
-    gw_lt_create_encode(&m, b);
-    s = blas_call(GW_TYPE_LT_CREATE, b, gw_lt_create_size(&m), 0, &h->server);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        free(h);
-        return s;
-    }
-    h->magic = HANDLE_MAGIC;
-    h->device = dev;
-    pthread_mutex_lock(&live_mu);
-    h->next = live;
-    live = h;
-    pthread_mutex_unlock(&live_mu);
-    *handle = h;
-    return CUBLAS_STATUS_SUCCESS;
+    return session_new_handle(sizeof(struct cublasLtContext), HANDLE_MAGIC, GW_TYPE_LT_CREATE, (void **)handle);
 }
 
 EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
     cublasStatus_t s = ready();
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    pthread_mutex_lock(&live_mu);
-    struct cublasLtContext **p = &live;
-    while (*p && *p != h) p = &(*p)->next;
-    struct cublasLtContext *c = *p;
-    if (c) *p = c->next;
-    pthread_mutex_unlock(&live_mu);
-    if (!c) return CUBLAS_STATUS_NOT_INITIALIZED;
-    struct gw_blas_destroy m = {.handle = c->server};
-    c->magic = 0;
-    free(c);
-    uint8_t b[16];
-    gw_blas_destroy_encode(&m, b);
-    return blas_call(GW_TYPE_BLAS_DESTROY, b, gw_blas_destroy_size(&m), 0, NULL);
+    return session_drop_handle(h, HANDLE_MAGIC);
 }
 
 EXPORT size_t cublasLtGetVersion(void) { return CUBLAS_VERSION; }
@@ -486,5 +432,5 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t de
     size_t n = gw_lt_matmul_size(&m);
     if (n > sizeof b) return CUBLAS_STATUS_INTERNAL_ERROR;
     gw_lt_matmul_encode(&m, b);
-    return blas_call(GW_TYPE_LT_MATMUL, b, n, 1, NULL);
+    return session_call(GW_TYPE_LT_MATMUL, b, n, 1, NULL);
 }

@@ -63,15 +63,15 @@ func TestCublasOnSim(t *testing.T) {
 }
 
 // TestCublasExportsWhatTorchImports: every cuBLAS and cuBLASLt name PyTorch 2.11 imports
-// (cublas/torch-needs.txt, cublaslt/torch-needs.txt, from its wheel) is a function of gpucloud's
-// libraries under NVIDIA's version node, so torch loads (it links them with RTLD_NOW).
+// (cublas/torch-needs.txt, cublaslt/torch-needs.txt, from its wheel), and every one the wheel's
+// cuSOLVER imports (cublas/cusolver-needs.txt, "name@version node", from nm on the H100 machine),
+// is a function of gpucloud's libraries under NVIDIA's version node, so they load (torch links
+// them with RTLD_NOW).
 func TestCublasExportsWhatTorchImports(t *testing.T) {
 	dir := buildCublasLt(t)
-	for _, c := range []struct{ lib, needs, node string }{
-		{"libcublas.so.13", "../cublas/torch-needs.txt", "libcublas.so.13"},
-		{"libcublasLt.so.13", "../cublaslt/torch-needs.txt", "libcublasLt.so.13"},
-	} {
-		f, err := elf.Open(filepath.Join(dir, c.lib))
+	exports := map[string]map[string]string{} // node -> name -> version
+	for _, lib := range []string{"libcublas.so.13", "libcublasLt.so.13"} {
+		f, err := elf.Open(filepath.Join(dir, lib))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,21 +80,31 @@ func TestCublasExportsWhatTorchImports(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		have := map[string]string{}
+		exports[lib] = map[string]string{}
 		for _, s := range syms {
 			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
-				have[s.Name] = s.Version
+				exports[lib][s.Name] = s.Version
 			}
 		}
+	}
+	for _, c := range []struct{ needs, node string }{
+		{"../cublas/torch-needs.txt", "libcublas.so.13"},
+		{"../cublaslt/torch-needs.txt", "libcublasLt.so.13"},
+		{"../cublas/cusolver-needs.txt", ""},
+	} {
 		needs, err := os.ReadFile(c.needs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 0
-		for _, name := range strings.Fields(string(needs)) {
+		for _, line := range strings.Fields(string(needs)) {
+			name, node, ok := strings.Cut(line, "@")
+			if !ok {
+				node = c.node
+			}
 			n++
-			if v, ok := have[name]; !ok || v != c.node {
-				t.Errorf("%s: %s exported %v, version %q; want %q", c.lib, name, ok, v, c.node)
+			if v, ok := exports[node][name]; !ok || v != node {
+				t.Errorf("%s: %s: exported %v by %s, version %q", c.needs, name, ok, node, v)
 			}
 		}
 		if n < 10 {
