@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cublas_v2.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,10 +325,10 @@ static int known_type(int t) { /* cudaDataType_t: 16F, 32F, 64F, 8I, 32I, 16BF *
 /* gemm checks the arguments as cuBLAS does before launching (the same checks gpuserverd makes,
  * backend.Gemm.Validate) and sends the call without waiting. ex 0: <t>gemm with all types at
  * type and its compute type; 1: GemmEx. */
-static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo,
-                           cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
-                           const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
-                           const void *beta, void *C, int ldc, long long sc, int batch) {
+static cublasStatus_t gemm_scalars(cublasHandle_t h, int host_scalars, int ex, int at, int bt, int ct, int compute,
+                                   int algo, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void *alpha, const void *A, int lda, long long sa, const void *B, int ldb,
+                                   long long sb, const void *beta, void *C, int ldc, long long sc, int batch) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     size_t ss = scalar_size(compute);
@@ -342,7 +343,7 @@ static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int
     struct gw_blas_gemm g = {
         .handle = h->base.server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
         .compute = (uint32_t)compute, .algo = algo, .transa = (uint32_t)ta, .transb = (uint32_t)tb, .m = m, .n = n,
-        .k = k, .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
+        .k = k, .pointer_mode = !host_scalars && h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
         .stride_a = (uint64_t)sa, .b = (uint64_t)(uintptr_t)B, .ldb = ldb, .stride_b = (uint64_t)sb,
         .c = (uint64_t)(uintptr_t)C, .ldc = ldc, .stride_c = (uint64_t)sc, .batch = batch,
     };
@@ -354,6 +355,15 @@ static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int
         memcpy(&g.beta, beta, ss);
     }
     ENCODE_CALL(blas_gemm, BLAS_GEMM, g, 1, NULL);
+}
+
+/* gemm: alpha and beta where the handle's pointer mode says. */
+static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo,
+                           cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                           const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                           const void *beta, void *C, int ldc, long long sc, int batch) {
+    return gemm_scalars(h, 0, ex, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
+                        ldc, sc, batch);
 }
 
 /* gemm's ex, types, compute type and algorithm for <t>gemm: CUDA_R_32F with CUBLAS_COMPUTE_32F,
@@ -413,4 +423,83 @@ EXPORT cublasStatus_t cublasSgemmEx(cublasHandle_t h, cublasOperation_t ta, cubl
                                     cudaDataType bt, int ldb, const float *beta, void *C, cudaDataType ct, int ldc) {
     return gemm(h, 1, at, bt, ct, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
                 beta, C, ldc, 0, 1);
+}
+
+/* ---- level 1 and 2 as GEMMs on the worker's cuBLAS ----
+ * A vector x of n elements incx apart is a 1 x n matrix with leading dimension incx, so gemv,
+ * dot and scal are GEMMs over row vectors: the same remoted call, checked the same way. Results
+ * agree with NVIDIA's gemv/dot/scal to rounding (another kernel, another summation order).
+ * Negative increments (cuBLAS's reversed order) are not taken. */
+
+/* gemv: y^T = alpha x^T op(A)^T + beta y^T, a 1 x len(y) GEMM with K = len(x). */
+static cublasStatus_t gemv(cublasHandle_t h, int dbl, cublasOperation_t t, int m, int n, const void *alpha,
+                           const void *A, int lda, const void *x, int incx, const void *beta, void *y, int incy) {
+    if ((unsigned)t > CUBLAS_OP_C || m < 0 || n < 0 || lda < (m > 1 ? m : 1) || incx == 0 || incy == 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (incx < 0 || incy < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (m == 0 || n == 0) return check(h); /* quick return, as cuBLAS */
+    int out = t == CUBLAS_OP_N ? m : n, k = t == CUBLAS_OP_N ? n : m;
+    cublasOperation_t tb = t == CUBLAS_OP_N ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (dbl) return gemm(h, D_TYPES, CUBLAS_OP_N, tb, 1, out, k, alpha, x, incx, 0, A, lda, 0, beta, y, incy, 0, 1);
+    return gemm(h, S_TYPES, CUBLAS_OP_N, tb, 1, out, k, alpha, x, incx, 0, A, lda, 0, beta, y, incy, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int n, const float *alpha,
+                                     const float *A, int lda, const float *x, int incx, const float *beta, float *y,
+                                     int incy) {
+    return gemv(h, 0, t, m, n, alpha, A, lda, x, incx, beta, y, incy);
+}
+
+EXPORT cublasStatus_t cublasDgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int n, const double *alpha,
+                                     const double *A, int lda, const double *x, int incx, const double *beta,
+                                     double *y, int incy) {
+    return gemv(h, 1, t, m, n, alpha, A, lda, x, incx, beta, y, incy);
+}
+
+/* dot: result = x^T y, a 1 x 1 GEMM into the result, which must be device memory (the handle in
+ * device pointer mode, as PyTorch sets it); a host result would need a round trip, not taken. */
+static cublasStatus_t dot(cublasHandle_t h, int dbl, int n, const void *x, int incx, const void *y, int incy,
+                          void *result) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!result) return CUBLAS_STATUS_INVALID_VALUE;
+    if (h->pmode != CUBLAS_POINTER_MODE_DEVICE) {
+        static atomic_int told;
+        if (!atomic_exchange(&told, 1))
+            fprintf(stderr, "gpucloud libcublas: cublas%cdot_v2 into host memory is not remoted "
+                            "(CUBLAS_STATUS_NOT_SUPPORTED); device pointer mode is\n", dbl ? 'D' : 'S');
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (incx < 0 || incy < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (n < 0 || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
+    static const float f1 = 1, f0 = 0;
+    static const double d1 = 1, d0 = 0;
+    /* n 0: K 0, so the result is beta * result = 0, as cuBLAS's */
+    if (dbl)
+        return gemm_scalars(h, 1, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n, &d1, x, incx, 0, y, incy, 0, &d0, result, 1,
+                            0, 1);
+    return gemm_scalars(h, 1, S_TYPES, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n, &f1, x, incx, 0, y, incy, 0, &f0, result, 1, 0,
+                        1);
+}
+
+EXPORT cublasStatus_t cublasSdot_v2(cublasHandle_t h, int n, const float *x, int incx, const float *y, int incy,
+                                    float *result) {
+    return dot(h, 0, n, x, incx, y, incy, result);
+}
+
+EXPORT cublasStatus_t cublasDdot_v2(cublasHandle_t h, int n, const double *x, int incx, const double *y, int incy,
+                                    double *result) {
+    return dot(h, 1, n, x, incx, y, incy, result);
+}
+
+/* scal: x = alpha x, a GEMM with K 0 (C = beta C) and alpha as beta. One difference: alpha 0
+ * writes zeros over NaNs (GEMM's beta 0), where NVIDIA's scal keeps them. */
+EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, float *x, int incx) {
+    if (n <= 0 || incx <= 0) return check(h); /* nothing to do, as cuBLAS */
+    return gemm(h, S_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasDscal_v2(cublasHandle_t h, int n, const double *alpha, double *x, int incx) {
+    if (n <= 0 || incx <= 0) return check(h);
+    return gemm(h, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
 }
