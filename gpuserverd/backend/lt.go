@@ -78,6 +78,20 @@ var ltRequired = [3][]uint32{
 	LtMatrixLayout: {LtLayoutType, LtLayoutRows, LtLayoutCols, LtLayoutLd},
 }
 
+// LtCreateArg reports whether attribute id of kind k is an argument of the object's create call
+// (so it is given there, not set afterwards).
+func LtCreateArg(k LtKind, id uint32) bool {
+	if k > LtPreference {
+		return false
+	}
+	for _, r := range ltRequired[k] {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
 // LtAttrSize is the size of attribute id's value in an object of kind k; false for one
 // cuBLASLt does not have or gpucloud cannot carry (a host object's address).
 func LtAttrSize(k LtKind, id uint32) (int, bool) {

@@ -73,6 +73,9 @@ func (o *ltObjects) object(ob backend.LtObject) (unsafe.Pointer, error) {
 		return nil, err
 	}
 	for _, a := range ob.Attrs {
+		if backend.LtCreateArg(ob.Kind, a.ID) {
+			continue // given to the create call above
+		}
 		v := C.CBytes(a.Value)
 		st := C.gc_lt_set(C.int(ob.Kind), p, C.int(a.ID), v, C.size_t(len(a.Value)))
 		C.free(v)
