@@ -25,9 +25,16 @@ const fakeBlasEnv = "GPUCLOUD_TEST_FAKE_CUBLAS_CHILD"
 // buildFakeBlas writes a library with every symbol blas.c resolves except skip, plus extra.
 func buildFakeBlas(t *testing.T, name, skip, extra string) string {
 	t.Helper()
+	return buildFakeLib(t, name, blasC, skip, extra)
+}
+
+// buildFakeLib writes a library defining every "cublas..." symbol src resolves, except skip,
+// each returning CUBLAS_STATUS_INTERNAL_ERROR, plus extra.
+func buildFakeLib(t *testing.T, name, src, skip, extra string) string {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString(extra + "\n")
-	for _, m := range regexp.MustCompile(`"(cublas[A-Za-z0-9_]+)"`).FindAllStringSubmatch(blasC, -1) {
+	for _, m := range regexp.MustCompile(`"(cublas[A-Za-z0-9_]+)"`).FindAllStringSubmatch(src, -1) {
 		if m[1] != skip {
 			fmt.Fprintf(&b, "int %s(void) { return 14; }\n", m[1])
 		}

@@ -4,8 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"testing"
 
 	"gpucloud/gpuserverd/backend"
@@ -18,18 +16,6 @@ import (
 var ltC string
 
 const fakeLtEnv = "GPUCLOUD_TEST_FAKE_CUBLASLT_CHILD"
-
-func buildFakeLt(t *testing.T, name, skip, extra string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(extra + "\n")
-	for _, m := range regexp.MustCompile(`"(cublasLt[A-Za-z0-9_]+)"`).FindAllStringSubmatch(ltC, -1) {
-		if m[1] != skip {
-			fmt.Fprintf(&b, "int %s(void) { return 14; }\n", m[1])
-		}
-	}
-	return buildLib(t, name+".so", b.String())
-}
 
 // TestFakeLtChild is the child's side; it only runs under fakeLtEnv.
 func TestFakeLtChild(t *testing.T) {
@@ -47,12 +33,12 @@ func TestLtLoad(t *testing.T) {
 		status         backend.BlasStatus
 		want           []string
 	}{
-		{"complete", blas, buildFakeLt(t, "lt-complete", "", ""), backend.BlasSuccess, nil},
-		{"missing a symbol", blas, buildFakeLt(t, "lt-partial", "cublasLtMatmulAlgoGetHeuristic", ""),
+		{"complete", blas, buildFakeLib(t, "lt-complete", ltC, "", ""), backend.BlasSuccess, nil},
+		{"missing a symbol", blas, buildFakeLib(t, "lt-partial", ltC, "cublasLtMatmulAlgoGetHeuristic", ""),
 			backend.BlasNotInitialized, []string{"load cuBLASLt", "missing symbol cublasLtMatmulAlgoGetHeuristic"}},
-		{"gpucloud's guest libcublasLt", blas, buildFakeLt(t, "lt-guest", "", "const int gpucloud_cublaslt_guest = 1;"),
+		{"gpucloud's guest libcublasLt", blas, buildFakeLib(t, "lt-guest", ltC, "", "const int gpucloud_cublaslt_guest = 1;"),
 			backend.BlasNotInitialized, []string{"is gpucloud's guest libcublasLt, not NVIDIA's"}},
-		{"no cuBLAS", "/nonexistent/libcublas.so.13", buildFakeLt(t, "lt-nocublas", "", ""),
+		{"no cuBLAS", "/nonexistent/libcublas.so.13", buildFakeLib(t, "lt-nocublas", ltC, "", ""),
 			backend.BlasNotInitialized, []string{"load cuBLAS:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
