@@ -155,6 +155,18 @@ type Context interface {
 	// surface at the next synchronisation.
 	BlasGemm(g Gemm) error
 
+	// cuBLASLt (see lt.go): LtCreate makes a cublasLtHandle_t, destroyed by BlasDestroy; the
+	// cuBLASLt calls also take BlasCreate's handles, as NVIDIA's do. Descriptors, layouts and
+	// preferences come whole with each call.
+	LtCreate() (Handle, error)
+	// LtHeuristic is cublasLtMatmulAlgoGetHeuristic: at most q.Requested results, best first.
+	LtHeuristic(q LtQuery) ([]LtResult, error)
+	// LtMatmul issues m on its stream, like a kernel launch.
+	LtMatmul(m LtMatmul) error
+	// LtGetAttribute is cublasLt<kind>GetAttribute on o as built from its attributes: the
+	// value (size bytes at most; size 0 asks for the size only) and cuBLASLt's sizeWritten.
+	LtGetAttribute(o LtObject, attr uint32, size uint64) (value []byte, written uint64, err error)
+
 	Synchronize() error
 	// SetLimit and Limit are cuCtxSetLimit and cuCtxGetLimit (limit: a CUlimit).
 	SetLimit(limit int32, value uint64) error

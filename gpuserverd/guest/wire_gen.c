@@ -191,6 +191,12 @@ const char *gw_type_name(uint16_t type) {
 	case 9008: return "DnnFinalize";
 	case 9009: return "DnnExecute";
 	case 9010: return "DnnLegacy";
+	case 8000: return "LtCreate";
+	case 8001: return "LtHeuristic";
+	case 8002: return "LtHeuristicReply";
+	case 8003: return "LtMatmul";
+	case 8004: return "LtGetAttribute";
+	case 8005: return "LtAttributeReply";
 	}
 	return "unknown";
 }
@@ -4532,6 +4538,385 @@ int gw_dnn_legacy_decode(struct gw_dnn_legacy *m, const uint8_t *p, size_t n, ch
 	return dfinish(&d);
 }
 
+size_t gw_lt_create_size(const struct gw_lt_create *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_lt_create_encode(const struct gw_lt_create *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_lt_create_decode(struct gw_lt_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LtCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
+size_t gw_lt_heuristic_size(const struct gw_lt_heuristic *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->desc_len;
+	n += 4 + m->a_len;
+	n += 4 + m->b_len;
+	n += 4 + m->c_len;
+	n += 4 + m->d_len;
+	n += 4 + m->pref_len;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_lt_heuristic_encode(const struct gw_lt_heuristic *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, m->desc_len);
+	if (m->desc_len) memcpy(o, m->desc, m->desc_len);
+	o += m->desc_len;
+	o = put32(o, m->a_len);
+	if (m->a_len) memcpy(o, m->a, m->a_len);
+	o += m->a_len;
+	o = put32(o, m->b_len);
+	if (m->b_len) memcpy(o, m->b, m->b_len);
+	o += m->b_len;
+	o = put32(o, m->c_len);
+	if (m->c_len) memcpy(o, m->c, m->c_len);
+	o += m->c_len;
+	o = put32(o, m->d_len);
+	if (m->d_len) memcpy(o, m->d, m->d_len);
+	o += m->d_len;
+	o = put32(o, m->pref_len);
+	if (m->pref_len) memcpy(o, m->pref, m->pref_len);
+	o += m->pref_len;
+	o = put32(o, (uint32_t)m->requested);
+	return o;
+}
+
+int gw_lt_heuristic_decode(struct gw_lt_heuristic *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LtHeuristic", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->desc = dvar(&d, "desc", 2048, 1, &m->desc_len);
+	m->a = dvar(&d, "a", 512, 1, &m->a_len);
+	m->b = dvar(&d, "b", 512, 1, &m->b_len);
+	m->c = dvar(&d, "c", 512, 1, &m->c_len);
+	m->d = dvar(&d, "d", 512, 1, &m->d_len);
+	m->pref = dvar(&d, "pref", 512, 1, &m->pref_len);
+	m->requested = d32(&d, "requested");
+	return dfinish(&d);
+}
+
+size_t gw_lt_heuristic_reply_size(const struct gw_lt_heuristic_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_lt_heuristic_reply_encode(const struct gw_lt_heuristic_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put32(o, (uint32_t)m->count);
+	o = put64(o, m->algo0_w0);
+	o = put64(o, m->algo0_w1);
+	o = put64(o, m->algo0_w2);
+	o = put64(o, m->algo0_w3);
+	o = put64(o, m->algo0_w4);
+	o = put64(o, m->algo0_w5);
+	o = put64(o, m->algo0_w6);
+	o = put64(o, m->algo0_w7);
+	o = put64(o, m->workspace0);
+	o = put32(o, (uint32_t)m->state0);
+	o = put32(o, bitsof(m->waves0));
+	o = put64(o, m->algo1_w0);
+	o = put64(o, m->algo1_w1);
+	o = put64(o, m->algo1_w2);
+	o = put64(o, m->algo1_w3);
+	o = put64(o, m->algo1_w4);
+	o = put64(o, m->algo1_w5);
+	o = put64(o, m->algo1_w6);
+	o = put64(o, m->algo1_w7);
+	o = put64(o, m->workspace1);
+	o = put32(o, (uint32_t)m->state1);
+	o = put32(o, bitsof(m->waves1));
+	o = put64(o, m->algo2_w0);
+	o = put64(o, m->algo2_w1);
+	o = put64(o, m->algo2_w2);
+	o = put64(o, m->algo2_w3);
+	o = put64(o, m->algo2_w4);
+	o = put64(o, m->algo2_w5);
+	o = put64(o, m->algo2_w6);
+	o = put64(o, m->algo2_w7);
+	o = put64(o, m->workspace2);
+	o = put32(o, (uint32_t)m->state2);
+	o = put32(o, bitsof(m->waves2));
+	o = put64(o, m->algo3_w0);
+	o = put64(o, m->algo3_w1);
+	o = put64(o, m->algo3_w2);
+	o = put64(o, m->algo3_w3);
+	o = put64(o, m->algo3_w4);
+	o = put64(o, m->algo3_w5);
+	o = put64(o, m->algo3_w6);
+	o = put64(o, m->algo3_w7);
+	o = put64(o, m->workspace3);
+	o = put32(o, (uint32_t)m->state3);
+	o = put32(o, bitsof(m->waves3));
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_lt_heuristic_reply_decode(struct gw_lt_heuristic_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LtHeuristicReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->count = d32(&d, "count");
+	m->algo0_w0 = d64(&d, "algo0_w0");
+	m->algo0_w1 = d64(&d, "algo0_w1");
+	m->algo0_w2 = d64(&d, "algo0_w2");
+	m->algo0_w3 = d64(&d, "algo0_w3");
+	m->algo0_w4 = d64(&d, "algo0_w4");
+	m->algo0_w5 = d64(&d, "algo0_w5");
+	m->algo0_w6 = d64(&d, "algo0_w6");
+	m->algo0_w7 = d64(&d, "algo0_w7");
+	m->workspace0 = d64(&d, "workspace0");
+	m->state0 = (int32_t)d32(&d, "state0");
+	m->waves0 = f32of(d32(&d, "waves0"));
+	m->algo1_w0 = d64(&d, "algo1_w0");
+	m->algo1_w1 = d64(&d, "algo1_w1");
+	m->algo1_w2 = d64(&d, "algo1_w2");
+	m->algo1_w3 = d64(&d, "algo1_w3");
+	m->algo1_w4 = d64(&d, "algo1_w4");
+	m->algo1_w5 = d64(&d, "algo1_w5");
+	m->algo1_w6 = d64(&d, "algo1_w6");
+	m->algo1_w7 = d64(&d, "algo1_w7");
+	m->workspace1 = d64(&d, "workspace1");
+	m->state1 = (int32_t)d32(&d, "state1");
+	m->waves1 = f32of(d32(&d, "waves1"));
+	m->algo2_w0 = d64(&d, "algo2_w0");
+	m->algo2_w1 = d64(&d, "algo2_w1");
+	m->algo2_w2 = d64(&d, "algo2_w2");
+	m->algo2_w3 = d64(&d, "algo2_w3");
+	m->algo2_w4 = d64(&d, "algo2_w4");
+	m->algo2_w5 = d64(&d, "algo2_w5");
+	m->algo2_w6 = d64(&d, "algo2_w6");
+	m->algo2_w7 = d64(&d, "algo2_w7");
+	m->workspace2 = d64(&d, "workspace2");
+	m->state2 = (int32_t)d32(&d, "state2");
+	m->waves2 = f32of(d32(&d, "waves2"));
+	m->algo3_w0 = d64(&d, "algo3_w0");
+	m->algo3_w1 = d64(&d, "algo3_w1");
+	m->algo3_w2 = d64(&d, "algo3_w2");
+	m->algo3_w3 = d64(&d, "algo3_w3");
+	m->algo3_w4 = d64(&d, "algo3_w4");
+	m->algo3_w5 = d64(&d, "algo3_w5");
+	m->algo3_w6 = d64(&d, "algo3_w6");
+	m->algo3_w7 = d64(&d, "algo3_w7");
+	m->workspace3 = d64(&d, "workspace3");
+	m->state3 = (int32_t)d32(&d, "state3");
+	m->waves3 = f32of(d32(&d, "waves3"));
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
+size_t gw_lt_matmul_size(const struct gw_lt_matmul *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->desc_len;
+	n += 4 + m->alpha_len;
+	n += 4 + m->beta_len;
+	n += 8;
+	n += 4 + m->adesc_len;
+	n += 8;
+	n += 4 + m->bdesc_len;
+	n += 8;
+	n += 4 + m->cdesc_len;
+	n += 8;
+	n += 4 + m->ddesc_len;
+	n += 4 + m->algo_len;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_lt_matmul_encode(const struct gw_lt_matmul *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, m->desc_len);
+	if (m->desc_len) memcpy(o, m->desc, m->desc_len);
+	o += m->desc_len;
+	o = put32(o, m->alpha_len);
+	if (m->alpha_len) memcpy(o, m->alpha, m->alpha_len);
+	o += m->alpha_len;
+	o = put32(o, m->beta_len);
+	if (m->beta_len) memcpy(o, m->beta, m->beta_len);
+	o += m->beta_len;
+	o = put64(o, m->a);
+	o = put32(o, m->adesc_len);
+	if (m->adesc_len) memcpy(o, m->adesc, m->adesc_len);
+	o += m->adesc_len;
+	o = put64(o, m->b);
+	o = put32(o, m->bdesc_len);
+	if (m->bdesc_len) memcpy(o, m->bdesc, m->bdesc_len);
+	o += m->bdesc_len;
+	o = put64(o, m->c);
+	o = put32(o, m->cdesc_len);
+	if (m->cdesc_len) memcpy(o, m->cdesc, m->cdesc_len);
+	o += m->cdesc_len;
+	o = put64(o, m->d);
+	o = put32(o, m->ddesc_len);
+	if (m->ddesc_len) memcpy(o, m->ddesc, m->ddesc_len);
+	o += m->ddesc_len;
+	o = put32(o, m->algo_len);
+	if (m->algo_len) memcpy(o, m->algo, m->algo_len);
+	o += m->algo_len;
+	o = put64(o, m->workspace);
+	o = put64(o, m->workspace_size);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_lt_matmul_decode(struct gw_lt_matmul *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LtMatmul", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->desc = dvar(&d, "desc", 2048, 1, &m->desc_len);
+	m->alpha = dvar(&d, "alpha", 16, 1, &m->alpha_len);
+	m->beta = dvar(&d, "beta", 16, 1, &m->beta_len);
+	m->a = d64(&d, "a");
+	m->adesc = dvar(&d, "adesc", 512, 1, &m->adesc_len);
+	m->b = d64(&d, "b");
+	m->bdesc = dvar(&d, "bdesc", 512, 1, &m->bdesc_len);
+	m->c = d64(&d, "c");
+	m->cdesc = dvar(&d, "cdesc", 512, 1, &m->cdesc_len);
+	m->d = d64(&d, "d");
+	m->ddesc = dvar(&d, "ddesc", 512, 1, &m->ddesc_len);
+	m->algo = dvar(&d, "algo", 64, 1, &m->algo_len);
+	m->workspace = d64(&d, "workspace");
+	m->workspace_size = d64(&d, "workspace_size");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_lt_get_attribute_size(const struct gw_lt_get_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->object_len;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_lt_get_attribute_encode(const struct gw_lt_get_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->kind);
+	o = put32(o, m->object_len);
+	if (m->object_len) memcpy(o, m->object, m->object_len);
+	o += m->object_len;
+	o = put32(o, (uint32_t)m->attribute);
+	o = put64(o, m->size);
+	return o;
+}
+
+int gw_lt_get_attribute_decode(struct gw_lt_get_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LtGetAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->kind = d32(&d, "kind");
+	m->object = dvar(&d, "object", 2048, 1, &m->object_len);
+	m->attribute = d32(&d, "attribute");
+	m->size = d64(&d, "size");
+	return dfinish(&d);
+}
+
+size_t gw_lt_attribute_reply_size(const struct gw_lt_attribute_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_lt_attribute_reply_encode(const struct gw_lt_attribute_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->value);
+	o = put64(o, m->size);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_lt_attribute_reply_decode(struct gw_lt_attribute_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "LtAttributeReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->value = d64(&d, "value");
+	m->size = d64(&d, "size");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -4824,6 +5209,18 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_dnn_execute_decode(m, p, n, err, errlen);
 	case 9010:
 		return gw_dnn_legacy_decode(m, p, n, err, errlen);
+	case 8000:
+		return gw_lt_create_decode(m, p, n, err, errlen);
+	case 8001:
+		return gw_lt_heuristic_decode(m, p, n, err, errlen);
+	case 8002:
+		return gw_lt_heuristic_reply_decode(m, p, n, err, errlen);
+	case 8003:
+		return gw_lt_matmul_decode(m, p, n, err, errlen);
+	case 8004:
+		return gw_lt_get_attribute_decode(m, p, n, err, errlen);
+	case 8005:
+		return gw_lt_attribute_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -174,6 +174,12 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_DNN_FINALIZE 9008
 #define GW_TYPE_DNN_EXECUTE 9009
 #define GW_TYPE_DNN_LEGACY 9010
+#define GW_TYPE_LT_CREATE 8000
+#define GW_TYPE_LT_HEURISTIC 8001
+#define GW_TYPE_LT_HEURISTIC_REPLY 8002
+#define GW_TYPE_LT_MATMUL 8003
+#define GW_TYPE_LT_GET_ATTRIBUTE 8004
+#define GW_TYPE_LT_ATTRIBUTE_REPLY 8005
 
 struct gw_hello {
 	uint32_t version;
@@ -1684,6 +1690,141 @@ int gw_dnn_legacy_decode(struct gw_dnn_legacy *m, const uint8_t *p, size_t n, ch
 /* Encodes all but the content of the last field (its length included), so the caller can send
    the content from where it lies. */
 uint8_t *gw_dnn_legacy_encode_head(const struct gw_dnn_legacy *m, uint8_t *out);
+
+struct gw_lt_create {
+	char unused;
+};
+size_t gw_lt_create_size(const struct gw_lt_create *m);
+uint8_t *gw_lt_create_encode(const struct gw_lt_create *m, uint8_t *out);
+int gw_lt_create_decode(struct gw_lt_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lt_heuristic {
+	uint64_t handle;
+	const void *desc; /* limit 2048 */
+	uint32_t desc_len;
+	const void *a; /* limit 512 */
+	uint32_t a_len;
+	const void *b; /* limit 512 */
+	uint32_t b_len;
+	const void *c; /* limit 512 */
+	uint32_t c_len;
+	const void *d; /* limit 512 */
+	uint32_t d_len;
+	const void *pref; /* limit 512 */
+	uint32_t pref_len;
+	uint32_t requested;
+};
+size_t gw_lt_heuristic_size(const struct gw_lt_heuristic *m);
+uint8_t *gw_lt_heuristic_encode(const struct gw_lt_heuristic *m, uint8_t *out);
+int gw_lt_heuristic_decode(struct gw_lt_heuristic *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lt_heuristic_reply {
+	int32_t result;
+	int32_t status;
+	uint32_t count;
+	uint64_t algo0_w0;
+	uint64_t algo0_w1;
+	uint64_t algo0_w2;
+	uint64_t algo0_w3;
+	uint64_t algo0_w4;
+	uint64_t algo0_w5;
+	uint64_t algo0_w6;
+	uint64_t algo0_w7;
+	uint64_t workspace0;
+	int32_t state0;
+	float waves0;
+	uint64_t algo1_w0;
+	uint64_t algo1_w1;
+	uint64_t algo1_w2;
+	uint64_t algo1_w3;
+	uint64_t algo1_w4;
+	uint64_t algo1_w5;
+	uint64_t algo1_w6;
+	uint64_t algo1_w7;
+	uint64_t workspace1;
+	int32_t state1;
+	float waves1;
+	uint64_t algo2_w0;
+	uint64_t algo2_w1;
+	uint64_t algo2_w2;
+	uint64_t algo2_w3;
+	uint64_t algo2_w4;
+	uint64_t algo2_w5;
+	uint64_t algo2_w6;
+	uint64_t algo2_w7;
+	uint64_t workspace2;
+	int32_t state2;
+	float waves2;
+	uint64_t algo3_w0;
+	uint64_t algo3_w1;
+	uint64_t algo3_w2;
+	uint64_t algo3_w3;
+	uint64_t algo3_w4;
+	uint64_t algo3_w5;
+	uint64_t algo3_w6;
+	uint64_t algo3_w7;
+	uint64_t workspace3;
+	int32_t state3;
+	float waves3;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_lt_heuristic_reply_size(const struct gw_lt_heuristic_reply *m);
+uint8_t *gw_lt_heuristic_reply_encode(const struct gw_lt_heuristic_reply *m, uint8_t *out);
+int gw_lt_heuristic_reply_decode(struct gw_lt_heuristic_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lt_matmul {
+	uint64_t handle;
+	const void *desc; /* limit 2048 */
+	uint32_t desc_len;
+	const void *alpha; /* limit 16 */
+	uint32_t alpha_len;
+	const void *beta; /* limit 16 */
+	uint32_t beta_len;
+	uint64_t a;
+	const void *adesc; /* limit 512 */
+	uint32_t adesc_len;
+	uint64_t b;
+	const void *bdesc; /* limit 512 */
+	uint32_t bdesc_len;
+	uint64_t c;
+	const void *cdesc; /* limit 512 */
+	uint32_t cdesc_len;
+	uint64_t d;
+	const void *ddesc; /* limit 512 */
+	uint32_t ddesc_len;
+	const void *algo; /* limit 64 */
+	uint32_t algo_len;
+	uint64_t workspace;
+	uint64_t workspace_size;
+	uint64_t stream;
+};
+size_t gw_lt_matmul_size(const struct gw_lt_matmul *m);
+uint8_t *gw_lt_matmul_encode(const struct gw_lt_matmul *m, uint8_t *out);
+int gw_lt_matmul_decode(struct gw_lt_matmul *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lt_get_attribute {
+	uint32_t kind;
+	const void *object; /* limit 2048 */
+	uint32_t object_len;
+	uint32_t attribute;
+	uint64_t size;
+};
+size_t gw_lt_get_attribute_size(const struct gw_lt_get_attribute *m);
+uint8_t *gw_lt_get_attribute_encode(const struct gw_lt_get_attribute *m, uint8_t *out);
+int gw_lt_get_attribute_decode(struct gw_lt_get_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_lt_attribute_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t value;
+	uint64_t size;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_lt_attribute_reply_size(const struct gw_lt_attribute_reply *m);
+uint8_t *gw_lt_attribute_reply_encode(const struct gw_lt_attribute_reply *m, uint8_t *out);
+int gw_lt_attribute_reply_decode(struct gw_lt_attribute_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -175,6 +175,12 @@ const (
 	TypeDnnFinalize                  Type = 9008
 	TypeDnnExecute                   Type = 9009
 	TypeDnnLegacy                    Type = 9010
+	TypeLtCreate                     Type = 8000
+	TypeLtHeuristic                  Type = 8001
+	TypeLtHeuristicReply             Type = 8002
+	TypeLtMatmul                     Type = 8003
+	TypeLtGetAttribute               Type = 8004
+	TypeLtAttributeReply             Type = 8005
 )
 
 var typeNames = map[Type]string{
@@ -323,6 +329,12 @@ var typeNames = map[Type]string{
 	TypeDnnFinalize:                  "DnnFinalize",
 	TypeDnnExecute:                   "DnnExecute",
 	TypeDnnLegacy:                    "DnnLegacy",
+	TypeLtCreate:                     "LtCreate",
+	TypeLtHeuristic:                  "LtHeuristic",
+	TypeLtHeuristicReply:             "LtHeuristicReply",
+	TypeLtMatmul:                     "LtMatmul",
+	TypeLtGetAttribute:               "LtGetAttribute",
+	TypeLtAttributeReply:             "LtAttributeReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -618,6 +630,18 @@ func New(t Type) Message {
 		return new(DnnExecute)
 	case TypeDnnLegacy:
 		return new(DnnLegacy)
+	case TypeLtCreate:
+		return new(LtCreate)
+	case TypeLtHeuristic:
+		return new(LtHeuristic)
+	case TypeLtHeuristicReply:
+		return new(LtHeuristicReply)
+	case TypeLtMatmul:
+		return new(LtMatmul)
+	case TypeLtGetAttribute:
+		return new(LtGetAttribute)
+	case TypeLtAttributeReply:
+		return new(LtAttributeReply)
 	}
 	return nil
 }
@@ -5075,5 +5099,373 @@ func (m *DnnLegacy) Decode(p []byte) error {
 	m.Handle = d.u64("handle")
 	m.Descs = d.bytes("descs", 1024)
 	m.Args = d.bytes("args", 256)
+	return d.finish()
+}
+
+// LtCreate is message type 8000.
+type LtCreate struct {
+}
+
+// Type returns TypeLtCreate.
+func (*LtCreate) Type() Type { return TypeLtCreate }
+
+// Append appends the encoded payload to b.
+func (m *LtCreate) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LtCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LtCreate"}
+	return d.finish()
+}
+
+// LtHeuristic is message type 8001.
+type LtHeuristic struct {
+	Handle    uint64
+	Desc      []byte
+	A         []byte
+	B         []byte
+	C         []byte
+	D         []byte
+	Pref      []byte
+	Requested uint32
+}
+
+// Type returns TypeLtHeuristic.
+func (*LtHeuristic) Type() Type { return TypeLtHeuristic }
+
+// Append appends the encoded payload to b.
+func (m *LtHeuristic) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, uint32(len(m.Desc)))
+	b = append(b, m.Desc...)
+	b = putU32(b, uint32(len(m.A)))
+	b = append(b, m.A...)
+	b = putU32(b, uint32(len(m.B)))
+	b = append(b, m.B...)
+	b = putU32(b, uint32(len(m.C)))
+	b = append(b, m.C...)
+	b = putU32(b, uint32(len(m.D)))
+	b = append(b, m.D...)
+	b = putU32(b, uint32(len(m.Pref)))
+	b = append(b, m.Pref...)
+	b = putU32(b, m.Requested)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LtHeuristic) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LtHeuristic"}
+	m.Handle = d.u64("handle")
+	m.Desc = d.bytes("desc", 2048)
+	m.A = d.bytes("a", 512)
+	m.B = d.bytes("b", 512)
+	m.C = d.bytes("c", 512)
+	m.D = d.bytes("d", 512)
+	m.Pref = d.bytes("pref", 512)
+	m.Requested = d.u32("requested")
+	return d.finish()
+}
+
+// LtHeuristicReply is message type 8002.
+type LtHeuristicReply struct {
+	Result     int32
+	Status     int32
+	Count      uint32
+	Algo0W0    uint64
+	Algo0W1    uint64
+	Algo0W2    uint64
+	Algo0W3    uint64
+	Algo0W4    uint64
+	Algo0W5    uint64
+	Algo0W6    uint64
+	Algo0W7    uint64
+	Workspace0 uint64
+	State0     int32
+	Waves0     float32
+	Algo1W0    uint64
+	Algo1W1    uint64
+	Algo1W2    uint64
+	Algo1W3    uint64
+	Algo1W4    uint64
+	Algo1W5    uint64
+	Algo1W6    uint64
+	Algo1W7    uint64
+	Workspace1 uint64
+	State1     int32
+	Waves1     float32
+	Algo2W0    uint64
+	Algo2W1    uint64
+	Algo2W2    uint64
+	Algo2W3    uint64
+	Algo2W4    uint64
+	Algo2W5    uint64
+	Algo2W6    uint64
+	Algo2W7    uint64
+	Workspace2 uint64
+	State2     int32
+	Waves2     float32
+	Algo3W0    uint64
+	Algo3W1    uint64
+	Algo3W2    uint64
+	Algo3W3    uint64
+	Algo3W4    uint64
+	Algo3W5    uint64
+	Algo3W6    uint64
+	Algo3W7    uint64
+	Workspace3 uint64
+	State3     int32
+	Waves3     float32
+	Message    string
+}
+
+// Type returns TypeLtHeuristicReply.
+func (*LtHeuristicReply) Type() Type { return TypeLtHeuristicReply }
+
+// Append appends the encoded payload to b.
+func (m *LtHeuristicReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU32(b, m.Count)
+	b = putU64(b, m.Algo0W0)
+	b = putU64(b, m.Algo0W1)
+	b = putU64(b, m.Algo0W2)
+	b = putU64(b, m.Algo0W3)
+	b = putU64(b, m.Algo0W4)
+	b = putU64(b, m.Algo0W5)
+	b = putU64(b, m.Algo0W6)
+	b = putU64(b, m.Algo0W7)
+	b = putU64(b, m.Workspace0)
+	b = putU32(b, uint32(m.State0))
+	b = putU32(b, math.Float32bits(m.Waves0))
+	b = putU64(b, m.Algo1W0)
+	b = putU64(b, m.Algo1W1)
+	b = putU64(b, m.Algo1W2)
+	b = putU64(b, m.Algo1W3)
+	b = putU64(b, m.Algo1W4)
+	b = putU64(b, m.Algo1W5)
+	b = putU64(b, m.Algo1W6)
+	b = putU64(b, m.Algo1W7)
+	b = putU64(b, m.Workspace1)
+	b = putU32(b, uint32(m.State1))
+	b = putU32(b, math.Float32bits(m.Waves1))
+	b = putU64(b, m.Algo2W0)
+	b = putU64(b, m.Algo2W1)
+	b = putU64(b, m.Algo2W2)
+	b = putU64(b, m.Algo2W3)
+	b = putU64(b, m.Algo2W4)
+	b = putU64(b, m.Algo2W5)
+	b = putU64(b, m.Algo2W6)
+	b = putU64(b, m.Algo2W7)
+	b = putU64(b, m.Workspace2)
+	b = putU32(b, uint32(m.State2))
+	b = putU32(b, math.Float32bits(m.Waves2))
+	b = putU64(b, m.Algo3W0)
+	b = putU64(b, m.Algo3W1)
+	b = putU64(b, m.Algo3W2)
+	b = putU64(b, m.Algo3W3)
+	b = putU64(b, m.Algo3W4)
+	b = putU64(b, m.Algo3W5)
+	b = putU64(b, m.Algo3W6)
+	b = putU64(b, m.Algo3W7)
+	b = putU64(b, m.Workspace3)
+	b = putU32(b, uint32(m.State3))
+	b = putU32(b, math.Float32bits(m.Waves3))
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LtHeuristicReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LtHeuristicReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.Count = d.u32("count")
+	m.Algo0W0 = d.u64("algo0_w0")
+	m.Algo0W1 = d.u64("algo0_w1")
+	m.Algo0W2 = d.u64("algo0_w2")
+	m.Algo0W3 = d.u64("algo0_w3")
+	m.Algo0W4 = d.u64("algo0_w4")
+	m.Algo0W5 = d.u64("algo0_w5")
+	m.Algo0W6 = d.u64("algo0_w6")
+	m.Algo0W7 = d.u64("algo0_w7")
+	m.Workspace0 = d.u64("workspace0")
+	m.State0 = int32(d.u32("state0"))
+	m.Waves0 = math.Float32frombits(d.u32("waves0"))
+	m.Algo1W0 = d.u64("algo1_w0")
+	m.Algo1W1 = d.u64("algo1_w1")
+	m.Algo1W2 = d.u64("algo1_w2")
+	m.Algo1W3 = d.u64("algo1_w3")
+	m.Algo1W4 = d.u64("algo1_w4")
+	m.Algo1W5 = d.u64("algo1_w5")
+	m.Algo1W6 = d.u64("algo1_w6")
+	m.Algo1W7 = d.u64("algo1_w7")
+	m.Workspace1 = d.u64("workspace1")
+	m.State1 = int32(d.u32("state1"))
+	m.Waves1 = math.Float32frombits(d.u32("waves1"))
+	m.Algo2W0 = d.u64("algo2_w0")
+	m.Algo2W1 = d.u64("algo2_w1")
+	m.Algo2W2 = d.u64("algo2_w2")
+	m.Algo2W3 = d.u64("algo2_w3")
+	m.Algo2W4 = d.u64("algo2_w4")
+	m.Algo2W5 = d.u64("algo2_w5")
+	m.Algo2W6 = d.u64("algo2_w6")
+	m.Algo2W7 = d.u64("algo2_w7")
+	m.Workspace2 = d.u64("workspace2")
+	m.State2 = int32(d.u32("state2"))
+	m.Waves2 = math.Float32frombits(d.u32("waves2"))
+	m.Algo3W0 = d.u64("algo3_w0")
+	m.Algo3W1 = d.u64("algo3_w1")
+	m.Algo3W2 = d.u64("algo3_w2")
+	m.Algo3W3 = d.u64("algo3_w3")
+	m.Algo3W4 = d.u64("algo3_w4")
+	m.Algo3W5 = d.u64("algo3_w5")
+	m.Algo3W6 = d.u64("algo3_w6")
+	m.Algo3W7 = d.u64("algo3_w7")
+	m.Workspace3 = d.u64("workspace3")
+	m.State3 = int32(d.u32("state3"))
+	m.Waves3 = math.Float32frombits(d.u32("waves3"))
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// LtMatmul is message type 8003.
+type LtMatmul struct {
+	Handle        uint64
+	Desc          []byte
+	Alpha         []byte
+	Beta          []byte
+	A             uint64
+	Adesc         []byte
+	B             uint64
+	Bdesc         []byte
+	C             uint64
+	Cdesc         []byte
+	D             uint64
+	Ddesc         []byte
+	Algo          []byte
+	Workspace     uint64
+	WorkspaceSize uint64
+	Stream        uint64
+}
+
+// Type returns TypeLtMatmul.
+func (*LtMatmul) Type() Type { return TypeLtMatmul }
+
+// Append appends the encoded payload to b.
+func (m *LtMatmul) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, uint32(len(m.Desc)))
+	b = append(b, m.Desc...)
+	b = putU32(b, uint32(len(m.Alpha)))
+	b = append(b, m.Alpha...)
+	b = putU32(b, uint32(len(m.Beta)))
+	b = append(b, m.Beta...)
+	b = putU64(b, m.A)
+	b = putU32(b, uint32(len(m.Adesc)))
+	b = append(b, m.Adesc...)
+	b = putU64(b, m.B)
+	b = putU32(b, uint32(len(m.Bdesc)))
+	b = append(b, m.Bdesc...)
+	b = putU64(b, m.C)
+	b = putU32(b, uint32(len(m.Cdesc)))
+	b = append(b, m.Cdesc...)
+	b = putU64(b, m.D)
+	b = putU32(b, uint32(len(m.Ddesc)))
+	b = append(b, m.Ddesc...)
+	b = putU32(b, uint32(len(m.Algo)))
+	b = append(b, m.Algo...)
+	b = putU64(b, m.Workspace)
+	b = putU64(b, m.WorkspaceSize)
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LtMatmul) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LtMatmul"}
+	m.Handle = d.u64("handle")
+	m.Desc = d.bytes("desc", 2048)
+	m.Alpha = d.bytes("alpha", 16)
+	m.Beta = d.bytes("beta", 16)
+	m.A = d.u64("a")
+	m.Adesc = d.bytes("adesc", 512)
+	m.B = d.u64("b")
+	m.Bdesc = d.bytes("bdesc", 512)
+	m.C = d.u64("c")
+	m.Cdesc = d.bytes("cdesc", 512)
+	m.D = d.u64("d")
+	m.Ddesc = d.bytes("ddesc", 512)
+	m.Algo = d.bytes("algo", 64)
+	m.Workspace = d.u64("workspace")
+	m.WorkspaceSize = d.u64("workspace_size")
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// LtGetAttribute is message type 8004.
+type LtGetAttribute struct {
+	Kind      uint32
+	Object    []byte
+	Attribute uint32
+	Size      uint64
+}
+
+// Type returns TypeLtGetAttribute.
+func (*LtGetAttribute) Type() Type { return TypeLtGetAttribute }
+
+// Append appends the encoded payload to b.
+func (m *LtGetAttribute) Append(b []byte) []byte {
+	b = putU32(b, m.Kind)
+	b = putU32(b, uint32(len(m.Object)))
+	b = append(b, m.Object...)
+	b = putU32(b, m.Attribute)
+	b = putU64(b, m.Size)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LtGetAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LtGetAttribute"}
+	m.Kind = d.u32("kind")
+	m.Object = d.bytes("object", 2048)
+	m.Attribute = d.u32("attribute")
+	m.Size = d.u64("size")
+	return d.finish()
+}
+
+// LtAttributeReply is message type 8005.
+type LtAttributeReply struct {
+	Result  int32
+	Status  int32
+	Value   uint64
+	Size    uint64
+	Message string
+}
+
+// Type returns TypeLtAttributeReply.
+func (*LtAttributeReply) Type() Type { return TypeLtAttributeReply }
+
+// Append appends the encoded payload to b.
+func (m *LtAttributeReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.Value)
+	b = putU64(b, m.Size)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *LtAttributeReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "LtAttributeReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.Value = d.u64("value")
+	m.Size = d.u64("size")
+	m.Message = string(d.bytes("message", 1024))
 	return d.finish()
 }

@@ -12,7 +12,8 @@ import (
 // cuBLAS would otherwise take a pool of its own that no quota sees).
 const blasWorkspace = 32 << 20
 
-// blasState is a device's cuBLAS handles, each with the workspace the worker allocated for it.
+// blasState is a device's cuBLAS and cuBLASLt handles, each with the workspace the worker
+// allocated for it (0 for a cuBLASLt handle).
 type blasState struct {
 	own map[backend.Handle]uint64 // handle -> the worker's workspace allocation
 }
@@ -20,7 +21,7 @@ type blasState struct {
 // isWorkspace reports whether p is a workspace the worker allocated: the program cannot free it.
 func (b *blasState) isWorkspace(p uint64) bool {
 	for _, ws := range b.own {
-		if ws == p {
+		if ws != 0 && ws == p {
 			return true
 		}
 	}
@@ -60,7 +61,9 @@ func (s *Session) blas(d *device, m wire.Message) *wire.BlasReply {
 			return blasReply(0, noHandle(h))
 		}
 		err := c.BlasDestroy(h)
-		err = firstErr(err, s.free(d, d.blas.own[h]))
+		if ws := d.blas.own[h]; ws != 0 { // 0: a cuBLASLt handle, which has none
+			err = firstErr(err, s.free(d, ws))
+		}
 		delete(d.blas.own, h)
 		return blasReply(0, err)
 	case *wire.BlasSetStream:

@@ -3,6 +3,7 @@ package cuda
 /*
 #include <stdlib.h>
 #include "blas.h"
+#include "lt.h"
 */
 import "C"
 
@@ -20,37 +21,43 @@ import (
 // GPUSERVERD_CUBLAS names another (a toolkit's lib64 outside the loader's path).
 var BlasLibraries = []string{"libcublas.so.13", "libcublas.so.12"}
 
-var blasLoad struct {
+// libLoad loads a vendor library once per process (a worker serves one session).
+type libLoad struct {
 	sync.Mutex
 	done bool
 	err  error
 }
 
-// loadBlas loads cuBLAS once per process (a worker serves one session).
-func loadBlas() error {
-	blasLoad.Lock()
-	defer blasLoad.Unlock()
-	if blasLoad.done {
-		return blasLoad.err
+// load tries names in order (env, when set, names the only one) with open, a gc_*_open.
+func (l *libLoad) load(what, env string, names []string, open func(name, err *C.char, n C.size_t) C.int) error {
+	l.Lock()
+	defer l.Unlock()
+	if l.done {
+		return l.err
 	}
-	blasLoad.done = true
-	names := BlasLibraries
-	if p := os.Getenv("GPUSERVERD_CUBLAS"); p != "" {
+	l.done = true
+	if p := os.Getenv(env); p != "" {
 		names = []string{p}
 	}
 	var errs []error
 	for _, n := range names {
 		cn := C.CString(n)
 		var buf [512]C.char
-		rc := C.gc_blas_open(cn, &buf[0], C.size_t(len(buf)))
+		rc := open(cn, &buf[0], C.size_t(len(buf)))
 		C.free(unsafe.Pointer(cn))
 		if rc == 0 {
 			return nil
 		}
 		errs = append(errs, errors.New(C.GoString(&buf[0])))
 	}
-	blasLoad.err = &backend.BlasError{Op: "load cuBLAS", Status: backend.BlasNotInitialized, Detail: errors.Join(errs...).Error()}
-	return blasLoad.err
+	l.err = &backend.BlasError{Op: "load " + what, Status: backend.BlasNotInitialized, Detail: errors.Join(errs...).Error()}
+	return l.err
+}
+
+var blasLoad libLoad
+
+func loadBlas() error {
+	return blasLoad.load("cuBLAS", "GPUSERVERD_CUBLAS", BlasLibraries, func(n, e *C.char, l C.size_t) C.int { return C.gc_blas_open(n, e, l) })
 }
 
 // blasHandle is a cuBLAS handle of this context, with what must be reapplied to it.
@@ -59,6 +66,7 @@ type blasHandle struct {
 	stream    C.CUstream
 	ptrMode   int
 	workspace [2]uint64
+	lt        bool // a cublasLtHandle_t (LtCreate's): cuBLAS calls refuse it
 }
 
 func blasCheck(op string, st C.int) error {
@@ -73,7 +81,7 @@ func (c *Context) blasHandle(h backend.Handle) (*blasHandle, error) {
 		return nil, err
 	}
 	bh, ok := c.blas[h]
-	if !ok {
+	if !ok || bh.lt {
 		return nil, &backend.BlasError{Op: "handle", Status: backend.BlasNotInitialized, Detail: fmt.Sprintf("no cuBLAS handle %d", h)}
 	}
 	return bh, nil
@@ -99,14 +107,24 @@ func (c *Context) BlasCreate() (backend.Handle, error) {
 	return c.next, nil
 }
 
-// BlasDestroy is cublasDestroy (which waits for the handle's work).
+// BlasDestroy is cublasDestroy (which waits for the handle's work), or cublasLtDestroy.
 func (c *Context) BlasDestroy(h backend.Handle) error {
-	bh, err := c.blasHandle(h)
-	if err != nil {
+	if err := c.live(); err != nil {
 		return err
 	}
+	bh, ok := c.blas[h]
+	if !ok {
+		return &backend.BlasError{Op: "handle", Status: backend.BlasNotInitialized, Detail: fmt.Sprintf("no cuBLAS handle %d", h)}
+	}
 	delete(c.blas, h)
-	return blasCheck("cublasDestroy", C.gc_blas_destroy(c.ctx, bh.ptr))
+	return destroyBlas(c.ctx, bh)
+}
+
+func destroyBlas(ctx C.CUcontext, bh *blasHandle) error {
+	if bh.lt {
+		return blasCheck("cublasLtDestroy", C.gc_lt_destroy(ctx, C.cublasLtHandle_t(bh.ptr)))
+	}
+	return blasCheck("cublasDestroy", C.gc_blas_destroy(ctx, bh.ptr))
 }
 
 // BlasSetStream is cublasSetStream. cuBLAS drops a user workspace when the stream changes, so
@@ -191,8 +209,9 @@ func (c *Context) BlasGemm(g backend.Gemm) error {
 func (c *Context) closeBlas() []error {
 	var errs []error
 	for h, bh := range c.blas {
-		errs = append(errs, blasCheck("cublasDestroy", C.gc_blas_destroy(c.ctx, bh.ptr)))
+		errs = append(errs, destroyBlas(c.ctx, bh))
 		delete(c.blas, h)
 	}
+	c.lt.drop()
 	return errs
 }

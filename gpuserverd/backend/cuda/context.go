@@ -44,6 +44,7 @@ type Context struct {
 	blas      map[backend.Handle]*blasHandle
 	fam       *famTables // the hand-written families' objects (families.go), made on first use
 	dnn       dnnObjects
+	lt        ltObjects // NVIDIA's cuBLASLt objects, by attribute list
 }
 
 var _ backend.Context = (*Context)(nil)

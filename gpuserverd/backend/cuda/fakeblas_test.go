@@ -25,9 +25,16 @@ const fakeBlasEnv = "GPUCLOUD_TEST_FAKE_CUBLAS_CHILD"
 // buildFakeBlas writes a library with every symbol blas.c resolves except skip, plus extra.
 func buildFakeBlas(t *testing.T, name, skip, extra string) string {
 	t.Helper()
+	return buildFakeLib(t, name, blasC, skip, extra)
+}
+
+// buildFakeLib writes a library defining every "cublas..." symbol src resolves, except skip,
+// each returning CUBLAS_STATUS_INTERNAL_ERROR, plus extra.
+func buildFakeLib(t *testing.T, name, src, skip, extra string) string {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString(extra + "\n")
-	for _, m := range regexp.MustCompile(`"(cublas[A-Za-z0-9_]+)"`).FindAllStringSubmatch(blasC, -1) {
+	for _, m := range regexp.MustCompile(`"(cublas[A-Za-z0-9_]+)"`).FindAllStringSubmatch(src, -1) {
 		if m[1] != skip {
 			fmt.Fprintf(&b, "int %s(void) { return 14; }\n", m[1])
 		}
@@ -59,24 +66,31 @@ func TestBlasLoad(t *testing.T) {
 		{"absent", "/nonexistent/libcublas.so.13", backend.BlasNotInitialized, []string{"/nonexistent/libcublas.so.13"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeBlasChild$", "-test.v")
-			cmd.Env = append(os.Environ(), fakeBlasEnv+"=1", "GPUSERVERD_CUBLAS="+tc.lib)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("child: %v\n%s", err, out)
-			}
-			line := regexp.MustCompile(`RESULT status=(\d+) err=(.*)`).FindStringSubmatch(string(out))
-			if line == nil {
-				t.Fatalf("child printed no result:\n%s", out)
-			}
-			if line[1] != fmt.Sprint(int32(tc.status)) {
-				t.Fatalf("status %s, want %d (%s)", line[1], tc.status, line[2])
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(line[2], w) {
-					t.Errorf("error %q does not contain %q", line[2], w)
-				}
-			}
+			checkLoadChild(t, "TestFakeBlasChild", tc.status, tc.want, fakeBlasEnv+"=1", "GPUSERVERD_CUBLAS="+tc.lib)
 		})
+	}
+}
+
+// checkLoadChild runs the test child in a process of its own with env (loading happens once per
+// process) and checks the status and error text it printed.
+func checkLoadChild(t *testing.T, child string, status backend.BlasStatus, want []string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.v")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	line := regexp.MustCompile(`RESULT status=(\d+) err=(.*)`).FindStringSubmatch(string(out))
+	if line == nil {
+		t.Fatalf("child printed no result:\n%s", out)
+	}
+	if line[1] != fmt.Sprint(int32(status)) {
+		t.Fatalf("status %s, want %d (%s)", line[1], status, line[2])
+	}
+	for _, w := range want {
+		if !strings.Contains(line[2], w) {
+			t.Errorf("error %q does not contain %q", line[2], w)
+		}
 	}
 }

@@ -17,13 +17,14 @@ type blasHandle struct {
 	stream    backend.Handle
 	mathMode  uint32
 	workspace [2]uint64 // ptr, bytes
+	lt        bool      // a cublasLtHandle_t: cuBLAS calls refuse it (NVIDIA's would misread it)
 }
 
 func (c *Context) blasHandle(h backend.Handle) (*blasHandle, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	bh, ok := c.blas[h]
-	if !ok {
+	if !ok || bh.lt {
 		return nil, &backend.BlasError{Op: "handle", Status: backend.BlasNotInitialized, Detail: fmt.Sprintf("no cuBLAS handle %d", h)}
 	}
 	return bh, nil
@@ -41,9 +42,10 @@ func (c *Context) BlasCreate() (backend.Handle, error) {
 	return h, nil
 }
 
-// BlasDestroy waits for the handle's stream, as cublasDestroy synchronises.
+// BlasDestroy waits for the handle's stream, as cublasDestroy synchronises; it destroys
+// cuBLASLt handles too.
 func (c *Context) BlasDestroy(h backend.Handle) error {
-	bh, err := c.blasHandle(h)
+	bh, err := c.ltHandle(h)
 	if err != nil {
 		return err
 	}

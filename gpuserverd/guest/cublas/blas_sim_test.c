@@ -10,6 +10,7 @@
 #include "../tests/check.h"
 
 #include <cublas_v2.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -284,6 +285,13 @@ static void gemm_ex(cublasHandle_t h) {
     BLAS(cublasGetVector(2 * M * N, 2, dH, 1, Ch, 1));
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < M * N; i++) EXPECT(h2f(Ch[b * M * N + i]) == C[i] / 4 + 1);
+    /* SgemmEx: the same bfloat16 product through the float-scalar entry point */
+    float *dC2 = dalloc(sizeof C), C2[M * N];
+    BLAS(cublasSgemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dAbf, CUDA_R_16BF, M, dB, CUDA_R_16BF, K, &be, dC2,
+                       CUDA_R_32F, M));
+    BLAS(cublasGetVector(M * N, 4, dC2, 1, C2, 1));
+    EXPECT(memcmp(C2, C, sizeof C) == 0);
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC2));
     EXPECT_BLAS(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, dA, (cudaDataType)99, M, dB, CUDA_R_16BF, K, &be,
                              dC, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                 CUBLAS_STATUS_INVALID_VALUE);
@@ -301,6 +309,53 @@ static void gemm_ex(cublasHandle_t h) {
     CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB2));
     CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dH));
     CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+}
+
+/* gemv (both operations, strided x and y), dot into device memory, scal with a stride: remoted as
+ * GEMMs over row vectors; against the CPU. */
+static void level12(cublasHandle_t h) {
+    enum { M = 5, N = 4, LDA = 7, INC = 2 };
+    double A[LDA * N], x[INC * M], y[INC * M], y0[INC * M];
+    for (int i = 0; i < LDA * N; i++) A[i] = rnd();
+    for (int i = 0; i < INC * M; i++) x[i] = rnd(), y0[i] = y[i] = rnd();
+    double *dA = dalloc(sizeof A), *dx = dalloc(sizeof x), *dy = dalloc(sizeof y), *dr = dalloc(8);
+    BLAS(cublasSetVector(LDA * N, 8, A, 1, dA, 1));
+    BLAS(cublasSetVector(INC * M, 8, x, 1, dx, 1));
+    for (int t = 0; t < 2; t++) {
+        int out = t ? N : M, k = t ? M : N;
+        BLAS(cublasSetVector(INC * M, 8, y0, 1, dy, 1));
+        double al = 1.5, be = -0.5;
+        BLAS(cublasDgemv(h, t ? CUBLAS_OP_T : CUBLAS_OP_N, M, N, &al, dA, LDA, dx, INC, &be, dy, INC));
+        BLAS(cublasGetVector(INC * M, 8, dy, 1, y, 1));
+        for (int i = 0; i < out; i++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) s += (t ? A[l + i * LDA] : A[i + l * LDA]) * x[l * INC];
+            double want = al * s + be * y0[i * INC];
+            EXPECT(fabs(y[i * INC] - want) <= 1e-12 * (1 + fabs(want)));
+            EXPECT(y[i * INC + 1] == y0[i * INC + 1]); /* between the strided elements: untouched */
+        }
+    }
+    float fx[3] = {1, 2, 3}, fy[3] = {4, -5, 6}, fr = 0, *dfx = dalloc(12), *dfy = dalloc(12), *dfr = dalloc(4);
+    BLAS(cublasSetVector(3, 4, fx, 1, dfx, 1));
+    BLAS(cublasSetVector(3, 4, fy, 1, dfy, 1));
+    EXPECT_BLAS(cublasSdot(h, 3, dfx, 1, dfy, 1, &fr), CUBLAS_STATUS_NOT_SUPPORTED); /* a host result */
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    BLAS(cublasSdot(h, 3, dfx, 1, dfy, 1, dfr));
+    double dres;
+    BLAS(cublasDdot(h, M, dx, INC, dx, INC, dr));
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    BLAS(cublasGetVector(1, 4, dfr, 1, &fr, 1));
+    BLAS(cublasGetVector(1, 8, dr, 1, &dres, 1));
+    EXPECT(fr == 4 - 10 + 18);
+    double xx = 0;
+    for (int i = 0; i < M; i++) xx += x[i * INC] * x[i * INC];
+    EXPECT(fabs(dres - xx) <= 1e-12 * (1 + xx));
+    float three = 3;
+    BLAS(cublasSscal(h, 2, &three, dfx, 2)); /* elements 0 and 2 */
+    BLAS(cublasGetVector(3, 4, dfx, 1, fx, 1));
+    EXPECT(fx[0] == 3 && fx[1] == 2 && fx[2] == 9);
+    void *ps[] = {dA, dx, dy, dr, dfx, dfy, dfr};
+    for (int i = 0; i < 7; i++) CHECK(cuMemFree((CUdeviceptr)(uintptr_t)ps[i]));
 }
 
 static int foreign(void) {
@@ -344,6 +399,16 @@ int main(int argc, char **argv) {
     stream_order(h);
     device_scalars_and_batches(h);
     gemm_ex(h);
+    level12(h);
+
+    /* A function of NVIDIA's API this library does not remote: exported (a program that imports
+     * it loads), NOT_SUPPORTED when called, said once on stderr (the Go test counts it). */
+    cublasStatus_t (*saxpy)(cublasHandle_t, int, const float *, const float *, int, float *, int) =
+        (__typeof__(saxpy))dlsym(RTLD_DEFAULT, "cublasSaxpy_v2");
+    EXPECT(saxpy != NULL);
+    for (int i = 0; i < 2; i++) EXPECT_BLAS(saxpy(h, 1, NULL, NULL, 1, NULL, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+    size_t (*cudart)(void) = (__typeof__(cudart))dlsym(RTLD_DEFAULT, "cublasGetCudartVersion");
+    EXPECT(cudart && cudart() >= 13000);
 
     /* Handles: a destroyed one, a made-up one and NULL are refused. */
     cublasHandle_t h2;

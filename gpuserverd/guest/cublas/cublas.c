@@ -17,12 +17,13 @@
 #include <cuda.h>
 #include <cublas_v2.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire_gen.h"
-#include "../include/gpucloud_private.h"
+#define GC_LIB_NAME "libcublas"
+#include "session.h"
 
 #define EXPORT __attribute__((visibility("default")))
 /* Exports the plain name NVIDIA's header maps to target (cublas_v2.h's macros would rewrite a
@@ -35,59 +36,7 @@ EXPORT const int gpucloud_cublas_guest = 1;
 
 /* ---- the guest libcuda's session ---- */
 
-static const struct gc_private_table *T;
-static cublasStatus_t t_status = CUBLAS_STATUS_NOT_INITIALIZED;
-static pthread_once_t t_once = PTHREAD_ONCE_INIT;
-
-static void load_table(void) {
-    CUresult rc = cuInit(0);
-    if (rc != CUDA_SUCCESS) {
-        fprintf(stderr, "gpucloud libcublas: cuInit failed (%d): no session with gpuserverd\n", rc);
-        return;
-    }
-    static const unsigned char id[16] = GC_PRIVATE_TABLE_ID;
-    CUuuid u;
-    memcpy(u.bytes, id, sizeof id);
-    const void *t = NULL;
-    if (cuGetExportTable(&t, &u) != CUDA_SUCCESS || !t) {
-        fprintf(stderr, "gpucloud libcublas: the libcuda.so.1 in this process is not gpucloud's guest "
-                        "library; this libcublas only forwards cuBLAS calls to gpuserverd (use NVIDIA's "
-                        "libcublas on NVIDIA's driver)\n");
-        return;
-    }
-    const struct gc_private_table *p = t;
-    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION ||
-        p->wire_check != GC_PRIVATE_WIRE_CHECK) {
-        fprintf(stderr, "gpucloud libcublas: the guest libcuda.so.1 is from another gpucloud release "
-                        "(table abi %u, wire %u/%#x; want %u, %u/%#x)\n",
-                p->abi, p->wire_version, p->wire_check, GC_PRIVATE_ABI, GW_VERSION, GC_PRIVATE_WIRE_CHECK);
-        return;
-    }
-    T = p;
-    t_status = CUBLAS_STATUS_SUCCESS;
-}
-
-static cublasStatus_t ready(void) {
-    pthread_once(&t_once, load_table);
-    return t_status;
-}
-
-/* call sends one encoded BLAS request and returns cuBLAS's status; no_reply sends it without
- * waiting (its failure then surfaces at the next synchronising call). */
-static cublasStatus_t call(uint16_t type, const uint8_t *b, size_t n, int no_reply, uint64_t *handle) {
-    struct gw_blas_reply r = {0};
-    CUresult rc = T->request(type, no_reply ? GW_FLAG_NO_REPLY : 0, b, n, GW_TYPE_BLAS_REPLY, &r);
-    if (no_reply) return rc == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INTERNAL_ERROR;
-    if (r.status != 0) {
-        if (getenv("GPUCLOUD_DEBUG"))
-            fprintf(stderr, "gpucloud: %s failed (status %d)\n", gw_type_name(type), r.status);
-        return (cublasStatus_t)r.status;
-    }
-    if (rc != CUDA_SUCCESS) /* no BLAS status: the session itself failed */
-        return rc == CUDA_ERROR_INVALID_CONTEXT ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_INTERNAL_ERROR;
-    if (handle) *handle = r.handle;
-    return CUBLAS_STATUS_SUCCESS;
-}
+static cublasStatus_t ready(void) { return session_ready() ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED; }
 
 #define ENCODE_CALL(lower, TYPE, msg, no_reply, out)                                    \
     do {                                                                                \
@@ -95,7 +44,7 @@ static cublasStatus_t call(uint16_t type, const uint8_t *b, size_t n, int no_rep
         size_t n_ = gw_##lower##_size(&(msg));                                          \
         if (n_ > sizeof buf_) return CUBLAS_STATUS_INTERNAL_ERROR;                      \
         gw_##lower##_encode(&(msg), buf_);                                              \
-        return call(GW_TYPE_##TYPE, buf_, n_, (no_reply), (out));                       \
+        return session_call(GW_TYPE_##TYPE, buf_, n_, (no_reply), (out));                       \
     } while (0)
 
 /* ---- handles ---- */
@@ -103,38 +52,27 @@ static cublasStatus_t call(uint16_t type, const uint8_t *b, size_t n, int no_rep
 #define HANDLE_MAGIC 0x67636273u
 
 struct cublasContext {
-    uint32_t magic;
-    int device;      /* the device current at cublasCreate */
-    uint64_t server; /* the worker's id of the handle */
+    struct session_handle base; /* magic, device, the worker's id; the live list */
     cudaStream_t stream;
     cublasPointerMode_t pmode;
     cublasMath_t math;
-    struct cublasContext *next;
 };
 
-/* Live handles: a handle is looked up here before it is read, so a destroyed or made-up one is
- * refused (CUBLAS_STATUS_NOT_INITIALIZED) instead of dereferenced. */
-static struct cublasContext *live;
-static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static int is_live(cublasHandle_t h) { return session_live(h, HANDLE_MAGIC, NULL, NULL); }
 
-static int is_live(cublasHandle_t h) {
-    pthread_mutex_lock(&live_mu);
-    struct cublasContext *c = live;
-    while (c && c != h) c = c->next;
-    pthread_mutex_unlock(&live_mu);
-    return c != NULL && c->magic == HANDLE_MAGIC;
+/* gpucloud_cublas_handle gives gpucloud's libcublasLt a live handle's server id and device:
+ * NVIDIA's cublasHandle_t serves as a cublasLtHandle_t, and PyTorch passes its cuBLAS handle to
+ * cuBLASLt. 0 when h is not a live handle of this library. */
+EXPORT int gpucloud_cublas_handle(const void *h, uint64_t *server, int *device) {
+    return h && session_live(h, HANDLE_MAGIC, server, device);
 }
 
 /* on_device makes sure the calling thread works on the handle's device: with no current context
  * it makes that device's primary context current (as the runtime does lazily); a thread current
  * on another device is refused (the handle belongs to its device). */
 static cublasStatus_t on_device(cublasHandle_t h) {
-    int dev;
-    if (T->current_device(&dev) == CUDA_SUCCESS) return dev == h->device ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
-    CUcontext c;
-    if (cuDevicePrimaryCtxRetain(&c, h->device) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    return CUBLAS_STATUS_SUCCESS;
+    int r = session_on_device(h->base.device);
+    return r == 0 ? CUBLAS_STATUS_SUCCESS : r > 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 /* check admits a call on h: the library ready, h live, the thread on its device. */
@@ -146,48 +84,13 @@ static cublasStatus_t check(cublasHandle_t h) {
 }
 
 EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
-    if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
-    cublasStatus_t s = ready();
-    if (s != CUBLAS_STATUS_SUCCESS) return s;
-    int dev;
-    if (T->current_device(&dev) != CUDA_SUCCESS) { /* no context yet: device 0's primary, as the runtime */
-        CUcontext c;
-        if (cuDevicePrimaryCtxRetain(&c, 0) != CUDA_SUCCESS || cuCtxSetCurrent(c) != CUDA_SUCCESS)
-            return CUBLAS_STATUS_NOT_INITIALIZED;
-        dev = 0;
-    }
-    struct cublasContext *h = calloc(1, sizeof *h);
-    if (!h) return CUBLAS_STATUS_ALLOC_FAILED;
-    struct gw_blas_create m = {0};
-    uint8_t b[8];
-    gw_blas_create_encode(&m, b);
-    s = call(GW_TYPE_BLAS_CREATE, b, gw_blas_create_size(&m), 0, &h->server);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        free(h);
-        return s;
-    }
-    h->magic = HANDLE_MAGIC;
-    h->device = dev;
-    pthread_mutex_lock(&live_mu);
-    h->next = live;
-    live = h;
-    pthread_mutex_unlock(&live_mu);
-    *handle = h;
-    return CUBLAS_STATUS_SUCCESS;
+    return session_new_handle(sizeof(struct cublasContext), HANDLE_MAGIC, GW_TYPE_BLAS_CREATE, (void **)handle);
 }
 
 EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    pthread_mutex_lock(&live_mu);
-    struct cublasContext **p = &live;
-    while (*p && *p != h) p = &(*p)->next;
-    if (*p) *p = h->next;
-    pthread_mutex_unlock(&live_mu);
-    struct gw_blas_destroy m = {.handle = h->server};
-    h->magic = 0;
-    free(h);
-    ENCODE_CALL(blas_destroy, BLAS_DESTROY, m, 0, NULL);
+    return session_drop_handle(h, HANDLE_MAGIC);
 }
 
 EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t h, int *version) {
@@ -201,10 +104,10 @@ EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t h, int *version) {
 EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t stream) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    struct gw_blas_set_stream m = {.handle = h->server, .stream = T->stream_handle((CUstream)stream)};
+    struct gw_blas_set_stream m = {.handle = h->base.server, .stream = T->stream_handle((CUstream)stream)};
     uint8_t b[32];
     gw_blas_set_stream_encode(&m, b);
-    s = call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 0, NULL);
+    s = session_call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 0, NULL);
     if (s == CUBLAS_STATUS_SUCCESS) h->stream = stream;
     return s;
 }
@@ -240,10 +143,10 @@ EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
      * worker's cuBLAS judges whether it has the mode. */
     unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
     if (base > 4) return CUBLAS_STATUS_INVALID_VALUE;
-    struct gw_blas_set_math_mode m = {.handle = h->server, .mode = (uint32_t)mode};
+    struct gw_blas_set_math_mode m = {.handle = h->base.server, .mode = (uint32_t)mode};
     uint8_t b[32];
     gw_blas_set_math_mode_encode(&m, b);
-    s = call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 0, NULL);
+    s = session_call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 0, NULL);
     if (s == CUBLAS_STATUS_SUCCESS) h->math = mode;
     return s;
 }
@@ -262,7 +165,7 @@ EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace, s
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (!workspace) bytes = 0;
-    struct gw_blas_set_workspace m = {.handle = h->server, .ptr = (uint64_t)(uintptr_t)workspace, .bytes = bytes};
+    struct gw_blas_set_workspace m = {.handle = h->base.server, .ptr = (uint64_t)(uintptr_t)workspace, .bytes = bytes};
     ENCODE_CALL(blas_set_workspace, BLAS_SET_WORKSPACE, m, 0, NULL);
 }
 
@@ -422,10 +325,10 @@ static int known_type(int t) { /* cudaDataType_t: 16F, 32F, 64F, 8I, 32I, 16BF *
 /* gemm checks the arguments as cuBLAS does before launching (the same checks gpuserverd makes,
  * backend.Gemm.Validate) and sends the call without waiting. ex 0: <t>gemm with all types at
  * type and its compute type; 1: GemmEx. */
-static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo,
-                           cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
-                           const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
-                           const void *beta, void *C, int ldc, long long sc, int batch) {
+static cublasStatus_t gemm_scalars(cublasHandle_t h, int host_scalars, int ex, int at, int bt, int ct, int compute,
+                                   int algo, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void *alpha, const void *A, int lda, long long sa, const void *B, int ldb,
+                                   long long sb, const void *beta, void *C, int ldc, long long sc, int batch) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     size_t ss = scalar_size(compute);
@@ -438,9 +341,9 @@ static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int
     if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS; /* nothing to compute */
     if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
     struct gw_blas_gemm g = {
-        .handle = h->server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
+        .handle = h->base.server, .ex = (uint32_t)ex, .atype = (uint32_t)at, .btype = (uint32_t)bt, .ctype = (uint32_t)ct,
         .compute = (uint32_t)compute, .algo = algo, .transa = (uint32_t)ta, .transb = (uint32_t)tb, .m = m, .n = n,
-        .k = k, .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
+        .k = k, .pointer_mode = !host_scalars && h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
         .stride_a = (uint64_t)sa, .b = (uint64_t)(uintptr_t)B, .ldb = ldb, .stride_b = (uint64_t)sb,
         .c = (uint64_t)(uintptr_t)C, .ldc = ldc, .stride_c = (uint64_t)sc, .batch = batch,
     };
@@ -452,6 +355,15 @@ static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int
         memcpy(&g.beta, beta, ss);
     }
     ENCODE_CALL(blas_gemm, BLAS_GEMM, g, 1, NULL);
+}
+
+/* gemm: alpha and beta where the handle's pointer mode says. */
+static cublasStatus_t gemm(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo,
+                           cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                           const void *A, int lda, long long sa, const void *B, int ldb, long long sb,
+                           const void *beta, void *C, int ldc, long long sc, int batch) {
+    return gemm_scalars(h, 0, ex, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C,
+                        ldc, sc, batch);
 }
 
 /* gemm's ex, types, compute type and algorithm for <t>gemm: CUDA_R_32F with CUBLAS_COMPUTE_32F,
@@ -502,4 +414,92 @@ EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
                                                  cublasGemmAlgo_t algo) {
     return gemm(h, 1, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc,
                 batch);
+}
+
+/* SgemmEx: float scalars and compute, A, B and C of the types given (what the worker's cuBLAS
+ * runs as GemmEx under CUBLAS_COMPUTE_32F). */
+EXPORT cublasStatus_t cublasSgemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                    const float *alpha, const void *A, cudaDataType at, int lda, const void *B,
+                                    cudaDataType bt, int ldb, const float *beta, void *C, cudaDataType ct, int ldc) {
+    return gemm(h, 1, at, bt, ct, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT, ta, tb, m, n, k, alpha, A, lda, 0, B, ldb, 0,
+                beta, C, ldc, 0, 1);
+}
+
+/* ---- level 1 and 2 as GEMMs on the worker's cuBLAS ----
+ * A vector x of n elements incx apart is a 1 x n matrix with leading dimension incx, so gemv,
+ * dot and scal are GEMMs over row vectors: the same remoted call, checked the same way. Results
+ * agree with NVIDIA's gemv/dot/scal to rounding (another kernel, another summation order).
+ * Negative increments (cuBLAS's reversed order) are not taken. */
+
+/* gemv: y^T = alpha x^T op(A)^T + beta y^T, a 1 x len(y) GEMM with K = len(x). */
+static cublasStatus_t gemv(cublasHandle_t h, int dbl, cublasOperation_t t, int m, int n, const void *alpha,
+                           const void *A, int lda, const void *x, int incx, const void *beta, void *y, int incy) {
+    if ((unsigned)t > CUBLAS_OP_C || m < 0 || n < 0 || lda < (m > 1 ? m : 1) || incx == 0 || incy == 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (incx < 0 || incy < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (m == 0 || n == 0) return check(h); /* quick return, as cuBLAS */
+    int out = t == CUBLAS_OP_N ? m : n, k = t == CUBLAS_OP_N ? n : m;
+    cublasOperation_t tb = t == CUBLAS_OP_N ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (dbl) return gemm(h, D_TYPES, CUBLAS_OP_N, tb, 1, out, k, alpha, x, incx, 0, A, lda, 0, beta, y, incy, 0, 1);
+    return gemm(h, S_TYPES, CUBLAS_OP_N, tb, 1, out, k, alpha, x, incx, 0, A, lda, 0, beta, y, incy, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasSgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int n, const float *alpha,
+                                     const float *A, int lda, const float *x, int incx, const float *beta, float *y,
+                                     int incy) {
+    return gemv(h, 0, t, m, n, alpha, A, lda, x, incx, beta, y, incy);
+}
+
+EXPORT cublasStatus_t cublasDgemv_v2(cublasHandle_t h, cublasOperation_t t, int m, int n, const double *alpha,
+                                     const double *A, int lda, const double *x, int incx, const double *beta,
+                                     double *y, int incy) {
+    return gemv(h, 1, t, m, n, alpha, A, lda, x, incx, beta, y, incy);
+}
+
+/* dot: result = x^T y, a 1 x 1 GEMM into the result, which must be device memory (the handle in
+ * device pointer mode, as PyTorch sets it); a host result would need a round trip, not taken. */
+static cublasStatus_t dot(cublasHandle_t h, int dbl, int n, const void *x, int incx, const void *y, int incy,
+                          void *result) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!result) return CUBLAS_STATUS_INVALID_VALUE;
+    if (h->pmode != CUBLAS_POINTER_MODE_DEVICE) {
+        static atomic_int told;
+        if (!atomic_exchange(&told, 1))
+            fprintf(stderr, "gpucloud libcublas: cublas%cdot_v2 into host memory is not remoted "
+                            "(CUBLAS_STATUS_NOT_SUPPORTED); device pointer mode is\n", dbl ? 'D' : 'S');
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (incx < 0 || incy < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (n < 0 || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
+    static const float f1 = 1, f0 = 0;
+    static const double d1 = 1, d0 = 0;
+    /* n 0: K 0, so the result is beta * result = 0, as cuBLAS's */
+    if (dbl)
+        return gemm_scalars(h, 1, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n, &d1, x, incx, 0, y, incy, 0, &d0, result, 1,
+                            0, 1);
+    return gemm_scalars(h, 1, S_TYPES, CUBLAS_OP_N, CUBLAS_OP_T, 1, 1, n, &f1, x, incx, 0, y, incy, 0, &f0, result, 1, 0,
+                        1);
+}
+
+EXPORT cublasStatus_t cublasSdot_v2(cublasHandle_t h, int n, const float *x, int incx, const float *y, int incy,
+                                    float *result) {
+    return dot(h, 0, n, x, incx, y, incy, result);
+}
+
+EXPORT cublasStatus_t cublasDdot_v2(cublasHandle_t h, int n, const double *x, int incx, const double *y, int incy,
+                                    double *result) {
+    return dot(h, 1, n, x, incx, y, incy, result);
+}
+
+/* scal: x = alpha x, a GEMM with K 0 (C = beta C) and alpha as beta. One difference: alpha 0
+ * writes zeros over NaNs (GEMM's beta 0), where NVIDIA's scal keeps them. */
+EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha, float *x, int incx) {
+    if (n <= 0 || incx <= 0) return check(h); /* nothing to do, as cuBLAS */
+    return gemm(h, S_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasDscal_v2(cublasHandle_t h, int n, const double *alpha, double *x, int incx) {
+    if (n <= 0 || incx <= 0) return check(h);
+    return gemm(h, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
 }

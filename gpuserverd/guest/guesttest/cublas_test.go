@@ -1,6 +1,7 @@
 package guesttest
 
 import (
+	"debug/elf"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,61 @@ func buildCublas(t *testing.T) string {
 // simulated backend: GEMMs against a CPU product, copies, streams, refusals, handles.
 func TestCublasOnSim(t *testing.T) {
 	buildCublas(t)
-	runOK(t, startServer(t), "blas_sim_test")
+	out := runOK(t, startServer(t), "blas_sim_test")
+	if n := strings.Count(out, "gpucloud libcublas: cublasSaxpy_v2 is not remoted"); n != 1 {
+		t.Fatalf("a function not remoted, called twice: said %d times, want once\n%s", n, out)
+	}
+}
+
+// TestCublasExportsWhatTorchImports: every cuBLAS and cuBLASLt name PyTorch 2.11 imports
+// (cublas/torch-needs.txt, cublaslt/torch-needs.txt, from its wheel), and every one the wheel's
+// cuSOLVER imports (cublas/cusolver-needs.txt, "name@version node", from nm on the H100 machine),
+// is a function of gpucloud's libraries under NVIDIA's version node, so they load (torch links
+// them with RTLD_NOW).
+func TestCublasExportsWhatTorchImports(t *testing.T) {
+	dir := buildCublasLt(t)
+	exports := map[string]map[string]string{} // node -> name -> version
+	for _, lib := range []string{"libcublas.so.13", "libcublasLt.so.13"} {
+		f, err := elf.Open(filepath.Join(dir, lib))
+		if err != nil {
+			t.Fatal(err)
+		}
+		syms, err := f.DynamicSymbols()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		exports[lib] = map[string]string{}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
+				exports[lib][s.Name] = s.Version
+			}
+		}
+	}
+	for _, c := range []struct{ needs, node string }{
+		{"../cublas/torch-needs.txt", "libcublas.so.13"},
+		{"../cublaslt/torch-needs.txt", "libcublasLt.so.13"},
+		{"../cublas/cusolver-needs.txt", ""},
+	} {
+		needs, err := os.ReadFile(c.needs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Fields(string(needs)) {
+			name, node, ok := strings.Cut(line, "@")
+			if !ok {
+				node = c.node
+			}
+			n++
+			if v, ok := exports[node][name]; !ok || v != node {
+				t.Errorf("%s: %s: exported %v by %s, version %q", c.needs, name, ok, node, v)
+			}
+		}
+		if n < 10 {
+			t.Fatalf("%s: %d names", c.needs, n)
+		}
+	}
 }
 
 // TestCublasRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cublasCreate fails

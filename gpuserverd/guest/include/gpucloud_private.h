@@ -16,8 +16,11 @@
 #define GC_PRIVATE_TABLE_ID                                                                        \
     { 0xde, 0x27, 0x85, 0x2b, 0x18, 0x2f, 0x45, 0xd6, 0x9d, 0x4f, 0x2f, 0x95, 0x5e, 0x2d, 0x8f, 0x8f }
 #define GC_PRIVATE_ABI 1
-/* The sizes of the message structs the BLAS calls encode and decode (wire_gen.h). */
-#define GC_PRIVATE_WIRE_CHECK ((uint32_t)(sizeof(struct gw_blas_gemm) << 16 | sizeof(struct gw_blas_reply)))
+/* The sizes of the message structs the BLAS and cuBLASLt calls encode and decode (wire_gen.h):
+ * a libcublasLt newer than the libcuda that would decode its replies is refused, not served. */
+#define GC_PRIVATE_WIRE_CHECK                                                                      \
+    ((uint32_t)(sizeof(struct gw_blas_gemm) << 16 | sizeof(struct gw_blas_reply)) ^                \
+     (uint32_t)(sizeof(struct gw_lt_heuristic_reply) << 8))
 
 struct gc_private_table {
     size_t size; /* sizeof(struct gc_private_table) */
