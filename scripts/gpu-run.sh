@@ -173,10 +173,12 @@ run_programs() { # $1 = label (native/remote); the caller sets the environment
 
 settle() { :; } # natively nothing to wait for
 
-# sessions_active reads gpuserverd's gauge from its admin /metrics (bash's /dev/tcp: no curl needed).
+# sessions_active reads gpuserverd's gauge from its admin /metrics (bash's /dev/tcp: no curl needed),
+# with the admin token gpuserverd wrote into its data folder.
 sessions_active() {
-	local reply
-	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; } 2>/dev/null) || return 1
+	local reply auth=""
+	[[ -f ${SERVER_DATA:-}/admin-token ]] && auth="Authorization: Bearer $(cat "$SERVER_DATA/admin-token")"
+	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n%s\r\n\r\n' "$auth" >&3 && cat <&3; } 2>/dev/null) || return 1
 	sed -n 's/^gpuserverd_sessions_active \([0-9]*\).*/\1/p' <<<"$reply"
 }
 
@@ -195,6 +197,7 @@ wait_idle() {
 start_server() {
 	local data flags
 	data=$(mktemp -d)
+	SERVER_DATA=$data
 	flags=${GPUSERVERD_FLAGS//\{KEY\}/$1}
 	flags=${flags//\{PUBKEY\}/$(cat "$1")}
 	flags=${flags//\{DATA\}/$data}

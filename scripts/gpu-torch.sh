@@ -119,13 +119,15 @@ PY
 }
 
 sessions_active() {
-	local reply
-	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3 && cat <&3; } 2>/dev/null) || return 1
+	local reply auth=""
+	[[ -f ${SERVER_DATA:-}/admin-token ]] && auth="Authorization: Bearer $(cat "$SERVER_DATA/admin-token")"
+	reply=$( { exec 3<>"/dev/tcp/${ADMIN%:*}/${ADMIN##*:}" && printf 'GET /metrics HTTP/1.0\r\n%s\r\n\r\n' "$auth" >&3 && cat <&3; } 2>/dev/null) || return 1
 	sed -n 's/^gpuserverd_sessions_active \([0-9]*\).*/\1/p' <<<"$reply"
 }
 start_server() { # KEYFILE LOG
+	SERVER_DATA=$(mktemp -d "$W/data.XXXX") # gpuserverd writes its admin token there
 	"$ROOT/bin/gpuserverd" --backend cuda --id "$SERVER_ID" --listen "$ADDR" --listen-unix "$SOCK" --admin "$ADMIN" \
-		--public-key "$(cat "$1")" --data-dir "$(mktemp -d "$W/data.XXXX")" >"$OUT/$2.log" 2>&1 &
+		--public-key "$(cat "$1")" --data-dir "$SERVER_DATA" >"$OUT/$2.log" 2>&1 &
 	server=$!
 	for _ in $(seq 50); do [[ -n $(sessions_active) ]] && break; sleep 0.2; done
 }
