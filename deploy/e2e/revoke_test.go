@@ -51,7 +51,7 @@ func TestRevocationReachesGPUServer(t *testing.T) {
 	go sdktest.PlayHost(ctx, t, hc)
 	tenant := env.Client(t, env.A.AdminKey)
 	mk := func(name string) (sdk.Instance, string) {
-		inst, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: name, InstanceTypeID: typ, Image: "base"})
+		inst, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: name, InstanceTypeID: typ, Image: "ubuntu-24.04"}) // registered by sdktest; the host is played
 		if err != nil {
 			t.Fatal(err)
 		}
