@@ -43,18 +43,25 @@ WITH input AS (
 months AS (
     SELECT DISTINCT tenant_id, date_trunc('month', start_at AT TIME ZONE 'UTC')::date AS month FROM input
 ),
+-- The batch's tenants' closed months from the earliest month it holds on, read in one index scan
+-- (usually none: only records arriving after their month closed meet one).
+closed AS MATERIALIZED (
+    SELECT i.tenant_id, i.period FROM billing_invoices i
+    WHERE i.tenant_id = ANY (ARRAY(SELECT DISTINCT tenant_id FROM months))
+        AND i.period >= (SELECT min(month) FROM months) AND i.status = 'closed'
+),
+-- A record's month is booked as itself unless closed; then as the first open month after it: the
+-- smallest of the month and every closed month's successor that is itself not closed.
+candidates AS (
+    SELECT m.tenant_id, m.month, m.month AS booked FROM months m
+    UNION ALL
+    SELECT m.tenant_id, m.month, (c.period + interval '1 month')::date
+    FROM months m JOIN closed c ON c.tenant_id = m.tenant_id AND c.period >= m.month
+),
 booking AS MATERIALIZED (
-    SELECT m.tenant_id, m.month,
-        (SELECT min(c.month) FROM (
-            SELECT m.month
-            UNION ALL
-            SELECT (i.period + interval '1 month')::date FROM billing_invoices i
-            WHERE i.tenant_id = m.tenant_id AND i.status = 'closed' AND i.period >= m.month
-        ) AS c(month)
-        WHERE NOT EXISTS (SELECT 1 FROM billing_invoices i
-            WHERE i.tenant_id = m.tenant_id AND i.status = 'closed' AND i.period = c.month)
-        ) AS booked_period
-    FROM months m
+    SELECT k.tenant_id, k.month, min(k.booked) AS booked_period FROM candidates k
+    WHERE NOT EXISTS (SELECT 1 FROM closed c WHERE c.tenant_id = k.tenant_id AND c.period = k.booked)
+    GROUP BY k.tenant_id, k.month
 ),
 ins AS (
     INSERT INTO billing_usage_records (id, kind, source, tenant_id, instance_id, session_id,
