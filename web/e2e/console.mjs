@@ -201,6 +201,21 @@ try {
   await a.getByTestId('usage-total').filter({ hasText: 'some usage has no price yet' }).waitFor();
   await shot(a, '09-usage');
 
+  log('tenant A registers a webhook endpoint (field error first), its secret shown once, and opens its delivery log');
+  await a.getByRole('link', { name: 'Webhooks' }).click();
+  await a.getByLabel('Endpoint URL').fill('https://hooks.a.example/gpucloud');
+  await a.getByRole('button', { name: 'Add endpoint' }).click();
+  await a.locator('.field-error[data-field="events"]').filter({ hasText: 'must list' }).waitFor();
+  await a.getByLabel('instance.state').check();
+  await a.getByLabel('credit.low').check();
+  await a.getByRole('button', { name: 'Add endpoint' }).click();
+  assert.match(await a.getByTestId('webhook-secret').textContent(), /^whsec_[0-9a-f]{64}$/);
+  const hookRow = a.locator('[data-testid="webhooks"] tr[data-url="https://hooks.a.example/gpucloud"]');
+  await hookRow.getByText('credit.low, instance.state').waitFor();
+  await a.getByRole('button', { name: 'deliveries of https://hooks.a.example/gpucloud' }).click();
+  await a.getByTestId('deliveries').waitFor();
+  await shot(a, '09b-webhooks');
+
   log('operator: fleet capacity, cordon a host, tenants and quota field errors');
   const op = await signedIn(env('OPERATOR'));
   await op.waitForURL(/#\/fleet$/);
@@ -238,6 +253,16 @@ try {
   assert.deepEqual(json.rows.map((r) => r.group).sort(), ['dedicated', 'shared'], 'one row per tier');
   const shown = await fin.locator('[data-testid="report"] tbody tr').allTextContents();
   assert.equal(shown.length, json.rows.length, 'the page shows every report row');
+
+  log('finance sees every endpoint with its owner; tenant A deletes its own');
+  await fin.getByRole('link', { name: 'Webhooks' }).click();
+  await fin.locator('[data-testid="webhooks"] tr[data-url="https://hooks.a.example/gpucloud"]').getByText('tenant', { exact: true }).waitFor();
+  await shot(fin, '13-webhooks-finance');
+  await a.goto(BASE + '/#/webhooks');
+  await a.getByRole('button', { name: 'delete https://hooks.a.example/gpucloud' }).click();
+  await a.locator('#confirm-ok').click();
+  await a.locator('[data-testid="webhooks"] tr[data-url="https://hooks.a.example/gpucloud"]').waitFor({ state: 'detached' });
+  await a.getByText('No webhook endpoints.').waitFor();
   console.log('[e2e] all steps passed');
 } catch (e) {
   console.error(`[e2e] FAILED at step "${step}": ${e.stack || e}`);

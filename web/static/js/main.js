@@ -9,15 +9,16 @@ import { usage } from './pages/usage.js';
 import { fleet } from './pages/fleet.js';
 import { tenants } from './pages/tenants.js';
 import { reports } from './pages/reports.js';
+import { webhooks } from './pages/webhooks.js';
 
 export const session = { me: null, user: null };
 
 const tenantRoles = ['tenant-admin', 'tenant-member'];
 const navByRole = {
-  'tenant-admin': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/keys', 'API keys']],
+  'tenant-admin': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/webhooks', 'Webhooks'], ['#/keys', 'API keys']],
   'tenant-member': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/keys', 'API keys']],
   operator: [['#/fleet', 'Fleet'], ['#/tenants', 'Tenants'], ['#/instances', 'Instances'], ['#/keys', 'API keys']],
-  finance: [['#/reports', 'GPU-hour report'], ['#/tenants', 'Tenants'], ['#/keys', 'API keys']],
+  finance: [['#/reports', 'GPU-hour report'], ['#/webhooks', 'Webhooks'], ['#/tenants', 'Tenants'], ['#/keys', 'API keys']],
 };
 
 const routes = [
@@ -30,6 +31,7 @@ const routes = [
   [/^#\/fleet$/, () => fleet],
   [/^#\/tenants$/, () => tenants],
   [/^#\/reports$/, () => reports],
+  [/^#\/webhooks$/, () => webhooks],
 ];
 
 export function home() {
