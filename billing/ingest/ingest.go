@@ -83,12 +83,12 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(in
 // fails whole, nothing of it lands, and runs again with ON CONFLICT DO NOTHING.
 func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, error) {
 	cols := toColumns(recs)
-	query := insertNewSQL
+	fast := true
 	for attempt := 1; ; attempt++ {
-		n, err := in.storeOnce(ctx, query, recs, cols)
+		n, err := in.storeOnce(ctx, fast, recs, cols)
 		var pgErr *pgconn.PgError
-		if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" && query == insertNewSQL {
-			query = insertSQL
+		if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" && fast {
+			fast = false
 			continue
 		}
 		if err != nil && errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") && attempt < 5 {
@@ -99,7 +99,11 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 	}
 }
 
-func (in *Ingester) storeOnce(ctx context.Context, query string, recs []api.UsageRecord, c columns) (int, error) {
+// spread says whether a batch's pieces hardly compress (more than one rollup key per two
+// records): then they go straight into the rollups (insertNewDirectSQL).
+func spread(pieces, records int) bool { return 2*pieces > records }
+
+func (in *Ingester) storeOnce(ctx context.Context, fast bool, recs []api.UsageRecord, c columns) (int, error) {
 	// Both statements go in one round trip; a batch without BEGIN runs as one implicit
 	// transaction in PostgreSQL (all or nothing, locks held to its end).
 	b := &pgx.Batch{}
@@ -110,10 +114,15 @@ func (in *Ingester) storeOnce(ctx context.Context, query string, recs []api.Usag
 	args := []any{c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
 		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
 		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB}
-	if query == insertNewSQL {
+	query := insertSQL
+	if fast {
 		p := toPending(recs, c.tenantID)
 		args = append(args, p.tenant, p.month, p.hour, p.kind, p.tier, p.gpuModel, p.instType,
 			p.gpuMS, p.quotaMiBMS, p.vmMS, p.recs)
+		query = insertNewSQL
+		if spread(len(p.tenant), len(recs)) {
+			query = insertNewDirectSQL
+		}
 	}
 	b.Queue(query, args...)
 	br := in.pool.SendBatch(ctx, b)

@@ -335,3 +335,46 @@ func TestBookingSkipsClosedMonthsPerTenant(t *testing.T) {
 		t.Fatalf("%d May adjustment rollups for the tenant with March and April closed, want 1", n)
 	}
 }
+
+// A batch spread over many rollup keys (here one tenant each) goes straight into the hourly
+// rollups; one that compresses (one tenant, one hour) waits in the pending table for the flush.
+// Either way every millisecond is counted once.
+func TestSpreadBatchesSkipPending(t *testing.T) {
+	ctx := context.Background()
+	in, pool := newIngester(t)
+	var spread, dense []api.UsageRecord
+	one := uuid.New()
+	for i := range 10 {
+		spread = append(spread, billingtest.GPU(fmt.Sprintf("spread-%d", i), uuid.New(), march.Add(time.Hour), time.Minute))
+		dense = append(dense, billingtest.GPU(fmt.Sprintf("dense-%d", i), one, march.Add(2*time.Hour+time.Duration(i)*time.Minute), time.Minute))
+	}
+	pending := func() (n int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_pending`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if res, err := in.Ingest(ctx, api.UsageBatch{Records: spread}, nil); err != nil || res.Accepted != 10 {
+		t.Fatalf("spread batch: %+v, %v", res, err)
+	}
+	var direct int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&direct); err != nil {
+		t.Fatal(err)
+	}
+	if p := pending(); p != 0 || direct != 10 {
+		t.Fatalf("spread batch: %d pending rows, %d rollup rows before any flush; want 0 and 10", p, direct)
+	}
+	if res, err := in.Ingest(ctx, api.UsageBatch{Records: dense}, nil); err != nil || res.Accepted != 10 {
+		t.Fatalf("dense batch: %+v, %v", res, err)
+	}
+	if p := pending(); p != 1 {
+		t.Fatalf("dense batch: %d pending rows, want 1 (ten records of one key)", p)
+	}
+	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_hourly`); ms != 20*60*1000 {
+		t.Fatalf("rollups hold %d GPU-ms after the flush, want %d", ms, 20*60*1000)
+	}
+	if n := count(t, pool, `SELECT sum(records) FROM billing_usage_hourly`); n != 20 {
+		t.Fatalf("rollups count %d records, want 20", n)
+	}
+}
