@@ -201,6 +201,19 @@ try {
   await a.getByTestId('usage-total').filter({ hasText: 'some usage has no price yet' }).waitFor();
   await shot(a, '09-usage');
 
+  log('tenant A sets a monthly budget (bad thresholds refused, naming the field) and sees it');
+  await a.getByText('No monthly budget.').waitFor();
+  await a.getByLabel('Budget (USD per month)').fill('25');
+  await a.getByLabel('Alert thresholds (%)').fill('80, 50');
+  await a.getByRole('button', { name: 'Save budget' }).click();
+  await a.locator('#err-thresholds').filter({ hasText: 'ascending' }).waitFor();
+  await a.getByLabel('Alert thresholds (%)').fill('50, 90');
+  await a.getByLabel('Hard stop').selectOption('block_create');
+  await a.getByRole('button', { name: 'Save budget' }).click();
+  await a.getByTestId('budget').filter({ hasText: 'Monthly budget $25.00, alerts at 50, 90%, hard stop: block_create.' }).waitFor();
+  const bud = await (await a.request.get(`${BASE}/v1/budget`)).json();
+  assert.deepEqual([bud.limit_cents, bud.thresholds, bud.hard_stop], [2500, [50, 90], 'block_create'], 'the API holds what the page set');
+
   log('tenant A registers a webhook endpoint (field error first), its secret shown once, and opens its delivery log');
   await a.getByRole('link', { name: 'Webhooks' }).click();
   await a.getByLabel('Endpoint URL').fill('https://hooks.a.example/gpucloud');
