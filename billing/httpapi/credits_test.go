@@ -83,6 +83,7 @@ func TestCreditsBudgetsWebhooksIsolated(t *testing.T) {
 	hook := decode[struct {
 		ID     string `json:"id"`
 		Secret string `json:"secret"`
+		Owner  string `json:"owner"`
 	}](t, do(t, h, alice, "POST", "/v1/webhooks", map[string]any{"url": "https://example.com/hook", "events": []string{"budget.threshold", "instance.state"}}), 201)
 	if !strings.HasPrefix(hook.Secret, "whsec_") {
 		t.Fatalf("webhook %+v", hook)
@@ -98,7 +99,24 @@ func TestCreditsBudgetsWebhooksIsolated(t *testing.T) {
 	if l := decode[struct{ Items []map[string]any }](t, do(t, h, bob, "GET", "/v1/webhooks", nil), 200); len(l.Items) != 0 {
 		t.Fatalf("bob sees webhooks %+v", l)
 	}
-	if l := decode[struct{ Items []map[string]any }](t, do(t, h, finance, "GET", "/v1/webhooks", nil), 200); len(l.Items) != 2 || l.Items[0]["secret"] != nil {
+	// Finance's endpoint for alice's events is finance's: alice neither sees nor deletes it.
+	watch := decode[struct {
+		ID    string `json:"id"`
+		Owner string `json:"owner"`
+	}](t, do(t, h, finance, "POST", "/v1/webhooks", map[string]any{"url": "https://finance.example.com/a", "events": []string{"credit.low"}, "tenant_id": a.String()}), 201)
+	if watch.Owner != "finance" || hook.Owner != "tenant" {
+		t.Fatalf("owners: finance's %q, alice's %q", watch.Owner, hook.Owner)
+	}
+	if l := decode[struct{ Items []map[string]any }](t, do(t, h, alice, "GET", "/v1/webhooks", nil), 200); len(l.Items) != 1 || l.Items[0]["id"] != hook.ID {
+		t.Fatalf("alice sees %+v, want only her own endpoint", l)
+	}
+	for _, m := range []string{"GET /v1/webhooks/" + watch.ID + "/deliveries", "DELETE /v1/webhooks/" + watch.ID} {
+		parts := strings.SplitN(m, " ", 2)
+		if w := do(t, h, alice, parts[0], parts[1], nil); w.Code != 404 {
+			t.Errorf("alice %s on finance's endpoint for her: %d, want 404", m, w.Code)
+		}
+	}
+	if l := decode[struct{ Items []map[string]any }](t, do(t, h, finance, "GET", "/v1/webhooks", nil), 200); len(l.Items) != 3 || l.Items[0]["secret"] != nil {
 		t.Fatalf("finance sees %+v", l)
 	}
 	for _, m := range []string{"GET /v1/webhooks/" + hook.ID + "/deliveries", "DELETE /v1/webhooks/" + hook.ID} {

@@ -143,13 +143,13 @@ func OpenAPIPaths() map[string]any {
 		},
 		"/v1/webhooks": map[string]any{
 			"get": map[string]any{
-				"operationId": "listWebhooks", "tags": []string{"billing"}, "summary": "Webhook endpoints (tenants: their own)",
+				"operationId": "listWebhooks", "tags": []string{"billing"}, "summary": "Webhook endpoints (tenants: their own; finance: all, each with its owner, tenant or finance)",
 				"parameters": []any{param("tenant_id", "query", "platform roles: filter by tenant", false, str)},
 				"responses":  errs(map[string]any{"200": jsonResp("endpoints", obj)}, "400", "401", "403", "404", "500"),
 			},
 			"post": map[string]any{
 				"operationId": "createWebhook", "tags": []string{"billing"}, "parameters": idemKey,
-				"summary": "Register a webhook endpoint (tenant admin: its events; finance: one tenant's or, without tenant_id, every tenant's). Deliveries are POSTs signed in header Gpucloud-Signature: t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>' keyed by the secret>; Gpucloud-Event names the type, Gpucloud-Delivery the delivery (the same on retries). The secret is in this answer only",
+				"summary": "Register a webhook endpoint (tenant admin: its events; finance: one tenant's or, without tenant_id, every tenant's; finance's endpoints are owned by finance: the tenant neither sees nor deletes them). Deliveries are POSTs signed in header Gpucloud-Signature: t=<unix>,v1=<hex HMAC-SHA256 of '<t>.<body>' keyed by the secret>; Gpucloud-Event names the type, Gpucloud-Delivery the delivery (the same on retries). The secret is in this answer only",
 				"requestBody": body(map[string]any{"type": "object", "required": []string{"url", "events"},
 					"properties": map[string]any{"url": str, "tenant_id": str, "events": map[string]any{"type": "array",
 						"items": enum("budget.threshold", "credit.low", "invoice.closed", "instance.failed", "instance.state")}}}),

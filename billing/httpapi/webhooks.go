@@ -21,7 +21,8 @@ type webhookRequest struct {
 }
 
 // createWebhook registers an endpoint: a tenant admin's for its own tenant's events, finance's
-// for one tenant or (no tenant_id) every tenant. The secret is in this answer only.
+// for one tenant or (no tenant_id) every tenant. The secret is in this answer only. Finance's
+// endpoints are finance's: the tenant they report on neither sees nor deletes them.
 func (s *Service) createWebhook(c *gin.Context) {
 	var req webhookRequest
 	if d := decodeStrict(c, &req); d != nil {
@@ -30,6 +31,7 @@ func (s *Service) createWebhook(c *gin.Context) {
 	}
 	p := principal(c)
 	var tenant *uuid.UUID
+	create := s.hooks.CreateForFinance // finance's endpoint, one tenant's events or all
 	switch {
 	case p.Role == authn.RoleTenantAdmin:
 		if req.TenantID != "" && req.TenantID != p.TenantID.String() {
@@ -38,6 +40,7 @@ func (s *Service) createWebhook(c *gin.Context) {
 		}
 		t := p.TenantID
 		tenant = &t
+		create = s.hooks.Create // the tenant's own
 	case req.TenantID != "":
 		t, err := uuid.Parse(req.TenantID)
 		if err != nil || t == uuid.Nil {
@@ -46,7 +49,7 @@ func (s *Service) createWebhook(c *gin.Context) {
 		}
 		tenant = &t
 	}
-	ep, err := s.hooks.Create(c.Request.Context(), tenant, req.URL, req.Events)
+	ep, err := create(c.Request.Context(), tenant, req.URL, req.Events)
 	s.answer(c, http.StatusCreated, ep, err)
 }
 

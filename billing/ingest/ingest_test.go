@@ -296,3 +296,85 @@ func TestIngestWaitsForClose(t *testing.T) {
 		t.Fatalf("record booked %s adjustment=%v, want an April adjustment", booked.Format("2006-01"), adj)
 	}
 }
+
+// Booking over several tenants in one batch: a month closed for one tenant sends its records to
+// the first open month after it (past a run of closed months), while another tenant's records of
+// the same month stay in it, and a third tenant's open month between closed ones is used.
+func TestBookingSkipsClosedMonthsPerTenant(t *testing.T) {
+	ctx := context.Background()
+	in, pool := newIngester(t)
+	twoClosed, open, gap := uuid.New(), uuid.New(), uuid.New()
+	for _, c := range []struct {
+		tenant uuid.UUID
+		month  time.Time
+	}{{twoClosed, march}, {twoClosed, march.AddDate(0, 1, 0)}, {gap, march}, {gap, march.AddDate(0, 2, 0)}} {
+		if _, err := pool.Exec(ctx, `INSERT INTO billing_invoices (tenant_id, period, status, closed_at) VALUES ($1, $2, 'closed', now())`, c.tenant, c.month); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := []api.UsageRecord{
+		billingtest.GPU("two-closed", twoClosed, march.Add(time.Hour), time.Minute),
+		billingtest.GPU("open", open, march.Add(time.Hour), time.Minute),
+		billingtest.GPU("gap", gap, march.Add(time.Hour), time.Minute),
+	}
+	if res, err := in.Ingest(ctx, api.UsageBatch{Records: recs}, nil); err != nil || res.Accepted != 3 {
+		t.Fatalf("ingest: %+v, %v", res, err)
+	}
+	want := map[string]string{"two-closed": "2026-05 true", "open": "2026-03 false", "gap": "2026-04 true"}
+	for id, w := range want {
+		var booked time.Time
+		var adj bool
+		if err := pool.QueryRow(ctx, `SELECT booked_period, adjustment FROM billing_usage_records WHERE id = $1`, id).Scan(&booked, &adj); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%s %v", booked.Format("2006-01"), adj); got != w {
+			t.Errorf("%s booked %s, want %s", id, got, w)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM billing_usage_hourly WHERE booked_period = '2026-05-01' AND adjustment AND tenant_id = $1`, twoClosed); n != 1 {
+		t.Fatalf("%d May adjustment rollups for the tenant with March and April closed, want 1", n)
+	}
+}
+
+// A batch spread over many rollup keys (here one tenant each) goes straight into the hourly
+// rollups; one that compresses (one tenant, one hour) waits in the pending table for the flush.
+// Either way every millisecond is counted once.
+func TestSpreadBatchesSkipPending(t *testing.T) {
+	ctx := context.Background()
+	in, pool := newIngester(t)
+	var spread, dense []api.UsageRecord
+	one := uuid.New()
+	for i := range 10 {
+		spread = append(spread, billingtest.GPU(fmt.Sprintf("spread-%d", i), uuid.New(), march.Add(time.Hour), time.Minute))
+		dense = append(dense, billingtest.GPU(fmt.Sprintf("dense-%d", i), one, march.Add(2*time.Hour+time.Duration(i)*time.Minute), time.Minute))
+	}
+	pending := func() (n int64) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_pending`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if res, err := in.Ingest(ctx, api.UsageBatch{Records: spread}, nil); err != nil || res.Accepted != 10 {
+		t.Fatalf("spread batch: %+v, %v", res, err)
+	}
+	var direct int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&direct); err != nil {
+		t.Fatal(err)
+	}
+	if p := pending(); p != 0 || direct != 10 {
+		t.Fatalf("spread batch: %d pending rows, %d rollup rows before any flush; want 0 and 10", p, direct)
+	}
+	if res, err := in.Ingest(ctx, api.UsageBatch{Records: dense}, nil); err != nil || res.Accepted != 10 {
+		t.Fatalf("dense batch: %+v, %v", res, err)
+	}
+	if p := pending(); p != 1 {
+		t.Fatalf("dense batch: %d pending rows, want 1 (ten records of one key)", p)
+	}
+	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_hourly`); ms != 20*60*1000 {
+		t.Fatalf("rollups hold %d GPU-ms after the flush, want %d", ms, 20*60*1000)
+	}
+	if n := count(t, pool, `SELECT sum(records) FROM billing_usage_hourly`); n != 20 {
+		t.Fatalf("rollups count %d records, want 20", n)
+	}
+}

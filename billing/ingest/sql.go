@@ -20,16 +20,44 @@ const insertNewSQL = insertHead + `
 pending AS (
     INSERT INTO billing_usage_pending (tenant_id, booked_period, adjustment, hour, kind, tier,
         gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
-    SELECT p.tenant_id, b.booked_period, b.booked_period <> b.month, p.hour, p.kind, p.tier,
+    ` + bookedPieces + `
+)
+` + returnAll
+
+// insertNewDirectSQL is insertNewSQL for a batch whose pieces hardly compress (records spread
+// over many tenants: ~one rollup key per record). Parking such pieces in billing_usage_pending
+// buys nothing (the flush would upsert as many rows) and costs an insert and a delete per piece,
+// so they go straight into the rollups, locked in key order as the flush locks them (concurrent
+// batches and flushes wait, never deadlock; a deadlock would be retried). Batches that do
+// compress (few tenants: hot keys every concurrent batch shares) keep to the pending table, so
+// they do not queue on each other's rollup rows.
+const insertNewDirectSQL = insertHead + `
+),
+rolled AS (
+    INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
+        gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
+    ` + bookedPieces + `
+    ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
+    ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
+    DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
+        quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
+        vm_ms = r.vm_ms + excluded.vm_ms,
+        records = r.records + excluded.records
+)
+` + returnAll
+
+// bookedPieces selects the pieces computed in Go (toPending, $19-$29) with their booked period.
+const bookedPieces = `SELECT p.tenant_id, b.booked_period, b.booked_period <> b.month, p.hour, p.kind, p.tier,
         p.gpu_model, p.instance_type, p.gpu_ms, p.quota_mib_ms, p.vm_ms, p.records
     FROM unnest($19::uuid[], $20::date[], $21::timestamptz[], $22::text[], $23::text[],
         $24::text[], $25::text[], $26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[])
         AS p(tenant_id, month, hour, kind, tier, gpu_model, instance_type, gpu_ms, quota_mib_ms,
         vm_ms, records)
-    JOIN booking b ON b.tenant_id = p.tenant_id AND b.month = p.month
-)
--- Data-modifying CTEs always run to completion, read or not; this path inserts every row or fails.
-SELECT cardinality($1::text[])`
+    JOIN booking b ON b.tenant_id = p.tenant_id AND b.month = p.month`
+
+// returnAll ends the fast paths: data-modifying CTEs always run to completion, read or not; these
+// paths insert every row or fail.
+const returnAll = `SELECT cardinality($1::text[])`
 
 const insertHead = `
 WITH input AS (
@@ -43,18 +71,25 @@ WITH input AS (
 months AS (
     SELECT DISTINCT tenant_id, date_trunc('month', start_at AT TIME ZONE 'UTC')::date AS month FROM input
 ),
+-- The batch's tenants' closed months from the earliest month it holds on, read in one index scan
+-- (usually none: only records arriving after their month closed meet one).
+closed AS MATERIALIZED (
+    SELECT i.tenant_id, i.period FROM billing_invoices i
+    WHERE i.tenant_id = ANY (ARRAY(SELECT DISTINCT tenant_id FROM months))
+        AND i.period >= (SELECT min(month) FROM months) AND i.status = 'closed'
+),
+-- A record's month is booked as itself unless closed; then as the first open month after it: the
+-- smallest of the month and every closed month's successor that is itself not closed.
+candidates AS (
+    SELECT m.tenant_id, m.month, m.month AS booked FROM months m
+    UNION ALL
+    SELECT m.tenant_id, m.month, (c.period + interval '1 month')::date
+    FROM months m JOIN closed c ON c.tenant_id = m.tenant_id AND c.period >= m.month
+),
 booking AS MATERIALIZED (
-    SELECT m.tenant_id, m.month,
-        (SELECT min(c.month) FROM (
-            SELECT m.month
-            UNION ALL
-            SELECT (i.period + interval '1 month')::date FROM billing_invoices i
-            WHERE i.tenant_id = m.tenant_id AND i.status = 'closed' AND i.period >= m.month
-        ) AS c(month)
-        WHERE NOT EXISTS (SELECT 1 FROM billing_invoices i
-            WHERE i.tenant_id = m.tenant_id AND i.status = 'closed' AND i.period = c.month)
-        ) AS booked_period
-    FROM months m
+    SELECT k.tenant_id, k.month, min(k.booked) AS booked_period FROM candidates k
+    WHERE NOT EXISTS (SELECT 1 FROM closed c WHERE c.tenant_id = k.tenant_id AND c.period = k.booked)
+    GROUP BY k.tenant_id, k.month
 ),
 ins AS (
     INSERT INTO billing_usage_records (id, kind, source, tenant_id, instance_id, session_id,

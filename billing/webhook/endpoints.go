@@ -17,7 +17,8 @@ import (
 // Endpoint is a registered receiver. Secret is returned only when it is created.
 type Endpoint struct {
 	ID        uuid.UUID  `json:"id"`
-	TenantID  *uuid.UUID `json:"tenant_id"` // nil: finance's, every tenant's events
+	TenantID  *uuid.UUID `json:"tenant_id"` // nil: every tenant's events
+	Owner     string     `json:"owner"`     // OwnerTenant or OwnerFinance
 	URL       string     `json:"url"`
 	Events    []string   `json:"events"`
 	Secret    string     `json:"secret,omitempty"`
@@ -53,8 +54,30 @@ type Store struct{ pool *pgxpool.Pool }
 // NewStore returns the endpoint store on pool.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 
-// Create registers an endpoint with a new random secret.
+// Owners of an endpoint: a tenant's own endpoint is visible to and deletable by the tenant;
+// finance's (for every tenant, or for one tenant's events) only by finance.
+const (
+	OwnerTenant  = "tenant"
+	OwnerFinance = "finance"
+)
+
+// Create registers an endpoint with a new random secret: the tenant's own for its events, or,
+// with tenant nil, finance's for every tenant's.
 func (s *Store) Create(ctx context.Context, tenant *uuid.UUID, rawURL string, events []string) (Endpoint, error) {
+	owner := OwnerTenant
+	if tenant == nil {
+		owner = OwnerFinance
+	}
+	return s.create(ctx, owner, tenant, rawURL, events)
+}
+
+// CreateForFinance registers finance's endpoint for one tenant's events (every tenant's with
+// tenant nil): the tenant does not see it.
+func (s *Store) CreateForFinance(ctx context.Context, tenant *uuid.UUID, rawURL string, events []string) (Endpoint, error) {
+	return s.create(ctx, OwnerFinance, tenant, rawURL, events)
+}
+
+func (s *Store) create(ctx context.Context, owner string, tenant *uuid.UUID, rawURL string, events []string) (Endpoint, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(rawURL) > 2048 || u.User != nil {
 		return Endpoint{}, &FieldError{"url", "must be an http or https URL without credentials (at most 2048 bytes)"}
@@ -73,28 +96,32 @@ func (s *Store) Create(ctx context.Context, tenant *uuid.UUID, rawURL string, ev
 	if _, err := rand.Read(b); err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: secret: %w", err)
 	}
-	ep := Endpoint{TenantID: tenant, URL: rawURL, Events: events, Secret: "whsec_" + hex.EncodeToString(b)}
-	if err := s.pool.QueryRow(ctx, `INSERT INTO billing_webhooks (tenant_id, url, secret, events) VALUES ($1, $2, $3, $4)
-		RETURNING id, created_at`, tenant, rawURL, ep.Secret, events).Scan(&ep.ID, &ep.CreatedAt); err != nil {
+	ep := Endpoint{TenantID: tenant, Owner: owner, URL: rawURL, Events: events, Secret: "whsec_" + hex.EncodeToString(b)}
+	if err := s.pool.QueryRow(ctx, `INSERT INTO billing_webhooks (tenant_id, owner, url, secret, events) VALUES ($1, $2, $3, $4, $5)
+		RETURNING id, created_at`, tenant, owner, rawURL, ep.Secret, events).Scan(&ep.ID, &ep.CreatedAt); err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: create: %w", err)
 	}
 	ep.CreatedAt = ep.CreatedAt.UTC()
 	return ep, nil
 }
 
-// visible is the condition for a caller scoped to tenant (nil: finance, all).
-const visible = `deleted_at IS NULL AND ($1::uuid IS NULL OR tenant_id = $1)`
+// ownedBy is the condition for a caller scoped to tenant (nil: finance, all): a tenant has only
+// its own endpoints, not finance's for it.
+const ownedBy = `($1::uuid IS NULL OR (tenant_id = $1 AND owner = 'tenant'))`
+
+// visible is ownedBy, live endpoints only.
+const visible = `deleted_at IS NULL AND ` + ownedBy
 
 // List returns the live endpoints the scope sees (secrets left out).
 func (s *Store) List(ctx context.Context, tenant *uuid.UUID) ([]Endpoint, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id, url, events, created_at FROM billing_webhooks
+	rows, err := s.pool.Query(ctx, `SELECT id, tenant_id, owner, url, events, created_at FROM billing_webhooks
 		WHERE `+visible+` ORDER BY created_at, id`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) {
 		var e Endpoint
-		err := r.Scan(&e.ID, &e.TenantID, &e.URL, &e.Events, &e.CreatedAt)
+		err := r.Scan(&e.ID, &e.TenantID, &e.Owner, &e.URL, &e.Events, &e.CreatedAt)
 		e.CreatedAt = e.CreatedAt.UTC()
 		return e, err
 	})
@@ -125,7 +152,7 @@ func (s *Store) Delete(ctx context.Context, tenant *uuid.UUID, id uuid.UUID) err
 // the newest), at most limit.
 func (s *Store) Deliveries(ctx context.Context, tenant *uuid.UUID, id uuid.UUID, before int64, limit int) ([]Delivery, error) {
 	var ok bool
-	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM billing_webhooks WHERE ($1::uuid IS NULL OR tenant_id = $1) AND id = $2)`,
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM billing_webhooks WHERE `+ownedBy+` AND id = $2)`,
 		tenant, id).Scan(&ok); err != nil {
 		return nil, fmt.Errorf("webhook: deliveries: %w", err)
 	}

@@ -201,6 +201,34 @@ try {
   await a.getByTestId('usage-total').filter({ hasText: 'some usage has no price yet' }).waitFor();
   await shot(a, '09-usage');
 
+  log('tenant A sets a monthly budget (bad thresholds refused, naming the field) and sees it');
+  await a.getByText('No monthly budget.').waitFor();
+  await a.getByLabel('Budget (USD per month)').fill('25');
+  await a.getByLabel('Alert thresholds (%)').fill('80, 50');
+  await a.getByRole('button', { name: 'Save budget' }).click();
+  await a.locator('#err-thresholds').filter({ hasText: 'ascending' }).waitFor();
+  await a.getByLabel('Alert thresholds (%)').fill('50, 90');
+  await a.getByLabel('Hard stop').selectOption('block_create');
+  await a.getByRole('button', { name: 'Save budget' }).click();
+  await a.getByTestId('budget').filter({ hasText: 'Monthly budget $25.00, alerts at 50, 90%, hard stop: block_create.' }).waitFor();
+  const bud = await (await a.request.get(`${BASE}/v1/budget`)).json();
+  assert.deepEqual([bud.limit_cents, bud.thresholds, bud.hard_stop], [2500, [50, 90], 'block_create'], 'the API holds what the page set');
+
+  log('tenant A registers a webhook endpoint (field error first), its secret shown once, and opens its delivery log');
+  await a.getByRole('link', { name: 'Webhooks' }).click();
+  await a.getByLabel('Endpoint URL').fill('https://hooks.a.example/gpucloud');
+  await a.getByRole('button', { name: 'Add endpoint' }).click();
+  await a.locator('.field-error[data-field="events"]').filter({ hasText: 'must list' }).waitFor();
+  await a.getByLabel('instance.state').check();
+  await a.getByLabel('credit.low').check();
+  await a.getByRole('button', { name: 'Add endpoint' }).click();
+  assert.match(await a.getByTestId('webhook-secret').textContent(), /^whsec_[0-9a-f]{64}$/);
+  const hookRow = a.locator('[data-testid="webhooks"] tr[data-url="https://hooks.a.example/gpucloud"]');
+  await hookRow.getByText('credit.low, instance.state').waitFor();
+  await a.getByRole('button', { name: 'deliveries of https://hooks.a.example/gpucloud' }).click();
+  await a.getByTestId('deliveries').waitFor();
+  await shot(a, '09b-webhooks');
+
   log('operator: fleet capacity, cordon a host, tenants and quota field errors');
   const op = await signedIn(env('OPERATOR'));
   await op.waitForURL(/#\/fleet$/);
@@ -238,6 +266,38 @@ try {
   assert.deepEqual(json.rows.map((r) => r.group).sort(), ['dedicated', 'shared'], 'one row per tier');
   const shown = await fin.locator('[data-testid="report"] tbody tr').allTextContents();
   assert.equal(shown.length, json.rows.length, 'the page shows every report row');
+
+  log('finance sees every endpoint with its owner; tenant A deletes its own');
+  await fin.getByRole('link', { name: 'Webhooks' }).click();
+  await fin.locator('[data-testid="webhooks"] tr[data-url="https://hooks.a.example/gpucloud"]').getByText('tenant', { exact: true }).waitFor();
+  await shot(fin, '13-webhooks-finance');
+  await a.goto(BASE + '/#/webhooks');
+  await a.getByRole('button', { name: 'delete https://hooks.a.example/gpucloud' }).click();
+  await a.locator('#confirm-ok').click();
+  await a.locator('[data-testid="webhooks"] tr[data-url="https://hooks.a.example/gpucloud"]').waitFor({ state: 'detached' });
+  await a.getByText('No webhook endpoints.').waitFor();
+
+  log('finance: month-close report, held vs utilised and revenue charts, table and CSV match the API');
+  await fin.getByRole('link', { name: 'Month close' }).click();
+  await fin.getByTestId('billing-report').waitFor();
+  const month = await fin.getByLabel('Month').inputValue();
+  const [y, mo] = month.split('-').map(Number);
+  const bq = `from=${month}&to=${new Date(Date.UTC(y, mo, 1)).toISOString().slice(0, 7)}&group_by=tier`;
+  const billing = await (await fin.request.get(`${BASE}/v1/reports/billing?${bq}`)).json();
+  assert.ok(billing.rows.length > 0, 'tenant A held something this month');
+  assert.equal((await fin.locator('[data-testid="billing-report"] tbody tr').allTextContents()).length, billing.rows.length, 'one table row per report row');
+  // One bar segment per row and series that is not zero, in each chart.
+  const bars = (id) => fin.locator(`[data-testid="${id}"] svg rect`).count();
+  const nonzero = (k) => billing.rows.filter((r) => Number(r[k]) > 0).length;
+  assert.equal(await bars('chart-hours'), billing.rows.length * 2, 'held and utilised bars (zero-height included)');
+  assert.equal(await bars('chart-revenue'), billing.rows.length, 'a revenue bar per row');
+  assert.ok(nonzero('held_gpu_hours') + nonzero('vm_hours') > 0, 'something held is charged');
+  await fin.getByTestId('billing-total').filter({ hasText: `revenue ${billing.total.revenue}` }).waitFor();
+  await shot(fin, '14-month-close');
+  const [bdl] = await Promise.all([fin.waitForEvent('download'), fin.getByTestId('download-billing-csv').click()]);
+  const bfile = path.join(ART, 'billing.csv');
+  await bdl.saveAs(bfile);
+  assert.equal(await fs.readFile(bfile, 'utf8'), await (await fin.request.get(`${BASE}/v1/reports/billing?${bq}&format=csv`)).text(), 'the downloaded CSV is what the API serves');
   console.log('[e2e] all steps passed');
 } catch (e) {
   console.error(`[e2e] FAILED at step "${step}": ${e.stack || e}`);

@@ -9,15 +9,17 @@ import { usage } from './pages/usage.js';
 import { fleet } from './pages/fleet.js';
 import { tenants } from './pages/tenants.js';
 import { reports } from './pages/reports.js';
+import { webhooks } from './pages/webhooks.js';
+import { finance } from './pages/finance.js';
 
 export const session = { me: null, user: null };
 
 const tenantRoles = ['tenant-admin', 'tenant-member'];
 const navByRole = {
-  'tenant-admin': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/keys', 'API keys']],
+  'tenant-admin': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/webhooks', 'Webhooks'], ['#/keys', 'API keys']],
   'tenant-member': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/keys', 'API keys']],
   operator: [['#/fleet', 'Fleet'], ['#/tenants', 'Tenants'], ['#/instances', 'Instances'], ['#/keys', 'API keys']],
-  finance: [['#/reports', 'GPU-hour report'], ['#/tenants', 'Tenants'], ['#/keys', 'API keys']],
+  finance: [['#/reports', 'GPU-hour report'], ['#/finance', 'Month close'], ['#/webhooks', 'Webhooks'], ['#/tenants', 'Tenants'], ['#/keys', 'API keys']],
 };
 
 const routes = [
@@ -30,6 +32,8 @@ const routes = [
   [/^#\/fleet$/, () => fleet],
   [/^#\/tenants$/, () => tenants],
   [/^#\/reports$/, () => reports],
+  [/^#\/webhooks$/, () => webhooks],
+  [/^#\/finance$/, () => finance],
 ];
 
 export function home() {

@@ -142,7 +142,10 @@ export function pageAlive() { const mine = generation; return () => mine === gen
 const palette = ['#2255cc', '#e07b00', '#1a7f37', '#8250df', '#b42318', '#0a7ea4'];
 
 // barChart draws stacked bars: labels on x, one series per key of series ({name: [values]}).
-export function barChart(labels, series, unit) {
+// barChart stacks the series in one bar per label, or with grouped puts them side by side (for
+// series that must not add up, e.g. held beside utilised); tick shortens a label under the axis
+// (default: a date's MM-DD).
+export function barChart(labels, series, unit, { tick = (lab) => lab.slice(5) || lab, grouped = false } = {}) {
   const ns = 'http://www.w3.org/2000/svg';
   const W = 900, H = 240, L = 50, B = 30, T = 10;
   const svg = document.createElementNS(ns, 'svg');
@@ -151,7 +154,7 @@ export function barChart(labels, series, unit) {
   svg.setAttribute('role', 'img');
   const names = Object.keys(series);
   const totals = labels.map((_, i) => names.reduce((s, n) => s + (series[n][i] || 0), 0));
-  const max = Math.max(1e-9, ...totals);
+  const max = Math.max(1e-9, ...(grouped ? names.flatMap((n) => series[n]) : totals));
   svg.setAttribute('aria-label', `${unit} over ${labels.length} buckets, highest ${max.toPrecision(3)}`);
   const mk = (tag, attrs, text) => {
     const e = document.createElementNS(ns, tag);
@@ -168,14 +171,15 @@ export function barChart(labels, series, unit) {
     names.forEach((n, si) => {
       const v = series[n][i] || 0;
       const bh = (v / max) * (H - B - T);
-      y -= bh;
-      const r = mk('rect', { x: L + i * bw + bw * 0.15, y, width: bw * 0.7, height: bh, fill: palette[si % palette.length] });
+      const sw = grouped ? (bw * 0.7) / names.length : bw * 0.7;
+      y = grouped ? H - B - bh : y - bh;
+      const r = mk('rect', { x: L + i * bw + bw * 0.15 + (grouped ? si * sw : 0), y, width: sw, height: bh, fill: palette[si % palette.length] });
       const t = document.createElementNS(ns, 'title');
       t.textContent = `${lab} ${n}: ${v.toFixed(3)} ${unit}`;
       r.append(t);
     });
     if (labels.length <= 16 || i % Math.ceil(labels.length / 16) === 0) {
-      mk('text', { x: L + i * bw + bw / 2, y: H - 10, 'text-anchor': 'middle' }, lab.slice(5) || lab);
+      mk('text', { x: L + i * bw + bw / 2, y: H - 10, 'text-anchor': 'middle' }, tick(lab));
     }
   });
   const legend = h('div', { class: 'legend' }, names.map((n, si) => {

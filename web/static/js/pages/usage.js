@@ -1,5 +1,6 @@
 import { get } from '../api.js';
 import { h, barChart, notAvailable, money } from '../ui.js';
+import { creditSection } from './credit.js';
 
 const monthStart = (d) => new Date(Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1)).toISOString().slice(0, 10);
 
@@ -22,7 +23,7 @@ function priceFor(prices, r, unit) {
 // usage shows this month's charges so far and the balance (/v1/balance), the utilisation (GPU
 // hours inside sessions) and what it would cost at today's prices per day (/v1/usage,
 // /v1/prices), and past invoices (/v1/invoices). Invoices are authoritative.
-export async function usage(main) {
+export async function usage(main, session) {
   const now = new Date();
   const from = monthStart(now);
   const to = monthStart(new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)));
@@ -38,6 +39,11 @@ export async function usage(main) {
       (b.unpriced || []).length ? ' (some of it has no price yet)' : '', '.'));
   } catch (e) {
     main.append(notAvailable('Balance', e));
+  }
+  try {
+    await creditSection(main, session);
+  } catch (e) {
+    main.append(notAvailable('Credit and budget', e));
   }
   try {
     const u = await get(`/v1/usage?from=${from}&to=${to}&granularity=day`);
