@@ -210,6 +210,13 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 				fmt.Sprintf("GPU %s is in use by another session and tier %s cannot share it", u, c.Tier)}
 		}
 	}
+	s.countAdmitted(c)
+	return nil
+}
+
+// countAdmitted counts an admitted session against the caps and on its GPUs; the caller holds
+// s.mu.
+func (s *Server) countAdmitted(c sessiontoken.Claims) {
 	for _, u := range c.GPUs {
 		use := s.gpus[u]
 		if use == nil {
@@ -220,7 +227,6 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 		use.dedicated, use.instance = c.Tier == sessiontoken.TierDedicated, c.InstanceID
 	}
 	s.admitted.add(c.InstanceID, 1)
-	return nil
 }
 
 func (s *Server) release(c sessiontoken.Claims) {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -21,9 +22,10 @@ import (
 
 // session is a running worker.
 type session struct {
-	claims sessiontoken.Claims
-	pid    int
-	start  time.Time
+	claims   sessiontoken.Claims
+	ordinals []int
+	pid      int
+	start    time.Time
 
 	// billedTo is where the last checkpoint record ended: the next record starts here. Guarded
 	// by s.ckptMu so a checkpoint and the session's end never bill the same interval twice.
@@ -70,6 +72,7 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
 		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals, ShmMax: s.cfg.ShmSessionMax,
 		Channel: channel.kind, Slot: channel.slot, Slots: channel.count, PeerTimeout: s.cfg.IvshmemPeerTimeout,
+		AdoptDir: s.adoptDir(channel), AdoptTimeout: s.cfg.AdoptTimeout,
 	})
 	lanesHere, lanesThere, err := laneSocket()
 	if err != nil {
@@ -96,8 +99,14 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere} // fds 3-7 (worker.LanesFD, ArenaFD, MemoryFD)
-	// A worker must not outlive gpuserverd: its session could no longer be metered.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A socket session's worker outlives gpuserverd (its own session, so neither the server's
+	// death nor a signal to the server's process group reaches it) and waits for a new server to
+	// adopt it (adopt.go); one that nobody adopts ends itself. An ivshmem worker cannot be
+	// adopted (a new server serves the channel's slots afresh) and dies with the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if channel.kind != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere}
 	err = cmd.Start()
 	for _, f := range childEnds {
@@ -109,10 +118,8 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	release() // the worker owns the connection now
 
 	now := time.Now()
-	se := &session{claims: c, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere}
-	s.mu.Lock()
-	s.sessions[se.pid] = se
-	s.mu.Unlock()
+	se := &session{claims: c, ordinals: ordinals, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere}
+	s.addSession(se)
 	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
 	log.Info("session started")
 	// A revocation that arrived between the Hello's check and now swept s.sessions without us.
@@ -120,6 +127,26 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		log.Info("ending a session whose instance was stopped or deleted during its handshake")
 		cmd.Process.Kill()
 	}
+	return s.supervise(ctx, se, statsR, cmd.Wait, arenasHere, memHere, log)
+}
+
+// addSession puts a started or adopted session on the books and in the state file, so a server
+// that follows this one can adopt its worker.
+func (s *Server) addSession(se *session) {
+	s.mu.Lock()
+	s.sessions[se.pid] = se
+	s.mu.Unlock()
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if err := s.writeOpen(); err != nil {
+		s.log.Error("noting a session in the state file", "session", se.claims.SessionID, "err", err)
+	}
+}
+
+// supervise serves a running worker's server sockets and reads its stats until it ends (stats
+// closes), then bills the session's last interval. wait, when not nil, reaps the worker process.
+func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, wait func() error,
+	arenasHere, memHere *net.UnixConn, log *slog.Logger) error {
 	arenasDone, memDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(arenasDone)
@@ -127,12 +154,12 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	}()
 	go func() {
 		defer close(memDone)
-		s.serveMemory(memHere, se.pid, c, log)
+		s.serveMemory(memHere, se.pid, se.claims, log)
 	}()
 
-	stop := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
+	stop := context.AfterFunc(ctx, func() { syscall.Kill(se.pid, syscall.SIGTERM) })
 	defer stop()
-	sc := bufio.NewScanner(statsR)
+	sc := bufio.NewScanner(stats)
 	for sc.Scan() {
 		var snap worker.Snapshot
 		if json.Unmarshal(sc.Bytes(), &snap) == nil {
@@ -141,7 +168,10 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 			se.mu.Unlock()
 		}
 	}
-	werr := cmd.Wait()
+	var werr error
+	if wait != nil {
+		werr = wait()
+	}
 	end := time.Now()
 	// However the worker ended, its arena is gone with it; a request it sent just before dying
 	// is answered (or not) before its bytes are dropped, so none stay held.

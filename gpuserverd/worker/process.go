@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -25,6 +28,9 @@ const StatsPeriod = time.Second
 
 // Main is the worker process: config on stdin, connection on fd 3, stats to fd 4.
 func Main(ctx context.Context, log *slog.Logger) error {
+	// The worker outlives its server (adopt.go), and with it whatever read the server's stderr,
+	// which the worker logs to: a log line must not kill the session (SIGPIPE), only be lost.
+	signal.Ignore(syscall.SIGPIPE)
 	var cfg Config
 	if err := json.NewDecoder(io.LimitReader(os.Stdin, 1<<20)).Decode(&cfg); err != nil {
 		return fmt.Errorf("worker: reading config from stdin: %w", err)
@@ -57,23 +63,38 @@ func Main(ctx context.Context, log *slog.Logger) error {
 			return err
 		}
 	}
+	link := newServerLink(statsOut, openArenaSocket(), openMemorySocket())
+	if link.arenas != nil {
+		s.SetArenaBudget(link.budget)
+	}
+	if link.memory != nil {
+		s.SetMemoryLedger(link.ledger)
+	}
+	ctx, end := context.WithCancel(ctx)
+	defer end()
+	adoptTimeout := cmp.Or(cfg.AdoptTimeout, DefaultAdoptTimeout)
 	if uc := openLaneSocket(); uc != nil {
 		s.EnableLanes()
-		go s.serveLaneSocket(uc)
-		defer uc.Close()
+		go func() {
+			s.serveLaneSocket(uc)
+			uc.Close()
+			if cfg.AdoptDir != "" {
+				link.serverGone(adoptTimeout, end, log)
+			}
+		}()
 	}
-	if uc := openArenaSocket(); uc != nil {
-		s.SetArenaBudget(socketBudget(uc))
-		defer uc.Close()
-	}
-	if uc := openMemorySocket(); uc != nil {
-		s.SetMemoryLedger(socketLedger(uc))
-		defer uc.Close()
+	if cfg.AdoptDir != "" {
+		ln, _, err := listenAdopt(cfg.AdoptDir)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("worker: %w", err)
+		}
+		defer ln.Close()
+		go s.serveAdoptions(ln, link, adoptTimeout, end)
 	}
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
-		enc := json.NewEncoder(statsOut)
 		t := time.NewTicker(StatsPeriod)
 		defer t.Stop()
 		for {
@@ -81,14 +102,14 @@ func Main(ctx context.Context, log *slog.Logger) error {
 			case <-done:
 				return
 			case <-t.C:
-				_ = enc.Encode(s.Stats.Snapshot())
+				link.writeStats(s.Stats.Snapshot())
 			}
 		}
 	}()
 	err = s.Serve(ctx)
 	close(done)
 	<-exited
-	_ = json.NewEncoder(statsOut).Encode(s.Stats.Snapshot())
+	link.writeStats(s.Stats.Snapshot())
 	log.Info("session ended", "err", err)
 	return err
 }

@@ -38,6 +38,10 @@ type Config struct {
 	Slots int `json:"slots,omitempty"`
 	// PeerTimeout is how long an ivshmem guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
 	PeerTimeout time.Duration `json:"peer_timeout,omitempty"`
+	// AdoptDir, when set, is where the worker listens for a gpuserverd that adopts it after its
+	// own has gone (adopt.go); AdoptTimeout is how long it waits for one (0: DefaultAdoptTimeout).
+	AdoptDir     string        `json:"adopt_dir,omitempty"`
+	AdoptTimeout time.Duration `json:"adopt_timeout,omitempty"`
 }
 
 // device is the session's state on one granted GPU, created on first use.
