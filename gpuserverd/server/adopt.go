@@ -25,7 +25,7 @@ import (
 // end (no gap, nothing billed twice), the instance's memory ledger and the arena total are
 // rebuilt from what the adopted workers hold, and the caps and tiers count them.
 
-// adoptTimeout bounds each step of adopting one worker: it answers from memory at once.
+// adoptStepTimeout bounds each step of adopting one worker: it answers from memory at once.
 const adoptStepTimeout = 5 * time.Second
 
 // adoptedWorker is a worker adopted at start, to be supervised once Serve runs.
@@ -181,6 +181,7 @@ func (s *Server) superviseAdopted(ctx context.Context) {
 			defer s.wg.Done()
 			defer s.release(a.se.claims)
 			defer a.conn.Close()
+			defer a.se.lanes.Close()
 			log := s.log.With("session", a.se.claims.SessionID, "tenant", a.se.claims.TenantID,
 				"tier", a.se.claims.Tier, "worker_pid", a.se.pid, "adopted", true)
 			if err := s.supervise(ctx, a.se, a.stats, nil, a.arenasHere, a.memHere, log); err != nil {
