@@ -150,7 +150,8 @@ func (s *Server) handOver(conn *net.UnixConn, o openSession) (*adoptedWorker, er
 	if billedTo.IsZero() || billedTo.Before(start) {
 		billedTo = start
 	}
-	se := &session{claims: c, ordinals: o.Ordinals, pid: o.Pid, start: start, billedTo: billedTo, lanes: lanesHere}
+	se := &session{claims: c, ordinals: o.Ordinals, pid: o.Pid, start: start, billedTo: billedTo, lanes: lanesHere,
+		adoptable: true}
 	s.putOnBooks(se, h)
 	return &adoptedWorker{se: se, conn: conn, stats: r, arenasHere: arenasHere, memHere: memHere}, nil
 }
@@ -184,7 +185,7 @@ func (s *Server) superviseAdopted(ctx context.Context) {
 			defer a.se.lanes.Close()
 			log := s.log.With("session", a.se.claims.SessionID, "tenant", a.se.claims.TenantID,
 				"tier", a.se.claims.Tier, "worker_pid", a.se.pid, "adopted", true)
-			if err := s.supervise(ctx, a.se, a.stats, nil, a.arenasHere, a.memHere, log); err != nil {
+			if err := s.supervise(ctx, a.se, a.stats, a.conn.Close, nil, a.arenasHere, a.memHere, log); err != nil {
 				log.Error("worker", "err", err)
 			}
 		}()

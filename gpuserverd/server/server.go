@@ -63,6 +63,9 @@ type Config struct {
 	// AdoptTimeout is how long a worker whose server has gone waits for a new one to adopt it
 	// before it ends its session (0: worker.DefaultAdoptTimeout).
 	AdoptTimeout time.Duration
+	// KeepSessionsOnStop: a stop (ctx ending, SIGTERM) leaves socket sessions' workers running
+	// for the next gpuserverd to adopt, as a kill does, instead of ending them: an upgrade.
+	KeepSessionsOnStop bool
 	// AdminToken is the bearer token the admin HTTP routes want (http.go); "" generates one,
 	// kept in <DataDir>/admin-token for local tools.
 	AdminToken string

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +36,11 @@ type session struct {
 	last worker.Snapshot
 
 	lanes *net.UnixConn // lane connections go to the worker on this socket
+
+	// adoptable: the worker outlives this server and a next one may adopt it (a socket
+	// session's). detached: this server stopped with Config.KeepSessionsOnStop and left it.
+	adoptable bool
+	detached  atomic.Bool
 }
 
 // runWorker hands conn to a new worker process and waits for it; the usage record is written
@@ -118,7 +124,8 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	release() // the worker owns the connection now
 
 	now := time.Now()
-	se := &session{claims: c, ordinals: ordinals, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere}
+	se := &session{claims: c, ordinals: ordinals, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere,
+		adoptable: channel.kind == ""}
 	s.addSession(se)
 	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
 	log.Info("session started")
@@ -127,7 +134,7 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		log.Info("ending a session whose instance was stopped or deleted during its handshake")
 		cmd.Process.Kill()
 	}
-	return s.supervise(ctx, se, statsR, cmd.Wait, arenasHere, memHere, log)
+	return s.supervise(ctx, se, statsR, statsR.Close, cmd.Wait, arenasHere, memHere, log)
 }
 
 // addSession puts a started or adopted session on the books and in the state file, so a server
@@ -145,7 +152,9 @@ func (s *Server) addSession(se *session) {
 
 // supervise serves a running worker's server sockets and reads its stats until it ends (stats
 // closes), then bills the session's last interval. wait, when not nil, reaps the worker process.
-func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, wait func() error,
+// When ctx ends the worker is told to stop, or, with Config.KeepSessionsOnStop, left running for
+// the next server to adopt (closeStats ends the reading).
+func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, closeStats func() error, wait func() error,
 	arenasHere, memHere *net.UnixConn, log *slog.Logger) error {
 	arenasDone, memDone := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -157,7 +166,14 @@ func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, wa
 		s.serveMemory(memHere, se.pid, se.claims, log)
 	}()
 
-	stop := context.AfterFunc(ctx, func() { syscall.Kill(se.pid, syscall.SIGTERM) })
+	stop := context.AfterFunc(ctx, func() {
+		if s.cfg.KeepSessionsOnStop && se.adoptable {
+			se.detached.Store(true)
+			closeStats()
+			return
+		}
+		syscall.Kill(se.pid, syscall.SIGTERM)
+	})
 	defer stop()
 	sc := bufio.NewScanner(stats)
 	for sc.Scan() {
@@ -167,6 +183,16 @@ func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, wa
 			se.last = snap
 			se.mu.Unlock()
 		}
+	}
+	if se.detached.Load() {
+		// The session goes on in its worker; it stays in the state file, billed to its last
+		// record, for the next server to adopt and bill on.
+		arenasHere.Close()
+		memHere.Close()
+		<-arenasDone
+		<-memDone
+		log.Info("leaving the session running for the next gpuserverd")
+		return nil
 	}
 	var werr error
 	if wait != nil {

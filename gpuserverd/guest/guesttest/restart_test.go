@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,9 +29,26 @@ func processGone(pid int) bool {
 // session: no gap, nothing twice), and rebuilds the instance's memory ledger from what the
 // adopted workers hold.
 func TestGuestSurvivesServerKillAndRestart(t *testing.T) {
+	survivesRestart(t, nil, (*gpuserverd).kill)
+}
+
+// The same across an upgrade: gpuserverd stopped (SIGTERM) with --keep-sessions-on-stop leaves
+// its sessions running for the next one.
+func TestGuestSurvivesServerUpgrade(t *testing.T) {
+	survivesRestart(t, []string{"--keep-sessions-on-stop"}, func(s *gpuserverd) {
+		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := s.cmd.Process.Wait(); err != nil || !st.Success() {
+			t.Fatalf("gpuserverd's stop: %v %v", st, err)
+		}
+	})
+}
+
+func survivesRestart(t *testing.T, extra []string, stop func(*gpuserverd)) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	data := t.TempDir()
-	flags := []string{"--checkpoint-period", "100ms"}
+	flags := append([]string{"--checkpoint-period", "100ms"}, extra...)
 	s := startServerOn(t, data, pub, priv, flags)
 
 	// The instance inst-q holds 32 MiB of its 48 MiB quota in one session.
@@ -60,7 +78,7 @@ func TestGuestSurvivesServerKillAndRestart(t *testing.T) {
 	if len(workers) != 2 {
 		t.Fatalf("workers %v", workers)
 	}
-	s.kill()
+	stop(s)
 	time.Sleep(300 * time.Millisecond) // no server at all for a while; the program goes on
 	for _, pid := range workers {
 		if processGone(pid) {
