@@ -51,6 +51,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn, authenticated func()
 		s.attachLane(conn, p, log)
 		return
 	}
+	if err == nil && h.Type == wire.TypeResume {
+		s.attachResume(conn, p, log)
+		return
+	}
 	var claims sessiontoken.Claims
 	var ordinals []int
 	if err == nil {
@@ -116,7 +120,7 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 // read before authentication, so its claimed length is held to helloLimit before anything is
 // allocated for it.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
-	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello)
+	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello, wire.TypeResume)
 }
 
 // readOpening reads the frame that opens a connection or channel: one of types, its payload at

@@ -37,13 +37,22 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	}
 	var conn net.Conn
 	var ch *ivshmem.Channel
+	var rc *resumeConn
 	var err error
 	if cfg.Channel == "ivshmem" {
 		if ch, err = ivshmem.AdoptSlot(os.NewFile(ConnFD, "ivshmem"), cfg.Slot, max(cfg.Slots, 1)); err == nil {
 			conn = newIvshmemConn(ch, cfg.PeerTimeout)
 		}
 	} else {
-		conn, err = newBlockingConn(ConnFD, frameTimeout)
+		var bc *blockingConn
+		// A TCP session's stream may be resumed on a new connection (resume.go); a Unix-socket
+		// client is on this host, its arena's rings are the stream, and it does not resume.
+		if bc, err = newBlockingConn(ConnFD, frameTimeout); err == nil && bc.isUnix() {
+			conn = bc
+		} else if err == nil {
+			rc = newResumeConn(bc, cfg.SessionID)
+			conn = rc
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -57,6 +66,7 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	}
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
+	s.resume = rc
 	if ch != nil {
 		if err := s.adoptIvshmem(ch); err != nil {
 			s.close()

@@ -71,6 +71,7 @@ type Session struct {
 	shm     *arena       // the shared arena of a client on this host; nil until ShmOpen
 	budget  arenaBudget  // the server's total over all arenas; nil: none
 	ledger  memoryLedger // the instance's quota across its sessions; nil: the session's alone
+	resume  *resumeConn  // the stream a guest may resume on another connection; nil: none
 	buf     []byte
 	out     []byte
 	Stats   *Stats

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,19 +57,7 @@ func survivesRestart(t *testing.T, extra []string, stop func(*gpuserverd)) {
 	_, holdOut, send := hold(t, s, s.token("s-holder", sessiontoken.TierShared, 48<<20, sameInstance), "32")
 
 	prog := s.client(s.token("s-steady", sessiontoken.TierShared, 64<<20), "steady", "80", "40")
-	out, err := prog.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog.Stderr = &testWriter{t: t}
-	if err := prog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { prog.Process.Kill(); prog.Wait() })
-	buf := make([]byte, 64)
-	if n, _ := out.Read(buf); !strings.HasPrefix(string(buf[:n]), "STEADY RUNNING") {
-		t.Fatalf("steady: %q", buf[:n])
-	}
+	out := startSteady(t, prog, &testWriter{t: t})
 	running := time.Now()
 	waitFor(t, "the running session billed", func() bool {
 		_, d := sessionRecords(t, s.usage(), "s-steady")
@@ -145,4 +134,23 @@ func TestUnadoptedWorkerEndsItsSession(t *testing.T) {
 	if !strings.HasPrefix(line, "LOST") {
 		t.Fatalf("client of the ended session: %q", line)
 	}
+}
+
+// startSteady starts a "steady" program (stderr to errs) and returns its stdout once it runs.
+func startSteady(t *testing.T, prog *exec.Cmd, errs io.Writer) io.Reader {
+	t.Helper()
+	out, err := prog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog.Stderr = errs
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Process.Kill(); prog.Wait() })
+	buf := make([]byte, 64)
+	if n, _ := out.Read(buf); !strings.HasPrefix(string(buf[:n]), "STEADY RUNNING") {
+		t.Fatalf("steady: %q", buf[:n])
+	}
+	return out
 }
