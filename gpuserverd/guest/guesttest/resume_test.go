@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"gpucloud/gpuserverd/wire"
 	"gpucloud/internal/sessiontoken"
 )
 
@@ -106,5 +107,47 @@ func TestGuestResumesAcrossCutConnections(t *testing.T) {
 	first, last := recs[0], recs[len(recs)-1]
 	if billed != last.End.Sub(first.Start) || last.End.After(finished.Add(time.Second)) {
 		t.Fatalf("billed %v from %v to %v; the program finished at %v", billed, first.Start, last.End, finished)
+	}
+}
+
+// A Resume is honoured only with the session's secret: a wrong one, for a live session or for
+// none, gets one and the same refusal, and the live session goes on untouched.
+func TestResumeWithoutTheSecretIsRefused(t *testing.T) {
+	s := startServer(t)
+	_, r, send := hold(t, s, s.token("s-victim", sessiontoken.TierShared, 64<<20), "8")
+	var answers []wire.ResumeReply
+	for _, sid := range []string{"s-victim", "s-nobody"} {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &wire.Resume{Version: wire.Version, SessionID: sid, Secret: make([]byte, 32), Received: 0}
+		if _, err := c.Write(wire.AppendFrame(nil, m, 0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		var hb [wire.HeaderSize]byte
+		if _, err := io.ReadFull(c, hb[:]); err != nil {
+			t.Fatalf("resume of %s: %v", sid, err)
+		}
+		h, err := wire.ParseHeader(hb[:])
+		if err != nil || h.Type != wire.TypeResumeReply {
+			t.Fatalf("resume of %s answered %v %v", sid, h.Type, err)
+		}
+		p := make([]byte, h.Length)
+		io.ReadFull(c, p)
+		var rr wire.ResumeReply
+		if err := rr.Decode(p); err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, rr)
+		c.Close()
+	}
+	if answers[0].Result != 800 || answers[0] != answers[1] {
+		t.Fatalf("refusals differ or let through: %+v", answers)
+	}
+	send("go\n")
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("the session after a stranger's resume: %q", line)
 	}
 }
