@@ -87,6 +87,7 @@ void gc_resume_open_locked(const char *session_id);
 void gc_resume_note_sent(const struct iovec *iov, int cnt);
 void gc_resume_note_received(size_t n);
 int gc_resume_locked(void);
+void gc_resume_disarm(void);
 void gc_put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint32_t req);
 
 /* Lanes (lanes.c): extra connections that large copies are striped over. */

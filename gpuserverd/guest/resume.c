@@ -45,6 +45,8 @@ static void resume_off(void) {
     rs.kept = NULL;
 }
 
+void gc_resume_disarm(void) { __atomic_store_n(&rs.armed, 0, __ATOMIC_RELAXED); } /* from a lane thread */
+
 void gc_resume_hello_sent(size_t hello_bytes) {
     if (rs.counting) rs.out -= hello_bytes; /* the stream the worker counts starts after the Hello */
 }
@@ -148,7 +150,7 @@ static int try_resume(int fd) {
 }
 
 int gc_resume_locked(void) {
-    if (!rs.armed) return -1;
+    if (!__atomic_load_n(&rs.armed, __ATOMIC_RELAXED)) return -1;
     fprintf(stderr, "gpucloud: connection to gpuserverd lost; resuming the session (up to %u ms)\n", rs.window_ms);
     uint64_t deadline = now_ms() + rs.window_ms;
     while (now_ms() < deadline) {
