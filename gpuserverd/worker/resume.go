@@ -93,7 +93,8 @@ func (r *resumeConn) current() net.Conn {
 
 func (r *resumeConn) Read(p []byte) (int, error) {
 	for {
-		n, err := r.current().Read(p)
+		c := r.current()
+		n, err := c.Read(p)
 		r.mu.Lock()
 		r.in += uint64(n)
 		r.mu.Unlock()
@@ -102,7 +103,7 @@ func (r *resumeConn) Read(p []byte) (int, error) {
 		}
 		// An orderly close (EOF) is the guest going away: a guest process that exits closes its
 		// socket so. A connection cut under it (a reset, a timeout) is what a guest resumes.
-		if errors.Is(err, io.EOF) || !r.resume(err) {
+		if errors.Is(err, io.EOF) || !r.resume(c, err) {
 			return 0, err
 		}
 	}
@@ -118,18 +119,23 @@ func (r *resumeConn) Write(p []byte) (int, error) {
 		}
 	}
 	r.out += uint64(len(p)) // counted from the start: the guest counts what it receives from the HelloReply on
+	c := r.conn             // taken with the count: a splice after this resends p whole
 	r.mu.Unlock()
-	if _, err := r.current().Write(p); err != nil && !r.resume(err) {
+	if _, err := c.Write(p); err != nil && !r.resume(c, err) {
 		return 0, err
 	}
 	return len(p), nil // on a resumed connection the kept bytes carried the rest
 }
 
-// resume waits for the guest to come back after err; false: it did not (or resume is off).
-func (r *resumeConn) resume(err error) bool {
+// resume waits for the guest to come back after err on failed; false: it did not (or resume is
+// off). A connection already replaced since failed was used is the resumed one.
+func (r *resumeConn) resume(failed net.Conn, err error) bool {
 	r.mu.Lock()
-	window, closed := r.window, r.closed
+	window, closed, replaced := r.window, r.closed, r.conn != failed
 	r.mu.Unlock()
+	if replaced && !closed {
+		return true
+	}
 	if closed || window == 0 || errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
 	}
