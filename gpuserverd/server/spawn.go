@@ -126,7 +126,9 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	now := time.Now()
 	se := &session{claims: c, ordinals: ordinals, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere,
 		adoptable: channel.kind == ""}
-	s.addSession(se)
+	s.mu.Lock()
+	s.sessions[se.pid] = se
+	s.mu.Unlock()
 	log = log.With("session", c.SessionID, "tenant", c.TenantID, "tier", c.Tier, "worker_pid", se.pid)
 	log.Info("session started")
 	// A revocation that arrived between the Hello's check and now swept s.sessions without us.
@@ -134,15 +136,13 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		log.Info("ending a session whose instance was stopped or deleted during its handshake")
 		cmd.Process.Kill()
 	}
+	s.noteOpen(se) // after the check: the state file's fsync must not widen its window
 	return s.supervise(ctx, se, statsR, statsR.Close, cmd.Wait, arenasHere, memHere, log)
 }
 
-// addSession puts a started or adopted session on the books and in the state file, so a server
-// that follows this one can adopt its worker.
-func (s *Server) addSession(se *session) {
-	s.mu.Lock()
-	s.sessions[se.pid] = se
-	s.mu.Unlock()
+// noteOpen writes a started session into the state file, so a server that follows this one can
+// adopt its worker.
+func (s *Server) noteOpen(se *session) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	if err := s.writeOpen(); err != nil {
