@@ -57,8 +57,24 @@ func (s *Server) recoverSessions() error {
 	if err != nil {
 		return err
 	}
+	// The usage log, not the state file, says where each session's billing stands: a server
+	// killed between a checkpoint's records and its rewrite of the state file left billed_to
+	// behind them, and billing from there would bill that piece twice.
+	recs, err := s.usage.After("")
+	if err != nil {
+		return fmt.Errorf("reading the usage log: %w", err)
+	}
+	lastEnd := map[string]time.Time{}
+	for _, r := range recs {
+		if r.Source == s.cfg.ServerID && r.End.After(lastEnd[r.SessionID]) {
+			lastEnd[r.SessionID] = r.End
+		}
+	}
 	var cut []openSession
 	for _, o := range list {
+		if e := lastEnd[o.SessionID]; e.After(o.BilledTo) {
+			o.BilledTo = e
+		}
 		a, err := s.adoptWorker(o)
 		if err != nil {
 			s.log.Warn("cannot adopt the worker of a session an earlier gpuserverd left", "session", o.SessionID,
