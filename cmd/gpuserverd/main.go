@@ -54,8 +54,9 @@ func main() {
 // settings are gpuserverd's flags.
 type settings struct {
 	config, id, listen, listenUnix, ivshmemDir, admin, adminTokenFile, pubKey, kind, dataDir, apiURL, cred, advert, caFile string
-	usageEvery, hbMax, checkpoint, ivshmemTimeout                                                                          time.Duration
+	usageEvery, hbMax, checkpoint, ivshmemTimeout, adoptTimeout                                                            time.Duration
 	shmSessionMiB, shmTotalMiB                                                                                             uint64
+	keepSessions                                                                                                           bool
 	ivshmemSlots, maxSessions, maxPerInstance, maxPending, maxPendingPerSource                                             int
 }
 
@@ -88,6 +89,8 @@ func newFlagSet(s *settings) *flag.FlagSet {
 	fs.StringVar(&s.advert, "advertise", env("GPUSERVERD_ADVERTISE", ""), "host:port guest libraries dial, reported in heartbeats ($GPUSERVERD_ADVERTISE)")
 	fs.StringVar(&s.caFile, "ca-file", env("GPUSERVERD_CA_FILE", ""), "PEM CA certificates to trust for an https --apiserver instead of the system roots ($GPUSERVERD_CA_FILE)")
 	fs.DurationVar(&s.usageEvery, "usage-period", 10*time.Second, "how often usage records are shipped to --apiserver")
+	fs.DurationVar(&s.adoptTimeout, "adopt-timeout", worker.DefaultAdoptTimeout, "how long a session's worker goes on after its gpuserverd has gone (restart, crash) waiting for a new one to adopt it; one not adopted in time ends its session")
+	fs.BoolVar(&s.keepSessions, "keep-sessions-on-stop", false, "on SIGTERM leave the sessions' workers running for the next gpuserverd on this data dir to adopt (an upgrade) instead of ending them; ivshmem sessions end either way")
 	fs.DurationVar(&s.checkpoint, "checkpoint-period", 10*time.Second, "how often open sessions' usage is written durably; a gpuserverd killed mid-session loses at most this much of each session")
 	fs.DurationVar(&s.hbMax, "max-heartbeat-period", 0, "heartbeat at least this often; 0: as the apiserver asks")
 	fs.Uint64Var(&s.shmSessionMiB, "shm-session-mib", server.DefaultShmSessionMax>>20, "the largest shared-memory arena (pinned host memory) one session on --listen-unix may have, MiB; a larger request is refused and told this size")
@@ -178,6 +181,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	s, err := server.New(server.Config{
 		ServerID: st.id, Listen: st.listen, ListenUnix: st.listenUnix, IvshmemDir: st.ivshmemDir, IvshmemPeerTimeout: st.ivshmemTimeout, IvshmemSlots: st.ivshmemSlots, Admin: st.admin, PublicKey: key, BackendKind: b.Kind(),
 		WorkerCommand: []string{self, "worker"}, DataDir: st.dataDir, Log: log, CheckpointEvery: st.checkpoint,
+		AdoptTimeout: st.adoptTimeout, KeepSessionsOnStop: st.keepSessions,
 		ShmSessionMax: st.shmSessionMiB << 20, ShmTotalMax: st.shmTotalMiB << 20,
 		MaxSessions: st.maxSessions, MaxSessionsPerInstance: st.maxPerInstance,
 		MaxPending: st.maxPending, MaxPendingPerSource: st.maxPendingPerSource, AdminToken: adminToken,

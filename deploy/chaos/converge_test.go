@@ -113,7 +113,7 @@ func (p *platform) check(ctx context.Context, t *testing.T, keepers []string) []
 		badf("host uses %d vCPUs, live instances hold %d (%v)", h.UsedVCPUs, liveVCPUs, err)
 	}
 
-	// gpuserverd: no session (no guest runs now), no worker process, none orphaned by a kill.
+	// gpuserverd: no session (no guest runs now), no worker process: none left unadopted by a kill.
 	if n, err := p.gsSessions(); err != nil || n != 0 {
 		badf("gpuserverd serves %d sessions (%v)", n, err)
 	}

@@ -197,6 +197,10 @@ const char *gw_type_name(uint16_t type) {
 	case 8003: return "LtMatmul";
 	case 8004: return "LtGetAttribute";
 	case 8005: return "LtAttributeReply";
+	case 900: return "ResumeOpen";
+	case 901: return "ResumeOpenReply";
+	case 902: return "Resume";
+	case 903: return "ResumeReply";
 	}
 	return "unknown";
 }
@@ -4917,6 +4921,123 @@ int gw_lt_attribute_reply_decode(struct gw_lt_attribute_reply *m, const uint8_t 
 	return dfinish(&d);
 }
 
+size_t gw_resume_open_size(const struct gw_resume_open *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_resume_open_encode(const struct gw_resume_open *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->window_ms);
+	return o;
+}
+
+int gw_resume_open_decode(struct gw_resume_open *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ResumeOpen", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->window_ms = d32(&d, "window_ms");
+	return dfinish(&d);
+}
+
+size_t gw_resume_open_reply_size(const struct gw_resume_open_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4 + m->secret_len;
+	return n;
+}
+
+uint8_t *gw_resume_open_reply_encode(const struct gw_resume_open_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->window_ms);
+	o = put32(o, m->secret_len);
+	if (m->secret_len) memcpy(o, m->secret, m->secret_len);
+	o += m->secret_len;
+	return o;
+}
+
+uint8_t *gw_resume_open_reply_encode_head(const struct gw_resume_open_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->window_ms);
+	o = put32(o, m->secret_len);
+	return o;
+}
+
+int gw_resume_open_reply_decode(struct gw_resume_open_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ResumeOpenReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->window_ms = d32(&d, "window_ms");
+	m->secret = dvar(&d, "secret", 32, 1, &m->secret_len);
+	return dfinish(&d);
+}
+
+size_t gw_resume_size(const struct gw_resume *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->session_id_len;
+	n += 4 + m->secret_len;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_resume_encode(const struct gw_resume *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->version);
+	o = put32(o, m->session_id_len);
+	if (m->session_id_len) memcpy(o, m->session_id, m->session_id_len);
+	o += m->session_id_len;
+	o = put32(o, m->secret_len);
+	if (m->secret_len) memcpy(o, m->secret, m->secret_len);
+	o += m->secret_len;
+	o = put64(o, m->received);
+	return o;
+}
+
+int gw_resume_decode(struct gw_resume *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "Resume", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->version = d32(&d, "version");
+	m->session_id = (const char *)dvar(&d, "session_id", 256, 1, &m->session_id_len);
+	m->secret = dvar(&d, "secret", 32, 1, &m->secret_len);
+	m->received = d64(&d, "received");
+	return dfinish(&d);
+}
+
+size_t gw_resume_reply_size(const struct gw_resume_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->message_len;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_resume_reply_encode(const struct gw_resume_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	o = put64(o, m->received);
+	return o;
+}
+
+int gw_resume_reply_decode(struct gw_resume_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ResumeReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	m->received = d64(&d, "received");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -5221,6 +5342,14 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_lt_get_attribute_decode(m, p, n, err, errlen);
 	case 8005:
 		return gw_lt_attribute_reply_decode(m, p, n, err, errlen);
+	case 900:
+		return gw_resume_open_decode(m, p, n, err, errlen);
+	case 901:
+		return gw_resume_open_reply_decode(m, p, n, err, errlen);
+	case 902:
+		return gw_resume_decode(m, p, n, err, errlen);
+	case 903:
+		return gw_resume_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

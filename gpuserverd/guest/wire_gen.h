@@ -180,6 +180,10 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_LT_MATMUL 8003
 #define GW_TYPE_LT_GET_ATTRIBUTE 8004
 #define GW_TYPE_LT_ATTRIBUTE_REPLY 8005
+#define GW_TYPE_RESUME_OPEN 900
+#define GW_TYPE_RESUME_OPEN_REPLY 901
+#define GW_TYPE_RESUME 902
+#define GW_TYPE_RESUME_REPLY 903
 
 struct gw_hello {
 	uint32_t version;
@@ -1825,6 +1829,48 @@ struct gw_lt_attribute_reply {
 size_t gw_lt_attribute_reply_size(const struct gw_lt_attribute_reply *m);
 uint8_t *gw_lt_attribute_reply_encode(const struct gw_lt_attribute_reply *m, uint8_t *out);
 int gw_lt_attribute_reply_decode(struct gw_lt_attribute_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_resume_open {
+	uint32_t window_ms;
+};
+size_t gw_resume_open_size(const struct gw_resume_open *m);
+uint8_t *gw_resume_open_encode(const struct gw_resume_open *m, uint8_t *out);
+int gw_resume_open_decode(struct gw_resume_open *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_resume_open_reply {
+	int32_t result;
+	uint32_t window_ms;
+	const void *secret; /* limit 32 */
+	uint32_t secret_len;
+};
+size_t gw_resume_open_reply_size(const struct gw_resume_open_reply *m);
+uint8_t *gw_resume_open_reply_encode(const struct gw_resume_open_reply *m, uint8_t *out);
+int gw_resume_open_reply_decode(struct gw_resume_open_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_resume_open_reply_encode_head(const struct gw_resume_open_reply *m, uint8_t *out);
+
+struct gw_resume {
+	uint32_t version;
+	const char *session_id; /* not NUL-terminated; limit 256 */
+	uint32_t session_id_len;
+	const void *secret; /* limit 32 */
+	uint32_t secret_len;
+	uint64_t received;
+};
+size_t gw_resume_size(const struct gw_resume *m);
+uint8_t *gw_resume_encode(const struct gw_resume *m, uint8_t *out);
+int gw_resume_decode(struct gw_resume *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_resume_reply {
+	int32_t result;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+	uint64_t received;
+};
+size_t gw_resume_reply_size(const struct gw_resume_reply *m);
+uint8_t *gw_resume_reply_encode(const struct gw_resume_reply *m, uint8_t *out);
+int gw_resume_reply_decode(struct gw_resume_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

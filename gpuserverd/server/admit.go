@@ -55,6 +55,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn, authenticated func()
 		s.serveNVML(ctx, conn, p, log, authenticated)
 		return
 	}
+	if err == nil && h.Type == wire.TypeResume {
+		s.attachResume(conn, p, log)
+		return
+	}
 	var claims sessiontoken.Claims
 	var ordinals []int
 	if err == nil {
@@ -120,7 +124,7 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 // NvmlHello for a monitoring connection (nvml.go). It is read before authentication, so its
 // claimed length is held to helloLimit before anything is allocated for it.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
-	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello, wire.TypeNvmlHello)
+	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello, wire.TypeNvmlHello, wire.TypeResume)
 }
 
 // readOpening reads the frame that opens a connection or channel: one of types, its payload at
@@ -214,6 +218,13 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 				fmt.Sprintf("GPU %s is in use by another session and tier %s cannot share it", u, c.Tier)}
 		}
 	}
+	s.countAdmitted(c)
+	return nil
+}
+
+// countAdmitted counts an admitted session against the caps and on its GPUs; the caller holds
+// s.mu.
+func (s *Server) countAdmitted(c sessiontoken.Claims) {
 	for _, u := range c.GPUs {
 		use := s.gpus[u]
 		if use == nil {
@@ -224,7 +235,6 @@ func (s *Server) admit(c sessiontoken.Claims) error {
 		use.dedicated, use.instance = c.Tier == sessiontoken.TierDedicated, c.InstanceID
 	}
 	s.admitted.add(c.InstanceID, 1)
-	return nil
 }
 
 func (s *Server) release(c sessiontoken.Claims) {

@@ -52,6 +52,17 @@ func (b *arenaBudget) set(pid int, n uint64) (ok bool, avail uint64) {
 	return true, avail
 }
 
+// force enters bytes pid's arena holds already (an adopted worker's), whatever the total says.
+func (b *arenaBudget) force(pid int, n uint64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used += n - b.held[pid]
+	b.held[pid] = n
+}
+
 // drop forgets pid's bytes (its worker has exited).
 func (b *arenaBudget) drop(pid int) { b.set(pid, 0) }
 

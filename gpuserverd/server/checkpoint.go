@@ -8,10 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"gpucloud/internal/sessiontoken"
 )
 
-// openFile lists the sessions that have a checkpoint record but no final one yet. A gpuserverd
-// killed mid-session (its workers die with it) leaves them here; the next start closes them.
+// openFile is the state file of live sessions: every running session with what a server that
+// follows this one needs to adopt its worker (adopt.go) and to go on billing it from where the
+// last record ended. A session whose worker cannot be adopted is closed at its last record.
 const openFile = "sessions.open"
 
 // openSession is one entry of openFile.
@@ -20,6 +23,12 @@ type openSession struct {
 	TenantID   string    `json:"tenant_id"`
 	InstanceID string    `json:"instance_id"`
 	BilledTo   time.Time `json:"billed_to"`
+	// For adoption: the worker's pid, the token's claims, the GPUs' ordinals and when the
+	// session began. Entries written before adoption existed lack them and are closed.
+	Pid      int                  `json:"pid,omitempty"`
+	Claims   *sessiontoken.Claims `json:"claims,omitempty"`
+	Ordinals []int                `json:"ordinals,omitempty"`
+	Start    time.Time            `json:"start,omitzero"`
 }
 
 // RunCheckpoints bills every open session's time since its last record every period until ctx
@@ -71,23 +80,18 @@ func (s *Server) Checkpoint(now time.Time) error {
 
 // forgetOpen drops an ended session from openFile; the caller holds s.ckptMu and has removed se
 // from s.sessions.
-func (s *Server) forgetOpen(se *session) error {
-	if se.billedTo.Equal(se.start) {
-		return nil // never checkpointed, so never listed
-	}
-	return s.writeOpen()
-}
+func (s *Server) forgetOpen(*session) error { return s.writeOpen() }
 
-// writeOpen rewrites openFile from the sessions running now that have been checkpointed. It is
-// written aside, fsync'd and renamed, so a crash leaves the old list or the new, never half.
+// writeOpen rewrites openFile from the sessions running now. It is written aside, fsync'd and
+// renamed, so a crash leaves the old list or the new, never half. The caller holds s.ckptMu.
 func (s *Server) writeOpen() error {
 	s.mu.Lock()
-	var list []openSession
+	list := []openSession{}
 	for _, se := range s.sessions {
-		if se.billedTo.After(se.start) {
-			list = append(list, openSession{SessionID: se.claims.SessionID, TenantID: se.claims.TenantID,
-				InstanceID: se.claims.InstanceID, BilledTo: se.billedTo.UTC()})
-		}
+		c := se.claims
+		list = append(list, openSession{SessionID: c.SessionID, TenantID: c.TenantID,
+			InstanceID: c.InstanceID, BilledTo: se.billedTo.UTC(), Pid: se.pid, Claims: &c,
+			Ordinals: se.ordinals, Start: se.start.UTC()})
 	}
 	s.mu.Unlock()
 	path := filepath.Join(s.cfg.DataDir, openFile)
@@ -115,10 +119,10 @@ func (s *Server) writeOpen() error {
 	return nil
 }
 
-// closeCut closes the sessions an earlier gpuserverd left open: their workers died with it
-// (Pdeathsig), so each is over; its usage is billed up to its last checkpoint, and the time
-// after that (at most one checkpoint period) is lost. It returns them.
-func (s *Server) closeCut() ([]openSession, error) {
+// readOpen reads the state file an earlier gpuserverd left; nil when there is none or it is
+// unreadable (the file is only ever replaced whole; a bad one is not ours to guess at: it is kept
+// for a person, and the records it would describe are already in the usage log).
+func (s *Server) readOpen() ([]openSession, error) {
 	path := filepath.Join(s.cfg.DataDir, openFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -129,18 +133,19 @@ func (s *Server) closeCut() ([]openSession, error) {
 	}
 	var list []openSession
 	if err := json.Unmarshal(b, &list); err != nil {
-		// The file is only ever replaced whole; a bad one is not ours to guess at. Keep it for a
-		// person and go on: the records it would describe are already in the usage log.
 		s.log.Error("open sessions file is unreadable; leaving it", "path", path, "err", err)
 		return nil, nil
 	}
+	return list, nil
+}
+
+// closeCut closes sessions an earlier gpuserverd left open whose workers are gone: each is over;
+// its usage is billed up to its last record, and the time after that (at most one checkpoint
+// period) is lost.
+func (s *Server) closeCut(list []openSession) {
 	for _, o := range list {
 		s.log.Warn("closing a session cut by a gpuserverd stop; usage after its last checkpoint is lost",
 			"session", o.SessionID, "tenant", o.TenantID, "instance", o.InstanceID, "billed_to", o.BilledTo)
 	}
 	s.metrics.cut += uint64(len(list))
-	if err := os.Remove(path); err != nil {
-		return list, fmt.Errorf("open sessions: %w", err)
-	}
-	return list, nil
 }

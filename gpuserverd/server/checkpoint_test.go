@@ -87,8 +87,8 @@ func TestCheckpointsBillOpenSessionsWithoutOverlap(t *testing.T) {
 		t.Fatalf("billed %v in %d records; want a 25s (3 records), b 16s (2)", got, s.usage.Len())
 	}
 	// Nothing is left open, so a restart closes nothing.
-	if cut, err := s.closeCut(); err != nil || len(cut) != 0 {
-		t.Fatalf("after clean ends: cut %v, %v", cut, err)
+	if open, err := s.readOpen(); err != nil || len(open) != 0 {
+		t.Fatalf("after clean ends: open %v, %v", open, err)
 	}
 }
 
@@ -131,8 +131,8 @@ func TestRestartClosesSessionsCutMidway(t *testing.T) {
 		t.Fatalf("metrics after restart:\n%s", rec.Body)
 	}
 	// Closed once: a third start finds nothing open.
-	if cut, err := s2.closeCut(); err != nil || len(cut) != 0 {
-		t.Fatalf("second close: %v, %v", cut, err)
+	if open, err := s2.readOpen(); err != nil || len(open) != 0 {
+		t.Fatalf("second close: %v, %v", open, err)
 	}
 }
 

@@ -85,6 +85,8 @@ func (s *Server) serveMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(&b, "gpuserverd_usage_errors_total %d\n", m.usageErrors)
 	metric("gpuserverd_sessions_cut_total", "counter", "Sessions an earlier gpuserverd left open (killed mid-session), closed at start-up.")
 	fmt.Fprintf(&b, "gpuserverd_sessions_cut_total %d\n", m.cut)
+	metric("gpuserverd_sessions_adopted_total", "counter", "Sessions whose workers an earlier gpuserverd left running, adopted at start-up.")
+	fmt.Fprintf(&b, "gpuserverd_sessions_adopted_total %d\n", m.adopted)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	w.Write([]byte(b.String()))
 }

@@ -21,30 +21,47 @@ func laneSocket() (*net.UnixConn, *os.File, error) { return seqpacketPair("lanes
 func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
 	var h wire.LaneHello
 	err := h.Decode(payload)
+	s.route(conn, h.SessionID, payload, err, func(st *wire.Status) wire.Message { return st }, log)
+}
+
+// attachResume hands a connection that opened with Resume to its session's worker, which checks
+// the secret and goes on with the session's stream on it (worker/resume.go).
+func (s *Server) attachResume(conn net.Conn, payload []byte, log *slog.Logger) {
+	var m wire.Resume
+	err := m.Decode(payload)
+	s.route(conn, m.SessionID, worker.ResumePayload(payload), err, func(st *wire.Status) wire.Message {
+		return &wire.ResumeReply{Result: st.Result, Message: st.Message}
+	}, log)
+}
+
+// route passes conn and payload to session sid's worker on its lane socket; err is the opening
+// frame's decoding error. A refusal, for a session this server does not run as for a malformed
+// frame, is the one a wrong key gets, after the same pause: no oracle of live sessions.
+func (s *Server) route(conn net.Conn, sid string, payload []byte, err error, refusal func(*wire.Status) wire.Message, log *slog.Logger) {
 	var se *session
 	if err == nil {
 		s.mu.Lock()
 		for _, x := range s.sessions {
-			if x.claims.SessionID == h.SessionID && x.lanes != nil {
+			if x.claims.SessionID == sid && x.lanes != nil {
 				se = x
 			}
 		}
 		s.mu.Unlock()
 		if se == nil {
-			err = worker.ErrLaneRefused // the very refusal a wrong key gets: no oracle of live sessions
+			err = worker.ErrLaneRefused
 		}
 	}
 	if err == nil {
 		err = passConn(se.lanes, conn, payload)
 	}
 	if err != nil {
-		log.Info("lane refused", "err", err)
+		log.Info("lane or resume refused", "err", err)
 		worker.PauseLaneRefusal()
 		st := &wire.Status{Result: int32(backend.ResultOf(err)), Message: truncate(err.Error(), 1024)}
 		if backend.ResultOf(err) == backend.ErrUnknown {
-			st.Result = int32(backend.ErrInvalidValue) // a malformed LaneHello
+			st.Result = int32(backend.ErrInvalidValue) // a malformed opening frame
 		}
-		conn.Write(wire.AppendFrame(nil, st, 0, 0))
+		conn.Write(wire.AppendFrame(nil, refusal(st), 0, 0))
 	}
 }
 

@@ -60,6 +60,12 @@ type Config struct {
 	// (defaults DefaultMaxSessions, DefaultMaxSessionsPerInstance): each session is a worker
 	// process, so a token must not be able to start them without end.
 	MaxSessions, MaxSessionsPerInstance int
+	// AdoptTimeout is how long a worker whose server has gone waits for a new one to adopt it
+	// before it ends its session (0: worker.DefaultAdoptTimeout).
+	AdoptTimeout time.Duration
+	// KeepSessionsOnStop: a stop (ctx ending, SIGTERM) leaves socket sessions' workers running
+	// for the next gpuserverd to adopt, as a kill does, instead of ending them: an upgrade.
+	KeepSessionsOnStop bool
 	// AdminToken is the bearer token the admin HTTP routes want (http.go); "" generates one,
 	// kept in <DataDir>/admin-token for local tools.
 	AdminToken string
@@ -97,11 +103,12 @@ type Server struct {
 	unixLn  net.Listener // nil without ListenUnix
 	adminLn net.Listener
 	wg      sync.WaitGroup
+	adopted []*adoptedWorker // adopted by New, supervised from Serve
 }
 
 type counters struct {
-	accepted, refused, ended, usageErrors, cut uint64
-	refusedBy                                  map[string]uint64
+	accepted, refused, ended, usageErrors, cut, adopted uint64
+	refusedBy                                           map[string]uint64
 }
 
 // New opens the usage log and the device inventory; b is the backend chosen for this server.
@@ -153,7 +160,7 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	if _, err := s.closeCut(); err != nil {
+	if err := s.recoverSessions(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -214,6 +221,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		defer cancel()
 		hs.Shutdown(sctx)
 	}()
+	s.superviseAdopted(ctx)
 	s.log.Info("gpuserverd serving", "addr", s.ln.Addr(), "admin", s.adminLn.Addr(),
 		"backend", s.b.Kind(), "gpus", len(s.devices), "server_id", s.cfg.ServerID)
 	if s.unixLn != nil {

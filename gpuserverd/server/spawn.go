@@ -6,11 +6,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,9 +23,10 @@ import (
 
 // session is a running worker.
 type session struct {
-	claims sessiontoken.Claims
-	pid    int
-	start  time.Time
+	claims   sessiontoken.Claims
+	ordinals []int
+	pid      int
+	start    time.Time
 
 	// billedTo is where the last checkpoint record ended: the next record starts here. Guarded
 	// by s.ckptMu so a checkpoint and the session's end never bill the same interval twice.
@@ -33,6 +36,11 @@ type session struct {
 	last worker.Snapshot
 
 	lanes *net.UnixConn // lane connections go to the worker on this socket
+
+	// adoptable: the worker outlives this server and a next one may adopt it (a socket
+	// session's). detached: this server stopped with Config.KeepSessionsOnStop and left it.
+	adoptable bool
+	detached  atomic.Bool
 }
 
 // runWorker hands conn to a new worker process and waits for it; the usage record is written
@@ -70,6 +78,7 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
 		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals, ShmMax: s.cfg.ShmSessionMax,
 		Channel: channel.kind, Slot: channel.slot, Slots: channel.count, PeerTimeout: s.cfg.IvshmemPeerTimeout,
+		AdoptDir: s.adoptDir(channel), AdoptTimeout: s.cfg.AdoptTimeout,
 	})
 	lanesHere, lanesThere, err := laneSocket()
 	if err != nil {
@@ -96,8 +105,14 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere} // fds 3-7 (worker.LanesFD, ArenaFD, MemoryFD)
-	// A worker must not outlive gpuserverd: its session could no longer be metered.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// A socket session's worker outlives gpuserverd (its own session, so neither the server's
+	// death nor a signal to the server's process group reaches it) and waits for a new server to
+	// adopt it (adopt.go); one that nobody adopts ends itself. An ivshmem worker cannot be
+	// adopted (a new server serves the channel's slots afresh) and dies with the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if channel.kind != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	}
 	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere}
 	err = cmd.Start()
 	for _, f := range childEnds {
@@ -109,7 +124,8 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	release() // the worker owns the connection now
 
 	now := time.Now()
-	se := &session{claims: c, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere}
+	se := &session{claims: c, ordinals: ordinals, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere,
+		adoptable: channel.kind == ""}
 	s.mu.Lock()
 	s.sessions[se.pid] = se
 	s.mu.Unlock()
@@ -120,6 +136,26 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		log.Info("ending a session whose instance was stopped or deleted during its handshake")
 		cmd.Process.Kill()
 	}
+	s.noteOpen(se) // after the check: the state file's fsync must not widen its window
+	return s.supervise(ctx, se, statsR, statsR.Close, cmd.Wait, arenasHere, memHere, log)
+}
+
+// noteOpen writes a started session into the state file, so a server that follows this one can
+// adopt its worker.
+func (s *Server) noteOpen(se *session) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	if err := s.writeOpen(); err != nil {
+		s.log.Error("noting a session in the state file", "session", se.claims.SessionID, "err", err)
+	}
+}
+
+// supervise serves a running worker's server sockets and reads its stats until it ends (stats
+// closes), then bills the session's last interval. wait, when not nil, reaps the worker process.
+// When ctx ends the worker is told to stop, or, with Config.KeepSessionsOnStop, left running for
+// the next server to adopt (closeStats ends the reading).
+func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, closeStats func() error, wait func() error,
+	arenasHere, memHere *net.UnixConn, log *slog.Logger) error {
 	arenasDone, memDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(arenasDone)
@@ -127,12 +163,19 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	}()
 	go func() {
 		defer close(memDone)
-		s.serveMemory(memHere, se.pid, c, log)
+		s.serveMemory(memHere, se.pid, se.claims, log)
 	}()
 
-	stop := context.AfterFunc(ctx, func() { cmd.Process.Signal(syscall.SIGTERM) })
+	stop := context.AfterFunc(ctx, func() {
+		if s.cfg.KeepSessionsOnStop && se.adoptable {
+			se.detached.Store(true)
+			closeStats()
+			return
+		}
+		syscall.Kill(se.pid, syscall.SIGTERM)
+	})
 	defer stop()
-	sc := bufio.NewScanner(statsR)
+	sc := bufio.NewScanner(stats)
 	for sc.Scan() {
 		var snap worker.Snapshot
 		if json.Unmarshal(sc.Bytes(), &snap) == nil {
@@ -141,7 +184,20 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 			se.mu.Unlock()
 		}
 	}
-	werr := cmd.Wait()
+	if se.detached.Load() {
+		// The session goes on in its worker; it stays in the state file, billed to its last
+		// record, for the next server to adopt and bill on.
+		arenasHere.Close()
+		memHere.Close()
+		<-arenasDone
+		<-memDone
+		log.Info("leaving the session running for the next gpuserverd")
+		return nil
+	}
+	var werr error
+	if wait != nil {
+		werr = wait()
+	}
 	end := time.Now()
 	// However the worker ended, its arena is gone with it; a request it sent just before dying
 	// is answered (or not) before its bytes are dropped, so none stay held.

@@ -181,6 +181,10 @@ const (
 	TypeLtMatmul                     Type = 8003
 	TypeLtGetAttribute               Type = 8004
 	TypeLtAttributeReply             Type = 8005
+	TypeResumeOpen                   Type = 900
+	TypeResumeOpenReply              Type = 901
+	TypeResume                       Type = 902
+	TypeResumeReply                  Type = 903
 )
 
 var typeNames = map[Type]string{
@@ -335,6 +339,10 @@ var typeNames = map[Type]string{
 	TypeLtMatmul:                     "LtMatmul",
 	TypeLtGetAttribute:               "LtGetAttribute",
 	TypeLtAttributeReply:             "LtAttributeReply",
+	TypeResumeOpen:                   "ResumeOpen",
+	TypeResumeOpenReply:              "ResumeOpenReply",
+	TypeResume:                       "Resume",
+	TypeResumeReply:                  "ResumeReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -642,6 +650,14 @@ func New(t Type) Message {
 		return new(LtGetAttribute)
 	case TypeLtAttributeReply:
 		return new(LtAttributeReply)
+	case TypeResumeOpen:
+		return new(ResumeOpen)
+	case TypeResumeOpenReply:
+		return new(ResumeOpenReply)
+	case TypeResume:
+		return new(Resume)
+	case TypeResumeReply:
+		return new(ResumeReply)
 	}
 	return nil
 }
@@ -5467,5 +5483,123 @@ func (m *LtAttributeReply) Decode(p []byte) error {
 	m.Value = d.u64("value")
 	m.Size = d.u64("size")
 	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// ResumeOpen is message type 900.
+type ResumeOpen struct {
+	WindowMs uint32
+}
+
+// Type returns TypeResumeOpen.
+func (*ResumeOpen) Type() Type { return TypeResumeOpen }
+
+// Append appends the encoded payload to b.
+func (m *ResumeOpen) Append(b []byte) []byte {
+	b = putU32(b, m.WindowMs)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ResumeOpen) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ResumeOpen"}
+	m.WindowMs = d.u32("window_ms")
+	return d.finish()
+}
+
+// ResumeOpenReply is message type 901.
+type ResumeOpenReply struct {
+	Result   int32
+	WindowMs uint32
+	Secret   []byte
+}
+
+// Type returns TypeResumeOpenReply.
+func (*ResumeOpenReply) Type() Type { return TypeResumeOpenReply }
+
+// Append appends the encoded payload to b.
+func (m *ResumeOpenReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.WindowMs)
+	b = putU32(b, uint32(len(m.Secret)))
+	b = append(b, m.Secret...)
+	return b
+}
+
+// AppendHead appends the payload without Secret's content (its length included), so a
+// large Secret can be written from where it lies.
+func (m *ResumeOpenReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.WindowMs)
+	b = putU32(b, uint32(len(m.Secret)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ResumeOpenReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ResumeOpenReply"}
+	m.Result = int32(d.u32("result"))
+	m.WindowMs = d.u32("window_ms")
+	m.Secret = d.bytes("secret", 32)
+	return d.finish()
+}
+
+// Resume is message type 902.
+type Resume struct {
+	Version   uint32
+	SessionID string
+	Secret    []byte
+	Received  uint64
+}
+
+// Type returns TypeResume.
+func (*Resume) Type() Type { return TypeResume }
+
+// Append appends the encoded payload to b.
+func (m *Resume) Append(b []byte) []byte {
+	b = putU32(b, m.Version)
+	b = putU32(b, uint32(len(m.SessionID)))
+	b = append(b, m.SessionID...)
+	b = putU32(b, uint32(len(m.Secret)))
+	b = append(b, m.Secret...)
+	b = putU64(b, m.Received)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *Resume) Decode(p []byte) error {
+	d := decoder{p: p, msg: "Resume"}
+	m.Version = d.u32("version")
+	m.SessionID = string(d.bytes("session_id", 256))
+	m.Secret = d.bytes("secret", 32)
+	m.Received = d.u64("received")
+	return d.finish()
+}
+
+// ResumeReply is message type 903.
+type ResumeReply struct {
+	Result   int32
+	Message  string
+	Received uint64
+}
+
+// Type returns TypeResumeReply.
+func (*ResumeReply) Type() Type { return TypeResumeReply }
+
+// Append appends the encoded payload to b.
+func (m *ResumeReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	b = putU64(b, m.Received)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ResumeReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ResumeReply"}
+	m.Result = int32(d.u32("result"))
+	m.Message = string(d.bytes("message", 1024))
+	m.Received = d.u64("received")
 	return d.finish()
 }

@@ -89,6 +89,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendFrame(nil, &Hello{Version: 1, Token: "t"}, 0, 1))
 	f.Add(AppendFrame(nil, &FuncParamLayoutReply{Offsets: []uint32{1}, Sizes: []uint32{2}}, 0, 1))
 	f.Add(AppendFrame(nil, &LaunchKernel{Function: 1, GridX: 1, Params: []byte{1, 2}}, FlagNoReply, 7))
+	f.Add(AppendFrame(nil, &Resume{Version: 1, SessionID: "s", Secret: make([]byte, 32), Received: 1 << 40}, 0, 0))
+	f.Add(AppendFrame(nil, &ResumeOpenReply{WindowMs: 30000, Secret: make([]byte, 32)}, 0, 2))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, p, err := ReadFrame(bytes.NewReader(frame), nil)
 		if err != nil {

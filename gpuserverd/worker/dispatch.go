@@ -119,6 +119,11 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return status(nil), nil
 	case *wire.LanesOpen:
 		return s.lanes.open(m.Lanes), nil
+	case *wire.ResumeOpen:
+		if s.resume == nil || s.shm != nil { // an arena's rings are not the socket's stream
+			return &wire.ResumeOpenReply{Result: int32(backend.ErrNotSupported)}, nil
+		}
+		return s.resume.open(m.WindowMs), nil
 	case *wire.ShmOpen:
 		return s.shmOpen(m, h.Request)
 	case *wire.MemcpyHtoDStriped:

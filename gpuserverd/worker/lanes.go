@@ -210,6 +210,14 @@ func (s *Session) serveLaneSocket(uc *net.UnixConn) {
 			s.log.Warn("lane socket", "err", err)
 			continue
 		}
+		if p, ok := isResume(buf[:n]); ok && s.resume != nil {
+			if err := s.resume.offer(conn, append([]byte(nil), p...)); err != nil {
+				s.log.Warn("resume refused", "err", err)
+			} else {
+				s.log.Info("guest resumed its session on a new connection")
+			}
+			continue
+		}
 		if err := s.Attach(conn, append([]byte(nil), buf[:n]...)); err != nil {
 			s.log.Warn("lane", "err", err)
 		}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -25,19 +28,31 @@ const StatsPeriod = time.Second
 
 // Main is the worker process: config on stdin, connection on fd 3, stats to fd 4.
 func Main(ctx context.Context, log *slog.Logger) error {
+	// The worker outlives its server (adopt.go), and with it whatever read the server's stderr,
+	// which the worker logs to: a log line must not kill the session (SIGPIPE), only be lost.
+	signal.Ignore(syscall.SIGPIPE)
 	var cfg Config
 	if err := json.NewDecoder(io.LimitReader(os.Stdin, 1<<20)).Decode(&cfg); err != nil {
 		return fmt.Errorf("worker: reading config from stdin: %w", err)
 	}
 	var conn net.Conn
 	var ch *ivshmem.Channel
+	var rc *resumeConn
 	var err error
 	if cfg.Channel == "ivshmem" {
 		if ch, err = ivshmem.AdoptSlot(os.NewFile(ConnFD, "ivshmem"), cfg.Slot, max(cfg.Slots, 1)); err == nil {
 			conn = newIvshmemConn(ch, cfg.PeerTimeout)
 		}
 	} else {
-		conn, err = newBlockingConn(ConnFD, frameTimeout)
+		var bc *blockingConn
+		// A TCP session's stream may be resumed on a new connection (resume.go); a Unix-socket
+		// client is on this host, its arena's rings are the stream, and it does not resume.
+		if bc, err = newBlockingConn(ConnFD, frameTimeout); err == nil && bc.isUnix() {
+			conn = bc
+		} else if err == nil {
+			rc = newResumeConn(bc, cfg.SessionID)
+			conn = rc
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -51,29 +66,45 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	}
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
+	s.resume = rc
 	if ch != nil {
 		if err := s.adoptIvshmem(ch); err != nil {
 			s.close()
 			return err
 		}
 	}
+	link := newServerLink(statsOut, openArenaSocket(), openMemorySocket())
+	if link.arenas != nil {
+		s.SetArenaBudget(link.budget)
+	}
+	if link.memory != nil {
+		s.SetMemoryLedger(link.ledger)
+	}
+	ctx, end := context.WithCancel(ctx)
+	defer end()
+	adoptTimeout := cmp.Or(cfg.AdoptTimeout, DefaultAdoptTimeout)
 	if uc := openLaneSocket(); uc != nil {
 		s.EnableLanes()
-		go s.serveLaneSocket(uc)
-		defer uc.Close()
+		go func() {
+			s.serveLaneSocket(uc)
+			uc.Close()
+			if cfg.AdoptDir != "" {
+				link.serverGone(adoptTimeout, end, log)
+			}
+		}()
 	}
-	if uc := openArenaSocket(); uc != nil {
-		s.SetArenaBudget(socketBudget(uc))
-		defer uc.Close()
-	}
-	if uc := openMemorySocket(); uc != nil {
-		s.SetMemoryLedger(socketLedger(uc))
-		defer uc.Close()
+	if cfg.AdoptDir != "" {
+		ln, _, err := listenAdopt(cfg.AdoptDir)
+		if err != nil {
+			s.close()
+			return fmt.Errorf("worker: %w", err)
+		}
+		defer ln.Close()
+		go s.serveAdoptions(ln, link, adoptTimeout, end)
 	}
 	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
-		enc := json.NewEncoder(statsOut)
 		t := time.NewTicker(StatsPeriod)
 		defer t.Stop()
 		for {
@@ -81,14 +112,14 @@ func Main(ctx context.Context, log *slog.Logger) error {
 			case <-done:
 				return
 			case <-t.C:
-				_ = enc.Encode(s.Stats.Snapshot())
+				link.writeStats(s.Stats.Snapshot())
 			}
 		}
 	}()
 	err = s.Serve(ctx)
 	close(done)
 	<-exited
-	_ = json.NewEncoder(statsOut).Encode(s.Stats.Snapshot())
+	link.writeStats(s.Stats.Snapshot())
 	log.Info("session ended", "err", err)
 	return err
 }

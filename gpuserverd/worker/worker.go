@@ -38,6 +38,10 @@ type Config struct {
 	Slots int `json:"slots,omitempty"`
 	// PeerTimeout is how long an ivshmem guest's heartbeat may stand still (0: ivshmem.PeerTimeout).
 	PeerTimeout time.Duration `json:"peer_timeout,omitempty"`
+	// AdoptDir, when set, is where the worker listens for a gpuserverd that adopts it after its
+	// own has gone (adopt.go); AdoptTimeout is how long it waits for one (0: DefaultAdoptTimeout).
+	AdoptDir     string        `json:"adopt_dir,omitempty"`
+	AdoptTimeout time.Duration `json:"adopt_timeout,omitempty"`
 }
 
 // device is the session's state on one granted GPU, created on first use.
@@ -73,6 +77,7 @@ type Session struct {
 	shm     *arena       // the shared arena of a client on this host; nil until ShmOpen
 	budget  arenaBudget  // the server's total over all arenas; nil: none
 	ledger  memoryLedger // the instance's quota across its sessions; nil: the session's alone
+	resume  *resumeConn  // the stream a guest may resume on another connection; nil: none
 	buf     []byte
 	out     []byte
 	Stats   *Stats

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,6 +210,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 	}
 	t.Fatalf("timed out waiting for %s", what)
+}
+
+// kill SIGKILLs gpuserverd and reaps it. Not cmd.Wait: that also waits for whatever holds its
+// stderr, and its workers do, outliving it (they wait to be adopted).
+func (s *gpuserverd) kill() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd.Process.Wait()
 }
 
 // workers lists the server's child processes (one worker per session).

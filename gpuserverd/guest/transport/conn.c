@@ -60,6 +60,8 @@ static void connect_session(void) {
         gc.init_result = CUDA_ERROR_NO_DEVICE;
         return;
     }
+    /* A TCP session may resume on a new connection (resume.c); shared memory and channels not. */
+    if (!gc_unix_path(used) && !gc_ivshmem_spec(used)) gc_resume_begin(used);
     struct gw_hello hello = {.version = GW_VERSION, .token = token, .token_len = (uint32_t)strlen(token)};
     uint8_t buf[GW_HEADER_SIZE + 8 + GC_MAX_VALUE + 8];
     size_t n = gw_hello_size(&hello);
@@ -71,6 +73,7 @@ static void connect_session(void) {
     struct gc_reply r;
     pthread_mutex_lock(&gc.mu);
     CUresult rc = gc_xfer_locked(GW_TYPE_HELLO, 0, buf, n, NULL, 0, GW_TYPE_HELLO_REPLY, &r);
+    gc_resume_hello_sent(GW_HEADER_SIZE + n);
     struct gw_hello_reply hr;
     char err[256];
     if (rc == CUDA_SUCCESS && gw_hello_reply_decode(&hr, r.p, r.n, err, sizeof err) != 0) {
@@ -92,6 +95,9 @@ static void connect_session(void) {
     char sid[257];
     snprintf(sid, sizeof sid, "%.*s", (int)hr.session_id_len, hr.session_id);
     hr.session_id = sid;
+    pthread_mutex_lock(&gc.mu);
+    gc_resume_open_locked(sid);
+    pthread_mutex_unlock(&gc.mu);
     /* A client on this host shares memory with its worker; lanes would only add copies. A VM's
      * ivshmem region already is the arena. */
     if (gc_ivshmem_on()) {
@@ -135,12 +141,13 @@ static int write_all(struct iovec *iov, int cnt) {
             if (iov[i].iov_len && gc_ring_write(iov[i].iov_base, iov[i].iov_len) != 0) return -1;
         return 0;
     }
+    gc_resume_note_sent(iov, cnt); /* kept first: a resumed connection resends what was lost */
     while (cnt > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
         ssize_t w = sendmsg(gc.fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR) continue;
-            return -1;
+            return gc_resume_locked(); /* 0: the kept bytes carried the rest */
         }
         while (cnt > 0 && (size_t)w >= iov->iov_len) {
             w -= iov->iov_len;
@@ -162,7 +169,12 @@ int gc_read_full_fd(int fd, void *p, size_t n) {
     while (n > 0) {
         ssize_t r = read(fd, c, n);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
+        if (r <= 0) {
+            /* The session's own connection may resume (resume.c) and the read go on. */
+            if (fd == gc.fd && gc_resume_locked() == 0) continue;
+            return -1;
+        }
+        if (fd == gc.fd) gc_resume_note_received((size_t)r);
         c += r;
         n -= r;
     }

@@ -30,6 +30,7 @@ static int nlanes;
 
 /* Every lane and the session's connection end: a lane out of step cannot be resynchronised. */
 static void break_all(void) {
+    gc_resume_disarm(); /* a stream whose lanes fell out of step must not be resumed */
     for (int i = 0; i < nlanes; i++) shutdown(lanes[i].fd, SHUT_RDWR);
     shutdown(gc.fd, SHUT_RDWR);
 }

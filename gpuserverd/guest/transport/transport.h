@@ -51,6 +51,16 @@ int gc_read_full_fd(int fd, void *p, size_t n);
 int gc_dial(const char *endpoint);
 void gc_put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint32_t req);
 
+/* resume.c: a TCP session's stream survives a dropped connection. */
+struct iovec;
+void gc_resume_begin(const char *endpoint);
+void gc_resume_hello_sent(size_t hello_bytes);
+void gc_resume_open_locked(const char *session_id);
+void gc_resume_note_sent(const struct iovec *iov, int cnt);
+void gc_resume_note_received(size_t n);
+int gc_resume_locked(void);
+void gc_resume_disarm(void);
+
 /* Lanes (lanes.c): extra connections that large copies are striped over. */
 void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr);
 int gc_lanes(void);
