@@ -180,6 +180,13 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_LT_MATMUL 8003
 #define GW_TYPE_LT_GET_ATTRIBUTE 8004
 #define GW_TYPE_LT_ATTRIBUTE_REPLY 8005
+#define GW_TYPE_PEER_ACCESS 4500
+#define GW_TYPE_MEMCPY_PEER 4501
+#define GW_TYPE_NCCL_GET_UNIQUE_ID 14000
+#define GW_TYPE_NCCL_REPLY 14001
+#define GW_TYPE_NCCL_COMM_INIT 14002
+#define GW_TYPE_NCCL_COMM_DESTROY 14003
+#define GW_TYPE_NCCL_COLLECTIVE 14004
 
 struct gw_hello {
 	uint32_t version;
@@ -1825,6 +1832,81 @@ struct gw_lt_attribute_reply {
 size_t gw_lt_attribute_reply_size(const struct gw_lt_attribute_reply *m);
 uint8_t *gw_lt_attribute_reply_encode(const struct gw_lt_attribute_reply *m, uint8_t *out);
 int gw_lt_attribute_reply_decode(struct gw_lt_attribute_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_peer_access {
+	uint32_t peer;
+	uint32_t enable;
+	uint32_t flags;
+};
+size_t gw_peer_access_size(const struct gw_peer_access *m);
+uint8_t *gw_peer_access_encode(const struct gw_peer_access *m, uint8_t *out);
+int gw_peer_access_decode(struct gw_peer_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy_peer {
+	uint64_t dst;
+	uint32_t dst_device;
+	uint64_t src;
+	uint32_t src_device;
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t async;
+};
+size_t gw_memcpy_peer_size(const struct gw_memcpy_peer *m);
+uint8_t *gw_memcpy_peer_encode(const struct gw_memcpy_peer *m, uint8_t *out);
+int gw_memcpy_peer_decode(struct gw_memcpy_peer *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_get_unique_id {
+	char unused;
+};
+size_t gw_nccl_get_unique_id_size(const struct gw_nccl_get_unique_id *m);
+uint8_t *gw_nccl_get_unique_id_encode(const struct gw_nccl_get_unique_id *m, uint8_t *out);
+int gw_nccl_get_unique_id_decode(struct gw_nccl_get_unique_id *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t comm;
+	uint64_t id0;
+	uint64_t id1;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_nccl_reply_size(const struct gw_nccl_reply *m);
+uint8_t *gw_nccl_reply_encode(const struct gw_nccl_reply *m, uint8_t *out);
+int gw_nccl_reply_decode(struct gw_nccl_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_init {
+	uint64_t id0;
+	uint64_t id1;
+	uint32_t nranks;
+	uint32_t rank;
+	uint32_t device;
+};
+size_t gw_nccl_comm_init_size(const struct gw_nccl_comm_init *m);
+uint8_t *gw_nccl_comm_init_encode(const struct gw_nccl_comm_init *m, uint8_t *out);
+int gw_nccl_comm_init_decode(struct gw_nccl_comm_init *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_destroy {
+	uint64_t comm;
+};
+size_t gw_nccl_comm_destroy_size(const struct gw_nccl_comm_destroy *m);
+uint8_t *gw_nccl_comm_destroy_encode(const struct gw_nccl_comm_destroy *m, uint8_t *out);
+int gw_nccl_comm_destroy_decode(struct gw_nccl_comm_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_collective {
+	uint64_t comm;
+	uint32_t kind;
+	uint64_t send;
+	uint64_t recv;
+	uint64_t count;
+	uint32_t datatype;
+	uint32_t op;
+	int32_t peer;
+	uint64_t stream;
+};
+size_t gw_nccl_collective_size(const struct gw_nccl_collective *m);
+uint8_t *gw_nccl_collective_encode(const struct gw_nccl_collective *m, uint8_t *out);
+int gw_nccl_collective_decode(struct gw_nccl_collective *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);
