@@ -27,8 +27,8 @@ func simPCI(o int) string { return fmt.Sprintf("00000000:%02x:00.0", 0x10+o) }
 // other than the server's, sees them in the order granted; peer queries, peer access and copies
 // between every pair run on the server.
 func TestPeerAccessAndCopies(t *testing.T) {
-	s := startServer(t, "GPUSERVERD_SIM_DEVICES=4")
 	for _, order := range [][]int{{3, 1}, {2, 0, 3, 1}} {
+		s := startServer(t, "GPUSERVERD_SIM_DEVICES=4") // a dedicated GPU stays taken until a session's end is seen
 		args := []string{strconv.Itoa(len(order))}
 		for _, o := range order {
 			args = append(args, simPCI(o))
