@@ -66,6 +66,7 @@ type clique struct {
 	pending [][]*wire.NcclCollective // per rank, the collectives posted and not yet run
 	p2p     []*wire.NcclCollective   // sends and receives waiting for their other side
 	devices map[int]bool
+	native  backend.Clique // the backend's NCCL over the ranks, once all joined; nil: staged here
 }
 
 type ncclComm struct {
@@ -150,7 +151,30 @@ func (s *Session) ncclInit(m *wire.NcclCommInit) (uint64, error) {
 	n.comms[c.id] = c
 	cl.ranks[m.Rank] = c
 	cl.devices[int(m.Device)] = true
+	s.nativeClique(cl)
 	return c.id, nil
+}
+
+// nativeClique hands a clique whose ranks have all joined to the backend's NCCL where it has one;
+// where that fails the collectives are staged through the worker, as on a backend without NCCL.
+func (s *Session) nativeClique(cl *clique) {
+	nb, ok := s.b.(backend.Collectives)
+	if !ok {
+		return
+	}
+	ctxs := make([]backend.Context, cl.nranks)
+	for r, c := range cl.ranks {
+		if c == nil {
+			return
+		}
+		ctxs[r] = c.device.ctx
+	}
+	native, err := nb.CommInitAll(ctxs)
+	if err != nil {
+		s.log.Warn("backend NCCL unavailable; collectives staged through the worker", "ranks", cl.nranks, "err", err)
+		return
+	}
+	cl.native = native
 }
 
 func (n *ncclState) destroy(id uint64) error {
@@ -159,8 +183,16 @@ func (n *ncclState) destroy(id uint64) error {
 		return ncclErr(ncclInvalidArgument, "ncclCommDestroy: no communicator %d", id)
 	}
 	delete(n.comms, id)
-	c.cl.ranks[c.rank] = nil
-	c.cl.pending[c.rank] = nil
+	cl := c.cl
+	cl.ranks[c.rank] = nil
+	cl.pending[c.rank] = nil
+	if cl.native != nil { // NCCL's communicators go with the first rank: the clique is broken
+		native := cl.native
+		cl.native = nil
+		if err := native.Close(); err != nil {
+			return ncclErr(ncclInternalError, "ncclCommDestroy: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -222,6 +254,16 @@ func (s *Session) runCollective(cl *clique, heads []*wire.NcclCollective) error 
 			return ncclErr(ncclInvalidUsage, "ranks disagree: rank 0 posted %s of %d (type %d, op %d, root %d), rank %d %s of %d (type %d, op %d, root %d)",
 				collNames[h0.Kind], h0.Count, h0.Datatype, h0.Op, h0.Peer, r, collNames[h.Kind], h.Count, h.Datatype, h.Op, h.Peer)
 		}
+	}
+	if cl.native != nil {
+		c := backend.Collective{Kind: h0.Kind, Datatype: h0.Datatype, Op: h0.Op, Count: h0.Count, Root: int(h0.Peer)}
+		for _, h := range heads {
+			c.Parts = append(c.Parts, backend.CollectivePart{Send: h.Send, Recv: h.Recv, Stream: backend.Handle(h.Stream)})
+		}
+		if err := cl.native.Run(c); err != nil {
+			return ncclErr(ncclInternalError, "%s: %v", collNames[h0.Kind], err)
+		}
+		return nil
 	}
 	es := uint64(elemSizes[h0.Datatype])
 	n, nr := h0.Count*es, uint64(cl.nranks)
