@@ -20,6 +20,10 @@ import (
 // here, written back): exact on the simulated backend and correct on any backend; NVIDIA's NCCL
 // on the real backend is the NcclRunner seam (see docs/multi-gpu.md).
 
+// maxStagedCollective bounds the worker memory one staged collective takes (every rank's
+// buffers at once), so a guest's count cannot make the worker allocate without limit.
+const maxStagedCollective = 2 << 30
+
 // ncclResult_t values.
 const (
 	ncclSuccess         = 0
@@ -267,6 +271,10 @@ func (s *Session) runCollective(cl *clique, heads []*wire.NcclCollective) error 
 	}
 	es := uint64(elemSizes[h0.Datatype])
 	n, nr := h0.Count*es, uint64(cl.nranks)
+	if staged := n * nr * nr; staged > maxStagedCollective {
+		return ncclErr(ncclInvalidArgument, "%s of %d bytes a rank: more than a staged collective holds (%d bytes in all)",
+			collNames[h0.Kind], n, maxStagedCollective)
+	}
 	read := func(r int, ptr, bytes uint64) ([]byte, error) {
 		b := make([]byte, bytes)
 		d := cl.ranks[r].device
