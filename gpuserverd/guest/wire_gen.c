@@ -204,6 +204,7 @@ const char *gw_type_name(uint16_t type) {
 	case 14002: return "NcclCommInit";
 	case 14003: return "NcclCommDestroy";
 	case 14004: return "NcclCollective";
+	case 4502: return "StreamWaitPeerEvent";
 	}
 	return "unknown";
 }
@@ -5138,6 +5139,32 @@ int gw_nccl_collective_decode(struct gw_nccl_collective *m, const uint8_t *p, si
 	return dfinish(&d);
 }
 
+size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put64(o, m->event);
+	o = put32(o, (uint32_t)m->event_device);
+	return o;
+}
+
+int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamWaitPeerEvent", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->event = d64(&d, "event");
+	m->event_device = d32(&d, "event_device");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -5456,6 +5483,8 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nccl_comm_destroy_decode(m, p, n, err, errlen);
 	case 14004:
 		return gw_nccl_collective_decode(m, p, n, err, errlen);
+	case 4502:
+		return gw_stream_wait_peer_event_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -187,6 +187,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_COMM_INIT 14002
 #define GW_TYPE_NCCL_COMM_DESTROY 14003
 #define GW_TYPE_NCCL_COLLECTIVE 14004
+#define GW_TYPE_STREAM_WAIT_PEER_EVENT 4502
 
 struct gw_hello {
 	uint32_t version;
@@ -1907,6 +1908,15 @@ struct gw_nccl_collective {
 size_t gw_nccl_collective_size(const struct gw_nccl_collective *m);
 uint8_t *gw_nccl_collective_encode(const struct gw_nccl_collective *m, uint8_t *out);
 int gw_nccl_collective_decode(struct gw_nccl_collective *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_wait_peer_event {
+	uint64_t stream;
+	uint64_t event;
+	uint32_t event_device;
+};
+size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m);
+uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *out);
+int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

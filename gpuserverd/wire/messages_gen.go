@@ -188,6 +188,7 @@ const (
 	TypeNcclCommInit                 Type = 14002
 	TypeNcclCommDestroy              Type = 14003
 	TypeNcclCollective               Type = 14004
+	TypeStreamWaitPeerEvent          Type = 4502
 )
 
 var typeNames = map[Type]string{
@@ -349,6 +350,7 @@ var typeNames = map[Type]string{
 	TypeNcclCommInit:                 "NcclCommInit",
 	TypeNcclCommDestroy:              "NcclCommDestroy",
 	TypeNcclCollective:               "NcclCollective",
+	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -670,6 +672,8 @@ func New(t Type) Message {
 		return new(NcclCommDestroy)
 	case TypeNcclCollective:
 		return new(NcclCollective)
+	case TypeStreamWaitPeerEvent:
+		return new(StreamWaitPeerEvent)
 	}
 	return nil
 }
@@ -5715,5 +5719,32 @@ func (m *NcclCollective) Decode(p []byte) error {
 	m.Op = d.u32("op")
 	m.Peer = int32(d.u32("peer"))
 	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// StreamWaitPeerEvent is message type 4502.
+type StreamWaitPeerEvent struct {
+	Stream      uint64
+	Event       uint64
+	EventDevice uint32
+}
+
+// Type returns TypeStreamWaitPeerEvent.
+func (*StreamWaitPeerEvent) Type() Type { return TypeStreamWaitPeerEvent }
+
+// Append appends the encoded payload to b.
+func (m *StreamWaitPeerEvent) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Event)
+	b = putU32(b, m.EventDevice)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamWaitPeerEvent) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamWaitPeerEvent"}
+	m.Stream = d.u64("stream")
+	m.Event = d.u64("event")
+	m.EventDevice = d.u32("event_device")
 	return d.finish()
 }

@@ -135,6 +135,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return status(s.peerAccess(m)), nil
 	case *wire.MemcpyPeer:
 		return s.syncStatus(s.memcpyPeer(m), m.Async == 0), nil
+	case *wire.StreamWaitPeerEvent:
+		return status(s.waitPeerEvent(m)), nil
 	case *wire.NcclGetUniqueId, *wire.NcclCommInit, *wire.NcclCommDestroy, *wire.NcclCollective:
 		return s.nccl(m), nil
 	}

@@ -143,3 +143,24 @@ func (s *Session) crossDeviceDtoD(cur *device, m *wire.MemcpyDtoD) (err error, o
 	}
 	return s.copyBetween(dst, m.Dst, src, m.Src, m.Bytes), true
 }
+
+// waitPeerEvent makes a stream of the current device wait for an event of another device: the
+// worker runs one call at a time, so waiting for the event here orders everything the guest
+// queues on the stream afterwards after it (the wait blocks the session meanwhile).
+func (s *Session) waitPeerEvent(m *wire.StreamWaitPeerEvent) error {
+	cur, err := s.dev()
+	if err != nil {
+		return err
+	}
+	if err := cur.ctx.StreamQuery(backend.Handle(m.Stream)); err != nil && backend.ResultOf(err) != backend.ErrNotReady {
+		return fmt.Errorf("stream wait: %w", err) // the stream must be the current device's
+	}
+	d, err := s.devAt(int(m.EventDevice))
+	if err != nil {
+		return fmt.Errorf("stream wait, event's device: %w", err)
+	}
+	if err := d.ctx.EventSynchronize(backend.Handle(m.Event)); err != nil {
+		return fmt.Errorf("stream wait on device %d's event: %w", m.EventDevice, err)
+	}
+	return nil
+}

@@ -1,6 +1,7 @@
 /* A session granted n GPUs (argv[1]): enumeration in the order granted (argv[2..]: the PCI bus ids
  * expected, in order), peer queries, peer access and copies between every pair done on the
- * server, and a cross-device cuMemcpyDtoD. Prints "peer_test: OK". */
+ * server, a cross-device cuMemcpyDtoD, and an event of one device waited for by a stream of
+ * another. Prints "peer_test: OK". */
 #include "check.h"
 
 #include <stdint.h>
@@ -80,6 +81,26 @@ int main(int argc, char **argv) {
     CHECK(cuMemcpyDtoH(w, buf[0], sizeof w));
     for (int k = 0; k < 8; k++) EXPECT(w[k] == 77);
 
+    /* Events: recorded on device 0's stream after a memset there, waited for by device 1's stream
+     * before a peer copy of that memory; synchronised and queried from device 1's context. */
+    CHECK(cuCtxSetCurrent(ctx[0]));
+    CUstream s0;
+    CHECK(cuStreamCreate(&s0, 0));
+    CUevent e;
+    CHECK(cuEventCreate(&e, 0));
+    CHECK(cuMemsetD32Async(buf[0], 4242, N, s0));
+    CHECK(cuEventRecord(e, s0));
+    CHECK(cuCtxSetCurrent(ctx[1]));
+    CHECK(cuStreamWaitEvent(s, e, 0));
+    CHECK(cuMemcpyPeerAsync(buf[1], ctx[1], buf[0], ctx[0], N * 4, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuEventSynchronize(e)); /* device 0's event, device 1 current */
+    CHECK(cuEventQuery(e));
+    CHECK(cuMemcpyDtoH(w, buf[1] + 4 * (N - 8), sizeof w));
+    for (int k = 0; k < 8; k++) EXPECT(w[k] == 4242);
+    CHECK(cuEventDestroy(e));
+    CHECK(cuCtxSetCurrent(ctx[0]));
+    CHECK(cuStreamDestroy(s0));
     CHECK(cuCtxSetCurrent(ctx[1]));
     CHECK(cuStreamDestroy(s));
     printf("peer_test: OK\n");
