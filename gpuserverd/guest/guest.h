@@ -47,6 +47,8 @@ CUresult gc_request_global(uint16_t type, const uint8_t *head, size_t n, uint16_
 CUresult gc_handle_call(uint16_t type, const uint8_t *b, size_t n, uint64_t *out);
 /* A call answered by Status. */
 CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n);
+/* gc_call_status on device dev of the session (an event's own), whatever the thread's current one. */
+CUresult gc_call_status_on(int dev, uint16_t type, uint16_t flags, const uint8_t *head, size_t n);
 
 /* Current context of the calling thread. */
 CUresult gc_current_device(int *dev);

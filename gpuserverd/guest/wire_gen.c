@@ -201,6 +201,14 @@ const char *gw_type_name(uint16_t type) {
 	case 901: return "ResumeOpenReply";
 	case 902: return "Resume";
 	case 903: return "ResumeReply";
+	case 4500: return "PeerAccess";
+	case 4501: return "MemcpyPeer";
+	case 14000: return "NcclGetUniqueId";
+	case 14001: return "NcclReply";
+	case 14002: return "NcclCommInit";
+	case 14003: return "NcclCommDestroy";
+	case 14004: return "NcclCollective";
+	case 4502: return "StreamWaitPeerEvent";
 	}
 	return "unknown";
 }
@@ -5038,6 +5046,246 @@ int gw_resume_reply_decode(struct gw_resume_reply *m, const uint8_t *p, size_t n
 	return dfinish(&d);
 }
 
+size_t gw_peer_access_size(const struct gw_peer_access *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_peer_access_encode(const struct gw_peer_access *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->peer);
+	o = put32(o, (uint32_t)m->enable);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_peer_access_decode(struct gw_peer_access *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "PeerAccess", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->peer = d32(&d, "peer");
+	m->enable = d32(&d, "enable");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_memcpy_peer_size(const struct gw_memcpy_peer *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_memcpy_peer_encode(const struct gw_memcpy_peer *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->dst);
+	o = put32(o, (uint32_t)m->dst_device);
+	o = put64(o, m->src);
+	o = put32(o, (uint32_t)m->src_device);
+	o = put64(o, m->bytes);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->async);
+	return o;
+}
+
+int gw_memcpy_peer_decode(struct gw_memcpy_peer *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemcpyPeer", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->dst = d64(&d, "dst");
+	m->dst_device = d32(&d, "dst_device");
+	m->src = d64(&d, "src");
+	m->src_device = d32(&d, "src_device");
+	m->bytes = d64(&d, "bytes");
+	m->stream = d64(&d, "stream");
+	m->async = d32(&d, "async");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_get_unique_id_size(const struct gw_nccl_get_unique_id *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_nccl_get_unique_id_encode(const struct gw_nccl_get_unique_id *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_nccl_get_unique_id_decode(struct gw_nccl_get_unique_id *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclGetUniqueId", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
+size_t gw_nccl_reply_size(const struct gw_nccl_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_nccl_reply_encode(const struct gw_nccl_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->comm);
+	o = put64(o, m->id0);
+	o = put64(o, m->id1);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_nccl_reply_decode(struct gw_nccl_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->comm = d64(&d, "comm");
+	m->id0 = d64(&d, "id0");
+	m->id1 = d64(&d, "id1");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
+size_t gw_nccl_comm_init_size(const struct gw_nccl_comm_init *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_comm_init_encode(const struct gw_nccl_comm_init *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->id0);
+	o = put64(o, m->id1);
+	o = put32(o, (uint32_t)m->nranks);
+	o = put32(o, (uint32_t)m->rank);
+	o = put32(o, (uint32_t)m->device);
+	return o;
+}
+
+int gw_nccl_comm_init_decode(struct gw_nccl_comm_init *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCommInit", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->id0 = d64(&d, "id0");
+	m->id1 = d64(&d, "id1");
+	m->nranks = d32(&d, "nranks");
+	m->rank = d32(&d, "rank");
+	m->device = d32(&d, "device");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_comm_destroy_size(const struct gw_nccl_comm_destroy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_nccl_comm_destroy_encode(const struct gw_nccl_comm_destroy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	return o;
+}
+
+int gw_nccl_comm_destroy_decode(struct gw_nccl_comm_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCommDestroy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_collective_size(const struct gw_nccl_collective *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_nccl_collective_encode(const struct gw_nccl_collective *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->kind);
+	o = put64(o, m->send);
+	o = put64(o, m->recv);
+	o = put64(o, m->count);
+	o = put32(o, (uint32_t)m->datatype);
+	o = put32(o, (uint32_t)m->op);
+	o = put32(o, (uint32_t)m->peer);
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_nccl_collective_decode(struct gw_nccl_collective *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCollective", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->kind = d32(&d, "kind");
+	m->send = d64(&d, "send");
+	m->recv = d64(&d, "recv");
+	m->count = d64(&d, "count");
+	m->datatype = d32(&d, "datatype");
+	m->op = d32(&d, "op");
+	m->peer = (int32_t)d32(&d, "peer");
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put64(o, m->event);
+	o = put32(o, (uint32_t)m->event_device);
+	return o;
+}
+
+int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamWaitPeerEvent", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->event = d64(&d, "event");
+	m->event_device = d32(&d, "event_device");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -5350,6 +5598,22 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_resume_decode(m, p, n, err, errlen);
 	case 903:
 		return gw_resume_reply_decode(m, p, n, err, errlen);
+	case 4500:
+		return gw_peer_access_decode(m, p, n, err, errlen);
+	case 4501:
+		return gw_memcpy_peer_decode(m, p, n, err, errlen);
+	case 14000:
+		return gw_nccl_get_unique_id_decode(m, p, n, err, errlen);
+	case 14001:
+		return gw_nccl_reply_decode(m, p, n, err, errlen);
+	case 14002:
+		return gw_nccl_comm_init_decode(m, p, n, err, errlen);
+	case 14003:
+		return gw_nccl_comm_destroy_decode(m, p, n, err, errlen);
+	case 14004:
+		return gw_nccl_collective_decode(m, p, n, err, errlen);
+	case 4502:
+		return gw_stream_wait_peer_event_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

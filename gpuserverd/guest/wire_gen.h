@@ -184,6 +184,14 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_RESUME_OPEN_REPLY 901
 #define GW_TYPE_RESUME 902
 #define GW_TYPE_RESUME_REPLY 903
+#define GW_TYPE_PEER_ACCESS 4500
+#define GW_TYPE_MEMCPY_PEER 4501
+#define GW_TYPE_NCCL_GET_UNIQUE_ID 14000
+#define GW_TYPE_NCCL_REPLY 14001
+#define GW_TYPE_NCCL_COMM_INIT 14002
+#define GW_TYPE_NCCL_COMM_DESTROY 14003
+#define GW_TYPE_NCCL_COLLECTIVE 14004
+#define GW_TYPE_STREAM_WAIT_PEER_EVENT 4502
 
 struct gw_hello {
 	uint32_t version;
@@ -1871,6 +1879,90 @@ struct gw_resume_reply {
 size_t gw_resume_reply_size(const struct gw_resume_reply *m);
 uint8_t *gw_resume_reply_encode(const struct gw_resume_reply *m, uint8_t *out);
 int gw_resume_reply_decode(struct gw_resume_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_peer_access {
+	uint32_t peer;
+	uint32_t enable;
+	uint32_t flags;
+};
+size_t gw_peer_access_size(const struct gw_peer_access *m);
+uint8_t *gw_peer_access_encode(const struct gw_peer_access *m, uint8_t *out);
+int gw_peer_access_decode(struct gw_peer_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_memcpy_peer {
+	uint64_t dst;
+	uint32_t dst_device;
+	uint64_t src;
+	uint32_t src_device;
+	uint64_t bytes;
+	uint64_t stream;
+	uint32_t async;
+};
+size_t gw_memcpy_peer_size(const struct gw_memcpy_peer *m);
+uint8_t *gw_memcpy_peer_encode(const struct gw_memcpy_peer *m, uint8_t *out);
+int gw_memcpy_peer_decode(struct gw_memcpy_peer *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_get_unique_id {
+	char unused;
+};
+size_t gw_nccl_get_unique_id_size(const struct gw_nccl_get_unique_id *m);
+uint8_t *gw_nccl_get_unique_id_encode(const struct gw_nccl_get_unique_id *m, uint8_t *out);
+int gw_nccl_get_unique_id_decode(struct gw_nccl_get_unique_id *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t comm;
+	uint64_t id0;
+	uint64_t id1;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_nccl_reply_size(const struct gw_nccl_reply *m);
+uint8_t *gw_nccl_reply_encode(const struct gw_nccl_reply *m, uint8_t *out);
+int gw_nccl_reply_decode(struct gw_nccl_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_init {
+	uint64_t id0;
+	uint64_t id1;
+	uint32_t nranks;
+	uint32_t rank;
+	uint32_t device;
+};
+size_t gw_nccl_comm_init_size(const struct gw_nccl_comm_init *m);
+uint8_t *gw_nccl_comm_init_encode(const struct gw_nccl_comm_init *m, uint8_t *out);
+int gw_nccl_comm_init_decode(struct gw_nccl_comm_init *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_destroy {
+	uint64_t comm;
+};
+size_t gw_nccl_comm_destroy_size(const struct gw_nccl_comm_destroy *m);
+uint8_t *gw_nccl_comm_destroy_encode(const struct gw_nccl_comm_destroy *m, uint8_t *out);
+int gw_nccl_comm_destroy_decode(struct gw_nccl_comm_destroy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_collective {
+	uint64_t comm;
+	uint32_t kind;
+	uint64_t send;
+	uint64_t recv;
+	uint64_t count;
+	uint32_t datatype;
+	uint32_t op;
+	int32_t peer;
+	uint64_t stream;
+};
+size_t gw_nccl_collective_size(const struct gw_nccl_collective *m);
+uint8_t *gw_nccl_collective_encode(const struct gw_nccl_collective *m, uint8_t *out);
+int gw_nccl_collective_decode(struct gw_nccl_collective *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_wait_peer_event {
+	uint64_t stream;
+	uint64_t event;
+	uint32_t event_device;
+};
+size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m);
+uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *out);
+int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

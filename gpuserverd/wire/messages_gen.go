@@ -185,6 +185,14 @@ const (
 	TypeResumeOpenReply              Type = 901
 	TypeResume                       Type = 902
 	TypeResumeReply                  Type = 903
+	TypePeerAccess                   Type = 4500
+	TypeMemcpyPeer                   Type = 4501
+	TypeNcclGetUniqueId              Type = 14000
+	TypeNcclReply                    Type = 14001
+	TypeNcclCommInit                 Type = 14002
+	TypeNcclCommDestroy              Type = 14003
+	TypeNcclCollective               Type = 14004
+	TypeStreamWaitPeerEvent          Type = 4502
 )
 
 var typeNames = map[Type]string{
@@ -343,6 +351,14 @@ var typeNames = map[Type]string{
 	TypeResumeOpenReply:              "ResumeOpenReply",
 	TypeResume:                       "Resume",
 	TypeResumeReply:                  "ResumeReply",
+	TypePeerAccess:                   "PeerAccess",
+	TypeMemcpyPeer:                   "MemcpyPeer",
+	TypeNcclGetUniqueId:              "NcclGetUniqueId",
+	TypeNcclReply:                    "NcclReply",
+	TypeNcclCommInit:                 "NcclCommInit",
+	TypeNcclCommDestroy:              "NcclCommDestroy",
+	TypeNcclCollective:               "NcclCollective",
+	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -658,6 +674,22 @@ func New(t Type) Message {
 		return new(Resume)
 	case TypeResumeReply:
 		return new(ResumeReply)
+	case TypePeerAccess:
+		return new(PeerAccess)
+	case TypeMemcpyPeer:
+		return new(MemcpyPeer)
+	case TypeNcclGetUniqueId:
+		return new(NcclGetUniqueId)
+	case TypeNcclReply:
+		return new(NcclReply)
+	case TypeNcclCommInit:
+		return new(NcclCommInit)
+	case TypeNcclCommDestroy:
+		return new(NcclCommDestroy)
+	case TypeNcclCollective:
+		return new(NcclCollective)
+	case TypeStreamWaitPeerEvent:
+		return new(StreamWaitPeerEvent)
 	}
 	return nil
 }
@@ -5601,5 +5633,252 @@ func (m *ResumeReply) Decode(p []byte) error {
 	m.Result = int32(d.u32("result"))
 	m.Message = string(d.bytes("message", 1024))
 	m.Received = d.u64("received")
+	return d.finish()
+}
+
+// PeerAccess is message type 4500.
+type PeerAccess struct {
+	Peer   uint32
+	Enable uint32
+	Flags  uint32
+}
+
+// Type returns TypePeerAccess.
+func (*PeerAccess) Type() Type { return TypePeerAccess }
+
+// Append appends the encoded payload to b.
+func (m *PeerAccess) Append(b []byte) []byte {
+	b = putU32(b, m.Peer)
+	b = putU32(b, m.Enable)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *PeerAccess) Decode(p []byte) error {
+	d := decoder{p: p, msg: "PeerAccess"}
+	m.Peer = d.u32("peer")
+	m.Enable = d.u32("enable")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// MemcpyPeer is message type 4501.
+type MemcpyPeer struct {
+	Dst       uint64
+	DstDevice uint32
+	Src       uint64
+	SrcDevice uint32
+	Bytes     uint64
+	Stream    uint64
+	Async     uint32
+}
+
+// Type returns TypeMemcpyPeer.
+func (*MemcpyPeer) Type() Type { return TypeMemcpyPeer }
+
+// Append appends the encoded payload to b.
+func (m *MemcpyPeer) Append(b []byte) []byte {
+	b = putU64(b, m.Dst)
+	b = putU32(b, m.DstDevice)
+	b = putU64(b, m.Src)
+	b = putU32(b, m.SrcDevice)
+	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Async)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemcpyPeer) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemcpyPeer"}
+	m.Dst = d.u64("dst")
+	m.DstDevice = d.u32("dst_device")
+	m.Src = d.u64("src")
+	m.SrcDevice = d.u32("src_device")
+	m.Bytes = d.u64("bytes")
+	m.Stream = d.u64("stream")
+	m.Async = d.u32("async")
+	return d.finish()
+}
+
+// NcclGetUniqueId is message type 14000.
+type NcclGetUniqueId struct {
+}
+
+// Type returns TypeNcclGetUniqueId.
+func (*NcclGetUniqueId) Type() Type { return TypeNcclGetUniqueId }
+
+// Append appends the encoded payload to b.
+func (m *NcclGetUniqueId) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclGetUniqueId) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclGetUniqueId"}
+	return d.finish()
+}
+
+// NcclReply is message type 14001.
+type NcclReply struct {
+	Result  int32
+	Status  int32
+	Comm    uint64
+	Id0     uint64
+	Id1     uint64
+	Message string
+}
+
+// Type returns TypeNcclReply.
+func (*NcclReply) Type() Type { return TypeNcclReply }
+
+// Append appends the encoded payload to b.
+func (m *NcclReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.Comm)
+	b = putU64(b, m.Id0)
+	b = putU64(b, m.Id1)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.Comm = d.u64("comm")
+	m.Id0 = d.u64("id0")
+	m.Id1 = d.u64("id1")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// NcclCommInit is message type 14002.
+type NcclCommInit struct {
+	Id0    uint64
+	Id1    uint64
+	Nranks uint32
+	Rank   uint32
+	Device uint32
+}
+
+// Type returns TypeNcclCommInit.
+func (*NcclCommInit) Type() Type { return TypeNcclCommInit }
+
+// Append appends the encoded payload to b.
+func (m *NcclCommInit) Append(b []byte) []byte {
+	b = putU64(b, m.Id0)
+	b = putU64(b, m.Id1)
+	b = putU32(b, m.Nranks)
+	b = putU32(b, m.Rank)
+	b = putU32(b, m.Device)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCommInit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCommInit"}
+	m.Id0 = d.u64("id0")
+	m.Id1 = d.u64("id1")
+	m.Nranks = d.u32("nranks")
+	m.Rank = d.u32("rank")
+	m.Device = d.u32("device")
+	return d.finish()
+}
+
+// NcclCommDestroy is message type 14003.
+type NcclCommDestroy struct {
+	Comm uint64
+}
+
+// Type returns TypeNcclCommDestroy.
+func (*NcclCommDestroy) Type() Type { return TypeNcclCommDestroy }
+
+// Append appends the encoded payload to b.
+func (m *NcclCommDestroy) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCommDestroy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCommDestroy"}
+	m.Comm = d.u64("comm")
+	return d.finish()
+}
+
+// NcclCollective is message type 14004.
+type NcclCollective struct {
+	Comm     uint64
+	Kind     uint32
+	Send     uint64
+	Recv     uint64
+	Count    uint64
+	Datatype uint32
+	Op       uint32
+	Peer     int32
+	Stream   uint64
+}
+
+// Type returns TypeNcclCollective.
+func (*NcclCollective) Type() Type { return TypeNcclCollective }
+
+// Append appends the encoded payload to b.
+func (m *NcclCollective) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, m.Kind)
+	b = putU64(b, m.Send)
+	b = putU64(b, m.Recv)
+	b = putU64(b, m.Count)
+	b = putU32(b, m.Datatype)
+	b = putU32(b, m.Op)
+	b = putU32(b, uint32(m.Peer))
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCollective) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCollective"}
+	m.Comm = d.u64("comm")
+	m.Kind = d.u32("kind")
+	m.Send = d.u64("send")
+	m.Recv = d.u64("recv")
+	m.Count = d.u64("count")
+	m.Datatype = d.u32("datatype")
+	m.Op = d.u32("op")
+	m.Peer = int32(d.u32("peer"))
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// StreamWaitPeerEvent is message type 4502.
+type StreamWaitPeerEvent struct {
+	Stream      uint64
+	Event       uint64
+	EventDevice uint32
+}
+
+// Type returns TypeStreamWaitPeerEvent.
+func (*StreamWaitPeerEvent) Type() Type { return TypeStreamWaitPeerEvent }
+
+// Append appends the encoded payload to b.
+func (m *StreamWaitPeerEvent) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Event)
+	b = putU32(b, m.EventDevice)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamWaitPeerEvent) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamWaitPeerEvent"}
+	m.Stream = d.u64("stream")
+	m.Event = d.u64("event")
+	m.EventDevice = d.u32("event_device")
 	return d.finish()
 }

@@ -136,6 +136,14 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		s.current = int(m.Ordinal)
 		return status(nil), nil
+	case *wire.PeerAccess:
+		return status(s.peerAccess(m)), nil
+	case *wire.MemcpyPeer:
+		return s.syncStatus(s.memcpyPeer(m), m.Async == 0), nil
+	case *wire.StreamWaitPeerEvent:
+		return status(s.waitPeerEvent(m)), nil
+	case *wire.NcclGetUniqueId, *wire.NcclCommInit, *wire.NcclCommDestroy, *wire.NcclCollective:
+		return s.nccl(m), nil
 	}
 	d, err := s.dev()
 	if err != nil {
@@ -192,6 +200,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.MemcpyDtoHShm:
 		return s.dtohShm(d, m, h), nil
 	case *wire.MemcpyDtoD:
+		if err, ok := s.crossDeviceDtoD(d, m); ok {
+			return s.syncStatus(err, m.Async == 0), nil
+		}
 		err := c.MemcpyDtoD(m.Dst, m.Src, m.Bytes, backend.Handle(m.Stream), m.Async != 0)
 		return s.syncStatus(err, m.Async == 0), nil
 	case *wire.Memset:

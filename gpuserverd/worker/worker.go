@@ -81,6 +81,8 @@ type Session struct {
 	buf     []byte
 	out     []byte
 	Stats   *Stats
+	peers   map[[2]int]bool // (device, peer) pairs with peer access enabled
+	comms   ncclState       // NCCL communicators (nccl.go)
 }
 
 // NewSession prepares to serve conn.

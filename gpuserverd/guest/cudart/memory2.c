@@ -246,7 +246,7 @@ EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t s) {
     return ret(rc);
 }
 
-/* ---- peers: copies between devices go through the host; no peer access ---- */
+/* ---- peers: access and copies between a session's devices, over the driver API ---- */
 
 static cudaError_t check_devices(int a, int b) {
     int n = 0;
@@ -256,36 +256,24 @@ static cudaError_t check_devices(int a, int b) {
     return cudaSuccess;
 }
 
-#define STAGE (4u << 20)
-
-/* staged copies n bytes from device sd to device dd through a host buffer, each side in its
- * own device's context, once both devices' earlier work has ended: a peer copy is ordered after
- * all work queued before it on either device, and ends before this returns. */
-static CUresult staged(CUdeviceptr dst, int dd, CUdeviceptr src, int sd, size_t n) {
+/* peer_copy copies n bytes from device sd to device dd with the driver's cuMemcpyPeer (the worker
+ * copies between its contexts; the bytes never come through the guest), once both devices'
+ * earlier work has ended: a peer copy is ordered after all work queued before it on either
+ * device, and ends before this returns. */
+static CUresult peer_copy(CUdeviceptr dst, int dd, CUdeviceptr src, int sd, size_t n) {
     if (n == 0) return CUDA_SUCCESS;
     CUcontext sc, dc;
     CUresult rc = device_context(sd, &sc);
     if (rc == CUDA_SUCCESS) rc = device_context(dd, &dc);
     if (rc != CUDA_SUCCESS) return rc;
-    void *buf = malloc(n < STAGE ? n : STAGE);
-    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     CUcontext ctxs[2] = {sc, dc};
     for (int i = 0; i < 2 && rc == CUDA_SUCCESS; i++) {
         rc = cuCtxPushCurrent(ctxs[i]);
         if (rc != CUDA_SUCCESS) break;
         rc = cuCtxSynchronize();
+        if (rc == CUDA_SUCCESS && i == 1) rc = cuMemcpyPeer(dst, dc, src, sc, n);
         cuCtxPopCurrent(NULL);
     }
-    for (size_t off = 0; rc == CUDA_SUCCESS && off < n; off += STAGE) {
-        size_t k = n - off < STAGE ? n - off : STAGE;
-        if ((rc = cuCtxPushCurrent(sc)) != CUDA_SUCCESS) break;
-        rc = cuMemcpyDtoH(buf, src + off, k);
-        cuCtxPopCurrent(NULL);
-        if (rc != CUDA_SUCCESS || (rc = cuCtxPushCurrent(dc)) != CUDA_SUCCESS) break;
-        rc = cuMemcpyHtoD(dst + off, buf, k);
-        cuCtxPopCurrent(NULL);
-    }
-    free(buf);
     return rc;
 }
 
@@ -294,7 +282,7 @@ EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dd, const void *src, int sd, si
     if (e != cudaSuccess) return e;
     READY();
     CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, s = (CUdeviceptr)(uintptr_t)src;
-    return ret(dd == sd ? cuMemcpyDtoD(d, s, n) : staged(d, dd, s, sd, n));
+    return ret(dd == sd ? cuMemcpyDtoD(d, s, n) : peer_copy(d, dd, s, sd, n));
 }
 
 /* Between two devices the copy is the synchronous one after the stream's earlier work: correct
@@ -306,28 +294,28 @@ EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dd, const void *src, int s
     CUdeviceptr d = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
     if (dd == sd) return ret(cuMemcpyDtoDAsync(d, sp, n, (CUstream)s));
     CUresult rc = drain((CUstream)s);
-    if (rc == CUDA_SUCCESS) rc = staged(d, dd, sp, sd, n);
+    if (rc == CUDA_SUCCESS) rc = peer_copy(d, dd, sp, sd, n);
     return ret(rc);
 }
 
-/* This runtime enables no peer access (cudaDeviceEnablePeerAccess is not exported), so no device
- * can access another through it. */
 EXPORT cudaError_t cudaDeviceCanAccessPeer(int *can, int d, int peer) {
     if (!can) return ret(CUDA_ERROR_INVALID_VALUE);
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
+    cudaError_t e = check_devices(d, peer);
     if (e != cudaSuccess) return e;
-    if (d < 0 || d >= n || peer < 0 || peer >= n) return ret(CUDA_ERROR_INVALID_DEVICE);
-    *can = 0;
-    return cudaSuccess;
+    return ret(cuDeviceCanAccessPeer(can, d, peer));
 }
 
-/* Consistent with cudaDeviceCanAccessPeer: no device can enable access to another. */
-EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) {
-    if (flags != 0) return ret(CUDA_ERROR_INVALID_VALUE);
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
+/* peer_access enables or disables the current device's access to peer's memory (its primary
+ * context's), as cuCtxEnablePeerAccess does. */
+static cudaError_t peer_access(int peer, unsigned flags, int enable) {
+    cudaError_t e = check_devices(peer, peer);
     if (e != cudaSuccess) return e;
-    if (peer < 0 || peer >= n || peer == cur_dev) return ret(CUDA_ERROR_INVALID_DEVICE);
-    return ret((CUresult)217); /* cudaErrorPeerAccessUnsupported (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) */
+    READY();
+    CUcontext pc;
+    CUresult rc = device_context(peer, &pc);
+    if (rc == CUDA_SUCCESS) rc = enable ? cuCtxEnablePeerAccess(pc, flags) : cuCtxDisablePeerAccess(pc);
+    return ret(rc);
 }
+
+EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) { return peer_access(peer, flags, 1); }
+EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer) { return peer_access(peer, 0, 0); }

@@ -78,6 +78,8 @@ cudaError_t cudaMemsetAsync(void *, int, size_t, cudaStream_t);
 cudaError_t cudaMemcpyPeer(void *, int, const void *, int, size_t);
 cudaError_t cudaMemcpyPeerAsync(void *, int, const void *, int, size_t, cudaStream_t);
 cudaError_t cudaDeviceCanAccessPeer(int *, int, int);
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned);
+cudaError_t cudaDeviceDisablePeerAccess(int);
 cudaError_t cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t, void *);
 cudaError_t cudaStreamAddCallback(cudaStream_t, cudaStreamCallback_t, void *, unsigned);
 cudaError_t cudaFuncSetAttribute(const void *, enum cudaFuncAttribute, int);

@@ -219,6 +219,12 @@ static void peers(int ndev) {
     RT(cudaMemcpy(back, a, sizeof back, cudaMemcpyDeviceToHost));
     for (int i = 0; i < N; i++) EXPECT(back[i] == 0xabcdu);
     RT(cudaMemcpyPeer(a, 0, a, 1, 0)); /* nothing to copy */
+    int can = -1;
+    RT(cudaDeviceCanAccessPeer(&can, 0, 1));
+    EXPECT(can == 1);
+    RT(cudaDeviceEnablePeerAccess(1, 0));
+    EXPECT_ERR(cudaDeviceEnablePeerAccess(1, 0), (cudaError_t)704); /* cudaErrorPeerAccessAlreadyEnabled */
+    RT(cudaDeviceDisablePeerAccess(1));
     RT(cudaFree(a));
 }
 

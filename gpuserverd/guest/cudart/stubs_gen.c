@@ -112,9 +112,6 @@ GC_WEAK(cudaDestroyExternalMemory, gc_stub_cudaDestroyExternalMemory);
 static int said_cudaDestroyExternalSemaphore;
 static int gc_stub_cudaDestroyExternalSemaphore(void) { return refused("cudaDestroyExternalSemaphore", &said_cudaDestroyExternalSemaphore); }
 GC_WEAK(cudaDestroyExternalSemaphore, gc_stub_cudaDestroyExternalSemaphore);
-static int said_cudaDeviceDisablePeerAccess;
-static int gc_stub_cudaDeviceDisablePeerAccess(void) { return refused("cudaDeviceDisablePeerAccess", &said_cudaDeviceDisablePeerAccess); }
-GC_WEAK(cudaDeviceDisablePeerAccess, gc_stub_cudaDeviceDisablePeerAccess);
 static int said_cudaDeviceGetByPCIBusId;
 static int gc_stub_cudaDeviceGetByPCIBusId(void) { return refused("cudaDeviceGetByPCIBusId", &said_cudaDeviceGetByPCIBusId); }
 GC_WEAK(cudaDeviceGetByPCIBusId, gc_stub_cudaDeviceGetByPCIBusId);

@@ -21,11 +21,12 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(int *);
 cudaError_t cudaGraphLaunch(void *, cudaStream_t);
 cudaError_t cudaIpcGetMemHandle(void *, void *);
 cudaError_t cudaDeviceEnablePeerAccess(int, unsigned);
+cudaError_t cudaDeviceDisablePeerAccess(int);
 cudaError_t cudaProfilerStart(void);
 cudaError_t cudaProfilerStop(void);
 #define EVENT_DISABLE_TIMING 0x02
 #define ERR_NOT_SUPPORTED 801
-#define ERR_PEER_UNSUPPORTED 217
+#define ERR_PEER_ALREADY_ENABLED 704
 
 static void memory_info(size_t quota) {
     size_t free0, total;
@@ -190,7 +191,11 @@ static void refused_and_switches(void) {
     RT(cudaGetDeviceCount(&n));
     EXPECT(cudaDeviceEnablePeerAccess(0, 0) == cudaErrorInvalidDevice); /* itself */
     cudaGetLastError();
-    if (n > 1) EXPECT(cudaDeviceEnablePeerAccess(1, 0) == ERR_PEER_UNSUPPORTED);
+    if (n > 1) { /* peer access between a session's GPUs: once, then "already enabled" (704) */
+        EXPECT(cudaDeviceEnablePeerAccess(1, 0) == cudaSuccess);
+        EXPECT(cudaDeviceEnablePeerAccess(1, 0) == ERR_PEER_ALREADY_ENABLED);
+        EXPECT(cudaDeviceDisablePeerAccess(1) == cudaSuccess);
+    }
     cudaGetLastError();
 
     void *fn = NULL;

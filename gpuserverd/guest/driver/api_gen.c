@@ -424,12 +424,6 @@ GC_WEAK(cuCtxAttach, gc_stub_cuCtxAttach);
 static int said_cuCtxDetach;
 static int gc_stub_cuCtxDetach(void) { return gc_refused("cuCtxDetach", &said_cuCtxDetach); }
 GC_WEAK(cuCtxDetach, gc_stub_cuCtxDetach);
-static int said_cuCtxDisablePeerAccess;
-static int gc_stub_cuCtxDisablePeerAccess(void) { return gc_refused("cuCtxDisablePeerAccess", &said_cuCtxDisablePeerAccess); }
-GC_WEAK(cuCtxDisablePeerAccess, gc_stub_cuCtxDisablePeerAccess);
-static int said_cuCtxEnablePeerAccess;
-static int gc_stub_cuCtxEnablePeerAccess(void) { return gc_refused("cuCtxEnablePeerAccess", &said_cuCtxEnablePeerAccess); }
-GC_WEAK(cuCtxEnablePeerAccess, gc_stub_cuCtxEnablePeerAccess);
 static int said_cuCtxFromGreenCtx;
 static int gc_stub_cuCtxFromGreenCtx(void) { return gc_refused("cuCtxFromGreenCtx", &said_cuCtxFromGreenCtx); }
 GC_WEAK(cuCtxFromGreenCtx, gc_stub_cuCtxFromGreenCtx);
@@ -1156,18 +1150,6 @@ GC_WEAK(cuMemcpyHtoA, gc_stub_cuMemcpyHtoA);
 static int said_cuMemcpyHtoAAsync;
 static int gc_stub_cuMemcpyHtoAAsync(void) { return gc_refused("cuMemcpyHtoAAsync", &said_cuMemcpyHtoAAsync); }
 GC_WEAK(cuMemcpyHtoAAsync, gc_stub_cuMemcpyHtoAAsync);
-static int said_cuMemcpyPeer;
-static int gc_stub_cuMemcpyPeer(void) { return gc_refused("cuMemcpyPeer", &said_cuMemcpyPeer); }
-GC_WEAK(cuMemcpyPeer, gc_stub_cuMemcpyPeer);
-static int said_cuMemcpyPeerAsync;
-static int gc_stub_cuMemcpyPeerAsync(void) { return gc_refused("cuMemcpyPeerAsync", &said_cuMemcpyPeerAsync); }
-GC_WEAK(cuMemcpyPeerAsync, gc_stub_cuMemcpyPeerAsync);
-static int said_cuMemcpyPeerAsync_ptsz;
-static int gc_stub_cuMemcpyPeerAsync_ptsz(void) { return gc_refused("cuMemcpyPeerAsync_ptsz", &said_cuMemcpyPeerAsync_ptsz); }
-GC_WEAK(cuMemcpyPeerAsync_ptsz, gc_stub_cuMemcpyPeerAsync_ptsz);
-static int said_cuMemcpyPeer_ptds;
-static int gc_stub_cuMemcpyPeer_ptds(void) { return gc_refused("cuMemcpyPeer_ptds", &said_cuMemcpyPeer_ptds); }
-GC_WEAK(cuMemcpyPeer_ptds, gc_stub_cuMemcpyPeer_ptds);
 static int said_cuMipmappedArrayCreate;
 static int gc_stub_cuMipmappedArrayCreate(void) { return gc_refused("cuMipmappedArrayCreate", &said_cuMipmappedArrayCreate); }
 GC_WEAK(cuMipmappedArrayCreate, gc_stub_cuMipmappedArrayCreate);
@@ -1576,8 +1558,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuCoredumpSetAttributeGlobal,
         (const void *)gc_stub_cuCtxAttach,
         (const void *)gc_stub_cuCtxDetach,
-        (const void *)gc_stub_cuCtxDisablePeerAccess,
-        (const void *)gc_stub_cuCtxEnablePeerAccess,
         (const void *)gc_stub_cuCtxFromGreenCtx,
         (const void *)gc_stub_cuCtxGetDevResource,
         (const void *)gc_stub_cuCtxGetExecAffinity,
@@ -1820,10 +1800,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemcpyDtoA,
         (const void *)gc_stub_cuMemcpyHtoA,
         (const void *)gc_stub_cuMemcpyHtoAAsync,
-        (const void *)gc_stub_cuMemcpyPeer,
-        (const void *)gc_stub_cuMemcpyPeerAsync,
-        (const void *)gc_stub_cuMemcpyPeerAsync_ptsz,
-        (const void *)gc_stub_cuMemcpyPeer_ptds,
         (const void *)gc_stub_cuMipmappedArrayCreate,
         (const void *)gc_stub_cuMipmappedArrayDestroy,
         (const void *)gc_stub_cuMipmappedArrayGetLevel,

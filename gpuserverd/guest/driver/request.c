@@ -11,10 +11,13 @@ EXPORT CUresult cuInit(unsigned int flags) {
     return gc.init_result;
 }
 
-static CUresult request(int on_device, uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
+/* ON_CURRENT: on the current context's device; ON_NONE: no device (global calls); else that device. */
+enum { ON_CURRENT = -1, ON_NONE = -2 };
+
+static CUresult request(int on, uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
                         const void *tail, size_t tail_n, uint16_t want, void *reply) {
-    int dev = 0;
-    CUresult rc = on_device ? gc_current_device(&dev) : gc_ensure_init();
+    int dev = on, on_device = on != ON_NONE;
+    CUresult rc = on == ON_CURRENT ? gc_current_device(&dev) : gc_ensure_init();
     if (rc != CUDA_SUCCESS) return rc;
     struct gc_reply r;
     pthread_mutex_lock(&gc.mu);
@@ -34,16 +37,21 @@ static CUresult request(int on_device, uint16_t type, uint16_t flags, const uint
 }
 
 CUresult gc_request(uint16_t type, uint16_t flags, const uint8_t *head, size_t n, uint16_t want, void *reply) {
-    return request(1, type, flags, head, n, NULL, 0, want, reply);
+    return request(ON_CURRENT, type, flags, head, n, NULL, 0, want, reply);
+}
+
+CUresult gc_call_status_on(int dev, uint16_t type, uint16_t flags, const uint8_t *head, size_t n) {
+    struct gw_status st;
+    return request(dev < 0 ? ON_CURRENT : dev, type, flags, head, n, NULL, 0, GW_TYPE_STATUS, &st);
 }
 
 CUresult gc_request_tail(uint16_t type, const uint8_t *head, size_t n, const void *tail, size_t tail_n,
                          uint16_t want, void *reply) {
-    return request(1, type, 0, head, n, tail, tail_n, want, reply);
+    return request(ON_CURRENT, type, 0, head, n, tail, tail_n, want, reply);
 }
 
 CUresult gc_request_global(uint16_t type, const uint8_t *head, size_t n, uint16_t want, void *reply) {
-    return request(0, type, 0, head, n, NULL, 0, want, reply);
+    return request(ON_NONE, type, 0, head, n, NULL, 0, want, reply);
 }
 
 CUresult gc_call_status(uint16_t type, uint16_t flags, const uint8_t *head, size_t n) {
