@@ -19,7 +19,7 @@
 # the rest when cuBLASLt or cuDNN fail: they run with torch's own switches away from them,
 # DISABLE_ADDMM_CUDA_LT=1 (cuBLASLt for addmm) and SDPA_NO_CUDNN=1 (cuDNN attention), and then the
 # oom phase's neighbour too), REMOTE_EXTRA (NAME=value words for every remote process), CASES,
-# CASE_TIMEOUT (s, default 60), OOM_QUOTA (bytes, default 4 GiB).
+# CASE_TIMEOUT (s, default 60), OOM_QUOTA (bytes, default 4 GiB), OUT_TAR (an archive of $OUT).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -172,3 +172,6 @@ args=()
 for m in native shm tcp shm-nolt tcp-nolt neighbour oom; do [[ -f $OUT/$m.jsonl ]] && args+=("$m=$OUT/$m.jsonl"); done
 python3 "$TORCHDIR/compare.py" "${args[@]}" | tee "$OUT/tables.md"
 for f in "$OUT"/gpucloud-info-*.txt; do [[ -f $f ]] && { echo "-- $f"; grep -vE '^(loaded|  redirect)' "$f" | tail -15; }; done
+# OUT_TAR=FILE: everything in $OUT as one archive (the device tool brings back only so many files).
+[[ -n ${OUT_TAR:-} ]] && tar -C "$OUT" -czf "$OUT_TAR" .
+exit 0
