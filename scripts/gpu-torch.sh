@@ -7,23 +7,19 @@
 #
 # Through gpucloud, the process loads gpucloud's libraries whatever torch's DT_RPATH says, by the
 # guest image's mechanism: LD_AUDIT=libgpucloud-audit.so with GPUCLOUD_LIBDIR naming a folder
-# holding gpucloud's libcuda.so.1 (the guest library), libcudart.so.13 and libcublas.so.13, the
-# latter two built here against the toolkit's headers. Libraries gpucloud does not ship yet
-# (cuBLASLt, cuDNN, cuFFT, cuSPARSE, cuSOLVER) load from the wheel as they would in a VM.
+# holding what /usr/lib/gpucloud holds in a VM: gpucloud's libcuda.so.1 (the guest library),
+# libcudart.so.13, libcublas.so.13 (every cuBLAS name), libcublasLt.so.13, libcudnn.so.9 and
+# libnvidia-ml.so.1. libcudart, libcublas and libcublasLt are built here against the toolkit's
+# headers. Libraries gpucloud does not ship yet (cuFFT, cuSPARSE, cuSOLVER, cuRAND, NCCL) load from
+# the wheel as they would in a VM. The workers run NVIDIA's cuBLAS, cuBLASLt and cuDNN from torch's
+# wheel (the same builds the native run uses, so the same kernels), unless GPUSERVERD_CUBLAS,
+# GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN name others.
 #
-# HARNESS-ONLY: torch imports 164 cuBLAS names and gpucloud's libcublas remotes fewer; without the
-# rest torch does not load at all (RTLD_NOW). So the remote runs also LD_PRELOAD a library of
-# stand-ins, generated here, for each missing name: it says "gpucloud-harness: cublasX not remoted"
-# once and returns CUBLAS_STATUS_NOT_SUPPORTED. The notices (notices.txt) say which cuBLAS calls
-# each case really makes. It is not part of gpucloud.
-#
-# Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt run with torch's own
-# switches away from libraries gpucloud does not remote yet: DISABLE_ADDMM_CUDA_LT=1 (cuBLASLt
-# for addmm) and SDPA_NO_CUDNN=1 (cuDNN attention), and then the oom phase's neighbour too), REMOTE_EXTRA (NAME=value words for every remote process, e.g.
-# GPUCLOUD_STUB_MISSING=1: the guest library hands out failing stand-ins for the driver entry
-# points it lacks, as the generated API will export them), CASES, CASE_TIMEOUT
-# (s, default 60), OOM_QUOTA (bytes, default 4 GiB), GPUSERVERD_CUBLAS (NVIDIA's libcublas for
-# the workers; default the toolkit's).
+# Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt are a switch for trying
+# the rest when cuBLASLt or cuDNN fail: they run with torch's own switches away from them,
+# DISABLE_ADDMM_CUDA_LT=1 (cuBLASLt for addmm) and SDPA_NO_CUDNN=1 (cuDNN attention), and then the
+# oom phase's neighbour too), REMOTE_EXTRA (NAME=value words for every remote process), CASES,
+# CASE_TIMEOUT (s, default 60), OOM_QUOTA (bytes, default 4 GiB), OUT_TAR (an archive of $OUT).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,35 +43,24 @@ step "machine"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tee "$OUT/versions.txt"
 
-step "build gpucloud's libcudart and libcublas against the toolkit; the harness's cuBLAS stand-ins"
+step "build gpucloud's libcudart, libcublas and libcublasLt against the toolkit"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-[[ -z ${GPUSERVERD_CUBLAS:-} && -e $CUDA_HOME/lib64/libcublas.so.13 ]] && export GPUSERVERD_CUBLAS=$CUDA_HOME/lib64/libcublas.so.13
+site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+for v in CUBLAS:cu13/lib/libcublas.so.13 CUBLASLT:cu13/lib/libcublasLt.so.13 CUDNN:cudnn/lib/libcudnn.so.9; do
+	n=GPUSERVERD_${v%%:*} f=$site/nvidia/${v#*:}
+	[[ -z ${!n:-} && -e $f ]] && export "$n=$f"
+	echo "worker: $n=${!n:-unset, the loader finds it}"
+done
 GCLIB=$W/gpucloud-lib # what /usr/lib/gpucloud holds in a VM
 mkdir -p "$GCLIB"
-make -s -C "$ROOT/gpuserverd/guest/cudart" BUILD="$W/cudart" && cp "$W/cudart/libcudart.so.13" "$GCLIB/" || echo "FAILED: build libcudart"
-make -s -C "$ROOT/gpuserverd/guest/cublas" BUILD="$W/cublas" && cp "$W/cublas/libcublas.so.13" "$GCLIB/" || echo "FAILED: build libcublas"
-cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$GCLIB/"
+for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so.13; do
+	d=${lib%%:*} f=${lib#*:}
+	make -s -C "$ROOT/gpuserverd/guest/$d" BUILD="$W/$d" && cp "$W/$d/$f" "$GCLIB/" || echo "FAILED: build $f"
+done
+cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
+	"$ROOT/gpuserverd/guest/nvml/build/libnvidia-ml.so.1" "$GCLIB/"
 AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 [[ -f $AUDIT ]] || make -s -C "$ROOT/gpuserverd/guest/loader" BUILD="$(dirname "$AUDIT")"
-# The wheel's cuSOLVER and cuSPARSE import cuBLAS names of their own (cublasSgemv_v2_64 ...): without
-# them they do not even load next to gpucloud's libcublas.
-site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-find "$site/nvidia" -name 'lib*.so*' -type f -exec nm -D --undefined-only {} + 2>/dev/null | awk '$2 ~ /^cublas/ {sub(/@.*/, "", $2); print $2}' | sort -u >"$W/wheel-cublas-needs.txt"
-python3 - "$TORCHDIR/torch-needs-libcublas.txt" "$GCLIB/libcublas.so.13" "$W/wheel-cublas-needs.txt" >"$W/rest.c" <<'PY'
-import subprocess, sys
-need = sorted(set(open(sys.argv[1]).read().split()) | set(open(sys.argv[3]).read().split()))
-have = {l.split()[-1].split("@")[0] for l in subprocess.run(["nm", "-D", "--defined-only", sys.argv[2]],
-        capture_output=True, text=True).stdout.splitlines() if l.strip()}
-print('#include <stdio.h>\nstatic int refuse(const char *n, int *told) {\n'
-      '  if (!__atomic_exchange_n(told, 1, __ATOMIC_RELAXED)) fprintf(stderr, "gpucloud-harness: %s not remoted (CUBLAS_STATUS_NOT_SUPPORTED)\\n", n);\n'
-      '  return 15; }')
-for n in need:
-    if n not in have:
-        print(f'int {n}() {{ static int t; return refuse("{n}", &t); }}')
-print(f"/* {len([n for n in need if n not in have])} of {len(need)} names */", file=sys.stderr)
-PY
-gcc -O2 -shared -fPIC -o "$W/libgpucloud-harness-cublas-rest.so" "$W/rest.c" 2>&1 | grep -v "warning" | head -3
-echo "cuBLAS names torch and the wheel's libraries import that gpucloud's libcublas lacks: $(grep -c '^int ' "$W/rest.c")"
 ls -l "$GCLIB"
 
 # Same for every mode: deterministic cuBLAS, one compile cache (the remote runs reuse native's
@@ -135,7 +120,7 @@ stop_server() { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; server="
 wait_idle() { for _ in $(seq 50); do [[ $(sessions_active) == 0 ]] && return; sleep 0.1; done; }
 
 uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-REMOTE_ENV=(LD_AUDIT="$AUDIT" GPUCLOUD_LIBDIR="$GCLIB" LD_PRELOAD="$W/libgpucloud-harness-cublas-rest.so" GPUCLOUD_CONFIG=/nonexistent)
+REMOTE_ENV=(LD_AUDIT="$AUDIT" GPUCLOUD_LIBDIR="$GCLIB" GPUCLOUD_CONFIG=/nonexistent)
 # shellcheck disable=SC2206 # words on purpose
 REMOTE_ENV+=(${REMOTE_EXTRA:-})
 for mode in $MODES; do
@@ -182,10 +167,13 @@ for mode in $MODES; do
 done
 [[ -n $server ]] && stop_server
 
-step "notices (calls gpucloud refused or the harness stood in for), by count"
-cat "$OUT"/*.log 2>/dev/null | grep -oE 'gpucloud(-harness)?: [A-Za-z0-9_]+ (is )?not [a-z ]*' | sort | uniq -c | sort -rn | tee "$OUT/notices.txt"
+step "notices (calls gpucloud refused or could not answer), by count"
+cat "$OUT"/*.log 2>/dev/null | grep -oE 'gpucloud( lib[a-zA-Z]+)?: [A-Za-z0-9_]+ (is )?not [a-z ]*|gpucloud( lib[a-zA-Z]+)?: [A-Za-z0-9_]+ failed \([^)]*\)' | sort | uniq -c | sort -rn | tee "$OUT/notices.txt"
 step "results"
 args=()
 for m in native shm tcp shm-nolt tcp-nolt neighbour oom; do [[ -f $OUT/$m.jsonl ]] && args+=("$m=$OUT/$m.jsonl"); done
 python3 "$TORCHDIR/compare.py" "${args[@]}" | tee "$OUT/tables.md"
 for f in "$OUT"/gpucloud-info-*.txt; do [[ -f $f ]] && { echo "-- $f"; grep -vE '^(loaded|  redirect)' "$f" | tail -15; }; done
+# OUT_TAR=FILE: everything in $OUT as one archive (the device tool brings back only so many files).
+[[ -n ${OUT_TAR:-} ]] && tar -C "$OUT" -czf "$OUT_TAR" .
+exit 0

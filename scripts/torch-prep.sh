@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # torch-prep.sh DEST: builds here (with Go) what scripts/gpu-torch.sh needs on the GPU machine and
 # copies a self-contained bundle to DEST: bin/gpuserverd, bin/gputoken, the guest library
-# (gpuserverd/guest/build/libcuda.so.1), the loader auditor (gpuserverd/guest/loader/build), the
-# sources of gpucloud's libcudart and libcublas (built there against the toolkit's headers), and
-# the PyTorch cases. Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
+# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9 and libnvidia-ml.so.1 (neither needs
+# an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
+# (built there against the toolkit's headers, which check every signature), and the PyTorch cases.
+# Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
+#
+# CUDA_HEADERS=DIR (a toolkit's include folder) also builds those three here against it first, so
+# a bundle that would not build there is refused here.
 set -euo pipefail
 [[ $# -eq 1 ]] || { echo "usage: $0 DEST" >&2; exit 2; }
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -14,14 +18,25 @@ mkdir -p bin
 go build -o bin/ ./cmd/gputoken ./cmd/gpuserverd
 make -s -C gpuserverd/guest
 make -s -C gpuserverd/guest/loader
+make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
+make -s -C gpuserverd/guest/nvml
+if [[ -n ${CUDA_HEADERS:-} ]]; then
+	chk=$(mktemp -d)
+	trap 'rm -rf "$chk"' EXIT
+	link=(LIBDIRS=-L"$ROOT/gpuserverd/guest/build")
+	make -s -C gpuserverd/guest/cublas BUILD="$chk/cublas" INC=-I"$CUDA_HEADERS" "${link[@]}"
+	make -s -C gpuserverd/guest/cublaslt BUILD="$chk/cublaslt" INC=-I"$CUDA_HEADERS" "${link[@]}"
+	ln -s "$CUDA_HEADERS" "$chk/include" # cudart's Makefile takes CUDA_HOME/include
+	make -s -C gpuserverd/guest/cudart BUILD="$chk/cudart" CUDA_HOME="$chk" \
+		CFLAGS="-O2 -g -Wall -Wextra -L$ROOT/gpuserverd/guest/build"
+	echo "libcublas, libcublasLt, libcudart build against $CUDA_HEADERS"
+fi
 rm -rf "$dest"
 g=$dest/gpuserverd/guest
-mkdir -p "$dest/bin" "$g/include" "$g/gputests"
-mkdir -p "$dest/scripts" && cp scripts/gpu-torch.sh "$dest/scripts/"
+mkdir -p "$dest/bin" "$dest/scripts" "$g"
+cp scripts/gpu-torch.sh "$dest/scripts/"
 cp bin/gpuserverd bin/gputoken "$dest/bin/"
-cp -r gpuserverd/guest/build gpuserverd/guest/loader gpuserverd/guest/cudart gpuserverd/guest/cublas "$g/"
-rm -rf "$g/cudart/build" "$g/cublas/build"
-cp gpuserverd/guest/wire_gen.c gpuserverd/guest/wire_gen.h "$g/"
-cp gpuserverd/guest/include/gpucloud_private.h "$g/include/"
-cp -r gpuserverd/guest/gputests/torch "$g/gputests/"
+# The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
+tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
+for d in . loader cudnn nvml; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
 du -sh "$dest"

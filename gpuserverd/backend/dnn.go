@@ -90,6 +90,16 @@ const (
 	DnnTypeChar       uint32 = 24
 	DnnTypeFraction   uint32 = 26
 	dnnTypeLast       uint32 = 30 // CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE
+
+	// DnnTypeHostValues is gpucloud's own element type, not cuDNN's: a variant pack's data
+	// pointers where some name host scalars passed by value (CUDNN_ATTR_TENSOR_IS_BY_VALUE: an
+	// attention's scale), which the worker cannot read in the guest's memory. Each element is
+	// 16 bytes: a u64 length (0: the next u64 is a device address; 1-8: the next u64 holds that
+	// many bytes of the value), then that u64. The backend hands cuDNN VOID_PTR elements, the
+	// by-value ones pointing at its own copy of the value.
+	DnnTypeHostValues uint32 = 0x6763
+	// DnnHostValueMax is the most bytes one by-value element carries.
+	DnnHostValueMax = 8
 )
 
 // DnnElemSize is the size of one element of attribute type t as it travels (ids and addresses
@@ -102,6 +112,8 @@ func DnnElemSize(t uint32) (int, bool) {
 		return 1, true
 	case DnnTypeFraction:
 		return 16, true // two int64s
+	case DnnTypeHostValues:
+		return 16, true
 	}
 	if t <= dnnTypeLast {
 		return 4, true // float, int32 and the enumerations

@@ -58,6 +58,9 @@ func loadDnn() error {
 type dnnObjects struct {
 	handles map[backend.Handle]C.cudnnHandle_t
 	descs   map[backend.Handle]C.cudnnBackendDescriptor_t
+	// values are the by-value scalars of a variant pack (DnnTypeHostValues), which cuDNN reads
+	// at cudnnBackendExecute: kept until the pack is destroyed or its pointers set again.
+	values map[backend.Handle]unsafe.Pointer
 }
 
 func dnnCheck(op string, st C.int) error {
@@ -75,7 +78,8 @@ func (c *Context) dnnReady() error {
 		return err
 	}
 	if c.dnn.handles == nil {
-		c.dnn = dnnObjects{handles: map[backend.Handle]C.cudnnHandle_t{}, descs: map[backend.Handle]C.cudnnBackendDescriptor_t{}}
+		c.dnn = dnnObjects{handles: map[backend.Handle]C.cudnnHandle_t{}, descs: map[backend.Handle]C.cudnnBackendDescriptor_t{},
+			values: map[backend.Handle]unsafe.Pointer{}}
 	}
 	return nil
 }
@@ -156,7 +160,47 @@ func (c *Context) DnnDescDestroy(h backend.Handle) error {
 		return err
 	}
 	delete(c.dnn.descs, h)
+	c.dropValues(h)
 	return dnnCheck("cudnnBackendDestroyDescriptor", C.gc_dnn_desc_destroy(c.ctx, p))
+}
+
+func (c *Context) dropValues(h backend.Handle) {
+	if v, ok := c.dnn.values[h]; ok {
+		C.free(v)
+		delete(c.dnn.values, h)
+	}
+}
+
+// dnnSetHostValues sets a DnnTypeHostValues attribute as cuDNN's VOID_PTR elements: device
+// addresses as they came, by-value scalars as pointers to this process's copy of their bytes.
+func (c *Context) dnnSetHostValues(h backend.Handle, d C.cudnnBackendDescriptor_t, a backend.DnnAttr) error {
+	const op = "cudnnBackendSetAttribute"
+	vals := C.calloc(C.size_t(a.Count+1), 8)
+	ptrs := C.calloc(C.size_t(a.Count+1), 8)
+	defer C.free(ptrs)
+	out := unsafe.Slice((*uintptr)(ptrs), a.Count)
+	for i := range out {
+		n := binary.LittleEndian.Uint64(a.Elems[i*16:])
+		v := a.Elems[i*16+8 : i*16+16]
+		switch {
+		case n == 0:
+			out[i] = uintptr(binary.LittleEndian.Uint64(v))
+		case n <= backend.DnnHostValueMax:
+			slot := unsafe.Add(vals, i*8)
+			copy(unsafe.Slice((*byte)(slot), n), v[:n])
+			out[i] = uintptr(slot)
+		default:
+			C.free(vals)
+			return &backend.DnnError{Op: op, Status: backend.DnnBadParam, Detail: fmt.Sprintf("element %d: %d value bytes (at most %d)", i, n, backend.DnnHostValueMax)}
+		}
+	}
+	if err := dnnCheck(op, C.gc_dnn_set_attr(c.ctx, d, C.int(a.Name), C.int(backend.DnnTypeVoidPtr), C.int64_t(a.Count), ptrs)); err != nil {
+		C.free(vals)
+		return err
+	}
+	c.dropValues(h)
+	c.dnn.values[h] = vals
+	return nil
 }
 
 // realIDs rewrites the u64 id elements of a descriptor- or handle-typed attribute into NVIDIA's
@@ -188,6 +232,9 @@ func (c *Context) DnnSetAttribute(h backend.Handle, a backend.DnnAttr) error {
 	if err != nil {
 		return err
 	}
+	if a.Type == backend.DnnTypeHostValues {
+		return c.dnnSetHostValues(h, d, a)
+	}
 	buf := C.malloc(C.size_t(len(a.Elems) + 1))
 	defer C.free(buf)
 	if a.Type == backend.DnnTypeDescriptor || a.Type == backend.DnnTypeHandle {
@@ -207,7 +254,7 @@ func (c *Context) DnnGetAttribute(h backend.Handle, name, typ uint32, requested 
 		return 0, nil, err
 	}
 	size, ok := backend.DnnElemSize(typ)
-	if !ok || typ == backend.DnnTypeHandle {
+	if !ok || typ == backend.DnnTypeHandle || typ == backend.DnnTypeHostValues {
 		return 0, nil, &backend.DnnError{Op: "cudnnBackendGetAttribute", Status: backend.DnnBadParamType, Detail: fmt.Sprintf("type %d", typ)}
 	}
 	buf := C.malloc(C.size_t(requested*size + 1))
@@ -304,6 +351,7 @@ func (c *Context) closeDnn() []error {
 	for h, p := range c.dnn.descs {
 		errs = append(errs, dnnCheck("cudnnBackendDestroyDescriptor", C.gc_dnn_desc_destroy(c.ctx, p)))
 		delete(c.dnn.descs, h)
+		c.dropValues(h)
 	}
 	for h, p := range c.dnn.handles {
 		errs = append(errs, dnnCheck("cudnnDestroy", C.gc_dnn_destroy(c.ctx, p)))

@@ -31,6 +31,8 @@ int cudnnCreate(void **h) { *h = obj(); printf("CREATE handle %p\n", *h); return
 int cudnnBackendCreateDescriptor(int type, void **d) { *d = obj(); printf("CREATE desc %d %p\n", type, *d); return 0; }
 int cudnnBackendSetAttribute(void *d, int name, int type, int64_t n, const void *e) {
 	printf("SET %p %d %d %lld %#llx\n", d, name, type, (long long)n, n ? (unsigned long long)*(const uint64_t *)e : 0ull);
+	/* A variant pack with a by-value scalar: the second pointer must be readable host memory. */
+	if (type == 6 && n == 2 && name == 1001) printf("BYVALUE %#llx %g\n", (unsigned long long)((void *const *)e)[0], *((float *const *)e)[1]);
 	return 0;
 }
 int cudnnBackendGetAttribute(void *d, int name, int type, int64_t req, int64_t *n, void *e) {
@@ -122,6 +124,17 @@ func TestRecordingDnnChild(t *testing.T) {
 	must(c.DnnSetAttribute(d2, backend.DnnAttr{Name: 801, Type: backend.DnnTypeDescriptor, Count: 1, Elems: id(d1)}))
 	must(c.DnnSetAttribute(d2, backend.DnnAttr{Name: 800, Type: backend.DnnTypeHandle, Count: 1, Elems: id(h)}))
 	must(c.DnnSetAttribute(d1, backend.DnnAttr{Name: 1001, Type: backend.DnnTypeVoidPtr, Count: 1, Elems: id(0x7f0000001234)}))
+	// A variant pack's pointers with a host scalar passed by value (an attention's scale).
+	pack, err := c.DnnDescCreate(16)
+	must(err)
+	hv := binary.LittleEndian.AppendUint64(nil, 0)
+	hv = binary.LittleEndian.AppendUint64(hv, 0x7f0000005678)
+	hv = binary.LittleEndian.AppendUint64(hv, 4)
+	hv = binary.LittleEndian.AppendUint64(hv, uint64(math.Float32bits(0.125)))
+	must(c.DnnSetAttribute(pack, backend.DnnAttr{Name: 1001, Type: backend.DnnTypeHostValues, Count: 2, Elems: hv}))
+	hv[16] = 9 // more bytes than a scalar has
+	fmt.Printf("OVERSIZED %v\n", c.DnnSetAttribute(pack, backend.DnnAttr{Name: 1001, Type: backend.DnnTypeHostValues, Count: 2, Elems: hv}) != nil)
+	_ = c.DnnDescDestroy(pack) // frees the values; the fake cuDNN refuses the destroy itself
 	fmt.Printf("REFUSED %v\n", c.DnnSetAttribute(d2, backend.DnnAttr{Name: 801, Type: backend.DnnTypeDescriptor, Count: 1, Elems: id(999)}) != nil)
 	n, got, err := c.DnnGetAttribute(d1, 902, backend.DnnTypeInt64, 2, nil)
 	must(err)
@@ -160,6 +173,8 @@ func TestDnnCallsReachCuDNN(t *testing.T) {
 		fmt.Sprintf("SET %s 801 15 1 %s", graph, tensor),
 		fmt.Sprintf("SET %s 800 0 1 %s", graph, handle),
 		fmt.Sprintf("SET %s 1001 6 1 0x7f0000001234", tensor),
+		// A by-value scalar reached cuDNN as a pointer to its value; the device address as it came.
+		"BYVALUE 0x7f0000005678 0.125", "OVERSIZED true",
 		"REFUSED true",
 		"GOT 3 07000000000000000800000000000000",
 		fmt.Sprintf("FILL %s %s", graph, tensor),

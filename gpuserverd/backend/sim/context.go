@@ -141,6 +141,9 @@ func (c *Context) runKind(kind int, h backend.Handle, async bool, fn func() erro
 }
 
 func (c *Context) MemAlloc(bytes uint64) (uint64, error) {
+	if c.globalCapture() {
+		return 0, fmt.Errorf("allocate during a global-mode stream capture: %w", backend.ErrStreamCaptureUnsupported)
+	}
 	if err := c.b.reserve(c.ordinal, bytes); err != nil {
 		return 0, fmt.Errorf("allocate %d bytes: %w", bytes, err)
 	}

@@ -35,6 +35,7 @@ type graph struct {
 // previous one (a stream is a chain).
 type capture struct {
 	id      uint64
+	mode    uint32 // CU_STREAM_CAPTURE_MODE_*: 0 global, 1 thread-local, 2 relaxed
 	g       *graph
 	last    backend.Handle
 	invalid bool
@@ -87,8 +88,22 @@ func (c *Context) StreamBeginCapture(h backend.Handle, mode uint32) error {
 		c.fam.captures = map[backend.Handle]*capture{}
 	}
 	c.fam.nextCapture++
-	c.fam.captures[h] = &capture{id: c.fam.nextCapture, g: &graph{}}
+	c.fam.captures[h] = &capture{id: c.fam.nextCapture, mode: mode, g: &graph{}}
 	return nil
+}
+
+// globalCapture says whether a capture begun in global mode is under way: NVIDIA's driver then
+// refuses potentially unsafe calls (cuMemAlloc among them) from every thread whose own mode is not
+// relaxed, and the simulation does so for all (it serves one thread's worth of calls).
+func (c *Context) globalCapture() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cp := range c.fam.captures {
+		if cp.mode == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Context) StreamEndCapture(h backend.Handle) (backend.Handle, error) {

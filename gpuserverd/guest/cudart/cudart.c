@@ -51,9 +51,14 @@ static const struct {
     {35, "cudaErrorInsufficientDriver", "CUDA driver version is insufficient for CUDA runtime version"},
     {200, "cudaErrorInvalidKernelImage", NULL},
     {201, "cudaErrorDeviceUninitialized", NULL},
+    {205, "cudaErrorMapBufferObjectFailed", NULL},
+    {206, "cudaErrorUnmapBufferObjectFailed", NULL},
     {209, "cudaErrorNoKernelImageForDevice", NULL},
+    {214, "cudaErrorECCUncorrectable", NULL},
+    {216, "cudaErrorDeviceAlreadyInUse", NULL},
     {400, "cudaErrorInvalidResourceHandle", NULL},
     {500, "cudaErrorSymbolNotFound", NULL},
+    {708, "cudaErrorSetOnActiveProcess", NULL},
     {719, "cudaErrorLaunchFailure", NULL},
 };
 

@@ -59,6 +59,15 @@ static void graphs(void) {
     RT(cudaMemsetAsync(a, 0x22, N * 4, s));
     EXPECT(__cudaPushCallConfiguration((dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, 0, s) == 0);
     fill_u32_stub(b, 6, N);
+    /* PyTorch's caching allocator during torch.cuda.graph: cudaMalloc under a relaxed thread mode,
+     * which a global capture allows (the simulated backend, like NVIDIA's driver, refuses an
+     * allocation while a global-mode capture is under way for a thread not relaxed). */
+    enum cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    RT(cudaThreadExchangeStreamCaptureMode(&relaxed));
+    void *during;
+    RT(cudaMalloc(&during, 4096));
+    RT(cudaThreadExchangeStreamCaptureMode(&relaxed));
+    EXPECT(relaxed == cudaStreamCaptureModeRelaxed);
     cudaGraph_t g;
     RT(cudaStreamEndCapture(s, &g));
     size_t count = 0;
@@ -103,6 +112,7 @@ static void graphs(void) {
     RT(cudaGraphDestroy(g2));
     RT(cudaFree(a));
     RT(cudaFree(b));
+    RT(cudaFree(during));
     RT(cudaStreamDestroy(s));
 }
 

@@ -457,6 +457,13 @@ static void queries(void) {
     EXPECT(strcmp(cudaGetErrorName(cudaSuccess), "cudaSuccess") == 0);
     EXPECT(strcmp(cudaGetErrorName((cudaError_t)4242), "unrecognized error code") == 0);
     EXPECT(strcmp(cudaGetErrorString(cudaErrorInvalidPitchValue), "invalid pitch argument") == 0);
+    /* A stream capture's errors (900 unsupported, 906 implicit, 907 captured event; the H100 run's
+     * graph case said only "unrecognized error code"), and 708, whose runtime name differs. */
+    EXPECT(strcmp(cudaGetErrorName((cudaError_t)900), "cudaErrorStreamCaptureUnsupported") == 0);
+    EXPECT(strcmp(cudaGetErrorString((cudaError_t)906),
+                  "operation would make the legacy stream depend on a capturing blocking stream") == 0);
+    EXPECT(strcmp(cudaGetErrorName((cudaError_t)907), "cudaErrorCapturedEvent") == 0);
+    EXPECT(strcmp(cudaGetErrorName((cudaError_t)708), "cudaErrorSetOnActiveProcess") == 0);
 }
 
 void more_exec(void) {

@@ -24,7 +24,37 @@ enum {
     EXECUTION_PLAN = 5, OPERATIONGRAPH = 15, VARIANT_PACK = 16, TENSOR = 17,
     ATTR_OPERATIONGRAPH_HANDLE = 800, ATTR_OPERATIONGRAPH_OPS = 801, ATTR_TENSOR_DIMENSIONS = 902,
     ATTR_TENSOR_UNIQUE_ID = 904, ATTR_VARIANT_PACK_DATA_POINTERS = 1001,
+    ATTR_TENSOR_DATA_TYPE = 901, ATTR_TENSOR_UID = 906, ATTR_TENSOR_IS_BY_VALUE = 908, ATTR_VARIANT_PACK_UNIQUE_IDS = 1000,
+    TYPE_DATA_TYPE = 1,
 };
+
+/* A variant pack naming a by-value tensor (an attention's scale, a host float) finalizes, its
+ * value sent in place of the host pointer the worker could not read; the caller reads back its
+ * own pointers, as from cuDNN. */
+static void by_value_scalar(void) {
+    cudnnBackendDescriptor_t t, pack;
+    OK(cudnnBackendCreateDescriptor(TENSOR, &t));
+    int64_t uid = 77, one = 1;
+    bool yes = true;
+    int32_t dtype = 0; /* CUDNN_DATA_FLOAT */
+    OK(cudnnBackendSetAttribute(t, ATTR_TENSOR_UID, CUDNN_TYPE_INT64, 1, &uid));
+    OK(cudnnBackendSetAttribute(t, ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes));
+    OK(cudnnBackendSetAttribute(t, ATTR_TENSOR_DATA_TYPE, (cudnnBackendAttributeType_t)TYPE_DATA_TYPE, 1, &dtype));
+    OK(cudnnBackendFinalize(t));
+    float scale = 0.125f;
+    OK(cudnnBackendCreateDescriptor(VARIANT_PACK, &pack));
+    void *ptrs[2] = {(void *)0x7f0000003000ull, &scale}, *back[2] = {0};
+    int64_t uids[2] = {one, uid}, n = 0;
+    OK(cudnnBackendSetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, ptrs));
+    OK(cudnnBackendSetAttribute(pack, ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 2, uids));
+    OK(cudnnBackendFinalize(pack));
+    OK(cudnnBackendGetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, &n, back));
+    CHECK(n == 2 && back[0] == ptrs[0] && back[1] == ptrs[1]);
+    /* gpucloud's own element type is not a caller's to use. */
+    CHECK(cudnnBackendSetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, (cudnnBackendAttributeType_t)0x6763, 2, ptrs) == CUDNN_STATUS_BAD_PARAM_ATTRIBUTE_TYPE);
+    OK(cudnnBackendDestroyDescriptor(pack));
+    OK(cudnnBackendDestroyDescriptor(t));
+}
 
 static void backend_api(cudnnHandle_t h) {
     cudnnBackendDescriptor_t t, g;
@@ -228,6 +258,7 @@ int main(int argc, char **argv) {
     OK(cudnnGetStream(h, &back));
     CHECK(back == (cudaStream_t)s);
     backend_api(h);
+    by_value_scalar();
     legacy_conv(h);
     refusals(h);
     OK(cudnnDestroy(h));

@@ -15,6 +15,7 @@ struct gc_desc {
     uint32_t magic;
     uint32_t kind;
     uint64_t id;
+    struct gc_bv bv;
 };
 
 static struct gc_desc *desc_of(cudnnBackendDescriptor_t d) {
@@ -75,6 +76,7 @@ EXPORT cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t desc
     if (s != CUDNN_STATUS_SUCCESS) return s;
     struct gw_dnn_desc_destroy m = {.desc = g->id};
     g->magic = 0;
+    gc_bv_free(&g->bv);
     free(g);
     uint8_t b[16];
     gw_dnn_desc_destroy_encode(&m, b);
@@ -95,6 +97,19 @@ static int put_id(int type, const void *elem, uint8_t *out) {
     }
     memcpy(out, &id, 8);
     return 1;
+}
+
+/* send_attr sends count elements already in their wire form (e, len bytes). */
+static cudnnStatus_t send_attr(struct gc_desc *g, uint32_t name, uint32_t type, int64_t count, uint8_t *e, size_t len) {
+    struct gw_dnn_set_attribute m = {.desc = g->id, .name = name, .kind = type,
+                                     .count = (uint32_t)count, .elems = e, .elems_len = (uint32_t)len};
+    size_t n = gw_dnn_set_attribute_size(&m);
+    uint8_t *buf = malloc(n);
+    if (!buf) return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    gw_dnn_set_attribute_encode(&m, buf);
+    cudnnStatus_t s = gc_dnn_call(GW_TYPE_DNN_SET_ATTRIBUTE, buf, n, 0, NULL);
+    free(buf);
+    return s;
 }
 
 EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t name,
@@ -127,18 +142,9 @@ EXPORT cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descripto
             memcpy(out, el, wire);
         }
     }
-    struct gw_dnn_set_attribute m = {.desc = g->id, .name = (uint32_t)name, .kind = (uint32_t)type,
-                                     .count = (uint32_t)count, .elems = e, .elems_len = (uint32_t)((size_t)count * wire)};
-    size_t n = gw_dnn_set_attribute_size(&m);
-    uint8_t *buf = malloc(n);
-    if (!buf) {
-        free(e);
-        return CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
-    }
-    gw_dnn_set_attribute_encode(&m, buf);
-    s = gc_dnn_call(GW_TYPE_DNN_SET_ATTRIBUTE, buf, n, 0, NULL);
-    free(buf);
+    s = send_attr(g, (uint32_t)name, (uint32_t)type, count, e, (size_t)count * wire);
     free(e);
+    if (s == CUDNN_STATUS_SUCCESS) gc_bv_note(&g->bv, g->kind, (int)name, (int)type, count, elems);
     return s;
 }
 
@@ -169,6 +175,12 @@ EXPORT cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const des
     if (requested < 0 || requested > MAX_ELEMS) return gc_dnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnBackendGetAttribute: %lld elements", (long long)requested);
     cudnnStatus_t s = gc_dnn_ready();
     if (s != CUDNN_STATUS_SUCCESS) return s;
+    if (g->bv.substituted && name == GC_ATTR_VARIANT_PACK_DATA_POINTERS && type == CUDNN_TYPE_VOID_PTR) {
+        /* the worker holds its own copies of the by-value scalars: the caller's pointers are here */
+        for (int64_t i = 0; i < requested && i < g->bv.nptrs; i++) ((void **)elems)[i] = g->bv.ptrs[i];
+        if (count) *count = g->bv.nptrs;
+        return CUDNN_STATUS_SUCCESS;
+    }
     struct gc_dnn_result r;
     if (type == CUDNN_TYPE_BACKEND_DESCRIPTOR) { /* cuDNN fills in the caller's descriptors */
         uint8_t *ids = malloc((size_t)requested * 8 + 1);
@@ -211,10 +223,19 @@ EXPORT cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor) {
     if (!g) return gc_dnn_fail(CUDNN_STATUS_BAD_PARAM, "cudnnBackendFinalize: not a live descriptor");
     cudnnStatus_t s = gc_dnn_ready();
     if (s != CUDNN_STATUS_SUCCESS) return s;
+    int64_t nv;
+    uint8_t *values = gc_bv_pack_values(&g->bv, g->kind, &nv);
+    if (values) { /* a by-value scalar: its pointers again, with the values (internal.h) */
+        s = send_attr(g, GC_ATTR_VARIANT_PACK_DATA_POINTERS, GC_DNN_TYPE_HOST_VALUES, nv, values, (size_t)nv * 16);
+        free(values);
+        if (s != CUDNN_STATUS_SUCCESS) return s;
+    }
     struct gw_dnn_finalize m = {.desc = g->id};
     uint8_t b[16];
     gw_dnn_finalize_encode(&m, b);
-    return gc_dnn_call(GW_TYPE_DNN_FINALIZE, b, gw_dnn_finalize_size(&m), 0, NULL);
+    s = gc_dnn_call(GW_TYPE_DNN_FINALIZE, b, gw_dnn_finalize_size(&m), 0, NULL);
+    if (s == CUDNN_STATUS_SUCCESS) gc_bv_finalized(&g->bv, g->kind);
+    return s;
 }
 
 /* Sent like a kernel launch, without waiting: the plan and pack were checked when finalized, and

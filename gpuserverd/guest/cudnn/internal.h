@@ -57,6 +57,27 @@ cudnnStatus_t gc_dnn_check(cudnnHandle_t h);
         return st_;                                                                                 \
     } while (0)
 
+/* By-value scalars (byvalue.c). cuDNN reads a tensor marked CUDNN_ATTR_TENSOR_IS_BY_VALUE (an
+ * attention's scale) from a host pointer in the variant pack, which the worker cannot read in this
+ * process; so a pack naming one is sent with the value itself (backend.DnnTypeHostValues). */
+#define GC_DNN_TYPE_HOST_VALUES 0x6763 /* backend.DnnTypeHostValues */
+struct gc_bv {
+    int64_t uid;                   /* a tensor's UNIQUE_ID, IS_BY_VALUE and DATA_TYPE as set */
+    int has_uid, by_value, dtype;
+    void **ptrs;                   /* a variant pack's DATA_POINTERS and UNIQUE_IDS as set */
+    int64_t nptrs, *uids, nuids;
+    int substituted;               /* its pointers went as values: reads answer from ptrs */
+};
+/* gc_bv_note records what a SetAttribute on a descriptor of kind says about by-value tensors. */
+void gc_bv_note(struct gc_bv *bv, uint32_t kind, int name, int type, int64_t count, const void *elems);
+/* gc_bv_finalized registers a finalized by-value tensor's unique id. */
+void gc_bv_finalized(struct gc_bv *bv, uint32_t kind);
+/* gc_bv_pack_values: for a variant pack naming a by-value tensor, its DATA_POINTERS as
+ * GC_DNN_TYPE_HOST_VALUES elements (malloc'd, *count of 16 bytes each); NULL when none is. */
+uint8_t *gc_bv_pack_values(struct gc_bv *bv, uint32_t kind, int64_t *count);
+void gc_bv_free(struct gc_bv *bv);
+#define GC_ATTR_VARIANT_PACK_DATA_POINTERS 1001
+
 /* A call this library does not forward: CUDNN_STATUS_NOT_SUPPORTED, with a notice on stderr the
  * first time, naming it. */
 cudnnStatus_t gc_dnn_unsupported(const char *name, int *noticed);

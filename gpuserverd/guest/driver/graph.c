@@ -44,9 +44,16 @@ static int capture_done(uint64_t h) {
     return invalid;
 }
 
+/* A capture's mode says which potentially unsafe calls (cuMemAlloc, synchronous copies ...) the
+ * driver refuses meanwhile, by the calling thread's own mode (cuThreadExchangeStreamCaptureMode).
+ * The worker serves all this process's threads on its own, which know nothing of those modes: a
+ * global capture there refused PyTorch's cudaMalloc made under a relaxed guard during
+ * torch.cuda.graph. So the worker's capture is relaxed; the mode is validated here, but the unsafe
+ * calls a global or thread-local capture would refuse are not (a correct program makes none). */
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+    if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED) return GC_T(CUDA_ERROR_INVALID_VALUE);
     uint64_t h = gc_stream_handle(s);
-    struct gw_stream_begin_capture m = {.stream = h, .mode = mode};
+    struct gw_stream_begin_capture m = {.stream = h, .mode = CU_STREAM_CAPTURE_MODE_RELAXED};
     GC_ENCODE(stream_begin_capture, m, b);
     CUresult rc = gc_call_status(GW_TYPE_STREAM_BEGIN_CAPTURE, 0, b, b_n);
     if (rc == CUDA_SUCCESS) {

@@ -374,6 +374,13 @@ static void errors(void) {
     CHECK(cuGetErrorString(CUDA_ERROR_NOT_READY, &s));
     EXPECT(strcmp(s, "device not ready") == 0);
     EXPECT_RC(cuGetErrorName((CUresult)12345, &s), CUDA_ERROR_INVALID_VALUE);
+    /* A stream capture's errors, which the worker's driver returns through a guest's capture. */
+    CHECK(cuGetErrorName((CUresult)900, &s));
+    EXPECT(strcmp(s, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED") == 0);
+    CHECK(cuGetErrorString((CUresult)901, &s));
+    EXPECT(strcmp(s, "operation failed due to a previous error during capture") == 0);
+    CHECK(cuGetErrorName((CUresult)916, &s));
+    EXPECT(strcmp(s, "CUDA_ERROR_KEY_ROTATION") == 0);
 }
 
 int main(void) {
