@@ -326,6 +326,13 @@ EXPORT cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_con
 
 /* ---- texture and surface objects ---- */
 
+/* Pure host computation: the description of a channel of x, y, z, w bits of kind f. NVIDIA's
+ * returns the struct by value, as here (a generated stub returning an int would leave the caller's
+ * struct as garbage, so runtime.ann marks it "hand"). */
+EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f) {
+    return (struct cudaChannelFormatDesc){x, y, z, w, f};
+}
+
 /* The channel description of a driver format and channel count (format_of's inverse). */
 static struct cudaChannelFormatDesc channels_of(CUarray_format f, unsigned n) {
     int bits = f == CU_AD_FORMAT_UNSIGNED_INT8 || f == CU_AD_FORMAT_SIGNED_INT8     ? 8

@@ -32,6 +32,7 @@ cudaError_t cudaMallocFromPoolAsync(void **, size_t, cudaMemPool_t, cudaStream_t
 cudaError_t cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **);
 cudaError_t cudaMalloc3DArray(cudaArray_t *, const struct cudaChannelFormatDesc *, struct cudaExtent, unsigned);
+struct cudaChannelFormatDesc cudaCreateChannelDesc(int, int, int, int, enum cudaChannelFormatKind);
 cudaError_t cudaMallocArray(cudaArray_t *, const struct cudaChannelFormatDesc *, size_t, size_t, unsigned);
 cudaError_t cudaFreeArray(cudaArray_t);
 cudaError_t cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent);
@@ -198,7 +199,11 @@ static void textures(void) {
            back.res.linear.desc.z == 0 && back.res.linear.desc.f == cudaChannelFormatKindSigned);
     RT(cudaDestroyTextureObject(tex));
     cudaArray_t arr;
-    struct cudaChannelFormatDesc f = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    /* As the texture samples build it (a struct returned by value, no error code). */
+    struct cudaChannelFormatDesc f = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    EXPECT(f.x == 32 && f.y == 0 && f.z == 0 && f.w == 0 && f.f == cudaChannelFormatKindFloat);
+    struct cudaChannelFormatDesc rgba = cudaCreateChannelDesc(8, 8, 8, 8, cudaChannelFormatKindUnsigned);
+    EXPECT(rgba.x == 8 && rgba.y == 8 && rgba.z == 8 && rgba.w == 8 && rgba.f == cudaChannelFormatKindUnsigned);
     RT(cudaMallocArray(&arr, &f, 16, 16, 0x02)); /* cudaArraySurfaceLoadStore */
     struct cudaResourceDesc ra = {.resType = cudaResourceTypeArray, .res.array.array = arr};
     cudaSurfaceObject_t surf;

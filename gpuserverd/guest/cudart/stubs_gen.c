@@ -103,9 +103,6 @@ GC_WEAK(cudaArrayGetSparseProperties, gc_stub_cudaArrayGetSparseProperties);
 static int said_cudaChooseDevice;
 static int gc_stub_cudaChooseDevice(void) { return refused("cudaChooseDevice", &said_cudaChooseDevice); }
 GC_WEAK(cudaChooseDevice, gc_stub_cudaChooseDevice);
-static int said_cudaCreateChannelDesc;
-static int gc_stub_cudaCreateChannelDesc(void) { return refused("cudaCreateChannelDesc", &said_cudaCreateChannelDesc); }
-GC_WEAK(cudaCreateChannelDesc, gc_stub_cudaCreateChannelDesc);
 static int said_cudaDestroyExternalMemory;
 static int gc_stub_cudaDestroyExternalMemory(void) { return refused("cudaDestroyExternalMemory", &said_cudaDestroyExternalMemory); }
 GC_WEAK(cudaDestroyExternalMemory, gc_stub_cudaDestroyExternalMemory);
