@@ -1216,12 +1216,6 @@ GC_WEAK(cuMulticastUnbind, gc_stub_cuMulticastUnbind);
 static int said_cuOccupancyMaxActiveClusters;
 static int gc_stub_cuOccupancyMaxActiveClusters(void) { return gc_refused("cuOccupancyMaxActiveClusters", &said_cuOccupancyMaxActiveClusters); }
 GC_WEAK(cuOccupancyMaxActiveClusters, gc_stub_cuOccupancyMaxActiveClusters);
-static int said_cuOccupancyMaxPotentialBlockSize;
-static int gc_stub_cuOccupancyMaxPotentialBlockSize(void) { return gc_refused("cuOccupancyMaxPotentialBlockSize", &said_cuOccupancyMaxPotentialBlockSize); }
-GC_WEAK(cuOccupancyMaxPotentialBlockSize, gc_stub_cuOccupancyMaxPotentialBlockSize);
-static int said_cuOccupancyMaxPotentialBlockSizeWithFlags;
-static int gc_stub_cuOccupancyMaxPotentialBlockSizeWithFlags(void) { return gc_refused("cuOccupancyMaxPotentialBlockSizeWithFlags", &said_cuOccupancyMaxPotentialBlockSizeWithFlags); }
-GC_WEAK(cuOccupancyMaxPotentialBlockSizeWithFlags, gc_stub_cuOccupancyMaxPotentialBlockSizeWithFlags);
 static int said_cuOccupancyMaxPotentialClusterSize;
 static int gc_stub_cuOccupancyMaxPotentialClusterSize(void) { return gc_refused("cuOccupancyMaxPotentialClusterSize", &said_cuOccupancyMaxPotentialClusterSize); }
 GC_WEAK(cuOccupancyMaxPotentialClusterSize, gc_stub_cuOccupancyMaxPotentialClusterSize);
@@ -1840,8 +1834,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMulticastGetGranularity,
         (const void *)gc_stub_cuMulticastUnbind,
         (const void *)gc_stub_cuOccupancyMaxActiveClusters,
-        (const void *)gc_stub_cuOccupancyMaxPotentialBlockSize,
-        (const void *)gc_stub_cuOccupancyMaxPotentialBlockSizeWithFlags,
         (const void *)gc_stub_cuOccupancyMaxPotentialClusterSize,
         (const void *)gc_stub_cuParamSetSize,
         (const void *)gc_stub_cuParamSetTexRef,
