@@ -8,6 +8,31 @@
 
 #define STREAM(s) ((CUstream)(s))
 
+/* ---- stream attributes: hints the driver layer keeps (guest/driver/streamattr.c) ---- */
+
+/* cudaStreamAttrValue is cudaLaunchAttributeValue, the driver's CUlaunchAttributeValue byte for
+ * byte, with the same attribute numbers. The _ptsz forms name the per-thread default stream. */
+EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID attr, const cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamSetAttribute(STREAM(s), (CUstreamAttrID)attr, (const CUstreamAttrValue *)v));
+}
+
+EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID attr, cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamGetAttribute(STREAM(s), (CUstreamAttrID)attr, (CUstreamAttrValue *)v));
+}
+
+EXPORT cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID attr, const cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamSetAttribute(s ? STREAM(s) : CU_STREAM_PER_THREAD, (CUstreamAttrID)attr,
+                                    (const CUstreamAttrValue *)v));
+}
+
+EXPORT cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID attr, cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamGetAttribute(s ? STREAM(s) : CU_STREAM_PER_THREAD, (CUstreamAttrID)attr, (CUstreamAttrValue *)v));
+}
+
 /* ---- stream capture and graphs ---- */
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {

@@ -213,6 +213,46 @@ static void textures(void) {
     RT(cudaFree(lin));
 }
 
+cudaError_t cudaStreamSetAttribute(cudaStream_t, cudaStreamAttrID, const cudaStreamAttrValue *);
+cudaError_t cudaStreamGetAttribute(cudaStream_t, cudaStreamAttrID, cudaStreamAttrValue *);
+
+/* The access-policy window as simpleAttributes sets it: kept as a hint and answered back per
+ * stream; bad values refused; a new stream starts without one. */
+static void stream_attributes(void) {
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 0));
+    void *d;
+    RT(cudaMalloc(&d, 1 << 20));
+    cudaStreamAttrValue v, got;
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow = (struct cudaAccessPolicyWindow){d, 1 << 20, 0.6f, cudaAccessPropertyPersisting,
+                                                           cudaAccessPropertyStreaming};
+    RT(cudaStreamSetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &v));
+    memset(&got, 0xff, sizeof got);
+    RT(cudaStreamGetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &got));
+    EXPECT(got.accessPolicyWindow.base_ptr == d && got.accessPolicyWindow.num_bytes == 1 << 20 &&
+           got.accessPolicyWindow.hitRatio == 0.6f && got.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting &&
+           got.accessPolicyWindow.missProp == cudaAccessPropertyStreaming);
+    /* Another stream has none: the window is the stream's. */
+    cudaStream_t other;
+    RT(cudaStreamCreateWithFlags(&other, 0));
+    RT(cudaStreamGetAttribute(other, cudaLaunchAttributeAccessPolicyWindow, &got));
+    EXPECT(got.accessPolicyWindow.base_ptr == NULL && got.accessPolicyWindow.num_bytes == 0);
+    v.accessPolicyWindow.hitRatio = 1.5f;
+    EXPECT(cudaStreamSetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &v) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    RT(cudaStreamGetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &got));
+    EXPECT(got.accessPolicyWindow.hitRatio == 0.6f); /* the refused set left the window as it was */
+    EXPECT(cudaStreamSetAttribute(s, cudaLaunchAttributeCooperative, &v) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    /* A stream's priority is its own, from the server. */
+    RT(cudaStreamGetAttribute(s, cudaLaunchAttributePriority, &got));
+    EXPECT(got.priority == 0);
+    RT(cudaStreamDestroy(other));
+    RT(cudaStreamDestroy(s));
+    RT(cudaFree(d));
+}
+
 void more_families(void) {
     (void)errname; /* from check.h; this file checks runtime errors */
     graphs();
@@ -220,5 +260,6 @@ void more_families(void) {
     launches();
     arrays();
     textures();
+    stream_attributes();
     printf("rt families ok\n");
 }

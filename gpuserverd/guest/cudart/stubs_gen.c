@@ -850,12 +850,6 @@ GC_WEAK(cudaStreamBeginCapture_ptsz, gc_stub_cudaStreamBeginCapture_ptsz);
 static int said_cudaStreamEndCapture_ptsz;
 static int gc_stub_cudaStreamEndCapture_ptsz(void) { return refused("cudaStreamEndCapture_ptsz", &said_cudaStreamEndCapture_ptsz); }
 GC_WEAK(cudaStreamEndCapture_ptsz, gc_stub_cudaStreamEndCapture_ptsz);
-static int said_cudaStreamGetAttribute;
-static int gc_stub_cudaStreamGetAttribute(void) { return refused("cudaStreamGetAttribute", &said_cudaStreamGetAttribute); }
-GC_WEAK(cudaStreamGetAttribute, gc_stub_cudaStreamGetAttribute);
-static int said_cudaStreamGetAttribute_ptsz;
-static int gc_stub_cudaStreamGetAttribute_ptsz(void) { return refused("cudaStreamGetAttribute_ptsz", &said_cudaStreamGetAttribute_ptsz); }
-GC_WEAK(cudaStreamGetAttribute_ptsz, gc_stub_cudaStreamGetAttribute_ptsz);
 static int said_cudaStreamGetCaptureInfo_ptsz;
 static int gc_stub_cudaStreamGetCaptureInfo_ptsz(void) { return refused("cudaStreamGetCaptureInfo_ptsz", &said_cudaStreamGetCaptureInfo_ptsz); }
 GC_WEAK(cudaStreamGetCaptureInfo_ptsz, gc_stub_cudaStreamGetCaptureInfo_ptsz);
@@ -877,12 +871,6 @@ GC_WEAK(cudaStreamIsCapturing_ptsz, gc_stub_cudaStreamIsCapturing_ptsz);
 static int said_cudaStreamQuery_ptsz;
 static int gc_stub_cudaStreamQuery_ptsz(void) { return refused("cudaStreamQuery_ptsz", &said_cudaStreamQuery_ptsz); }
 GC_WEAK(cudaStreamQuery_ptsz, gc_stub_cudaStreamQuery_ptsz);
-static int said_cudaStreamSetAttribute;
-static int gc_stub_cudaStreamSetAttribute(void) { return refused("cudaStreamSetAttribute", &said_cudaStreamSetAttribute); }
-GC_WEAK(cudaStreamSetAttribute, gc_stub_cudaStreamSetAttribute);
-static int said_cudaStreamSetAttribute_ptsz;
-static int gc_stub_cudaStreamSetAttribute_ptsz(void) { return refused("cudaStreamSetAttribute_ptsz", &said_cudaStreamSetAttribute_ptsz); }
-GC_WEAK(cudaStreamSetAttribute_ptsz, gc_stub_cudaStreamSetAttribute_ptsz);
 static int said_cudaStreamSynchronize_ptsz;
 static int gc_stub_cudaStreamSynchronize_ptsz(void) { return refused("cudaStreamSynchronize_ptsz", &said_cudaStreamSynchronize_ptsz); }
 GC_WEAK(cudaStreamSynchronize_ptsz, gc_stub_cudaStreamSynchronize_ptsz);
