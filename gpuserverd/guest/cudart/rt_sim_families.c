@@ -147,6 +147,16 @@ static void launches(void) {
     RT(cudaLaunchKernelExC(&cfg, (const void *)fill_u32_stub, args));
     RT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     EXPECT(h[0] == 32);
+    /* As thrust's merge sort launches (programmatic dependent launch): a hint, the launch runs
+     * ordered as any other. */
+    v = 33;
+    cudaLaunchAttribute pdl[2] = {{.id = cudaLaunchAttributeProgrammaticStreamSerialization,
+                                   .val.programmaticStreamSerializationAllowed = 1},
+                                  {.id = cudaLaunchAttributeAccessPolicyWindow}};
+    cfg.attrs = pdl, cfg.numAttrs = 2;
+    RT(cudaLaunchKernelExC(&cfg, (const void *)fill_u32_stub, args));
+    RT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    EXPECT(h[0] == 33);
     RT(cudaFree(d));
 }
 

@@ -72,7 +72,8 @@ enum cudaMemPoolAttr {
 
 typedef enum cudaLaunchAttributeID { cudaLaunchAttributeIgnore = 0, cudaLaunchAttributeAccessPolicyWindow = 1,
                                      cudaLaunchAttributeCooperative = 2, cudaLaunchAttributeSynchronizationPolicy = 3,
-                                     cudaLaunchAttributeClusterDimension = 4, cudaLaunchAttributePriority = 8 } cudaLaunchAttributeID;
+                                     cudaLaunchAttributeClusterDimension = 4,
+                                     cudaLaunchAttributeProgrammaticStreamSerialization = 6, cudaLaunchAttributePriority = 8 } cudaLaunchAttributeID;
 enum cudaAccessProperty { cudaAccessPropertyNormal = 0, cudaAccessPropertyStreaming = 1, cudaAccessPropertyPersisting = 2 };
 struct cudaAccessPolicyWindow {
     void *base_ptr;
@@ -87,6 +88,7 @@ typedef union cudaLaunchAttributeValue {
     int cooperative;
     struct { unsigned int x, y, z; } clusterDim;
     int priority;
+    int programmaticStreamSerializationAllowed;
 } cudaLaunchAttributeValue;
 typedef cudaLaunchAttributeID cudaStreamAttrID;
 typedef cudaLaunchAttributeValue cudaStreamAttrValue;
