@@ -299,32 +299,61 @@ static CUresult element_bytes(cudaArray_const_t a, size_t *n) {
     return CUDA_SUCCESS;
 }
 
-static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async) {
-    if (!p || (p->srcArray && p->srcPtr.ptr) || (p->dstArray && p->dstPtr.ptr)) return ret(CUDA_ERROR_INVALID_VALUE);
-    READY();
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
+/* The driver's description of the runtime's 3-D copy p. */
+static CUresult copy3d_params(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c) {
+    if (!p || (p->srcArray && p->srcPtr.ptr) || (p->dstArray && p->dstPtr.ptr)) return CUDA_ERROR_INVALID_VALUE;
+    memset(c, 0, sizeof *c);
     size_t elem = 1; /* with an array, widths and x positions count elements */
     CUresult rc = CUDA_SUCCESS;
     if (p->srcArray) rc = element_bytes(p->srcArray, &elem);
     else if (p->dstArray) rc = element_bytes(p->dstArray, &elem);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (p->srcArray) c->srcMemoryType = CU_MEMORYTYPE_ARRAY, c->srcArray = (CUarray)p->srcArray;
+    else {
+        c->srcMemoryType = side_type(p->kind, 1);
+        c->srcHost = p->srcPtr.ptr, c->srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
+        c->srcPitch = p->srcPtr.pitch, c->srcHeight = p->srcPtr.ysize;
+    }
+    if (p->dstArray) c->dstMemoryType = CU_MEMORYTYPE_ARRAY, c->dstArray = (CUarray)p->dstArray;
+    else {
+        c->dstMemoryType = side_type(p->kind, 0);
+        c->dstHost = p->dstPtr.ptr, c->dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
+        c->dstPitch = p->dstPtr.pitch, c->dstHeight = p->dstPtr.ysize;
+    }
+    c->srcXInBytes = p->srcPos.x * elem, c->srcY = p->srcPos.y, c->srcZ = p->srcPos.z;
+    c->dstXInBytes = p->dstPos.x * elem, c->dstY = p->dstPos.y, c->dstZ = p->dstPos.z;
+    c->WidthInBytes = p->extent.width * elem, c->Height = p->extent.height, c->Depth = p->extent.depth;
+    return CUDA_SUCCESS;
+}
+
+static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async) {
+    READY();
+    CUDA_MEMCPY3D c;
+    CUresult rc = copy3d_params(p, &c);
     if (rc != CUDA_SUCCESS) return ret(rc);
-    if (p->srcArray) c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = (CUarray)p->srcArray;
-    else {
-        c.srcMemoryType = side_type(p->kind, 1);
-        c.srcHost = p->srcPtr.ptr, c.srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
-        c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
-    }
-    if (p->dstArray) c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = (CUarray)p->dstArray;
-    else {
-        c.dstMemoryType = side_type(p->kind, 0);
-        c.dstHost = p->dstPtr.ptr, c.dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
-        c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
-    }
-    c.srcXInBytes = p->srcPos.x * elem, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
-    c.dstXInBytes = p->dstPos.x * elem, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
-    c.WidthInBytes = p->extent.width * elem, c.Height = p->extent.height, c.Depth = p->extent.depth;
     return ret(async ? cuMemcpy3DAsync(&c, STREAM(s)) : cuMemcpy3D(&c));
+}
+
+/* A graph's copy node: between device memory and arrays (the driver refuses host memory, which
+ * lives in this VM while the graph runs on the server). */
+EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                          const struct cudaMemcpy3DParms *p) {
+    READY();
+    CUDA_MEMCPY3D c;
+    CUcontext ctx;
+    CUresult rc = copy3d_params(p, &c);
+    if (rc == CUDA_SUCCESS) rc = cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    return ret(cuGraphAddMemcpyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &c, ctx));
+}
+
+/* The 1-D form: count bytes between device addresses (cudaMemcpyDefault or DeviceToDevice). */
+EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                            size_t n, void *dst, const void *src, size_t count,
+                                            enum cudaMemcpyKind kind) {
+    struct cudaMemcpy3DParms p = {.srcPtr = {(void *)src, count, count, 1}, .dstPtr = {dst, count, count, 1},
+                                  .extent = {count, 1, 1}, .kind = kind};
+    return cudaGraphAddMemcpyNode(node, graph, deps, n, &p);
 }
 
 EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy3d(p, NULL, 0); }

@@ -16,6 +16,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *, cudaGraph_t, unsigned long l
 cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t);
 cudaError_t cudaGraphDestroy(cudaGraph_t);
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
+                                   const struct cudaMemcpy3DParms *);
 cudaError_t cudaGraphGetNodes(cudaGraph_t, cudaGraphNode_t *, size_t *);
 cudaError_t cudaGraphCreate(cudaGraph_t *, unsigned);
 cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
@@ -89,12 +91,25 @@ static void graphs(void) {
     struct cudaKernelNodeParams kp = {.func = (void *)fill_u32_stub, .gridDim = {N / 256, 1, 1},
                                       .blockDim = {256, 1, 1}, .kernelParams = args};
     RT(cudaGraphAddKernelNode(&kn, g2, &ms, 1, &kp));
+    /* A copy node after the kernel, as simpleCudaGraphs builds one: a into b on the device. */
+    struct cudaMemcpy3DParms cp = {.srcPtr = {a, N * 4, N, 1}, .dstPtr = {b, N * 4, N, 1}, .extent = {N * 4, 1, 1},
+                                   .kind = cudaMemcpyDeviceToDevice};
+    cudaGraphNode_t cn, refused;
+    RT(cudaGraphAddMemcpyNode(&cn, g2, &kn, 1, &cp));
+    /* Host memory lives in this VM: refused, and said. */
+    struct cudaMemcpy3DParms down = {.srcPtr = {a, N * 4, N, 1}, .dstPtr = {h, N * 4, N, 1}, .extent = {N * 4, 1, 1},
+                                     .kind = cudaMemcpyDeviceToHost};
+    EXPECT(cudaGraphAddMemcpyNode(&refused, g2, &cn, 1, &down) == cudaErrorNotSupported);
+    (void)cudaGetLastError();
     cudaGraphExec_t x2;
     RT(cudaGraphInstantiate(&x2, g2, 0));
     RT(cudaGraphLaunch(x2, s));
     RT(cudaStreamSynchronize(s));
     RT(cudaMemcpy(h, a, sizeof h, cudaMemcpyDeviceToHost));
     EXPECT(h[0] == 8 && h[N / 2 - 1] == 8 && h[N / 2] == 0x22222222);
+    unsigned hb[N];
+    RT(cudaMemcpy(hb, b, sizeof hb, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(h, hb, sizeof h) == 0); /* the copy node ran after the kernel, not the memset's 1s */
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     RT(cudaThreadExchangeStreamCaptureMode(&mode));
     EXPECT(mode == cudaStreamCaptureModeGlobal);

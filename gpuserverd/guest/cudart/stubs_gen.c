@@ -286,12 +286,6 @@ GC_WEAK(cudaGraphAddMemAllocNode, gc_stub_cudaGraphAddMemAllocNode);
 static int said_cudaGraphAddMemFreeNode;
 static int gc_stub_cudaGraphAddMemFreeNode(void) { return refused("cudaGraphAddMemFreeNode", &said_cudaGraphAddMemFreeNode); }
 GC_WEAK(cudaGraphAddMemFreeNode, gc_stub_cudaGraphAddMemFreeNode);
-static int said_cudaGraphAddMemcpyNode;
-static int gc_stub_cudaGraphAddMemcpyNode(void) { return refused("cudaGraphAddMemcpyNode", &said_cudaGraphAddMemcpyNode); }
-GC_WEAK(cudaGraphAddMemcpyNode, gc_stub_cudaGraphAddMemcpyNode);
-static int said_cudaGraphAddMemcpyNode1D;
-static int gc_stub_cudaGraphAddMemcpyNode1D(void) { return refused("cudaGraphAddMemcpyNode1D", &said_cudaGraphAddMemcpyNode1D); }
-GC_WEAK(cudaGraphAddMemcpyNode1D, gc_stub_cudaGraphAddMemcpyNode1D);
 static int said_cudaGraphAddMemcpyNodeFromSymbol;
 static int gc_stub_cudaGraphAddMemcpyNodeFromSymbol(void) { return refused("cudaGraphAddMemcpyNodeFromSymbol", &said_cudaGraphAddMemcpyNodeFromSymbol); }
 GC_WEAK(cudaGraphAddMemcpyNodeFromSymbol, gc_stub_cudaGraphAddMemcpyNodeFromSymbol);
