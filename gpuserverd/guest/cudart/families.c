@@ -378,6 +378,47 @@ EXPORT cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_con
     return ret(cuMemcpy2D(&c));
 }
 
+/* The deprecated linear copies to and from an array (cudaMemcpyToArray, cudaMemcpyFromArray, still
+ * used by the texture samples): count bytes from byte x of row y on, row after row of the array's
+ * width, as at most three 2-D copies (the rest of the first row, whole rows, the start of the last). */
+static cudaError_t linear_array_copy(cudaArray_const_t a, size_t x, size_t y, char *p, size_t count,
+                                     enum cudaMemcpyKind kind, int to_array) {
+    READY();
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    size_t elem;
+    CUresult rc = cuArray3DGetDescriptor(&d, (CUarray)(uintptr_t)a);
+    if (rc == CUDA_SUCCESS) rc = element_bytes(a, &elem);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    size_t row = d.Width * elem;
+    if (count && x >= row) return ret(CUDA_ERROR_INVALID_VALUE);
+    while (count && rc == CUDA_SUCCESS) {
+        size_t w = row - x < count ? row - x : count, h = 1;
+        if (x == 0 && count >= row) w = row, h = count / row;
+        CUDA_MEMCPY2D c = {.WidthInBytes = w, .Height = h};
+        if (to_array) {
+            c.srcMemoryType = side_type(kind, 1), c.srcHost = p, c.srcDevice = (CUdeviceptr)(uintptr_t)p, c.srcPitch = w;
+            c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = (CUarray)(uintptr_t)a, c.dstXInBytes = x, c.dstY = y;
+        } else {
+            c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = (CUarray)(uintptr_t)a, c.srcXInBytes = x, c.srcY = y;
+            c.dstMemoryType = side_type(kind, 0), c.dstHost = p, c.dstDevice = (CUdeviceptr)(uintptr_t)p, c.dstPitch = w;
+        }
+        rc = cuMemcpy2D(&c);
+        p += w * h, count -= w * h, x += w;
+        if (x == row) x = 0, y += h;
+    }
+    return ret(rc);
+}
+
+EXPORT cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t x, size_t y, const void *src, size_t count,
+                                     enum cudaMemcpyKind kind) {
+    return linear_array_copy(dst, x, y, (char *)(uintptr_t)src, count, kind, 1);
+}
+
+EXPORT cudaError_t cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t x, size_t y, size_t count,
+                                       enum cudaMemcpyKind kind) {
+    return linear_array_copy(src, x, y, dst, count, kind, 0);
+}
+
 /* ---- texture and surface objects ---- */
 
 /* Pure host computation: the description of a channel of x, y, z, w bits of kind f. NVIDIA's

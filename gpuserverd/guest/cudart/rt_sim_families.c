@@ -37,6 +37,8 @@ cudaError_t cudaMalloc3DArray(cudaArray_t *, const struct cudaChannelFormatDesc 
 struct cudaChannelFormatDesc cudaCreateChannelDesc(int, int, int, int, enum cudaChannelFormatKind);
 cudaError_t cudaMallocArray(cudaArray_t *, const struct cudaChannelFormatDesc *, size_t, size_t, unsigned);
 cudaError_t cudaFreeArray(cudaArray_t);
+cudaError_t cudaMemcpyToArray(cudaArray_t, size_t, size_t, const void *, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemcpyFromArray(void *, cudaArray_const_t, size_t, size_t, size_t, enum cudaMemcpyKind);
 cudaError_t cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent);
 cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *);
 cudaError_t cudaMemcpy2DToArray(cudaArray_t, size_t, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
@@ -204,6 +206,18 @@ static void arrays(void) {
     RT(cudaMemcpy2DToArray(flat, 0, 0, rows, 32, 32, 2, cudaMemcpyHostToDevice));
     RT(cudaMemcpy2DFromArray(rows2, 32, flat, 0, 0, 32, 2, cudaMemcpyDeviceToHost));
     EXPECT(memcmp(rows, rows2, sizeof rows) == 0);
+    /* The deprecated linear forms, as simpleTexture uses them: all of it, then 40 bytes from byte 20
+     * of row 0 (the rest of row 0 and 28 bytes of row 1). */
+    unsigned char lin[64], lin2[64];
+    for (int i = 0; i < 64; i++) lin[i] = (unsigned char)(200 - i);
+    RT(cudaMemcpyToArray(flat, 0, 0, lin, 64, cudaMemcpyHostToDevice));
+    RT(cudaMemcpy2DFromArray(rows2, 32, flat, 0, 0, 32, 2, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(lin, rows2, 64) == 0);
+    memset(lin2, 0, sizeof lin2);
+    RT(cudaMemcpyFromArray(lin2, flat, 20, 0, 40, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(lin2, lin + 20, 40) == 0 && lin2[40] == 0);
+    EXPECT(cudaMemcpyToArray(flat, 32, 0, lin, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
     RT(cudaFreeArray(flat));
     RT(cudaFreeArray(arr));
     RT(cudaFree(dev.ptr));

@@ -736,9 +736,6 @@ GC_WEAK(cudaMemcpyBatchAsync, gc_stub_cudaMemcpyBatchAsync);
 static int said_cudaMemcpyBatchAsync_ptsz;
 static int gc_stub_cudaMemcpyBatchAsync_ptsz(void) { return refused("cudaMemcpyBatchAsync_ptsz", &said_cudaMemcpyBatchAsync_ptsz); }
 GC_WEAK(cudaMemcpyBatchAsync_ptsz, gc_stub_cudaMemcpyBatchAsync_ptsz);
-static int said_cudaMemcpyFromArray;
-static int gc_stub_cudaMemcpyFromArray(void) { return refused("cudaMemcpyFromArray", &said_cudaMemcpyFromArray); }
-GC_WEAK(cudaMemcpyFromArray, gc_stub_cudaMemcpyFromArray);
 static int said_cudaMemcpyFromArrayAsync;
 static int gc_stub_cudaMemcpyFromArrayAsync(void) { return refused("cudaMemcpyFromArrayAsync", &said_cudaMemcpyFromArrayAsync); }
 GC_WEAK(cudaMemcpyFromArrayAsync, gc_stub_cudaMemcpyFromArrayAsync);
@@ -754,9 +751,6 @@ GC_WEAK(cudaMemcpyFromSymbolAsync_ptsz, gc_stub_cudaMemcpyFromSymbolAsync_ptsz);
 static int said_cudaMemcpyFromSymbol_ptds;
 static int gc_stub_cudaMemcpyFromSymbol_ptds(void) { return refused("cudaMemcpyFromSymbol_ptds", &said_cudaMemcpyFromSymbol_ptds); }
 GC_WEAK(cudaMemcpyFromSymbol_ptds, gc_stub_cudaMemcpyFromSymbol_ptds);
-static int said_cudaMemcpyToArray;
-static int gc_stub_cudaMemcpyToArray(void) { return refused("cudaMemcpyToArray", &said_cudaMemcpyToArray); }
-GC_WEAK(cudaMemcpyToArray, gc_stub_cudaMemcpyToArray);
 static int said_cudaMemcpyToArrayAsync;
 static int gc_stub_cudaMemcpyToArrayAsync(void) { return refused("cudaMemcpyToArrayAsync", &said_cudaMemcpyToArrayAsync); }
 GC_WEAK(cudaMemcpyToArrayAsync, gc_stub_cudaMemcpyToArrayAsync);
