@@ -115,3 +115,21 @@ func FuzzParseDesc(f *testing.F) {
 		}
 	})
 }
+
+// TestNeedHandRefusesStubs: a name whose return type is not an error code fails generation until it
+// is hand-written, so no int-returning stub ever stands for cudaCreateChannelDesc and its kind.
+func TestNeedHandRefusesStubs(t *testing.T) {
+	ann := &annotations{hand: map[string]string{"cudaCreateChannelDesc": "returns a struct"}}
+	stubbed := []verdict{{name: "cudaCreateChannelDesc"}, {name: "cudaMalloc", hand: true}}
+	err := needHand(stubbed, ann, "runtime.ann")
+	if err == nil || !strings.Contains(err.Error(), "cudaCreateChannelDesc") {
+		t.Fatalf("a stubbed struct-returning function: err = %v, want it named", err)
+	}
+	written := []verdict{{name: "cudaCreateChannelDesc", hand: true}}
+	if err := needHand(written, ann, "runtime.ann"); err != nil {
+		t.Fatalf("hand-written: %v", err)
+	}
+	if err := needHand(nil, ann, "runtime.ann"); err == nil {
+		t.Fatal("an annotated name that is not exported must fail too")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -89,9 +90,12 @@ func orUnknown(c string) string {
 // annotations: what a header cannot say. One line per name: "refuse <name> <reason...>" (never
 // remoted generically, with the reason the coverage report gives), "async <name>" (sent without
 // waiting for the reply; only for calls without outputs), "via <runtime name> <driver name>" (a
-// runtime function that is the driver function, same parameters in the same order).
+// runtime function that is the driver function, same parameters in the same order), "hand <name>
+// <reason...>" (returns something other than an error code, a struct or a string: a generated stub,
+// which returns an int, would be wrong, so generation fails until it is hand-written).
 type annotations struct {
 	refuse map[string]string
+	hand   map[string]string
 	async  map[string]bool
 	via    map[string]string // runtime name -> the driver function it is (runtime.ann)
 }
@@ -101,18 +105,20 @@ func readAnnotations(path string) (*annotations, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &annotations{refuse: map[string]string{}, async: map[string]bool{}, via: map[string]string{}}
+	a := &annotations{refuse: map[string]string{}, hand: map[string]string{}, async: map[string]bool{}, via: map[string]string{}}
 	for i, l := range lines {
 		f := strings.Fields(l)
 		switch {
 		case len(f) >= 3 && f[0] == "refuse":
 			a.refuse[f[1]] = strings.Join(f[2:], " ")
+		case len(f) >= 3 && f[0] == "hand":
+			a.hand[f[1]] = strings.Join(f[2:], " ")
 		case len(f) == 2 && f[0] == "async":
 			a.async[f[1]] = true
 		case len(f) == 3 && f[0] == "via":
 			a.via[f[1]] = f[2]
 		default:
-			return nil, fmt.Errorf("%s: line %d: want \"refuse <name> <reason>\", \"async <name>\" or \"via <runtime name> <driver name>\": %q", path, i+1, l)
+			return nil, fmt.Errorf("%s: line %d: want \"refuse <name> <reason>\", \"hand <name> <reason>\", \"async <name>\" or \"via <runtime name> <driver name>\": %q", path, i+1, l)
 		}
 	}
 	return a, nil
@@ -184,6 +190,28 @@ func decide(exports []string, d *desc, ann *annotations, hand map[string]string,
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
+}
+
+// needHand fails when a name annotated "hand" (its return type is not an error code) has no
+// hand-written definition: the generated stub would return an int where the caller reads a struct
+// or a pointer.
+func needHand(vs []verdict, ann *annotations, what string) error {
+	var missing []string
+	for _, v := range vs {
+		if why := ann.hand[v.name]; why != "" && !v.hand {
+			missing = append(missing, v.name+" ("+why+")")
+		}
+	}
+	for name := range ann.hand {
+		if !slices.ContainsFunc(vs, func(v verdict) bool { return v.name == name }) {
+			missing = append(missing, name+" (annotated hand but not exported)")
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("%s: must be hand-written, no stub can stand for them: %s", what, strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 func hasOut(args []genArg) bool {

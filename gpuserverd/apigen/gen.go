@@ -52,6 +52,12 @@ func generate(root string) error {
 	dv := decide(drvExports, drv, drvAnn, hand, true)
 	markForwarded(dv)
 	rv := decide(rtExports, rt, rtAnn, hand, false)
+	if err := needHand(dv, drvAnn, "driver.ann"); err != nil {
+		return err
+	}
+	if err := needHand(rv, rtAnn, "runtime.ann"); err != nil {
+		return err
+	}
 	if err := runtimeVia(rv, rt, rtAnn, drv); err != nil {
 		return err
 	}

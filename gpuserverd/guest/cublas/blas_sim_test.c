@@ -249,6 +249,52 @@ static uint16_t f2bf(float f) {
 /* GemmEx: bfloat16 A and B into float C (compute 32F); half everything under compute 16F (half
  * scalars), strided batched; an integer GEMM the simulated backend refuses, its refusal
  * surfacing at the next synchronisation and not after; refused types. */
+/* cublas<t>gemmBatched as batchCUBLAS calls it: the matrices' addresses in device arrays. Evenly
+ * spaced (one strided batch) and scattered (one GEMM each, here C in reverse order), each matrix
+ * against the CPU's product. */
+static void pointer_batches(cublasHandle_t h) {
+    enum { M = 4, N = 3, K = 5, NB = 3 };
+    double A[NB][M * K], B[NB][K * N], C[NB][M * N], R[NB][M * N];
+    for (int b = 0; b < NB; b++) {
+        for (int i = 0; i < M * K; i++) A[b][i] = rnd();
+        for (int i = 0; i < K * N; i++) B[b][i] = rnd();
+        for (int i = 0; i < M * N; i++) C[b][i] = R[b][i] = rnd();
+        reference(CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, 0.75, A[b], M, B[b], K, -1.25, R[b], M);
+    }
+    for (int scattered = 0; scattered < 2; scattered++) {
+        double *dA = dalloc(sizeof A), *dB = dalloc(sizeof B), *dC = dalloc(sizeof C);
+        BLAS(cublasSetVector(NB * M * K, 8, A, 1, dA, 1));
+        BLAS(cublasSetVector(NB * K * N, 8, B, 1, dB, 1));
+        const double *pa[NB], *pb[NB];
+        double *pc[NB];
+        for (int b = 0; b < NB; b++) {
+            int cb = scattered ? NB - 1 - b : b; /* where matrix b's C lies */
+            pa[b] = dA + b * M * K, pb[b] = dB + b * K * N, pc[b] = dC + cb * M * N;
+            BLAS(cublasSetVector(M * N, 8, C[b], 1, pc[b], 1));
+        }
+        void *dp = dalloc(3 * sizeof pa);
+        BLAS(cublasSetVector(NB, 8, pa, 1, dp, 1));
+        BLAS(cublasSetVector(NB, 8, pb, 1, (char *)dp + sizeof pa, 1));
+        BLAS(cublasSetVector(NB, 8, pc, 1, (char *)dp + 2 * sizeof pa, 1));
+        double al = 0.75, be = -1.25;
+        BLAS(cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, &al, (const double *const *)dp, M,
+                                (const double *const *)((char *)dp + sizeof pa), K, &be,
+                                (double *const *)((char *)dp + 2 * sizeof pa), M, NB));
+        for (int b = 0; b < NB; b++) {
+            double got[M * N];
+            BLAS(cublasGetVector(M * N, 8, pc[b], 1, got, 1));
+            for (int i = 0; i < M * N; i++) EXPECT(fabs(got[i] - R[b][i]) <= 1e-12 * (1 + fabs(R[b][i])));
+        }
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dp));
+    }
+    float one = 1;
+    EXPECT_BLAS(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, NULL, 2, NULL, 2, &one, NULL, 2, -1),
+                CUBLAS_STATUS_INVALID_VALUE);
+}
+
 static void gemm_ex(cublasHandle_t h) {
     enum { M = 5, N = 3, K = 4 };
     uint16_t A[M * K], Abf[M * K], B[K * N], Ch[2 * M * N];
@@ -398,6 +444,7 @@ int main(int argc, char **argv) {
     refusals(h);
     stream_order(h);
     device_scalars_and_batches(h);
+    pointer_batches(h);
     gemm_ex(h);
     level12(h);
 

@@ -397,6 +397,69 @@ EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperatio
     return gemm(h, D_TYPES, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 
+/* cublas<t>gemmBatched: the arrays of matrix addresses live in device memory, where the caller's
+ * earlier work on the handle's stream may still be writing them, so they are read back in that
+ * stream's order. Evenly spaced matrices (as batchCUBLAS and most callers allocate them) go as one
+ * strided batch; others as one GEMM each, in order on the same stream, which computes the same. */
+static cublasStatus_t gemm_batched(cublasHandle_t h, int ex, int at, int bt, int ct, int compute, int algo, size_t esize,
+                                   cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void *alpha,
+                                   const void *const *A, int lda, const void *const *B, int ldb, const void *beta,
+                                   void *const *C, int ldc, int batch) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (batch == 0 || m == 0 || n == 0) /* arguments still checked, nothing read */
+        return gemm(h, ex, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, NULL, lda, 0, NULL, ldb, 0, beta, NULL,
+                    ldc, 0, 0);
+    if (!A || !B || !C || batch > (1 << 24)) return CUBLAS_STATUS_INVALID_VALUE;
+    uint64_t *p = malloc(3 * (size_t)batch * sizeof *p);
+    if (!p) return CUBLAS_STATUS_ALLOC_FAILED;
+    size_t n8 = (size_t)batch * sizeof *p;
+    CUstream st = (CUstream)h->stream;
+    CUresult rc = cuMemcpyDtoHAsync(p, (CUdeviceptr)(uintptr_t)A, n8, st);
+    if (rc == CUDA_SUCCESS) rc = cuMemcpyDtoHAsync(p + batch, (CUdeviceptr)(uintptr_t)B, n8, st);
+    if (rc == CUDA_SUCCESS) rc = cuMemcpyDtoHAsync(p + 2 * batch, (CUdeviceptr)(uintptr_t)C, n8, st);
+    if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(st);
+    if (rc != CUDA_SUCCESS) {
+        free(p);
+        return rc == CUDA_ERROR_INVALID_VALUE ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    long long stride[3] = {0, 0, 0};
+    int even = 1;
+    for (int a = 0; a < 3 && even; a++) {
+        const uint64_t *q = p + (size_t)a * batch;
+        long long d = batch > 1 ? (long long)(q[1] - q[0]) : 0;
+        even = d >= 0 && d % (long long)esize == 0 && (a != 2 || d > 0 || batch == 1);
+        for (int i = 1; i < batch && even; i++) even = q[i] - q[i - 1] == (uint64_t)d;
+        stride[a] = d / (long long)esize;
+    }
+    if (even)
+        s = gemm(h, ex, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, (const void *)(uintptr_t)p[0], lda, stride[0],
+                 (const void *)(uintptr_t)p[batch], ldb, stride[1], beta, (void *)(uintptr_t)p[2 * batch], ldc, stride[2],
+                 batch);
+    for (int i = 0; !even && i < batch && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = gemm(h, ex, at, bt, ct, compute, algo, ta, tb, m, n, k, alpha, (const void *)(uintptr_t)p[i], lda, 0,
+                 (const void *)(uintptr_t)p[batch + i], ldb, 0, beta, (void *)(uintptr_t)p[2 * batch + i], ldc, 0, 1);
+    free(p);
+    return s;
+}
+
+EXPORT cublasStatus_t cublasSgemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const float *alpha, const float *const A[], int lda,
+                                         const float *const B[], int ldb, const float *beta, float *const C[], int ldc,
+                                         int batch) {
+    return gemm_batched(h, S_TYPES, 4, ta, tb, m, n, k, alpha, (const void *const *)A, lda, (const void *const *)B, ldb,
+                        beta, (void *const *)C, ldc, batch);
+}
+
+EXPORT cublasStatus_t cublasDgemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                         int k, const double *alpha, const double *const A[], int lda,
+                                         const double *const B[], int ldb, const double *beta, double *const C[],
+                                         int ldc, int batch) {
+    return gemm_batched(h, D_TYPES, 8, ta, tb, m, n, k, alpha, (const void *const *)A, lda, (const void *const *)B, ldb,
+                        beta, (void *const *)C, ldc, batch);
+}
+
 /* GemmEx: the types travel as they are; which combinations exist is the worker's cuBLAS's to say
  * (CUBLAS_STATUS_NOT_SUPPORTED, at the next synchronisation). */
 EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,

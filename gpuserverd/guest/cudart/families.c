@@ -8,6 +8,31 @@
 
 #define STREAM(s) ((CUstream)(s))
 
+/* ---- stream attributes: hints the driver layer keeps (guest/driver/streamattr.c) ---- */
+
+/* cudaStreamAttrValue is cudaLaunchAttributeValue, the driver's CUlaunchAttributeValue byte for
+ * byte, with the same attribute numbers. The _ptsz forms name the per-thread default stream. */
+EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID attr, const cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamSetAttribute(STREAM(s), (CUstreamAttrID)attr, (const CUstreamAttrValue *)v));
+}
+
+EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID attr, cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamGetAttribute(STREAM(s), (CUstreamAttrID)attr, (CUstreamAttrValue *)v));
+}
+
+EXPORT cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID attr, const cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamSetAttribute(s ? STREAM(s) : CU_STREAM_PER_THREAD, (CUstreamAttrID)attr,
+                                    (const CUstreamAttrValue *)v));
+}
+
+EXPORT cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t s, cudaStreamAttrID attr, cudaStreamAttrValue *v) {
+    READY();
+    return ret(cuStreamGetAttribute(s ? STREAM(s) : CU_STREAM_PER_THREAD, (CUstreamAttrID)attr, (CUstreamAttrValue *)v));
+}
+
 /* ---- stream capture and graphs ---- */
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
@@ -274,32 +299,61 @@ static CUresult element_bytes(cudaArray_const_t a, size_t *n) {
     return CUDA_SUCCESS;
 }
 
-static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async) {
-    if (!p || (p->srcArray && p->srcPtr.ptr) || (p->dstArray && p->dstPtr.ptr)) return ret(CUDA_ERROR_INVALID_VALUE);
-    READY();
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
+/* The driver's description of the runtime's 3-D copy p. */
+static CUresult copy3d_params(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c) {
+    if (!p || (p->srcArray && p->srcPtr.ptr) || (p->dstArray && p->dstPtr.ptr)) return CUDA_ERROR_INVALID_VALUE;
+    memset(c, 0, sizeof *c);
     size_t elem = 1; /* with an array, widths and x positions count elements */
     CUresult rc = CUDA_SUCCESS;
     if (p->srcArray) rc = element_bytes(p->srcArray, &elem);
     else if (p->dstArray) rc = element_bytes(p->dstArray, &elem);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (p->srcArray) c->srcMemoryType = CU_MEMORYTYPE_ARRAY, c->srcArray = (CUarray)p->srcArray;
+    else {
+        c->srcMemoryType = side_type(p->kind, 1);
+        c->srcHost = p->srcPtr.ptr, c->srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
+        c->srcPitch = p->srcPtr.pitch, c->srcHeight = p->srcPtr.ysize;
+    }
+    if (p->dstArray) c->dstMemoryType = CU_MEMORYTYPE_ARRAY, c->dstArray = (CUarray)p->dstArray;
+    else {
+        c->dstMemoryType = side_type(p->kind, 0);
+        c->dstHost = p->dstPtr.ptr, c->dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
+        c->dstPitch = p->dstPtr.pitch, c->dstHeight = p->dstPtr.ysize;
+    }
+    c->srcXInBytes = p->srcPos.x * elem, c->srcY = p->srcPos.y, c->srcZ = p->srcPos.z;
+    c->dstXInBytes = p->dstPos.x * elem, c->dstY = p->dstPos.y, c->dstZ = p->dstPos.z;
+    c->WidthInBytes = p->extent.width * elem, c->Height = p->extent.height, c->Depth = p->extent.depth;
+    return CUDA_SUCCESS;
+}
+
+static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async) {
+    READY();
+    CUDA_MEMCPY3D c;
+    CUresult rc = copy3d_params(p, &c);
     if (rc != CUDA_SUCCESS) return ret(rc);
-    if (p->srcArray) c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = (CUarray)p->srcArray;
-    else {
-        c.srcMemoryType = side_type(p->kind, 1);
-        c.srcHost = p->srcPtr.ptr, c.srcDevice = (CUdeviceptr)(uintptr_t)p->srcPtr.ptr;
-        c.srcPitch = p->srcPtr.pitch, c.srcHeight = p->srcPtr.ysize;
-    }
-    if (p->dstArray) c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = (CUarray)p->dstArray;
-    else {
-        c.dstMemoryType = side_type(p->kind, 0);
-        c.dstHost = p->dstPtr.ptr, c.dstDevice = (CUdeviceptr)(uintptr_t)p->dstPtr.ptr;
-        c.dstPitch = p->dstPtr.pitch, c.dstHeight = p->dstPtr.ysize;
-    }
-    c.srcXInBytes = p->srcPos.x * elem, c.srcY = p->srcPos.y, c.srcZ = p->srcPos.z;
-    c.dstXInBytes = p->dstPos.x * elem, c.dstY = p->dstPos.y, c.dstZ = p->dstPos.z;
-    c.WidthInBytes = p->extent.width * elem, c.Height = p->extent.height, c.Depth = p->extent.depth;
     return ret(async ? cuMemcpy3DAsync(&c, STREAM(s)) : cuMemcpy3D(&c));
+}
+
+/* A graph's copy node: between device memory and arrays (the driver refuses host memory, which
+ * lives in this VM while the graph runs on the server). */
+EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                          const struct cudaMemcpy3DParms *p) {
+    READY();
+    CUDA_MEMCPY3D c;
+    CUcontext ctx;
+    CUresult rc = copy3d_params(p, &c);
+    if (rc == CUDA_SUCCESS) rc = cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    return ret(cuGraphAddMemcpyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &c, ctx));
+}
+
+/* The 1-D form: count bytes between device addresses (cudaMemcpyDefault or DeviceToDevice). */
+EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                            size_t n, void *dst, const void *src, size_t count,
+                                            enum cudaMemcpyKind kind) {
+    struct cudaMemcpy3DParms p = {.srcPtr = {(void *)src, count, count, 1}, .dstPtr = {dst, count, count, 1},
+                                  .extent = {count, 1, 1}, .kind = kind};
+    return cudaGraphAddMemcpyNode(node, graph, deps, n, &p);
 }
 
 EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p) { return copy3d(p, NULL, 0); }
@@ -324,7 +378,55 @@ EXPORT cudaError_t cudaMemcpy2DFromArray(void *dst, size_t dpitch, cudaArray_con
     return ret(cuMemcpy2D(&c));
 }
 
+/* The deprecated linear copies to and from an array (cudaMemcpyToArray, cudaMemcpyFromArray, still
+ * used by the texture samples): count bytes from byte x of row y on, row after row of the array's
+ * width, as at most three 2-D copies (the rest of the first row, whole rows, the start of the last). */
+static cudaError_t linear_array_copy(cudaArray_const_t a, size_t x, size_t y, char *p, size_t count,
+                                     enum cudaMemcpyKind kind, int to_array) {
+    READY();
+    CUDA_ARRAY3D_DESCRIPTOR d;
+    size_t elem;
+    CUresult rc = cuArray3DGetDescriptor(&d, (CUarray)(uintptr_t)a);
+    if (rc == CUDA_SUCCESS) rc = element_bytes(a, &elem);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    size_t row = d.Width * elem;
+    if (count && x >= row) return ret(CUDA_ERROR_INVALID_VALUE);
+    while (count && rc == CUDA_SUCCESS) {
+        size_t w = row - x < count ? row - x : count, h = 1;
+        if (x == 0 && count >= row) w = row, h = count / row;
+        CUDA_MEMCPY2D c = {.WidthInBytes = w, .Height = h};
+        if (to_array) {
+            c.srcMemoryType = side_type(kind, 1), c.srcHost = p, c.srcDevice = (CUdeviceptr)(uintptr_t)p, c.srcPitch = w;
+            c.dstMemoryType = CU_MEMORYTYPE_ARRAY, c.dstArray = (CUarray)(uintptr_t)a, c.dstXInBytes = x, c.dstY = y;
+        } else {
+            c.srcMemoryType = CU_MEMORYTYPE_ARRAY, c.srcArray = (CUarray)(uintptr_t)a, c.srcXInBytes = x, c.srcY = y;
+            c.dstMemoryType = side_type(kind, 0), c.dstHost = p, c.dstDevice = (CUdeviceptr)(uintptr_t)p, c.dstPitch = w;
+        }
+        rc = cuMemcpy2D(&c);
+        p += w * h, count -= w * h, x += w;
+        if (x == row) x = 0, y += h;
+    }
+    return ret(rc);
+}
+
+EXPORT cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t x, size_t y, const void *src, size_t count,
+                                     enum cudaMemcpyKind kind) {
+    return linear_array_copy(dst, x, y, (char *)(uintptr_t)src, count, kind, 1);
+}
+
+EXPORT cudaError_t cudaMemcpyFromArray(void *dst, cudaArray_const_t src, size_t x, size_t y, size_t count,
+                                       enum cudaMemcpyKind kind) {
+    return linear_array_copy(src, x, y, dst, count, kind, 0);
+}
+
 /* ---- texture and surface objects ---- */
+
+/* Pure host computation: the description of a channel of x, y, z, w bits of kind f. NVIDIA's
+ * returns the struct by value, as here (a generated stub returning an int would leave the caller's
+ * struct as garbage, so runtime.ann marks it "hand"). */
+EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f) {
+    return (struct cudaChannelFormatDesc){x, y, z, w, f};
+}
 
 /* The channel description of a driver format and channel count (format_of's inverse). */
 static struct cudaChannelFormatDesc channels_of(CUarray_format f, unsigned n) {

@@ -16,6 +16,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *, cudaGraph_t, unsigned long l
 cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t);
 cudaError_t cudaGraphDestroy(cudaGraph_t);
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
+                                   const struct cudaMemcpy3DParms *);
 cudaError_t cudaGraphGetNodes(cudaGraph_t, cudaGraphNode_t *, size_t *);
 cudaError_t cudaGraphCreate(cudaGraph_t *, unsigned);
 cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
@@ -32,8 +34,11 @@ cudaError_t cudaMallocFromPoolAsync(void **, size_t, cudaMemPool_t, cudaStream_t
 cudaError_t cudaLaunchCooperativeKernel(const void *, dim3, dim3, void **, size_t, cudaStream_t);
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *, const void *, void **);
 cudaError_t cudaMalloc3DArray(cudaArray_t *, const struct cudaChannelFormatDesc *, struct cudaExtent, unsigned);
+struct cudaChannelFormatDesc cudaCreateChannelDesc(int, int, int, int, enum cudaChannelFormatKind);
 cudaError_t cudaMallocArray(cudaArray_t *, const struct cudaChannelFormatDesc *, size_t, size_t, unsigned);
 cudaError_t cudaFreeArray(cudaArray_t);
+cudaError_t cudaMemcpyToArray(cudaArray_t, size_t, size_t, const void *, size_t, enum cudaMemcpyKind);
+cudaError_t cudaMemcpyFromArray(void *, cudaArray_const_t, size_t, size_t, size_t, enum cudaMemcpyKind);
 cudaError_t cudaMalloc3D(struct cudaPitchedPtr *, struct cudaExtent);
 cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *);
 cudaError_t cudaMemcpy2DToArray(cudaArray_t, size_t, size_t, const void *, size_t, size_t, size_t, enum cudaMemcpyKind);
@@ -97,12 +102,25 @@ static void graphs(void) {
     struct cudaKernelNodeParams kp = {.func = (void *)fill_u32_stub, .gridDim = {N / 256, 1, 1},
                                       .blockDim = {256, 1, 1}, .kernelParams = args};
     RT(cudaGraphAddKernelNode(&kn, g2, &ms, 1, &kp));
+    /* A copy node after the kernel, as simpleCudaGraphs builds one: a into b on the device. */
+    struct cudaMemcpy3DParms cp = {.srcPtr = {a, N * 4, N, 1}, .dstPtr = {b, N * 4, N, 1}, .extent = {N * 4, 1, 1},
+                                   .kind = cudaMemcpyDeviceToDevice};
+    cudaGraphNode_t cn, refused;
+    RT(cudaGraphAddMemcpyNode(&cn, g2, &kn, 1, &cp));
+    /* Host memory lives in this VM: refused, and said. */
+    struct cudaMemcpy3DParms down = {.srcPtr = {a, N * 4, N, 1}, .dstPtr = {h, N * 4, N, 1}, .extent = {N * 4, 1, 1},
+                                     .kind = cudaMemcpyDeviceToHost};
+    EXPECT(cudaGraphAddMemcpyNode(&refused, g2, &cn, 1, &down) == cudaErrorNotSupported);
+    (void)cudaGetLastError();
     cudaGraphExec_t x2;
     RT(cudaGraphInstantiate(&x2, g2, 0));
     RT(cudaGraphLaunch(x2, s));
     RT(cudaStreamSynchronize(s));
     RT(cudaMemcpy(h, a, sizeof h, cudaMemcpyDeviceToHost));
     EXPECT(h[0] == 8 && h[N / 2 - 1] == 8 && h[N / 2] == 0x22222222);
+    unsigned hb[N];
+    RT(cudaMemcpy(hb, b, sizeof hb, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(h, hb, sizeof h) == 0); /* the copy node ran after the kernel, not the memset's 1s */
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     RT(cudaThreadExchangeStreamCaptureMode(&mode));
     EXPECT(mode == cudaStreamCaptureModeGlobal);
@@ -156,6 +174,16 @@ static void launches(void) {
     RT(cudaLaunchKernelExC(&cfg, (const void *)fill_u32_stub, args));
     RT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
     EXPECT(h[0] == 32);
+    /* As thrust's merge sort launches (programmatic dependent launch): a hint, the launch runs
+     * ordered as any other. */
+    v = 33;
+    cudaLaunchAttribute pdl[2] = {{.id = cudaLaunchAttributeProgrammaticStreamSerialization,
+                                   .val.programmaticStreamSerializationAllowed = 1},
+                                  {.id = cudaLaunchAttributeAccessPolicyWindow}};
+    cfg.attrs = pdl, cfg.numAttrs = 2;
+    RT(cudaLaunchKernelExC(&cfg, (const void *)fill_u32_stub, args));
+    RT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    EXPECT(h[0] == 33);
     RT(cudaFree(d));
 }
 
@@ -188,6 +216,18 @@ static void arrays(void) {
     RT(cudaMemcpy2DToArray(flat, 0, 0, rows, 32, 32, 2, cudaMemcpyHostToDevice));
     RT(cudaMemcpy2DFromArray(rows2, 32, flat, 0, 0, 32, 2, cudaMemcpyDeviceToHost));
     EXPECT(memcmp(rows, rows2, sizeof rows) == 0);
+    /* The deprecated linear forms, as simpleTexture uses them: all of it, then 40 bytes from byte 20
+     * of row 0 (the rest of row 0 and 28 bytes of row 1). */
+    unsigned char lin[64], lin2[64];
+    for (int i = 0; i < 64; i++) lin[i] = (unsigned char)(200 - i);
+    RT(cudaMemcpyToArray(flat, 0, 0, lin, 64, cudaMemcpyHostToDevice));
+    RT(cudaMemcpy2DFromArray(rows2, 32, flat, 0, 0, 32, 2, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(lin, rows2, 64) == 0);
+    memset(lin2, 0, sizeof lin2);
+    RT(cudaMemcpyFromArray(lin2, flat, 20, 0, 40, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(lin2, lin + 20, 40) == 0 && lin2[40] == 0);
+    EXPECT(cudaMemcpyToArray(flat, 32, 0, lin, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
     RT(cudaFreeArray(flat));
     RT(cudaFreeArray(arr));
     RT(cudaFree(dev.ptr));
@@ -208,7 +248,11 @@ static void textures(void) {
            back.res.linear.desc.z == 0 && back.res.linear.desc.f == cudaChannelFormatKindSigned);
     RT(cudaDestroyTextureObject(tex));
     cudaArray_t arr;
-    struct cudaChannelFormatDesc f = {32, 0, 0, 0, cudaChannelFormatKindFloat};
+    /* As the texture samples build it (a struct returned by value, no error code). */
+    struct cudaChannelFormatDesc f = cudaCreateChannelDesc(32, 0, 0, 0, cudaChannelFormatKindFloat);
+    EXPECT(f.x == 32 && f.y == 0 && f.z == 0 && f.w == 0 && f.f == cudaChannelFormatKindFloat);
+    struct cudaChannelFormatDesc rgba = cudaCreateChannelDesc(8, 8, 8, 8, cudaChannelFormatKindUnsigned);
+    EXPECT(rgba.x == 8 && rgba.y == 8 && rgba.z == 8 && rgba.w == 8 && rgba.f == cudaChannelFormatKindUnsigned);
     RT(cudaMallocArray(&arr, &f, 16, 16, 0x02)); /* cudaArraySurfaceLoadStore */
     struct cudaResourceDesc ra = {.resType = cudaResourceTypeArray, .res.array.array = arr};
     cudaSurfaceObject_t surf;
@@ -218,6 +262,46 @@ static void textures(void) {
     RT(cudaFree(lin));
 }
 
+cudaError_t cudaStreamSetAttribute(cudaStream_t, cudaStreamAttrID, const cudaStreamAttrValue *);
+cudaError_t cudaStreamGetAttribute(cudaStream_t, cudaStreamAttrID, cudaStreamAttrValue *);
+
+/* The access-policy window as simpleAttributes sets it: kept as a hint and answered back per
+ * stream; bad values refused; a new stream starts without one. */
+static void stream_attributes(void) {
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 0));
+    void *d;
+    RT(cudaMalloc(&d, 1 << 20));
+    cudaStreamAttrValue v, got;
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow = (struct cudaAccessPolicyWindow){d, 1 << 20, 0.6f, cudaAccessPropertyPersisting,
+                                                           cudaAccessPropertyStreaming};
+    RT(cudaStreamSetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &v));
+    memset(&got, 0xff, sizeof got);
+    RT(cudaStreamGetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &got));
+    EXPECT(got.accessPolicyWindow.base_ptr == d && got.accessPolicyWindow.num_bytes == 1 << 20 &&
+           got.accessPolicyWindow.hitRatio == 0.6f && got.accessPolicyWindow.hitProp == cudaAccessPropertyPersisting &&
+           got.accessPolicyWindow.missProp == cudaAccessPropertyStreaming);
+    /* Another stream has none: the window is the stream's. */
+    cudaStream_t other;
+    RT(cudaStreamCreateWithFlags(&other, 0));
+    RT(cudaStreamGetAttribute(other, cudaLaunchAttributeAccessPolicyWindow, &got));
+    EXPECT(got.accessPolicyWindow.base_ptr == NULL && got.accessPolicyWindow.num_bytes == 0);
+    v.accessPolicyWindow.hitRatio = 1.5f;
+    EXPECT(cudaStreamSetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &v) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    RT(cudaStreamGetAttribute(s, cudaLaunchAttributeAccessPolicyWindow, &got));
+    EXPECT(got.accessPolicyWindow.hitRatio == 0.6f); /* the refused set left the window as it was */
+    EXPECT(cudaStreamSetAttribute(s, cudaLaunchAttributeCooperative, &v) == cudaErrorInvalidValue);
+    (void)cudaGetLastError();
+    /* A stream's priority is its own, from the server. */
+    RT(cudaStreamGetAttribute(s, cudaLaunchAttributePriority, &got));
+    EXPECT(got.priority == 0);
+    RT(cudaStreamDestroy(other));
+    RT(cudaStreamDestroy(s));
+    RT(cudaFree(d));
+}
+
 void more_families(void) {
     (void)errname; /* from check.h; this file checks runtime errors */
     graphs();
@@ -225,5 +309,6 @@ void more_families(void) {
     launches();
     arrays();
     textures();
+    stream_attributes();
     printf("rt families ok\n");
 }

@@ -103,9 +103,6 @@ GC_WEAK(cudaArrayGetSparseProperties, gc_stub_cudaArrayGetSparseProperties);
 static int said_cudaChooseDevice;
 static int gc_stub_cudaChooseDevice(void) { return refused("cudaChooseDevice", &said_cudaChooseDevice); }
 GC_WEAK(cudaChooseDevice, gc_stub_cudaChooseDevice);
-static int said_cudaCreateChannelDesc;
-static int gc_stub_cudaCreateChannelDesc(void) { return refused("cudaCreateChannelDesc", &said_cudaCreateChannelDesc); }
-GC_WEAK(cudaCreateChannelDesc, gc_stub_cudaCreateChannelDesc);
 static int said_cudaDestroyExternalMemory;
 static int gc_stub_cudaDestroyExternalMemory(void) { return refused("cudaDestroyExternalMemory", &said_cudaDestroyExternalMemory); }
 GC_WEAK(cudaDestroyExternalMemory, gc_stub_cudaDestroyExternalMemory);
@@ -286,12 +283,6 @@ GC_WEAK(cudaGraphAddMemAllocNode, gc_stub_cudaGraphAddMemAllocNode);
 static int said_cudaGraphAddMemFreeNode;
 static int gc_stub_cudaGraphAddMemFreeNode(void) { return refused("cudaGraphAddMemFreeNode", &said_cudaGraphAddMemFreeNode); }
 GC_WEAK(cudaGraphAddMemFreeNode, gc_stub_cudaGraphAddMemFreeNode);
-static int said_cudaGraphAddMemcpyNode;
-static int gc_stub_cudaGraphAddMemcpyNode(void) { return refused("cudaGraphAddMemcpyNode", &said_cudaGraphAddMemcpyNode); }
-GC_WEAK(cudaGraphAddMemcpyNode, gc_stub_cudaGraphAddMemcpyNode);
-static int said_cudaGraphAddMemcpyNode1D;
-static int gc_stub_cudaGraphAddMemcpyNode1D(void) { return refused("cudaGraphAddMemcpyNode1D", &said_cudaGraphAddMemcpyNode1D); }
-GC_WEAK(cudaGraphAddMemcpyNode1D, gc_stub_cudaGraphAddMemcpyNode1D);
 static int said_cudaGraphAddMemcpyNodeFromSymbol;
 static int gc_stub_cudaGraphAddMemcpyNodeFromSymbol(void) { return refused("cudaGraphAddMemcpyNodeFromSymbol", &said_cudaGraphAddMemcpyNodeFromSymbol); }
 GC_WEAK(cudaGraphAddMemcpyNodeFromSymbol, gc_stub_cudaGraphAddMemcpyNodeFromSymbol);
@@ -742,9 +733,6 @@ GC_WEAK(cudaMemcpyBatchAsync, gc_stub_cudaMemcpyBatchAsync);
 static int said_cudaMemcpyBatchAsync_ptsz;
 static int gc_stub_cudaMemcpyBatchAsync_ptsz(void) { return refused("cudaMemcpyBatchAsync_ptsz", &said_cudaMemcpyBatchAsync_ptsz); }
 GC_WEAK(cudaMemcpyBatchAsync_ptsz, gc_stub_cudaMemcpyBatchAsync_ptsz);
-static int said_cudaMemcpyFromArray;
-static int gc_stub_cudaMemcpyFromArray(void) { return refused("cudaMemcpyFromArray", &said_cudaMemcpyFromArray); }
-GC_WEAK(cudaMemcpyFromArray, gc_stub_cudaMemcpyFromArray);
 static int said_cudaMemcpyFromArrayAsync;
 static int gc_stub_cudaMemcpyFromArrayAsync(void) { return refused("cudaMemcpyFromArrayAsync", &said_cudaMemcpyFromArrayAsync); }
 GC_WEAK(cudaMemcpyFromArrayAsync, gc_stub_cudaMemcpyFromArrayAsync);
@@ -760,9 +748,6 @@ GC_WEAK(cudaMemcpyFromSymbolAsync_ptsz, gc_stub_cudaMemcpyFromSymbolAsync_ptsz);
 static int said_cudaMemcpyFromSymbol_ptds;
 static int gc_stub_cudaMemcpyFromSymbol_ptds(void) { return refused("cudaMemcpyFromSymbol_ptds", &said_cudaMemcpyFromSymbol_ptds); }
 GC_WEAK(cudaMemcpyFromSymbol_ptds, gc_stub_cudaMemcpyFromSymbol_ptds);
-static int said_cudaMemcpyToArray;
-static int gc_stub_cudaMemcpyToArray(void) { return refused("cudaMemcpyToArray", &said_cudaMemcpyToArray); }
-GC_WEAK(cudaMemcpyToArray, gc_stub_cudaMemcpyToArray);
 static int said_cudaMemcpyToArrayAsync;
 static int gc_stub_cudaMemcpyToArrayAsync(void) { return refused("cudaMemcpyToArrayAsync", &said_cudaMemcpyToArrayAsync); }
 GC_WEAK(cudaMemcpyToArrayAsync, gc_stub_cudaMemcpyToArrayAsync);
@@ -850,12 +835,6 @@ GC_WEAK(cudaStreamBeginCapture_ptsz, gc_stub_cudaStreamBeginCapture_ptsz);
 static int said_cudaStreamEndCapture_ptsz;
 static int gc_stub_cudaStreamEndCapture_ptsz(void) { return refused("cudaStreamEndCapture_ptsz", &said_cudaStreamEndCapture_ptsz); }
 GC_WEAK(cudaStreamEndCapture_ptsz, gc_stub_cudaStreamEndCapture_ptsz);
-static int said_cudaStreamGetAttribute;
-static int gc_stub_cudaStreamGetAttribute(void) { return refused("cudaStreamGetAttribute", &said_cudaStreamGetAttribute); }
-GC_WEAK(cudaStreamGetAttribute, gc_stub_cudaStreamGetAttribute);
-static int said_cudaStreamGetAttribute_ptsz;
-static int gc_stub_cudaStreamGetAttribute_ptsz(void) { return refused("cudaStreamGetAttribute_ptsz", &said_cudaStreamGetAttribute_ptsz); }
-GC_WEAK(cudaStreamGetAttribute_ptsz, gc_stub_cudaStreamGetAttribute_ptsz);
 static int said_cudaStreamGetCaptureInfo_ptsz;
 static int gc_stub_cudaStreamGetCaptureInfo_ptsz(void) { return refused("cudaStreamGetCaptureInfo_ptsz", &said_cudaStreamGetCaptureInfo_ptsz); }
 GC_WEAK(cudaStreamGetCaptureInfo_ptsz, gc_stub_cudaStreamGetCaptureInfo_ptsz);
@@ -877,12 +856,6 @@ GC_WEAK(cudaStreamIsCapturing_ptsz, gc_stub_cudaStreamIsCapturing_ptsz);
 static int said_cudaStreamQuery_ptsz;
 static int gc_stub_cudaStreamQuery_ptsz(void) { return refused("cudaStreamQuery_ptsz", &said_cudaStreamQuery_ptsz); }
 GC_WEAK(cudaStreamQuery_ptsz, gc_stub_cudaStreamQuery_ptsz);
-static int said_cudaStreamSetAttribute;
-static int gc_stub_cudaStreamSetAttribute(void) { return refused("cudaStreamSetAttribute", &said_cudaStreamSetAttribute); }
-GC_WEAK(cudaStreamSetAttribute, gc_stub_cudaStreamSetAttribute);
-static int said_cudaStreamSetAttribute_ptsz;
-static int gc_stub_cudaStreamSetAttribute_ptsz(void) { return refused("cudaStreamSetAttribute_ptsz", &said_cudaStreamSetAttribute_ptsz); }
-GC_WEAK(cudaStreamSetAttribute_ptsz, gc_stub_cudaStreamSetAttribute_ptsz);
 static int said_cudaStreamSynchronize_ptsz;
 static int gc_stub_cudaStreamSynchronize_ptsz(void) { return refused("cudaStreamSynchronize_ptsz", &said_cudaStreamSynchronize_ptsz); }
 GC_WEAK(cudaStreamSynchronize_ptsz, gc_stub_cudaStreamSynchronize_ptsz);

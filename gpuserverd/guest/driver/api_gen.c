@@ -1198,12 +1198,6 @@ GC_WEAK(cuMulticastUnbind, gc_stub_cuMulticastUnbind);
 static int said_cuOccupancyMaxActiveClusters;
 static int gc_stub_cuOccupancyMaxActiveClusters(void) { return gc_refused("cuOccupancyMaxActiveClusters", &said_cuOccupancyMaxActiveClusters); }
 GC_WEAK(cuOccupancyMaxActiveClusters, gc_stub_cuOccupancyMaxActiveClusters);
-static int said_cuOccupancyMaxPotentialBlockSize;
-static int gc_stub_cuOccupancyMaxPotentialBlockSize(void) { return gc_refused("cuOccupancyMaxPotentialBlockSize", &said_cuOccupancyMaxPotentialBlockSize); }
-GC_WEAK(cuOccupancyMaxPotentialBlockSize, gc_stub_cuOccupancyMaxPotentialBlockSize);
-static int said_cuOccupancyMaxPotentialBlockSizeWithFlags;
-static int gc_stub_cuOccupancyMaxPotentialBlockSizeWithFlags(void) { return gc_refused("cuOccupancyMaxPotentialBlockSizeWithFlags", &said_cuOccupancyMaxPotentialBlockSizeWithFlags); }
-GC_WEAK(cuOccupancyMaxPotentialBlockSizeWithFlags, gc_stub_cuOccupancyMaxPotentialBlockSizeWithFlags);
 static int said_cuOccupancyMaxPotentialClusterSize;
 static int gc_stub_cuOccupancyMaxPotentialClusterSize(void) { return gc_refused("cuOccupancyMaxPotentialClusterSize", &said_cuOccupancyMaxPotentialClusterSize); }
 GC_WEAK(cuOccupancyMaxPotentialClusterSize, gc_stub_cuOccupancyMaxPotentialClusterSize);
@@ -1252,12 +1246,6 @@ GC_WEAK(cuStreamBeginCaptureToGraph, gc_stub_cuStreamBeginCaptureToGraph);
 static int said_cuStreamBeginCaptureToGraph_ptsz;
 static int gc_stub_cuStreamBeginCaptureToGraph_ptsz(void) { return gc_refused("cuStreamBeginCaptureToGraph_ptsz", &said_cuStreamBeginCaptureToGraph_ptsz); }
 GC_WEAK(cuStreamBeginCaptureToGraph_ptsz, gc_stub_cuStreamBeginCaptureToGraph_ptsz);
-static int said_cuStreamGetAttribute;
-static int gc_stub_cuStreamGetAttribute(void) { return gc_refused("cuStreamGetAttribute", &said_cuStreamGetAttribute); }
-GC_WEAK(cuStreamGetAttribute, gc_stub_cuStreamGetAttribute);
-static int said_cuStreamGetAttribute_ptsz;
-static int gc_stub_cuStreamGetAttribute_ptsz(void) { return gc_refused("cuStreamGetAttribute_ptsz", &said_cuStreamGetAttribute_ptsz); }
-GC_WEAK(cuStreamGetAttribute_ptsz, gc_stub_cuStreamGetAttribute_ptsz);
 static int said_cuStreamGetCtx;
 static int gc_stub_cuStreamGetCtx(void) { return gc_refused("cuStreamGetCtx", &said_cuStreamGetCtx); }
 GC_WEAK(cuStreamGetCtx, gc_stub_cuStreamGetCtx);
@@ -1279,12 +1267,6 @@ GC_WEAK(cuStreamGetDevice_ptsz, gc_stub_cuStreamGetDevice_ptsz);
 static int said_cuStreamGetGreenCtx;
 static int gc_stub_cuStreamGetGreenCtx(void) { return gc_refused("cuStreamGetGreenCtx", &said_cuStreamGetGreenCtx); }
 GC_WEAK(cuStreamGetGreenCtx, gc_stub_cuStreamGetGreenCtx);
-static int said_cuStreamSetAttribute;
-static int gc_stub_cuStreamSetAttribute(void) { return gc_refused("cuStreamSetAttribute", &said_cuStreamSetAttribute); }
-GC_WEAK(cuStreamSetAttribute, gc_stub_cuStreamSetAttribute);
-static int said_cuStreamSetAttribute_ptsz;
-static int gc_stub_cuStreamSetAttribute_ptsz(void) { return gc_refused("cuStreamSetAttribute_ptsz", &said_cuStreamSetAttribute_ptsz); }
-GC_WEAK(cuStreamSetAttribute_ptsz, gc_stub_cuStreamSetAttribute_ptsz);
 static int said_cuStreamUpdateCaptureDependencies;
 static int gc_stub_cuStreamUpdateCaptureDependencies(void) { return gc_refused("cuStreamUpdateCaptureDependencies", &said_cuStreamUpdateCaptureDependencies); }
 GC_WEAK(cuStreamUpdateCaptureDependencies, gc_stub_cuStreamUpdateCaptureDependencies);
@@ -1816,8 +1798,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMulticastGetGranularity,
         (const void *)gc_stub_cuMulticastUnbind,
         (const void *)gc_stub_cuOccupancyMaxActiveClusters,
-        (const void *)gc_stub_cuOccupancyMaxPotentialBlockSize,
-        (const void *)gc_stub_cuOccupancyMaxPotentialBlockSizeWithFlags,
         (const void *)gc_stub_cuOccupancyMaxPotentialClusterSize,
         (const void *)gc_stub_cuParamSetSize,
         (const void *)gc_stub_cuParamSetTexRef,
@@ -1834,8 +1814,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuStreamAttachMemAsync_ptsz,
         (const void *)gc_stub_cuStreamBeginCaptureToGraph,
         (const void *)gc_stub_cuStreamBeginCaptureToGraph_ptsz,
-        (const void *)gc_stub_cuStreamGetAttribute,
-        (const void *)gc_stub_cuStreamGetAttribute_ptsz,
         (const void *)gc_stub_cuStreamGetCtx,
         (const void *)gc_stub_cuStreamGetCtx_ptsz,
         (const void *)gc_stub_cuStreamGetCtx_v2,
@@ -1843,8 +1821,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuStreamGetDevice,
         (const void *)gc_stub_cuStreamGetDevice_ptsz,
         (const void *)gc_stub_cuStreamGetGreenCtx,
-        (const void *)gc_stub_cuStreamSetAttribute,
-        (const void *)gc_stub_cuStreamSetAttribute_ptsz,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies_ptsz,
         (const void *)gc_stub_cuStreamUpdateCaptureDependencies_v2,

@@ -282,6 +282,48 @@ EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f
     return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(n, f, block, shared, CU_OCCUPANCY_DEFAULT);
 }
 
+/* cuOccupancyMaxPotentialBlockSize[WithFlags], computed here as NVIDIA's own reference does
+ * (cuda_runtime.h, cudaOccupancyMaxPotentialBlockSizeVariableSMemWithFlags): every block size from
+ * the limit down in steps of the warp size, the caller's callback giving each one's dynamic shared
+ * memory (a guest function pointer, so it cannot travel), the remoted occupancy query for each,
+ * keeping the size with the most resident threads and stopping once a multiprocessor is full. */
+EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *min_grid, int *block_size, CUfunction f,
+                                                          CUoccupancyB2DSize smem_of, size_t smem, int limit,
+                                                          unsigned flags) {
+    if (!min_grid || !block_size) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!f) return GC_T(CUDA_ERROR_INVALID_HANDLE);
+    CUdevice dev;
+    int sm_threads, warp, dev_block, sms, fn_block;
+    CUresult rc = cuCtxGetDevice(&dev);
+    if (rc == CUDA_SUCCESS) rc = cuDeviceGetAttribute(&sm_threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev);
+    if (rc == CUDA_SUCCESS) rc = cuDeviceGetAttribute(&warp, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
+    if (rc == CUDA_SUCCESS) rc = cuDeviceGetAttribute(&dev_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
+    if (rc == CUDA_SUCCESS) rc = cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    if (rc == CUDA_SUCCESS) rc = cuFuncGetAttribute(&fn_block, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    if (warp <= 0) return GC_T(CUDA_ERROR_UNKNOWN);
+    if (limit <= 0 || limit > dev_block) limit = dev_block;
+    if (fn_block < limit) limit = fn_block;
+    int best_block = 0, best_blocks = 0, best_threads = 0;
+    for (int aligned = (limit + warp - 1) / warp * warp; aligned > 0; aligned -= warp) {
+        int size = aligned > limit ? limit : aligned;
+        int blocks;
+        rc = cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&blocks, f, size, smem_of ? smem_of(size) : smem,
+                                                                  flags);
+        if (rc != CUDA_SUCCESS) return GC_T(rc);
+        if (size * blocks > best_threads) best_block = size, best_blocks = blocks, best_threads = size * blocks;
+        if (best_threads == sm_threads) break;
+    }
+    *min_grid = best_blocks * sms;
+    *block_size = best_block;
+    return GC_T(CUDA_SUCCESS);
+}
+
+EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, CUfunction f, CUoccupancyB2DSize smem_of,
+                                                 size_t smem, int limit) {
+    return cuOccupancyMaxPotentialBlockSizeWithFlags(min_grid, block_size, f, smem_of, smem, limit, CU_OCCUPANCY_DEFAULT);
+}
+
 /* ---- launches ---- */
 
 /* layout fetches the function's parameter offsets and sizes once. Caller holds gc.mu. */

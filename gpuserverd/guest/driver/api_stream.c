@@ -35,7 +35,9 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
     if (gc_stream_handle(s) == 0) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_stream_destroy m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_destroy, m, b);
-    return GC_T(gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n));
+    CUresult rc = gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) gc_stream_forget_hints(s);
+    return GC_T(rc);
 }
 ALIAS(cuStreamDestroy, cuStreamDestroy_v2);
 

@@ -3,6 +3,7 @@
  * worker ids. Host nodes cannot run there (the function lies in this process): refused. */
 #include "families.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,7 +217,15 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
     if (rc == CUDA_SUCCESS)
         rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
                           c->dstXInBytes, c->dstY, c->dstZ, &dst);
-    if (rc == CUDA_SUCCESS && (src.kind == 1 || dst.kind == 1)) rc = CUDA_ERROR_NOT_SUPPORTED; /* host memory is here */
+    if (rc == CUDA_SUCCESS && (src.kind == 1 || dst.kind == 1)) {
+        /* Host memory is in this VM and the graph runs on the server, at launches the guest does
+         * not see complete: copy with cuMemcpyAsync on the stream after cuGraphLaunch instead. */
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "gpucloud: cuGraphAddMemcpyNode: copies to or from host memory in a graph are not "
+                            "supported (CUDA_ERROR_NOT_SUPPORTED); device and array copies are\n");
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    }
     uint8_t dep[8 * MAX_DEPS];
     if (rc == CUDA_SUCCESS) rc = gc_deps(deps, ndeps, dep, sizeof dep);
     if (rc != CUDA_SUCCESS) return GC_T(rc);

@@ -1,5 +1,6 @@
 /* cuLaunchKernelEx with attributes and cooperative launches: a launch that carries the attributes
- * gpucloud forwards (cooperative, cluster dimensions, priority); others are refused. */
+ * gpucloud forwards (cooperative, cluster dimensions, priority) or may drop as hints (programmatic
+ * stream serialization, access policy, sync policy, memory-sync domain); others are refused. */
 #include "families.h"
 
 static CUresult launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
@@ -19,6 +20,16 @@ static CUresult launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
             m.cluster_x = a->value.clusterDim.x, m.cluster_y = a->value.clusterDim.y, m.cluster_z = a->value.clusterDim.z;
             break;
         case CU_LAUNCH_ATTRIBUTE_PRIORITY: m.priority = a->value.priority; break;
+        /* Hints whose absence leaves the results as they are: programmatic stream serialization
+         * only lets this kernel start before the previous one ends (thrust and CUB ask for it on
+         * every sort; without it the launch is ordered as any other, and the device's
+         * cudaGridDependencySynchronize returns at once), and the access-policy window,
+         * synchronization policy and memory-sync domain tune caching and waiting. */
+        case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+        case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
+        case CU_LAUNCH_ATTRIBUTE_SYNCHRONIZATION_POLICY:
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP:
+        case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: break;
         default:
             if (gc_trace_on()) gc_trace("cuLaunchKernelEx: launch attribute %d is not forwarded", (int)a->id);
             return CUDA_ERROR_NOT_SUPPORTED;

@@ -50,11 +50,13 @@ __attribute__((weak)) EXPORT CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream
 __attribute__((weak)) EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) { return cuStreamBeginCapture(hStream); }
 __attribute__((weak)) EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode) { return cuStreamBeginCapture_v2(hStream, mode); }
 __attribute__((weak)) EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph) { return cuStreamEndCapture(hStream, phGraph); }
+__attribute__((weak)) EXPORT CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue *value_out) { return cuStreamGetAttribute(hStream, attr, value_out); }
 __attribute__((weak)) EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out) { return cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out); }
 __attribute__((weak)) EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, size_t *numDependencies_out) { return cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out); }
 __attribute__((weak)) EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) { return cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out); }
 __attribute__((weak)) EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus) { return cuStreamIsCapturing(hStream, captureStatus); }
 __attribute__((weak)) EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream) { return cuStreamQuery(hStream); }
+__attribute__((weak)) EXPORT CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue *value) { return cuStreamSetAttribute(hStream, attr, value); }
 __attribute__((weak)) EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream) { return cuStreamSynchronize(hStream); }
 __attribute__((weak)) EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags) { return cuStreamWaitEvent(hStream, hEvent, Flags); }
 __attribute__((weak)) EXPORT CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags) { return cuStreamWaitValue32(stream, addr, value, flags); }

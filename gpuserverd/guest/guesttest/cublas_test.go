@@ -49,8 +49,8 @@ func TestCublasOnSim(t *testing.T) {
 // TestCublasExportsWhatTorchImports: every cuBLAS and cuBLASLt name PyTorch 2.11 imports
 // (cublas/torch-needs.txt, cublaslt/torch-needs.txt, from its wheel), and every one the wheel's
 // cuSOLVER imports (cublas/cusolver-needs.txt, "name@version node", from nm on the H100 machine),
-// is a function of gpucloud's libraries under NVIDIA's version node, so they load (torch links
-// them with RTLD_NOW).
+// and every one cublasXt.h declares (cublas/xt-names.txt), is a function of gpucloud's libraries
+// under NVIDIA's version node, so they load (torch links them with RTLD_NOW).
 func TestCublasExportsWhatTorchImports(t *testing.T) {
 	dir := buildCublasLt(t)
 	exports := map[string]map[string]string{} // node -> name -> version
@@ -75,6 +75,9 @@ func TestCublasExportsWhatTorchImports(t *testing.T) {
 		{"../cublas/torch-needs.txt", "libcublas.so.13"},
 		{"../cublaslt/torch-needs.txt", "libcublasLt.so.13"},
 		{"../cublas/cusolver-needs.txt", ""},
+		// cublasXt.h's names (not-remoted.sh writes them): simpleCUBLASXT failed at load time on
+		// cublasXtDeviceSelect; refused, but they must resolve.
+		{"../cublas/xt-names.txt", "libcublas.so.13"},
 	} {
 		needs, err := os.ReadFile(c.needs)
 		if err != nil {

@@ -182,6 +182,30 @@ static void put_f(float *dst, int n, float base) {
     for (int i = 0; i < n; i++) dst[i] = base + (float)i;
 }
 
+/* Dynamic shared memory that only blocks of 512 threads or fewer can have (the default limit is
+ * 48 KiB): the suggestion must come from the callback, not from dynamicSMemSize. */
+static size_t half_blocks_only(int block) { return block > 512 ? (size_t)1 << 20 : 0; }
+
+/* cuOccupancyMaxPotentialBlockSize as NVIDIA documents it, over the simulated H100 (64 warps and
+ * 32 blocks a multiprocessor): a full multiprocessor with 1024 threads a block; with a limit of 100
+ * threads, 64 (32 blocks fill it, where 100 or 96 leave warps idle); with the callback, 512. */
+static void potential_block_size(CUfunction f) {
+    CUdevice dev;
+    int sms, grid = -1, block = -1;
+    CHECK(cuCtxGetDevice(&dev));
+    CHECK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0));
+    EXPECT(block == 1024 && grid == 2 * sms);
+    CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 100));
+    EXPECT(block == 64 && grid == 32 * sms);
+    CHECK(cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, half_blocks_only, 1 << 30, 0, CU_OCCUPANCY_DEFAULT));
+    EXPECT(block == 512 && grid == 4 * sms);
+    /* dynamicSMemSize alone too big for any block: no suggestion, as NVIDIA answers (0, 0). */
+    CHECK(cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, (size_t)1 << 20, 0));
+    EXPECT(block == 0 && grid == 0);
+    EXPECT_RC(cuOccupancyMaxPotentialBlockSize(NULL, &block, f, NULL, 0, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void modules_and_launches(void) {
     CUmodule mod;
     CHECK(cuModuleLoadData(&mod, sim_image));
@@ -193,6 +217,7 @@ static void modules_and_launches(void) {
     int threads;
     CHECK(cuFuncGetAttribute(&threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, add));
     EXPECT(threads == 1024);
+    potential_block_size(add);
     CUdeviceptr g;
     size_t gsize;
     CHECK(cuModuleGetGlobal(&g, &gsize, mod, "counter"));

@@ -70,14 +70,28 @@ enum cudaMemPoolAttr {
     cudaMemPoolAttrUsedMemHigh = 8
 };
 
-typedef enum cudaLaunchAttributeID { cudaLaunchAttributeIgnore = 0, cudaLaunchAttributeCooperative = 2,
-                                     cudaLaunchAttributeClusterDimension = 4, cudaLaunchAttributePriority = 8 } cudaLaunchAttributeID;
+typedef enum cudaLaunchAttributeID { cudaLaunchAttributeIgnore = 0, cudaLaunchAttributeAccessPolicyWindow = 1,
+                                     cudaLaunchAttributeCooperative = 2, cudaLaunchAttributeSynchronizationPolicy = 3,
+                                     cudaLaunchAttributeClusterDimension = 4,
+                                     cudaLaunchAttributeProgrammaticStreamSerialization = 6, cudaLaunchAttributePriority = 8 } cudaLaunchAttributeID;
+enum cudaAccessProperty { cudaAccessPropertyNormal = 0, cudaAccessPropertyStreaming = 1, cudaAccessPropertyPersisting = 2 };
+struct cudaAccessPolicyWindow {
+    void *base_ptr;
+    size_t num_bytes;
+    float hitRatio;
+    enum cudaAccessProperty hitProp;
+    enum cudaAccessProperty missProp;
+};
 typedef union cudaLaunchAttributeValue {
     char pad[64];
+    struct cudaAccessPolicyWindow accessPolicyWindow;
     int cooperative;
     struct { unsigned int x, y, z; } clusterDim;
     int priority;
+    int programmaticStreamSerializationAllowed;
 } cudaLaunchAttributeValue;
+typedef cudaLaunchAttributeID cudaStreamAttrID;
+typedef cudaLaunchAttributeValue cudaStreamAttrValue;
 typedef struct cudaLaunchAttribute_st {
     cudaLaunchAttributeID id;
     char pad[8 - sizeof(cudaLaunchAttributeID)];
