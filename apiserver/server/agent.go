@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 
 	"gpucloud/api"
 	"gpucloud/apiserver/store"
@@ -56,13 +57,25 @@ func (s *Server) hostInstances(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.DesiredInstances{Instances: make([]api.DesiredInstance, 0, len(list))}
+	vols, err := s.store.HostVolumes(c.Request.Context(), principal(c).DaemonID)
+	if err != nil {
+		return err
+	}
+	out := api.DesiredInstances{Instances: make([]api.DesiredInstance, 0, len(list)), Volumes: make([]api.DesiredVolume, 0, len(vols))}
+	attached := map[uuid.UUID][]api.VolumeAttachment{}
+	for _, v := range vols {
+		out.Volumes = append(out.Volumes, api.DesiredVolume{ID: v.ID.String(), SizeGiB: v.SizeGiB})
+		if v.InstanceID != nil {
+			attached[*v.InstanceID] = append(attached[*v.InstanceID], api.VolumeAttachment{ID: v.ID.String(), Device: v.Device})
+		}
+	}
 	now := time.Now()
 	for _, p := range list {
 		d, err := s.desired(p, now)
 		if err != nil {
 			return err
 		}
+		d.Spec.Volumes = attached[p.ID]
 		out.Instances = append(out.Instances, d)
 	}
 	c.JSON(http.StatusOK, out)

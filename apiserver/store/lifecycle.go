@@ -126,6 +126,11 @@ func setState(ctx context.Context, tx pgx.Tx, clock func() time.Time, inst *Inst
 	if err := meter.Transition(ctx, tx, inst.ID, to, at); err != nil {
 		return err
 	}
+	if to == StateDeleted {
+		if err := detachAll(ctx, tx, inst.ID); err != nil {
+			return err
+		}
+	}
 	if err := notifyState(ctx, tx, inst, to, reason, at); err != nil {
 		return err
 	}
