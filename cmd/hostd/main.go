@@ -46,6 +46,7 @@ type options struct {
 	ivshmemServer, ivshmemDir             string
 	ivshmemMiB, ivshmemGID                int
 	forwardPorts, forwardBind, publicHost string
+	volumePool, volumeDir                 string
 	ports                                 reconcile.PortRange
 }
 
@@ -82,6 +83,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.ivshmemGID, "ivshmem-gid", -1, "group of the channel files, mode 0660 (the group QEMU and gpuserverd share); -1: mode 0600, owner only")
 	fs.StringVar(&o.forwardPorts, "forward-ports", env("HOSTD_FORWARD_PORTS", "22000-22999"), "host TCP ports hostd forwards to VMs' SSH (and extra) ports, FIRST-LAST; empty: none ($HOSTD_FORWARD_PORTS)")
 	fs.StringVar(&o.forwardBind, "forward-bind", env("HOSTD_FORWARD_BIND", "0.0.0.0"), "address the forwarded ports listen on ($HOSTD_FORWARD_BIND)")
+	fs.StringVar(&o.volumePool, "volume-pool", env("HOSTD_VOLUME_POOL", "gpucloud-volumes"), "libvirt storage pool (a directory pool hostd makes) of tenants' volumes; empty: no volumes on this host ($HOSTD_VOLUME_POOL)")
+	fs.StringVar(&o.volumeDir, "volume-dir", env("HOSTD_VOLUME_DIR", ""), "directory of the volume pool; default <data-dir>/volumes ($HOSTD_VOLUME_DIR)")
 	fs.StringVar(&o.publicHost, "public-host", env("HOSTD_PUBLIC_HOST", ""), "host name or address tenants reach forwarded ports at; default the hostname ($HOSTD_PUBLIC_HOST)")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs
@@ -205,7 +208,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
-		Ports: o.ports, PublicHost: o.publicHost,
+		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
 	})
 	if err != nil {
 		return err

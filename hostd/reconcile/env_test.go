@@ -84,7 +84,7 @@ func (e *env) hostd() *Reconciler {
 	cfg := Config{
 		ControlPlane: e.cp.Client(e.t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
 		GuestLibrary: e.lib, Network: virt.Network{Kind: "user"}, Hostname: "node1", Version: "test",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm, VolumePool: "gpucloud-volumes",
 	}
 	if e.pool != nil {
 		cfg.VFs = e.pool

@@ -28,7 +28,7 @@ func failed(err error, gen int64) api.InstanceObserved {
 }
 
 // instance converges one desired instance and says what it observed.
-func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *virt.Domain) (api.InstanceObserved, error) {
+func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *virt.Domain, volumes map[string]string) (api.InstanceObserved, error) {
 	gen := int64(0)
 	if dom != nil {
 		gen = dom.Meta.RebootGeneration
@@ -62,6 +62,10 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	} else if err := r.refreshSeed(ctx, d, name, true); err != nil {
 		return r.observe(d, dom, api.ObservedFailed, err), err
 	}
+
+	// A volume that cannot be given to the VM is an error of this pass, not a failed VM: the
+	// VM runs on, and the next pass tries again.
+	volErr := r.syncVolumes(d, dom, volumes)
 
 	switch {
 	case d.DesiredState == api.DesiredRunning && dom.State == virt.Stopped:
@@ -110,7 +114,7 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	case virt.Stopped:
 		state = api.ObservedStopped
 	}
-	return r.observe(d, dom, state, nil), nil
+	return r.observe(d, dom, state, nil), volErr
 }
 
 func (r *Reconciler) observe(d api.DesiredInstance, dom *virt.Domain, state string, err error) api.InstanceObserved {
