@@ -73,7 +73,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.dataDir, "data-dir", env("HOSTD_DATA_DIR", "/var/lib/gpucloud/hostd"), "VM disks, seeds, console logs, VF claims ($HOSTD_DATA_DIR)")
 	fs.StringVar(&o.imagesDir, "images-dir", env("HOSTD_IMAGES_DIR", ""), "base images <name>.qcow2; default <data-dir>/images ($HOSTD_IMAGES_DIR)")
 	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
-	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name> or user ($HOSTD_NETWORK)")
+	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name>, user, or tenant (a filtered network per tenant that hostd makes) ($HOSTD_NETWORK)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
@@ -145,12 +145,12 @@ func parsePortRange(s string) (reconcile.PortRange, error) {
 }
 
 func parseNetwork(s string) (virt.Network, error) {
-	if s == "user" {
-		return virt.Network{Kind: "user"}, nil
+	if s == "user" || s == "tenant" {
+		return virt.Network{Kind: s}, nil
 	}
 	kind, name, ok := strings.Cut(s, ":")
 	if !ok || name == "" || (kind != "network" && kind != "bridge") {
-		return virt.Network{}, fmt.Errorf("-network %q: want network:<name>, bridge:<name> or user", s)
+		return virt.Network{}, fmt.Errorf("-network %q: want network:<name>, bridge:<name>, user or tenant", s)
 	}
 	return virt.Network{Kind: kind, Name: name}, nil
 }

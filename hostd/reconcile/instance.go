@@ -237,6 +237,11 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	if spec.Kernel == nil {
 		spec.Kernel = r.imageKernel(d.Spec.Image)
 	}
+	if r.cfg.Network.Kind == "tenant" {
+		if spec.Tenant, spec.GPUServer, err = r.tenantNetwork(d); err != nil {
+			return m, err
+		}
+	}
 	if err := r.cfg.Hypervisor.Define(spec); err != nil {
 		return m, err
 	}
