@@ -140,6 +140,8 @@ type InstanceObserved struct {
 	// at PublicHost.
 	Forwards   []PortForward `json:"forwards,omitempty"`
 	PublicHost string        `json:"public_host,omitempty"`
+	// PrivateAddress is the VM's IPv4 address on its tenant network (its DHCP lease), if known.
+	PrivateAddress string `json:"private_address,omitempty"`
 }
 
 // PortForward is a host TCP port forwarded to a guest port.

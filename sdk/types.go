@@ -170,6 +170,8 @@ type Instance struct {
 	SSH *SSHEndpoint `json:"ssh,omitempty"`
 	// Ports are every forwarded port (22 first), reachable at SSH.Host.
 	Ports []PortForward `json:"ports,omitempty"`
+	// PrivateAddress is the VM's address on its tenant's network, once its host knows it.
+	PrivateAddress string `json:"private_address,omitempty"`
 	// Released: a VM that failed before it ran gave back its GPU, host room and quota.
 	Released  bool      `json:"released,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

@@ -166,3 +166,28 @@ func TestVolumes(t *testing.T) {
 		t.Fatalf("storage held %d MiB for %s, want 10 GiB for 3h", mib, held)
 	}
 }
+
+// A host reports a VM's address on its tenant network; the tenant sees it. An address outside
+// the tenant networks' range, or not an address, is refused naming the field and changes nothing.
+func TestPrivateAddressReported(t *testing.T) {
+	e := newEnv(t)
+	hostKey := e.host("h1", 32, 65536)
+	_, vm, body := e.create(e.tenantA.Key, "vm", e.cpuType)
+	if vm.ID == uuid.Nil {
+		t.Fatal(string(body))
+	}
+	path := "/v1/agent/host/instances/" + vm.ID.String() + "/status"
+	for _, bad := range []string{"192.168.1.5", "10.0.0.1", "nope", "fd00::1"} {
+		status, _, body := e.call("PUT", path, hostKey, api.InstanceObserved{State: "running", PrivateAddress: bad}, nil)
+		if status != 400 || !strings.Contains(string(body), `"field":"private_address"`) {
+			t.Errorf("address %q: %d %s", bad, status, body)
+		}
+	}
+	e.must(204, "PUT", path, hostKey, api.InstanceObserved{State: "running", PrivateAddress: "10.128.1.7"}, nil)
+	e.must(204, "PUT", path, hostKey, api.InstanceObserved{State: "running"}, nil) // not known this pass: kept
+	var got store.Instance
+	e.must(200, "GET", "/v1/instances/"+vm.ID.String(), e.tenantA.Key, nil, &got)
+	if got.PrivateAddress != "10.128.1.7" || got.State != "running" {
+		t.Fatalf("instance %+v", got)
+	}
+}

@@ -126,6 +126,9 @@ func (r *Reconciler) observe(d api.DesiredInstance, dom *virt.Domain, state stri
 	if err != nil {
 		o.Reason = err.Error()
 	}
+	if r.cfg.Network.Kind == "tenant" && dom.State == virt.Running {
+		o.PrivateAddress = r.privateAddress(d, dom.Name)
+	}
 	if tail, terr := virt.Tail(r.paths(d.ID).console, consoleTailBytes); terr == nil {
 		o.ConsoleLogTail = strings.ToValidUTF8(tail, "?")
 	}

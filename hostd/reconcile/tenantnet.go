@@ -31,3 +31,16 @@ func (r *Reconciler) tenantNetwork(d api.DesiredInstance) (*virt.TenantNet, neti
 	}
 	return &n, gpu, nil
 }
+
+// privateAddress is the VM's leased address on its tenant network, "" while unknown.
+func (r *Reconciler) privateAddress(d api.DesiredInstance, domain string) string {
+	n, err := virt.TenantNetwork(d.PartitionKey)
+	if err != nil {
+		return ""
+	}
+	a, err := r.cfg.Hypervisor.LeasedAddress(domain, n.Subnet)
+	if err != nil || !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}

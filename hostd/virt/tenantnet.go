@@ -177,3 +177,25 @@ func (h *Hypervisor) NetworkActive(name string) (bool, error) {
 	defer nw.Free()
 	return nw.IsActive()
 }
+
+// LeasedAddress is the domain's IPv4 address inside subnet as its network's DHCP leases say
+// (invalid when none: not booted yet, or no lease).
+func (h *Hypervisor) LeasedAddress(name string, subnet netip.Prefix) (netip.Addr, error) {
+	var out netip.Addr
+	err := h.with(name, func(d *libvirt.Domain) error {
+		ifaces, err := d.ListAllInterfaceAddresses(libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE)
+		if err != nil {
+			return fmt.Errorf("virt: addresses of %s: %w", name, err)
+		}
+		for _, i := range ifaces {
+			for _, a := range i.Addrs {
+				if ip, err := netip.ParseAddr(a.Addr); err == nil && subnet.Contains(ip) {
+					out = ip
+					return nil
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
