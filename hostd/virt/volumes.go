@@ -269,3 +269,21 @@ func (h *Hypervisor) changeDisk(name string, v VolumeDisk, live, attach bool) (b
 	})
 	return hotplugged, err
 }
+
+// RemovePool stops and undefines a pool (its volumes' files stay in its directory). For tests
+// on a real libvirtd, which outlives them.
+func (h *Hypervisor) RemovePool(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.withPool(name, func(p *libvirt.StoragePool) error {
+		if active, _ := p.IsActive(); active {
+			if err := p.Destroy(); err != nil {
+				return fmt.Errorf("virt: stop pool %s: %w", name, err)
+			}
+		}
+		if err := p.Undefine(); err != nil {
+			return fmt.Errorf("virt: undefine pool %s: %w", name, err)
+		}
+		return nil
+	})
+}
