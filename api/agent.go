@@ -71,6 +71,20 @@ type InstanceSpec struct {
 	UserData string `json:"user_data,omitempty"`
 	// ForwardPorts are guest TCP ports (besides 22) the tenant wants reachable from outside.
 	ForwardPorts []int `json:"forward_ports,omitempty"`
+	// Volumes are the tenant's volumes attached to the instance, each a disk of the VM.
+	Volumes []VolumeAttachment `json:"volumes,omitempty"`
+}
+
+// VolumeAttachment is a volume attached to an instance as a guest disk.
+type VolumeAttachment struct {
+	ID     string `json:"id"`
+	Device string `json:"device"` // vdb..vdi
+}
+
+// DesiredVolume is a volume whose data lives in the host's storage pool.
+type DesiredVolume struct {
+	ID      string `json:"id"`
+	SizeGiB int    `json:"size_gib"`
 }
 
 // GPUGrant is the GPU capacity reserved for an instance and how its guest library reaches it.
@@ -110,6 +124,9 @@ type DesiredInstance struct {
 // DesiredInstances lists every instance placed on the host that is not yet deleted there.
 type DesiredInstances struct {
 	Instances []DesiredInstance `json:"instances"`
+	// Volumes are every live volume the host keeps; a host deletes the volumes of its pool that
+	// are not listed (deleted by their tenant).
+	Volumes []DesiredVolume `json:"volumes"`
 }
 
 // InstanceObserved is what a host reports about one instance.
@@ -123,6 +140,8 @@ type InstanceObserved struct {
 	// at PublicHost.
 	Forwards   []PortForward `json:"forwards,omitempty"`
 	PublicHost string        `json:"public_host,omitempty"`
+	// PrivateAddress is the VM's IPv4 address on its tenant network (its DHCP lease), if known.
+	PrivateAddress string `json:"private_address,omitempty"`
 }
 
 // PortForward is a host TCP port forwarded to a guest port.

@@ -97,6 +97,7 @@ func TestTypesMatchSchemas(t *testing.T) {
 		"AuditEntry": sdk.AuditEntry{}, "Problem": sdk.APIError{}, "Condition": sdk.Condition{},
 		"Image": sdk.Image{}, "CreateImageRequest": sdk.CreateImageRequest{},
 		"SSHKey": sdk.SSHKey{}, "CreateSSHKeyRequest": sdk.CreateSSHKeyRequest{},
+		"Volume": sdk.Volume{}, "CreateVolumeRequest": sdk.CreateVolumeRequest{}, "AttachVolumeRequest": sdk.AttachVolumeRequest{},
 		"ConsoleLog": sdk.ConsoleLog{}, "SSHEndpoint": sdk.SSHEndpoint{}, "PortForward": sdk.PortForward{},
 	}
 	for name, v := range pairs {

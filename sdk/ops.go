@@ -75,6 +75,12 @@ var (
 	opGetSSHKey         = op("GET", "/v1/ssh-keys/{id}")
 	opCreateSSHKey      = op("POST", "/v1/ssh-keys")
 	opDeleteSSHKey      = op("DELETE", "/v1/ssh-keys/{id}")
+	opListVolumes       = op("GET", "/v1/volumes")
+	opGetVolume         = op("GET", "/v1/volumes/{id}")
+	opCreateVolume      = op("POST", "/v1/volumes")
+	opAttachVolume      = op("POST", "/v1/volumes/{id}/attach")
+	opDetachVolume      = op("POST", "/v1/volumes/{id}/detach")
+	opDeleteVolume      = op("DELETE", "/v1/volumes/{id}")
 
 	opCreateInstance = op("POST", "/v1/instances")
 	opGetConsole     = op("GET", "/v1/instances/{id}/console")

@@ -26,6 +26,10 @@ type Tenant struct {
 	UsedInstances       int       `json:"used_instances"`
 	UsedGPUs            int       `json:"used_gpus"`
 	UsedGPUMemoryBytes  int64     `json:"used_gpu_memory_bytes"`
+	QuotaVolumes        int       `json:"quota_volumes"`
+	QuotaVolumeGiB      int       `json:"quota_volume_gib"`
+	UsedVolumes         int       `json:"used_volumes"`
+	UsedVolumeGiB       int       `json:"used_volume_gib"`
 	CreatedAt           time.Time `json:"created_at"`
 }
 
@@ -42,6 +46,9 @@ type Quota struct {
 	Instances      int   `json:"instances"`
 	GPUs           int   `json:"gpus"`
 	GPUMemoryBytes int64 `json:"gpu_memory_bytes"`
+	// Volumes and VolumeGiB limit the tenant's volumes (count, total GiB); nil: unchanged.
+	Volumes   *int `json:"volumes,omitempty"`
+	VolumeGiB *int `json:"volume_gib,omitempty"`
 }
 
 // User is a person with a role; tenant roles carry their tenant.
@@ -163,6 +170,8 @@ type Instance struct {
 	SSH *SSHEndpoint `json:"ssh,omitempty"`
 	// Ports are every forwarded port (22 first), reachable at SSH.Host.
 	Ports []PortForward `json:"ports,omitempty"`
+	// PrivateAddress is the VM's address on its tenant's network, once its host knows it.
+	PrivateAddress string `json:"private_address,omitempty"`
 	// Released: a VM that failed before it ran gave back its GPU, host room and quota.
 	Released  bool      `json:"released,omitempty"`
 	CreatedAt time.Time `json:"created_at"`

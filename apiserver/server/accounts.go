@@ -26,6 +26,9 @@ type QuotaRequest struct {
 	Instances      *int   `json:"instances" validate:"required"`
 	GPUs           *int   `json:"gpus" validate:"required"`
 	GPUMemoryBytes *int64 `json:"gpu_memory_bytes" validate:"required"`
+	// Volumes and VolumeGiB limit the tenant's volumes (count, total GiB); absent: unchanged.
+	Volumes   *int `json:"volumes,omitempty"`
+	VolumeGiB *int `json:"volume_gib,omitempty" doc:"total GiB of the tenant's volumes"`
 }
 
 // CreateUserRequest invites a user.
@@ -169,10 +172,12 @@ func (s *Server) setQuota(c *gin.Context) error {
 	f.check(*req.Instances >= 0, "instances", "must not be negative")
 	f.check(*req.GPUs >= 0, "gpus", "must not be negative")
 	f.check(*req.GPUMemoryBytes >= 0, "gpu_memory_bytes", "must not be negative")
+	f.check(req.Volumes == nil || *req.Volumes >= 0, "volumes", "must not be negative")
+	f.check(req.VolumeGiB == nil || *req.VolumeGiB >= 0, "volume_gib", "must not be negative")
 	if err := f.err(); err != nil {
 		return err
 	}
-	t, err := s.store.SetQuota(c.Request.Context(), id, *req.Instances, *req.GPUs, *req.GPUMemoryBytes)
+	t, err := s.store.SetQuota(c.Request.Context(), id, *req.Instances, *req.GPUs, *req.GPUMemoryBytes, req.Volumes, req.VolumeGiB)
 	if err != nil {
 		return err
 	}

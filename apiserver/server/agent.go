@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 
 	"gpucloud/api"
 	"gpucloud/apiserver/store"
@@ -56,13 +58,25 @@ func (s *Server) hostInstances(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out := api.DesiredInstances{Instances: make([]api.DesiredInstance, 0, len(list))}
+	vols, err := s.store.HostVolumes(c.Request.Context(), principal(c).DaemonID)
+	if err != nil {
+		return err
+	}
+	out := api.DesiredInstances{Instances: make([]api.DesiredInstance, 0, len(list)), Volumes: make([]api.DesiredVolume, 0, len(vols))}
+	attached := map[uuid.UUID][]api.VolumeAttachment{}
+	for _, v := range vols {
+		out.Volumes = append(out.Volumes, api.DesiredVolume{ID: v.ID.String(), SizeGiB: v.SizeGiB})
+		if v.InstanceID != nil {
+			attached[*v.InstanceID] = append(attached[*v.InstanceID], api.VolumeAttachment{ID: v.ID.String(), Device: v.Device})
+		}
+	}
 	now := time.Now()
 	for _, p := range list {
 		d, err := s.desired(p, now)
 		if err != nil {
 			return err
 		}
+		d.Spec.Volumes = attached[p.ID]
 		out.Instances = append(out.Instances, d)
 	}
 	c.JSON(http.StatusOK, out)
@@ -120,6 +134,7 @@ func (s *Server) hostReport(c *gin.Context) error {
 	f.check(store.ValidObserved(obs.State), "state", "must be provisioning, running, stopped, deleted or failed")
 	f.check(obs.RebootGeneration >= 0, "reboot_generation", "must not be negative")
 	f.check(len(obs.Reason) <= 1024, "reason", "at most 1024 characters")
+	f.check(obs.PrivateAddress == "" || validPrivateAddress(obs.PrivateAddress), "private_address", "must be an IPv4 address of a tenant network (10.128.0.0/9)")
 	f.check(len(obs.VFPCIAddress) <= 32, "vf_pci_address", "at most 32 characters")
 	f.check(len(obs.ConsoleLogTail) <= 16384, "console_log_tail", "at most 16384 bytes")
 	f.check(len(obs.PublicHost) <= 253 && !strings.ContainsAny(obs.PublicHost, " @/\t\n"), "public_host", "a host name or address, at most 253 characters")
@@ -198,4 +213,12 @@ func (s *Server) gpuServerHeartbeat(c *gin.Context) error {
 func validEndpoint(ep string) bool {
 	i := strings.LastIndexByte(ep, ':')
 	return i > 0 && i < len(ep)-1 && len(ep) <= 255
+}
+
+// tenantNetworks is where hosts number tenant networks (hostd/virt.TenantNetwork).
+var tenantNetworks = netip.MustParsePrefix("10.128.0.0/9")
+
+func validPrivateAddress(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Is4() && tenantNetworks.Contains(a)
 }

@@ -142,6 +142,7 @@ func (s *Server) routes() (*gin.Engine, error) {
 	s.catalogRoutes(v1)
 	s.imageRoutes(v1)
 	s.sshKeyRoutes(v1)
+	s.volumeRoutes(v1)
 	s.instanceRoutes(v1)
 	s.fleetRoutes(v1)
 	s.agentRoutes(v1.Group("/agent", s.daemonOnly))

@@ -52,6 +52,13 @@ func Document() *openapi.Document {
 	op(post, "/v1/ssh-keys", "createSSHKey", "Add an SSH public key (validated, fingerprinted; a duplicate is refused)", "ssh-keys", CreateSSHKeyRequest{}, store.SSHKey{}, created)
 	op(del, "/v1/ssh-keys/{id}", "deleteSSHKey", "Delete an SSH key; VMs created with it keep it", "ssh-keys", nil, nil, noContent)
 
+	op(get, "/v1/volumes", "listVolumes", "List the tenant's volumes", "volumes", nil, Page[store.Volume]{}, ok)
+	op(get, "/v1/volumes/{id}", "getVolume", "Get one of the tenant's volumes", "volumes", nil, store.Volume{}, ok)
+	op(post, "/v1/volumes", "createVolume", "Create a volume (403 quota-exceeded past the tenant's volumes or volume_gib quota; storage is charged per GiB-hour while it exists)", "volumes", CreateVolumeRequest{}, store.Volume{}, created)
+	op(post, "/v1/volumes/{id}/attach", "attachVolume", "Attach a volume to an instance (hotplugged into a running VM, else at its next start)", "volumes", AttachVolumeRequest{}, store.Volume{}, ok)
+	op(post, "/v1/volumes/{id}/detach", "detachVolume", "Detach a volume; its data stays", "volumes", nil, store.Volume{}, ok)
+	op(del, "/v1/volumes/{id}", "deleteVolume", "Delete a detached volume and its data", "volumes", nil, nil, noContent)
+
 	op(post, "/v1/instances", "createInstance", "Create an instance: placed and reserved at once (402 credit-exhausted while the tenant's budget hard-stops creates)", "instances", CreateInstanceRequest{}, store.Instance{}, created)
 	op(get, "/v1/instances", "listInstances", "List instances (live ones unless asked for deleted)", "instances", nil, Page[store.Instance]{}, ok)
 	d.Params(get, "/v1/instances", pageParams()...)

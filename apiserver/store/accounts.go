@@ -24,6 +24,10 @@ type Tenant struct {
 	UsedInstances       int       `json:"used_instances"`
 	UsedGPUs            int       `json:"used_gpus" gorm:"column:used_gpus"`
 	UsedGPUMemoryBytes  int64     `json:"used_gpu_memory_bytes" gorm:"column:used_gpu_memory_bytes"`
+	QuotaVolumes        int       `json:"quota_volumes"`
+	QuotaVolumeGiB      int       `json:"quota_volume_gib" gorm:"column:quota_volume_gib"`
+	UsedVolumes         int       `json:"used_volumes"`
+	UsedVolumeGiB       int       `json:"used_volume_gib" gorm:"column:used_volume_gib"`
 	CreatedAt           time.Time `json:"created_at"`
 }
 
@@ -81,11 +85,13 @@ func (s *Store) ListTenants(ctx context.Context, after uuid.UUID, limit int) ([]
 	return listPage[Tenant](ctx, s, after, limit, "tenants", nil)
 }
 
-// SetQuota changes a tenant's quotas. Lowering below usage is allowed: it only stops new creates.
-func (s *Store) SetQuota(ctx context.Context, id uuid.UUID, instances, gpus int, gpuMem int64) (Tenant, error) {
+// SetQuota changes a tenant's quotas; nil volume quotas stay as they are. Lowering below usage
+// is allowed: it only stops new creates.
+func (s *Store) SetQuota(ctx context.Context, id uuid.UUID, instances, gpus int, gpuMem int64, volumes, volumeGiB *int) (Tenant, error) {
 	err := s.InTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE tenants SET quota_instances = $2, quota_gpus = $3, quota_gpu_memory_bytes = $4 WHERE id = $1`,
-			id, instances, gpus, gpuMem)
+		tag, err := tx.Exec(ctx, `UPDATE tenants SET quota_instances = $2, quota_gpus = $3, quota_gpu_memory_bytes = $4,
+			quota_volumes = coalesce($5, quota_volumes), quota_volume_gib = coalesce($6, quota_volume_gib) WHERE id = $1`,
+			id, instances, gpus, gpuMem, volumes, volumeGiB)
 		if err != nil {
 			return fmt.Errorf("set quota: %w", err)
 		}
@@ -93,7 +99,7 @@ func (s *Store) SetQuota(ctx context.Context, id uuid.UUID, instances, gpus int,
 			return ErrNotFound
 		}
 		return Audit(ctx, tx, id, "set-quota", "tenant", id.String(),
-			map[string]any{"instances": instances, "gpus": gpus, "gpu_memory_bytes": gpuMem})
+			map[string]any{"instances": instances, "gpus": gpus, "gpu_memory_bytes": gpuMem, "volumes": volumes, "volume_gib": volumeGiB})
 	})
 	if err != nil {
 		return Tenant{}, err

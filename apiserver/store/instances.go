@@ -61,6 +61,9 @@ type Instance struct {
 	// Ports are every forwarded port (22 first), reachable at SSH.Host.
 	Ports      []api.PortForward `json:"ports,omitempty"`
 	publicHost string
+	// PrivateAddress is the instance's address on its tenant's network (reachable from the
+	// tenant's other instances on the host, from nothing else).
+	PrivateAddress string `json:"private_address,omitempty"`
 	// Released: the instance gave back its GPU, host room and quota (it failed before it ran).
 	Released  bool      `json:"released,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -72,7 +75,7 @@ type Instance struct {
 const instanceCols = `id, tenant_id, name, instance_type_id, image, ssh_key, state, desired_state, failure_reason,
 	host_id, gpu_server_id, vcpus, memory_mib, disk_gib, tier, gpu_model, gpu_count, gpu_memory_bytes, memory_quota,
 	reboot_generation, observed_reboot_generation, vf_pci_address, released_at IS NOT NULL,
-	ssh_authorized_keys, user_data, forward_ports, public_host, port_forwards, created_at, updated_at`
+	ssh_authorized_keys, user_data, forward_ports, public_host, port_forwards, private_address, created_at, updated_at`
 
 // scanInstance reads instanceCols, then any extra columns into extra.
 func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
@@ -80,7 +83,7 @@ func scanInstance(row pgx.Row, extra ...any) (Instance, error) {
 	dest := append([]any{&i.ID, &i.TenantID, &i.Name, &i.InstanceTypeID, &i.Image, &i.SSHKey, &i.State, &i.DesiredState,
 		&i.FailureReason, &i.HostID, &i.GPUServerID, &i.VCPUs, &i.MemoryMiB, &i.DiskGiB, &i.Tier, &i.GPUModel,
 		&i.GPUCount, &i.GPUMemoryBytes, &i.MemoryQuota, &i.RebootGeneration, &i.ObservedReboot, &i.VFPCIAddress,
-		&i.Released, &i.SSHAuthorizedKeys, &i.UserData, &i.ForwardPorts, &i.publicHost, &i.Ports, &i.CreatedAt, &i.UpdatedAt}, extra...)
+		&i.Released, &i.SSHAuthorizedKeys, &i.UserData, &i.ForwardPorts, &i.publicHost, &i.Ports, &i.PrivateAddress, &i.CreatedAt, &i.UpdatedAt}, extra...)
 	err := row.Scan(dest...)
 	i.SSH = sshEndpoint(i.publicHost, i.Ports)
 	return i, err

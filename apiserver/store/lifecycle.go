@@ -126,6 +126,11 @@ func setState(ctx context.Context, tx pgx.Tx, clock func() time.Time, inst *Inst
 	if err := meter.Transition(ctx, tx, inst.ID, to, at); err != nil {
 		return err
 	}
+	if to == StateDeleted {
+		if err := detachAll(ctx, tx, inst.ID); err != nil {
+			return err
+		}
+	}
 	if err := notifyState(ctx, tx, inst, to, reason, at); err != nil {
 		return err
 	}
@@ -176,11 +181,15 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 		if _, err := tx.Exec(ctx, `UPDATE instances SET observed_reboot_generation = greatest(observed_reboot_generation, $2),
 			vf_pci_address = $3, port_forwards = $4, public_host = $5,
 			console_log = CASE WHEN $6 = '' THEN console_log ELSE $6 END,
-			console_log_at = CASE WHEN $6 = '' THEN console_log_at ELSE now() END WHERE id = $1`,
-			id, obs.RebootGeneration, obs.VFPCIAddress, fw, obs.PublicHost, obs.ConsoleLogTail); err != nil {
+			console_log_at = CASE WHEN $6 = '' THEN console_log_at ELSE now() END,
+			private_address = CASE WHEN $7 = '' THEN private_address ELSE $7 END WHERE id = $1`,
+			id, obs.RebootGeneration, obs.VFPCIAddress, fw, obs.PublicHost, obs.ConsoleLogTail, obs.PrivateAddress); err != nil {
 			return fmt.Errorf("record observation: %w", err)
 		}
 		inst.Ports, inst.publicHost = fw, obs.PublicHost
+		if obs.PrivateAddress != "" {
+			inst.PrivateAddress = obs.PrivateAddress
+		}
 		inst.SSH = sshEndpoint(inst.publicHost, inst.Ports)
 		out = inst
 		if inst.State == obs.State || (inst.State == StateDeleted && obs.State == api.ObservedDeleted) {

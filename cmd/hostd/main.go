@@ -46,6 +46,7 @@ type options struct {
 	ivshmemServer, ivshmemDir             string
 	ivshmemMiB, ivshmemGID                int
 	forwardPorts, forwardBind, publicHost string
+	volumePool, volumeDir                 string
 	ports                                 reconcile.PortRange
 }
 
@@ -72,7 +73,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.dataDir, "data-dir", env("HOSTD_DATA_DIR", "/var/lib/gpucloud/hostd"), "VM disks, seeds, console logs, VF claims ($HOSTD_DATA_DIR)")
 	fs.StringVar(&o.imagesDir, "images-dir", env("HOSTD_IMAGES_DIR", ""), "base images <name>.qcow2; default <data-dir>/images ($HOSTD_IMAGES_DIR)")
 	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
-	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name> or user ($HOSTD_NETWORK)")
+	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name>, user, or tenant (a filtered network per tenant that hostd makes) ($HOSTD_NETWORK)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
@@ -82,6 +83,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.ivshmemGID, "ivshmem-gid", -1, "group of the channel files, mode 0660 (the group QEMU and gpuserverd share); -1: mode 0600, owner only")
 	fs.StringVar(&o.forwardPorts, "forward-ports", env("HOSTD_FORWARD_PORTS", "22000-22999"), "host TCP ports hostd forwards to VMs' SSH (and extra) ports, FIRST-LAST; empty: none ($HOSTD_FORWARD_PORTS)")
 	fs.StringVar(&o.forwardBind, "forward-bind", env("HOSTD_FORWARD_BIND", "0.0.0.0"), "address the forwarded ports listen on ($HOSTD_FORWARD_BIND)")
+	fs.StringVar(&o.volumePool, "volume-pool", env("HOSTD_VOLUME_POOL", "gpucloud-volumes"), "libvirt storage pool (a directory pool hostd makes) of tenants' volumes; empty: no volumes on this host ($HOSTD_VOLUME_POOL)")
+	fs.StringVar(&o.volumeDir, "volume-dir", env("HOSTD_VOLUME_DIR", ""), "directory of the volume pool; default <data-dir>/volumes ($HOSTD_VOLUME_DIR)")
 	fs.StringVar(&o.publicHost, "public-host", env("HOSTD_PUBLIC_HOST", ""), "host name or address tenants reach forwarded ports at; default the hostname ($HOSTD_PUBLIC_HOST)")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs
@@ -142,12 +145,12 @@ func parsePortRange(s string) (reconcile.PortRange, error) {
 }
 
 func parseNetwork(s string) (virt.Network, error) {
-	if s == "user" {
-		return virt.Network{Kind: "user"}, nil
+	if s == "user" || s == "tenant" {
+		return virt.Network{Kind: s}, nil
 	}
 	kind, name, ok := strings.Cut(s, ":")
 	if !ok || name == "" || (kind != "network" && kind != "bridge") {
-		return virt.Network{}, fmt.Errorf("-network %q: want network:<name>, bridge:<name> or user", s)
+		return virt.Network{}, fmt.Errorf("-network %q: want network:<name>, bridge:<name>, user or tenant", s)
 	}
 	return virt.Network{Kind: kind, Name: name}, nil
 }
@@ -205,7 +208,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
-		Ports: o.ports, PublicHost: o.publicHost,
+		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
 	})
 	if err != nil {
 		return err

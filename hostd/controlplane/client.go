@@ -21,7 +21,7 @@ import (
 // Client is what the reconciler needs from the control plane.
 type Client interface {
 	Heartbeat(ctx context.Context, r api.HostReport) (api.HostAck, error)
-	DesiredInstances(ctx context.Context) ([]api.DesiredInstance, error)
+	DesiredInstances(ctx context.Context) (api.DesiredInstances, error)
 	ReportInstance(ctx context.Context, id string, o api.InstanceObserved) error
 	RenewToken(ctx context.Context, id string) (api.SessionToken, error)
 	PushUsage(ctx context.Context, b api.UsageBatch) (api.UsageBatchResult, error)
@@ -112,12 +112,12 @@ func (c *HTTP) Heartbeat(ctx context.Context, r api.HostReport) (api.HostAck, er
 }
 
 // DesiredInstances implements Client.
-func (c *HTTP) DesiredInstances(ctx context.Context) ([]api.DesiredInstance, error) {
+func (c *HTTP) DesiredInstances(ctx context.Context) (api.DesiredInstances, error) {
 	var d api.DesiredInstances
 	if err := c.do(ctx, http.MethodGet, "/v1/agent/host/instances", nil, &d); err != nil {
-		return nil, err
+		return api.DesiredInstances{}, err
 	}
-	return d.Instances, nil
+	return d, nil
 }
 
 // ReportInstance implements Client.

@@ -23,7 +23,7 @@ func TestClientAgainstFake(t *testing.T) {
 	}
 	cp.Put(api.DesiredInstance{ID: "i1", TenantID: "t", DesiredState: api.DesiredRunning})
 	list, err := c.DesiredInstances(ctx)
-	if err != nil || len(list) != 1 || list[0].ID != "i1" {
+	if err != nil || len(list.Instances) != 1 || list.Instances[0].ID != "i1" {
 		t.Fatalf("list %+v %v", list, err)
 	}
 	if err := c.ReportInstance(ctx, "i1", api.InstanceObserved{State: api.ObservedRunning}); err != nil {

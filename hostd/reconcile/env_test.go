@@ -31,6 +31,7 @@ type env struct {
 	images string
 	lib    string
 	shm    *IvshmemConfig // ivshmem channels, when a test turns them on
+	net    virt.Network   // the VMs' network; zero: QEMU user networking
 }
 
 // foreignNode is the test driver's host: it already runs a domain that is not hostd's.
@@ -83,8 +84,11 @@ func (e *env) hostd() *Reconciler {
 	e.t.Helper()
 	cfg := Config{
 		ControlPlane: e.cp.Client(e.t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
-		GuestLibrary: e.lib, Network: virt.Network{Kind: "user"}, Hostname: "node1", Version: "test",
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm,
+		GuestLibrary: e.lib, Network: e.net, Hostname: "node1", Version: "test",
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm, VolumePool: "gpucloud-volumes",
+	}
+	if cfg.Network.Kind == "" {
+		cfg.Network.Kind = "user"
 	}
 	if e.pool != nil {
 		cfg.VFs = e.pool

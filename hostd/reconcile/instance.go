@@ -28,7 +28,7 @@ func failed(err error, gen int64) api.InstanceObserved {
 }
 
 // instance converges one desired instance and says what it observed.
-func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *virt.Domain) (api.InstanceObserved, error) {
+func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *virt.Domain, volumes map[string]string) (api.InstanceObserved, error) {
 	gen := int64(0)
 	if dom != nil {
 		gen = dom.Meta.RebootGeneration
@@ -62,6 +62,10 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	} else if err := r.refreshSeed(ctx, d, name, true); err != nil {
 		return r.observe(d, dom, api.ObservedFailed, err), err
 	}
+
+	// A volume that cannot be given to the VM is an error of this pass, not a failed VM: the
+	// VM runs on, and the next pass tries again.
+	volErr := r.syncVolumes(d, dom, volumes)
 
 	switch {
 	case d.DesiredState == api.DesiredRunning && dom.State == virt.Stopped:
@@ -110,7 +114,7 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	case virt.Stopped:
 		state = api.ObservedStopped
 	}
-	return r.observe(d, dom, state, nil), nil
+	return r.observe(d, dom, state, nil), volErr
 }
 
 func (r *Reconciler) observe(d api.DesiredInstance, dom *virt.Domain, state string, err error) api.InstanceObserved {
@@ -121,6 +125,9 @@ func (r *Reconciler) observe(d api.DesiredInstance, dom *virt.Domain, state stri
 	}
 	if err != nil {
 		o.Reason = err.Error()
+	}
+	if r.cfg.Network.Kind == "tenant" && dom.State == virt.Running {
+		o.PrivateAddress = r.privateAddress(d, dom.Name)
 	}
 	if tail, terr := virt.Tail(r.paths(d.ID).console, consoleTailBytes); terr == nil {
 		o.ConsoleLogTail = strings.ToValidUTF8(tail, "?")
@@ -232,6 +239,11 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	}
 	if spec.Kernel == nil {
 		spec.Kernel = r.imageKernel(d.Spec.Image)
+	}
+	if r.cfg.Network.Kind == "tenant" {
+		if spec.Tenant, spec.GPUServer, err = r.tenantNetwork(d); err != nil {
+			return m, err
+		}
 	}
 	if err := r.cfg.Hypervisor.Define(spec); err != nil {
 		return m, err

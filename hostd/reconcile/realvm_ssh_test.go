@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,24 +27,12 @@ import (
 // accepted, another key is refused. The guest is vmtest's busybox appliance with minisshd (a test
 // SSH server) instead of an image built by deploy/guest-image, which is too heavy for CI here.
 func TestRealVMSSHThroughForwardedPort(t *testing.T) {
-	ctx, hv, guest, dir, images := realVMSetup(t)
-	gdir := filepath.Join(dir, "guest")
-	os.MkdirAll(gdir, 0o755)
-	sshGuest, err := vmtest.BuildSSHGuest(ctx, guest, repoRoot(t), gdir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, hv, cfg0, _ := sshGuestHost(t)
 	tenantKey, stranger := sshtest.New(t, "tenant@test"), sshtest.New(t, "stranger@test")
 	port := freePort(t)
-
 	cp := cpfake.New(t, "host-secret")
-	r, err := New(Config{
-		ControlPlane: cp.Client(t), Hypervisor: hv, DataDir: filepath.Join(dir, "data"), ImagesDir: images,
-		Network: virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "vmtest",
-		Ports: PortRange{First: port, Last: port}, PublicHost: "127.0.0.1",
-		Kernel: &virt.KernelBoot{Kernel: sshGuest.Kernel, Initrd: sshGuest.Initrd, Cmdline: "console=ttyS0 panic=-1"},
-		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	cfg0.ControlPlane, cfg0.Ports = cp.Client(t), PortRange{First: port, Last: port}
+	r, err := New(cfg0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +92,25 @@ func TestRealVMSSHThroughForwardedPort(t *testing.T) {
 		c.Close()
 		t.Fatal("the forwarded port still answers after the VM was deleted")
 	}
+}
+
+// sshGuestHost boots nothing yet: it readies a real libvirt host and the SSH appliance guest,
+// and returns a hostd Config for it (user networking forwarded on 127.0.0.1, direct kernel
+// boot) that a test completes with its control plane and ports.
+func sshGuestHost(t *testing.T) (context.Context, *virt.Hypervisor, Config, string) {
+	ctx, hv, guest, dir, images := realVMSetup(t)
+	gdir := filepath.Join(dir, "guest")
+	os.MkdirAll(gdir, 0o755)
+	sshGuest, err := vmtest.BuildSSHGuest(ctx, guest, repoRoot(t), gdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, hv, Config{
+		Hypervisor: hv, DataDir: filepath.Join(dir, "data"), ImagesDir: images,
+		Network: virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "vmtest", PublicHost: "127.0.0.1",
+		Kernel: &virt.KernelBoot{Kernel: sshGuest.Kernel, Initrd: sshGuest.Initrd, Cmdline: "console=ttyS0 panic=-1"},
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, dir
 }
 
 // freePort is a loopback TCP port nothing listens on now.

@@ -36,6 +36,8 @@ type Config struct {
 	PublicHost   string           // how tenants reach this host's forwarded ports (shown in the API)
 	Kernel       *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
 	Ivshmem      *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
+	VolumePool   string           // libvirt storage pool of tenants' volumes ("": no volumes here)
+	VolumeDir    string           // its directory (DataDir/volumes when empty)
 	Hostname     string
 	Version      string
 
@@ -80,6 +82,14 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "instances"), 0o755); err != nil {
 		return nil, fmt.Errorf("reconcile: data dir: %w", err)
+	}
+	if cfg.VolumePool != "" {
+		if cfg.VolumeDir == "" {
+			cfg.VolumeDir = filepath.Join(cfg.DataDir, "volumes")
+		}
+		if err := cfg.Hypervisor.EnsurePool(cfg.VolumePool, cfg.VolumeDir); err != nil {
+			return nil, fmt.Errorf("reconcile: %w", err)
+		}
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname, _ = os.Hostname()
@@ -171,9 +181,14 @@ func (r *Reconciler) Once(ctx context.Context) error {
 			return err
 		}
 	}
-	desired, err := r.cfg.ControlPlane.DesiredInstances(ctx)
+	all, err := r.cfg.ControlPlane.DesiredInstances(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile: desired instances: %w", err)
+	}
+	desired := all.Instances
+	volumes, err := r.ensureVolumes(all.Volumes)
+	if err != nil {
+		return err
 	}
 	doms, err := r.cfg.Hypervisor.List()
 	if err != nil {
@@ -191,7 +206,7 @@ func (r *Reconciler) Once(ctx context.Context) error {
 		if a, ok := actual[d.ID]; ok {
 			dom = &a
 		}
-		obs, err := r.instance(ctx, d, dom)
+		obs, err := r.instance(ctx, d, dom, volumes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("instance %s: %w", d.ID, err))
 			if errors.Is(err, errKilled) {
@@ -215,6 +230,9 @@ func (r *Reconciler) Once(ctx context.Context) error {
 		}
 	}
 	if err := r.collectGarbage(wanted, actual); err != nil {
+		errs = append(errs, err)
+	}
+	if err := r.deleteVolumes(all.Volumes); err != nil {
 		errs = append(errs, err)
 	}
 	if err := r.flushUsage(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -69,7 +70,7 @@ type KernelBoot struct {
 
 // Network says where the VM's virtio NIC goes.
 type Network struct {
-	Kind string // "network" (a libvirt network), "bridge", or "user" (QEMU user-mode networking)
+	Kind string // "network" (a libvirt network), "bridge", "user" (QEMU user-mode networking), or "tenant" (DomainSpec.Tenant's network, filtered)
 	Name string // network or bridge name
 	// ForwardBind is the host address forwarded ports listen on (user networking): 0.0.0.0 to
 	// be reachable from outside the host, 127.0.0.1 for tests and a local stack.
@@ -89,6 +90,10 @@ type DomainSpec struct {
 	Network      Network
 	Kernel       *KernelBoot
 	Shmem        *Shmem // the VM's ivshmem channel to a gpuserverd on this host, or nil
+	// Tenant is the VM's tenant network (Network.Kind "tenant"), and GPUServer the one
+	// infrastructure endpoint its filter lets it reach (zero: none).
+	Tenant    *TenantNet
+	GPUServer netip.AddrPort
 }
 
 // Shmem is an ivshmem-plain PCI device whose BAR 2 is the host file /dev/shm/<Name>: libvirt puts
@@ -142,12 +147,16 @@ func (s DomainSpec) Validate() error {
 	}
 	switch s.Network.Kind {
 	case "user", "":
+	case "tenant":
+		if s.Tenant == nil {
+			errs = append(errs, errors.New("tenant network kind needs the tenant's network"))
+		}
 	case "network", "bridge":
 		if s.Network.Name == "" {
 			errs = append(errs, fmt.Errorf("%s network needs a name", s.Network.Kind))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("network kind %q: want network, bridge or user", s.Network.Kind))
+		errs = append(errs, fmt.Errorf("network kind %q: want network, bridge, user or tenant", s.Network.Kind))
 	}
 	if s.Network.ForwardBind != "" && net.ParseIP(s.Network.ForwardBind) == nil {
 		errs = append(errs, fmt.Errorf("forward bind address %q is not an IP address", s.Network.ForwardBind))
@@ -228,6 +237,9 @@ func DomainXML(s DomainSpec) (string, error) {
 		nic.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: s.Network.Name}
 	case "bridge":
 		nic.Source.Bridge = &libvirtxml.DomainInterfaceSourceBridge{Bridge: s.Network.Name}
+	case "tenant":
+		nic.Source.Network = &libvirtxml.DomainInterfaceSourceNetwork{Network: s.Tenant.Name()}
+		nic.FilterRef = s.Tenant.FilterRef(s.GPUServer)
 	default:
 		nic.Source.User = &libvirtxml.DomainInterfaceSourceUser{}
 	}

@@ -20,8 +20,9 @@ import (
 var Packages = []string{"linux-image-amd64", "busybox-static"}
 
 // guestModules are the kernel modules the guest's init loads, dependencies resolved from each
-// module's own modinfo: the q35 SATA cdrom with the seed, ISO 9660, and the virtio NIC.
-var guestModules = []string{"ahci", "sr_mod", "isofs", "virtio_pci", "virtio_net"}
+// module's own modinfo: the q35 SATA cdrom with the seed, ISO 9660, the virtio NIC, and virtio
+// disks (volumes).
+var guestModules = []string{"ahci", "sr_mod", "isofs", "virtio_pci", "virtio_net", "virtio_blk"}
 
 // Guest is a bootable kernel and initramfs.
 type Guest struct {
@@ -31,7 +32,9 @@ type Guest struct {
 // BuildGuest fetches the packages into cacheDir (once) and writes the kernel and initramfs there.
 func BuildGuest(ctx context.Context, cacheDir string) (Guest, error) {
 	g := Guest{Kernel: filepath.Join(cacheDir, "vmlinuz"), Initrd: filepath.Join(cacheDir, "initrd.gz")}
-	if fileExists(g.Kernel) && fileExists(g.Initrd) {
+	// The stamp names the modules the cached initramfs loads: a changed list rebuilds it.
+	stamp, want := filepath.Join(cacheDir, "guest-modules"), strings.Join(guestModules, " ")
+	if had, err := os.ReadFile(stamp); err == nil && string(had) == want && fileExists(g.Kernel) && fileExists(g.Initrd) {
 		return g, nil
 	}
 	root := filepath.Join(cacheDir, "root")
@@ -63,6 +66,9 @@ func BuildGuest(ctx context.Context, cacheDir string) (Guest, error) {
 	}
 	if err := copyFile(kernels[0], g.Kernel); err != nil {
 		return g, err
+	}
+	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
+		return g, fmt.Errorf("vmtest: %w", err)
 	}
 	// The unpacked tree (~400 MB of modules) is rebuilt from the cached .debs when needed.
 	if err := os.RemoveAll(root); err != nil {

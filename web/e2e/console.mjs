@@ -120,6 +120,28 @@ try {
   await a.getByTestId('console-log').filter({ hasText: 'e2e-vm login:' }).waitFor();
   await shot(a, '04-instance-details');
 
+  log('tenant A creates a volume (a size of 0 is refused by the field), attaches it to the VM, detaches and deletes it');
+  await a.getByRole('link', { name: 'Volumes' }).click();
+  await a.getByLabel('Name').fill('data');
+  await a.getByLabel('Size (GiB)').fill('0');
+  await a.getByRole('button', { name: 'Create volume' }).click();
+  await a.locator('#err-size_gib').filter({ hasText: '1-16384' }).waitFor();
+  await a.getByLabel('Size (GiB)').fill('10');
+  await a.getByRole('button', { name: 'Create volume' }).click();
+  const vol = a.locator('[data-testid="volumes"] tr[data-name="data"]');
+  await vol.filter({ hasText: 'available' }).waitFor();
+  await a.getByLabel('Instance for volume data').selectOption({ label: 'e2e-vm' });
+  await vol.getByRole('button', { name: 'Attach' }).click();
+  await vol.filter({ hasText: 'attached' }).filter({ hasText: 'e2e-vm (vdb)' }).waitFor();
+  assert.ok(await vol.getByRole('button', { name: 'Delete' }).isDisabled(), 'an attached volume cannot be deleted');
+  await shot(a, '04a-volume-attached');
+  await vol.getByRole('button', { name: 'Detach' }).click();
+  await vol.filter({ hasText: 'available' }).waitFor();
+  await vol.getByRole('button', { name: 'Delete' }).click();
+  await a.locator('#confirm-ok').click();
+  await a.locator('[data-testid="volumes"]').filter({ hasText: 'No volumes yet.' }).waitFor();
+  await a.goto(instURL);
+
   log('a VM on a silent host is marked in the list and warned about on its page, naming no host');
   await a.goto(BASE + '/#/instances');
   await a.locator('tr[data-name="silent-vm"] [data-condition="HostReachable"]').filter({ hasText: 'host unreachable' }).waitFor();

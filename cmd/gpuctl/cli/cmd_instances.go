@@ -22,6 +22,12 @@ var instanceCols = []column[sdk.Instance]{
 		return fmt.Sprintf("%dx%s", i.GPUCount, i.GPUModel)
 	}),
 	col("HOST", func(i sdk.Instance) string { return i.HostID }),
+	col("ADDRESS", func(i sdk.Instance) string {
+		if i.PrivateAddress == "" {
+			return "-"
+		}
+		return i.PrivateAddress
+	}),
 	col("SSH", func(i sdk.Instance) string {
 		if i.SSH == nil {
 			return "-"

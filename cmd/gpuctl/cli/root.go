@@ -79,7 +79,7 @@ func (a *app) root() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usagef(err) })
 	root.AddCommand(a.configCmd(), a.meCmd(), a.tenantsCmd(), a.quotaCmd(), a.usersCmd(), a.keysCmd(),
 		a.gpuModelsCmd(), a.tiersCmd(), a.instanceTypesCmd(), a.pricesCmd(), a.instancesCmd(),
-		a.imagesCmd(), a.sshKeysCmd(),
+		a.imagesCmd(), a.sshKeysCmd(), a.volumesCmd(),
 		a.hostsCmd(), a.gpuServersCmd(), a.auditCmd(), a.reportCmd(), a.usageCmd(), a.invoicesCmd(), a.periodsCmd(),
 		a.balanceCmd(), a.creditsCmd(), a.budgetCmd(), a.webhooksCmd())
 	return root

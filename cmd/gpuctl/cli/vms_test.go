@@ -86,3 +86,36 @@ func TestAPIURLEnvironment(t *testing.T) {
 		t.Fatalf("GPUCLOUD_ENDPOINT: exit %d %q", r.code, r.err)
 	}
 }
+
+// gpuctl volumes: create, attach by instance name, detach, delete; bad sizes are usage errors
+// the API names, another tenant's volume is not found.
+func TestVolumesCommands(t *testing.T) {
+	h := newHarness(t)
+	h.e.Host(t, "h1", 64)
+	var inst sdk.Instance
+	h.jsonOf(&inst, h.e.A.AdminKey, "instances", "create", "vm1", "--type", "cpu-small", "--image", "u")
+	var v sdk.Volume
+	h.jsonOf(&v, h.e.A.AdminKey, "volumes", "create", "data", "--size-gib", "10")
+	if v.SizeGiB != 10 || v.State != "available" {
+		t.Fatalf("created %+v", v)
+	}
+	if msg := h.code(cli.ExitInvalid, h.e.A.AdminKey, "volumes", "create", "big", "--size-gib", "0"); !strings.Contains(msg, "size_gib") {
+		t.Fatalf("size 0: %s", msg)
+	}
+	h.jsonOf(&v, h.e.A.AdminKey, "volumes", "attach", v.ID, "--instance", "vm1")
+	if v.InstanceID != inst.ID || v.Device != "vdb" {
+		t.Fatalf("attached %+v", v)
+	}
+	if out := h.ok(h.e.A.AdminKey, "volumes", "list"); !strings.Contains(out, "attached") || !strings.Contains(out, "vdb") {
+		t.Fatalf("volumes list:\n%s", out)
+	}
+	h.code(cli.ExitNotFound, h.e.B.AdminKey, "volumes", "get", v.ID)
+	h.code(cli.ExitInvalid, h.e.A.AdminKey, "volumes", "delete", v.ID) // attached: a conflict
+	var detached sdk.Volume
+	h.jsonOf(&detached, h.e.A.AdminKey, "volumes", "detach", v.ID)
+	if detached.State != "available" || detached.InstanceID != "" {
+		t.Fatalf("detached %+v", detached)
+	}
+	h.ok(h.e.A.AdminKey, "volumes", "delete", v.ID)
+	h.code(cli.ExitNotFound, h.e.A.AdminKey, "volumes", "get", v.ID)
+}

@@ -31,6 +31,7 @@ type Server struct {
 	history    map[string][]string
 	usage      map[string]api.UsageRecord
 	renewals   map[string]int
+	volumes    []api.DesiredVolume // nil: the answer has no volumes list (an older apiserver)
 }
 
 // New starts a fake control plane accepting credential; it stops with the test.
@@ -116,7 +117,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 func (s *Server) list(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := api.DesiredInstances{Instances: []api.DesiredInstance{}}
+	out := api.DesiredInstances{Instances: []api.DesiredInstance{}, Volumes: s.volumes}
 	for _, d := range s.instances {
 		out.Instances = append(out.Instances, *d)
 	}
@@ -267,4 +268,11 @@ func (s *Server) Usage() []api.UsageRecord {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// SetVolumes sets the volumes the host keeps in its pool.
+func (s *Server) SetVolumes(v []api.DesiredVolume) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.volumes = append([]api.DesiredVolume{}, v...)
 }

@@ -11,13 +11,14 @@ import { tenants } from './pages/tenants.js';
 import { reports } from './pages/reports.js';
 import { webhooks } from './pages/webhooks.js';
 import { finance } from './pages/finance.js';
+import { volumes } from './pages/volumes.js';
 
 export const session = { me: null, user: null };
 
 const tenantRoles = ['tenant-admin', 'tenant-member'];
 const navByRole = {
-  'tenant-admin': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/webhooks', 'Webhooks'], ['#/keys', 'API keys']],
-  'tenant-member': [['#/instances', 'Instances'], ['#/usage', 'Usage & invoices'], ['#/keys', 'API keys']],
+  'tenant-admin': [['#/instances', 'Instances'], ['#/volumes', 'Volumes'], ['#/usage', 'Usage & invoices'], ['#/webhooks', 'Webhooks'], ['#/keys', 'API keys']],
+  'tenant-member': [['#/instances', 'Instances'], ['#/volumes', 'Volumes'], ['#/usage', 'Usage & invoices'], ['#/keys', 'API keys']],
   operator: [['#/fleet', 'Fleet'], ['#/tenants', 'Tenants'], ['#/instances', 'Instances'], ['#/keys', 'API keys']],
   finance: [['#/reports', 'GPU-hour report'], ['#/finance', 'Month close'], ['#/webhooks', 'Webhooks'], ['#/tenants', 'Tenants'], ['#/keys', 'API keys']],
 };
@@ -28,6 +29,7 @@ const routes = [
   [/^#\/instances\/new$/, () => createInstance],
   [/^#\/instances\/([0-9a-f-]+)$/, () => instanceDetails],
   [/^#\/keys$/, () => keys],
+  [/^#\/volumes$/, () => volumes],
   [/^#\/usage$/, () => usage],
   [/^#\/fleet$/, () => fleet],
   [/^#\/tenants$/, () => tenants],

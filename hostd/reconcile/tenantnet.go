@@ -1,0 +1,46 @@
+package reconcile
+
+import (
+	"errors"
+	"net/netip"
+
+	"gpucloud/api"
+	"gpucloud/hostd/virt"
+)
+
+// tenantNetwork makes sure the instance's tenant has its network on this host and the tenant
+// filter is defined, and returns the network and the GPU server data port the VM may reach.
+// Only the test driver may lack nwfilter: a real host without it would leave VMs unfiltered.
+func (r *Reconciler) tenantNetwork(d api.DesiredInstance) (*virt.TenantNet, netip.AddrPort, error) {
+	n, err := virt.TenantNetwork(d.PartitionKey)
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	if err := r.cfg.Hypervisor.EnsureTenantFilter(); err != nil &&
+		!(errors.Is(err, virt.ErrNoFilters) && r.cfg.Hypervisor.DomainType() == "test") {
+		return nil, netip.AddrPort{}, err
+	}
+	if err := r.cfg.Hypervisor.EnsureTenantNetwork(n); err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	var gpu netip.AddrPort
+	if d.GPU != nil && len(d.GPU.Endpoints) > 0 {
+		// An endpoint by name cannot be a filter address: the VM then reaches no GPU server,
+		// which the guest library reports, rather than more than its own.
+		gpu, _ = netip.ParseAddrPort(d.GPU.Endpoints[0])
+	}
+	return &n, gpu, nil
+}
+
+// privateAddress is the VM's leased address on its tenant network, "" while unknown.
+func (r *Reconciler) privateAddress(d api.DesiredInstance, domain string) string {
+	n, err := virt.TenantNetwork(d.PartitionKey)
+	if err != nil {
+		return ""
+	}
+	a, err := r.cfg.Hypervisor.LeasedAddress(domain, n.Subnet)
+	if err != nil || !a.IsValid() {
+		return ""
+	}
+	return a.String()
+}
