@@ -78,7 +78,8 @@ func TestGoldenPath(t *testing.T) {
 	step(t, &at, "tenant created a shared GPU VM")
 	h.converge(tenant, inst.ID, sdk.StateRunning)
 	step(t, &at, "hostd started it (running)")
-	want, err := h.cp.DesiredInstances(ctx)
+	desired, err := h.cp.DesiredInstances(ctx)
+	want := desired.Instances
 	if err != nil || len(want) != 1 || want[0].GPU == nil || len(want[0].GPU.GPUUUIDs) != 1 || !reportedUUID(srv, want[0].GPU.GPUUUIDs[0]) ||
 		strings.Join(want[0].GPU.Endpoints, ",") != gs.endpoint {
 		t.Fatalf("the apiserver reserved %+v; gpuserverd reports %+v at %s (%v)", want, srv.GPUs, gs.endpoint, err)

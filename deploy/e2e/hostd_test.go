@@ -136,7 +136,8 @@ func TestHostdThroughAPIServer(t *testing.T) {
 		t.Fatalf("VF claims left: %+v", c)
 	}
 	// The apiserver drops a deleted instance from the host's list and answers 404 for it.
-	want, err := h.cp.DesiredInstances(ctx)
+	desired, err := h.cp.DesiredInstances(ctx)
+	want := desired.Instances
 	if err != nil || len(want) != 0 {
 		t.Fatalf("host still told about %+v (%v)", want, err)
 	}
