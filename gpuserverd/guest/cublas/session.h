@@ -14,37 +14,15 @@
 
 #include "../wire_gen.h"
 #include "../include/gpucloud_private.h"
+#include "../include/gpucloud_table.h"
 
 static const struct gc_private_table *T;
 static int t_ok;
 static pthread_once_t t_once = PTHREAD_ONCE_INIT;
 
 static void load_table(void) {
-    CUresult rc = cuInit(0);
-    if (rc != CUDA_SUCCESS) {
-        fprintf(stderr, "gpucloud " GC_LIB_NAME ": cuInit failed (%d): no session with gpuserverd\n", rc);
-        return;
-    }
-    static const unsigned char id[16] = GC_PRIVATE_TABLE_ID;
-    CUuuid u;
-    memcpy(u.bytes, id, sizeof id);
-    const void *t = NULL;
-    if (cuGetExportTable(&t, &u) != CUDA_SUCCESS || !t) {
-        fprintf(stderr, "gpucloud " GC_LIB_NAME ": the libcuda.so.1 in this process is not gpucloud's guest "
-                        "library; this " GC_LIB_NAME " only forwards calls to gpuserverd (use NVIDIA's "
-                        "library on NVIDIA's driver)\n");
-        return;
-    }
-    const struct gc_private_table *p = t;
-    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION ||
-        p->wire_check != GC_PRIVATE_WIRE_CHECK) {
-        fprintf(stderr, "gpucloud " GC_LIB_NAME ": the guest libcuda.so.1 is from another gpucloud release "
-                        "(table abi %u, wire %u/%#x; want %u, %u/%#x)\n",
-                p->abi, p->wire_version, p->wire_check, GC_PRIVATE_ABI, GW_VERSION, GC_PRIVATE_WIRE_CHECK);
-        return;
-    }
-    T = p;
-    t_ok = 1;
+    T = gc_table_load(GC_LIB_NAME);
+    t_ok = T != NULL;
 }
 
 /* session_ready is 1 once the session's table is reached (the first call tries). */

@@ -1,6 +1,7 @@
 /* gpucloud's libcudnn.so.9: the session with gpuserverd, handles, versions and errors. See
  * README.md. */
 #include "internal.h"
+#include "../include/gpucloud_table.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -16,29 +17,8 @@ static cudnnStatus_t t_status = CUDNN_STATUS_NOT_INITIALIZED;
 static pthread_once_t t_once = PTHREAD_ONCE_INIT;
 
 static void load_table(void) {
-    CUresult rc = cuInit(0);
-    if (rc != CUDA_SUCCESS) {
-        fprintf(stderr, "gpucloud libcudnn: cuInit failed (%d): no session with gpuserverd\n", rc);
-        return;
-    }
-    static const unsigned char id[16] = GC_PRIVATE_TABLE_ID;
-    CUuuid u;
-    memcpy(u.bytes, id, sizeof id);
-    const void *t = NULL;
-    if (cuGetExportTable(&t, &u) != CUDA_SUCCESS || !t) {
-        fprintf(stderr, "gpucloud libcudnn: the libcuda.so.1 in this process is not gpucloud's guest "
-                        "library; this libcudnn only forwards cuDNN calls to gpuserverd (use NVIDIA's "
-                        "libcudnn on NVIDIA's driver)\n");
-        return;
-    }
-    const struct gc_private_table *p = t;
-    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION ||
-        p->wire_check != GC_PRIVATE_WIRE_CHECK) {
-        fprintf(stderr, "gpucloud libcudnn: the guest libcuda.so.1 is from another gpucloud release\n");
-        return;
-    }
-    gc_dnn_table = p;
-    t_status = CUDNN_STATUS_SUCCESS;
+    gc_dnn_table = gc_table_load("libcudnn");
+    if (gc_dnn_table) t_status = CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t gc_dnn_ready(void) {

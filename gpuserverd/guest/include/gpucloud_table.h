@@ -1,7 +1,6 @@
-/* Reaching gpucloud's private table from a vendor-library stand-in (libnccl; libcublas and
- * libcudnn still carry their own copy of this): cuInit, the table by its id, and the release
- * checks, each failure said once on stderr naming the library. Include cuda.h, wire_gen.h and
- * gpucloud_private.h first. */
+/* Reaching gpucloud's private table from a vendor-library stand-in (libcublas, libcublasLt,
+ * libcudnn, libnccl): cuInit, the table by its id, and the release checks, each failure said once
+ * on stderr naming the library. Include cuda.h, wire_gen.h and gpucloud_private.h first. */
 #ifndef GPUCLOUD_TABLE_H
 #define GPUCLOUD_TABLE_H
 
@@ -26,9 +25,11 @@ static inline const struct gc_private_table *gc_table_load(const char *lib) {
         return NULL;
     }
     const struct gc_private_table *p = t;
-    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION) {
-        fprintf(stderr, "gpucloud %s: the guest libcuda.so.1 is from another gpucloud release (table abi %u, wire %u; "
-                        "want %u, %u)\n", lib, p->abi, p->wire_version, GC_PRIVATE_ABI, GW_VERSION);
+    if (p->size < sizeof *p || p->abi != GC_PRIVATE_ABI || p->wire_version != GW_VERSION ||
+        p->wire_check != GC_PRIVATE_WIRE_CHECK) {
+        fprintf(stderr, "gpucloud %s: the guest libcuda.so.1 is from another gpucloud release (table abi %u, wire %u/%#x; "
+                        "want %u, %u/%#x)\n", lib, p->abi, p->wire_version, p->wire_check, GC_PRIVATE_ABI, GW_VERSION,
+                GC_PRIVATE_WIRE_CHECK);
         return NULL;
     }
     return p;
