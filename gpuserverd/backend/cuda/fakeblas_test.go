@@ -31,15 +31,22 @@ func buildFakeBlas(t *testing.T, name, skip, extra string) string {
 // buildFakeLib writes a library defining every "cublas..." symbol src resolves, except skip,
 // each returning CUBLAS_STATUS_INTERNAL_ERROR, plus extra.
 func buildFakeLib(t *testing.T, name, src, skip, extra string) string {
+	return buildFakeOf(t, name+".so", src, "cublas", 14, skip, extra)
+}
+
+// buildFakeOf writes the library file defining every symbol src resolves by a quoted name that
+// starts with prefix, except skip, each returning ret, plus extra: a stand-in for a vendor library
+// the cuda backend loads (cuBLAS, cuDNN, NCCL).
+func buildFakeOf(t *testing.T, file, src, prefix string, ret int, skip, extra string) string {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString(extra + "\n")
-	for _, m := range regexp.MustCompile(`"(cublas[A-Za-z0-9_]+)"`).FindAllStringSubmatch(src, -1) {
+	for _, m := range regexp.MustCompile(`"(`+prefix+`[A-Za-z0-9_]+)"`).FindAllStringSubmatch(src, -1) {
 		if m[1] != skip {
-			fmt.Fprintf(&b, "int %s(void) { return 14; }\n", m[1])
+			fmt.Fprintf(&b, "int %s(void) { return %d; }\n", m[1], ret)
 		}
 	}
-	return buildLib(t, name+".so", b.String())
+	return buildLib(t, file, b.String())
 }
 
 // TestFakeBlasChild is the child's side; it only runs under fakeBlasEnv.
@@ -73,7 +80,7 @@ func TestBlasLoad(t *testing.T) {
 
 // checkLoadChild runs the test child in a process of its own with env (loading happens once per
 // process) and checks the status and error text it printed.
-func checkLoadChild(t *testing.T, child string, status backend.BlasStatus, want []string, env ...string) {
+func checkLoadChild[S ~int32](t *testing.T, child string, status S, want []string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.v")
 	cmd.Env = append(os.Environ(), env...)

@@ -4,9 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"os/exec"
-	"regexp"
-	"strings"
 	"testing"
 
 	"gpucloud/gpuserverd/backend"
@@ -22,15 +19,7 @@ var dnnC string
 const fakeDnnEnv = "GPUCLOUD_TEST_FAKE_CUDNN_CHILD"
 
 func buildFakeDnn(t *testing.T, name, skip, extra string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(extra + "\n")
-	for _, m := range regexp.MustCompile(`"(cudnn[A-Za-z0-9_]+)"`).FindAllStringSubmatch(dnnC, -1) {
-		if m[1] != skip {
-			fmt.Fprintf(&b, "int %s(void) { return 4000; }\n", m[1])
-		}
-	}
-	return buildLib(t, name+".so", b.String())
+	return buildFakeOf(t, name+".so", dnnC, "cudnn", 4000, skip, extra)
 }
 
 // TestFakeDnnChild is the child's side; it only runs under fakeDnnEnv.
@@ -57,24 +46,7 @@ func TestDnnLoad(t *testing.T) {
 		{"absent", "/nonexistent/libcudnn.so.9", backend.DnnNotInitialized, []string{"/nonexistent/libcudnn.so.9"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeDnnChild$", "-test.v")
-			cmd.Env = append(os.Environ(), fakeDnnEnv+"=1", "GPUSERVERD_CUDNN="+tc.lib)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("child: %v\n%s", err, out)
-			}
-			line := regexp.MustCompile(`RESULT status=(\d+) err=(.*)`).FindStringSubmatch(string(out))
-			if line == nil {
-				t.Fatalf("child printed no result:\n%s", out)
-			}
-			if line[1] != fmt.Sprint(int32(tc.status)) {
-				t.Fatalf("status %s, want %d (%s)", line[1], tc.status, line[2])
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(line[2], w) {
-					t.Errorf("error %q does not contain %q", line[2], w)
-				}
-			}
+			checkLoadChild(t, "TestFakeDnnChild", tc.status, tc.want, fakeDnnEnv+"=1", "GPUSERVERD_CUDNN="+tc.lib)
 		})
 	}
 }

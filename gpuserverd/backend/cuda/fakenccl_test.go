@@ -4,8 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"testing"
 
 	"gpucloud/gpuserverd/backend"
@@ -22,15 +20,7 @@ const fakeNcclEnv = "GPUCLOUD_TEST_FAKE_NCCL_CHILD"
 
 // buildFakeNccl writes a library with every "nccl..." symbol nccl.c resolves except skip, plus extra.
 func buildFakeNccl(t *testing.T, name, skip, extra string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString(extra + "\n")
-	for _, m := range regexp.MustCompile(`"(nccl[A-Za-z]+)"`).FindAllStringSubmatch(ncclC, -1) {
-		if m[1] != skip {
-			fmt.Fprintf(&b, "int %s(void) { return 3; }\n", m[1])
-		}
-	}
-	return buildLib(t, "libnccl-"+name+".so", b.String())
+	return buildFakeOf(t, "libnccl-"+name+".so", ncclC, "nccl", 3, skip, extra)
 }
 
 // TestFakeNcclChild is the child's side; it only runs under fakeNcclEnv.
