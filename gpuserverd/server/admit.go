@@ -151,6 +151,20 @@ func readOpening(r io.Reader, limit uint32, types ...wire.Type) (wire.Header, []
 	return h, p, nil
 }
 
+// checkToken verifies a session token (signature, this server as audience, expiry) and that its
+// instance has not been revoked (revoke.go), for sessions and monitoring connections alike. A
+// refusal comes with its metrics reason, "token" or "revoked".
+func (s *Server) checkToken(token string) (sessiontoken.Claims, string, error) {
+	c, err := sessiontoken.Verify(s.cfg.PublicKey, token, s.cfg.ServerID, time.Now())
+	if err != nil {
+		return c, "token", fmt.Errorf("session token refused: %w", err)
+	}
+	if s.denied.revoked(c) {
+		return c, "revoked", fmt.Errorf("session token refused: instance %s was stopped or deleted", c.InstanceID)
+	}
+	return c, "", nil
+}
+
 // hello verifies a Hello's token and admits its session.
 func (s *Server) hello(h wire.Header, p []byte) (sessiontoken.Claims, []int, error) {
 	var c sessiontoken.Claims
@@ -165,13 +179,9 @@ func (s *Server) hello(h wire.Header, p []byte) (sessiontoken.Claims, []int, err
 		return c, nil, &refusal{backend.ErrNotSupported, "version",
 			fmt.Sprintf("protocol version %d not supported; this server speaks %d", hello.Version, wire.Version)}
 	}
-	c, err := sessiontoken.Verify(s.cfg.PublicKey, hello.Token, s.cfg.ServerID, time.Now())
+	c, reason, err := s.checkToken(hello.Token)
 	if err != nil {
-		return c, nil, &refusal{backend.ErrNotPermitted, "token", "session token refused: " + err.Error()}
-	}
-	if s.denied.revoked(c) {
-		return c, nil, &refusal{backend.ErrNotPermitted, "revoked",
-			fmt.Sprintf("session token refused: instance %s was stopped or deleted", c.InstanceID)}
+		return c, nil, &refusal{backend.ErrNotPermitted, reason, err.Error()}
 	}
 	ordinals, err := s.ordinals(c.GPUs)
 	if err != nil {

@@ -135,12 +135,9 @@ func (s *Server) nvmlHello(p []byte) (sessiontoken.Claims, int32, error) {
 		return sessiontoken.Claims{}, nvmlNotSupported,
 			fmt.Errorf("protocol version %d not supported; this server speaks %d", hello.Version, wire.Version)
 	}
-	c, err := sessiontoken.Verify(s.cfg.PublicKey, hello.Token, s.cfg.ServerID, time.Now())
+	c, _, err := s.checkToken(hello.Token) // a stopped or deleted instance monitors nothing either
 	if err != nil {
-		return c, nvmlNoPermission, fmt.Errorf("session token refused: %w", err)
-	}
-	if s.denied.revoked(c) { // a stopped or deleted instance monitors nothing (revoke.go)
-		return c, nvmlNoPermission, fmt.Errorf("session token refused: instance %s was stopped or deleted", c.InstanceID)
+		return c, nvmlNoPermission, err
 	}
 	if _, err := s.ordinals(c.GPUs); err != nil {
 		return c, nvmlGPUNotFound, err
