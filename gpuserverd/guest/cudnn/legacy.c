@@ -217,6 +217,14 @@ static cudnnStatus_t send(cudnnHandle_t h, struct call *c, int no_reply, struct 
     GC_DNN_SEND(dnn_legacy, DNN_LEGACY, m, no_reply, r);
 }
 
+/* send_size sends a size query and gives its answer in *size. */
+static cudnnStatus_t send_size(cudnnHandle_t h, struct call *c, size_t *size) {
+    struct gc_dnn_result r;
+    cudnnStatus_t s = send(h, c, 0, &r);
+    if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
+    return s;
+}
+
 static int32_t dtype_of(void *tensor) {
     struct gc_ldesc *d = ldesc_of(tensor, K_TENSOR);
     return d ? d->w[1] : CUDNN_DATA_FLOAT;
@@ -372,10 +380,7 @@ EXPORT cudnnStatus_t cudnnPoolingForward(cudnnHandle_t h, const cudnnPoolingDesc
 EXPORT cudnnStatus_t cudnnDropoutGetStatesSize(cudnnHandle_t h, size_t *size) {
     if (!size) return CUDNN_STATUS_BAD_PARAM;
     struct call c = {.op = OP_DROPOUT_SIZE};
-    struct gc_dnn_result r;
-    cudnnStatus_t s = send(h, &c, 0, &r);
-    if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
-    return s;
+    return send_size(h, &c, size);
 }
 
 /* ---- batch normalization ---- */
@@ -410,10 +415,7 @@ EXPORT cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(cu
     add_desc(&c, ad, K_ACT, 1);
     add(&c, (uint64_t)(uint32_t)mode);
     add(&c, (uint64_t)(uint32_t)ops);
-    struct gc_dnn_result r;
-    cudnnStatus_t s = send(h, &c, 0, &r);
-    if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
-    return s;
+    return send_size(h, &c, size);
 }
 
 EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t h, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
@@ -425,10 +427,7 @@ EXPORT cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnH
     add_desc(&c, xd, K_TENSOR, 0);
     add(&c, (uint64_t)(uint32_t)mode);
     add(&c, (uint64_t)(uint32_t)ops);
-    struct gc_dnn_result r;
-    cudnnStatus_t s = send(h, &c, 0, &r);
-    if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
-    return s;
+    return send_size(h, &c, size);
 }
 
 EXPORT cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
@@ -477,10 +476,7 @@ EXPORT cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(cudnnHand
     add_desc(&c, ad, K_ACT, 1);
     add(&c, (uint64_t)(uint32_t)mode);
     add(&c, (uint64_t)(uint32_t)ops);
-    struct gc_dnn_result r;
-    cudnnStatus_t s = send(h, &c, 0, &r);
-    if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
-    return s;
+    return send_size(h, &c, size);
 }
 
 EXPORT cudnnStatus_t cudnnBatchNormalizationBackwardEx(
