@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"gpucloud/gpuserverd/worker"
 	"gpucloud/internal/sessiontoken"
 )
 
@@ -139,13 +141,49 @@ func (s *Server) readOpen() ([]openSession, error) {
 	return list, nil
 }
 
-// closeCut closes sessions an earlier gpuserverd left open whose workers are gone: each is over;
-// its usage is billed up to its last record, and the time after that (at most one checkpoint
-// period) is lost.
+// closeCut closes sessions an earlier gpuserverd left open whose workers are gone: each is over.
+// A worker whose session ended while no server was attached left its end time
+// (worker.EndedFile): the session is billed to it. Otherwise its usage is billed up to its last
+// record, and the time after that (at most one checkpoint period) is lost.
 func (s *Server) closeCut(list []openSession) {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
 	for _, o := range list {
+		if end, ok := s.recordedEnd(o); ok {
+			se := &session{claims: *o.Claims, start: o.Start, billedTo: o.BilledTo}
+			if err := s.record(se, end); err != nil {
+				s.log.Error("billing a session that ended while no gpuserverd ran", "session", o.SessionID, "err", err)
+			} else {
+				s.log.Info("closed a session that ended while no gpuserverd ran, billed to its end",
+					"session", o.SessionID, "tenant", o.TenantID, "instance", o.InstanceID, "end", end)
+				continue
+			}
+		}
 		s.log.Warn("closing a session cut by a gpuserverd stop; usage after its last checkpoint is lost",
 			"session", o.SessionID, "tenant", o.TenantID, "instance", o.InstanceID, "billed_to", o.BilledTo)
 	}
 	s.metrics.cut += uint64(len(list))
+}
+
+// recordedEnd reads (and removes) the end time o's worker left; it is held between o's last
+// record and now, so a bad file can neither bill backwards nor into the future.
+func (s *Server) recordedEnd(o openSession) (time.Time, bool) {
+	dir := s.adoptDir(workerChannel{})
+	if dir == "" || o.Pid <= 0 || o.Claims == nil {
+		return time.Time{}, false
+	}
+	path := worker.EndedFile(dir, o.Pid)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, false
+	}
+	os.Remove(path)
+	end, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+	if err != nil || !end.After(o.BilledTo) {
+		return time.Time{}, false
+	}
+	if now := time.Now(); end.After(now) {
+		end = now
+	}
+	return end, true
 }

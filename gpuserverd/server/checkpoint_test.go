@@ -4,11 +4,13 @@ import (
 	"crypto/ed25519"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/gpuserverd/worker"
 	"gpucloud/internal/sessiontoken"
 )
 
@@ -166,4 +168,50 @@ func TestRecordsAreWholeMilliseconds(t *testing.T) {
 			t0.Add(400*time.Millisecond), t0.Add(500*time.Millisecond))
 	}
 	billed(t, s) // contiguous, no overlap
+}
+
+// A worker whose session ended while no gpuserverd ran left its end time: the next gpuserverd
+// bills the session to that end, not to the last checkpoint; an unreadable or earlier end bills
+// nothing more.
+func TestRestartBillsSessionsToTheirRecordedEnd(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	dir := t.TempDir()
+	cfg := Config{ServerID: "gs1", PublicKey: pub, WorkerCommand: []string{"/bin/false"}, DataDir: dir, BackendKind: sim.Kind}
+	s, err := New(cfg, sim.New(2, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
+	openTestSession(s, 101, "a", t0)
+	openTestSession(s, 102, "b", t0)
+	openTestSession(s, 103, "c", t0)
+	if err := s.Checkpoint(t0.Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	s.usage.Close() // the crash; then the workers end with no server attached
+	workers := s.adoptDir(workerChannel{})
+	for pid, text := range map[int]string{
+		101: t0.Add(15 * time.Second).Format(time.RFC3339Nano), // ended 5 s after the checkpoint
+		102: "not a time",
+		103: t0.Add(5 * time.Second).Format(time.RFC3339Nano), // before its last record
+	} {
+		if err := os.WriteFile(worker.EndedFile(workers, pid), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	s2, err := New(cfg, sim.New(2, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.usage.Close()
+	got := billed(t, s2)
+	if got["a"] != 15*time.Second || got["b"] != 10*time.Second || got["c"] != 10*time.Second {
+		t.Fatalf("billed after restart %v; want a 15s (its recorded end), b and c 10s (their checkpoint)", got)
+	}
+	for _, pid := range []int{101, 102, 103} {
+		if _, err := os.Stat(worker.EndedFile(workers, pid)); !os.IsNotExist(err) {
+			t.Fatalf("end file of %d left behind: %v", pid, err)
+		}
+	}
 }

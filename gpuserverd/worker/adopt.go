@@ -157,6 +157,13 @@ func (l *serverLink) serverGone(timeout time.Duration, end func(), log *slog.Log
 	}()
 }
 
+// orphaned says whether the worker has lost its server and none has adopted it since.
+func (l *serverLink) orphaned() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost != nil
+}
+
 // attach installs a new server's sockets and stats stream; it returns what to tell the server.
 func (l *serverLink) attach(stats io.Writer, arenas, memory *net.UnixConn, sessionID string) AdoptHello {
 	l.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -120,6 +121,20 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	close(done)
 	<-exited
 	link.writeStats(s.Stats.Snapshot())
+	if cfg.AdoptDir != "" && link.orphaned() {
+		// No server hears this end: leave it where the next one looks (EndedFile).
+		end := time.Now().UTC().Format(time.RFC3339Nano)
+		if werr := os.WriteFile(EndedFile(cfg.AdoptDir, os.Getpid()), []byte(end), 0o600); werr != nil {
+			log.Error("recording the session's end for the next gpuserverd", "err", werr)
+		}
+	}
 	log.Info("session ended", "err", err)
 	return err
+}
+
+// EndedFile is where a worker whose session ends while no gpuserverd is attached writes when it
+// ended, so the next gpuserverd bills the session to its real end rather than to its last
+// checkpoint.
+func EndedFile(adoptDir string, pid int) string {
+	return filepath.Join(adoptDir, fmt.Sprintf("%d.ended", pid))
 }
