@@ -209,6 +209,10 @@ const char *gw_type_name(uint16_t type) {
 	case 14003: return "NcclCommDestroy";
 	case 14004: return "NcclCollective";
 	case 4502: return "StreamWaitPeerEvent";
+	case 904: return "MigrateRedirect";
+	case 905: return "MigrateIn";
+	case 906: return "MigrateInReply";
+	case 907: return "MigrateReady";
 	}
 	return "unknown";
 }
@@ -5286,6 +5290,137 @@ int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const 
 	return dfinish(&d);
 }
 
+size_t gw_migrate_redirect_size(const struct gw_migrate_redirect *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4 + m->address_len;
+	n += 4 + m->secret_len;
+	return n;
+}
+
+uint8_t *gw_migrate_redirect_encode(const struct gw_migrate_redirect *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, m->address_len);
+	if (m->address_len) memcpy(o, m->address, m->address_len);
+	o += m->address_len;
+	o = put32(o, m->secret_len);
+	if (m->secret_len) memcpy(o, m->secret, m->secret_len);
+	o += m->secret_len;
+	return o;
+}
+
+uint8_t *gw_migrate_redirect_encode_head(const struct gw_migrate_redirect *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, m->address_len);
+	if (m->address_len) memcpy(o, m->address, m->address_len);
+	o += m->address_len;
+	o = put32(o, m->secret_len);
+	return o;
+}
+
+int gw_migrate_redirect_decode(struct gw_migrate_redirect *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MigrateRedirect", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->address = (const char *)dvar(&d, "address", 512, 1, &m->address_len);
+	m->secret = dvar(&d, "secret", 32, 1, &m->secret_len);
+	return dfinish(&d);
+}
+
+size_t gw_migrate_in_size(const struct gw_migrate_in *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->token_len;
+	n += 4 + m->session_id_len;
+	return n;
+}
+
+uint8_t *gw_migrate_in_encode(const struct gw_migrate_in *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->version);
+	o = put32(o, m->token_len);
+	if (m->token_len) memcpy(o, m->token, m->token_len);
+	o += m->token_len;
+	o = put32(o, m->session_id_len);
+	if (m->session_id_len) memcpy(o, m->session_id, m->session_id_len);
+	o += m->session_id_len;
+	return o;
+}
+
+int gw_migrate_in_decode(struct gw_migrate_in *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MigrateIn", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->version = d32(&d, "version");
+	m->token = (const char *)dvar(&d, "token", 4096, 1, &m->token_len);
+	m->session_id = (const char *)dvar(&d, "session_id", 256, 1, &m->session_id_len);
+	return dfinish(&d);
+}
+
+size_t gw_migrate_in_reply_size(const struct gw_migrate_in_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_migrate_in_reply_encode(const struct gw_migrate_in_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_migrate_in_reply_decode(struct gw_migrate_in_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MigrateInReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
+size_t gw_migrate_ready_size(const struct gw_migrate_ready *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->message_len;
+	n += 4 + m->secret_len;
+	return n;
+}
+
+uint8_t *gw_migrate_ready_encode(const struct gw_migrate_ready *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	o = put32(o, m->secret_len);
+	if (m->secret_len) memcpy(o, m->secret, m->secret_len);
+	o += m->secret_len;
+	return o;
+}
+
+uint8_t *gw_migrate_ready_encode_head(const struct gw_migrate_ready *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	o = put32(o, m->secret_len);
+	return o;
+}
+
+int gw_migrate_ready_decode(struct gw_migrate_ready *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MigrateReady", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	m->secret = dvar(&d, "secret", 32, 1, &m->secret_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -5614,6 +5749,14 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nccl_collective_decode(m, p, n, err, errlen);
 	case 4502:
 		return gw_stream_wait_peer_event_decode(m, p, n, err, errlen);
+	case 904:
+		return gw_migrate_redirect_decode(m, p, n, err, errlen);
+	case 905:
+		return gw_migrate_in_decode(m, p, n, err, errlen);
+	case 906:
+		return gw_migrate_in_reply_decode(m, p, n, err, errlen);
+	case 907:
+		return gw_migrate_ready_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

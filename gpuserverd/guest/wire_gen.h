@@ -192,6 +192,10 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_COMM_DESTROY 14003
 #define GW_TYPE_NCCL_COLLECTIVE 14004
 #define GW_TYPE_STREAM_WAIT_PEER_EVENT 4502
+#define GW_TYPE_MIGRATE_REDIRECT 904
+#define GW_TYPE_MIGRATE_IN 905
+#define GW_TYPE_MIGRATE_IN_REPLY 906
+#define GW_TYPE_MIGRATE_READY 907
 
 struct gw_hello {
 	uint32_t version;
@@ -1963,6 +1967,53 @@ struct gw_stream_wait_peer_event {
 size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m);
 uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *out);
 int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_migrate_redirect {
+	const char *address; /* not NUL-terminated; limit 512 */
+	uint32_t address_len;
+	const void *secret; /* limit 32 */
+	uint32_t secret_len;
+};
+size_t gw_migrate_redirect_size(const struct gw_migrate_redirect *m);
+uint8_t *gw_migrate_redirect_encode(const struct gw_migrate_redirect *m, uint8_t *out);
+int gw_migrate_redirect_decode(struct gw_migrate_redirect *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_migrate_redirect_encode_head(const struct gw_migrate_redirect *m, uint8_t *out);
+
+struct gw_migrate_in {
+	uint32_t version;
+	const char *token; /* not NUL-terminated; limit 4096 */
+	uint32_t token_len;
+	const char *session_id; /* not NUL-terminated; limit 256 */
+	uint32_t session_id_len;
+};
+size_t gw_migrate_in_size(const struct gw_migrate_in *m);
+uint8_t *gw_migrate_in_encode(const struct gw_migrate_in *m, uint8_t *out);
+int gw_migrate_in_decode(struct gw_migrate_in *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_migrate_in_reply {
+	int32_t result;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_migrate_in_reply_size(const struct gw_migrate_in_reply *m);
+uint8_t *gw_migrate_in_reply_encode(const struct gw_migrate_in_reply *m, uint8_t *out);
+int gw_migrate_in_reply_decode(struct gw_migrate_in_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_migrate_ready {
+	int32_t result;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+	const void *secret; /* limit 32 */
+	uint32_t secret_len;
+};
+size_t gw_migrate_ready_size(const struct gw_migrate_ready *m);
+uint8_t *gw_migrate_ready_encode(const struct gw_migrate_ready *m, uint8_t *out);
+int gw_migrate_ready_decode(struct gw_migrate_ready *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_migrate_ready_encode_head(const struct gw_migrate_ready *m, uint8_t *out);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

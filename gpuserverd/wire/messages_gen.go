@@ -193,6 +193,10 @@ const (
 	TypeNcclCommDestroy              Type = 14003
 	TypeNcclCollective               Type = 14004
 	TypeStreamWaitPeerEvent          Type = 4502
+	TypeMigrateRedirect              Type = 904
+	TypeMigrateIn                    Type = 905
+	TypeMigrateInReply               Type = 906
+	TypeMigrateReady                 Type = 907
 )
 
 var typeNames = map[Type]string{
@@ -359,6 +363,10 @@ var typeNames = map[Type]string{
 	TypeNcclCommDestroy:              "NcclCommDestroy",
 	TypeNcclCollective:               "NcclCollective",
 	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
+	TypeMigrateRedirect:              "MigrateRedirect",
+	TypeMigrateIn:                    "MigrateIn",
+	TypeMigrateInReply:               "MigrateInReply",
+	TypeMigrateReady:                 "MigrateReady",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -690,6 +698,14 @@ func New(t Type) Message {
 		return new(NcclCollective)
 	case TypeStreamWaitPeerEvent:
 		return new(StreamWaitPeerEvent)
+	case TypeMigrateRedirect:
+		return new(MigrateRedirect)
+	case TypeMigrateIn:
+		return new(MigrateIn)
+	case TypeMigrateInReply:
+		return new(MigrateInReply)
+	case TypeMigrateReady:
+		return new(MigrateReady)
 	}
 	return nil
 }
@@ -5880,5 +5896,133 @@ func (m *StreamWaitPeerEvent) Decode(p []byte) error {
 	m.Stream = d.u64("stream")
 	m.Event = d.u64("event")
 	m.EventDevice = d.u32("event_device")
+	return d.finish()
+}
+
+// MigrateRedirect is message type 904.
+type MigrateRedirect struct {
+	Address string
+	Secret  []byte
+}
+
+// Type returns TypeMigrateRedirect.
+func (*MigrateRedirect) Type() Type { return TypeMigrateRedirect }
+
+// Append appends the encoded payload to b.
+func (m *MigrateRedirect) Append(b []byte) []byte {
+	b = putU32(b, uint32(len(m.Address)))
+	b = append(b, m.Address...)
+	b = putU32(b, uint32(len(m.Secret)))
+	b = append(b, m.Secret...)
+	return b
+}
+
+// AppendHead appends the payload without Secret's content (its length included), so a
+// large Secret can be written from where it lies.
+func (m *MigrateRedirect) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(len(m.Address)))
+	b = append(b, m.Address...)
+	b = putU32(b, uint32(len(m.Secret)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MigrateRedirect) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MigrateRedirect"}
+	m.Address = string(d.bytes("address", 512))
+	m.Secret = d.bytes("secret", 32)
+	return d.finish()
+}
+
+// MigrateIn is message type 905.
+type MigrateIn struct {
+	Version   uint32
+	Token     string
+	SessionID string
+}
+
+// Type returns TypeMigrateIn.
+func (*MigrateIn) Type() Type { return TypeMigrateIn }
+
+// Append appends the encoded payload to b.
+func (m *MigrateIn) Append(b []byte) []byte {
+	b = putU32(b, m.Version)
+	b = putU32(b, uint32(len(m.Token)))
+	b = append(b, m.Token...)
+	b = putU32(b, uint32(len(m.SessionID)))
+	b = append(b, m.SessionID...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MigrateIn) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MigrateIn"}
+	m.Version = d.u32("version")
+	m.Token = string(d.bytes("token", 4096))
+	m.SessionID = string(d.bytes("session_id", 256))
+	return d.finish()
+}
+
+// MigrateInReply is message type 906.
+type MigrateInReply struct {
+	Result  int32
+	Message string
+}
+
+// Type returns TypeMigrateInReply.
+func (*MigrateInReply) Type() Type { return TypeMigrateInReply }
+
+// Append appends the encoded payload to b.
+func (m *MigrateInReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MigrateInReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MigrateInReply"}
+	m.Result = int32(d.u32("result"))
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// MigrateReady is message type 907.
+type MigrateReady struct {
+	Result  int32
+	Message string
+	Secret  []byte
+}
+
+// Type returns TypeMigrateReady.
+func (*MigrateReady) Type() Type { return TypeMigrateReady }
+
+// Append appends the encoded payload to b.
+func (m *MigrateReady) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	b = putU32(b, uint32(len(m.Secret)))
+	b = append(b, m.Secret...)
+	return b
+}
+
+// AppendHead appends the payload without Secret's content (its length included), so a
+// large Secret can be written from where it lies.
+func (m *MigrateReady) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	b = putU32(b, uint32(len(m.Secret)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MigrateReady) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MigrateReady"}
+	m.Result = int32(d.u32("result"))
+	m.Message = string(d.bytes("message", 1024))
+	m.Secret = d.bytes("secret", 32)
 	return d.finish()
 }

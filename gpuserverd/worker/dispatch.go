@@ -53,6 +53,9 @@ func (s *Session) serveOne() error {
 	if noReply && (h.Type == wire.TypeMemcpyDtoH || h.Type == wire.TypeShmOpen || h.Type == wire.TypeMemcpyHtoDStriped || h.Type == wire.TypeMemcpyDtoHStriped) {
 		return fmt.Errorf("%w: %s cannot go without a reply", wire.ErrDecode, h.Type)
 	}
+	if s.dirty != nil {
+		s.dirty.note(s, m)
+	}
 	answer, err := s.handle(m, h, sl)
 	if err != nil {
 		return err

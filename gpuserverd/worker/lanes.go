@@ -204,6 +204,15 @@ func (s *Session) serveLaneSocket(uc *net.UnixConn) {
 			s.log.Warn("lane socket", "err", err)
 			continue
 		}
+		if c, ok, err := isControl(buf[:n]); ok {
+			if err != nil {
+				syscall.Close(fd)
+				s.log.Warn("lane socket", "err", err)
+				continue
+			}
+			go s.control(c, fd)
+			continue
+		}
 		conn, err := newBlockingConn(fd, frameTimeout)
 		if err != nil {
 			syscall.Close(fd)

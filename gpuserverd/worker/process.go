@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,8 +40,12 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	var conn net.Conn
 	var ch *ivshmem.Channel
 	var rc *resumeConn
+	var restore func(*Session) error
 	var err error
-	if cfg.Channel == "ivshmem" {
+	if cfg.Restore != "" {
+		rc, restore, err = restoreSource(cfg)
+		conn = rc
+	} else if cfg.Channel == "ivshmem" {
 		if ch, err = ivshmem.AdoptSlot(os.NewFile(ConnFD, "ivshmem"), cfg.Slot, max(cfg.Slots, 1)); err == nil {
 			conn = newIvshmemConn(ch, cfg.PeerTimeout)
 		}
@@ -68,6 +73,11 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
 	s.resume = rc
+	if restore != nil {
+		if err := restore(s); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
 	if ch != nil {
 		if err := s.adoptIvshmem(ch); err != nil {
 			s.close()
@@ -75,6 +85,7 @@ func Main(ctx context.Context, log *slog.Logger) error {
 		}
 	}
 	link := newServerLink(statsOut, openArenaSocket(), openMemorySocket())
+	s.notify = func() { link.writeStats(s.Stats.Snapshot()) }
 	if link.arenas != nil {
 		s.SetArenaBudget(link.budget)
 	}
@@ -137,4 +148,55 @@ func Main(ctx context.Context, log *slog.Logger) error {
 // checkpoint.
 func EndedFile(adoptDir string, pid int) string {
 	return filepath.Join(adoptDir, fmt.Sprintf("%d.ended", pid))
+}
+
+// restoreSource reads the image a restored worker starts from (Config.Restore) and makes the
+// stream the guest resumes on; restore hands the image to the session.
+func restoreSource(cfg Config) (*resumeConn, func(*Session) error, error) {
+	var back net.Conn // the migrating server's connection, answered with MigrateReady
+	var src io.Reader
+	switch cfg.Restore {
+	case "file":
+		f := os.NewFile(ConnFD, "image")
+		defer f.Close()
+		src = f
+	case "migrate":
+		bc, err := newBlockingConn(ConnFD, frameTimeout)
+		if err != nil {
+			return nil, nil, err
+		}
+		bc.idle = true // the image may pause between rounds for as long as the program runs
+		src, back = bc, bc
+	default:
+		return nil, nil, fmt.Errorf("restore %q: want file or migrate", cfg.Restore)
+	}
+	img, chunks, err := readImage(src)
+	secret, window := img.secretOrNew(cfg.Restore == "migrate")
+	if err == nil && (len(secret) != 32 || window == 0) {
+		err = errors.New("session image: the guest holds no resume grant to come back with")
+	}
+	if err != nil {
+		if back != nil {
+			writeReady(back, nil, err)
+			back.Close()
+		}
+		return nil, nil, err
+	}
+	rc := newRestoredResumeConn(cfg.SessionID, img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
+	restore := func(s *Session) error {
+		s.resume = rc
+		return s.Restore(img, chunks, func(err error) {
+			if back != nil {
+				writeReady(back, secret, err)
+				back.Close()
+			}
+			if err == nil {
+				s.Stats.setBillFrom(cmp.Or(img.HandOff, time.Now().UTC()))
+				if s.notify != nil {
+					s.notify()
+				}
+			}
+		})
+	}
+	return rc, restore, nil
 }

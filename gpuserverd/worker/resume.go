@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -239,3 +240,73 @@ func (r *resumeConn) RemoteAddr() net.Addr               { return nil }
 func (r *resumeConn) SetDeadline(t time.Time) error      { return r.current().SetDeadline(t) }
 func (r *resumeConn) SetReadDeadline(t time.Time) error  { return r.current().SetReadDeadline(t) }
 func (r *resumeConn) SetWriteDeadline(t time.Time) error { return r.current().SetWriteDeadline(t) }
+
+// state is what a session image keeps of the stream: the counts and the guest's grant.
+func (r *resumeConn) state() (in, out uint64, secret []byte, windowMs uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.in, r.out, append([]byte(nil), r.secret...), uint32(r.window / time.Millisecond)
+}
+
+// errAwaitingGuest is the placeholder connection's answer: a restored session's stream has no
+// connection until the guest resumes on it.
+var errAwaitingGuest = errors.New("awaiting the guest's resume on this worker")
+
+// awaitingConn stands for the guest's connection until it resumes.
+type awaitingConn struct{ net.Conn }
+
+func (awaitingConn) Read([]byte) (int, error)         { return 0, errAwaitingGuest }
+func (awaitingConn) Write([]byte) (int, error)        { return 0, errAwaitingGuest }
+func (awaitingConn) Close() error                     { return nil }
+func (awaitingConn) SetDeadline(time.Time) error      { return nil }
+func (awaitingConn) SetReadDeadline(time.Time) error  { return nil }
+func (awaitingConn) SetWriteDeadline(time.Time) error { return nil }
+
+// newRestoredResumeConn is the stream of a restored session: counts where the image left them,
+// nothing kept to resend (the guest received all the old worker sent), and no connection until
+// the guest resumes with secret within window.
+func newRestoredResumeConn(sessionID string, in, out uint64, secret []byte, window time.Duration) *resumeConn {
+	r := newResumeConn(awaitingConn{}, sessionID)
+	r.in, r.out, r.secret, r.window = in, out, secret, min(window, MaxResumeWindow)
+	r.kept, r.keptFrom = make([]byte, resumeKeep), out
+	return r
+}
+
+// newSecret is a fresh resume secret.
+func newSecret() []byte {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return b
+}
+
+// received is how many bytes of the guest's stream the connections delivered.
+func (r *resumeConn) received() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.in
+}
+
+// sent is how many bytes of the stream were written to the guest.
+func (r *resumeConn) sent() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out
+}
+
+// handOff ends resuming here (the session moved to another worker) and shuts the sending side,
+// so the guest reads to the last frame and then sees the stream end.
+func (r *resumeConn) handOff() {
+	r.mu.Lock()
+	r.window = 0
+	c := r.conn
+	r.mu.Unlock()
+	if bc, ok := c.(*blockingConn); ok {
+		syscall.Shutdown(bc.fd, syscall.SHUT_WR)
+	}
+}
+
+func (r *resumeConn) secretCopy() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.secret...)
+}

@@ -17,6 +17,10 @@ type Stats struct {
 	bytesMoved uint64
 	byDevice   map[int]uint64 // memory held on each GPU, by backend ordinal
 	guestPID   uint32
+	migration  *MigrationProgress
+	handOff    time.Time // the session moved to another server at this time
+	billFrom   time.Time // a restored session: its server bills it from here
+	control    *ControlResult
 }
 
 // Snapshot is Stats at one moment, as the worker reports it to the server.
@@ -30,6 +34,40 @@ type Snapshot struct {
 	DeviceBytes map[int]uint64 `json:"device_bytes,omitempty"`
 	// GuestPID is the guest program's process id, as its libcuda told it (0: not told).
 	GuestPID uint32 `json:"guest_pid,omitempty"`
+	// Migration is the last migration's progress (nil: none was tried).
+	Migration *MigrationProgress `json:"migration,omitempty"`
+	// HandedOff is when the session moved to another server: it is billed here up to then.
+	HandedOff time.Time `json:"handed_off,omitzero"`
+	// BillFrom is set by a restored session (a checkpoint's restore, a migration's target): it
+	// is billed from then, and not before it is set.
+	BillFrom time.Time `json:"bill_from,omitzero"`
+	// Control is the last control request's outcome (control.go).
+	Control *ControlResult `json:"control,omitempty"`
+}
+
+func (st *Stats) setControl(r ControlResult) {
+	st.mu.Lock()
+	st.control = &r
+	st.mu.Unlock()
+}
+
+func (st *Stats) setMigration(p MigrationProgress) {
+	st.mu.Lock()
+	st.migration = &p
+	st.mu.Unlock()
+}
+
+func (st *Stats) handedOff(t time.Time) {
+	st.mu.Lock()
+	st.handOff = t
+	st.mu.Unlock()
+}
+
+// setBillFrom marks a restored session live from t.
+func (st *Stats) setBillFrom(t time.Time) {
+	st.mu.Lock()
+	st.billFrom = t
+	st.mu.Unlock()
 }
 
 func newStats() *Stats {
@@ -88,5 +126,5 @@ func (st *Stats) Snapshot() Snapshot {
 		byDevice = maps.Clone(st.byDevice)
 	}
 	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved,
-		DeviceBytes: byDevice, GuestPID: st.guestPID}
+		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, BillFrom: st.billFrom, Control: st.control}
 }

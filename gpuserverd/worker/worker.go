@@ -14,6 +14,8 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -42,6 +44,11 @@ type Config struct {
 	// own has gone (adopt.go); AdoptTimeout is how long it waits for one (0: DefaultAdoptTimeout).
 	AdoptDir     string        `json:"adopt_dir,omitempty"`
 	AdoptTimeout time.Duration `json:"adopt_timeout,omitempty"`
+	// Restore, when set, rebuilds the session from an image (checkpoint.go) instead of
+	// answering a handshake: "file", fd 3 is a checkpoint's image and the guest resumes with the
+	// secret it holds; "migrate", fd 3 is the migrating server's connection, the image comes on
+	// it and MigrateReady goes back. The guest's connection then arrives as a Resume.
+	Restore string `json:"restore,omitempty"`
 }
 
 // device is the session's state on one granted GPU, created on first use.
@@ -83,6 +90,18 @@ type Session struct {
 	Stats   *Stats
 	peers   map[[2]int]bool // (device, peer) pairs with peer access enabled
 	comms   ncclState       // NCCL communicators (nccl.go)
+
+	// exec is held while a frame is served, and by a checkpoint or migration between frames
+	// (migrate.go): what it holds, the session's GPU state stands still.
+	exec sync.Mutex
+	// consumed is how many bytes of the guest's stream the served frames took (set under exec):
+	// the stream a restored worker goes on from.
+	consumed  uint64
+	handedOff bool          // the session moved to another worker: serve nothing more
+	dirty     *dirtyTracker // allocations written since a migration's last copy; nil: not tracked
+	restoring *restoring    // an image to apply before serving (checkpoint.go)
+	migrating atomic.Bool
+	notify    func() // sends a snapshot to the server now (a control request's outcome); nil: none
 }
 
 // NewSession prepares to serve conn.
@@ -108,13 +127,26 @@ func (s *Session) Serve(ctx context.Context) error {
 	defer s.conn.Close()
 	stop := context.AfterFunc(ctx, func() { s.conn.Close() })
 	defer stop()
-	hello := &wire.HelloReply{Version: wire.Version, SessionID: s.cfg.SessionID, Tier: s.cfg.Tier,
-		MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices)), Message: Capabilities}
-	if err := s.reply(0, hello, 0); err != nil {
-		return fmt.Errorf("handshake reply: %w", err)
+	if s.restoring != nil {
+		err := s.applyImage()
+		if s.restoring.done != nil {
+			s.restoring.done(err)
+		}
+		s.restoring = nil
+		if err != nil {
+			return fmt.Errorf("restoring the session: %w", err)
+		}
+		s.log.Info("session restored; waiting for the guest to resume on this worker")
+	} else {
+		hello := &wire.HelloReply{Version: wire.Version, SessionID: s.cfg.SessionID, Tier: s.cfg.Tier,
+			MemoryQuota: s.cfg.MemoryQuota, DeviceCount: uint32(len(s.cfg.Devices)), Message: Capabilities}
+		if err := s.reply(0, hello, 0); err != nil {
+			return fmt.Errorf("handshake reply: %w", err)
+		}
 	}
+	s.noteConsumed()
 	for {
-		err := s.serveOne()
+		err := s.serveNext()
 		if err == nil {
 			continue
 		}
@@ -126,6 +158,31 @@ func (s *Session) Serve(ctx context.Context) error {
 			_ = s.reply(0, &wire.ProtocolError{Message: truncate(err.Error(), 1024)}, 0)
 		}
 		return err
+	}
+}
+
+// serveNext waits for the guest's next frame and serves it under exec; once the session has
+// moved away it only drains what the guest still sends, until the guest closes.
+func (s *Session) serveNext() error {
+	if _, err := s.r.Peek(1); err != nil { // between frames: nothing consumed, nothing held
+		return err
+	}
+	s.exec.Lock()
+	defer s.exec.Unlock()
+	if s.handedOff {
+		_, err := s.r.Discard(s.r.Buffered())
+		return err
+	}
+	err := s.serveOne()
+	s.noteConsumed()
+	return err
+}
+
+// noteConsumed records how much of the guest's stream the served frames took: what the
+// connection delivered less what is read ahead. Caller holds exec (or serves alone).
+func (s *Session) noteConsumed() {
+	if s.resume != nil {
+		s.consumed = s.resume.received() - uint64(s.r.Buffered())
 	}
 }
 

@@ -23,8 +23,9 @@ type Context struct {
 	events    map[backend.Handle]*event
 	modules   map[backend.Handle]*module
 	functions map[backend.Handle]*kernel
-	asyncErr  error         // sticky: the first error of work run asynchronously
-	reg       map[*byte]int // registered host ranges, as the driver keeps them
+	fnOrigin  map[backend.Handle]backend.Handle // function -> the module it came from
+	asyncErr  error                             // sticky: the first error of work run asynchronously
+	reg       map[*byte]int                     // registered host ranges, as the driver keeps them
 	blas      map[backend.Handle]*blasHandle
 	dnn       map[backend.Handle]*dnnHandle
 	dnnDescs  map[backend.Handle]*dnnDesc

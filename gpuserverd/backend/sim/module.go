@@ -26,6 +26,7 @@ const imageMagic = "GPUSIM-MODULE 1"
 const MaxGlobal = 1 << 30
 
 type module struct {
+	image   []byte // as the guest sent it, for a checkpoint (checkpoint.go)
 	kernels map[string]bool
 	globals map[string]uint64 // name -> device address
 	sizes   map[string]uint64
@@ -73,7 +74,7 @@ func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
 	if err != nil {
 		return 0, err
 	}
-	m := &module{kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: globals}
+	m := &module{image: append([]byte(nil), image...), kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: globals}
 	for _, k := range kernels {
 		m.kernels[k] = true
 	}
@@ -133,6 +134,10 @@ func (c *Context) ModuleGetFunction(h backend.Handle, name string) (backend.Hand
 	defer c.mu.Unlock()
 	f := c.handle()
 	c.functions[f] = k
+	if c.fnOrigin == nil {
+		c.fnOrigin = map[backend.Handle]backend.Handle{}
+	}
+	c.fnOrigin[f] = h
 	return f, nil
 }
 

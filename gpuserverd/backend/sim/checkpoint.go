@@ -1,0 +1,222 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// Checkpoint and restore of a simulated context (backend.Checkpointer, backend.Restorer): the
+// image lists its objects by handle and its memory by address; a restored context hands out the
+// same handles and places memory at the same addresses, as the cuda backend does through the
+// virtual memory management API.
+
+var (
+	_ backend.Checkpointer = (*Context)(nil)
+	_ backend.Restorer     = (*Backend)(nil)
+)
+
+// Image waits for the context's work and describes it.
+func (c *Context) Image() (*backend.ContextImage, error) {
+	if err := c.Synchronize(); err != nil {
+		return nil, fmt.Errorf("checkpoint: the context holds an error of earlier work: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if what := c.unsavable(); what != "" {
+		return nil, fmt.Errorf("checkpoint: the session holds %s, which a checkpoint cannot rebuild yet: %w", what, backend.ErrNotSupported)
+	}
+	img := &backend.ContextImage{NextHandle: c.nextH, CacheConfig: c.cacheConfig}
+	globals := map[uint64]bool{}
+	for _, h := range sortedKeys(c.modules) {
+		m := c.modules[h]
+		img.Modules = append(img.Modules, backend.ModuleImage{Handle: h, Image: m.image, Globals: m.globals})
+		for _, p := range m.globals {
+			globals[p] = true
+		}
+	}
+	for _, h := range sortedKeys(c.functions) {
+		img.Functions = append(img.Functions, backend.FunctionImage{Handle: h, Module: c.fnOrigin[h], Name: c.functions[h].name})
+	}
+	for _, h := range sortedKeys(c.streams) {
+		if h == 0 {
+			continue
+		}
+		flags := uint32(0)
+		if !c.streams[h].blocking {
+			flags = 1 // CU_STREAM_NON_BLOCKING
+		}
+		img.Streams = append(img.Streams, backend.StreamImage{Handle: h, Flags: flags})
+	}
+	for _, h := range sortedKeys(c.events) {
+		flags := uint32(0)
+		if c.events[h].noTiming {
+			flags = 0x2 // CU_EVENT_DISABLE_TIMING
+		}
+		img.Events = append(img.Events, backend.EventImage{Handle: h, Flags: flags})
+	}
+	for _, h := range sortedKeys(c.blas) {
+		b := c.blas[h]
+		img.Blas = append(img.Blas, backend.BlasImage{Handle: h, Stream: b.stream, MathMode: b.mathMode, Workspace: b.workspace, Lt: b.lt})
+	}
+	for _, h := range sortedKeys(c.funcAttrs) {
+		a := c.funcAttrs[h]
+		img.FuncAttrs = append(img.FuncAttrs,
+			backend.FuncAttrImage{Function: h, Attr: attrMaxDynamicShared, Value: a.maxDynamicShared},
+			backend.FuncAttrImage{Function: h, Attr: attrCarveout, Value: a.carveout})
+	}
+	if len(c.limits) > 0 {
+		img.Limits = map[int32]uint64{}
+		for k, v := range c.limits {
+			img.Limits[k] = v
+		}
+	}
+	c.mem.mu.Lock()
+	img.NextAddress = c.mem.next
+	for _, base := range c.mem.bases {
+		a := c.mem.alloc[base]
+		img.Regions = append(img.Regions, backend.Region{Addr: base, Bytes: uint64(len(a.data)), Global: globals[base]})
+	}
+	c.mem.mu.Unlock()
+	return img, nil
+}
+
+// unsavable names the state a checkpoint cannot rebuild yet ("" when there is none). Caller
+// holds c.mu.
+func (c *Context) unsavable() string {
+	var what []string
+	f := &c.fam
+	if len(f.reservations)+len(f.physical)+len(f.mappings) > 0 {
+		what = append(what, "virtual memory mappings (cuMemCreate/cuMemMap)")
+	}
+	if len(f.pools)+len(f.asyncAllocs) > 0 {
+		what = append(what, "memory pools")
+	}
+	if len(f.arrays)+len(f.textures) > 0 {
+		what = append(what, "arrays or textures")
+	}
+	if len(f.graphs)+len(f.execs)+len(f.captures) > 0 {
+		what = append(what, "CUDA graphs or a stream capture")
+	}
+	if len(f.links) > 0 {
+		what = append(what, "a linker")
+	}
+	if len(c.dnn)+len(c.dnnDescs) > 0 {
+		what = append(what, "cuDNN handles")
+	}
+	if len(c.reg) > 0 {
+		what = append(what, "registered host memory")
+	}
+	return strings.Join(what, ", ")
+}
+
+// RestoreContext rebuilds a context from img on ordinal: same handles, same addresses, memory
+// zeroed until the caller writes it.
+func (b *Backend) RestoreContext(ordinal int, img *backend.ContextImage) (backend.Context, error) {
+	if _, err := b.device(ordinal); err != nil {
+		return nil, err
+	}
+	var total uint64
+	for _, r := range img.Regions {
+		total += r.Bytes
+	}
+	if err := b.reserve(ordinal, total); err != nil {
+		return nil, fmt.Errorf("restore: %d bytes of device memory: %w", total, err)
+	}
+	c := newContext(b, ordinal)
+	if err := c.restore(img); err != nil {
+		placed := c.mem.used
+		c.Close() // gives back what was placed
+		b.release(ordinal, total-placed)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Context) restore(img *backend.ContextImage) error {
+	base := addressBase + uint64(c.ordinal)*deviceStride
+	regions := append([]backend.Region(nil), img.Regions...)
+	sort.Slice(regions, func(i, j int) bool { return regions[i].Addr < regions[j].Addr })
+	end := base
+	for _, r := range regions {
+		if r.Addr < end || r.Addr%alignment != 0 || r.Bytes > deviceStride || r.Addr+r.Bytes > base+deviceStride {
+			return fmt.Errorf("restore: region %#x of %d bytes overlaps another or lies outside device %d: %w",
+				r.Addr, r.Bytes, c.ordinal, backend.ErrInvalidValue)
+		}
+		c.mem.insert(&allocation{base: r.Addr, data: make([]byte, r.Bytes)})
+		c.mem.used += r.Bytes
+		end = r.Addr + max(r.Bytes, 1)
+	}
+	c.mem.next = max(img.NextAddress, end+(alignment-end%alignment)%alignment)
+	for _, m := range img.Modules {
+		kernels, sizes, err := parseImage(m.Image)
+		if err != nil {
+			return fmt.Errorf("restore: module %d: %w", m.Handle, err)
+		}
+		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes}
+		for _, k := range kernels {
+			mod.kernels[k] = true
+		}
+		for name := range sizes {
+			p, ok := m.Globals[name]
+			if _, err := c.mem.view(p, sizes[name]); !ok || err != nil {
+				return fmt.Errorf("restore: module %d global %s has no region: %w", m.Handle, name, backend.ErrInvalidValue)
+			}
+			mod.globals[name] = p
+		}
+		c.modules[m.Handle] = mod
+	}
+	c.fnOrigin = map[backend.Handle]backend.Handle{}
+	for _, f := range img.Functions {
+		k, ok := builtins[f.Name]
+		if m := c.modules[f.Module]; !ok || m == nil || !m.kernels[f.Name] {
+			return fmt.Errorf("restore: function %d (%q of module %d): %w", f.Handle, f.Name, f.Module, backend.ErrNotFound)
+		}
+		c.functions[f.Handle] = k
+		c.fnOrigin[f.Handle] = f.Module
+	}
+	for _, s := range img.Streams {
+		st := newStream()
+		st.blocking = s.Flags&1 == 0
+		c.streams[s.Handle] = st
+	}
+	for _, e := range img.Events {
+		c.events[e.Handle] = &event{noTiming: e.Flags&0x2 != 0}
+	}
+	for _, bh := range img.Blas {
+		if c.blas == nil {
+			c.blas = map[backend.Handle]*blasHandle{}
+		}
+		c.blas[bh.Handle] = &blasHandle{stream: bh.Stream, mathMode: bh.MathMode, workspace: bh.Workspace, lt: bh.Lt}
+	}
+	c.nextH = img.NextHandle
+	for _, a := range img.FuncAttrs {
+		if err := c.FuncSetAttribute(a.Function, a.Attr, a.Value); err != nil {
+			return fmt.Errorf("restore: attribute %d of function %d: %w", a.Attr, a.Function, err)
+		}
+	}
+	for k, v := range img.Limits {
+		if err := c.SetLimit(k, v); err != nil {
+			return fmt.Errorf("restore: limit %d: %w", k, err)
+		}
+	}
+	c.cacheConfig = img.CacheConfig
+	if h := c.maxHandle(); h >= c.nextH {
+		return fmt.Errorf("restore: handle %d at or past the next handle %d: %w", h, c.nextH, backend.ErrInvalidValue)
+	}
+	return nil
+}
+
+// maxHandle is the highest handle the restored context holds.
+func (c *Context) maxHandle() backend.Handle {
+	var top backend.Handle
+	for _, ks := range [][]backend.Handle{sortedKeys(c.modules), sortedKeys(c.functions), sortedKeys(c.streams),
+		sortedKeys(c.events), sortedKeys(c.blas)} {
+		if len(ks) > 0 {
+			top = max(top, ks[len(ks)-1])
+		}
+	}
+	return top
+}

@@ -1,0 +1,172 @@
+package worker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// unmovable names what keeps the session from being imaged ("" when nothing does): state that
+// lives outside the worker's contexts and that a restored worker could not take over.
+func (s *Session) unmovable() string {
+	var why []string
+	if s.shm != nil {
+		why = append(why, "a shared-memory arena (a client on the GPU's own host)")
+	}
+	if s.cfg.Channel != "" {
+		why = append(why, "an ivshmem channel")
+	}
+	if len(s.peers) > 0 {
+		why = append(why, "peer access between its GPUs")
+	}
+	if len(s.comms.comms) > 0 {
+		why = append(why, "NCCL communicators")
+	}
+	return strings.Join(why, ", ")
+}
+
+// sessionImage waits for the session's GPU work and describes the session. It runs on the
+// serving goroutine (the backend's calls do), between frames.
+func (s *Session) sessionImage() (*SessionImage, error) {
+	if why := s.unmovable(); why != "" {
+		return nil, fmt.Errorf("the session holds %s, which cannot be checkpointed or moved: %w", why, backend.ErrNotSupported)
+	}
+	img := &SessionImage{Version: ImageVersion, SessionID: s.cfg.SessionID, Current: s.current,
+		Devices: make([]*DeviceImage, len(s.devs))}
+	for i, d := range s.devs {
+		if d == nil {
+			continue
+		}
+		cp, ok := d.ctx.(backend.Checkpointer)
+		if !ok {
+			return nil, fmt.Errorf("the %s backend cannot checkpoint a context: %w", s.b.Kind(), backend.ErrNotSupported)
+		}
+		ci, err := cp.Image()
+		if err != nil {
+			return nil, fmt.Errorf("device %d: %w", i, err)
+		}
+		img.Devices[i] = &DeviceImage{Allocs: maps.Clone(d.allocs), Used: d.used, Blas: maps.Clone(d.blas.own), Context: ci}
+	}
+	if s.pending != nil {
+		img.Pending = int32(backend.ResultOf(s.pending))
+	}
+	if s.resume != nil {
+		img.In, img.Out, img.Secret, img.WindowMs = s.resume.state()
+	}
+	return img, nil
+}
+
+// copyBuf is the host buffer device memory is read through for an image.
+const copyBuf = 16 << 20
+
+// writeRegion reads [addr, addr+n) of device dev and writes it as contents records.
+func (s *Session) writeRegion(iw *imageWriter, dev int, addr, n uint64, buf []byte) error {
+	d := s.devs[dev]
+	for n > 0 {
+		k := min(n, uint64(len(buf)))
+		if err := d.ctx.MemcpyDtoH(buf[:k], addr, 0, false); err != nil {
+			return fmt.Errorf("reading %#x of device %d for the image: %w", addr, dev, err)
+		}
+		if err := iw.data(dev, addr, buf[:k]); err != nil {
+			return fmt.Errorf("writing the image: %w", err)
+		}
+		addr, n = addr+k, n-k
+	}
+	return nil
+}
+
+// Checkpoint writes the session's whole image to w: the image, every region's contents, the
+// end. It runs on the serving goroutine; the session goes on afterwards.
+func (s *Session) Checkpoint(w io.Writer) error {
+	img, err := s.sessionImage()
+	if err != nil {
+		return err
+	}
+	iw := newImageWriter(w)
+	if err := iw.image(img); err != nil {
+		return err
+	}
+	buf := make([]byte, copyBuf)
+	for i, di := range img.Devices {
+		if di == nil {
+			continue
+		}
+		for _, r := range di.Context.Regions {
+			if err := s.writeRegion(iw, i, r.Addr, r.Bytes, buf); err != nil {
+				return err
+			}
+		}
+	}
+	return iw.end()
+}
+
+// restoring is an image a restored session applies when it starts serving.
+type restoring struct {
+	img    *SessionImage
+	chunks []imageChunkRec
+	// done is told whether the session came back (nil) or why not; it may tell the sender.
+	done func(error)
+}
+
+// Restore makes s, not yet serving, a session rebuilt from img and chunks: Serve applies them on
+// its own thread (a backend's context is current there) instead of answering a handshake, and
+// then calls done with the outcome.
+func (s *Session) Restore(img *SessionImage, chunks []imageChunkRec, done func(error)) error {
+	if img.SessionID != s.cfg.SessionID {
+		return fmt.Errorf("restore: the image is of session %q, this worker serves %q", img.SessionID, s.cfg.SessionID)
+	}
+	if len(img.Devices) != len(s.cfg.Devices) {
+		return fmt.Errorf("restore: the image holds %d devices, the session is granted %d", len(img.Devices), len(s.cfg.Devices))
+	}
+	if _, ok := s.b.(backend.Restorer); !ok {
+		return fmt.Errorf("restore: the %s backend cannot restore a context: %w", s.b.Kind(), backend.ErrNotSupported)
+	}
+	s.restoring = &restoring{img: img, chunks: chunks, done: done}
+	return nil
+}
+
+// applyImage rebuilds the session's contexts and writes their memory back.
+func (s *Session) applyImage() error {
+	img, rb := s.restoring.img, s.b.(backend.Restorer)
+	for i, di := range img.Devices {
+		if di == nil {
+			continue
+		}
+		if s.ledger != nil && di.Used > 0 {
+			ok, _, err := s.ledger(i, int64(di.Used))
+			if err != nil || !ok {
+				return errors.Join(fmt.Errorf("restore: the instance's memory quota has no room for %d bytes on device %d: %w",
+					di.Used, i, backend.ErrOutOfMemory), err)
+			}
+		}
+		ctx, err := rb.RestoreContext(s.cfg.Devices[i], di.Context)
+		if err != nil {
+			return fmt.Errorf("restore: device %d: %w", i, err)
+		}
+		d := &device{index: i, ordinal: s.cfg.Devices[i], ctx: ctx, allocs: di.Allocs, used: di.Used}
+		if d.allocs == nil {
+			d.allocs = map[uint64]uint64{}
+		}
+		d.blas.own = di.Blas
+		s.devs[i] = d // closed with the session from here on
+		if d.ring, err = newRing(ctx); err != nil {
+			return fmt.Errorf("restore: device %d: %w", i, err)
+		}
+		s.Stats.memory(d.ordinal, int64(d.used))
+	}
+	for _, c := range s.restoring.chunks {
+		if err := s.devs[c.dev].ctx.MemcpyHtoD(c.addr, c.data, 0, false); err != nil {
+			return fmt.Errorf("restore: writing %#x of device %d: %w", c.addr, c.dev, err)
+		}
+	}
+	s.restoring.chunks = nil
+	s.current = img.Current
+	if img.Pending != 0 {
+		s.pending = backend.Result(img.Pending)
+	}
+	return nil
+}

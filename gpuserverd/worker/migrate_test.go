@@ -1,0 +1,316 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/gpuserverd/wire"
+)
+
+// streamGuest is a guest that resumes as the C library does: it counts the stream's bytes (what
+// it sent after its Hello, what it received from the HelloReply on) and keeps all it sent.
+type streamGuest struct {
+	t       *testing.T
+	conn    net.Conn
+	req     uint32
+	in      uint64
+	sent    []byte
+	secret  []byte
+	session string
+}
+
+func (g *streamGuest) send(m wire.Message, flags uint16) uint32 {
+	g.t.Helper()
+	g.req++
+	f := wire.AppendFrame(nil, m, flags, g.req)
+	g.sent = append(g.sent, f...)
+	if _, err := g.conn.Write(f); err != nil {
+		g.t.Fatal(err)
+	}
+	return g.req
+}
+
+// next reads the next frame, whatever it is.
+func (g *streamGuest) next() (wire.Header, []byte) {
+	g.t.Helper()
+	g.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	h, p, err := wire.ReadFrame(g.conn, nil)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.in += uint64(wire.HeaderSize + len(p))
+	return h, p
+}
+
+func (g *streamGuest) read(m wire.Message) {
+	g.t.Helper()
+	h, p := g.next()
+	if h.Type != m.Type() {
+		g.t.Fatalf("got %s, want %s", h.Type, m.Type())
+	}
+	if err := m.Decode(p); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+func (g *streamGuest) call(m, reply wire.Message) {
+	g.t.Helper()
+	g.send(m, 0)
+	g.read(reply)
+}
+
+// resumeOn presents Resume on conn (the worker's end offered to rc) and resends what the worker
+// says it has not received.
+func (g *streamGuest) resumeOn(rc *resumeConn, guestEnd, workerEnd net.Conn) {
+	g.t.Helper()
+	m := wire.Resume{Version: wire.Version, SessionID: g.session, Secret: g.secret, Received: g.in}
+	if err := rc.offer(workerEnd, m.Append(nil)); err != nil {
+		g.t.Fatal(err)
+	}
+	g.conn = guestEnd
+	guestEnd.SetReadDeadline(time.Now().Add(10 * time.Second))
+	h, p, err := wire.ReadFrame(guestEnd, nil)
+	var rr wire.ResumeReply
+	if err != nil || h.Type != wire.TypeResumeReply || rr.Decode(p) != nil || rr.Result != 0 {
+		g.t.Fatalf("resume reply %v %+v %v", h.Type, rr, err)
+	}
+	if rr.Received > uint64(len(g.sent)) {
+		g.t.Fatalf("the worker says it received %d of the %d bytes sent", rr.Received, len(g.sent))
+	}
+	if _, err := guestEnd.Write(g.sent[rr.Received:]); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// serveTCP serves a session on a loopback TCP connection whose stream may resume, and opens the
+// resume window as the guest library does.
+func serveTCP(t *testing.T, b backend.Backend) (*streamGuest, *Session, *resumeConn) {
+	t.Helper()
+	guest, workerSide := tcpPair(t)
+	rc := newResumeConn(workerSide, "s1")
+	s := NewSession(Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, b, rc, slog.Default())
+	s.resume = rc
+	go s.Serve(context.Background())
+	var hello wire.HelloReply
+	_, p, err := wire.ReadFrame(guest, nil)
+	if err != nil || hello.Decode(p) != nil {
+		t.Fatalf("hello: %v", err)
+	}
+	// The guest counts the worker's stream from the HelloReply on, as the worker does.
+	g := &streamGuest{t: t, conn: guest, session: "s1", in: uint64(wire.HeaderSize + len(p))}
+	var open wire.ResumeOpenReply
+	g.call(&wire.ResumeOpen{WindowMs: 30_000}, &open)
+	g.secret = open.Secret
+	return g, s, rc
+}
+
+func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+
+// setUp gives the session state to carry: a module with a kernel, a stream, an event, two
+// allocations with contents. It returns the function and the allocations.
+func setUp(g *streamGuest) (fn backend.Handle, a, out uint64, stream backend.Handle) {
+	var hr wire.HandleReply
+	g.call(&wire.ModuleLoad{Image: []byte("GPUSIM-MODULE 1\nkernel fill_u32\n")}, &hr)
+	mod := hr.Handle
+	g.call(&wire.ModuleGetFunction{Module: mod, Name: "fill_u32"}, &hr)
+	fn = backend.Handle(hr.Handle)
+	g.call(&wire.StreamCreate{Flags: 1}, &hr)
+	stream = backend.Handle(hr.Handle)
+	g.call(&wire.MemAlloc{Bytes: 4096}, &hr)
+	a = hr.Handle
+	g.call(&wire.MemAlloc{Bytes: 64}, &hr)
+	out = hr.Handle
+	var st wire.Status
+	g.call(&wire.MemcpyHtoD{Dst: a, Data: bytes.Repeat([]byte{0xab}, 4096)}, &st)
+	return fn, a, out, stream
+}
+
+// fill launches fill_u32(out, v, n) on stream, without waiting.
+func fill(g *streamGuest, fn backend.Handle, out uint64, n, v uint32, stream backend.Handle) {
+	params := append(u64(out), binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, v), n)...)
+	g.send(&wire.LaunchKernel{Function: uint64(fn), GridX: 1, GridY: 1, GridZ: 1, BlockX: 64, BlockY: 1, BlockZ: 1,
+		Stream: uint64(stream), Params: params}, wire.FlagNoReply)
+}
+
+func dtoh(g *streamGuest, src, n uint64) []byte {
+	g.t.Helper()
+	g.send(&wire.MemcpyDtoH{Src: src, Bytes: n}, 0)
+	var d wire.MemcpyDtoHData
+	g.read(&d)
+	if d.Result != 0 {
+		g.t.Fatalf("DtoH of %#x: result %d", src, d.Result)
+	}
+	return d.Data
+}
+
+// A live migration moves a running session to another worker (here: another backend, standing
+// for another server): calls the guest sent after the old worker stopped are answered by the new
+// one exactly once, and handles, pointers and contents are what they were.
+func TestMigrateMovesARunningSession(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	fn, buf, out, stream := setUp(g)
+	fill(g, fn, out, 16, 7, stream)
+
+	// The target worker: reads the image, rebuilds, answers MigrateReady, waits for the guest.
+	toB, fromA := tcpPair(t)
+	bReady := make(chan *Session, 1)
+	go func() {
+		img, chunks, err := readImage(fromA)
+		if err != nil {
+			writeReady(fromA, nil, err)
+			bReady <- nil
+			return
+		}
+		secret, window := img.secretOrNew(true)
+		rc := newRestoredResumeConn("s1", img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
+		s := NewSession(Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, sim.New(1, 1<<30), rc, slog.Default())
+		s.resume = rc
+		s.Restore(img, chunks, func(err error) { writeReady(fromA, secret, err) })
+		bReady <- s
+		s.Serve(context.Background())
+	}()
+	if err := a.Migrate(toB, "b.example:7070"); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bReady
+	if b == nil {
+		t.Fatal("the target could not read the image")
+	}
+	// Sent after the old worker stopped: it must not run there, and must run on the new one.
+	fill(g, fn, out+32, 4, 9, stream)
+	h, p := g.next()
+	var redirect wire.MigrateRedirect
+	if h.Type != wire.TypeMigrateRedirect || redirect.Decode(p) != nil || redirect.Address != "b.example:7070" {
+		t.Fatalf("the guest got %s, want MigrateRedirect to b.example:7070", h.Type)
+	}
+	g.secret = redirect.Secret
+	guestB, workerB := tcpPair(t)
+	g.resumeOn(b.resume, guestB, workerB)
+
+	var st wire.Status
+	g.call(&wire.StreamSynchronize{Stream: uint64(stream)}, &st)
+	if st.Result != 0 {
+		t.Fatalf("the moved stream: %+v", st)
+	}
+	got := dtoh(g, out, 64)
+	want := bytes.Repeat(binary.LittleEndian.AppendUint32(nil, 7), 8)
+	want = append(want, bytes.Repeat(binary.LittleEndian.AppendUint32(nil, 9), 4)...)
+	want = append(want, bytes.Repeat(binary.LittleEndian.AppendUint32(nil, 7), 4)...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after the move the output reads\n%x\nwant\n%x", got, want)
+	}
+	if got := dtoh(g, buf, 4096); !bytes.Equal(got, bytes.Repeat([]byte{0xab}, 4096)) {
+		t.Fatal("the pre-copied allocation lost its contents")
+	}
+	var hr wire.HandleReply
+	g.call(&wire.MemAlloc{Bytes: 8}, &hr)
+	if hr.Result != 0 || hr.Handle <= out {
+		t.Fatalf("a new allocation on the target: %+v", hr)
+	}
+	if snap := a.Stats.Snapshot(); snap.Migration == nil || snap.Migration.State != "done" || snap.HandedOff.IsZero() {
+		t.Fatalf("the old worker's snapshot: %+v", snap.Migration)
+	}
+	if snap := b.Stats.Snapshot(); !snap.BillFrom.IsZero() {
+		// BillFrom is set by restoreSource's done in a worker process; here the test's own done
+		// does not, so a value means something else set it.
+		t.Fatalf("unexpected bill-from %v", snap.BillFrom)
+	}
+}
+
+// A migration whose target refuses leaves the session serving where it was.
+func TestMigrateRefusedByTargetLeavesTheSession(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	_, _, out, _ := setUp(g)
+	toB, fromA := tcpPair(t)
+	go func() {
+		readImage(fromA)
+		writeReady(fromA, nil, errors.New("no room"))
+	}()
+	err := a.Migrate(toB, "b:1")
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("no room")) {
+		t.Fatalf("migration to a refusing target: %v", err)
+	}
+	if got := dtoh(g, out, 4); len(got) != 4 {
+		t.Fatal("the session stopped serving after a failed migration")
+	}
+	if snap := a.Stats.Snapshot(); snap.Migration.State != "failed" || !snap.HandedOff.IsZero() {
+		t.Fatalf("snapshot after a failed migration: %+v", snap.Migration)
+	}
+}
+
+// A checkpoint written while the session runs restores into a fresh session that the guest
+// resumes with the secret it holds.
+func TestCheckpointRestoresIntoAFreshWorker(t *testing.T) {
+	g, a, rcA := serveTCP(t, sim.New(1, 1<<30))
+	fn, _, out, stream := setUp(g)
+	fill(g, fn, out, 16, 5, stream)
+	var st wire.Status
+	g.call(&wire.Synchronize{}, &st)
+	var image bytes.Buffer
+	a.exec.Lock()
+	err := a.Checkpoint(&image)
+	a.exec.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcA.Close() // the old worker is gone
+
+	img, chunks, err := readImage(&image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, window := img.secretOrNew(false)
+	rc := newRestoredResumeConn("s1", img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
+	b := NewSession(Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, sim.New(1, 1<<30), rc, slog.Default())
+	b.resume = rc
+	if err := b.Restore(img, chunks, nil); err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(context.Background())
+	guestB, workerB := tcpPair(t)
+	g.resumeOn(rc, guestB, workerB)
+	want := bytes.Repeat(binary.LittleEndian.AppendUint32(nil, 5), 16)
+	if got := dtoh(g, out, 64); !bytes.Equal(got, want) {
+		t.Fatalf("restored output %x", got)
+	}
+}
+
+func TestReadImageRefusesBadStreams(t *testing.T) {
+	good := func() *bytes.Buffer {
+		var b bytes.Buffer
+		iw := newImageWriter(&b)
+		iw.image(&SessionImage{Version: ImageVersion, SessionID: "s", Devices: []*DeviceImage{{Context: &backend.ContextImage{
+			Regions: []backend.Region{{Addr: 0x1000, Bytes: 16}}}}}})
+		iw.data(0, 0x1000, make([]byte, 16))
+		iw.end()
+		return &b
+	}
+	if _, _, err := readImage(good()); err != nil {
+		t.Fatalf("a good image: %v", err)
+	}
+	for name, mutate := range map[string]func([]byte) []byte{
+		"truncated":       func(b []byte) []byte { return b[:len(b)-5] },
+		"unknown record":  func(b []byte) []byte { return append([]byte{'Z'}, b...) },
+		"no end":          func(b []byte) []byte { return b[:len(b)-1] },
+		"outside regions": func(b []byte) []byte { return bytes.Replace(b, u64(0x1000), u64(0x1008), 1) },
+	} {
+		if _, _, err := readImage(bytes.NewReader(mutate(good().Bytes()))); err == nil {
+			t.Errorf("%s: read", name)
+		}
+	}
+	var b bytes.Buffer
+	iw := newImageWriter(&b)
+	iw.image(&SessionImage{Version: 99})
+	iw.end()
+	if _, _, err := readImage(&b); err == nil {
+		t.Error("a future version: read")
+	}
+}
