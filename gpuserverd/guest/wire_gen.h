@@ -23,6 +23,7 @@
 #define GW_NVML_POWER 8
 #define GW_NVML_FAN 16
 #define GW_NVML_PSTATE 32
+#define GW_STRIPE_RETRY 1000001
 
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */

@@ -59,6 +59,10 @@ func (s *Server) handle(ctx context.Context, conn net.Conn, authenticated func()
 		s.attachResume(conn, p, log)
 		return
 	}
+	if err == nil && h.Type == wire.TypeMigrateIn {
+		s.acceptMigration(ctx, conn, p, log, authenticated)
+		return
+	}
 	var claims sessiontoken.Claims
 	var ordinals []int
 	if err == nil {
@@ -124,7 +128,7 @@ func (s *Server) handshake(conn net.Conn) (sessiontoken.Claims, []int, error) {
 // NvmlHello for a monitoring connection (nvml.go). It is read before authentication, so its
 // claimed length is held to helloLimit before anything is allocated for it.
 func readFirst(conn net.Conn) (wire.Header, []byte, error) {
-	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello, wire.TypeNvmlHello, wire.TypeResume)
+	return readOpening(conn, helloLimit, wire.TypeHello, wire.TypeLaneHello, wire.TypeNvmlHello, wire.TypeResume, wire.TypeMigrateIn)
 }
 
 // readOpening reads the frame that opens a connection or channel: one of types, its payload at

@@ -64,8 +64,8 @@ func (s *Server) Checkpoint(now time.Time) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, se := range open {
-		if !now.After(se.billedTo) {
-			continue
+		if !now.After(se.billedTo) || se.migrating.Load() {
+			continue // a migrating session is billed when it ends, up to its hand-off
 		}
 		if err := s.record(se, now); err != nil {
 			s.mu.Lock()

@@ -16,8 +16,13 @@ import (
 //	GET /usage?after=<id>  usage records after id, oldest first (at most usage.MaxPage)
 //	GET /metrics           Prometheus text format
 //	GET /healthz           200 "ok"
+//	GET  /admin/sessions                   sessions with their state and migration progress
+//	POST /admin/sessions/{id}/checkpoint   write the session's image under the data dir
+//	POST /admin/sessions/{id}/migrate      move it to another server (MigrateRequest)
+//	POST /admin/restore                    restore a checkpoint (RestoreRequest)
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.mobilityRoutes(mux)
 	mux.HandleFunc("GET /usage", s.requireAdmin(func(w http.ResponseWriter, r *http.Request) {
 		recs, err := s.usage.After(r.URL.Query().Get("after"))
 		if errors.Is(err, usage.ErrUnknownID) {

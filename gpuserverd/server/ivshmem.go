@@ -211,7 +211,7 @@ func (s *Server) serveClaim(ctx context.Context, ch *ivshmem.Channel, instance s
 	s.count("")
 	// The worker inherits its own descriptor of the file (and maps only its slot); ours stays open
 	// for the heartbeat.
-	if err := s.startWorker(ctx, ch.File, func() error { return nil }, workerChannel{"ivshmem", ch.Index, ch.Count}, claims, ordinals, log); err != nil {
+	if err := s.startWorker(ctx, ch.File, func() error { return nil }, workerChannel{kind: "ivshmem", slot: ch.Index, count: ch.Count}, claims, ordinals, log); err != nil {
 		log.Error("worker", "session", claims.SessionID, "err", err)
 	}
 }

@@ -104,6 +104,8 @@ type Server struct {
 	adminLn net.Listener
 	wg      sync.WaitGroup
 	adopted []*adoptedWorker // adopted by New, supervised from Serve
+	// serveCtx is Serve's: sessions the admin API starts (a restore) run under it.
+	serveCtx context.Context
 }
 
 type counters struct {
@@ -203,6 +205,7 @@ func (s *Server) AdminAddr() net.Addr { return s.adminLn.Addr() }
 
 // Serve runs until ctx ends, then waits for sessions' workers to finish.
 func (s *Server) Serve(ctx context.Context) error {
+	s.serveCtx = ctx
 	hs, bound := s.adminServer()
 	go hs.Serve(bound(s.adminLn))
 	ckctx, stopCkpt := context.WithCancel(context.Background())

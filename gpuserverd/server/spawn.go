@@ -41,11 +41,25 @@ type session struct {
 	// session's). detached: this server stopped with Config.KeepSessionsOnStop and left it.
 	adoptable bool
 	detached  atomic.Bool
+
+	// incoming: a restored session (a migration's target, a checkpoint's restore), billed only
+	// from the time its worker reports (Snapshot.BillFrom). migrating: a migration away is under
+	// way; checkpoints leave it unbilled until it ends, billed then up to its hand-off.
+	incoming  bool
+	migrating atomic.Bool
+
+	update chan struct{} // closed at the next snapshot (guarded by mu)
+	ended  chan struct{} // closed when the worker has ended
 }
 
 // runWorker hands conn to a new worker process and waits for it; the usage record is written
 // whether the worker ends cleanly or is killed.
 func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Claims, ordinals []int, log *slog.Logger) error {
+	return s.runWorkerOf(ctx, conn, c, ordinals, workerChannel{}, log)
+}
+
+// runWorkerOf is runWorker with the worker's channel said (a restored session's).
+func (s *Server) runWorkerOf(ctx context.Context, conn net.Conn, c sessiontoken.Claims, ordinals []int, channel workerChannel, log *slog.Logger) error {
 	fc, ok := conn.(interface{ File() (*os.File, error) })
 	if !ok {
 		return fmt.Errorf("connection is %T, not a socket", conn)
@@ -55,14 +69,16 @@ func (s *Server) runWorker(ctx context.Context, conn net.Conn, c sessiontoken.Cl
 		return fmt.Errorf("connection fd: %w", err)
 	}
 	defer connFile.Close()
-	return s.startWorker(ctx, connFile, conn.Close, workerChannel{}, c, ordinals, log)
+	return s.startWorker(ctx, connFile, conn.Close, channel, c, ordinals, log)
 }
 
 // workerChannel says what a worker's fd 3 is: a socket (kind ""), or slot slot of count of a
-// VM's ivshmem channel file (kind "ivshmem").
+// VM's ivshmem channel file (kind "ivshmem"). restore, when set, is a restored session's source
+// (worker.Config.Restore): fd 3 is a migrating server's connection or a checkpoint's file.
 type workerChannel struct {
 	kind        string
 	slot, count int
+	restore     string
 }
 
 // startWorker runs a worker on connFile (a socket, or with channel "ivshmem" a VM's channel
@@ -78,7 +94,7 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		Backend: s.cfg.BackendKind, SessionID: c.SessionID, TenantID: c.TenantID,
 		Tier: c.Tier, MemoryQuota: c.MemoryQuota, Devices: ordinals, ShmMax: s.cfg.ShmSessionMax,
 		Channel: channel.kind, Slot: channel.slot, Slots: channel.count, PeerTimeout: s.cfg.IvshmemPeerTimeout,
-		AdoptDir: s.adoptDir(channel), AdoptTimeout: s.cfg.AdoptTimeout,
+		AdoptDir: s.adoptDir(channel), AdoptTimeout: s.cfg.AdoptTimeout, Restore: channel.restore,
 	})
 	lanesHere, lanesThere, err := laneSocket()
 	if err != nil {
@@ -125,7 +141,7 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 
 	now := time.Now()
 	se := &session{claims: c, ordinals: ordinals, pid: cmd.Process.Pid, start: now, billedTo: now, lanes: lanesHere,
-		adoptable: channel.kind == ""}
+		adoptable: channel.kind == "", incoming: channel.restore != "", ended: make(chan struct{})}
 	s.mu.Lock()
 	s.sessions[se.pid] = se
 	s.mu.Unlock()
@@ -156,6 +172,10 @@ func (s *Server) noteOpen(se *session) {
 // the next server to adopt (closeStats ends the reading).
 func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, closeStats func() error, wait func() error,
 	arenasHere, memHere *net.UnixConn, log *slog.Logger) error {
+	if se.ended == nil {
+		se.ended = make(chan struct{})
+	}
+	defer close(se.ended)
 	arenasDone, memDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(arenasDone)
@@ -182,6 +202,7 @@ func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, cl
 			se.mu.Lock()
 			se.last = snap
 			se.mu.Unlock()
+			se.changed()
 		}
 	}
 	if se.detached.Load() {
@@ -245,6 +266,17 @@ func (s *Server) record(se *session, end time.Time) error {
 	if from.IsZero() {
 		from = se.start
 	}
+	// A moved session is billed by each server for its own part: the old one up to the
+	// hand-off, the new one from it, so the two records meet without a gap or an overlap.
+	if se.incoming {
+		if snap.BillFrom.IsZero() {
+			return nil // not live here yet
+		}
+		from = later(from, snap.BillFrom)
+	}
+	if !snap.HandedOff.IsZero() && end.After(snap.HandedOff) {
+		end = snap.HandedOff
+	}
 	// Billing counts whole milliseconds, so records are cut on millisecond boundaries: a piece
 	// shorter than that has nothing to bill (and billing would refuse it as empty); it stays
 	// unbilled and joins the next record, which starts where the last one ended.
@@ -271,4 +303,11 @@ func (s *Server) record(se *session, end time.Time) error {
 		se.billedTo = end
 	}
 	return err
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

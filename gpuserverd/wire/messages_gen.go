@@ -26,6 +26,7 @@ const (
 	NvmlPower       = 8
 	NvmlFan         = 16
 	NvmlPstate      = 32
+	StripeRetry     = 1000001
 )
 
 // Message types.

@@ -164,6 +164,7 @@ func (s *Session) applyImage() error {
 		}
 	}
 	s.restoring.chunks = nil
+	s.restored = true
 	s.current = img.Current
 	if img.Pending != 0 {
 		s.pending = backend.Result(img.Pending)

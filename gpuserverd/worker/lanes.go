@@ -35,6 +35,13 @@ type lanes struct {
 	conns   []*lane // by lane index; nil until attached
 }
 
+// opened says whether the guest ever asked for lanes on this worker.
+func (l *lanes) opened() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.key != nil
+}
+
 // lane is one attached connection and the goroutine that reads or writes its share of a copy.
 type lane struct {
 	conn io.ReadWriteCloser

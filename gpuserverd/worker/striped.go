@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 
 	"gpucloud/gpuserverd/backend"
@@ -16,6 +17,9 @@ import (
 // staging, the data still has to move: it goes through Go memory and the copy reports err.
 func (s *Session) stripeSetup(n uint32) ([]*lane, backend.Context, *ring, error, error) {
 	ls, err := s.lanes.use(n)
+	if err != nil && s.restored && !s.lanes.opened() {
+		return nil, nil, nil, nil, errStripeRetry // sent to the old server; the lanes went with it
+	}
 	if err != nil {
 		return nil, nil, nil, nil, err // a protocol error: the lanes carry data we cannot place
 	}
@@ -63,9 +67,16 @@ func settle(c backend.Context, sl *slot, err *error) {
 	}
 }
 
+// errStripeRetry: a striped copy reached a restored session that never had lanes (the guest
+// sent it to the old server); the guest makes it again unstriped.
+var errStripeRetry = errors.New("striped copy on a moved session")
+
 // htodStriped receives the pieces from the lanes into the ring and copies each to the device.
 func (s *Session) htodStriped(m *wire.MemcpyHtoDStriped) (wire.Message, error) {
 	ls, c, r, cerr, err := s.stripeSetup(m.Lanes)
+	if err == errStripeRetry {
+		return &wire.Status{Result: wire.StripeRetry, Message: "the session moved; copy again unstriped"}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +127,9 @@ func (s *Session) htodStriped(m *wire.MemcpyHtoDStriped) (wire.Message, error) {
 // on its way to the ring while piece i is on the socket.
 func (s *Session) dtohStriped(m *wire.MemcpyDtoHStriped) (wire.Message, error) {
 	ls, c, r, cerr, err := s.stripeSetup(m.Lanes)
+	if err == errStripeRetry {
+		return &wire.Status{Result: wire.StripeRetry, Message: "the session moved; copy again unstriped"}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

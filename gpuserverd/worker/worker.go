@@ -100,6 +100,7 @@ type Session struct {
 	handedOff bool          // the session moved to another worker: serve nothing more
 	dirty     *dirtyTracker // allocations written since a migration's last copy; nil: not tracked
 	restoring *restoring    // an image to apply before serving (checkpoint.go)
+	restored  bool          // rebuilt from an image: lanes, if any, were the old worker's
 	migrating atomic.Bool
 	notify    func() // sends a snapshot to the server now (a control request's outcome); nil: none
 }

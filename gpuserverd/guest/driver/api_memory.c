@@ -167,8 +167,11 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
         uint8_t b[64];
         gw_memcpy_hto_d_striped_encode(&m, b);
         rc = gc_striped_locked(GW_TYPE_MEMCPY_HTO_D_STRIPED, b, gw_memcpy_hto_d_striped_size(&m), (char *)src, n, 0);
-        pthread_mutex_unlock(&gc.mu);
-        return rc;
+        if (rc != (CUresult)GW_STRIPE_RETRY) {
+            pthread_mutex_unlock(&gc.mu);
+            return rc;
+        }
+        rc = CUDA_SUCCESS; /* the session moved: the copy goes unstriped */
     }
     size_t off = 0;
     struct gc_reply r;
@@ -216,14 +219,17 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
         uint8_t bs[64];
         gw_memcpy_dto_h_striped_encode(&ms, bs);
         rc = gc_striped_locked(GW_TYPE_MEMCPY_DTO_H_STRIPED, bs, gw_memcpy_dto_h_striped_size(&ms), dst, n, 1);
-        pthread_mutex_unlock(&gc.mu);
-        return rc;
+        if (rc != (CUresult)GW_STRIPE_RETRY) {
+            pthread_mutex_unlock(&gc.mu);
+            return rc;
+        }
+        rc = CUDA_SUCCESS; /* the session moved: the copy goes unstriped */
     }
     if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(GW_TYPE_MEMCPY_DTO_H, 0, b, b_n, NULL, 0, 0, NULL);
     size_t off = 0;
     while (rc == CUDA_SUCCESS) {
         uint8_t h[GW_HEADER_SIZE + 8];
-        if (gc_read_full(h, sizeof h) != 0) {
+        if (gc_read_header_locked(h) != 0 || gc_read_full(h + GW_HEADER_SIZE, 8) != 0) {
             rc = gc_transport_error("reading copied data");
             break;
         }

@@ -187,9 +187,22 @@ void gc_put_header(uint8_t *h, uint32_t len, uint16_t type, uint16_t flags, uint
     h[8] = req; h[9] = req >> 8; h[10] = req >> 16; h[11] = req >> 24;
 }
 
+/* gc_read_header_locked reads the next frame's header, following a MigrateRedirect (the old
+ * server's last frame when the session moved) to the new server first. 0, or -1 when the
+ * stream broke. */
+int gc_read_header_locked(uint8_t *h) {
+    for (;;) {
+        if (gc_read_full(h, GW_HEADER_SIZE) != 0) return -1;
+        if ((h[4] | h[5] << 8) != GW_TYPE_MIGRATE_REDIRECT || gc_ring_on) return 0;
+        uint32_t len = gw_u32_at(h, 0);
+        uint8_t p[GW_HEADER_SIZE + 600];
+        if (len > sizeof p || gc_read_full(p, len) != 0 || gc_redirect_locked(p, len) != 0) return -1;
+    }
+}
+
 CUresult gc_read_frame_locked(struct gc_reply *r) {
     uint8_t h[GW_HEADER_SIZE];
-    if (gc_read_full(h, sizeof h) != 0) return gc_transport_error("reading a reply header");
+    if (gc_read_header_locked(h) != 0) return gc_transport_error("reading a reply header");
     uint32_t len = gw_u32_at(h, 0);
     r->type = h[4] | h[5] << 8;
     r->flags = h[6] | h[7] << 8;

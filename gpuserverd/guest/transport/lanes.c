@@ -27,6 +27,7 @@ struct lane {
 };
 static struct lane lanes[GW_MAX_LANES];
 static int nlanes;
+static int dropped; /* the session moved to a server the lanes do not reach: copies go unstriped */
 
 /* Every lane and the session's connection end: a lane out of step cannot be resynchronised. */
 static void break_all(void) {
@@ -59,7 +60,7 @@ static void *lane_main(void *arg) {
         while (!l->busy) pthread_cond_wait(&l->cv, &l->mu);
         pthread_mutex_unlock(&l->mu);
         int failed = lane_io(l, idx) != 0;
-        if (failed) break_all();
+        if (failed && !__atomic_load_n(&dropped, __ATOMIC_RELAXED)) break_all();
         pthread_mutex_lock(&l->mu);
         l->failed = failed;
         l->busy = 0;
@@ -140,10 +141,20 @@ void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
     if (got && getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud: %d lanes open\n", got);
 }
 
-int gc_lanes(void) { return nlanes; }
+int gc_lanes(void) { return __atomic_load_n(&dropped, __ATOMIC_RELAXED) ? 0 : nlanes; }
+
+/* gc_lanes_drop stops striping: the session moved to a server these lanes do not reach. A
+ * striped copy in flight (its request went to the old server after it stopped reading) fails on
+ * its lanes without breaking the session; the new server answers it GW_STRIPE_RETRY and the copy
+ * is made again unstriped. Caller holds gc.mu. */
+void gc_lanes_drop(void) {
+    __atomic_store_n(&dropped, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < nlanes; i++) shutdown(lanes[i].fd, SHUT_RDWR);
+}
 
 /* gc_striped_locked moves n bytes at p over the lanes (read: into p) while the request goes out
- * on the session's connection and its Status reply comes back. Caller holds gc.mu. */
+ * on the session's connection and its Status reply comes back; GW_STRIPE_RETRY: the session
+ * moved meanwhile and nothing was copied, make the copy unstriped. Caller holds gc.mu. */
 CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, char *p, size_t n, int read) {
     for (int i = 0; i < nlanes; i++) {
         struct lane *l = &lanes[i];
@@ -168,10 +179,11 @@ CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, ch
         pthread_mutex_unlock(&l->mu);
     }
     if (rc != CUDA_SUCCESS) return rc;
-    if (failed) return gc_transport_error("a copy lane failed");
     struct gw_status st;
     char err[128];
     if (gw_status_decode(&st, r.p, r.n, err, sizeof err) != 0) return gc_transport_error(err);
+    if (st.result == GW_STRIPE_RETRY && __atomic_load_n(&dropped, __ATOMIC_RELAXED)) return (CUresult)GW_STRIPE_RETRY;
+    if (failed) return gc_transport_error("a copy lane failed");
     if (st.result != 0 && getenv("GPUCLOUD_DEBUG"))
         fprintf(stderr, "gpucloud: %s failed (%d): %.*s\n", gw_type_name(type), st.result, (int)st.message_len, st.message);
     return (CUresult)st.result;

@@ -6,7 +6,10 @@
  * how much of its own stream the worker received; each end resends what the other missed, the
  * new socket takes the old one's descriptor number, and the read or write that failed goes on.
  * Frames never see the break, so every call is answered exactly once. Lanes are not re-opened:
- * a striped copy cut mid-way ends the session as before. */
+ * a striped copy cut mid-way ends the session as before.
+ *
+ * A session that moves to another server (live migration) ends the old server's stream with
+ * MigrateRedirect; the guest resumes the same way at the address it names (gc_redirect_locked). */
 #include "transport.h"
 #include <errno.h>
 #include <stdio.h>
@@ -101,6 +104,8 @@ void gc_resume_open_locked(const char *session_id) {
     rs.armed = 1;
 }
 
+static int resume_loop(void);
+
 static int send_raw(int fd, const uint8_t *p, size_t n) {
     while (n > 0) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -152,6 +157,30 @@ static int try_resume(int fd) {
 int gc_resume_locked(void) {
     if (!__atomic_load_n(&rs.armed, __ATOMIC_RELAXED)) return -1;
     fprintf(stderr, "gpucloud: connection to gpuserverd lost; resuming the session (up to %u ms)\n", rs.window_ms);
+    return resume_loop();
+}
+
+/* gc_redirect_locked follows a MigrateRedirect (payload p of n bytes), the last frame of the
+ * old server's stream: the session now lives at the address it names, and the guest resumes
+ * its stream there with the secret it carries, as after a dropped connection. Lanes to the old
+ * server are given up: copies go on the session's connection. 0: the stream goes on. */
+int gc_redirect_locked(const uint8_t *p, size_t n) {
+    struct gw_migrate_redirect m;
+    char err[128];
+    if (!__atomic_load_n(&rs.armed, __ATOMIC_RELAXED) || gw_migrate_redirect_decode(&m, p, n, err, sizeof err) != 0 ||
+        m.secret_len != sizeof rs.secret || m.address_len == 0 || m.address_len >= sizeof rs.endpoint) {
+        fprintf(stderr, "gpucloud: cannot follow the session's move to another server\n");
+        return -1;
+    }
+    snprintf(rs.endpoint, sizeof rs.endpoint, "%.*s", (int)m.address_len, m.address);
+    memcpy(rs.secret, m.secret, sizeof rs.secret);
+    gc_lanes_drop();
+    shutdown(gc.fd, SHUT_RDWR);
+    fprintf(stderr, "gpucloud: session moving to %s\n", rs.endpoint);
+    return resume_loop();
+}
+
+static int resume_loop(void) {
     uint64_t deadline = now_ms() + rs.window_ms;
     while (now_ms() < deadline) {
         int fd = gc_dial(rs.endpoint);

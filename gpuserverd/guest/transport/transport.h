@@ -59,6 +59,9 @@ void gc_resume_open_locked(const char *session_id);
 void gc_resume_note_sent(const struct iovec *iov, int cnt);
 void gc_resume_note_received(size_t n);
 int gc_resume_locked(void);
+int gc_redirect_locked(const uint8_t *p, size_t n);
+void gc_lanes_drop(void);
+int gc_read_header_locked(uint8_t *h);
 void gc_resume_disarm(void);
 
 /* Lanes (lanes.c): extra connections that large copies are striped over. */

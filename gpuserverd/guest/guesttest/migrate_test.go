@@ -1,0 +1,147 @@
+package guesttest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gpucloud/api"
+	"gpucloud/internal/sessiontoken"
+)
+
+// post sends an admin POST with the server's admin token and returns the status and body.
+func (s *gpuserverd) post(path string, body any) (int, string) {
+	s.t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.admin+path, bytes.NewReader(b))
+	tok, err := os.ReadFile(filepath.Join(s.dataDir, "admin-token"))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// twoServers starts two gpuserverd processes with one control plane's key, as two GPU servers:
+// gs-test and gs-b.
+func twoServers(t *testing.T) (a, b *gpuserverd) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	flags := []string{"--checkpoint-period", "100ms"}
+	a = startServerOn(t, t.TempDir(), pub, priv, flags)
+	b = startServerOn(t, t.TempDir(), pub, priv, append(flags, "--id", "gs-b"))
+	return a, b
+}
+
+func onServerB(c *sessiontoken.Claims) { c.GPUServer = "gs-b" }
+
+// Issue 18 (c): a program running through the guest library is moved, mid-run, from one
+// gpuserverd to another by the admin API: it finishes with correct results, and its usage is
+// billed once: the old server's records end where the new server's begin.
+func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
+	a, b := twoServers(t)
+	prog := a.client(a.token("s-mig", sessiontoken.TierShared, 64<<20), "steady", "60", "30")
+	var stderr bytes.Buffer
+	out := startSteady(t, prog, &stderr)
+	running := time.Now()
+	time.Sleep(300 * time.Millisecond)
+
+	code, body := a.post("/admin/sessions/s-mig/migrate", map[string]string{
+		"target": b.addr, "token": b.token("s-mig", sessiontoken.TierShared, 64<<20, onServerB)})
+	if code != 200 {
+		t.Fatalf("migrate: %d %s", code, body)
+	}
+	var res struct {
+		Migration struct {
+			State       string  `json:"state"`
+			CopiedBytes uint64  `json:"copied_bytes"`
+			PauseMs     float64 `json:"pause_ms"`
+		} `json:"migration"`
+	}
+	json.Unmarshal([]byte(body), &res)
+	if res.Migration.State != "done" || res.Migration.CopiedBytes < 3*(2<<20) {
+		t.Fatalf("migration result %s", body)
+	}
+	t.Logf("migration: %s", body)
+
+	rest, _ := io.ReadAll(out)
+	err := prog.Wait()
+	finished := time.Now()
+	t.Logf("guest's stderr:\n%s", stderr.String())
+	if err != nil || !strings.Contains(string(rest), "STEADY OK 60") {
+		t.Fatalf("steady across a migration: %v %q", err, rest)
+	}
+	if !strings.Contains(stderr.String(), "gpucloud: session moving to "+b.addr) {
+		t.Fatal("the guest never followed the redirect")
+	}
+	for _, s := range []*gpuserverd{a, b} {
+		waitFor(t, "the sessions' end", func() bool { return strings.Contains(s.get("/metrics"), "gpuserverd_sessions_active 0") })
+	}
+	recsA, _ := sessionRecords(t, a.usage(), "s-mig")
+	recsB, _ := sessionRecords(t, b.usage(), "s-mig")
+	if len(recsA) == 0 || len(recsB) == 0 {
+		t.Fatalf("records: %d on the old server, %d on the new", len(recsA), len(recsB))
+	}
+	all := append(append([]api.UsageRecord(nil), recsA...), recsB...)
+	var billed time.Duration
+	for i, r := range all {
+		if i > 0 && !r.Start.Equal(all[i-1].End) {
+			t.Fatalf("record %s starts %v, the one before (%s) ended %v: a gap or an overlap", r.ID, r.Start, all[i-1].ID, all[i-1].End)
+		}
+		billed += r.End.Sub(r.Start)
+	}
+	for _, r := range recsB {
+		if r.Source != "gs-b" {
+			t.Fatalf("a record of the new server from %q", r.Source)
+		}
+	}
+	first, last := all[0], all[len(all)-1]
+	if first.Start.After(running) || last.End.Before(finished.Add(-time.Second)) || last.End.After(finished.Add(time.Second)) {
+		t.Fatalf("billed %v from %v to %v; it ran from before %v to about %v", billed, first.Start, last.End, running, finished)
+	}
+}
+
+// The admin API refuses what it cannot do, naming why, and the session runs on untouched.
+func TestMigrateRefusals(t *testing.T) {
+	a, b := twoServers(t)
+	_, r, send := hold(t, a, a.token("s-stay", sessiontoken.TierShared, 64<<20), "8")
+	for _, c := range []struct {
+		path string
+		body map[string]string
+		want string
+	}{
+		{"/admin/sessions/s-none/migrate", map[string]string{"target": b.addr, "token": "x"}, "no such session"},
+		{"/admin/sessions/s-stay/migrate", map[string]string{"token": "x"}, "target"},
+		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr, "token": "forged"}, "session token refused"},
+		// A token for the other server's id but another session: refused by the target.
+		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr,
+			"token": b.token("s-other", sessiontoken.TierShared, 64<<20, onServerB)}, "the token is for session"},
+		// A token for the old server is not one for the new.
+		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr,
+			"token": a.token("s-stay", sessiontoken.TierShared, 64<<20)}, "session token refused"},
+	} {
+		code, body := a.post(c.path, c.body)
+		if code == 200 || !strings.Contains(body, c.want) {
+			t.Errorf("%s %v: %d %s, want a refusal naming %q", c.path, c.body, code, body, c.want)
+		}
+	}
+	send("go\n")
+	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
+		t.Fatalf("the session after refused migrations: %q", line)
+	}
+	if !strings.Contains(b.get("/metrics"), "gpuserverd_sessions_active 0") {
+		t.Fatal("a refused migration left a session on the target")
+	}
+}
