@@ -69,7 +69,9 @@ func TestUnitsAreHardened(t *testing.T) {
 		{"apiserver", "dynamic", "", []string{"AF_INET", "AF_INET6", "AF_UNIX"},
 			map[string]string{"PrivateDevices": "yes", "ProtectKernelTunables": "yes", "MemoryDenyWriteExecute": "yes", "PrivateUsers": "yes"}},
 		{"gpuserverd", "dynamic", "", []string{"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"},
-			map[string]string{"DevicePolicy": "closed", "ProtectKernelTunables": "yes", "StateDirectory": "gpuserverd"}},
+			// KillMode=process: sessions' workers outlive a restart of the daemon (issue 18).
+			map[string]string{"DevicePolicy": "closed", "ProtectKernelTunables": "yes", "StateDirectory": "gpuserverd",
+				"KillMode": "process", "ExecStart": "/usr/local/bin/gpucloud-gpuserverd --keep-sessions-on-stop"}},
 		{"hostd", "root", "CAP_NET_ADMIN", []string{"AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"},
 			map[string]string{"PrivateDevices": "yes", "MemoryDenyWriteExecute": "yes", "StateDirectory": "gpucloud/hostd"}},
 	}
