@@ -2,6 +2,8 @@ package worker
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -31,6 +33,9 @@ const ImageVersion = 1
 
 // maxImageJSON bounds the image record (modules' images are the bulk: a few of MaxFrame).
 const maxImageJSON = 1 << 30
+
+// maxImageDevices bounds the devices an image may hold (a server has at most 16 GPUs).
+const maxImageDevices = 16
 
 // imageChunk is the most bytes one 'D' record carries.
 const imageChunk = 4 << 20
@@ -157,10 +162,13 @@ func readImage(r io.Reader) (*SessionImage, []imageChunkRec, error) {
 			if img != nil || n > maxImageJSON {
 				return nil, nil, fmt.Errorf("session image: a second image record, or one of %d bytes", n)
 			}
-			b := make([]byte, n)
-			if _, err := io.ReadFull(br, b); err != nil {
-				return nil, nil, fmt.Errorf("session image: image record: %w", noEOF(err))
+			// Read as it comes, not allocated from the claimed length: a short stream claiming a
+			// large record costs what it sent.
+			var rec bytes.Buffer
+			if got, err := rec.ReadFrom(io.LimitReader(br, int64(n))); err != nil || got != int64(n) {
+				return nil, nil, fmt.Errorf("session image: image record of %d bytes ends at %d: %w", n, got, noEOF(cmp.Or(err, io.EOF)))
 			}
+			b := rec.Bytes()
 			img = &SessionImage{}
 			if err := json.Unmarshal(b, img); err != nil {
 				return nil, nil, fmt.Errorf("session image: decoding the image: %w", err)
@@ -188,6 +196,9 @@ func noEOF(err error) error {
 func (img *SessionImage) check(chunks []imageChunkRec) error {
 	if img.Version != ImageVersion {
 		return fmt.Errorf("session image: version %d, this worker reads %d", img.Version, ImageVersion)
+	}
+	if len(img.Devices) > maxImageDevices {
+		return fmt.Errorf("session image: %d devices, at most %d", len(img.Devices), maxImageDevices)
 	}
 	if img.Current < 0 || img.Current >= max(len(img.Devices), 1) {
 		return fmt.Errorf("session image: current device %d of %d", img.Current, len(img.Devices))
