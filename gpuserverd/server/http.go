@@ -17,7 +17,7 @@ import (
 //	GET /metrics           Prometheus text format
 //	GET /healthz           200 "ok"
 //	GET  /admin/sessions                   sessions with their state and migration progress
-//	POST /admin/sessions/{id}/checkpoint   write the session's image under the data dir
+//	POST /admin/sessions/{id}/checkpoint   write the session's image under the data dir ({"stop": true}: and end it here, for a restore)
 //	POST /admin/sessions/{id}/migrate      move it to another server (MigrateRequest)
 //	POST /admin/restore                    restore a checkpoint (RestoreRequest)
 func (s *Server) Handler() http.Handler {

@@ -42,11 +42,16 @@ func (s *Server) route(conn net.Conn, sid string, payload []byte, err error, ref
 	if err == nil {
 		s.mu.Lock()
 		for _, x := range s.sessions {
-			if x.claims.SessionID == sid && x.lanes != nil {
+			if x.claims.SessionID == sid && x.lanes != nil && !x.handedOff() {
 				se = x
 			}
 		}
+		parked := se == nil && s.parkedWait(sid)
 		s.mu.Unlock()
+		if parked {
+			conn.Close() // no answer: the guest tries again, and finds the restored worker
+			return
+		}
 		if se == nil {
 			err = worker.ErrLaneRefused
 		}

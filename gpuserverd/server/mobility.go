@@ -104,10 +104,18 @@ type CheckpointResult struct {
 
 // CheckpointSession has session sid's worker write its image to a file under the data dir; the
 // session goes on.
-func (s *Server) CheckpointSession(ctx context.Context, sid string) (CheckpointResult, error) {
+// With stop the session ends here once its image is written: it is parked for a restore
+// (RestoreSession), and its guest's resumes are held off until then (parkedWait).
+func (s *Server) CheckpointSession(ctx context.Context, sid string, stop bool) (CheckpointResult, error) {
 	se, err := s.sessionByID(sid)
 	if err != nil {
 		return CheckpointResult{}, err
+	}
+	if stop {
+		if !se.migrating.CompareAndSwap(false, true) {
+			return CheckpointResult{}, fmt.Errorf("checkpoint: session %s is moving", sid)
+		}
+		s.park(sid) // before the worker stops: the guest's first resume must find it parked
 	}
 	dir := filepath.Join(s.cfg.DataDir, "checkpoints")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -119,7 +127,7 @@ func (s *Server) CheckpointSession(ctx context.Context, sid string) (CheckpointR
 		return CheckpointResult{}, fmt.Errorf("checkpoint file: %w", err)
 	}
 	id := controlSeq.Add(1)
-	err = passFD(se.lanes, f.Fd(), worker.ControlPayload(worker.Control{ID: id, Op: "checkpoint"}))
+	err = passFD(se.lanes, f.Fd(), worker.ControlPayload(worker.Control{ID: id, Op: "checkpoint", Stop: stop}))
 	f.Close()
 	var snap worker.Snapshot
 	if err == nil {
@@ -129,6 +137,10 @@ func (s *Server) CheckpointSession(ctx context.Context, sid string) (CheckpointR
 	}
 	if err != nil {
 		os.Remove(path)
+		if stop && snap.HandedOff.IsZero() {
+			se.migrating.Store(false)
+			s.unpark(sid)
+		}
 		return CheckpointResult{}, fmt.Errorf("checkpoint of session %s: %w", sid, err)
 	}
 	fi, _ := os.Stat(path)
@@ -317,6 +329,7 @@ func (s *Server) RestoreSession(req RestoreRequest) error {
 		s.release(c)
 		return fmt.Errorf("restore: %w", err)
 	}
+	defer s.unpark(c.SessionID) // the restored worker answers its guest's resumes from now on
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -328,4 +341,35 @@ func (s *Server) RestoreSession(req RestoreRequest) error {
 		f.Close()
 	}()
 	return nil
+}
+
+// parkTimeout is how long a session stopped by a checkpoint stays parked: past a guest's
+// longest resume window (worker.MaxResumeWindow) nothing is waiting for it.
+const parkTimeout = worker.MaxResumeWindow
+
+// park notes that session sid stopped for a restore: a Resume for it, while no worker runs it,
+// is held off (closed without an answer, so the guest tries again) instead of refused.
+func (s *Server) park(sid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parked == nil {
+		s.parked = map[string]time.Time{}
+	}
+	s.parked[sid] = time.Now().Add(parkTimeout)
+}
+
+func (s *Server) unpark(sid string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.parked, sid)
+}
+
+// parkedWait says whether session sid is parked for a restore. Caller holds s.mu.
+func (s *Server) parkedWait(sid string) bool {
+	until, ok := s.parked[sid]
+	if ok && time.Now().After(until) {
+		delete(s.parked, sid)
+		return false
+	}
+	return ok
 }

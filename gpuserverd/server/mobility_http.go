@@ -19,7 +19,8 @@ type SessionInfo struct {
 	WorkerPid   int       `json:"worker_pid"`
 	Start       time.Time `json:"start"`
 	MemoryBytes uint64    `json:"memory_bytes"`
-	// State: "running", "migrating" (moving away), "moved" (handed off, its worker draining),
+	// State: "running", "migrating" (moving away, or stopping for a restore), "moved" (handed
+	// off or stopped, its worker draining),
 	// "restoring" (taken in, not yet live here).
 	State     string                    `json:"state"`
 	Migration *worker.MigrationProgress `json:"migration,omitempty"`
@@ -63,7 +64,13 @@ func (s *Server) mobilityRoutes(mux *http.ServeMux) {
 		writeJSON(w, http.StatusOK, map[string]any{"sessions": s.Sessions()})
 	}))
 	mux.HandleFunc("POST /admin/sessions/{id}/checkpoint", s.requireAdmin(func(w http.ResponseWriter, r *http.Request) {
-		res, err := s.CheckpointSession(r.Context(), r.PathValue("id"))
+		var req struct {
+			Stop bool `json:"stop"`
+		}
+		if r.ContentLength != 0 && !readJSON(w, r, &req) {
+			return
+		}
+		res, err := s.CheckpointSession(r.Context(), r.PathValue("id"), req.Stop)
 		if err != nil {
 			writeJSON(w, statusOf(err), map[string]any{"error": err.Error()})
 			return

@@ -106,6 +106,8 @@ type Server struct {
 	adopted []*adoptedWorker // adopted by New, supervised from Serve
 	// serveCtx is Serve's: sessions the admin API starts (a restore) run under it.
 	serveCtx context.Context
+	// parked are sessions a checkpoint stopped for a restore, until when (mobility.go); s.mu.
+	parked map[string]time.Time
 }
 
 type counters struct {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"time"
 
 	"gpucloud/gpuserverd/backend"
 )
@@ -56,6 +57,7 @@ func (s *Session) sessionImage() (*SessionImage, error) {
 	}
 	if s.resume != nil {
 		img.In, img.Out, img.Secret, img.WindowMs = s.resume.state()
+		img.In = s.consumed // what was read ahead and not served, the guest sends again
 	}
 	return img, nil
 }
@@ -170,4 +172,13 @@ func (s *Session) applyImage() error {
 		s.pending = backend.Result(img.Pending)
 	}
 	return nil
+}
+
+// stopAfterCheckpoint ends serving here after a checkpoint that stops the session: the guest's
+// stream is shut, and the guest, resuming, waits for the session's restore (the server holds off
+// its Resume meanwhile). Caller holds exec.
+func (s *Session) stopAfterCheckpoint() {
+	s.handedOff = true
+	s.Stats.handedOff(time.Now().UTC())
+	s.resume.handOff()
 }

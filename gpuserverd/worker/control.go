@@ -29,6 +29,9 @@ type Control struct {
 	// reaches the target).
 	Op      string `json:"op"`
 	Address string `json:"address,omitempty"`
+	// Stop, with "checkpoint", ends the session here once its image is written: it is to be
+	// restored (POST /admin/restore), and the guest resumes on the restored worker.
+	Stop bool `json:"stop,omitempty"`
 }
 
 // ControlPayload is the lane-socket message carrying c.
@@ -65,10 +68,17 @@ func (s *Session) control(c Control, fd int) {
 		f := os.NewFile(uintptr(fd), "checkpoint")
 		s.exec.Lock()
 		err = s.Checkpoint(f)
-		s.exec.Unlock()
 		if err == nil {
 			err = f.Sync()
 		}
+		if err == nil && c.Stop {
+			if s.resume == nil || len(s.resume.secretCopy()) == 0 {
+				err = fmt.Errorf("%w: a session whose guest cannot resume (no resumable stream, or resume off) cannot be stopped for a restore", ErrNotMovable)
+			} else {
+				s.stopAfterCheckpoint()
+			}
+		}
+		s.exec.Unlock()
 		f.Close()
 	case "migrate":
 		f := os.NewFile(uintptr(fd), "migration")

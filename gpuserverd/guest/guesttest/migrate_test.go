@@ -145,3 +145,61 @@ func TestMigrateRefusals(t *testing.T) {
 		t.Fatal("a refused migration left a session on the target")
 	}
 }
+
+// Issue 18's checkpoint and restore: a running program's session is checkpointed and stopped
+// through the admin API, then restored from the checkpoint into a fresh worker; the guest,
+// resuming meanwhile, finds the restored session and the program finishes with correct results.
+// The stopped time is billed to nobody: the records before the stop and after the restore do
+// not overlap.
+func TestGuestKeepsRunningAcrossCheckpointAndRestore(t *testing.T) {
+	a, _ := twoServers(t)
+	tok := a.token("s-ckpt", sessiontoken.TierShared, 64<<20)
+	prog := a.client(tok, "steady", "40", "30")
+	var stderr bytes.Buffer
+	out := startSteady(t, prog, &stderr)
+	time.Sleep(200 * time.Millisecond)
+
+	code, body := a.post("/admin/sessions/s-ckpt/checkpoint", map[string]bool{"stop": true})
+	if code != 200 {
+		t.Fatalf("checkpoint: %d %s", code, body)
+	}
+	var ck struct {
+		Path  string `json:"path"`
+		Bytes int64  `json:"bytes"`
+	}
+	json.Unmarshal([]byte(body), &ck)
+	if ck.Bytes < 3*(2<<20) {
+		t.Fatalf("checkpoint of %d bytes, want the three 2 MiB vectors at least: %s", ck.Bytes, body)
+	}
+	stopped := time.Now()
+	time.Sleep(500 * time.Millisecond) // the program waits, resuming
+	if code, body := a.post("/admin/restore", map[string]string{"path": ck.Path, "token": tok}); code != 202 {
+		t.Fatalf("restore: %d %s", code, body)
+	}
+	restored := time.Now()
+
+	rest, _ := io.ReadAll(out)
+	err := prog.Wait()
+	t.Logf("guest's stderr:\n%s", stderr.String())
+	if err != nil || !strings.Contains(string(rest), "STEADY OK 40") {
+		t.Fatalf("steady across a checkpoint and restore: %v %q", err, rest)
+	}
+	waitFor(t, "the sessions' end", func() bool { return strings.Contains(a.get("/metrics"), "gpuserverd_sessions_active 0") })
+	var recs []api.UsageRecord
+	for _, r := range a.usage() {
+		if r.SessionID == "s-ckpt" {
+			recs = append(recs, r)
+		}
+	}
+	var gap time.Duration
+	for i := 1; i < len(recs); i++ {
+		d := recs[i].Start.Sub(recs[i-1].End)
+		if d < 0 {
+			t.Fatalf("record %s overlaps the one before: %v < %v", recs[i].ID, recs[i].Start, recs[i-1].End)
+		}
+		gap += d
+	}
+	if want := restored.Sub(stopped); gap < want-100*time.Millisecond || gap > want+time.Second {
+		t.Fatalf("unbilled gap %v; the session was stopped for about %v", gap, want)
+	}
+}

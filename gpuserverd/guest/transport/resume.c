@@ -6,7 +6,8 @@
  * how much of its own stream the worker received; each end resends what the other missed, the
  * new socket takes the old one's descriptor number, and the read or write that failed goes on.
  * Frames never see the break, so every call is answered exactly once. Lanes are not re-opened:
- * a striped copy cut mid-way ends the session as before.
+ * after a resume copies go unstriped (the stream may be another worker's now: a restored or moved
+ * session), and a striped copy cut mid-way ends the session as before.
  *
  * A session that moves to another server (live migration) ends the old server's stream with
  * MigrateRedirect; the guest resumes the same way at the address it names (gc_redirect_locked). */
@@ -174,7 +175,7 @@ int gc_redirect_locked(const uint8_t *p, size_t n) {
     }
     snprintf(rs.endpoint, sizeof rs.endpoint, "%.*s", (int)m.address_len, m.address);
     memcpy(rs.secret, m.secret, sizeof rs.secret);
-    gc_lanes_drop();
+    gc_lanes_drop(); /* first: a lane failing now must not break the session */
     shutdown(gc.fd, SHUT_RDWR);
     fprintf(stderr, "gpucloud: session moving to %s\n", rs.endpoint);
     return resume_loop();
@@ -192,6 +193,9 @@ static int resume_loop(void) {
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
                 dup2(fd, gc.fd); /* the session keeps its descriptor number; the old socket goes */
                 close(fd);
+                /* The stream may now be served by another worker (a restored or moved session)
+                 * that the lanes do not reach: copies go on the session's connection. */
+                gc_lanes_drop();
                 fprintf(stderr, "gpucloud: session resumed\n");
                 return 0;
             }
