@@ -26,10 +26,17 @@ func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
 
 // attachResume hands a connection that opened with Resume to its session's worker, which checks
 // the secret and goes on with the session's stream on it (worker/resume.go).
+// Among sessions sharing the id (an instance's several processes), the one whose worker reported
+// the secret's key (worker.ResumeKeyOf) gets it.
 func (s *Server) attachResume(conn net.Conn, payload []byte, log *slog.Logger) {
 	var m wire.Resume
 	err := m.Decode(payload)
-	s.route(conn, m.SessionID, worker.ResumePayload(payload), err, func(st *wire.Status) wire.Message {
+	key := worker.ResumeKeyOf(m.Secret)
+	s.routeTo(conn, m.SessionID, func(se *session) bool {
+		se.mu.Lock()
+		defer se.mu.Unlock()
+		return se.last.ResumeKey == key
+	}, worker.ResumePayload(payload), err, func(st *wire.Status) wire.Message {
 		return &wire.ResumeReply{Result: st.Result, Message: st.Message}
 	}, log)
 }
@@ -38,11 +45,17 @@ func (s *Server) attachResume(conn net.Conn, payload []byte, log *slog.Logger) {
 // frame's decoding error. A refusal, for a session this server does not run as for a malformed
 // frame, is the one a wrong key gets, after the same pause: no oracle of live sessions.
 func (s *Server) route(conn net.Conn, sid string, payload []byte, err error, refusal func(*wire.Status) wire.Message, log *slog.Logger) {
+	s.routeTo(conn, sid, nil, payload, err, refusal, log)
+}
+
+// routeTo is route preferring, among the sessions of id sid, one that prefer picks.
+func (s *Server) routeTo(conn net.Conn, sid string, prefer func(*session) bool, payload []byte, err error,
+	refusal func(*wire.Status) wire.Message, log *slog.Logger) {
 	var se *session
 	if err == nil {
 		s.mu.Lock()
 		for _, x := range s.sessions {
-			if x.claims.SessionID == sid && x.lanes != nil && !x.handedOff() {
+			if x.claims.SessionID == sid && x.lanes != nil && !x.handedOff() && (se == nil || prefer != nil && prefer(x)) {
 				se = x
 			}
 		}

@@ -286,9 +286,7 @@ func (s *Server) migrateIn(p []byte) (sessiontoken.Claims, []int, error) {
 		return c, nil, &refusal{backend.ErrNotPermitted, "token",
 			fmt.Sprintf("the token is for session %q, the migration moves %q", c.SessionID, m.SessionID)}
 	}
-	if _, err := s.sessionByID(c.SessionID); err == nil {
-		return c, nil, &refusal{backend.ErrInvalidValue, "busy", fmt.Sprintf("session %q already runs here", c.SessionID)}
-	}
+	// Sessions may share an id (an instance's processes); a guest's resume finds its own by key.
 	ordinals, err := s.ordinals(c.GPUs)
 	if err != nil {
 		return c, nil, err

@@ -126,7 +126,14 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		if s.resume == nil || s.shm != nil { // an arena's rings are not the socket's stream
 			return &wire.ResumeOpenReply{Result: int32(backend.ErrNotSupported)}, nil
 		}
-		return s.resume.open(m.WindowMs), nil
+		reply := s.resume.open(m.WindowMs)
+		if reply.Result == 0 {
+			s.Stats.setResumeKey(reply.Secret)
+			if s.notify != nil {
+				s.notify() // the server routes this guest's resumes by it from now on
+			}
+		}
+		return reply, nil
 	case *wire.ShmOpen:
 		return s.shmOpen(m, h.Request)
 	case *wire.MemcpyHtoDStriped:

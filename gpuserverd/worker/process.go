@@ -185,6 +185,7 @@ func restoreSource(cfg Config) (*resumeConn, func(*Session) error, error) {
 	rc := newRestoredResumeConn(cfg.SessionID, img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
 	restore := func(s *Session) error {
 		s.resume = rc
+		s.Stats.setResumeKey(secret)
 		return s.Restore(img, chunks, func(err error) {
 			if back != nil {
 				writeReady(back, secret, err)

@@ -1,6 +1,8 @@
 package worker
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"maps"
 	"sync"
 	"time"
@@ -21,6 +23,7 @@ type Stats struct {
 	handOff    time.Time // the session moved to another server at this time
 	billFrom   time.Time // a restored session: its server bills it from here
 	control    *ControlResult
+	resumeKey  string
 }
 
 // Snapshot is Stats at one moment, as the worker reports it to the server.
@@ -43,6 +46,22 @@ type Snapshot struct {
 	BillFrom time.Time `json:"bill_from,omitzero"`
 	// Control is the last control request's outcome (control.go).
 	Control *ControlResult `json:"control,omitempty"`
+	// ResumeKey names the guest's resume secret without revealing it (ResumeKeyOf): the server
+	// routes a Resume to the worker whose key it matches, among sessions sharing an id (an
+	// instance's several processes).
+	ResumeKey string `json:"resume_key,omitempty"`
+}
+
+// ResumeKeyOf is the key a worker reports for a resume secret.
+func ResumeKeyOf(secret []byte) string {
+	h := sha256.Sum256(secret)
+	return hex.EncodeToString(h[:8])
+}
+
+func (st *Stats) setResumeKey(secret []byte) {
+	st.mu.Lock()
+	st.resumeKey = ResumeKeyOf(secret)
+	st.mu.Unlock()
 }
 
 func (st *Stats) setControl(r ControlResult) {
@@ -126,5 +145,5 @@ func (st *Stats) Snapshot() Snapshot {
 		byDevice = maps.Clone(st.byDevice)
 	}
 	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved,
-		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, BillFrom: st.billFrom, Control: st.control}
+		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, BillFrom: st.billFrom, Control: st.control, ResumeKey: st.resumeKey}
 }

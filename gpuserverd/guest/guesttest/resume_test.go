@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"io"
 	"net"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -149,5 +150,36 @@ func TestResumeWithoutTheSecretIsRefused(t *testing.T) {
 	send("go\n")
 	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
 		t.Fatalf("the session after a stranger's resume: %q", line)
+	}
+}
+
+// An instance's processes share its session id: when their connections are cut at once, each
+// guest's Resume reaches its own worker (the server routes by the key of its secret), and both
+// programs finish with correct results.
+func TestGuestsSharingASessionIDResumeTheirOwn(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	s := startServerOn(t, t.TempDir(), pub, priv, nil)
+	px := newCutter(t, s.addr)
+	tok := s.token("s-shared-id", sessiontoken.TierShared, 64<<20)
+	var outs []io.Reader
+	var progs []*exec.Cmd
+	var errs []*bytes.Buffer
+	for range 2 {
+		prog := s.client(tok, "steady", "40", "30")
+		prog.Env = append(prog.Env, "GPUCLOUD_ENDPOINT="+px.ln.Addr().String(), "GPUCLOUD_LANES=0")
+		var stderr bytes.Buffer
+		outs = append(outs, startSteady(t, prog, &stderr))
+		progs, errs = append(progs, prog), append(errs, &stderr)
+	}
+	time.Sleep(300 * time.Millisecond)
+	px.cut()
+	for i, prog := range progs {
+		rest, _ := io.ReadAll(outs[i])
+		if err := prog.Wait(); err != nil || !strings.Contains(string(rest), "STEADY OK 40") {
+			t.Fatalf("guest %d across the cut: %v %q\n%s", i, err, rest, errs[i])
+		}
+		if !strings.Contains(errs[i].String(), "gpucloud: session resumed") {
+			t.Fatalf("guest %d never resumed:\n%s", i, errs[i])
+		}
 	}
 }
