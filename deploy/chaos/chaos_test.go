@@ -156,8 +156,8 @@ func TestChaos(t *testing.T) {
 	t.Logf("guest sessions cut by a gpuserverd kill: %d, of which %d billed some GPU time (checkpoints); sessions that ran across a kill and finished: %d",
 		len(cutIDs), p.billedSome(ctx, t, cutIDs), survived.Load())
 	t.Logf("keepers' minutes without a VM usage record (hostd down, or a window in progress at the end): %v", p.missingVMWindows(ctx, t, keepers))
-	t.Logf("chaos: seed %d, %d cycles (%d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d; cycles %.1f s, total %.1f s",
-		seed, cycles, guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills,
+	t.Logf("chaos: seed %d, %d cycles (%d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d (and %d graceful restarts); cycles %.1f s, total %.1f s",
+		seed, cycles, guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills, p.gs.stops,
 		cyclesTook.Seconds(), time.Since(t0).Seconds())
 }
 
@@ -245,7 +245,7 @@ func startPlatform(t *testing.T) *platform {
 	p.gs = newDaemon(t, "gpuserverd", []string{"GPUSERVERD_SIM_DEVICES=2"}, filepath.Join(p.bin, "gpuserverd"),
 		"--apiserver", url, "--credential", gsReg.Credential, "--listen", gsEP, "--advertise", gsEP, "--admin", p.gsAdmin,
 		"--backend", "simulated", "--data-dir", p.gsData, "--usage-period", "200ms", "--max-heartbeat-period", "500ms",
-		"--checkpoint-period", checkpointPeriod.String())
+		"--checkpoint-period", checkpointPeriod.String(), "--keep-sessions-on-stop")
 
 	p.hostData = filepath.Join(dir, "hostd")
 	images := filepath.Join(p.hostData, "images")
@@ -269,7 +269,9 @@ func startPlatform(t *testing.T) *platform {
 }
 
 // chaos kills a random daemon every 0.3-2 s until stop closes; the dead one is restarted after
-// 0-300 ms (a crash and a supervisor's restart).
+// 0-300 ms (a crash and a supervisor's restart). gpuserverd is stopped gracefully instead half the
+// time (SIGTERM with --keep-sessions-on-stop, as the systemd unit restarts it): its sessions'
+// workers must be adopted by the next one as after a kill (issue 18).
 func (p *platform) chaos(t *testing.T, seed uint64, stop <-chan struct{}) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	ds := []*daemon{p.api, p.hostd, p.gs}
@@ -280,8 +282,13 @@ func (p *platform) chaos(t *testing.T, seed uint64, stop <-chan struct{}) {
 		case <-time.After(300*time.Millisecond + time.Duration(rng.Int64N(int64(1700*time.Millisecond)))):
 		}
 		d := ds[rng.IntN(len(ds))]
-		d.kill()
-		d.kills++
+		if d == p.gs && rng.IntN(2) == 0 {
+			d.stop() // an upgrade's restart: the sessions' workers are left for the next one
+			d.stops++
+		} else {
+			d.kill()
+			d.kills++
+		}
 		time.Sleep(time.Duration(rng.Int64N(int64(300 * time.Millisecond))))
 		if err := d.start(); err != nil {
 			t.Errorf("restart after kill: %v", err)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // build compiles the three daemons, the guest library and the guest program into a temp dir.
@@ -42,6 +43,7 @@ type daemon struct {
 	cmd   *exec.Cmd
 	done  chan struct{}
 	kills int
+	stops int // graceful stops (SIGTERM)
 	// epoch counts starts and kills: odd while the daemon runs. A guest session whose
 	// gpuserverd's epoch changed (or was even) while it ran was cut by the test, not a bug.
 	epoch atomic.Int64
@@ -89,6 +91,25 @@ func (d *daemon) kill() {
 	d.epoch.Add(1) // before the signal: whatever the kill breaks sees the new epoch
 	d.cmd.Process.Kill()
 	<-d.done
+	d.cmd = nil
+}
+
+// stop is a graceful stop (SIGTERM, as systemd's restart sends): the daemon gets 10 s to exit
+// before it is killed.
+func (d *daemon) stop() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return
+	}
+	d.epoch.Add(1)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+	}
 	d.cmd = nil
 }
 

@@ -138,7 +138,13 @@ func (s *Session) applyImage() error {
 		if di == nil {
 			continue
 		}
-		if s.ledger != nil && di.Used > 0 {
+		// Charged as charge does: the session's quota (this server's token's), then the
+		// instance's across its sessions here.
+		if q := s.cfg.MemoryQuota; q > 0 && di.Used > q {
+			return fmt.Errorf("restore: the session holds %d bytes on device %d, past its quota of %d here: %w",
+				di.Used, i, q, backend.ErrOutOfMemory)
+		}
+		if s.cfg.MemoryQuota > 0 && s.ledger != nil && di.Used > 0 {
 			ok, _, err := s.ledger(i, int64(di.Used))
 			if err != nil || !ok {
 				return errors.Join(fmt.Errorf("restore: the instance's memory quota has no room for %d bytes on device %d: %w",
@@ -181,4 +187,16 @@ func (s *Session) stopAfterCheckpoint() {
 	s.handedOff = true
 	s.Stats.handedOff(time.Now().UTC())
 	s.resume.handOff()
+	s.drainAfterHandOff()
+}
+
+// handOffDrain bounds how long a worker whose session went elsewhere waits for its guest to
+// close the old connection (the guest reads to the stream's end, then closes it).
+const handOffDrain = 30 * time.Second
+
+// drainAfterHandOff ends the old connection after handOffDrain even if the guest never closes
+// it, so the worker (and its GPU memory) does not linger.
+func (s *Session) drainAfterHandOff() {
+	r := s.resume
+	time.AfterFunc(handOffDrain, func() { r.Close() })
 }

@@ -314,3 +314,31 @@ func TestReadImageRefusesBadStreams(t *testing.T) {
 		t.Error("a future version: read")
 	}
 }
+
+// The target charges the moved memory to the session's quota there (its own token's): a session
+// holding more than that is refused by the target, names the quota, and runs on where it was.
+func TestMigrateRespectsTheTargetsQuota(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	_, _, out, _ := setUp(g) // 4096 + 64 bytes
+	toB, fromA := tcpPair(t)
+	go func() {
+		img, chunks, err := readImage(fromA)
+		if err != nil {
+			writeReady(fromA, nil, err)
+			return
+		}
+		secret, window := img.secretOrNew(true)
+		rc := newRestoredResumeConn("s1", img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
+		b := NewSession(Config{SessionID: "s1", Devices: []int{0}, MemoryQuota: 1024}, sim.New(1, 1<<30), rc, slog.Default())
+		b.resume = rc
+		b.Restore(img, chunks, func(err error) { writeReady(fromA, secret, err) })
+		b.Serve(context.Background())
+	}()
+	err := a.Migrate(toB, "b:1")
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("past its quota of 1024")) {
+		t.Fatalf("migration past the target's quota: %v", err)
+	}
+	if got := dtoh(g, out, 4); len(got) != 4 {
+		t.Fatal("the session stopped serving after a refused migration")
+	}
+}
