@@ -167,7 +167,7 @@ func (s *Server) handOver(conn *net.UnixConn, o openSession) (*adoptedWorker, er
 		billedTo = start
 	}
 	se := &session{claims: c, ordinals: o.Ordinals, pid: o.Pid, start: start, billedTo: billedTo, lanes: lanesHere,
-		adoptable: true}
+		adoptable: true, incoming: o.Incoming}
 	s.putOnBooks(se, h)
 	return &adoptedWorker{se: se, conn: conn, stats: r, arenasHere: arenasHere, memHere: memHere}, nil
 }

@@ -31,6 +31,9 @@ type openSession struct {
 	Claims   *sessiontoken.Claims `json:"claims,omitempty"`
 	Ordinals []int                `json:"ordinals,omitempty"`
 	Start    time.Time            `json:"start,omitzero"`
+	// Incoming: a restored session (a migration's target, a checkpoint's restore), billed only
+	// from the time its worker reports; a server that adopts it keeps that rule.
+	Incoming bool `json:"incoming,omitempty"`
 }
 
 // RunCheckpoints bills every open session's time since its last record every period until ctx
@@ -93,7 +96,7 @@ func (s *Server) writeOpen() error {
 		c := se.claims
 		list = append(list, openSession{SessionID: c.SessionID, TenantID: c.TenantID,
 			InstanceID: c.InstanceID, BilledTo: se.billedTo.UTC(), Pid: se.pid, Claims: &c,
-			Ordinals: se.ordinals, Start: se.start.UTC()})
+			Ordinals: se.ordinals, Start: se.start.UTC(), Incoming: se.incoming})
 	}
 	s.mu.Unlock()
 	path := filepath.Join(s.cfg.DataDir, openFile)
