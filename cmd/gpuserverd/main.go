@@ -42,6 +42,8 @@ func main() {
 	var err error
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		err = worker.Main(ctx, log.With("role", "worker"))
+	} else if len(os.Args) > 1 && os.Args[1] == "sessions" {
+		err = sessionsCmd(ctx, os.Args[2:], os.Stdout)
 	} else {
 		err = run(ctx, os.Args[1:], log)
 	}
