@@ -18,7 +18,7 @@ import (
 // streamGuest is a guest that resumes as the C library does: it counts the stream's bytes (what
 // it sent after its Hello, what it received from the HelloReply on) and keeps all it sent.
 type streamGuest struct {
-	t       *testing.T
+	t       testing.TB
 	conn    net.Conn
 	req     uint32
 	in      uint64
@@ -92,7 +92,7 @@ func (g *streamGuest) resumeOn(rc *resumeConn, guestEnd, workerEnd net.Conn) {
 
 // serveTCP serves a session on a loopback TCP connection whose stream may resume, and opens the
 // resume window as the guest library does.
-func serveTCP(t *testing.T, b backend.Backend) (*streamGuest, *Session, *resumeConn) {
+func serveTCP(t testing.TB, b backend.Backend) (*streamGuest, *Session, *resumeConn) {
 	t.Helper()
 	guest, workerSide := tcpPair(t)
 	rc := newResumeConn(workerSide, "s1")

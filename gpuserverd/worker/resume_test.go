@@ -11,7 +11,7 @@ import (
 )
 
 // tcpPair is a connected pair of loopback TCP connections.
-func tcpPair(t *testing.T) (net.Conn, net.Conn) {
+func tcpPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
