@@ -112,6 +112,29 @@ func serveTCP(t testing.TB, b backend.Backend) (*streamGuest, *Session, *resumeC
 	return g, s, rc
 }
 
+// serveTarget is a migration's target worker on fromA: it reads the image, rebuilds the session
+// on a backend of its own (another server's), answers MigrateReady and serves; the session is sent
+// on ready once restored (nil when the image could not be read).
+func serveTarget(fromA net.Conn, cfg Config, log *slog.Logger, ready chan<- *Session) {
+	img, chunks, err := readImage(fromA)
+	if err != nil {
+		writeReady(fromA, nil, err)
+		if ready != nil {
+			ready <- nil
+		}
+		return
+	}
+	secret, window := img.secretOrNew(true)
+	rc := newRestoredResumeConn(cfg.SessionID, img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
+	s := NewSession(cfg, sim.New(1, 4<<30), rc, log)
+	s.resume = rc
+	s.Restore(img, chunks, func(err error) { writeReady(fromA, secret, err) })
+	if ready != nil {
+		ready <- s
+	}
+	s.Serve(context.Background())
+}
+
 func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 
 // setUp gives the session state to carry: a module with a kernel, a stream, an event, two
@@ -162,21 +185,7 @@ func TestMigrateMovesARunningSession(t *testing.T) {
 	// The target worker: reads the image, rebuilds, answers MigrateReady, waits for the guest.
 	toB, fromA := tcpPair(t)
 	bReady := make(chan *Session, 1)
-	go func() {
-		img, chunks, err := readImage(fromA)
-		if err != nil {
-			writeReady(fromA, nil, err)
-			bReady <- nil
-			return
-		}
-		secret, window := img.secretOrNew(true)
-		rc := newRestoredResumeConn("s1", img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
-		s := NewSession(Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, sim.New(1, 1<<30), rc, slog.Default())
-		s.resume = rc
-		s.Restore(img, chunks, func(err error) { writeReady(fromA, secret, err) })
-		bReady <- s
-		s.Serve(context.Background())
-	}()
+	go serveTarget(fromA, Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, slog.Default(), bReady)
 	if err := a.Migrate(toB, "b.example:7070"); err != nil {
 		t.Fatal(err)
 	}
@@ -321,24 +330,56 @@ func TestMigrateRespectsTheTargetsQuota(t *testing.T) {
 	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
 	_, _, out, _ := setUp(g) // 4096 + 64 bytes
 	toB, fromA := tcpPair(t)
-	go func() {
-		img, chunks, err := readImage(fromA)
-		if err != nil {
-			writeReady(fromA, nil, err)
-			return
-		}
-		secret, window := img.secretOrNew(true)
-		rc := newRestoredResumeConn("s1", img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
-		b := NewSession(Config{SessionID: "s1", Devices: []int{0}, MemoryQuota: 1024}, sim.New(1, 1<<30), rc, slog.Default())
-		b.resume = rc
-		b.Restore(img, chunks, func(err error) { writeReady(fromA, secret, err) })
-		b.Serve(context.Background())
-	}()
+	go serveTarget(fromA, Config{SessionID: "s1", Devices: []int{0}, MemoryQuota: 1024}, slog.Default(), nil)
 	err := a.Migrate(toB, "b:1")
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("past its quota of 1024")) {
 		t.Fatalf("migration past the target's quota: %v", err)
 	}
 	if got := dtoh(g, out, 4); len(got) != 4 {
 		t.Fatal("the session stopped serving after a refused migration")
+	}
+}
+
+// A cuBLAS handle made before a migration is the same handle after it, with its workspace: the
+// target sets its stream and destroys it, giving the workspace back to the session's count.
+func TestMigrateKeepsCublasHandles(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	_, _, _, stream := setUp(g)
+	var br wire.BlasReply
+	g.call(&wire.BlasCreate{}, &br)
+	if br.Result != 0 {
+		t.Fatalf("cublasCreate: %+v", br)
+	}
+	h := br.Handle
+	toB, fromA := tcpPair(t)
+	bReady := make(chan *Session, 1)
+	go serveTarget(fromA, Config{SessionID: "s1", Devices: []int{0}}, slog.Default(), bReady)
+	if err := a.Migrate(toB, "b:1"); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bReady
+	h0, p := g.next()
+	var redirect wire.MigrateRedirect
+	if h0.Type != wire.TypeMigrateRedirect || redirect.Decode(p) != nil {
+		t.Fatalf("got %s, want MigrateRedirect", h0.Type)
+	}
+	g.secret = redirect.Secret
+	guestB, workerB := tcpPair(t)
+	g.resumeOn(b.resume, guestB, workerB)
+	before := b.Stats.Snapshot().MemoryBytes
+	g.call(&wire.BlasSetStream{Handle: h, Stream: uint64(stream)}, &br)
+	if br.Result != 0 {
+		t.Fatalf("cublasSetStream on the moved handle: %+v", br)
+	}
+	g.call(&wire.BlasDestroy{Handle: h}, &br)
+	if br.Result != 0 {
+		t.Fatalf("cublasDestroy on the moved handle: %+v", br)
+	}
+	if after := b.Stats.Snapshot().MemoryBytes; after >= before {
+		t.Fatalf("the moved handle's workspace was not given back: %d then %d bytes", before, after)
+	}
+	g.call(&wire.BlasDestroy{Handle: h}, &br)
+	if br.Result == 0 {
+		t.Fatal("a destroyed handle destroyed again")
 	}
 }
