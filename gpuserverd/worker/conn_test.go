@@ -1,12 +1,17 @@
 package worker
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/gpuserverd/wire"
 )
 
 // pair returns a client connection and the server side as a blockingConn.
@@ -68,5 +73,25 @@ func TestBlockingConnCloseWakesReader(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not wake the blocked read")
+	}
+}
+
+// A session on a blocking socket waits between frames as long as its guest is quiet, past the
+// mid-frame stall limit: the wait for the next frame is not a stalled frame.
+func TestSessionWaitsForAQuietGuestPastTheStallLimit(t *testing.T) {
+	guest, bc := pair(t, 50*time.Millisecond)
+	s := NewSession(Config{SessionID: "s1", Devices: []int{0}}, sim.New(1, 1<<20), bc, slog.Default())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(context.Background()) }()
+	c := &client{t: t, conn: guest, done: done}
+	guest.SetDeadline(time.Now().Add(10 * time.Second))
+	var hello wire.HelloReply
+	c.read(&hello)
+	var v wire.ValueReply
+	c.call(&wire.DriverVersion{}, &v)
+	time.Sleep(300 * time.Millisecond) // six stall limits without a frame
+	c.call(&wire.DriverVersion{}, &v)
+	if v.Result != 0 {
+		t.Fatalf("the call after a quiet spell: %+v", v)
 	}
 }

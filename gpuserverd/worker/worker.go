@@ -165,7 +165,8 @@ func (s *Session) Serve(ctx context.Context) error {
 // serveNext waits for the guest's next frame and serves it under exec; once the session has
 // moved away it only drains what the guest still sends, until the guest closes.
 func (s *Session) serveNext() error {
-	if _, err := s.r.Peek(1); err != nil { // between frames: nothing consumed, nothing held
+	s.conn.SetReadDeadline(time.Time{})    // between frames: a quiet guest is waited for without limit
+	if _, err := s.r.Peek(1); err != nil { // nothing consumed, nothing held
 		return err
 	}
 	s.exec.Lock()
