@@ -315,7 +315,7 @@ func solverBackendC(vs []solverVerdict) []byte {
 	return b.Bytes()
 }
 
-// solverGuestTypes declares the types of cusolverDn.h's prototypes as gpucloud's guest library
+// solverGuestTypes declares the types and functions of cusolverDn.h as gpucloud's guest library
 // needs them (no NVIDIA header in the build): enums as int, objects as opaque pointers.
 func solverGuestTypes(d *desc) []byte {
 	var b bytes.Buffer
@@ -344,6 +344,14 @@ func solverGuestTypes(d *desc) []byte {
 		case c == "fnptr":
 			fmt.Fprintf(&b, "typedef void (*%s)(int logLevel, const char *functionName, const char *message);\n", t)
 		}
+	}
+	b.WriteString("\n/* Every function of cusolverDn.h, as api_gen.c and solver.c define it. */\n")
+	for _, f := range d.fns {
+		params := f.params
+		if params == "" {
+			params = "void"
+		}
+		fmt.Fprintf(&b, "cusolverStatus_t %s(%s);\n", f.name, params)
 	}
 	b.WriteString("\n#endif\n")
 	return b.Bytes()
