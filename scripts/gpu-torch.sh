@@ -59,6 +59,12 @@ for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so
 done
 cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
 	"$ROOT/gpuserverd/guest/nvml/build/libnvidia-ml.so.1" "$GCLIB/"
+# cuSOLVER (issue 15): gpucloud's libcusolver.so.12 (built by torch-prep.sh) in the folder; the
+# workers run NVIDIA's from torch's wheel.
+cp "$ROOT/gpuserverd/guest/cusolver/build/libcusolver.so.12" "$GCLIB/" || echo "FAILED: no libcusolver.so.12"
+f=$site/nvidia/cu13/lib/libcusolver.so.12
+[[ -z ${GPUSERVERD_CUSOLVER:-} && -e $f ]] && export GPUSERVERD_CUSOLVER=$f
+echo "worker: GPUSERVERD_CUSOLVER=${GPUSERVERD_CUSOLVER:-unset, the loader finds it}"
 AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 [[ -f $AUDIT ]] || make -s -C "$ROOT/gpuserverd/guest/loader" BUILD="$(dirname "$AUDIT")"
 ls -l "$GCLIB"

@@ -20,6 +20,7 @@ make -s -C gpuserverd/guest
 make -s -C gpuserverd/guest/loader
 make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 make -s -C gpuserverd/guest/nvml
+make -s -C gpuserverd/guest/cusolver LIBDIRS=-L"$ROOT/gpuserverd/guest/build" # no NVIDIA header needed
 if [[ -n ${CUDA_HEADERS:-} ]]; then
 	chk=$(mktemp -d)
 	trap 'rm -rf "$chk"' EXIT
@@ -35,8 +36,10 @@ rm -rf "$dest"
 g=$dest/gpuserverd/guest
 mkdir -p "$dest/bin" "$dest/scripts" "$g"
 cp scripts/gpu-torch.sh "$dest/scripts/"
+cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py "$dest/scripts/"
 cp bin/gpuserverd bin/gputoken "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
 for d in . loader cudnn nvml; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
+mkdir -p "$g/cusolver/build" && cp -a gpuserverd/guest/cusolver/build/. "$g/cusolver/build/"
 du -sh "$dest"

@@ -46,6 +46,7 @@ type Context struct {
 	dnn       dnnObjects
 	lt        ltObjects // NVIDIA's cuBLASLt objects, by attribute list
 	solver    map[backend.Handle]solverObject
+	scratch   hostScratch // cuSOLVER's host workspaces
 }
 
 var _ backend.Context = (*Context)(nil)

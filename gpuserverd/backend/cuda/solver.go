@@ -80,8 +80,6 @@ func (c *Context) SolverCall(f backend.SolverFunc, args []uint64) ([]uint64, err
 		used += k
 		return p, nil
 	}
-	var scratch unsafe.Pointer
-	defer func() { C.free(scratch) }()
 	for i, a := range f.Args {
 		w := args[i]
 		switch a.Kind {
@@ -119,13 +117,11 @@ func (c *Context) SolverCall(f backend.SolverFunc, args []uint64) ([]uint64, err
 				w = 0
 				continue
 			}
-			if size > backend.SolverMaxHostWork || scratch != nil {
-				return nil, solverBad(f.Name, backend.SolverInvalidValue, "%d bytes of host scratch (at most %d)", size, backend.SolverMaxHostWork)
+			p, err := c.solverScratch(f.Name, size)
+			if err != nil {
+				return nil, err
 			}
-			if scratch = C.malloc(C.size_t(size)); scratch == nil {
-				return nil, solverBad(f.Name, backend.SolverAllocFailed, "%d bytes of host scratch", size)
-			}
-			w = uint64(uintptr(scratch))
+			w = uint64(uintptr(p))
 		}
 		words[i] = w
 	}
@@ -157,6 +153,35 @@ func (c *Context) SolverCall(f backend.SolverFunc, args []uint64) ([]uint64, err
 	return out, nil
 }
 
+// solverScratch is host scratch of at least size bytes for a call's bufferOnHost. It only grows,
+// and a smaller one it replaces is kept until the context closes: cuSOLVER may still be working
+// in it on a stream after the call that named it returned, so no scratch is freed while work
+// may be queued.
+func (c *Context) solverScratch(op string, size uint64) (unsafe.Pointer, error) {
+	if size > backend.SolverMaxHostWork {
+		return nil, solverBad(op, backend.SolverInvalidValue, "%d bytes of host scratch (at most %d)", size, backend.SolverMaxHostWork)
+	}
+	if size <= c.scratch.size {
+		return c.scratch.ptr, nil
+	}
+	p := C.malloc(C.size_t(size))
+	if p == nil {
+		return nil, solverBad(op, backend.SolverAllocFailed, "%d bytes of host scratch", size)
+	}
+	if c.scratch.ptr != nil {
+		c.scratch.retired = append(c.scratch.retired, c.scratch.ptr)
+	}
+	c.scratch.ptr, c.scratch.size = p, size
+	return p, nil
+}
+
+// hostScratch is a context's host scratch for cuSOLVER (solverScratch).
+type hostScratch struct {
+	ptr     unsafe.Pointer
+	size    uint64
+	retired []unsafe.Pointer
+}
+
 // closeSolver destroys the context's cuSOLVER objects before the context goes.
 func (c *Context) closeSolver() []error {
 	var errs []error
@@ -172,6 +197,13 @@ func (c *Context) closeSolver() []error {
 		errs = append(errs, solverCheck(name, C.gc_solver_call(c.ctx, C.uint32_t(ids[name]), words)))
 		delete(c.solver, h)
 	}
+	if c.scratch.ptr != nil { // no queued work may still use scratch when it is freed
+		errs = append(errs, check("cuCtxSynchronize", C.gc_ctx_synchronize(c.ctx)))
+	}
+	for _, p := range append(c.scratch.retired, c.scratch.ptr) {
+		C.free(p)
+	}
+	c.scratch = hostScratch{}
 	return errs
 }
 
