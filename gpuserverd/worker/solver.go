@@ -8,6 +8,14 @@ import (
 	"gpucloud/gpuserverd/wire"
 )
 
+// A session's cuSOLVER objects are bounded: NVIDIA's cusolverDnCreate takes device memory of its
+// own (its cuBLAS handle, internal buffers) that no quota sees, so a hostile guest must not make
+// handles without end; params and infos are small host objects.
+const (
+	solverMaxHandles = 64
+	solverMaxObjects = 4096
+)
+
 // solverState is a device's cuSOLVER objects (handles, params, syevj and gesvdj infos): the ids
 // this session made, by kind. An id is looked up here before the backend sees it, so another
 // session's (or a made-up) id is refused, never translated.
@@ -98,8 +106,30 @@ func (st *solverState) decode(m *wire.SolverCall) (backend.SolverFunc, []uint64,
 			}
 		}
 	}
+	for i, a := range f.Args {
+		if a.Kind == backend.SolverNew && args[i] != 0 {
+			if err := st.room(f.Name, a.Obj); err != nil {
+				return f, nil, err
+			}
+		}
+	}
 	if n := f.OutWords(args); n > backend.SolverMaxOut {
 		return f, nil, solverBad(f.Name, backend.SolverInvalidValue, "%d output words (at most %d)", n, backend.SolverMaxOut)
 	}
 	return f, args, nil
+}
+
+// room refuses a new object of kind obj past the session's bound.
+func (st *solverState) room(op string, obj uint8) error {
+	n, total := 0, len(st.objs)
+	for _, k := range st.objs {
+		if k == obj {
+			n++
+		}
+	}
+	if obj == backend.SolverObjHandle && n >= solverMaxHandles || total >= solverMaxObjects {
+		return solverBad(op, backend.SolverAllocFailed, "%d cuSOLVER handles, %d objects in this session: at most %d handles, %d objects",
+			n, total, solverMaxHandles, solverMaxObjects)
+	}
+	return nil
 }

@@ -110,6 +110,30 @@ func TestSolverRefusals(t *testing.T) {
 	}
 }
 
+// A session makes at most solverMaxHandles handles (cuSOLVER's own device memory is not charged
+// to its quota); destroying one makes room again.
+func TestSolverHandlesAreBounded(t *testing.T) {
+	c := newSession(t, Config{Tier: "shared", Devices: []int{0}})
+	var last uint64
+	for i := 0; i < solverMaxHandles; i++ {
+		r := c.solver("cusolverDnCreate", 1)
+		if r.Status != 0 {
+			t.Fatalf("handle %d: %+v", i, r)
+		}
+		last = r.O0
+	}
+	if r := c.solver("cusolverDnCreate", 1); backend.SolverStatus(r.Status) != backend.SolverAllocFailed || r.Message == "" {
+		t.Fatalf("handle past the bound: %+v", r)
+	}
+	if r := c.solver("cusolverDnCreateParams", 1); r.Status != 0 {
+		t.Fatalf("params past the handles' bound: %+v", r)
+	}
+	c.solver("cusolverDnDestroy", last)
+	if r := c.solver("cusolverDnCreate", 1); r.Status != 0 {
+		t.Fatalf("a handle after one was destroyed: %+v", r)
+	}
+}
+
 // Handles are the session's own: another session's id is refused, and the owner's still works.
 func TestSolverHandlesAreSessionLocal(t *testing.T) {
 	owner := newSession(t, Config{Tier: "shared", TenantID: "a", Devices: []int{0}})
