@@ -10,10 +10,11 @@
 # holding what /usr/lib/gpucloud holds in a VM: gpucloud's libcuda.so.1 (the guest library),
 # libcudart.so.13, libcublas.so.13 (every cuBLAS name), libcublasLt.so.13, libcudnn.so.9 and
 # libnvidia-ml.so.1. libcudart, libcublas and libcublasLt are built here against the toolkit's
-# headers. Libraries gpucloud does not ship yet (cuFFT, cuSPARSE, cuSOLVER, cuRAND, NCCL) load from
-# the wheel as they would in a VM. The workers run NVIDIA's cuBLAS, cuBLASLt and cuDNN from torch's
-# wheel (the same builds the native run uses, so the same kernels), unless GPUSERVERD_CUBLAS,
-# GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN name others.
+# headers; libcusolver.so.12 comes prebuilt in the bundle. Libraries gpucloud does not ship yet
+# (cuFFT, cuSPARSE, cuRAND, NCCL) load from the wheel as they would in a VM. The workers run
+# NVIDIA's cuBLAS, cuBLASLt, cuDNN and cuSOLVER from torch's wheel (the same builds the native run
+# uses, so the same kernels), unless GPUSERVERD_CUBLAS, GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN,
+# GPUSERVERD_CUSOLVER name others.
 #
 # Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt are a switch for trying
 # the rest when cuBLASLt or cuDNN fail: they run with torch's own switches away from them,

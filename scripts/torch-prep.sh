@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # torch-prep.sh DEST: builds here (with Go) what scripts/gpu-torch.sh needs on the GPU machine and
 # copies a self-contained bundle to DEST: bin/gpuserverd, bin/gputoken, the guest library
-# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9 and libnvidia-ml.so.1 (neither needs
-# an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
-# (built there against the toolkit's headers, which check every signature), and the PyTorch cases.
+# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9, libcusolver.so.12 and
+# libnvidia-ml.so.1 (none needs an NVIDIA header: built here), the sources of gpucloud's
+# libcudart, libcublas and libcublasLt (built there against the toolkit's headers, which check
+# every signature), and the PyTorch cases.
 # Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
 #
 # CUDA_HEADERS=DIR (a toolkit's include folder) also builds those three here against it first, so
