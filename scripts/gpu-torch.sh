@@ -10,10 +10,11 @@
 # holding what /usr/lib/gpucloud holds in a VM: gpucloud's libcuda.so.1 (the guest library),
 # libcudart.so.13, libcublas.so.13 (every cuBLAS name), libcublasLt.so.13, libcudnn.so.9 and
 # libnvidia-ml.so.1. libcudart, libcublas and libcublasLt are built here against the toolkit's
-# headers. Libraries gpucloud does not ship yet (cuFFT, cuSPARSE, cuSOLVER, cuRAND, NCCL) load from
-# the wheel as they would in a VM. The workers run NVIDIA's cuBLAS, cuBLASLt and cuDNN from torch's
-# wheel (the same builds the native run uses, so the same kernels), unless GPUSERVERD_CUBLAS,
-# GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN name others.
+# headers; libcusolver.so.12 comes prebuilt in the bundle. Libraries gpucloud does not ship yet
+# (cuFFT, cuSPARSE, cuRAND, NCCL) load from the wheel as they would in a VM. The workers run
+# NVIDIA's cuBLAS, cuBLASLt, cuDNN and cuSOLVER from torch's wheel (the same builds the native run
+# uses, so the same kernels), unless GPUSERVERD_CUBLAS, GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN,
+# GPUSERVERD_CUSOLVER name others.
 #
 # Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt are a switch for trying
 # the rest when cuBLASLt or cuDNN fail: they run with torch's own switches away from them,
@@ -59,6 +60,12 @@ for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so
 done
 cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
 	"$ROOT/gpuserverd/guest/nvml/build/libnvidia-ml.so.1" "$GCLIB/"
+# cuSOLVER (issue 15): gpucloud's libcusolver.so.12 (built by torch-prep.sh) in the folder; the
+# workers run NVIDIA's from torch's wheel.
+cp "$ROOT/gpuserverd/guest/cusolver/build/libcusolver.so.12" "$GCLIB/" || echo "FAILED: no libcusolver.so.12"
+f=$site/nvidia/cu13/lib/libcusolver.so.12
+[[ -z ${GPUSERVERD_CUSOLVER:-} && -e $f ]] && export GPUSERVERD_CUSOLVER=$f
+echo "worker: GPUSERVERD_CUSOLVER=${GPUSERVERD_CUSOLVER:-unset, the loader finds it}"
 AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 [[ -f $AUDIT ]] || make -s -C "$ROOT/gpuserverd/guest/loader" BUILD="$(dirname "$AUDIT")"
 ls -l "$GCLIB"

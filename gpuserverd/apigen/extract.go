@@ -21,6 +21,7 @@ type header struct {
 var headers = []header{
 	{file: "cuda.h", ret: "CUresult", prefix: "cu", desc: "driver.txt", firstID: driverFirstFn},
 	{file: "cuda_runtime_api.h", ret: "cudaError_t", prefix: "cuda", desc: "runtime.txt"},
+	{file: "cusolverDn.h", ret: "cusolverStatus_t", prefix: "cusolverDn", desc: "cusolverdn.txt", firstID: solverFirstFn},
 }
 
 // extract preprocesses each header with the C compiler (so every conditional and macro resolves as

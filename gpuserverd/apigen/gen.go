@@ -79,6 +79,9 @@ func generate(root string) error {
 	if err != nil {
 		return err
 	}
+	if err := generateSolver(root, files); err != nil {
+		return err
+	}
 	for path, data := range files {
 		if err := os.WriteFile(filepath.Join(root, path), data, 0o644); err != nil {
 			return err

@@ -27,6 +27,7 @@ const (
 	NvmlFan         = 16
 	NvmlPstate      = 32
 	StripeRetry     = 1000001
+	SolverMaxOut    = 16
 )
 
 // Message types.
@@ -198,6 +199,8 @@ const (
 	TypeMigrateIn                    Type = 905
 	TypeMigrateInReply               Type = 906
 	TypeMigrateReady                 Type = 907
+	TypeSolverCall                   Type = 11000
+	TypeSolverReply                  Type = 11001
 )
 
 var typeNames = map[Type]string{
@@ -368,6 +371,8 @@ var typeNames = map[Type]string{
 	TypeMigrateIn:                    "MigrateIn",
 	TypeMigrateInReply:               "MigrateInReply",
 	TypeMigrateReady:                 "MigrateReady",
+	TypeSolverCall:                   "SolverCall",
+	TypeSolverReply:                  "SolverReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -707,6 +712,10 @@ func New(t Type) Message {
 		return new(MigrateInReply)
 	case TypeMigrateReady:
 		return new(MigrateReady)
+	case TypeSolverCall:
+		return new(SolverCall)
+	case TypeSolverReply:
+		return new(SolverReply)
 	}
 	return nil
 }
@@ -6025,5 +6034,114 @@ func (m *MigrateReady) Decode(p []byte) error {
 	m.Result = int32(d.u32("result"))
 	m.Message = string(d.bytes("message", 1024))
 	m.Secret = d.bytes("secret", 32)
+	return d.finish()
+}
+
+// SolverCall is message type 11000.
+type SolverCall struct {
+	Fn   uint32
+	Args []byte
+}
+
+// Type returns TypeSolverCall.
+func (*SolverCall) Type() Type { return TypeSolverCall }
+
+// Append appends the encoded payload to b.
+func (m *SolverCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	return b
+}
+
+// AppendHead appends the payload without Args's content (its length included), so a
+// large Args can be written from where it lies.
+func (m *SolverCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SolverCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SolverCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 512)
+	return d.finish()
+}
+
+// SolverReply is message type 11001.
+type SolverReply struct {
+	Result  int32
+	Status  int32
+	O0      uint64
+	O1      uint64
+	O2      uint64
+	O3      uint64
+	O4      uint64
+	O5      uint64
+	O6      uint64
+	O7      uint64
+	O8      uint64
+	O9      uint64
+	O10     uint64
+	O11     uint64
+	O12     uint64
+	O13     uint64
+	O14     uint64
+	O15     uint64
+	Message string
+}
+
+// Type returns TypeSolverReply.
+func (*SolverReply) Type() Type { return TypeSolverReply }
+
+// Append appends the encoded payload to b.
+func (m *SolverReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.O0)
+	b = putU64(b, m.O1)
+	b = putU64(b, m.O2)
+	b = putU64(b, m.O3)
+	b = putU64(b, m.O4)
+	b = putU64(b, m.O5)
+	b = putU64(b, m.O6)
+	b = putU64(b, m.O7)
+	b = putU64(b, m.O8)
+	b = putU64(b, m.O9)
+	b = putU64(b, m.O10)
+	b = putU64(b, m.O11)
+	b = putU64(b, m.O12)
+	b = putU64(b, m.O13)
+	b = putU64(b, m.O14)
+	b = putU64(b, m.O15)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SolverReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SolverReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.O0 = d.u64("o0")
+	m.O1 = d.u64("o1")
+	m.O2 = d.u64("o2")
+	m.O3 = d.u64("o3")
+	m.O4 = d.u64("o4")
+	m.O5 = d.u64("o5")
+	m.O6 = d.u64("o6")
+	m.O7 = d.u64("o7")
+	m.O8 = d.u64("o8")
+	m.O9 = d.u64("o9")
+	m.O10 = d.u64("o10")
+	m.O11 = d.u64("o11")
+	m.O12 = d.u64("o12")
+	m.O13 = d.u64("o13")
+	m.O14 = d.u64("o14")
+	m.O15 = d.u64("o15")
+	m.Message = string(d.bytes("message", 1024))
 	return d.finish()
 }

@@ -72,6 +72,8 @@ func (s *Session) serveOne() error {
 				detail = br.Message
 			} else if dr, ok := answer.(*wire.DnnReply); ok {
 				detail = dr.Message
+			} else if sr, ok := answer.(*wire.SolverReply); ok {
+				detail = sr.Message
 			}
 			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
 		}
@@ -94,6 +96,8 @@ func resultOf(m wire.Message) int32 {
 	case *wire.ApiCallReply:
 		return r.Result
 	case *wire.DnnReply:
+		return r.Result
+	case *wire.SolverReply:
 		return r.Result
 	}
 	return 0
@@ -171,6 +175,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		if isLt(m) {
 			return ltFailed(m, err), nil
+		}
+		if _, ok := m.(*wire.SolverCall); ok {
+			return solverReply(nil, err), nil
 		}
 		return status(err), nil
 	}
@@ -282,6 +289,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.dnn(d, m), nil
 	case *wire.LtCreate, *wire.LtHeuristic, *wire.LtMatmul, *wire.LtGetAttribute:
 		return s.lt(d, m), nil
+	case *wire.SolverCall:
+		return s.solver(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

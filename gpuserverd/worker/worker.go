@@ -63,6 +63,7 @@ type device struct {
 	blas    blasState
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
 	dnn     dnnState
+	solver  solverState
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond

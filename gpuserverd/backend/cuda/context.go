@@ -45,6 +45,8 @@ type Context struct {
 	fam       *famTables // the hand-written families' objects (families.go), made on first use
 	dnn       dnnObjects
 	lt        ltObjects // NVIDIA's cuBLASLt objects, by attribute list
+	solver    map[backend.Handle]solverObject
+	scratch   hostScratch // cuSOLVER's host workspaces
 }
 
 var _ backend.Context = (*Context)(nil)
@@ -584,6 +586,7 @@ func (c *Context) Close() error {
 		return nil
 	}
 	errs := append(c.closeDnn(), c.closeBlas()...)
+	errs = append(errs, c.closeSolver()...)
 	for p := range c.host {
 		errs = append(errs, check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p)))
 	}

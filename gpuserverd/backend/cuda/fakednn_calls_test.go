@@ -19,14 +19,7 @@ import (
 // and a legacy convolution's descriptors and scalars. It runs in a child process (loading is once).
 
 // fakeDnnCalls implements the calls under test; every other symbol dnn.c resolves returns 4000.
-const fakeDnnCalls = `
-#include <stdio.h>
-#include <stdint.h>
-#include <stdlib.h>
-/* Real heap addresses: Go's runtime checks the pointers it holds. */
-static void *obj(void) { return malloc(16); }
-/* The child exits through Go, which flushes no C stdio. */
-__attribute__((constructor)) static void unbuffered(void) { setvbuf(stdout, NULL, _IONBF, 0); }
+const fakeDnnCalls = recordingPreamble + `
 int cudnnCreate(void **h) { *h = obj(); printf("CREATE handle %p\n", *h); return 0; }
 int cudnnBackendCreateDescriptor(int type, void **d) { *d = obj(); printf("CREATE desc %d %p\n", type, *d); return 0; }
 int cudnnBackendSetAttribute(void *d, int name, int type, int64_t n, const void *e) {
@@ -62,6 +55,41 @@ int cudnnConvolutionForward(void *h, const float *alpha, void *xd, void *x, void
 	return 0;
 }
 `
+
+// recordingPreamble starts a recording fake library's C source.
+const recordingPreamble = `
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+/* Real heap addresses: Go's runtime checks the pointers it holds. */
+static void *obj(void) { return malloc(16); }
+/* The child exits through Go, which flushes no C stdio. */
+__attribute__((constructor)) static void unbuffered(void) { setvbuf(stdout, NULL, _IONBF, 0); }
+`
+
+// runRecordingChild runs the test child over the binding driver with env and returns what it
+// printed, which must end with CHILD DONE.
+func runRecordingChild(t *testing.T, child string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.v")
+	cmd.Env = append(append(os.Environ(), fakeEnv+"="+buildBindingDriver(t)), env...)
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil || !strings.Contains(out, "CHILD DONE") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	return out
+}
+
+// recorded is the first group of re in a recording child's output.
+func recorded(t *testing.T, out, re string) string {
+	t.Helper()
+	m := regexp.MustCompile(re).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no %q in:\n%s", re, out)
+	}
+	return m[1]
+}
 
 func buildRecordingDnn(t *testing.T) string {
 	t.Helper()
@@ -153,20 +181,8 @@ func TestRecordingDnnChild(t *testing.T) {
 }
 
 func TestDnnCallsReachCuDNN(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRecordingDnnChild$", "-test.v")
-	cmd.Env = append(os.Environ(), recordingEnv+"=1", fakeEnv+"="+buildBindingDriver(t), "GPUSERVERD_CUDNN="+buildRecordingDnn(t))
-	b, err := cmd.CombinedOutput()
-	out := string(b)
-	if err != nil || !strings.Contains(out, "CHILD DONE") {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	ptr := func(re string) string {
-		m := regexp.MustCompile(re).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("no %q in:\n%s", re, out)
-		}
-		return m[1]
-	}
+	out := runRecordingChild(t, "TestRecordingDnnChild", recordingEnv+"=1", "GPUSERVERD_CUDNN="+buildRecordingDnn(t))
+	ptr := func(re string) string { return recorded(t, out, re) }
 	handle, tensor, graph := ptr(`CREATE handle (0x[0-9a-f]+)`), ptr(`CREATE desc 17 (0x[0-9a-f]+)`), ptr(`CREATE desc 15 (0x[0-9a-f]+)`)
 	for _, want := range []string{
 		// ids became cuDNN's own pointers; a device address went as it came.

@@ -29,6 +29,7 @@ type Context struct {
 	blas      map[backend.Handle]*blasHandle
 	dnn       map[backend.Handle]*dnnHandle
 	dnnDescs  map[backend.Handle]*dnnDesc
+	solver    map[backend.Handle]*solverObj
 
 	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
 	funcAttrs   map[backend.Handle]funcAttrs

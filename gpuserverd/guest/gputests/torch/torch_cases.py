@@ -218,6 +218,23 @@ def case_linalg():
     return {"values": {"svd_sum": sv.sum().item(), "eig_sum": w.sum().item()}, "metrics": errs}
 
 
+def case_linalg_check():
+    """scripts/torch-linalg-check.py's ops (solve, inv, cholesky, qr, eigh, svd; fp64 and fp32;
+    one matrix and a batch, cuSOLVER preferred), each checked against the CPU, saved as
+    $LINALG_SAVE_DIR/linalg-MODE.pt for its compare of native and remote (scripts/gpu-linalg.sh)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../scripts/torch-linalg-check.py")
+    spec = importlib.util.spec_from_file_location("torch_linalg_check", path)
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    ep = os.environ.get("GPUCLOUD_ENDPOINT", "")
+    mode = "native" if not ep else "shm" if ep.startswith("unix:") else "tcp"
+    errs, bad = check.run(os.path.join(os.environ.get("LINALG_SAVE_DIR", "."), f"linalg-{mode}.pt"))
+    if bad:
+        raise AssertionError(f"failed, or differs from the CPU beyond tolerance: {bad}")
+    return {"metrics": errs}
+
+
 def case_fft():
     g = cpu_gen(8)
     x = torch.randn(16, 256, 256, generator=g)

@@ -1,0 +1,160 @@
+/* solver_sim_test: gpucloud's libcusolver.so.12 over the guest libcuda and a real gpuserverd on
+ * the simulated backend (guesttest/cusolver_test.go). A double LU factorisation and solve checked
+ * against the known solution, a singular matrix's devInfo, a float symmetric eigen-solve checked
+ * by A v = w v, streams, handles and refusals. With "foreign" it only checks that
+ * cusolverDnCreate fails over another libcuda. */
+#include "cusolver_gen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cusolverStatus_t cusolverGetVersion(int *version);
+
+#define CHECK(cond)                                                                                 \
+    do {                                                                                            \
+        if (!(cond)) {                                                                              \
+            fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond);                      \
+            exit(1);                                                                                \
+        }                                                                                           \
+    } while (0)
+#define OK(call) CHECK((call) == 0)
+#define CU(call) CHECK((call) == CUDA_SUCCESS)
+
+enum { NOT_INITIALIZED = 1, NOT_SUPPORTED = 9, EIG_MODE_VECTOR = 1, FILL_LOWER = 0, OP_N = 0 };
+
+static CUdeviceptr put(const void *host, size_t n) {
+    CUdeviceptr d;
+    CU(cuMemAlloc(&d, n));
+    CU(cuMemcpyHtoD(d, host, n));
+    return d;
+}
+
+static int devinfo(CUdeviceptr info) {
+    int v = -1;
+    CU(cuMemcpyDtoH(&v, info, sizeof v));
+    return v;
+}
+
+/* A x = b for a 3x3 double matrix (column-major), through getrf and getrs on a stream. */
+static void lu(cusolverDnHandle_t h, cudaStream_t s) {
+    const double A[9] = {4, 2, 1, -2, 5, 3, 1, -1, 6}; /* columns */
+    const double x[3] = {1, -2, 3};
+    double b[3];
+    for (int i = 0; i < 3; i++) b[i] = A[i] * x[0] + A[i + 3] * x[1] + A[i + 6] * x[2];
+    CUdeviceptr dA = put(A, sizeof A), dB = put(b, sizeof b), ipiv, info;
+    CU(cuMemAlloc(&ipiv, 3 * sizeof(int)));
+    CU(cuMemAlloc(&info, sizeof(int)));
+    int lwork = -1;
+    OK(cusolverDnDgetrf_bufferSize(h, 3, 3, (double *)dA, 3, &lwork));
+    CHECK(lwork >= 0);
+    CUdeviceptr work;
+    CU(cuMemAlloc(&work, (size_t)(lwork + 1) * sizeof(double)));
+    OK(cusolverDnDgetrf(h, 3, 3, (double *)dA, 3, (double *)work, (int *)ipiv, (int *)info));
+    OK(cusolverDnDgetrs(h, OP_N, 3, 1, (double *)dA, 3, (const int *)ipiv, (double *)dB, 3, (int *)info));
+    CU(cuStreamSynchronize((CUstream)s));
+    CHECK(devinfo(info) == 0);
+    double got[3];
+    CU(cuMemcpyDtoH(got, dB, sizeof got));
+    for (int i = 0; i < 3; i++) {
+        if (fabs(got[i] - x[i]) > 1e-12) {
+            fprintf(stderr, "x[%d] = %.17g, want %g\n", i, got[i], x[i]);
+            exit(1);
+        }
+    }
+    /* A singular matrix: devInfo names the first zero pivot, as LAPACK's getrf. */
+    const double S[9] = {1, 2, 3, 2, 4, 6, 0, 1, 1};
+    CU(cuMemcpyHtoD(dA, S, sizeof S));
+    OK(cusolverDnDgetrf(h, 3, 3, (double *)dA, 3, (double *)work, (int *)ipiv, (int *)info));
+    CU(cuStreamSynchronize((CUstream)s));
+    CHECK(devinfo(info) > 0);
+    CU(cuMemFree(dA));
+    CU(cuMemFree(dB));
+    CU(cuMemFree(ipiv));
+    CU(cuMemFree(info));
+    CU(cuMemFree(work));
+}
+
+/* The eigenvalues (ascending) and eigenvectors of a symmetric 4x4 float matrix: A v = w v. */
+static void eigen(cusolverDnHandle_t h, cudaStream_t s) {
+    const int n = 4;
+    float A[16];
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++) A[i + j * n] = (float)(1.0 / (1 + i + j)) + (i == j ? (float)i : 0); /* Hilbert + diag */
+    CUdeviceptr dA = put(A, sizeof A), W, info;
+    CU(cuMemAlloc(&W, n * sizeof(float)));
+    CU(cuMemAlloc(&info, sizeof(int)));
+    int lwork = -1;
+    OK(cusolverDnSsyevd_bufferSize(h, EIG_MODE_VECTOR, FILL_LOWER, n, (const float *)dA, n, (const float *)W, &lwork));
+    CUdeviceptr work;
+    CU(cuMemAlloc(&work, (size_t)(lwork + 1) * sizeof(float)));
+    OK(cusolverDnSsyevd(h, EIG_MODE_VECTOR, FILL_LOWER, n, (float *)dA, n, (float *)W, (float *)work, lwork, (int *)info));
+    CU(cuStreamSynchronize((CUstream)s));
+    CHECK(devinfo(info) == 0);
+    float w[4], V[16];
+    CU(cuMemcpyDtoH(w, W, sizeof w));
+    CU(cuMemcpyDtoH(V, dA, sizeof V));
+    for (int k = 0; k < n; k++) {
+        if (k > 0) CHECK(w[k] >= w[k - 1]);
+        double norm = 0;
+        for (int i = 0; i < n; i++) {
+            double av = 0;
+            for (int j = 0; j < n; j++) av += A[i + j * n] * V[j + k * n];
+            CHECK(fabs(av - w[k] * V[i + k * n]) < 1e-4);
+            norm += V[i + k * n] * V[i + k * n];
+        }
+        CHECK(fabs(norm - 1) < 1e-4);
+    }
+    CU(cuMemFree(dA));
+    CU(cuMemFree(W));
+    CU(cuMemFree(info));
+    CU(cuMemFree(work));
+}
+
+int main(int argc, char **argv) {
+    cusolverDnHandle_t h = NULL;
+    if (argc > 1 && strcmp(argv[1], "foreign") == 0) {
+        CHECK(cusolverDnCreate(&h) == NOT_INITIALIZED);
+        printf("solver_sim_test foreign: OK\n");
+        return 0;
+    }
+    int v = 0;
+    OK(cusolverGetVersion(&v));
+    CHECK(v == 12004);
+    CU(cuInit(0));
+    OK(cusolverDnCreate(&h));
+    CHECK(h != NULL);
+    CUstream s;
+    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    cudaStream_t got = (cudaStream_t)1;
+    OK(cusolverDnGetStream(h, &got));
+    CHECK(got == NULL);
+    OK(cusolverDnSetStream(h, (cudaStream_t)s));
+    OK(cusolverDnGetStream(h, &got));
+    CHECK(got == (cudaStream_t)s);
+
+    lu(h, (cudaStream_t)s);
+    eigen(h, (cudaStream_t)s);
+
+    /* Objects: params and infos are made and destroyed on the server too. */
+    cusolverDnParams_t p;
+    syevjInfo_t j;
+    OK(cusolverDnCreateParams(&p));
+    OK(cusolverDnCreateSyevjInfo(&j));
+    OK(cusolverDnXsyevjSetTolerance(j, 1e-7));
+    OK(cusolverDnDestroySyevjInfo(j));
+    OK(cusolverDnDestroyParams(p));
+
+    /* Refusals: a function not remoted, twice (one notice); a NULL handle; a destroyed one. */
+    cusolverDnIRSParams_t irs;
+    CHECK(cusolverDnIRSParamsCreate(&irs) == NOT_SUPPORTED);
+    CHECK(cusolverDnIRSParamsCreate(&irs) == NOT_SUPPORTED);
+    int lwork;
+    CHECK(cusolverDnDgetrf_bufferSize(NULL, 3, 3, NULL, 3, &lwork) == NOT_INITIALIZED);
+    OK(cusolverDnDestroy(h));
+    CHECK(cusolverDnDgetrf_bufferSize(h, 3, 3, NULL, 3, &lwork) == NOT_INITIALIZED);
+    CU(cuStreamDestroy(s));
+    printf("solver_sim_test: OK\n");
+    return 0;
+}

@@ -1,0 +1,93 @@
+package guesttest
+
+import (
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gpucloud/internal/sessiontoken"
+)
+
+var cusolverBuild buildOnce
+
+// buildCusolver builds gpucloud's libcusolver.so.12 (against its own declarations) and
+// solver_sim_test into the build folder, with the foreign libcuda.so.1 of the cuBLAS tests.
+func buildCusolver(t *testing.T) string {
+	t.Helper()
+	buildCublas(t) // the foreign libcuda.so.1 comes with it
+	return cusolverBuild.do(t, func(dir string) error {
+		return runSteps([][]string{
+			{"make", "-s", "-C", "../cusolver", "BUILD=" + dir, "LIBDIRS=-L" + dir, "CFLAGS=-O2 -g -Wall -Wextra -Werror"},
+			{"gcc", "-Wall", "-Wextra", "-Werror", "-I../cusolver", "-I../include", "-o", filepath.Join(dir, "solver_sim_test"),
+				"../cusolver/solver_sim_test.c", "-L" + dir, "-lcusolver", "-lcuda", "-lm"},
+		})
+	})
+}
+
+// TestCusolverOnSim runs gpucloud's libcusolver over the guest library and a real gpuserverd on
+// the simulated backend: an LU solve and a symmetric eigen-solve checked on the CPU, streams,
+// objects, refusals; a function that is not remoted is named on stderr once.
+func TestCusolverOnSim(t *testing.T) {
+	buildCusolver(t)
+	out := runOK(t, startServer(t), "solver_sim_test")
+	notice := "gpucloud libcusolver: cusolverDnIRSParamsCreate is not forwarded to gpuserverd"
+	if n := strings.Count(out, notice); n != 1 {
+		t.Errorf("the notice for cusolverDnIRSParamsCreate came %d times, want once:\n%s", n, out)
+	}
+}
+
+// TestCusolverRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cusolverDnCreate
+// fails and says why.
+func TestCusolverRefusesForeignDriver(t *testing.T) {
+	dir := buildCusolver(t)
+	s := startServer(t)
+	cmd := s.client(s.token("s-foreign", sessiontoken.TierDedicated, 0), "solver_sim_test", "foreign")
+	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "solver_sim_test foreign: OK") ||
+		!strings.Contains(string(out), "is not gpucloud's guest library") {
+		t.Fatalf("over a foreign libcuda: %v\n%s", err, out)
+	}
+}
+
+// TestCusolverExportsTorchsNames: libcusolver.so.12 defines every cuSOLVER name PyTorch 2.11
+// imports (cusolver/torch-needs.txt, from its wheel) under NVIDIA's version node
+// libcusolver.so.12 (torch links it with RTLD_NOW), and exports nothing but cuSOLVER's names and
+// its marker.
+func TestCusolverExportsTorchsNames(t *testing.T) {
+	dir := buildCusolver(t)
+	f, err := elf.Open(filepath.Join(dir, "libcusolver.so.12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.DynamicSymbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]string{}
+	for _, s := range syms {
+		if s.Section == elf.SHN_UNDEF {
+			continue
+		}
+		have[s.Name] = s.Version
+		if !strings.HasPrefix(s.Name, "cusolver") && s.Name != "gpucloud_cusolver_guest" && s.Name != "libcusolver.so.12" { // the version node
+			t.Errorf("exports %s, not a cuSOLVER name", s.Name)
+		}
+	}
+	needs, err := os.ReadFile("../cusolver/torch-needs.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Fields(string(needs))
+	if len(names) < 100 {
+		t.Fatalf("the list has %d names: not PyTorch's", len(names))
+	}
+	for _, name := range names {
+		if v, ok := have[name]; !ok || v != "libcusolver.so.12" {
+			t.Errorf("%s: exported %v, version %q", name, ok, v)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package worker
+
+import (
+	"math"
+	"testing"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/gpuserverd/wire"
+)
+
+// solverID is the wire id of the remoted cuSOLVER function name.
+func solverID(t testing.TB, name string) uint32 {
+	for id, f := range backend.SolverFuncs {
+		if f.Name == name {
+			return id
+		}
+	}
+	t.Fatalf("%s is not remoted", name)
+	return 0
+}
+
+func solverCall(t testing.TB, name string, args ...uint64) *wire.SolverCall {
+	return &wire.SolverCall{Fn: solverID(t, name), Args: u64s(args...)}
+}
+
+func (c *client) solver(name string, args ...uint64) wire.SolverReply {
+	c.t.Helper()
+	var r wire.SolverReply
+	c.call(solverCall(c.t, name, args...), &r)
+	return r
+}
+
+// LU factorisation and solve, and a symmetric eigen-solve, through the wire on the simulated
+// backend: the size query waits for its answer, the computations go without a reply and their
+// results are read back by copies.
+func TestSolverThroughTheWire(t *testing.T) {
+	c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
+	r := c.solver("cusolverDnCreate", 1)
+	h := r.O0
+	if r.Status != 0 || h == 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	var sh wire.HandleReply
+	c.call(&wire.StreamCreate{Flags: 1}, &sh)
+	c.send(solverCall(t, "cusolverDnSetStream", h, sh.Handle), wire.FlagNoReply)
+	a, b, ipiv, info := c.alloc(64), c.alloc(64), c.alloc(64), c.alloc(64)
+	c.putF32(a, []float32{2, 1, 1, 3}) // [[2 1] [1 3]], column-major
+	c.putF32(b, []float32{3, 5})
+	if r := c.solver("cusolverDnSgetrf_bufferSize", h, 2, 2, a, 2, 1); r.Status != 0 || r.O0 != 2 {
+		t.Fatalf("bufferSize: %+v", r)
+	}
+	c.send(solverCall(t, "cusolverDnSgetrf", h, 2, 2, a, 2, 0, ipiv, info), wire.FlagNoReply)
+	c.send(solverCall(t, "cusolverDnSgetrs", h, 0, 2, 1, a, 2, ipiv, b, 2, info), wire.FlagNoReply)
+	var st wire.Status
+	c.call(&wire.StreamSynchronize{Stream: sh.Handle}, &st)
+	if st.Result != 0 {
+		t.Fatalf("sync: %+v", st)
+	}
+	if x := c.getF32(b, 2); math.Abs(float64(x[0]-0.8)) > 1e-6 || math.Abs(float64(x[1]-1.4)) > 1e-6 {
+		t.Fatalf("x = %v, want [0.8 1.4]", x)
+	}
+	// eigenvalues of [[2 1] [1 2]]: 1 and 3, ascending.
+	w := c.alloc(64)
+	c.putF32(a, []float32{2, 1, 1, 2})
+	c.send(solverCall(t, "cusolverDnSsyevd", h, 1, 0, 2, a, 2, w, 0, 0, info), wire.FlagNoReply)
+	c.call(&wire.StreamSynchronize{Stream: sh.Handle}, &st)
+	if ev := c.getF32(w, 2); math.Abs(float64(ev[0]-1)) > 1e-6 || math.Abs(float64(ev[1]-3)) > 1e-6 {
+		t.Fatalf("eigenvalues %v, want [1 3]", ev)
+	}
+	if r := c.solver("cusolverDnDestroy", h); r.Status != 0 {
+		t.Fatalf("destroy: %+v", r)
+	}
+	if r := c.solver("cusolverDnSgetrf_bufferSize", h, 2, 2, a, 2, 1); backend.SolverStatus(r.Status) != backend.SolverNotInitialized {
+		t.Fatalf("a destroyed handle: %+v", r)
+	}
+}
+
+// Refusals carry cuSOLVER's status and name what was wrong; a refused call sent without waiting
+// surfaces at the next synchronising call.
+func TestSolverRefusals(t *testing.T) {
+	c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
+	h := c.solver("cusolverDnCreate", 1).O0
+	p := c.solver("cusolverDnCreateParams", 1).O0
+	for _, tc := range []struct {
+		what string
+		m    *wire.SolverCall
+		want backend.SolverStatus
+	}{
+		{"unknown function", &wire.SolverCall{Fn: 11099, Args: u64s(h)}, backend.SolverNotSupported},
+		{"short args", &wire.SolverCall{Fn: solverID(t, "cusolverDnSgetrf_bufferSize"), Args: u64s(h, 2)}, backend.SolverInvalidValue},
+		{"made-up handle", solverCall(t, "cusolverDnSgetrf_bufferSize", 999, 2, 2, 0, 2, 1), backend.SolverNotInitialized},
+		{"params as a handle", solverCall(t, "cusolverDnSgetrf_bufferSize", p, 2, 2, 0, 2, 1), backend.SolverNotInitialized},
+		{"handle as params", solverCall(t, "cusolverDnXpotrf_bufferSize", h, h, 0, 2, 0, 0, 2, 0, 1, 1), backend.SolverInvalidValue},
+		{"host scratch too large", solverCall(t, "cusolverDnXpotrf", h, p, 0, 2, 0, 0, 2, 0, 0, 0, 1, backend.SolverMaxHostWork+1, 0), backend.SolverInvalidValue},
+		{"host array too long", solverCall(t, "cusolverDnSgesvdaStridedBatched", h, 1, 2, 2, 2, 0, 2, 4, 0, 2, 0, 2, 4, 0, 2, 4, 0, 0, 0, 1, 17), backend.SolverInvalidValue},
+		{"negative order", solverCall(t, "cusolverDnSgetrf_bufferSize", h, 2, math.MaxUint64, 0, 2, 1), backend.SolverInvalidValue},
+	} {
+		var r wire.SolverReply
+		c.call(tc.m, &r)
+		if backend.SolverStatus(r.Status) != tc.want || r.Message == "" {
+			t.Errorf("%s: status %d (%q), want %d", tc.what, r.Status, r.Message, tc.want)
+		}
+	}
+	c.send(solverCall(t, "cusolverDnSgetrf", 999, 2, 2, 0, 2, 0, 0, 0), wire.FlagNoReply)
+	var st wire.Status
+	c.call(&wire.Synchronize{}, &st)
+	if backend.Result(st.Result) != backend.ErrInvalidHandle {
+		t.Fatalf("the refused call sent without waiting surfaced as %+v, want CUDA_ERROR_INVALID_HANDLE", st)
+	}
+}
+
+// A session makes at most solverMaxHandles handles (cuSOLVER's own device memory is not charged
+// to its quota); destroying one makes room again.
+func TestSolverHandlesAreBounded(t *testing.T) {
+	c := newSession(t, Config{Tier: "shared", Devices: []int{0}})
+	var last uint64
+	for i := 0; i < solverMaxHandles; i++ {
+		r := c.solver("cusolverDnCreate", 1)
+		if r.Status != 0 {
+			t.Fatalf("handle %d: %+v", i, r)
+		}
+		last = r.O0
+	}
+	if r := c.solver("cusolverDnCreate", 1); backend.SolverStatus(r.Status) != backend.SolverAllocFailed || r.Message == "" {
+		t.Fatalf("handle past the bound: %+v", r)
+	}
+	if r := c.solver("cusolverDnCreateParams", 1); r.Status != 0 {
+		t.Fatalf("params past the handles' bound: %+v", r)
+	}
+	c.solver("cusolverDnDestroy", last)
+	if r := c.solver("cusolverDnCreate", 1); r.Status != 0 {
+		t.Fatalf("a handle after one was destroyed: %+v", r)
+	}
+}
+
+// Handles are the session's own: another session's id is refused, and the owner's still works.
+func TestSolverHandlesAreSessionLocal(t *testing.T) {
+	owner := newSession(t, Config{Tier: "shared", TenantID: "a", Devices: []int{0}})
+	other := newSession(t, Config{Tier: "shared", TenantID: "b", Devices: []int{0}})
+	h := owner.solver("cusolverDnCreate", 1).O0
+	for _, name := range []string{"cusolverDnSgetrf_bufferSize", "cusolverDnDestroy"} {
+		args := []uint64{h, 2, 2, 0, 2, 1}
+		if name == "cusolverDnDestroy" {
+			args = args[:1]
+		}
+		if r := other.solver(name, args...); backend.SolverStatus(r.Status) != backend.SolverNotInitialized {
+			t.Fatalf("%s with another session's handle: %+v", name, r)
+		}
+	}
+	if r := owner.solver("cusolverDnSgetrf_bufferSize", h, 2, 2, 0, 2, 1); r.Status != 0 {
+		t.Fatalf("owner's handle after the other's attempts: %+v", r)
+	}
+}
+
+// FuzzSolver feeds arbitrary frames to a session whose seeds reach the cuSOLVER dispatcher with a
+// live handle: calls of any function, sizes and addresses must be refused or computed, never
+// crash the worker or run past memory.
+func FuzzSolver(f *testing.F) {
+	seed := fuzzFrames
+	base := uint64(0x7f2c00000000)
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, solverCall(f, "cusolverDnCreate", 1),
+		solverCall(f, "cusolverDnDgetrf", 2, 4, 4, base, 4, 0, base+512, base+1024),
+		solverCall(f, "cusolverDnDgetrs", 2, 0, 4, 2, base, 4, base+512, base+2048, 4, base+1024), &wire.Synchronize{}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, solverCall(f, "cusolverDnCreate", 1),
+		solverCall(f, "cusolverDnSsyevd", 2, 1, 1, 8, base, 8, base+512, 0, 0, base+1024), &wire.Synchronize{}))
+	f.Add(seed(solverCall(f, "cusolverDnCreate", 1), solverCall(f, "cusolverDnCreateParams", 1),
+		solverCall(f, "cusolverDnCreateSyevjInfo", 1), solverCall(f, "cusolverDnXsyevjSetTolerance", 3, math.Float64bits(1e-7)),
+		solverCall(f, "cusolverDnDestroySyevjInfo", 3), solverCall(f, "cusolverDnDestroy", 1)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		serveBytes(t, Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), false, in)
+	})
+}
+
+// fuzzFrames is a fuzz seed: msgs as the frames of requests 1, 2, ...
+func fuzzFrames(msgs ...wire.Message) []byte {
+	var b []byte
+	for i, m := range msgs {
+		b = wire.AppendFrame(b, m, 0, uint32(i+1))
+	}
+	return b
+}
