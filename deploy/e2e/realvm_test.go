@@ -51,7 +51,7 @@ func TestRealVMTenantJourney(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	step(t, &at, "guest library, runtime, loader and the mini image (cached)")
+	step(t, &at, "guest library, runtime, loader; the mini image (kept while its inputs are)")
 
 	env := sdktest.New(t)
 	gsReg, err := env.OperatorClient.CreateGPUServer(ctx, "gs-vm")
@@ -112,6 +112,26 @@ func TestRealVMTenantJourney(t *testing.T) {
 	}
 	if got := vm.run("id -u; ls -l /root/.ssh/authorized_keys | cut -c1-10"); got != "0\n-rw-------" {
 		t.Fatalf("login as root with a private authorized_keys: %q", got)
+	}
+	// A key the tenant never gave is refused by the guest's SSH server.
+	stranger := sshtest.New(t, "mallory@elsewhere")
+	if c, err := ssh.Dial("tcp", net.JoinHostPort(vm.inst.SSH.Host, fmt.Sprint(vm.inst.SSH.Port)), &ssh.ClientConfig{User: "root",
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(stranger.Signer)}, HostKeyCallback: ssh.InsecureIgnoreHostKey(), Timeout: 10 * time.Second}); err == nil {
+		c.Close()
+		t.Fatal("the VM accepted a key the tenant never gave")
+	}
+	// The serial console's log, as hostd ships it, through the API: the tenant's, no one else's.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		log, err := tenant.InstanceConsole(ctx, vm1.ID)
+		if err == nil && strings.Contains(log.Log, "gpucloud-mini: ready") && strings.Contains(log.Log, "vm1 login:") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("console log through the API lacks the boot's lines: %v\n%s", err, log.Log)
+		}
+	}
+	if _, err := env.Client(t, env.B.AdminKey).InstanceConsole(ctx, vm1.ID); !sdk.IsNotFound(err) {
+		t.Fatalf("another tenant reading vm1's console log: %v", err)
 	}
 
 	// A CUDA program through the guest library: its only configuration is the seed's guest.conf.

@@ -52,6 +52,12 @@ debs=${cache:-$work/debs}
 mkdir -p "$debs" "$out"
 debs=$(realpath "$debs")
 
+# A fresh machine (or a container image) may have no package lists yet.
+if ! apt-cache show linux-image-amd64 >/dev/null 2>&1; then
+  [ "$(id -u)" -eq 0 ] || die "apt knows no linux-image-amd64: run apt-get update (as root)"
+  echo "guest-image-mini: apt-get update"
+  apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+fi
 # linux-image-amd64 is a metapackage: the kernel is the package it depends on.
 kpkg=$(apt-cache depends --important linux-image-amd64 | sed -n 's/^ *Depends: \(linux-image-[0-9].*\)$/\1/p' | head -1)
 [ -n "$kpkg" ] || die "no kernel package among linux-image-amd64's dependencies (apt-get update?)"
