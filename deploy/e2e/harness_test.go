@@ -42,14 +42,7 @@ type host struct {
 func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 	t.Helper()
 	ctx := context.Background()
-	d, err := env.OperatorClient.CreateHost(ctx, "node-e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := controlplane.NewHTTP(env.URL, d.Credential)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, cp := registerHost(t, env, "node-e2e")
 	hv, err := virt.Open("test:///default", "")
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +76,20 @@ func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 		t.Fatalf("hostd learnt host id %q, the operator created %q", h.id, d.ID)
 	}
 	return h
+}
+
+// registerHost creates a host as an operator would and a control-plane client with its credential.
+func registerHost(t *testing.T, env *sdktest.Env, name string) (sdk.NewDaemon, *controlplane.HTTP) {
+	t.Helper()
+	d, err := env.OperatorClient.CreateHost(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := controlplane.NewHTTP(env.URL, d.Credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, cp
 }
 
 // converge runs reconcile passes until the instance reaches state (at most 20 passes).

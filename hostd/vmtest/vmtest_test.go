@@ -123,3 +123,31 @@ func TestWithOverlay(t *testing.T) {
 		t.Fatalf("parts %q %q", first, readNewc(t, rest))
 	}
 }
+
+// The mini image's cache key changes with any input's bytes or name, and only then.
+func TestHashFilesKeysTheMiniImageCache(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(a, []byte("one"), 0o644)
+	os.WriteFile(b, []byte("two"), 0o644)
+	h1, err := hashFiles([]string{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2, _ := hashFiles([]string{a, b}); h2 != h1 {
+		t.Fatal("same inputs, different keys")
+	}
+	os.WriteFile(b, []byte("twO"), 0o644)
+	if h3, _ := hashFiles([]string{a, b}); h3 == h1 {
+		t.Fatal("a changed library kept the key")
+	}
+	os.WriteFile(b, []byte("two"), 0o644)
+	c := filepath.Join(dir, "c")
+	os.Rename(b, c)
+	if h4, _ := hashFiles([]string{a, c}); h4 == h1 {
+		t.Fatal("a renamed input kept the key")
+	}
+	if _, err := hashFiles([]string{filepath.Join(dir, "missing")}); err == nil {
+		t.Fatal("a missing input hashed")
+	}
+}
