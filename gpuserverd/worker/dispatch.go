@@ -69,6 +69,8 @@ func (s *Session) serveOne() error {
 				detail = br.Message
 			} else if dr, ok := answer.(*wire.DnnReply); ok {
 				detail = dr.Message
+			} else if m := libMessage(answer); m != "" {
+				detail = m
 			}
 			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
 		}
@@ -91,6 +93,12 @@ func resultOf(m wire.Message) int32 {
 	case *wire.ApiCallReply:
 		return r.Result
 	case *wire.DnnReply:
+		return r.Result
+	case *wire.SparseReply:
+		return r.Result
+	case *wire.FftReply:
+		return r.Result
+	case *wire.RandReply:
 		return r.Result
 	}
 	return 0
@@ -161,6 +169,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		if isLt(m) {
 			return ltFailed(m, err), nil
+		}
+		if lib, _, _, _, ok := libRequest(m); ok {
+			return libReply(lib, nil, err), nil
 		}
 		return status(err), nil
 	}
@@ -272,6 +283,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.dnn(d, m), nil
 	case *wire.LtCreate, *wire.LtHeuristic, *wire.LtMatmul, *wire.LtGetAttribute:
 		return s.lt(d, m), nil
+	case *wire.SparseCall, *wire.FftCall, *wire.RandCall:
+		return s.libCall(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

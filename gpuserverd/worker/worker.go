@@ -56,6 +56,7 @@ type device struct {
 	blas    blasState
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
 	dnn     dnnState
+	lib     libState // cuSPARSE, cuFFT, cuRAND objects (libcall.go)
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond
