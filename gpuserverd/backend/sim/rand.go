@@ -125,8 +125,9 @@ func randFill(l *libCall, size int64, normal bool, f func(uint64) float64) ([]ui
 	})
 }
 
-// randNormal fills by Box-Muller pairs, so n must be even, as NVIDIA's pseudo-random generators
-// require.
+// randNormal fills by Box-Muller pairs, so the simulated generator refuses an odd count
+// (CURAND_STATUS_LENGTH_NOT_MULTIPLE, which cuRAND's documentation allows a pseudo-random generator
+// to answer; NVIDIA's Philox takes one, as the H100 run showed).
 func randNormal(l *libCall, size int64, mean, stddev float64) ([]uint64, error) {
 	if l.int(2)%2 != 0 {
 		return nil, backend.LibStatus(l.Func, randLengthNotMult, "%d numbers: normal numbers come in pairs", l.int(2))

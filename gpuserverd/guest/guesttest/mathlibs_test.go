@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"debug/elf"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,4 +151,22 @@ func readNames(t *testing.T, path, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// TestGuestImageTakesMathLibs: build.sh's -x takes gpucloud's libraries by their file names and
+// refuses anything else, or a file that is not there, before it needs root.
+func TestGuestImageTakesMathLibs(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
+	if err := os.WriteFile(lib, []byte("stand-in"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ x, want string }{
+		{"/tmp/libevil.so.1", "not one of gpucloud's libraries"},
+		{"/nonexistent/libcufft.so.12", "/nonexistent/libcufft.so.12 not found"},
+	} {
+		out, err := exec.Command("../../../deploy/guest-image/build.sh", "-l", lib, "-o", t.TempDir(), "-x", c.x).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) {
+			t.Errorf("build.sh -x %s: want a refusal saying %q, got %v\n%s", c.x, c.want, err, out)
+		}
+	}
 }
