@@ -15,7 +15,9 @@
 
 #define GC_WEAK __attribute__((weak, visibility("default")))
 #define GC_LIB_OUTS 12
-#define GC_HOST_MAX 65536
+/* A call's host bytes are few (a plan's dimensions, two scalars): the guest sends at most this many
+ * (the wire allows more), so a call's buffer lives on the caller's stack. */
+#define GC_HOST_MAX 4096
 #define GC_SCALAR_HOST_BIT (1ull << 63) /* backend.ScalarHostBit */
 
 /* A call's host bytes: host inputs and host scalars, one after another. */
@@ -28,7 +30,7 @@ struct gc_host {
 static inline int gc_host_add(struct gc_host *h, const void *p, int64_t elems, int64_t unit, uint64_t *w) {
     *w = 0;
     if (!p) return 0;
-    if (elems < 0 || elems > 4096 || (size_t)(elems * unit) > sizeof h->buf - h->len) return -1;
+    if (elems < 0 || unit < 1 || elems > GC_HOST_MAX || (size_t)(elems * unit) > sizeof h->buf - h->len) return -1;
     memcpy(h->buf + h->len, p, (size_t)(elems * unit));
     h->len += (size_t)(elems * unit);
     *w = (uint64_t)(elems * unit);
