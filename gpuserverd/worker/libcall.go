@@ -13,6 +13,7 @@ import (
 // backend sees it, so another session's (or a made-up) id is refused, never translated.
 type libState struct {
 	objs map[string]map[uint64]bool
+	fft  map[uint64]*fftArea // cuFFT plans' work areas (fftarea.go)
 }
 
 func (st *libState) has(kind string, id uint64) bool { return st.objs[kind][id] }
@@ -75,7 +76,15 @@ func (s *Session) libCall(d *device, m wire.Message) wire.Message {
 	if !ok {
 		return libReply(lib, nil, backend.LibNotSupported(call.Func, "this backend has no %s", lib))
 	}
+	if lib == backend.LibFft {
+		if answered, err := s.fftBefore(d, call); answered {
+			return libReply(lib, nil, err)
+		}
+	}
 	outs, err := c.LibCall(call)
+	if err == nil && lib == backend.LibFft {
+		err = s.fftAfter(d, c, call, outs)
+	}
 	f := call.Func
 	for i, p := range f.Params {
 		if p.Kind == backend.PFree {

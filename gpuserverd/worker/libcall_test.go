@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
 )
 
 func words(ws ...uint64) []byte {
@@ -121,4 +122,65 @@ func FuzzLibDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func (c *client) fft(name string, host []byte, ws ...uint64) wire.FftReply {
+	c.t.Helper()
+	var r wire.FftReply
+	c.call(&wire.FftCall{Fn: fnID(c.t, name), Args: words(ws...), Host: host}, &r)
+	return r
+}
+
+func (c *client) memInfo() (free uint64) {
+	c.t.Helper()
+	var mi wire.MemGetInfoReply
+	c.call(&wire.MemGetInfo{}, &mi)
+	return mi.Free
+}
+
+// A cuFFT plan's work area is the worker's allocation, charged to the session's quota, while the
+// program leaves auto-allocation on (cuFFT's default): a plan past the quota answers
+// CUFFT_ALLOC_FAILED, destroying one gives its area back, and a plan whose program turned
+// auto-allocation off (and sets its own, as PyTorch does) is charged nothing.
+func TestFftWorkAreaIsCharged(t *testing.T) {
+	const quota = 4 << 20
+	c := newSession(t, Config{Tier: "shared", MemoryQuota: quota, Devices: []int{0}})
+	n := words(64)
+	plan := func() uint64 {
+		r := c.fft("cufftCreate", nil, 0)
+		if r.Status != 0 {
+			t.Fatalf("cufftCreate: %+v", r)
+		}
+		return r.O0
+	}
+	// plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type (C2C), batch, workSize
+	makePlan := func(p, batch uint64) wire.FftReply {
+		return c.fft("cufftMakePlanMany64", n, p, 1, 8, 0, 1, 0, 0, 1, 0, 0x29, batch, 0)
+	}
+	p := plan()
+	if r := makePlan(p, 8192); r.Status != 2 { // the simulated plan asks 16 bytes an element: 8 MiB
+		t.Fatalf("a plan past the quota: %+v, want CUFFT_ALLOC_FAILED", r)
+	}
+	if r := makePlan(p, 2048); r.Status != 0 || r.O0 != 2<<20 {
+		t.Fatalf("a plan of 2 MiB: %+v", r)
+	}
+	if free := c.memInfo(); free != quota-2<<20 {
+		t.Fatalf("free %d with a 2 MiB work area, want %d", free, quota-2<<20)
+	}
+	if r := makePlan(p, 1024); r.Status != 0 || c.memInfo() != quota-1<<20 { // made again: the old area goes
+		t.Fatalf("the plan made again: %+v, free %d", r, c.memInfo())
+	}
+	if r := c.fft("cufftDestroy", nil, p); r.Status != 0 || c.memInfo() != quota {
+		t.Fatalf("destroyed: %+v, free %d", r, c.memInfo())
+	}
+	q := plan()
+	if r := c.fft("cufftSetAutoAllocation", nil, q, 0); r.Status != 0 {
+		t.Fatalf("cufftSetAutoAllocation: %+v", r)
+	}
+	if r := makePlan(q, 8192); r.Status != 0 || c.memInfo() != quota {
+		t.Fatalf("a plan without auto-allocation: %+v, free %d (nothing charged)", r, c.memInfo())
+	}
+	if r := c.fft("cufftSetAutoAllocation", nil, 999, 0); r.Status != 1 {
+		t.Fatalf("another session's plan: %+v, want CUFFT_INVALID_PLAN", r)
+	}
 }

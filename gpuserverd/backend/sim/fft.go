@@ -27,6 +27,9 @@ type fftPlan struct {
 	ostride, odist   int64
 	batch            int64
 	stream           backend.Handle
+	// work is the work area the simulated plan asks for (one double complex per element, as if it
+	// had scratch space: so the worker's quota path runs in CI); area is the one it was given.
+	work, area uint64
 }
 
 func (p *fftPlan) double() bool { return p.typ == fftD2Z || p.typ == fftZ2D || p.typ == fftZ2Z }
@@ -65,12 +68,20 @@ var fftCalls = map[string]func(*libCall) ([]uint64, error){
 		return nil, nil
 	},
 	"cufftSetAutoAllocation": fftNoWork,
-	"cufftSetWorkArea":       fftNoWork,
-	"cufftGetSize": func(l *libCall) ([]uint64, error) {
-		if _, err := libObject[*fftPlan](l, 0); err != nil {
+	"cufftSetWorkArea": func(l *libCall) ([]uint64, error) {
+		p, err := libObject[*fftPlan](l, 0)
+		if err != nil {
 			return nil, err
 		}
-		return []uint64{0}, nil
+		p.area = l.word(1)
+		return nil, nil
+	},
+	"cufftGetSize": func(l *libCall) ([]uint64, error) {
+		p, err := libObject[*fftPlan](l, 0)
+		if err != nil {
+			return nil, err
+		}
+		return []uint64{p.work}, nil
 	},
 	// plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workSize
 	"cufftMakePlanMany64": func(l *libCall) ([]uint64, error) {
@@ -137,8 +148,9 @@ func fftMake(l *libCall, typ int, in, out [2]int, oemb, batch int) ([]uint64, er
 		np.istride, np.idist, np.ostride, np.odist = l.int(in[0]), l.int(in[1]), l.int(out[0]), l.int(out[1])
 	}
 	np.made = true
+	np.work = uint64(prod(np.n)*np.batch) * 16
 	*p = *np
-	return []uint64{0}, nil
+	return []uint64{np.work}, nil
 }
 
 func prod(d []int64) int64 {
@@ -158,6 +170,12 @@ func fftExec(l *libCall, want int, dir int32) ([]uint64, error) {
 	}
 	if !p.made {
 		return nil, backend.LibBadObject(l.Func, "the plan was not made")
+	}
+	if p.area == 0 { // NVIDIA's cuFFT, auto-allocation off, fails such an execution too
+		return nil, l.invalid("the plan has no work area (auto-allocation off and none set)")
+	}
+	if _, err := l.c.mem.view(p.area, p.work); err != nil {
+		return nil, l.invalid("the plan's work area: %v", err)
 	}
 	if want != 0 && want != p.typ {
 		return nil, backend.LibStatus(l.Func, 3, "plan type %#x, %s is for %#x", p.typ, l.Func.Name, want) // CUFFT_INVALID_TYPE
