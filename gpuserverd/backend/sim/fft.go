@@ -146,6 +146,27 @@ func fftMake(l *libCall, typ int, in, out [2]int, oemb, batch int) ([]uint64, er
 	} else {
 		np.inembed, np.oemb = ints(l.Host[3]), ints(l.Host[oemb])
 		np.istride, np.idist, np.ostride, np.odist = l.int(in[0]), l.int(in[1]), l.int(out[0]), l.int(out[1])
+		// The advanced layout's elements must lie where its last one does, after its first: every
+		// embedding at least the dimension it holds, strides and distances positive.
+		in, out := np.dims(true), np.dims(false)
+		for i := range in {
+			if np.inembed[i] < in[i] || np.oemb[i] < out[i] {
+				return nil, l.invalid("embedding %d: %d in, %d out for %d, %d", i, np.inembed[i], np.oemb[i], in[i], out[i])
+			}
+		}
+		if np.istride < 1 || np.ostride < 1 || np.idist < 0 || np.odist < 0 {
+			return nil, l.invalid("strides %d, %d and distances %d, %d", np.istride, np.ostride, np.idist, np.odist)
+		}
+		extent := func(emb []int64, stride, dist int64) float64 { // in float64: no overflow to hide it
+			e := float64(stride) + float64(np.batch)*float64(dist)
+			for _, d := range emb {
+				e *= float64(d)
+			}
+			return e
+		}
+		if extent(np.inembed, np.istride, np.idist) > 1<<40 || extent(np.oemb, np.ostride, np.odist) > 1<<40 {
+			return nil, l.invalid("a layout past 2^40 elements")
+		}
 	}
 	np.made = true
 	np.work = uint64(prod(np.n)*np.batch) * 16
