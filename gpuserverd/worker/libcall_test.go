@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/gpuserverd/wire"
 )
 
@@ -183,4 +184,51 @@ func TestFftWorkAreaIsCharged(t *testing.T) {
 	if r := c.fft("cufftSetAutoAllocation", nil, 999, 0); r.Status != 1 {
 		t.Fatalf("another session's plan: %+v, want CUFFT_INVALID_PLAN", r)
 	}
+}
+
+// FuzzMathLibs feeds arbitrary frames to a session whose seeds reach the math libraries on the
+// simulated backend: a generator filling memory, a plan transforming it, a CSR SpMV. Whatever the
+// ids, sizes, layouts and addresses, each call is refused or computed, never crashes the worker
+// or runs past memory.
+func FuzzMathLibs(f *testing.F) {
+	seed := func(msgs ...wire.Message) []byte {
+		var b []byte
+		for i, m := range msgs {
+			b = wire.AppendFrame(b, m, 0, uint32(i+1))
+		}
+		return b
+	}
+	id := func(name string) uint32 { return fnID(f, name) }
+	base := uint64(0x7f2c00000000) // the simulated device's first allocation; its objects' ids start at 5
+	i32s := func(v ...int32) []byte {
+		var b []byte
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, uint32(x))
+		}
+		return b
+	}
+	host4 := backend.ScalarHostBit | 4
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096},
+		&wire.RandCall{Fn: id("curandCreateGenerator"), Args: words(0, 100)},
+		&wire.RandCall{Fn: id("curandSetPseudoRandomGeneratorSeed"), Args: words(5, 42)},
+		&wire.RandCall{Fn: id("curandGenerateNormal"), Args: words(5, base, 64, 0, 0x3f800000)},
+		&wire.Synchronize{}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096},
+		&wire.FftCall{Fn: id("cufftCreate"), Args: words(0)},
+		&wire.FftCall{Fn: id("cufftMakePlanMany64"), Args: words(5, 1, 8, 0, 1, 0, 0, 1, 0, 0x29, 2, 0), Host: words(8)},
+		&wire.FftCall{Fn: id("cufftExecC2C"), Args: words(5, base, base+1024, ^uint64(0))},
+		&wire.FftCall{Fn: id("cufftMakePlanMany64"), Args: words(5, 2, 16, 16, 1, 64, 16, 1, 64, 0x2a, 1, 0), Host: words(4, 8, 4, 8)},
+		&wire.FftCall{Fn: id("cufftExecR2C"), Args: words(5, base, base+2048)},
+		&wire.Synchronize{}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096},
+		&wire.MemcpyHtoD{Dst: base, Data: i32s(0, 1, 2, 0, 1)},
+		&wire.SparseCall{Fn: id("cusparseCreate"), Args: words(0)},
+		&wire.SparseCall{Fn: id("cusparseCreateCsr"), Args: words(0, 2, 2, 2, base, base+12, base+32, 2, 2, 0, 0)},
+		&wire.SparseCall{Fn: id("cusparseCreateDnVec"), Args: words(0, 2, base+64, 0)},
+		&wire.SparseCall{Fn: id("cusparseCreateDnVec"), Args: words(0, 2, base+128, 0)},
+		&wire.SparseCall{Fn: id("cusparseSpMV"), Args: words(5, 0, host4, 6, 7, host4, 8, 0, 0, 0), Host: i32s(0x3f800000, 0)},
+		&wire.Synchronize{}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		serveBytes(t, Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), false, in)
+	})
 }
