@@ -9,12 +9,13 @@
 # guest image's mechanism: LD_AUDIT=libgpucloud-audit.so with GPUCLOUD_LIBDIR naming a folder
 # holding what /usr/lib/gpucloud holds in a VM: gpucloud's libcuda.so.1 (the guest library),
 # libcudart.so.13, libcublas.so.13 (every cuBLAS name), libcublasLt.so.13, libcudnn.so.9 and
-# libnvidia-ml.so.1. libcudart, libcublas and libcublasLt are built here against the toolkit's
-# headers; libcusolver.so.12 comes prebuilt in the bundle. Libraries gpucloud does not ship yet
-# (cuFFT, cuSPARSE, cuRAND, NCCL) load from the wheel as they would in a VM. The workers run
-# NVIDIA's cuBLAS, cuBLASLt, cuDNN and cuSOLVER from torch's wheel (the same builds the native run
-# uses, so the same kernels), unless GPUSERVERD_CUBLAS, GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN,
-# GPUSERVERD_CUSOLVER name others.
+# libnvidia-ml.so.1, libcusolver.so.12, libcusparse.so.12, libcufft.so.12 and libcurand.so.10
+# (those five prebuilt in the bundle). libcudart, libcublas and libcublasLt are built here against
+# the toolkit's headers. NCCL loads gpucloud's libnccl.so.2 where the case asks for it. The workers
+# run NVIDIA's cuBLAS, cuBLASLt, cuDNN, cuSOLVER, cuSPARSE, cuFFT and cuRAND from torch's wheel (the
+# same builds the native run uses, so the same kernels), unless GPUSERVERD_CUBLAS,
+# GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN, GPUSERVERD_CUSOLVER, GPUSERVERD_CUSPARSE, GPUSERVERD_CUFFT
+# or GPUSERVERD_CURAND name others.
 #
 # Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt are a switch for trying
 # the rest when cuBLASLt or cuDNN fail: they run with torch's own switches away from them,
@@ -47,7 +48,8 @@ python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", 
 step "build gpucloud's libcudart, libcublas and libcublasLt against the toolkit"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-for v in CUBLAS:cu13/lib/libcublas.so.13 CUBLASLT:cu13/lib/libcublasLt.so.13 CUDNN:cudnn/lib/libcudnn.so.9; do
+for v in CUBLAS:cu13/lib/libcublas.so.13 CUBLASLT:cu13/lib/libcublasLt.so.13 CUDNN:cudnn/lib/libcudnn.so.9 \
+	CUSPARSE:cu13/lib/libcusparse.so.12 CUFFT:cu13/lib/libcufft.so.12 CURAND:cu13/lib/libcurand.so.10; do
 	n=GPUSERVERD_${v%%:*} f=$site/nvidia/${v#*:}
 	[[ -z ${!n:-} && -e $f ]] && export "$n=$f"
 	echo "worker: $n=${!n:-unset, the loader finds it}"
@@ -66,6 +68,9 @@ cp "$ROOT/gpuserverd/guest/cusolver/build/libcusolver.so.12" "$GCLIB/" || echo "
 f=$site/nvidia/cu13/lib/libcusolver.so.12
 [[ -z ${GPUSERVERD_CUSOLVER:-} && -e $f ]] && export GPUSERVERD_CUSOLVER=$f
 echo "worker: GPUSERVERD_CUSOLVER=${GPUSERVERD_CUSOLVER:-unset, the loader finds it}"
+for lib in cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10; do # built by torch-prep.sh
+	cp "$ROOT/gpuserverd/guest/${lib%%:*}/build/${lib#*:}" "$GCLIB/" || echo "FAILED: no prebuilt ${lib#*:}"
+done
 AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 [[ -f $AUDIT ]] || make -s -C "$ROOT/gpuserverd/guest/loader" BUILD="$(dirname "$AUDIT")"
 ls -l "$GCLIB"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # torch-prep.sh DEST: builds here (with Go) what scripts/gpu-torch.sh needs on the GPU machine and
 # copies a self-contained bundle to DEST: bin/gpuserverd, bin/gputoken, the guest library
-# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9, libcusolver.so.12 and
-# libnvidia-ml.so.1 (none needs an NVIDIA header: built here), the sources of gpucloud's
-# libcudart, libcublas and libcublasLt (built there against the toolkit's headers, which check
-# every signature), and the PyTorch cases.
+# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9, libcusolver.so.12,
+# libcusparse.so.12, libcufft.so.12, libcurand.so.10 and libnvidia-ml.so.1 (none needs an NVIDIA
+# header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt (built there
+# against the toolkit's headers, which check every signature), and the PyTorch cases.
 # Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
 #
 # CUDA_HEADERS=DIR (a toolkit's include folder) also builds those three here against it first, so
@@ -22,6 +22,8 @@ make -s -C gpuserverd/guest/loader
 make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 make -s -C gpuserverd/guest/nvml
 make -s -C gpuserverd/guest/cusolver LIBDIRS=-L"$ROOT/gpuserverd/guest/build" # no NVIDIA header needed
+# gpucloud's cuSPARSE, cuFFT and cuRAND: no NVIDIA header needed either (built here).
+for d in cusparse cufft curand; do make -s -C gpuserverd/guest/$d LIBDIRS=-L"$ROOT/gpuserverd/guest/build"; done
 if [[ -n ${CUDA_HEADERS:-} ]]; then
 	chk=$(mktemp -d)
 	trap 'rm -rf "$chk"' EXIT
@@ -41,6 +43,5 @@ cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py "$dest/scripts/"
 cp bin/gpuserverd bin/gputoken "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
-for d in . loader cudnn nvml; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
-mkdir -p "$g/cusolver/build" && cp -a gpuserverd/guest/cusolver/build/. "$g/cusolver/build/"
+for d in . loader cudnn nvml cusolver cusparse cufft curand; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
 du -sh "$dest"

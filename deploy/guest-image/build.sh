@@ -22,16 +22,19 @@
 #            -a libgpucloud-audit.so (make -C gpuserverd/guest/loader): gpucloud's libraries win over
 #               a program's DT_RPATH (PyTorch's wheel); installs gpucloud-info too (loader/README.md)
 #            -d libcudnn.so.9 (make -C gpuserverd/guest/cudnn; needs no NVIDIA header)
-#            -S libcusolver.so.12 (make -C gpuserverd/guest/cusolver; needs no NVIDIA header)
+#            -x lib, repeatable: another of gpucloud's libraries that needs no runtime, installed
+#               under its file name: libcusparse.so.12, libcufft.so.12, libcurand.so.10 (make -C
+#               gpuserverd/guest/cusparse, cufft, curand; no NVIDIA header needed)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
-name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml="" audit="" cudnn="" cusolver=""
-while getopts "l:o:n:s:m:r:b:N:a:d:S:" opt; do
+name=debian-12-gpucloud size=4G mirror=http://deb.debian.org/debian lib="" out="" cudart="" cublas="" nvml="" audit="" cudnn="" extra=()
+while getopts "l:o:n:s:m:r:b:N:a:d:x:S:" opt; do
   case $opt in
     l) lib=$OPTARG ;; o) out=$OPTARG ;; n) name=$OPTARG ;; s) size=$OPTARG ;; m) mirror=$OPTARG ;;
-    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;; a) audit=$OPTARG ;; d) cudnn=$OPTARG ;; S) cusolver=$OPTARG ;;
-    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-a libgpucloud-audit.so] [-d libcudnn.so.9] [-S libcusolver.so.12] [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
+    r) cudart=$OPTARG ;; b) cublas=$OPTARG ;; N) nvml=$OPTARG ;; a) audit=$OPTARG ;; d) cudnn=$OPTARG ;;
+    x|S) extra+=("$OPTARG") ;; # -S libcusolver.so.12 is -x's older spelling
+    *) echo "usage: $0 -l libcuda.so.1 -o outdir [-r libcudart.so.13] [-b libcublas.so.13] [-N libnvidia-ml.so.1] [-a libgpucloud-audit.so] [-d libcudnn.so.9] [-x lib]... [-n name] [-s size] [-m mirror]" >&2; exit 2 ;;
   esac
 done
 die() { echo "guest-image: $*" >&2; exit 1; }
@@ -43,7 +46,10 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -z "$audit" ] || [ -f "$audit" ] || die "auditor $audit not found (build it: make -C gpuserverd/guest/loader)"
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
 [ -z "$cudnn" ] || [ -f "$cudnn" ] || die "cuDNN $cudnn not found (build it: make -C gpuserverd/guest/cudnn)"
-[ -z "$cusolver" ] || [ -f "$cusolver" ] || die "cuSOLVER $cusolver not found (build it: make -C gpuserverd/guest/cusolver)"
+for x in "${extra[@]}"; do
+  [[ "$(basename "$x")" =~ ^lib(cusparse|cufft|curand|cusolver)\.so\.[0-9]+$ ]] || die "-x $x: not one of gpucloud's libraries (libcusparse.so.12, libcufft.so.12, libcurand.so.10 ...)"
+  [ -f "$x" ] || die "$x not found (build it: make -C gpuserverd/guest/<library>)"
+done
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap, chroot)"
 for t in debootstrap mke2fs qemu-img; do
@@ -105,11 +111,11 @@ if [ -n "$cudnn" ]; then # it talks to libcuda's session itself: no runtime need
   echo "guest-image: installing gpucloud's libcudnn.so.9"
   install -m 0755 "$cudnn" "$root/usr/lib/gpucloud/libcudnn.so.9"
 fi
-if [ -n "$cusolver" ]; then # like cuDNN, it talks to libcuda's session itself
-  echo "guest-image: installing gpucloud's libcusolver.so.12"
-  install -m 0755 "$cusolver" "$root/usr/lib/gpucloud/libcusolver.so.12"
-fi
-[ -z "$cudart$cudnn$cusolver" ] || echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
+for x in "${extra[@]}"; do # each talks to libcuda's session itself, as libcudnn does
+  echo "guest-image: installing gpucloud's $(basename "$x")"
+  install -m 0755 "$x" "$root/usr/lib/gpucloud/$(basename "$x")"
+done
+[ -z "$cudart$cudnn${extra[*]}" ] || echo /usr/lib/gpucloud > "$root/etc/ld.so.conf.d/00-gpucloud.conf"
 chroot "$root" ldconfig
 install -d -m 0755 "$root/etc/gpucloud"
 

@@ -57,7 +57,7 @@ func extractOne(dir string, h header, old *desc) (*desc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-I", dir, path)
+	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-DCUFFTAPI=", "-I", dir, path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	pp, err := cmd.Output()
@@ -106,7 +106,8 @@ func classifyTypes(src string, d *desc) {
 		"unsigned short": "u16", "char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",
 		"unsigned long": "u64", "long unsigned int": "u64", "unsigned long int": "u64",
 		"long long": "i64", "unsigned long long": "u64", "float": "f32", "double": "f64",
-		"size_t": "u64", "void": "void",
+		"size_t": "u64", "void": "void", "long long int": "i64", "int64_t": "i64", "uint64_t": "u64",
+		"int32_t": "i32", "uint32_t": "u32",
 	}
 	for _, m := range enumRe.FindAllStringSubmatch(src, -1) {
 		class[m[1]] = "enum"

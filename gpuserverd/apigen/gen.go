@@ -82,6 +82,13 @@ func generate(root string) error {
 	if err := generateSolver(root, files); err != nil {
 		return err
 	}
+	libFiles, err := generateLibs(root)
+	if err != nil {
+		return err
+	}
+	for path, data := range libFiles {
+		files[path] = append(files[path], data...)
+	}
 	for path, data := range files {
 		if err := os.WriteFile(filepath.Join(root, path), data, 0o644); err != nil {
 			return err

@@ -1,6 +1,7 @@
 // Command apigen generates gpucloud's CUDA API surface from a description of NVIDIA's headers.
 //
 //	apigen extract -headers DIR   reads cuda.h and cuda_runtime_api.h under DIR into desc/*.txt
+//	apigen extract-libs -headers DIR  reads cusparse.h, cufftXt.h and curand.h into desc/*.txt
 //	apigen gen                    turns desc/ (descriptions, annotations, export lists) into code
 //
 // NVIDIA's headers are not in the repository (nor in CI): `extract` runs where they are, and its
@@ -37,6 +38,12 @@ func main() {
 		out := fs.String("desc", "desc", "folder of the descriptions")
 		fs.Parse(os.Args[2:])
 		err = extract(*dir, *out)
+	case "extract-libs":
+		fs := flag.NewFlagSet("extract-libs", flag.ExitOnError)
+		dir := fs.String("headers", "/work/cuda-headers/toolkit", "folder holding NVIDIA's cusparse.h, cufftXt.h and curand.h")
+		out := fs.String("desc", "desc", "folder of the descriptions")
+		fs.Parse(os.Args[2:])
+		err = extractLibs(*dir, *out)
 	case "gen":
 		fs := flag.NewFlagSet("gen", flag.ExitOnError)
 		root := fs.String("root", "../..", "the repository's root")

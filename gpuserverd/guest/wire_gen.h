@@ -200,6 +200,12 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_MIGRATE_READY 907
 #define GW_TYPE_SOLVER_CALL 11000
 #define GW_TYPE_SOLVER_REPLY 11001
+#define GW_TYPE_SPARSE_CALL 10000
+#define GW_TYPE_SPARSE_REPLY 10001
+#define GW_TYPE_FFT_CALL 12000
+#define GW_TYPE_FFT_REPLY 12001
+#define GW_TYPE_RAND_CALL 12500
+#define GW_TYPE_RAND_REPLY 12501
 
 struct gw_hello {
 	uint32_t version;
@@ -2056,6 +2062,118 @@ struct gw_solver_reply {
 size_t gw_solver_reply_size(const struct gw_solver_reply *m);
 uint8_t *gw_solver_reply_encode(const struct gw_solver_reply *m, uint8_t *out);
 int gw_solver_reply_decode(struct gw_solver_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_sparse_call {
+	uint32_t fn;
+	const void *args; /* limit 512 */
+	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
+};
+size_t gw_sparse_call_size(const struct gw_sparse_call *m);
+uint8_t *gw_sparse_call_encode(const struct gw_sparse_call *m, uint8_t *out);
+int gw_sparse_call_decode(struct gw_sparse_call *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_sparse_call_encode_head(const struct gw_sparse_call *m, uint8_t *out);
+
+struct gw_sparse_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t o0;
+	uint64_t o1;
+	uint64_t o2;
+	uint64_t o3;
+	uint64_t o4;
+	uint64_t o5;
+	uint64_t o6;
+	uint64_t o7;
+	uint64_t o8;
+	uint64_t o9;
+	uint64_t o10;
+	uint64_t o11;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_sparse_reply_size(const struct gw_sparse_reply *m);
+uint8_t *gw_sparse_reply_encode(const struct gw_sparse_reply *m, uint8_t *out);
+int gw_sparse_reply_decode(struct gw_sparse_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_fft_call {
+	uint32_t fn;
+	const void *args; /* limit 512 */
+	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
+};
+size_t gw_fft_call_size(const struct gw_fft_call *m);
+uint8_t *gw_fft_call_encode(const struct gw_fft_call *m, uint8_t *out);
+int gw_fft_call_decode(struct gw_fft_call *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_fft_call_encode_head(const struct gw_fft_call *m, uint8_t *out);
+
+struct gw_fft_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t o0;
+	uint64_t o1;
+	uint64_t o2;
+	uint64_t o3;
+	uint64_t o4;
+	uint64_t o5;
+	uint64_t o6;
+	uint64_t o7;
+	uint64_t o8;
+	uint64_t o9;
+	uint64_t o10;
+	uint64_t o11;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_fft_reply_size(const struct gw_fft_reply *m);
+uint8_t *gw_fft_reply_encode(const struct gw_fft_reply *m, uint8_t *out);
+int gw_fft_reply_decode(struct gw_fft_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_rand_call {
+	uint32_t fn;
+	const void *args; /* limit 512 */
+	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
+};
+size_t gw_rand_call_size(const struct gw_rand_call *m);
+uint8_t *gw_rand_call_encode(const struct gw_rand_call *m, uint8_t *out);
+int gw_rand_call_decode(struct gw_rand_call *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_rand_call_encode_head(const struct gw_rand_call *m, uint8_t *out);
+
+struct gw_rand_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t o0;
+	uint64_t o1;
+	uint64_t o2;
+	uint64_t o3;
+	uint64_t o4;
+	uint64_t o5;
+	uint64_t o6;
+	uint64_t o7;
+	uint64_t o8;
+	uint64_t o9;
+	uint64_t o10;
+	uint64_t o11;
+	uint64_t o12;
+	uint64_t o13;
+	uint64_t o14;
+	uint64_t o15;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_rand_reply_size(const struct gw_rand_reply *m);
+uint8_t *gw_rand_reply_encode(const struct gw_rand_reply *m, uint8_t *out);
+int gw_rand_reply_decode(struct gw_rand_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -201,6 +201,12 @@ const (
 	TypeMigrateReady                 Type = 907
 	TypeSolverCall                   Type = 11000
 	TypeSolverReply                  Type = 11001
+	TypeSparseCall                   Type = 10000
+	TypeSparseReply                  Type = 10001
+	TypeFftCall                      Type = 12000
+	TypeFftReply                     Type = 12001
+	TypeRandCall                     Type = 12500
+	TypeRandReply                    Type = 12501
 )
 
 var typeNames = map[Type]string{
@@ -373,6 +379,12 @@ var typeNames = map[Type]string{
 	TypeMigrateReady:                 "MigrateReady",
 	TypeSolverCall:                   "SolverCall",
 	TypeSolverReply:                  "SolverReply",
+	TypeSparseCall:                   "SparseCall",
+	TypeSparseReply:                  "SparseReply",
+	TypeFftCall:                      "FftCall",
+	TypeFftReply:                     "FftReply",
+	TypeRandCall:                     "RandCall",
+	TypeRandReply:                    "RandReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -716,6 +728,18 @@ func New(t Type) Message {
 		return new(SolverCall)
 	case TypeSolverReply:
 		return new(SolverReply)
+	case TypeSparseCall:
+		return new(SparseCall)
+	case TypeSparseReply:
+		return new(SparseReply)
+	case TypeFftCall:
+		return new(FftCall)
+	case TypeFftReply:
+		return new(FftReply)
+	case TypeRandCall:
+		return new(RandCall)
+	case TypeRandReply:
+		return new(RandReply)
 	}
 	return nil
 }
@@ -6124,6 +6148,327 @@ func (m *SolverReply) Append(b []byte) []byte {
 // Decode reads the payload p; bytes fields alias p.
 func (m *SolverReply) Decode(p []byte) error {
 	d := decoder{p: p, msg: "SolverReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.O0 = d.u64("o0")
+	m.O1 = d.u64("o1")
+	m.O2 = d.u64("o2")
+	m.O3 = d.u64("o3")
+	m.O4 = d.u64("o4")
+	m.O5 = d.u64("o5")
+	m.O6 = d.u64("o6")
+	m.O7 = d.u64("o7")
+	m.O8 = d.u64("o8")
+	m.O9 = d.u64("o9")
+	m.O10 = d.u64("o10")
+	m.O11 = d.u64("o11")
+	m.O12 = d.u64("o12")
+	m.O13 = d.u64("o13")
+	m.O14 = d.u64("o14")
+	m.O15 = d.u64("o15")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// SparseCall is message type 10000.
+type SparseCall struct {
+	Fn   uint32
+	Args []byte
+	Host []byte
+}
+
+// Type returns TypeSparseCall.
+func (*SparseCall) Type() Type { return TypeSparseCall }
+
+// Append appends the encoded payload to b.
+func (m *SparseCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
+	return b
+}
+
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
+func (m *SparseCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SparseCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SparseCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
+	return d.finish()
+}
+
+// SparseReply is message type 10001.
+type SparseReply struct {
+	Result  int32
+	Status  int32
+	O0      uint64
+	O1      uint64
+	O2      uint64
+	O3      uint64
+	O4      uint64
+	O5      uint64
+	O6      uint64
+	O7      uint64
+	O8      uint64
+	O9      uint64
+	O10     uint64
+	O11     uint64
+	Message string
+}
+
+// Type returns TypeSparseReply.
+func (*SparseReply) Type() Type { return TypeSparseReply }
+
+// Append appends the encoded payload to b.
+func (m *SparseReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.O0)
+	b = putU64(b, m.O1)
+	b = putU64(b, m.O2)
+	b = putU64(b, m.O3)
+	b = putU64(b, m.O4)
+	b = putU64(b, m.O5)
+	b = putU64(b, m.O6)
+	b = putU64(b, m.O7)
+	b = putU64(b, m.O8)
+	b = putU64(b, m.O9)
+	b = putU64(b, m.O10)
+	b = putU64(b, m.O11)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *SparseReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "SparseReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.O0 = d.u64("o0")
+	m.O1 = d.u64("o1")
+	m.O2 = d.u64("o2")
+	m.O3 = d.u64("o3")
+	m.O4 = d.u64("o4")
+	m.O5 = d.u64("o5")
+	m.O6 = d.u64("o6")
+	m.O7 = d.u64("o7")
+	m.O8 = d.u64("o8")
+	m.O9 = d.u64("o9")
+	m.O10 = d.u64("o10")
+	m.O11 = d.u64("o11")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// FftCall is message type 12000.
+type FftCall struct {
+	Fn   uint32
+	Args []byte
+	Host []byte
+}
+
+// Type returns TypeFftCall.
+func (*FftCall) Type() Type { return TypeFftCall }
+
+// Append appends the encoded payload to b.
+func (m *FftCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
+	return b
+}
+
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
+func (m *FftCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *FftCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "FftCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
+	return d.finish()
+}
+
+// FftReply is message type 12001.
+type FftReply struct {
+	Result  int32
+	Status  int32
+	O0      uint64
+	O1      uint64
+	O2      uint64
+	O3      uint64
+	O4      uint64
+	O5      uint64
+	O6      uint64
+	O7      uint64
+	O8      uint64
+	O9      uint64
+	O10     uint64
+	O11     uint64
+	Message string
+}
+
+// Type returns TypeFftReply.
+func (*FftReply) Type() Type { return TypeFftReply }
+
+// Append appends the encoded payload to b.
+func (m *FftReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.O0)
+	b = putU64(b, m.O1)
+	b = putU64(b, m.O2)
+	b = putU64(b, m.O3)
+	b = putU64(b, m.O4)
+	b = putU64(b, m.O5)
+	b = putU64(b, m.O6)
+	b = putU64(b, m.O7)
+	b = putU64(b, m.O8)
+	b = putU64(b, m.O9)
+	b = putU64(b, m.O10)
+	b = putU64(b, m.O11)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *FftReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "FftReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.O0 = d.u64("o0")
+	m.O1 = d.u64("o1")
+	m.O2 = d.u64("o2")
+	m.O3 = d.u64("o3")
+	m.O4 = d.u64("o4")
+	m.O5 = d.u64("o5")
+	m.O6 = d.u64("o6")
+	m.O7 = d.u64("o7")
+	m.O8 = d.u64("o8")
+	m.O9 = d.u64("o9")
+	m.O10 = d.u64("o10")
+	m.O11 = d.u64("o11")
+	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// RandCall is message type 12500.
+type RandCall struct {
+	Fn   uint32
+	Args []byte
+	Host []byte
+}
+
+// Type returns TypeRandCall.
+func (*RandCall) Type() Type { return TypeRandCall }
+
+// Append appends the encoded payload to b.
+func (m *RandCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
+	return b
+}
+
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
+func (m *RandCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *RandCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "RandCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
+	return d.finish()
+}
+
+// RandReply is message type 12501.
+type RandReply struct {
+	Result  int32
+	Status  int32
+	O0      uint64
+	O1      uint64
+	O2      uint64
+	O3      uint64
+	O4      uint64
+	O5      uint64
+	O6      uint64
+	O7      uint64
+	O8      uint64
+	O9      uint64
+	O10     uint64
+	O11     uint64
+	O12     uint64
+	O13     uint64
+	O14     uint64
+	O15     uint64
+	Message string
+}
+
+// Type returns TypeRandReply.
+func (*RandReply) Type() Type { return TypeRandReply }
+
+// Append appends the encoded payload to b.
+func (m *RandReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.O0)
+	b = putU64(b, m.O1)
+	b = putU64(b, m.O2)
+	b = putU64(b, m.O3)
+	b = putU64(b, m.O4)
+	b = putU64(b, m.O5)
+	b = putU64(b, m.O6)
+	b = putU64(b, m.O7)
+	b = putU64(b, m.O8)
+	b = putU64(b, m.O9)
+	b = putU64(b, m.O10)
+	b = putU64(b, m.O11)
+	b = putU64(b, m.O12)
+	b = putU64(b, m.O13)
+	b = putU64(b, m.O14)
+	b = putU64(b, m.O15)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *RandReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "RandReply"}
 	m.Result = int32(d.u32("result"))
 	m.Status = int32(d.u32("status"))
 	m.O0 = d.u64("o0")

@@ -74,6 +74,8 @@ func (s *Session) serveOne() error {
 				detail = dr.Message
 			} else if sr, ok := answer.(*wire.SolverReply); ok {
 				detail = sr.Message
+			} else if m := libMessage(answer); m != "" {
+				detail = m
 			}
 			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
 		}
@@ -98,6 +100,12 @@ func resultOf(m wire.Message) int32 {
 	case *wire.DnnReply:
 		return r.Result
 	case *wire.SolverReply:
+		return r.Result
+	case *wire.SparseReply:
+		return r.Result
+	case *wire.FftReply:
+		return r.Result
+	case *wire.RandReply:
 		return r.Result
 	}
 	return 0
@@ -178,6 +186,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		if _, ok := m.(*wire.SolverCall); ok {
 			return solverReply(nil, err), nil
+		}
+		if lib, _, _, _, ok := libRequest(m); ok {
+			return libReply(lib, nil, err), nil
 		}
 		return status(err), nil
 	}
@@ -291,6 +302,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.lt(d, m), nil
 	case *wire.SolverCall:
 		return s.solver(d, m), nil
+	case *wire.SparseCall, *wire.FftCall, *wire.RandCall:
+		return s.libCall(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

@@ -64,6 +64,7 @@ type device struct {
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
 	dnn     dnnState
 	solver  solverState
+	lib     libState // cuSPARSE, cuFFT, cuRAND objects (libcall.go)
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond

@@ -30,6 +30,7 @@ type Context struct {
 	dnn       map[backend.Handle]*dnnHandle
 	dnnDescs  map[backend.Handle]*dnnDesc
 	solver    map[backend.Handle]*solverObj
+	libObjs   map[uint64]any // simulated cuSPARSE, cuFFT and cuRAND objects (libcall.go)
 
 	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
 	funcAttrs   map[backend.Handle]funcAttrs

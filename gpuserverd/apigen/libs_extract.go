@@ -1,0 +1,50 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// The math libraries remoted at their own API (cuSPARSE, cuFFT, cuRAND): each carries NVIDIA's
+// runtime inside, so gpucloud's guest library answers for it and forwards its calls through one
+// generic message per library (wire spec: SparseCall, FftCall, RandCall). Ids inside a library's
+// message come from its wire range.
+type mathLib struct {
+	name       string // the guest folder and the description's base name: cusparse, cufft, curand
+	header     string // the header extract reads (cufftXt.h includes cufft.h)
+	ret        string // the status type every remotable function returns
+	prefix     string
+	firstID    int // function ids start here, inside the library's wire range
+	lastID     int
+	goLib      string // the backend.Lib constant
+	soname     string
+	status     string // the library's not-supported status, as C
+	statusName string
+	message    string // the wire message's lower-case name (gw_<message>_call)
+}
+
+var mathLibs = []mathLib{
+	{name: "cusparse", header: "cusparse.h", ret: "cusparseStatus_t", prefix: "cusparse", firstID: 10010, lastID: 10999,
+		goLib: "LibSparse", soname: "libcusparse.so.12", status: "10", statusName: "CUSPARSE_STATUS_NOT_SUPPORTED", message: "sparse"},
+	{name: "cufft", header: "cufftXt.h", ret: "cufftResult", prefix: "cufft", firstID: 12010, lastID: 12499,
+		goLib: "LibFft", soname: "libcufft.so.12", status: "16", statusName: "CUFFT_NOT_SUPPORTED", message: "fft"},
+	{name: "curand", header: "curand.h", ret: "curandStatus_t", prefix: "curand", firstID: 12510, lastID: 12999,
+		goLib: "LibRand", soname: "libcurand.so.10", status: "999", statusName: "CURAND_STATUS_INTERNAL_ERROR (cuRAND has no not-supported status)", message: "rand"},
+}
+
+// extractLibs records the math libraries' prototypes (desc/<lib>.txt), keeping ids.
+func extractLibs(headersDir, descDir string) error {
+	for _, l := range mathLibs {
+		h := header{file: l.header, ret: l.ret, prefix: l.prefix, desc: l.name + ".txt", firstID: l.firstID}
+		old, _ := readDesc(filepath.Join(descDir, h.desc))
+		d, err := extractOne(headersDir, h, old)
+		if err != nil {
+			return fmt.Errorf("extract %s: %w", h.file, err)
+		}
+		if err := os.WriteFile(filepath.Join(descDir, h.desc), d.format(h.file), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+// Run-time binding to NVIDIA's cuSPARSE, cuFFT and cuRAND (see libcall.h).
+#include "libcall.h"
+
+#include "dl.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+
+static void *libs[3];
+
+int gc_lib_open(int lib, const char *libname, const char *marker, char *err, size_t errlen) {
+	void *h = gc_dl_open(libname, err, errlen);
+	if (h == NULL) return -1;
+	if (dlsym(h, marker) != NULL) {
+		snprintf(err, errlen, "%s is gpucloud's guest library, not NVIDIA's", libname);
+		dlclose(h);
+		return -1;
+	}
+	libs[lib] = h;
+	return 0;
+}
+
+void *gc_lib_sym(int lib, const char *name) {
+	if (lib < 0 || lib > 2 || libs[lib] == NULL) return NULL;
+	return dlsym(libs[lib], name);
+}
+
+int gc_lib_call(CUcontext ctx, int lib, int fn, void *handle, int mode, const uint64_t *a, void *const *p, uint64_t *o) {
+	if (gc_bind(ctx) != 0) return GC_LIB_UNBOUND;
+	if (mode >= 0) {
+		static int (*set_mode)(void *, int);
+		if (!set_mode && !(set_mode = (int (*)(void *, int))gc_lib_sym(0, "cusparseSetPointerMode"))) return GC_LIB_MISSING;
+		int st = set_mode(handle, mode);
+		if (st != 0) return st;
+	}
+	return gc_lib_dispatch(lib, fn, a, p, o);
+}

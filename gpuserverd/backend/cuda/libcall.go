@@ -1,0 +1,137 @@
+package cuda
+
+/*
+#include <stdlib.h>
+#include "libcall.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"unsafe"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// mathLibs are NVIDIA's libraries behind LibCall: the names tried, the variable naming another
+// (a PyTorch wheel's nvidia/cu13/lib, outside the loader's path) and the marker of gpucloud's own
+// guest library, which is refused.
+var mathLibs = [3]struct {
+	names       []string
+	env, marker string
+	sync.Mutex  // guards the rest
+	done        bool
+	err         error
+}{
+	{names: []string{"libcusparse.so.12"}, env: "GPUSERVERD_CUSPARSE", marker: "gpucloud_cusparse_guest"},
+	{names: []string{"libcufft.so.12"}, env: "GPUSERVERD_CUFFT", marker: "gpucloud_cufft_guest"},
+	{names: []string{"libcurand.so.10"}, env: "GPUSERVERD_CURAND", marker: "gpucloud_curand_guest"},
+}
+
+// loadLib opens lib's library once per process (a worker serves one session).
+func loadLib(lib backend.Lib, f *backend.LibFunc) error {
+	l := &mathLibs[lib]
+	l.Lock()
+	defer l.Unlock()
+	if l.done {
+		return l.err
+	}
+	l.done = true
+	names := l.names
+	if p := os.Getenv(l.env); p != "" {
+		names = []string{p}
+	}
+	var errs []error
+	cm := C.CString(l.marker)
+	defer C.free(unsafe.Pointer(cm))
+	for _, n := range names {
+		cn := C.CString(n)
+		var buf [512]C.char
+		rc := C.gc_lib_open(C.int(lib), cn, cm, &buf[0], C.size_t(len(buf)))
+		C.free(unsafe.Pointer(cn))
+		if rc == 0 {
+			return nil
+		}
+		errs = append(errs, errors.New(C.GoString(&buf[0])))
+	}
+	l.err = backend.LibNotSupported(f, "load %s: %v", lib, errors.Join(errs...))
+	return l.err
+}
+
+// LibCall runs a remoted cuSPARSE, cuFFT or cuRAND function in this context: streams become
+// NVIDIA's, host inputs and host scalars are copied into C memory for the call, outputs start at
+// their value before the call. Object ids are NVIDIA's own handles and pointers, which the worker
+// has checked are this session's.
+func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
+	f := call.Func
+	if err := c.live(); err != nil {
+		return nil, err
+	}
+	if err := loadLib(f.Lib, f); err != nil {
+		return nil, err
+	}
+	n := len(f.Params)
+	mem := C.calloc(C.size_t(3*n+1), 8) // words, host pointers, outputs
+	defer C.free(mem)
+	words := unsafe.Slice((*uint64)(mem), 3*n+1)
+	a, o := words[:n], words[2*n:3*n]
+	p := unsafe.Slice((*unsafe.Pointer)(unsafe.Add(mem, 8*n)), n)
+	mode := -1
+	for i, prm := range f.Params {
+		w := call.Words[i]
+		a[i] = w
+		switch prm.Kind {
+		case backend.PStream:
+			s, err := c.stream(backend.Handle(w))
+			if err != nil {
+				return nil, err
+			}
+			a[i] = uint64(uintptr(unsafe.Pointer(s)))
+		case backend.POut:
+			o[i] = w
+		case backend.PHost:
+			if len(call.Host[i]) > 0 {
+				p[i] = C.CBytes(call.Host[i])
+				defer C.free(p[i])
+			}
+		case backend.PScalar:
+			if w&backend.ScalarHostBit != 0 {
+				buf := C.calloc(1, backend.MaxScalar)
+				copy(unsafe.Slice((*byte)(buf), backend.MaxScalar), call.Host[i])
+				p[i] = buf
+				defer C.free(buf)
+				mode = 0 // CUSPARSE_POINTER_MODE_HOST
+			} else {
+				p[i] = C.gc_addr(C.uint64_t(w)) // a device address NVIDIA's library reads on the GPU
+				mode = 1
+			}
+		}
+	}
+	var handle unsafe.Pointer
+	if f.Handle >= 0 && mode >= 0 {
+		handle = C.gc_addr(C.uint64_t(call.Words[f.Handle])) // NVIDIA's cusparseHandle_t
+	} else {
+		mode = -1
+	}
+	st := C.gc_lib_call(c.ctx, C.int(f.Lib), C.int(f.ID), handle, C.int(mode), (*C.uint64_t)(unsafe.Pointer(&a[0])),
+		(*unsafe.Pointer)(unsafe.Pointer(&p[0])), (*C.uint64_t)(unsafe.Pointer(&o[0])))
+	switch st {
+	case 0:
+	case C.GC_LIB_MISSING:
+		return nil, backend.LibNotSupported(f, "NVIDIA's %s has no %s", f.Lib, f.Name)
+	case C.GC_LIB_UNBOUND:
+		return nil, fmt.Errorf("%s: binding the context: %w", f.Name, backend.ErrInvalidContext)
+	default:
+		return nil, &backend.LibError{Lib: f.Lib, Op: f.Name, Status: int32(st)}
+	}
+	var outs []uint64
+	for i, prm := range f.Params {
+		if prm.Kind == backend.POut || prm.Kind == backend.PNew {
+			outs = append(outs, o[i])
+		}
+	}
+	return outs, nil
+}

@@ -1,0 +1,26 @@
+// Run-time binding to NVIDIA's cuSPARSE, cuFFT and cuRAND (libcall.go): each library is opened on
+// a session's first call of it, and each function found by name on its first use.
+#ifndef GPUCLOUD_CUDA_LIBCALL_H
+#define GPUCLOUD_CUDA_LIBCALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "driver.h"
+
+// GC_LIB_MISSING: the library has no such function (gc_lib_call answers the library's
+// not-supported status for it); GC_LIB_UNBOUND: the context could not be made current.
+#define GC_LIB_MISSING (-1000)
+#define GC_LIB_UNBOUND (-1001)
+
+// gc_lib_open opens NVIDIA's library lib (0 cuSPARSE, 1 cuFFT, 2 cuRAND) from libname, refusing
+// gpucloud's own guest library (marker: gpucloud_<name>_guest); 0 or -1 with err said.
+int gc_lib_open(int lib, const char *libname, const char *marker, char *err, size_t errlen);
+void *gc_lib_sym(int lib, const char *name);
+// gc_lib_call binds ctx, sets a cuSPARSE handle's pointer mode (mode >= 0) and runs function fn.
+int gc_lib_call(CUcontext ctx, int lib, int fn, void *handle, int mode, const uint64_t *a, void *const *p, uint64_t *o);
+// gc_addr is a device address or NVIDIA's handle as the pointer NVIDIA's functions take.
+static inline void *gc_addr(uint64_t a) { return (void *)(uintptr_t)a; }
+int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t *o); // libcalls_gen.c
+
+#endif

@@ -1,0 +1,259 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Lib is a math library remoted at its own API through one generic call (cuSPARSE, cuFFT,
+// cuRAND): NVIDIA's copies carry their own CUDA runtime, so the guest cannot run them.
+type Lib uint8
+
+const (
+	LibSparse Lib = iota
+	LibFft
+	LibRand
+	numLibs
+)
+
+var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND"}
+
+func (l Lib) String() string {
+	if l < numLibs {
+		return libNames[l]
+	}
+	return "lib" + strconv.Itoa(int(l))
+}
+
+// The libraries' statuses gpuserverd produces: not supported (cuRAND has none: its internal
+// error), a bad value, and an allocation failure.
+var (
+	libNotSupported = [numLibs]int32{10, 16, 999} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
+	libInvalid      = [numLibs]int32{3, 4, 104}   // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
+	libBadObject    = [numLibs]int32{3, 1, 101}   // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
+	libAllocFailed  = [numLibs]int32{2, 2, 102}   // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
+	libInternal     = [numLibs]int32{7, 5, 999}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
+)
+
+// LibError is a failed library call: the library's own status and what it stands for in CUDA
+// terms (an error of a call sent without waiting surfaces at the next synchronising call).
+type LibError struct {
+	Lib    Lib
+	Op     string
+	Status int32
+	Detail string
+}
+
+func (e *LibError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s: %s: status %d: %s", e.Lib, e.Op, e.Status, e.Detail)
+	}
+	return fmt.Sprintf("%s: %s: status %d", e.Lib, e.Op, e.Status)
+}
+
+func (e *LibError) Unwrap() error {
+	switch e.Status {
+	case libNotSupported[e.Lib]:
+		return ErrNotSupported
+	case libInvalid[e.Lib], libBadObject[e.Lib]:
+		return ErrInvalidValue
+	case libAllocFailed[e.Lib]:
+		return ErrOutOfMemory
+	}
+	return ErrLaunchFailed
+}
+
+// LibNotSupported, LibInvalid and LibBadObject make a library's refusal of f.
+func LibNotSupported(f *LibFunc, format string, a ...any) error {
+	return &LibError{Lib: f.Lib, Op: f.Name, Status: libNotSupported[f.Lib], Detail: fmt.Sprintf(format, a...)}
+}
+
+func LibInvalid(f *LibFunc, format string, a ...any) error {
+	return &LibError{Lib: f.Lib, Op: f.Name, Status: libInvalid[f.Lib], Detail: fmt.Sprintf(format, a...)}
+}
+
+func LibBadObject(f *LibFunc, format string, a ...any) error {
+	return &LibError{Lib: f.Lib, Op: f.Name, Status: libBadObject[f.Lib], Detail: fmt.Sprintf(format, a...)}
+}
+
+// LibStatusOf is the library status of err: a LibError's own; for a CUDA error the status the
+// library gives such failures.
+func LibStatusOf(l Lib, err error) int32 {
+	if err == nil {
+		return 0
+	}
+	var le *LibError
+	if errors.As(err, &le) {
+		return le.Status
+	}
+	switch ResultOf(err) {
+	case ErrOutOfMemory:
+		return libAllocFailed[l]
+	case ErrNotSupported:
+		return libNotSupported[l]
+	case ErrInvalidValue, ErrInvalidHandle:
+		return libInvalid[l]
+	}
+	return libInternal[l]
+}
+
+// ParamKind is how one parameter of a remoted library function travels (desc/<lib>.ann).
+type ParamKind uint8
+
+const (
+	PValue  ParamKind = iota // a scalar or enum, as is (floats as their bits)
+	PDevice                  // a device address
+	PStream                  // a stream handle of this context
+	PObject                  // an object of the session (Obj)
+	PNew                     // an output: a new object of kind Obj
+	PFree                    // an object of the session, destroyed by the call
+	POut                     // an output (the word is its value before the call)
+	PScalar                  // a scalar: host bytes (the word's bit 63 set, length in its low bits) or a device address
+	PHost                    // host input: the word is its length, LenParam's value times LenUnit bytes (0: NULL)
+)
+
+// ScalarHostBit marks a scalar word whose bytes travel in the call's host bytes.
+const ScalarHostBit = uint64(1) << 63
+
+// MaxScalar is the most bytes one host scalar has (a double complex).
+const MaxScalar = 16
+
+// MaxLibOuts is how many outputs a reply carries (SparseReply's o0-o11).
+const MaxLibOuts = 12
+
+// LibParam is one parameter of a LibFunc.
+type LibParam struct {
+	Kind     ParamKind
+	Obj      string // the object kind of PObject, PNew, PFree
+	Name     string
+	LenParam int // PHost: the parameter whose value counts the elements
+	LenUnit  int // PHost: bytes per element
+}
+
+// LibFunc is one remoted library function.
+type LibFunc struct {
+	Lib    Lib
+	ID     uint32
+	Name   string
+	Params []LibParam
+	Async  bool // launch-like: sent without waiting for a reply
+	// Handle is the parameter holding the cuSPARSE handle whose pointer mode the scalars follow
+	// (-1: none).
+	Handle int
+}
+
+// Outputs counts f's outputs (POut and PNew).
+func (f *LibFunc) Outputs() int {
+	n := 0
+	for _, p := range f.Params {
+		if p.Kind == POut || p.Kind == PNew {
+			n++
+		}
+	}
+	return n
+}
+
+// LibCall is one call as a backend takes it: the function, one word per parameter (streams still
+// the context's handles), the host bytes of each PHost and host PScalar parameter (nil otherwise).
+type LibCall struct {
+	Func  *LibFunc
+	Words []uint64
+	Host  [][]byte
+}
+
+// LibContext is a Context that serves the math libraries. Object ids are this context's; a
+// backend keeps NVIDIA's real objects behind them. LibCall returns the outputs' values in the
+// order of f's output parameters.
+type LibContext interface {
+	LibCall(call LibCall) ([]uint64, error)
+}
+
+// libFuncDesc is a line of the generated table (libcalls_gen.go).
+type libFuncDesc struct {
+	lib         Lib
+	id          uint32
+	name, kinds string
+	names       string
+	async       bool
+}
+
+// LibFuncs are the remoted library functions by id.
+var LibFuncs = func() map[uint32]*LibFunc {
+	m := map[uint32]*LibFunc{}
+	for _, d := range libFuncTable {
+		f, err := parseLibFunc(d)
+		if err != nil {
+			panic(err) // the generator checked the annotations: a bad table is a build error
+		}
+		m[f.ID] = f
+	}
+	return m
+}()
+
+// LibFuncByName finds a remoted function by its name (tests, tools).
+func LibFuncByName(name string) *LibFunc {
+	for _, f := range LibFuncs {
+		if f.Name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
+	f := &LibFunc{Lib: d.lib, ID: d.id, Name: d.name, Async: d.async, Handle: -1}
+	kinds, names := strings.Fields(d.kinds), strings.Fields(d.names)
+	if len(kinds) != len(names) {
+		return nil, fmt.Errorf("%s: %d kinds for %d names", d.name, len(kinds), len(names))
+	}
+	for i, k := range kinds {
+		p := LibParam{Name: names[i]}
+		kind, arg, _ := strings.Cut(k, ":")
+		switch kind {
+		case "v":
+			p.Kind = PValue
+		case "d":
+			p.Kind = PDevice
+		case "s":
+			p.Kind = PStream
+		case "r":
+			p.Kind = POut
+		case "a":
+			p.Kind = PScalar
+		case "o", "n", "x":
+			p.Kind = map[string]ParamKind{"o": PObject, "n": PNew, "x": PFree}[kind]
+			p.Obj = arg
+			if arg == "handle" && kind == "o" && f.Handle < 0 {
+				f.Handle = i
+			}
+		case "h":
+			p.Kind = PHost
+			ln, unit, _ := strings.Cut(arg, "*")
+			p.LenParam = -1
+			for j, n := range names {
+				if n == ln {
+					p.LenParam = j
+				}
+			}
+			u, err := strconv.Atoi(unit)
+			if p.LenParam < 0 || err != nil || u < 1 {
+				return nil, fmt.Errorf("%s: host length %q", d.name, arg)
+			}
+			p.LenUnit = u
+		default:
+			return nil, fmt.Errorf("%s: kind %q", d.name, k)
+		}
+		f.Params = append(f.Params, p)
+	}
+	if f.Outputs() > MaxLibOuts {
+		return nil, fmt.Errorf("%s: %d outputs, a reply carries %d", d.name, f.Outputs(), MaxLibOuts)
+	}
+	return f, nil
+}
+
+// LibStatus is a refusal of f with the library's own status st.
+func LibStatus(f *LibFunc, st int32, format string, a ...any) error {
+	return &LibError{Lib: f.Lib, Op: f.Name, Status: st, Detail: fmt.Sprintf(format, a...)}
+}

@@ -1,0 +1,88 @@
+/* rand_sim_test: gpucloud's libcurand.so.10 over the guest libcuda and a real gpuserverd on the
+ * simulated backend (guesttest/mathlibs_test.go): a generator's uniform and normal numbers on a
+ * stream (their range and moments), the same seed giving the same numbers and offsets advancing,
+ * a bad length, a destroyed generator and a refused host generator. Declares the cuRAND functions
+ * it uses (CI has no curand.h). */
+#include <cuda.h>
+#include <math.h>
+#include <string.h>
+
+#include "gc_test_check.h"
+
+typedef void *curandGenerator_t;
+enum { PSEUDO_DEFAULT = 100, LENGTH_NOT_MULTIPLE = 105, INTERNAL_ERROR = 999 };
+int curandCreateGenerator(curandGenerator_t *g, int type);
+int curandCreateGeneratorHost(curandGenerator_t *g, int type);
+int curandDestroyGenerator(curandGenerator_t g);
+int curandSetPseudoRandomGeneratorSeed(curandGenerator_t g, unsigned long long seed);
+int curandSetGeneratorOffset(curandGenerator_t g, unsigned long long offset);
+int curandSetStream(curandGenerator_t g, void *stream);
+int curandGenerateUniform(curandGenerator_t g, float *out, size_t n);
+int curandGenerateNormal(curandGenerator_t g, float *out, size_t n, float mean, float stddev);
+int curandGenerate(curandGenerator_t g, unsigned int *out, size_t n);
+int curandGetVersion(int *v);
+
+enum { N = 4096 };
+static float a[N], b[N];
+
+static void uniform(curandGenerator_t g, CUdeviceptr d, unsigned long long seed, float *host) {
+    OK(curandSetPseudoRandomGeneratorSeed(g, seed));
+    OK(curandGenerateUniform(g, (float *)d, N));
+    CHECK(cuMemcpyDtoH(host, d, N * sizeof(float)) == CUDA_SUCCESS);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "foreign") == 0) {
+        curandGenerator_t g;
+        CHECK(curandCreateGenerator(&g, PSEUDO_DEFAULT) != 0);
+        printf("rand_sim_test foreign: OK\n");
+        return 0;
+    }
+    GC_TEST_CONTEXT();
+    int v;
+    OK(curandGetVersion(&v));
+    CHECK(v == 10400);
+    curandGenerator_t g;
+    OK(curandCreateGenerator(&g, PSEUDO_DEFAULT));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+    OK(curandSetStream(g, s));
+    CUdeviceptr d;
+    CHECK(cuMemAlloc(&d, N * sizeof(float)) == CUDA_SUCCESS);
+
+    uniform(g, d, 1234, a);
+    double sum = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(a[i] > 0 && a[i] <= 1);
+        sum += a[i];
+    }
+    CHECK(fabs(sum / N - 0.5) < 0.03);
+    uniform(g, d, 1234, b); /* the same seed: the same numbers */
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    uniform(g, d, 99, b); /* another: others */
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    /* An offset of N/2 from seed 1234 starts where the first run's second half did. */
+    OK(curandSetPseudoRandomGeneratorSeed(g, 1234));
+    OK(curandSetGeneratorOffset(g, N / 2));
+    OK(curandGenerateUniform(g, (float *)d, N / 2));
+    CHECK(cuMemcpyDtoH(b, d, N / 2 * sizeof(float)) == CUDA_SUCCESS);
+    CHECK(memcmp(a + N / 2, b, N / 2 * sizeof(float)) == 0);
+
+    OK(curandGenerateNormal(g, (float *)d, N, 3.0f, 2.0f));
+    CHECK(cuMemcpyDtoH(a, d, sizeof a) == CUDA_SUCCESS);
+    double m = 0, var = 0;
+    for (int i = 0; i < N; i++) m += a[i];
+    m /= N;
+    for (int i = 0; i < N; i++) var += (a[i] - m) * (a[i] - m);
+    var /= N - 1;
+    CHECK(fabs(m - 3.0) < 0.15 && fabs(var - 4.0) < 0.4);
+    CHECK(curandGenerateNormal(g, (float *)d, 3, 0, 1) == LENGTH_NOT_MULTIPLE); /* normals come in pairs */
+
+    OK(curandDestroyGenerator(g));
+    CHECK(curandGenerate(g, (unsigned int *)d, 4) != 0); /* destroyed: no longer this session's */
+    curandGenerator_t h;
+    CHECK(curandCreateGeneratorHost(&h, PSEUDO_DEFAULT) == INTERNAL_ERROR);
+    CHECK(curandCreateGeneratorHost(&h, PSEUDO_DEFAULT) == INTERNAL_ERROR);
+    printf("rand_sim_test: OK\n");
+    return 0;
+}

@@ -1,0 +1,195 @@
+package worker
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/wire"
+)
+
+// libState is a device's math-library objects (cuSPARSE handles and descriptors, cuFFT plans,
+// cuRAND generators) by kind: the ids this session made. An id is looked up here before the
+// backend sees it, so another session's (or a made-up) id is refused, never translated.
+type libState struct {
+	objs map[string]map[uint64]bool
+	fft  map[uint64]*fftArea // cuFFT plans' work areas (fftarea.go)
+}
+
+func (st *libState) has(kind string, id uint64) bool { return st.objs[kind][id] }
+
+func (st *libState) add(kind string, id uint64) {
+	if st.objs == nil {
+		st.objs = map[string]map[uint64]bool{}
+	}
+	if st.objs[kind] == nil {
+		st.objs[kind] = map[uint64]bool{}
+	}
+	st.objs[kind][id] = true
+}
+
+// libRequest is the fields SparseCall, FftCall and RandCall share, and the library of each.
+func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, ok bool) {
+	switch m := m.(type) {
+	case *wire.SparseCall:
+		return backend.LibSparse, m.Fn, m.Args, m.Host, true
+	case *wire.FftCall:
+		return backend.LibFft, m.Fn, m.Args, m.Host, true
+	case *wire.RandCall:
+		return backend.LibRand, m.Fn, m.Args, m.Host, true
+	}
+	return 0, 0, nil, nil, false
+}
+
+// libReply answers a library call with err's result and status and, on success, the outputs.
+func libReply(lib backend.Lib, outs []uint64, err error) wire.Message {
+	var o [backend.MaxLibOuts]uint64
+	copy(o[:], outs)
+	res, st := int32(backend.ResultOf(err)), backend.LibStatusOf(lib, err)
+	msg := ""
+	if err != nil {
+		msg = truncate(err.Error(), 1024)
+	}
+	switch lib {
+	case backend.LibSparse:
+		return &wire.SparseReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+	case backend.LibFft:
+		return &wire.FftReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+	}
+	return &wire.RandReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+		O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+}
+
+// maxHostElems bounds a host input's element count (a plan's dimensions, an attribute's bytes).
+const maxHostElems = 1 << 12
+
+// libCall serves one math-library call on the current device.
+func (s *Session) libCall(d *device, m wire.Message) wire.Message {
+	lib, fn, args, host, _ := libRequest(m)
+	call, err := d.lib.decode(lib, fn, args, host)
+	if err != nil {
+		return libReply(lib, nil, err)
+	}
+	c, ok := d.ctx.(backend.LibContext)
+	if !ok {
+		return libReply(lib, nil, backend.LibNotSupported(call.Func, "this backend has no %s", lib))
+	}
+	if lib == backend.LibFft {
+		if answered, err := s.fftBefore(d, call); answered {
+			return libReply(lib, nil, err)
+		}
+	}
+	outs, err := c.LibCall(call)
+	if err == nil && lib == backend.LibFft {
+		err = s.fftAfter(d, c, call, outs)
+	}
+	f := call.Func
+	for i, p := range f.Params {
+		if p.Kind == backend.PFree {
+			delete(d.lib.objs[p.Obj], call.Words[i])
+		}
+	}
+	if err != nil {
+		return libReply(lib, nil, err)
+	}
+	if len(outs) != f.Outputs() {
+		return libReply(lib, nil, fmt.Errorf("%s: backend gave %d outputs for %d: %w", f.Name, len(outs), f.Outputs(), backend.ErrUnknown))
+	}
+	k := 0
+	for _, p := range f.Params {
+		switch p.Kind {
+		case backend.PNew:
+			d.lib.add(p.Obj, outs[k])
+			k++
+		case backend.POut:
+			k++
+		}
+	}
+	return libReply(lib, outs, nil)
+}
+
+// decode checks a call's shape against its function: a known id of this library, one word per
+// parameter, each object one of the session's of its kind, host inputs exactly as long as their
+// length parameter says (so NVIDIA's library never reads past them), host scalars of 1-16 bytes
+// and the scalars of one call all host or all device, and no host byte left over.
+func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backend.LibCall, error) {
+	f, ok := backend.LibFuncs[fn]
+	if !ok || f.Lib != lib {
+		return backend.LibCall{}, &backend.LibError{Lib: lib, Op: fmt.Sprintf("function %d", fn), Status: backend.LibStatusOf(lib, backend.ErrNotSupported),
+			Detail: "not a remoted function of this library (a newer guest?)"}
+	}
+	if len(args) != 8*len(f.Params) {
+		return backend.LibCall{}, backend.LibInvalid(f, "%d argument bytes, want %d", len(args), 8*len(f.Params))
+	}
+	call := backend.LibCall{Func: f, Words: make([]uint64, len(f.Params)), Host: make([][]byte, len(f.Params))}
+	for i := range call.Words {
+		call.Words[i] = binary.LittleEndian.Uint64(args[8*i:])
+	}
+	off, scalarMode := 0, -1
+	take := func(i int, n uint64) error {
+		if n > uint64(len(host)-off) {
+			return backend.LibInvalid(f, "%s: %d host bytes, %d left", f.Params[i].Name, n, len(host)-off)
+		}
+		call.Host[i] = host[off : off+int(n)]
+		off += int(n)
+		return nil
+	}
+	for i, p := range f.Params {
+		w := call.Words[i]
+		switch p.Kind {
+		case backend.PObject, backend.PFree:
+			if !st.has(p.Obj, w) {
+				return backend.LibCall{}, backend.LibBadObject(f, "%s: no %s %#x in this session", p.Name, p.Obj, w)
+			}
+		case backend.PHost:
+			if w == 0 {
+				continue // NULL
+			}
+			elems := int64(call.Words[p.LenParam])
+			if elems < 0 || elems > maxHostElems {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d elements (at most %d)", f.Params[p.LenParam].Name, elems, maxHostElems)
+			}
+			if w != uint64(elems)*uint64(p.LenUnit) {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d host bytes for %d elements of %d", p.Name, w, elems, p.LenUnit)
+			}
+			if err := take(i, w); err != nil {
+				return backend.LibCall{}, err
+			}
+		case backend.PScalar:
+			mode := 1 // device
+			if w&backend.ScalarHostBit != 0 {
+				mode = 0
+				n := w &^ backend.ScalarHostBit
+				if n < 1 || n > backend.MaxScalar {
+					return backend.LibCall{}, backend.LibInvalid(f, "%s: a host scalar of %d bytes", p.Name, n)
+				}
+				if err := take(i, n); err != nil {
+					return backend.LibCall{}, err
+				}
+			}
+			if scalarMode >= 0 && mode != scalarMode {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: host and device scalars in one call", p.Name)
+			}
+			scalarMode = mode
+		}
+	}
+	if off != len(host) {
+		return backend.LibCall{}, backend.LibInvalid(f, "%d host bytes left over", len(host)-off)
+	}
+	return call, nil
+}
+
+// libMessage is a library reply's message ("" for any other message).
+func libMessage(m wire.Message) string {
+	switch r := m.(type) {
+	case *wire.SparseReply:
+		return r.Message
+	case *wire.FftReply:
+		return r.Message
+	case *wire.RandReply:
+		return r.Message
+	}
+	return ""
+}
