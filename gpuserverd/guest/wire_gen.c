@@ -209,6 +209,8 @@ const char *gw_type_name(uint16_t type) {
 	case 14003: return "NcclCommDestroy";
 	case 14004: return "NcclCollective";
 	case 4502: return "StreamWaitPeerEvent";
+	case 14005: return "NcclGroup";
+	case 14006: return "NcclCommQuery";
 	}
 	return "unknown";
 }
@@ -5286,6 +5288,49 @@ int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const 
 	return dfinish(&d);
 }
 
+size_t gw_nccl_group_size(const struct gw_nccl_group *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_group_encode(const struct gw_nccl_group *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->start);
+	return o;
+}
+
+int gw_nccl_group_decode(struct gw_nccl_group *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclGroup", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->start = d32(&d, "start");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_comm_query_size(const struct gw_nccl_comm_query *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_comm_query_encode(const struct gw_nccl_comm_query *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->what);
+	return o;
+}
+
+int gw_nccl_comm_query_decode(struct gw_nccl_comm_query *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCommQuery", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->what = d32(&d, "what");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -5614,6 +5659,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nccl_collective_decode(m, p, n, err, errlen);
 	case 4502:
 		return gw_stream_wait_peer_event_decode(m, p, n, err, errlen);
+	case 14005:
+		return gw_nccl_group_decode(m, p, n, err, errlen);
+	case 14006:
+		return gw_nccl_comm_query_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

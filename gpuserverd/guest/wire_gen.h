@@ -192,6 +192,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_COMM_DESTROY 14003
 #define GW_TYPE_NCCL_COLLECTIVE 14004
 #define GW_TYPE_STREAM_WAIT_PEER_EVENT 4502
+#define GW_TYPE_NCCL_GROUP 14005
+#define GW_TYPE_NCCL_COMM_QUERY 14006
 
 struct gw_hello {
 	uint32_t version;
@@ -1963,6 +1965,21 @@ struct gw_stream_wait_peer_event {
 size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m);
 uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *out);
 int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_group {
+	uint32_t start;
+};
+size_t gw_nccl_group_size(const struct gw_nccl_group *m);
+uint8_t *gw_nccl_group_encode(const struct gw_nccl_group *m, uint8_t *out);
+int gw_nccl_group_decode(struct gw_nccl_group *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_query {
+	uint64_t comm;
+	uint32_t what;
+};
+size_t gw_nccl_comm_query_size(const struct gw_nccl_comm_query *m);
+uint8_t *gw_nccl_comm_query_encode(const struct gw_nccl_comm_query *m, uint8_t *out);
+int gw_nccl_comm_query_decode(struct gw_nccl_comm_query *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

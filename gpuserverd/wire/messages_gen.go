@@ -193,6 +193,8 @@ const (
 	TypeNcclCommDestroy              Type = 14003
 	TypeNcclCollective               Type = 14004
 	TypeStreamWaitPeerEvent          Type = 4502
+	TypeNcclGroup                    Type = 14005
+	TypeNcclCommQuery                Type = 14006
 )
 
 var typeNames = map[Type]string{
@@ -359,6 +361,8 @@ var typeNames = map[Type]string{
 	TypeNcclCommDestroy:              "NcclCommDestroy",
 	TypeNcclCollective:               "NcclCollective",
 	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
+	TypeNcclGroup:                    "NcclGroup",
+	TypeNcclCommQuery:                "NcclCommQuery",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -690,6 +694,10 @@ func New(t Type) Message {
 		return new(NcclCollective)
 	case TypeStreamWaitPeerEvent:
 		return new(StreamWaitPeerEvent)
+	case TypeNcclGroup:
+		return new(NcclGroup)
+	case TypeNcclCommQuery:
+		return new(NcclCommQuery)
 	}
 	return nil
 }
@@ -5880,5 +5888,50 @@ func (m *StreamWaitPeerEvent) Decode(p []byte) error {
 	m.Stream = d.u64("stream")
 	m.Event = d.u64("event")
 	m.EventDevice = d.u32("event_device")
+	return d.finish()
+}
+
+// NcclGroup is message type 14005.
+type NcclGroup struct {
+	Start uint32
+}
+
+// Type returns TypeNcclGroup.
+func (*NcclGroup) Type() Type { return TypeNcclGroup }
+
+// Append appends the encoded payload to b.
+func (m *NcclGroup) Append(b []byte) []byte {
+	b = putU32(b, m.Start)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclGroup) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclGroup"}
+	m.Start = d.u32("start")
+	return d.finish()
+}
+
+// NcclCommQuery is message type 14006.
+type NcclCommQuery struct {
+	Comm uint64
+	What uint32
+}
+
+// Type returns TypeNcclCommQuery.
+func (*NcclCommQuery) Type() Type { return TypeNcclCommQuery }
+
+// Append appends the encoded payload to b.
+func (m *NcclCommQuery) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, m.What)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCommQuery) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCommQuery"}
+	m.Comm = d.u64("comm")
+	m.What = d.u32("what")
 	return d.finish()
 }

@@ -160,6 +160,7 @@ func (s *Session) dev() (*device, error) {
 }
 
 func (s *Session) close() {
+	s.closeNccl() // NCCL's communicators hold memory in the contexts
 	s.closeShm()
 	for _, d := range s.devs {
 		if d == nil {

@@ -53,6 +53,9 @@ CUresult gc_mem_host_unregister(CUcontext ctx, void *p);
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async);
 CUresult gc_memcpy_dtoh(CUcontext ctx, void *dst, CUdeviceptr src, size_t n, CUstream s, int async);
 CUresult gc_memcpy_dtod(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async);
+// gc_memcpy_peer is cuMemcpyPeer (synchronous): NVLink or PCIe peer-to-peer where the devices
+// have it, the driver's own staging otherwise.
+CUresult gc_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n);
 CUresult gc_memset(CUcontext ctx, CUdeviceptr dst, unsigned value, int elem, size_t count, CUstream s, int async);
 
 CUresult gc_module_load_data(CUcontext ctx, CUmodule *m, const void *image);
