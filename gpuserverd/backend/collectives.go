@@ -63,3 +63,10 @@ var CollectiveNames = []string{"all-reduce", "broadcast", "reduce", "all-gather"
 type PeerCopier interface {
 	MemcpyPeer(dst uint64, src Context, srcPtr, bytes uint64, stream Handle) error
 }
+
+// PrimaryContexts is a backend that can hand a worker the device's primary context rather than a
+// context of its own. A worker of a session with several GPUs takes primary contexts: NVIDIA's
+// NCCL binds them (its proxy threads and the runtime it uses know no other).
+type PrimaryContexts interface {
+	NewPrimaryContext(ordinal int) (Context, error)
+}

@@ -139,7 +139,7 @@ CUresult gc_device_pci_bus_id(char *id, int len, CUdevice dev) {
 }
 
 CUresult gc_ctx_create(CUcontext *ctx, unsigned flags, CUdevice dev, int *primary) {
-	*primary = d.ctx_create == NULL;
+	*primary = *primary || d.ctx_create == NULL;
 	if (*primary) return d.primary_retain(ctx, dev);
 	CUresult r = d.ctx_create(ctx, flags, dev);
 	if (r != 0) return r;

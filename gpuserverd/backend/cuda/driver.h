@@ -32,7 +32,8 @@ CUresult gc_device_total_mem(size_t *bytes, CUdevice d);
 CUresult gc_device_attribute(int *v, int attr, CUdevice d);
 CUresult gc_device_pci_bus_id(char *id, int len, CUdevice d);
 
-// gc_ctx_create sets *primary when it fell back to the device's primary context.
+// gc_ctx_create retains the device's primary context where *primary is set on entry, or where the
+// driver has no cuCtxCreate_v2 (then setting *primary); otherwise it creates a context.
 CUresult gc_ctx_create(CUcontext *ctx, unsigned flags, CUdevice d, int *primary);
 CUresult gc_ctx_destroy(CUcontext ctx, CUdevice d, int primary);
 CUresult gc_ctx_synchronize(CUcontext ctx);

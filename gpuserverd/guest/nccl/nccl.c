@@ -159,6 +159,15 @@ EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUni
     return init_rank(comm, nranks, &id, rank, current_device());
 }
 
+/* Several roots only spread NCCL's bootstrap over more processes: with one id it is
+ * ncclCommInitRankConfig; the worker's NCCL has its own bootstrap, so several ids are refused. */
+EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nIds, ncclUniqueId *ids,
+                                             ncclConfig_t *config) {
+    (void)config;
+    if (nIds != 1 || !ids) return fail(ncclInvalidUsage, "%s with other than one unique id is not supported by gpucloud's NCCL", "ncclCommInitRankScalable");
+    return init_rank(comm, nranks, ids, rank, current_device());
+}
+
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     if (!comms || ndev < 1) return fail(ncclInvalidArgument, "%s: comms NULL or ndev < 1", "ncclCommInitAll");
     ncclUniqueId id;
@@ -333,7 +342,6 @@ REFUSED(ncclMemFree)
 REFUSED(ncclCommRevoke)
 REFUSED(ncclCommSplit)
 REFUSED(ncclCommShrink)
-REFUSED(ncclCommInitRankScalable)
 REFUSED(ncclCommRegister)
 REFUSED(ncclCommDeregister)
 REFUSED(ncclCommWindowRegister)
