@@ -52,7 +52,11 @@ ranks() {
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 	cat "$OUT/$name.txt"
-	[[ $rc != 0 ]] && { echo "FAILED: $name (exit $rc)"; tail -5 "$OUT/$name".rank*.log; }
+	if [[ $rc != 0 ]]; then
+		echo "FAILED: $name (exit $rc)"
+		for f in "$OUT/$name".rank*.log; do echo "-- $f"; grep -v '^$' "$f" | tail -12; done
+		[[ -f $OUT/gpuserverd.log ]] && { echo "-- gpuserverd.log"; tail -12 "$OUT/gpuserverd.log"; }
+	fi
 	# NCCL's transports as its INFO lines name them (P2P/CUMEM, NVLS, SHM...).
 	cat "$W"/nccl.*.log 2>/dev/null | grep -E 'via |NVLS|Connected all' | sed 's/^[^ ]* //' | sort | uniq -c | sort -rn | head -6 >"$OUT/$name.transports.txt"
 	rm -f "$W"/nccl.*.log
