@@ -25,6 +25,15 @@ type Comm interface {
 	Post(op CollectiveOp) error
 	// AsyncError is ncclCommGetAsyncError: nil, or what failed since.
 	AsyncError() error
+	// RedOpCreatePreMulSum makes a reduction op of this communicator (ncclRedOpCreatePreMulSum):
+	// each rank's input times a scalar, then summed. The scalar is the first bytes of scalar
+	// (little-endian, of datatype's size) or, with scalar nil, the value at device address dev in
+	// the rank's context. RedOpDestroy frees it.
+	RedOpCreatePreMulSum(datatype uint32, scalar []byte, dev uint64) (uint32, error)
+	RedOpDestroy(op uint32) error
+	// Split is ncclCommSplit: the ranks of one color form a new communicator ordered by key; a
+	// negative color joins none (nil communicator). rank and nranks are the new communicator's.
+	Split(color, key int) (c Comm, rank, nranks int, err error)
 	// Finalize flushes the communicator's work (ncclCommFinalize); Close frees it
 	// (ncclCommDestroy) and Abort frees it without waiting for its work (ncclCommAbort).
 	Finalize() error
@@ -42,6 +51,12 @@ type CollectiveOp struct {
 	Send, Recv         uint64
 	Stream             Handle
 }
+
+// NcclSplitNoColor is NCCL_SPLIT_NOCOLOR: a rank that joins no new communicator.
+const NcclSplitNoColor = -1
+
+// NcclBuiltinOps is ncclNumOps: reduction ops below it are NCCL's own (sum, prod, max, min, avg).
+const NcclBuiltinOps = 5
 
 // Collective kinds.
 const (

@@ -211,6 +211,8 @@ const char *gw_type_name(uint16_t type) {
 	case 4502: return "StreamWaitPeerEvent";
 	case 14005: return "NcclGroup";
 	case 14006: return "NcclCommQuery";
+	case 14007: return "NcclRedOp";
+	case 14008: return "NcclCommSplit";
 	}
 	return "unknown";
 }
@@ -5331,6 +5333,67 @@ int gw_nccl_comm_query_decode(struct gw_nccl_comm_query *m, const uint8_t *p, si
 	return dfinish(&d);
 }
 
+size_t gw_nccl_red_op_size(const struct gw_nccl_red_op *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_nccl_red_op_encode(const struct gw_nccl_red_op *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->create);
+	o = put32(o, (uint32_t)m->op);
+	o = put32(o, (uint32_t)m->datatype);
+	o = put32(o, (uint32_t)m->residence);
+	o = put64(o, m->scalar);
+	return o;
+}
+
+int gw_nccl_red_op_decode(struct gw_nccl_red_op *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclRedOp", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->create = d32(&d, "create");
+	m->op = d32(&d, "op");
+	m->datatype = d32(&d, "datatype");
+	m->residence = d32(&d, "residence");
+	m->scalar = d64(&d, "scalar");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_comm_split_size(const struct gw_nccl_comm_split *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_comm_split_encode(const struct gw_nccl_comm_split *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->color);
+	o = put32(o, (uint32_t)m->key);
+	return o;
+}
+
+int gw_nccl_comm_split_decode(struct gw_nccl_comm_split *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCommSplit", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->color = (int32_t)d32(&d, "color");
+	m->key = (int32_t)d32(&d, "key");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -5663,6 +5726,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nccl_group_decode(m, p, n, err, errlen);
 	case 14006:
 		return gw_nccl_comm_query_decode(m, p, n, err, errlen);
+	case 14007:
+		return gw_nccl_red_op_decode(m, p, n, err, errlen);
+	case 14008:
+		return gw_nccl_comm_split_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -195,6 +195,8 @@ const (
 	TypeStreamWaitPeerEvent          Type = 4502
 	TypeNcclGroup                    Type = 14005
 	TypeNcclCommQuery                Type = 14006
+	TypeNcclRedOp                    Type = 14007
+	TypeNcclCommSplit                Type = 14008
 )
 
 var typeNames = map[Type]string{
@@ -363,6 +365,8 @@ var typeNames = map[Type]string{
 	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
 	TypeNcclGroup:                    "NcclGroup",
 	TypeNcclCommQuery:                "NcclCommQuery",
+	TypeNcclRedOp:                    "NcclRedOp",
+	TypeNcclCommSplit:                "NcclCommSplit",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -698,6 +702,10 @@ func New(t Type) Message {
 		return new(NcclGroup)
 	case TypeNcclCommQuery:
 		return new(NcclCommQuery)
+	case TypeNcclRedOp:
+		return new(NcclRedOp)
+	case TypeNcclCommSplit:
+		return new(NcclCommSplit)
 	}
 	return nil
 }
@@ -5933,5 +5941,68 @@ func (m *NcclCommQuery) Decode(p []byte) error {
 	d := decoder{p: p, msg: "NcclCommQuery"}
 	m.Comm = d.u64("comm")
 	m.What = d.u32("what")
+	return d.finish()
+}
+
+// NcclRedOp is message type 14007.
+type NcclRedOp struct {
+	Comm      uint64
+	Create    uint32
+	Op        uint32
+	Datatype  uint32
+	Residence uint32
+	Scalar    uint64
+}
+
+// Type returns TypeNcclRedOp.
+func (*NcclRedOp) Type() Type { return TypeNcclRedOp }
+
+// Append appends the encoded payload to b.
+func (m *NcclRedOp) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, m.Create)
+	b = putU32(b, m.Op)
+	b = putU32(b, m.Datatype)
+	b = putU32(b, m.Residence)
+	b = putU64(b, m.Scalar)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclRedOp) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclRedOp"}
+	m.Comm = d.u64("comm")
+	m.Create = d.u32("create")
+	m.Op = d.u32("op")
+	m.Datatype = d.u32("datatype")
+	m.Residence = d.u32("residence")
+	m.Scalar = d.u64("scalar")
+	return d.finish()
+}
+
+// NcclCommSplit is message type 14008.
+type NcclCommSplit struct {
+	Comm  uint64
+	Color int32
+	Key   int32
+}
+
+// Type returns TypeNcclCommSplit.
+func (*NcclCommSplit) Type() Type { return TypeNcclCommSplit }
+
+// Append appends the encoded payload to b.
+func (m *NcclCommSplit) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, uint32(m.Color))
+	b = putU32(b, uint32(m.Key))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCommSplit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCommSplit"}
+	m.Comm = d.u64("comm")
+	m.Color = int32(d.u32("color"))
+	m.Key = int32(d.u32("key"))
 	return d.finish()
 }

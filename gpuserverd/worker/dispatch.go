@@ -143,7 +143,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.StreamWaitPeerEvent:
 		return status(s.waitPeerEvent(m)), nil
 	case *wire.NcclGetUniqueId, *wire.NcclCommInit, *wire.NcclCommDestroy, *wire.NcclCollective, *wire.NcclGroup,
-		*wire.NcclCommQuery:
+		*wire.NcclCommQuery, *wire.NcclRedOp, *wire.NcclCommSplit:
 		return s.nccl(m, h.Flags&wire.FlagNoReply != 0), nil
 	}
 	d, err := s.dev()

@@ -36,9 +36,6 @@ const maxRanks = 1 << 14
 // ncclDatatypes is how many ncclDataType_t values NCCL 2.28 has (the fp8 types included).
 const ncclDatatypes = 12
 
-// ncclOps is how many built-in ncclRedOp_t values there are (sum, prod, max, min, avg).
-const ncclOps = 5
-
 // ncclError is a refusal with its ncclResult_t.
 type ncclError struct {
 	status int32
@@ -83,7 +80,8 @@ type ncclComm struct {
 	rank, nranks int
 	device       *device
 	c            backend.Comm
-	err          error // the first failure of a collective posted without a reply
+	err          error             // the first failure of a collective posted without a reply
+	ops          map[uint32]uint32 // ncclRedOpCreatePreMulSum's ops -> their datatype
 }
 
 // SetNcclIDs makes unique ids the instance's, kept by the server.
@@ -103,6 +101,14 @@ func (s *Session) nccl(m wire.Message, noReply bool) *wire.NcclReply {
 		err = s.ncclQuery(m)
 	case *wire.NcclGroup:
 		err = s.ncclGroup(m.Start != 0)
+	case *wire.NcclRedOp:
+		r.Comm, err = s.ncclRedOp(m)
+	case *wire.NcclCommSplit:
+		var c *ncclComm
+		r.Comm, c, err = s.ncclSplit(m)
+		if c != nil {
+			r.Id0, r.Id1 = uint64(c.rank), uint64(c.nranks)
+		}
 	case *wire.NcclCollective:
 		err = s.ncclPost(m, noReply)
 	}
@@ -180,13 +186,68 @@ func (s *Session) ncclInit(m *wire.NcclCommInit) (uint64, error) {
 	if err != nil {
 		return 0, ncclErr(ncclInternalError, "ncclCommInitRank: rank %d of %d: %v", m.Rank, m.Nranks, err)
 	}
-	n := &s.comms
+	return s.comms.add(&ncclComm{rank: int(m.Rank), nranks: int(m.Nranks), device: d, c: c}), nil
+}
+
+func (n *ncclState) add(c *ncclComm) uint64 {
 	n.next++
 	if n.comms == nil {
 		n.comms = map[uint64]*ncclComm{}
 	}
-	n.comms[n.next] = &ncclComm{rank: int(m.Rank), nranks: int(m.Nranks), device: d, c: c}
-	return n.next, nil
+	n.comms[n.next] = c
+	return n.next
+}
+
+// ncclRedOp creates a pre-multiplied sum on a communicator or destroys one.
+func (s *Session) ncclRedOp(m *wire.NcclRedOp) (uint64, error) {
+	c, ok := s.comms.comms[m.Comm]
+	if !ok {
+		return 0, ncclErr(ncclInvalidArgument, "reduction op on no communicator (%d)", m.Comm)
+	}
+	if m.Create == 0 {
+		if _, ok := c.ops[m.Op]; !ok {
+			return 0, ncclErr(ncclInvalidArgument, "ncclRedOpDestroy: op %d is not one of communicator %d's", m.Op, m.Comm)
+		}
+		delete(c.ops, m.Op)
+		return 0, wrapNccl("ncclRedOpDestroy", c.c.RedOpDestroy(m.Op))
+	}
+	if m.Datatype >= ncclDatatypes || m.Residence > 1 {
+		return 0, ncclErr(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: datatype %d, residence %d", m.Datatype, m.Residence)
+	}
+	var scalar []byte
+	if m.Residence == 1 { // the value itself, little-endian in the field's bytes
+		scalar = binary.LittleEndian.AppendUint64(nil, m.Scalar)
+	}
+	op, err := c.c.RedOpCreatePreMulSum(m.Datatype, scalar, m.Scalar)
+	if err != nil {
+		return 0, ncclErr(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: %v", err)
+	}
+	if c.ops == nil {
+		c.ops = map[uint32]uint32{}
+	}
+	c.ops[op] = m.Datatype
+	return uint64(op), nil
+}
+
+// ncclSplit is ncclCommSplit: the new communicator's rank is on the parent's device.
+func (s *Session) ncclSplit(m *wire.NcclCommSplit) (uint64, *ncclComm, error) {
+	c, ok := s.comms.comms[m.Comm]
+	if !ok {
+		return 0, nil, ncclErr(ncclInvalidArgument, "ncclCommSplit of no communicator (%d)", m.Comm)
+	}
+	color := int(m.Color)
+	if color < 0 && color != backend.NcclSplitNoColor {
+		return 0, nil, ncclErr(ncclInvalidArgument, "ncclCommSplit: color %d", color)
+	}
+	nc, rank, nranks, err := c.c.Split(color, int(m.Key))
+	if err != nil {
+		return 0, nil, ncclErr(ncclInternalError, "ncclCommSplit: %v", err)
+	}
+	if nc == nil {
+		return 0, nil, nil
+	}
+	n := &ncclComm{rank: rank, nranks: nranks, device: c.device, c: nc}
+	return s.comms.add(n), n, nil
 }
 
 func (s *Session) ncclGroup(start bool) error {
@@ -271,8 +332,8 @@ func (c *ncclComm) post(m *wire.NcclCollective) error {
 	switch {
 	case m.Datatype >= ncclDatatypes:
 		return ncclErr(ncclInvalidArgument, "%s: datatype %d", name, m.Datatype)
-	case m.Op >= ncclOps:
-		return ncclErr(ncclInvalidArgument, "%s: reduction op %d", name, m.Op)
+	case m.Op >= backend.NcclBuiltinOps && !c.hasOp(m.Op, m.Datatype):
+		return ncclErr(ncclInvalidArgument, "%s: reduction op %d (not one of this communicator's for datatype %d)", name, m.Op, m.Datatype)
 	case m.Peer < 0 || int(m.Peer) >= c.nranks:
 		return ncclErr(ncclInvalidArgument, "%s: root/peer %d of %d ranks", name, m.Peer, c.nranks)
 	case m.Count > 1<<40:
@@ -284,6 +345,11 @@ func (c *ncclComm) post(m *wire.NcclCollective) error {
 		return ncclErr(ncclInternalError, "%s: %v", name, err)
 	}
 	return nil
+}
+
+func (c *ncclComm) hasOp(op, datatype uint32) bool {
+	dt, ok := c.ops[op]
+	return ok && dt == datatype
 }
 
 // closeNccl frees the session's communicators when it ends.

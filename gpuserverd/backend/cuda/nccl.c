@@ -32,6 +32,11 @@ typedef struct {
 	  int (*)(const void *, void *, size_t, int, int, ncclComm_t, CUstream))                       \
 	X(send, "ncclSend", int (*)(const void *, size_t, int, int, ncclComm_t, CUstream))             \
 	X(recv, "ncclRecv", int (*)(void *, size_t, int, int, ncclComm_t, CUstream))                   \
+	X(premul, "ncclRedOpCreatePreMulSum", int (*)(int *, void *, int, int, ncclComm_t))            \
+	X(redop_destroy, "ncclRedOpDestroy", int (*)(int, ncclComm_t))                                 \
+	X(split, "ncclCommSplit", int (*)(ncclComm_t, int, int, ncclComm_t *, void *))                 \
+	X(user_rank, "ncclCommUserRank", int (*)(ncclComm_t, int *))                                   \
+	X(count, "ncclCommCount", int (*)(ncclComm_t, int *))                                          \
 	X(error_string, "ncclGetErrorString", const char *(*)(int))
 
 static struct {
@@ -98,4 +103,24 @@ int gc_nccl_comm(CUcontext ctx, void *comm, int what, int *async) {
 	case 3: return nc.abort_(comm);
 	default: return NCCL_INVALID_USAGE;
 	}
+}
+
+int gc_nccl_premul(CUcontext ctx, void *comm, int *op, void *host, uint64_t dev, int dt) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	// ncclScalarHostImmediate (1) reads host during the call; ncclScalarDevice (0) at each use.
+	return host ? nc.premul(op, host, dt, 1, comm) : nc.premul(op, (void *)(uintptr_t)dev, dt, 0, comm);
+}
+
+int gc_nccl_redop_destroy(CUcontext ctx, void *comm, int op) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	return nc.redop_destroy(op, comm);
+}
+
+int gc_nccl_split(CUcontext ctx, void *comm, int color, int key, void **out, int *rank, int *nranks) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	*out = NULL;
+	int rc = nc.split(comm, color, key, (ncclComm_t *)out, NULL);
+	if (rc != 0 || *out == NULL) return rc;
+	rc = nc.user_rank(*out, rank);
+	return rc ? rc : nc.count(*out, nranks);
 }

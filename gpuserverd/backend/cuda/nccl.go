@@ -113,6 +113,54 @@ func (c *ncclComm) Post(op backend.CollectiveOp) error {
 	return nil
 }
 
+// RedOpCreatePreMulSum is ncclRedOpCreatePreMulSum; a host scalar is copied (NCCL reads it
+// during the call: ncclScalarHostImmediate).
+func (c *ncclComm) RedOpCreatePreMulSum(datatype uint32, scalar []byte, dev uint64) (uint32, error) {
+	if c.comm == nil {
+		return 0, fmt.Errorf("nccl: ncclRedOpCreatePreMulSum on a freed communicator: %w", backend.ErrInvalidValue)
+	}
+	var op C.int
+	var rc C.int
+	if scalar != nil {
+		buf := C.CBytes(append(scalar[:len(scalar):len(scalar)], make([]byte, 8)...)) // at least 8 bytes: any type's size
+		defer C.free(buf)
+		rc = C.gc_nccl_premul(c.ctx.ctx, c.comm, &op, buf, 0, C.int(datatype))
+	} else {
+		rc = C.gc_nccl_premul(c.ctx.ctx, c.comm, &op, nil, C.uint64_t(dev), C.int(datatype))
+	}
+	if rc != 0 {
+		return 0, ncclError("ncclRedOpCreatePreMulSum", rc)
+	}
+	return uint32(op), nil
+}
+
+func (c *ncclComm) RedOpDestroy(op uint32) error {
+	if c.comm == nil {
+		return fmt.Errorf("nccl: ncclRedOpDestroy on a freed communicator: %w", backend.ErrInvalidValue)
+	}
+	if rc := C.gc_nccl_redop_destroy(c.ctx.ctx, c.comm, C.int(op)); rc != 0 {
+		return ncclError("ncclRedOpDestroy", rc)
+	}
+	return nil
+}
+
+// Split is ncclCommSplit with NCCL's default configuration.
+func (c *ncclComm) Split(color, key int) (backend.Comm, int, int, error) {
+	if c.comm == nil {
+		return nil, 0, 0, fmt.Errorf("nccl: ncclCommSplit of a freed communicator: %w", backend.ErrInvalidValue)
+	}
+	out := (*unsafe.Pointer)(C.calloc(1, C.size_t(unsafe.Sizeof(unsafe.Pointer(nil)))))
+	defer C.free(unsafe.Pointer(out))
+	var rank, nranks C.int
+	if rc := C.gc_nccl_split(c.ctx.ctx, c.comm, C.int(color), C.int(key), out, &rank, &nranks); rc != 0 {
+		return nil, 0, 0, ncclError("ncclCommSplit", rc)
+	}
+	if *out == nil {
+		return nil, 0, 0, nil
+	}
+	return &ncclComm{ctx: c.ctx, comm: *out}, int(rank), int(nranks), nil
+}
+
 func (c *ncclComm) query(what int, name string) (C.int, error) {
 	if c.comm == nil {
 		return 0, fmt.Errorf("nccl: %s on a freed communicator: %w", name, backend.ErrInvalidValue)

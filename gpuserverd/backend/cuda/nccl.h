@@ -27,6 +27,13 @@ int gc_nccl_post(CUcontext ctx, void *comm, int kind, uint64_t send, uint64_t re
 // gc_nccl_comm: what 0 ncclCommGetAsyncError (into *async), 1 ncclCommFinalize, 2 ncclCommDestroy,
 // 3 ncclCommAbort.
 int gc_nccl_comm(CUcontext ctx, void *comm, int what, int *async);
+// gc_nccl_premul is ncclRedOpCreatePreMulSum of the value at host, or with host NULL of the value
+// at device address dev; gc_nccl_redop_destroy is ncclRedOpDestroy.
+int gc_nccl_premul(CUcontext ctx, void *comm, int *op, void *host, uint64_t dev, int datatype);
+int gc_nccl_redop_destroy(CUcontext ctx, void *comm, int op);
+// gc_nccl_split is ncclCommSplit (default config) with the new communicator's rank and size;
+// *out NULL for a rank of no color.
+int gc_nccl_split(CUcontext ctx, void *comm, int color, int key, void **out, int *rank, int *nranks);
 const char *gc_nccl_error_string(int result);
 
 #endif

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"time"
 
@@ -56,11 +57,44 @@ type simComm struct {
 	rank, nranks int
 	hub          *hub // rank 0's
 
-	mu   sync.Mutex // one exchange with the hub at a time
+	mu   sync.Mutex // one exchange with the hub at a time (held while the hub waits for the others)
 	conn net.Conn
 	enc  *gob.Encoder
 	dec  *gob.Decoder
-	err  error // the first failed part
+
+	state  sync.Mutex          // never held while waiting: the worker's thread asks while parts wait
+	live   net.Conn            // conn, for Abort to close while a part waits
+	err    error               // the first failed part
+	ops    map[uint32]premulOp // ncclRedOpCreatePreMulSum's, by op number
+	nextOp uint32
+}
+
+func (c *simComm) setErr(err error) {
+	c.state.Lock()
+	if c.err == nil {
+		c.err = err
+	}
+	c.state.Unlock()
+}
+
+func (c *simComm) AsyncError() error {
+	c.state.Lock()
+	defer c.state.Unlock()
+	return c.err
+}
+
+func (c *simComm) op(n uint32) (premulOp, bool) {
+	c.state.Lock()
+	defer c.state.Unlock()
+	pm, ok := c.ops[n]
+	return pm, ok
+}
+
+// premulOp is a pre-multiplied sum: the scalar's bytes, or (scalar nil) its device address.
+type premulOp struct {
+	datatype uint32
+	scalar   []byte
+	dev      uint64
 }
 
 func (b *Backend) CommInitRank(c backend.Context, id []byte, nranks, rank int) (backend.Comm, error) {
@@ -86,7 +120,8 @@ func (b *Backend) CommInitRank(c backend.Context, id []byte, nranks, rank int) (
 	return sc, nil
 }
 
-// request is one rank's part as it travels to the hub; reply is its share of the result.
+// request is one rank's part as it travels to the hub (or, kind splitKind, its color in Peer and
+// key in Count); reply is its share of the result (or its place in the split).
 type request struct {
 	Kind, Datatype, Op uint32
 	Count              uint64
@@ -95,8 +130,89 @@ type request struct {
 }
 
 type reply struct {
-	Err  string
-	Data []byte
+	Err             string
+	Data            []byte
+	NewRank, NewLen int    // split: the rank's place in its color's communicator
+	NewID           []byte // split: that communicator's unique id
+}
+
+// splitKind marks a split among the collective kinds the hub pairs.
+const splitKind = 100
+
+func (c *simComm) RedOpCreatePreMulSum(datatype uint32, scalar []byte, dev uint64) (uint32, error) {
+	es, ok := elemSizes[datatype]
+	if !ok {
+		return 0, fmt.Errorf("sim nccl: datatype %d not simulated: %w", datatype, backend.ErrNotSupported)
+	}
+	op := premulOp{datatype: datatype, dev: dev}
+	if scalar != nil {
+		if len(scalar) < es {
+			return 0, fmt.Errorf("sim nccl: scalar of %d bytes for a %d-byte type: %w", len(scalar), es, backend.ErrInvalidValue)
+		}
+		op.scalar = append([]byte(nil), scalar[:es]...)
+	} else if _, err := c.ctx.mem.view(dev, uint64(es)); err != nil {
+		return 0, fmt.Errorf("sim nccl: scalar's device address: %w", err)
+	}
+	c.state.Lock()
+	defer c.state.Unlock()
+	if c.ops == nil {
+		c.ops, c.nextOp = map[uint32]premulOp{}, backend.NcclBuiltinOps
+	}
+	n := c.nextOp
+	c.nextOp++
+	c.ops[n] = op
+	return n, nil
+}
+
+func (c *simComm) RedOpDestroy(op uint32) error {
+	c.state.Lock()
+	defer c.state.Unlock()
+	if _, ok := c.ops[op]; !ok {
+		return fmt.Errorf("sim nccl: no reduction op %d: %w", op, backend.ErrInvalidValue)
+	}
+	delete(c.ops, op)
+	return nil
+}
+
+// Split waits for the rank's queued parts, then asks the hub for its place: a split is a
+// collective of every rank of the communicator, answered synchronously (ranks of one process
+// driving several must split from their own threads; the simulation does not group splits).
+func (c *simComm) Split(color, key int) (backend.Comm, int, int, error) {
+	if err := c.ctx.Synchronize(); err != nil {
+		return nil, 0, 0, err
+	}
+	if err := c.AsyncError(); err != nil {
+		return nil, 0, 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.join(); err != nil {
+		return nil, 0, 0, err
+	}
+	if color < 0 {
+		color = backend.NcclSplitNoColor
+	}
+	var rep reply
+	c.conn.SetDeadline(time.Now().Add(simJoinTimeout))
+	defer c.conn.SetDeadline(time.Time{})
+	if err := c.enc.Encode(&request{Kind: splitKind, Peer: color, Count: uint64(int64(key))}); err != nil {
+		return nil, 0, 0, fmt.Errorf("sim nccl: split: %w", err)
+	}
+	if err := c.dec.Decode(&rep); err != nil {
+		return nil, 0, 0, fmt.Errorf("sim nccl: split: the other ranks did not split with rank %d: %w", c.rank, err)
+	}
+	if rep.Err != "" {
+		return nil, 0, 0, errors.New(rep.Err)
+	}
+	if rep.NewID == nil {
+		return nil, 0, 0, nil
+	}
+	b := &Backend{}
+	nc, err := b.CommInitRank(c.ctx, rep.NewID, rep.NewLen, rep.NewRank)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return nc, rep.NewRank, rep.NewLen, nil
 }
 
 func (c *simComm) Post(op backend.CollectiveOp) error {
@@ -105,7 +221,10 @@ func (c *simComm) Post(op backend.CollectiveOp) error {
 		return fmt.Errorf("sim nccl: datatype %d not simulated: %w", op.Datatype, backend.ErrNotSupported)
 	}
 	if op.Op > opAvg {
-		return fmt.Errorf("sim nccl: reduction op %d: %w", op.Op, backend.ErrInvalidValue)
+		pm, ok := c.op(op.Op)
+		if !ok || pm.datatype != op.Datatype {
+			return fmt.Errorf("sim nccl: reduction op %d (not one of this communicator's for type %d): %w", op.Op, op.Datatype, backend.ErrInvalidValue)
+		}
 	}
 	n := op.Count * uint64(es)
 	if n*uint64(c.nranks) > 1<<30 {
@@ -142,13 +261,8 @@ func (c *simComm) Post(op backend.CollectiveOp) error {
 		}
 	}
 	return c.ctx.runKind(uncapturable, op.Stream, true, func() error {
-		err := c.exchange(op, sendBytes, recvBytes)
-		if err != nil {
-			c.mu.Lock()
-			if c.err == nil {
-				c.err = err
-			}
-			c.mu.Unlock()
+		if err := c.exchange(op, sendBytes, recvBytes); err != nil {
+			c.setErr(err)
 		}
 		return nil // the communicator's error (AsyncError), not the context's
 	})
@@ -156,11 +270,11 @@ func (c *simComm) Post(op backend.CollectiveOp) error {
 
 // exchange runs on the rank's stream: its bytes to the hub, its share back into recv.
 func (c *simComm) exchange(op backend.CollectiveOp, sendBytes, recvBytes uint64) error {
+	if err := c.AsyncError(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.err != nil {
-		return c.err
-	}
 	if err := c.join(); err != nil {
 		return err
 	}
@@ -171,6 +285,18 @@ func (c *simComm) exchange(op backend.CollectiveOp, sendBytes, recvBytes uint64)
 			return err
 		}
 		req.Data = append([]byte(nil), src...)
+	}
+	if pm, ok := c.op(op.Op); ok { // a pre-multiplied sum: scale here, sum at the hub
+		s := pm.scalar
+		if s == nil {
+			v, err := c.ctx.mem.view(pm.dev, uint64(elemSizes[pm.datatype]))
+			if err != nil {
+				return fmt.Errorf("sim nccl: pre-multiplied sum's scalar: %w", err)
+			}
+			s = v
+		}
+		scale(req.Data, s, op.Datatype)
+		req.Op = opSum
 	}
 	var rep reply
 	if err := c.enc.Encode(&req); err != nil {
@@ -204,6 +330,14 @@ func (c *simComm) join() error {
 	for {
 		conn, err := net.DialUnix("unix", nil, c.addr)
 		if err == nil {
+			c.state.Lock()
+			freed := c.err != nil
+			c.live = conn
+			c.state.Unlock()
+			if freed {
+				conn.Close()
+				return errors.New("sim nccl: communicator freed")
+			}
 			c.conn, c.enc, c.dec = conn, gob.NewEncoder(conn), gob.NewDecoder(conn)
 			return c.enc.Encode(c.rank)
 		}
@@ -212,12 +346,6 @@ func (c *simComm) join() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func (c *simComm) AsyncError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
 }
 
 // Finalize waits for the rank's queued parts.
@@ -230,19 +358,19 @@ func (c *simComm) Finalize() error {
 
 func (c *simComm) Close() error { return c.Abort() }
 
+// Abort frees the communicator without waiting: closing the connection ends a part that waits
+// for the hub, and closing rank 0's hub ends every rank's.
 func (c *simComm) Abort() error {
-	c.mu.Lock()
-	conn := c.conn
-	c.conn = nil
-	if c.err == nil {
-		c.err = errors.New("sim nccl: communicator freed")
-	}
-	c.mu.Unlock()
-	if conn != nil {
-		conn.Close()
-	}
+	c.setErr(errors.New("sim nccl: communicator freed"))
 	if c.hub != nil {
 		c.hub.close()
+	}
+	c.state.Lock()
+	conn := c.live
+	c.live = nil
+	c.state.Unlock()
+	if conn != nil {
+		conn.Close()
 	}
 	return nil
 }
@@ -257,7 +385,6 @@ type hub struct {
 	pending [][]*part           // per rank, collective parts not yet run
 	mail    map[[2]int][][]byte // (from, to) -> sends not yet received
 	closed  bool
-	conns   []net.Conn
 }
 
 type part struct {
@@ -272,16 +399,21 @@ func newHub(ln *net.UnixListener, nranks int) *hub {
 	return h
 }
 
+// close stops taking ranks and fails the parts that wait for a rank that will not come. The
+// connections stay: a rank whose last part was answered may still be reading its answer, and a
+// receive may still take what was sent before (the ranks close them when they free theirs).
 func (h *hub) close() {
 	h.mu.Lock()
 	h.closed = true
-	conns := h.conns
+	for r, ps := range h.pending {
+		for _, p := range ps {
+			p.done <- reply{Err: "sim nccl: communicator freed"}
+		}
+		h.pending[r] = nil
+	}
 	h.cond.Broadcast()
 	h.mu.Unlock()
 	h.ln.Close()
-	for _, c := range conns {
-		c.Close()
-	}
 }
 
 func (h *hub) accept() {
@@ -290,9 +422,6 @@ func (h *hub) accept() {
 		if err != nil {
 			return
 		}
-		h.mu.Lock()
-		h.conns = append(h.conns, conn)
-		h.mu.Unlock()
 		go h.serve(conn)
 	}
 }
@@ -331,7 +460,7 @@ func (h *hub) handle(rank int, req request) reply {
 		for len(h.mail[k]) == 0 && !h.closed {
 			h.cond.Wait()
 		}
-		if h.closed {
+		if len(h.mail[k]) == 0 { // closed, and nothing was sent before
 			return reply{Err: "sim nccl: communicator freed"}
 		}
 		d := h.mail[k][0]
@@ -344,6 +473,10 @@ func (h *hub) handle(rank int, req request) reply {
 	}
 	p := &part{req: req, done: make(chan reply, 1)}
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return reply{Err: "sim nccl: communicator freed"}
+	}
 	h.pending[rank] = append(h.pending[rank], p)
 	h.runReady()
 	h.mu.Unlock()
@@ -376,15 +509,17 @@ func collective(heads []*part) []reply {
 	h0 := heads[0].req
 	for r, p := range heads {
 		q := p.req
-		if q.Kind != h0.Kind || q.Count != h0.Count || q.Datatype != h0.Datatype || q.Op != h0.Op || q.Peer != h0.Peer {
+		if q.Kind != h0.Kind || (q.Kind != splitKind && (q.Count != h0.Count || q.Datatype != h0.Datatype || q.Op != h0.Op || q.Peer != h0.Peer)) {
 			msg := fmt.Sprintf("sim nccl: ranks disagree: rank 0 posted %s of %d (type %d, op %d, root %d), rank %d %s of %d (type %d, op %d, root %d)",
-				backend.CollectiveNames[h0.Kind], h0.Count, h0.Datatype, h0.Op, h0.Peer, r,
-				backend.CollectiveNames[q.Kind], q.Count, q.Datatype, q.Op, q.Peer)
+				kindName(h0.Kind), h0.Count, h0.Datatype, h0.Op, h0.Peer, r, kindName(q.Kind), q.Count, q.Datatype, q.Op, q.Peer)
 			for i := range out {
 				out[i] = reply{Err: msg}
 			}
 			return out
 		}
+	}
+	if h0.Kind == splitKind {
+		return split(heads)
 	}
 	in := make([][]byte, len(heads))
 	for r, p := range heads {
@@ -415,6 +550,39 @@ func collective(heads []*part) []reply {
 		red := reduce(in, h0.Datatype, h0.Op)
 		for r := range out {
 			out[r].Data = red[r*n : (r+1)*n]
+		}
+	}
+	return out
+}
+
+func kindName(k uint32) string {
+	if k == splitKind {
+		return "split"
+	}
+	return backend.CollectiveNames[k]
+}
+
+// split places every rank: the ranks of one color, ordered by key then by rank, make a new
+// communicator with a new unique id; a rank of no color gets none.
+func split(heads []*part) []reply {
+	out := make([]reply, len(heads))
+	byColor := map[int][]int{}
+	for r, p := range heads {
+		if c := p.req.Peer; c >= 0 {
+			byColor[c] = append(byColor[c], r)
+		}
+	}
+	for _, ranks := range byColor {
+		sort.SliceStable(ranks, func(i, j int) bool {
+			return int64(heads[ranks[i]].req.Count) < int64(heads[ranks[j]].req.Count)
+		})
+		id, err := (&Backend{}).NcclUniqueID()
+		for i, r := range ranks {
+			if err != nil {
+				out[r].Err = err.Error()
+				continue
+			}
+			out[r] = reply{NewRank: i, NewLen: len(ranks), NewID: id}
 		}
 	}
 	return out

@@ -164,3 +164,20 @@ func floatToBF16(f float32) uint16 {
 	}
 	return uint16((u + 0x7fff + (u>>16)&1) >> 16) // round to nearest even
 }
+
+// scale multiplies every element of b (of type dt) by the scalar s (one element of dt), rounding
+// to the type: a pre-multiplied sum's first step on each rank.
+func scale(b []byte, s []byte, dt uint32) {
+	es := elemSizes[dt]
+	if isFloat(dt) {
+		k := getFloat(s, dt)
+		for i := 0; i+es <= len(b); i += es {
+			putFloat(b[i:], getFloat(b[i:], dt)*k, dt)
+		}
+		return
+	}
+	k := getInt(s, dt)
+	for i := 0; i+es <= len(b); i += es {
+		putInt(b[i:], getInt(b[i:], dt)*k, dt)
+	}
+}

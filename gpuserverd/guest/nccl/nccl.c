@@ -114,6 +114,19 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     return ncclSuccess;
 }
 
+/* track makes the guest's handle of the worker's communicator server. */
+static ncclResult_t track(ncclComm_t *comm, uint64_t server, int rank, int nranks, int device, const char *what) {
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c) return fail(ncclSystemError, "%s: out of memory", what);
+    *c = (struct ncclComm){.magic = COMM_MAGIC, .server = server, .rank = rank, .nranks = nranks, .device = device};
+    pthread_mutex_lock(&live_mu);
+    c->next = live;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
+    *comm = c;
+    return ncclSuccess;
+}
+
 static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id, int rank, int device) {
     if (!comm) return fail(ncclInvalidArgument, "%s: comm is NULL", "ncclCommInitRank");
     if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -129,15 +142,7 @@ static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *
     struct gw_nccl_reply r;
     ncclResult_t s = call(GW_TYPE_NCCL_COMM_INIT, b, n, device, &r, "ncclCommInitRank");
     if (s != ncclSuccess) return s;
-    struct ncclComm *c = calloc(1, sizeof *c);
-    if (!c) return fail(ncclSystemError, "%s: out of memory", "ncclCommInitRank");
-    *c = (struct ncclComm){.magic = COMM_MAGIC, .server = r.comm, .rank = rank, .nranks = nranks, .device = device};
-    pthread_mutex_lock(&live_mu);
-    c->next = live;
-    live = c;
-    pthread_mutex_unlock(&live_mu);
-    *comm = c;
-    return ncclSuccess;
+    return track(comm, r.comm, rank, nranks, device, "ncclCommInitRank");
 }
 
 /* The rank's device is the calling thread's current one (device 0 without a context), as NCCL
@@ -262,6 +267,56 @@ EXPORT const char *ncclGetLastError(ncclComm_t comm) {
     return last_error;
 }
 
+/* ---- communicators from communicators, reduction ops ---- */
+
+static const unsigned char type_size[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+/* ncclCommSplit: the worker's NCCL splits its communicator (a collective of every rank); the new
+ * rank is on the parent's device. config is the worker's NCCL's business (defaults). */
+EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+    (void)config;
+    if (!is_live(comm) || !newcomm) return fail(ncclInvalidArgument, "%s: bad communicator or argument", "ncclCommSplit");
+    struct gw_nccl_comm_split m = {.comm = comm->server, .color = color, .key = key};
+    uint8_t b[32];
+    size_t n = gw_nccl_comm_split_size(&m);
+    gw_nccl_comm_split_encode(&m, b);
+    struct gw_nccl_reply r;
+    ncclResult_t s = call(GW_TYPE_NCCL_COMM_SPLIT, b, n, comm->device, &r, "ncclCommSplit");
+    if (s != ncclSuccess) return s;
+    *newcomm = NULL;
+    if (r.comm == 0) return ncclSuccess; /* NCCL_SPLIT_NOCOLOR */
+    return track(newcomm, r.comm, (int)r.id0, (int)r.id1, comm->device, "ncclCommSplit");
+}
+
+EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                             ncclScalarResidence_t residence, ncclComm_t comm) {
+    if (!is_live(comm) || !op || !scalar || (unsigned)datatype >= ncclNumTypes || (unsigned)residence > 1)
+        return fail(ncclInvalidArgument, "%s: bad communicator or argument", "ncclRedOpCreatePreMulSum");
+    struct gw_nccl_red_op m = {.comm = comm->server, .create = 1, .datatype = (uint32_t)datatype,
+                               .residence = (uint32_t)residence};
+    if (residence == ncclScalarHostImmediate)
+        memcpy(&m.scalar, scalar, type_size[datatype]); /* read now, as NCCL does */
+    else
+        m.scalar = (uint64_t)(uintptr_t)scalar; /* a device address, read at each use */
+    uint8_t b[64];
+    size_t n = gw_nccl_red_op_size(&m);
+    gw_nccl_red_op_encode(&m, b);
+    struct gw_nccl_reply r;
+    ncclResult_t s = call(GW_TYPE_NCCL_RED_OP, b, n, comm->device, &r, "ncclRedOpCreatePreMulSum");
+    if (s == ncclSuccess) *op = (ncclRedOp_t)r.comm;
+    return s;
+}
+
+EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+    if (!is_live(comm)) return fail(ncclInvalidArgument, "%s: not a live communicator", "ncclRedOpDestroy");
+    struct gw_nccl_red_op m = {.comm = comm->server, .create = 0, .op = (uint32_t)op};
+    uint8_t b[64];
+    size_t n = gw_nccl_red_op_size(&m);
+    gw_nccl_red_op_encode(&m, b);
+    struct gw_nccl_reply r;
+    return call(GW_TYPE_NCCL_RED_OP, b, n, comm->device, &r, "ncclRedOpDestroy");
+}
+
 /* ---- collectives ---- */
 
 enum { ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV };
@@ -270,7 +325,7 @@ static ncclResult_t post(uint32_t kind, const void *send, void *recv, size_t cou
                          int peer, ncclComm_t comm, CUstream stream, const char *what) {
     if (!is_live(comm)) return fail(ncclInvalidArgument, "%s: not a live communicator", what);
     if ((unsigned)dt >= ncclNumTypes) return fail(ncclInvalidArgument, "%s: data type not supported", what);
-    if ((unsigned)op >= ncclNumOps) return fail(ncclInvalidArgument, "%s: reduction op not supported", what);
+    if ((int)op < 0) return fail(ncclInvalidArgument, "%s: reduction op not supported", what); /* the worker knows the comm's own */
     if (peer < 0 || peer >= comm->nranks) return fail(ncclInvalidArgument, "%s: root or peer out of range", what);
     if (!ready()) return fail(ncclSystemError, "%s: no gpucloud session", what);
     struct gw_nccl_collective m = {.comm = comm->server, .kind = kind, .send = (uint64_t)(uintptr_t)send,
@@ -340,14 +395,11 @@ EXPORT ncclResult_t ncclGroupEnd(void) {
 REFUSED(ncclMemAlloc)
 REFUSED(ncclMemFree)
 REFUSED(ncclCommRevoke)
-REFUSED(ncclCommSplit)
 REFUSED(ncclCommShrink)
 REFUSED(ncclCommRegister)
 REFUSED(ncclCommDeregister)
 REFUSED(ncclCommWindowRegister)
 REFUSED(ncclCommWindowDeregister)
-REFUSED(ncclRedOpCreatePreMulSum)
-REFUSED(ncclRedOpDestroy)
 REFUSED(ncclAlltoAll)
 REFUSED(ncclGather)
 REFUSED(ncclScatter)

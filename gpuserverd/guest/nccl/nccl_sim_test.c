@@ -303,12 +303,57 @@ static int one_rank(int r, int n, const char *hex) {
     CHECK(cuStreamSynchronize(s));
     CHECK(cuMemcpyDtoH(&got, ov, 4));
     EXPECT(got == 100 + (r + n - 1) % n);
+
+    /* Pre-multiplied sums (PyTorch's PREMUL_SUM): a host scalar 2, a device scalar 3. */
+    float one = (float)(r + 1), two = 2, three = 3, fgot = 0;
+    CUdeviceptr fv, fo, fs;
+    CHECK(cuMemAlloc(&fv, 4));
+    CHECK(cuMemAlloc(&fo, 4));
+    CHECK(cuMemAlloc(&fs, 4));
+    CHECK(cuMemcpyHtoD(fv, &one, 4));
+    CHECK(cuMemcpyHtoD(fs, &three, 4));
+    ncclRedOp_t host_op, dev_op;
+    NC(ncclRedOpCreatePreMulSum(&host_op, &two, ncclFloat, ncclScalarHostImmediate, cm));
+    two = 100; /* read at creation: changing it now changes nothing */
+    NC(ncclRedOpCreatePreMulSum(&dev_op, (void *)fs, ncclFloat, ncclScalarDevice, cm));
+    EXPECT(host_op >= ncclNumOps && dev_op >= ncclNumOps && host_op != dev_op);
+    NC(ncclAllReduce((void *)fv, (void *)fo, 1, ncclFloat, host_op, cm, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(&fgot, fo, 4));
+    EXPECT(fgot == (float)(n * (n + 1)));
+    NC(ncclAllReduce((void *)fv, (void *)fo, 1, ncclFloat, dev_op, cm, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(&fgot, fo, 4));
+    EXPECT(fgot == (float)(3 * n * (n + 1) / 2));
+    NC(ncclRedOpDestroy(host_op, cm));
+    NC(ncclRedOpDestroy(dev_op, cm));
+    EXPECT(ncclRedOpDestroy(host_op, cm) == ncclInvalidArgument); /* gone */
+
+    /* ncclCommSplit: with 3 ranks, rank 1 joins none and ranks 0 and 2 swap places (key -rank);
+     * with 2, both swap. An all-reduce in the new communicator sums its members only. */
+    int color = (n == 3 && r == 1) ? NCCL_SPLIT_NOCOLOR : 0;
+    ncclComm_t sub = NULL;
+    NC(ncclCommSplit(cm, color, -r, &sub, NULL));
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        EXPECT(sub == NULL);
+    } else {
+        int members = n == 3 ? 2 : n, sr = -1, sc = -1;
+        NC(ncclCommUserRank(sub, &sr));
+        NC(ncclCommCount(sub, &sc));
+        EXPECT(sc == members && sr == (r == 0 ? members - 1 : 0));
+        NC(ncclAllReduce((void *)iv, (void *)ov, 1, ncclInt32, ncclSum, sub, s));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuMemcpyDtoH(&got, ov, 4));
+        EXPECT(got == (n == 3 ? 100 + 102 : 100 + 101));
+        NC(ncclCommDestroy(sub));
+    }
+
     ncclResult_t async;
     NC(ncclCommGetAsyncError(cm, &async));
     EXPECT(async == ncclSuccess);
     NC(ncclCommFinalize(cm));
     NC(ncclCommDestroy(cm));
-    printf("nccl_sim_test: rank %d of %d: all-reduce sum and avg, broadcast, send/recv ring right\n", r, n);
+    printf("nccl_sim_test: rank %d of %d: all-reduce sum and avg, broadcast, send/recv ring, pre-multiplied sums, split right\n", r, n);
     printf("nccl_sim_test: OK\n");
     return 0;
 }
