@@ -119,10 +119,7 @@ func (s *Session) nccl(m wire.Message, noReply bool) *wire.NcclReply {
 		} else {
 			r.Status = ncclInternalError
 		}
-		r.Message = truncate(err.Error(), 1024)
-		if noReply {
-			s.log.Warn("nccl call without a reply failed", "err", err)
-		}
+		r.Message = truncate(err.Error(), 1024) // without a reply: the communicator's async error (ncclPost)
 	}
 	return r
 }
