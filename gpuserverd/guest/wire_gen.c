@@ -221,6 +221,10 @@ const char *gw_type_name(uint16_t type) {
 	case 12001: return "FftReply";
 	case 12500: return "RandCall";
 	case 12501: return "RandReply";
+	case 14005: return "NcclGroup";
+	case 14006: return "NcclCommQuery";
+	case 14007: return "NcclRedOp";
+	case 14008: return "NcclCommSplit";
 	}
 	return "unknown";
 }
@@ -5861,6 +5865,110 @@ int gw_rand_reply_decode(struct gw_rand_reply *m, const uint8_t *p, size_t n, ch
 	return dfinish(&d);
 }
 
+size_t gw_nccl_group_size(const struct gw_nccl_group *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_group_encode(const struct gw_nccl_group *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->start);
+	return o;
+}
+
+int gw_nccl_group_decode(struct gw_nccl_group *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclGroup", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->start = d32(&d, "start");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_comm_query_size(const struct gw_nccl_comm_query *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_comm_query_encode(const struct gw_nccl_comm_query *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->what);
+	return o;
+}
+
+int gw_nccl_comm_query_decode(struct gw_nccl_comm_query *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCommQuery", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->what = d32(&d, "what");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_red_op_size(const struct gw_nccl_red_op *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_nccl_red_op_encode(const struct gw_nccl_red_op *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->create);
+	o = put32(o, (uint32_t)m->op);
+	o = put32(o, (uint32_t)m->datatype);
+	o = put32(o, (uint32_t)m->residence);
+	o = put64(o, m->scalar);
+	return o;
+}
+
+int gw_nccl_red_op_decode(struct gw_nccl_red_op *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclRedOp", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->create = d32(&d, "create");
+	m->op = d32(&d, "op");
+	m->datatype = d32(&d, "datatype");
+	m->residence = d32(&d, "residence");
+	m->scalar = d64(&d, "scalar");
+	return dfinish(&d);
+}
+
+size_t gw_nccl_comm_split_size(const struct gw_nccl_comm_split *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_nccl_comm_split_encode(const struct gw_nccl_comm_split *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->comm);
+	o = put32(o, (uint32_t)m->color);
+	o = put32(o, (uint32_t)m->key);
+	return o;
+}
+
+int gw_nccl_comm_split_decode(struct gw_nccl_comm_split *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NcclCommSplit", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->comm = d64(&d, "comm");
+	m->color = (int32_t)d32(&d, "color");
+	m->key = (int32_t)d32(&d, "key");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6213,6 +6321,14 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_rand_call_decode(m, p, n, err, errlen);
 	case 12501:
 		return gw_rand_reply_decode(m, p, n, err, errlen);
+	case 14005:
+		return gw_nccl_group_decode(m, p, n, err, errlen);
+	case 14006:
+		return gw_nccl_comm_query_decode(m, p, n, err, errlen);
+	case 14007:
+		return gw_nccl_red_op_decode(m, p, n, err, errlen);
+	case 14008:
+		return gw_nccl_comm_split_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

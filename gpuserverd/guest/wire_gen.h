@@ -206,6 +206,10 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_FFT_REPLY 12001
 #define GW_TYPE_RAND_CALL 12500
 #define GW_TYPE_RAND_REPLY 12501
+#define GW_TYPE_NCCL_GROUP 14005
+#define GW_TYPE_NCCL_COMM_QUERY 14006
+#define GW_TYPE_NCCL_RED_OP 14007
+#define GW_TYPE_NCCL_COMM_SPLIT 14008
 
 struct gw_hello {
 	uint32_t version;
@@ -2174,6 +2178,42 @@ struct gw_rand_reply {
 size_t gw_rand_reply_size(const struct gw_rand_reply *m);
 uint8_t *gw_rand_reply_encode(const struct gw_rand_reply *m, uint8_t *out);
 int gw_rand_reply_decode(struct gw_rand_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_group {
+	uint32_t start;
+};
+size_t gw_nccl_group_size(const struct gw_nccl_group *m);
+uint8_t *gw_nccl_group_encode(const struct gw_nccl_group *m, uint8_t *out);
+int gw_nccl_group_decode(struct gw_nccl_group *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_query {
+	uint64_t comm;
+	uint32_t what;
+};
+size_t gw_nccl_comm_query_size(const struct gw_nccl_comm_query *m);
+uint8_t *gw_nccl_comm_query_encode(const struct gw_nccl_comm_query *m, uint8_t *out);
+int gw_nccl_comm_query_decode(struct gw_nccl_comm_query *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_red_op {
+	uint64_t comm;
+	uint32_t create;
+	uint32_t op;
+	uint32_t datatype;
+	uint32_t residence;
+	uint64_t scalar;
+};
+size_t gw_nccl_red_op_size(const struct gw_nccl_red_op *m);
+uint8_t *gw_nccl_red_op_encode(const struct gw_nccl_red_op *m, uint8_t *out);
+int gw_nccl_red_op_decode(struct gw_nccl_red_op *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_nccl_comm_split {
+	uint64_t comm;
+	int32_t color;
+	int32_t key;
+};
+size_t gw_nccl_comm_split_size(const struct gw_nccl_comm_split *m);
+uint8_t *gw_nccl_comm_split_encode(const struct gw_nccl_comm_split *m, uint8_t *out);
+int gw_nccl_comm_split_decode(struct gw_nccl_comm_split *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

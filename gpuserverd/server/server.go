@@ -97,6 +97,7 @@ type Server struct {
 	admitted admitted              // sessions counted against the caps, by instance
 	denied   *denyList             // instances whose tokens the apiserver has revoked
 	memory   *memoryLedger         // shared-tier GPU memory per instance and GPU
+	nccl     *ncclIDs              // NCCL unique ids per instance (ncclids.go)
 	monitors map[*monitor]struct{} // open NVML connections (nvml.go)
 
 	ln      net.Listener
@@ -159,7 +160,7 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 		sessions: map[int]*session{}, gpus: map[string]*gpuUse{}, monitors: map[*monitor]struct{}{},
 		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax),
 		gate: newHandshakeGate(cfg.MaxPendingPerSource, cfg.MaxPending), admitted: admitted{byInstance: map[string]int{}},
-		denied: newDenyList(), memory: newMemoryLedger()}
+		denied: newDenyList(), memory: newMemoryLedger(), nccl: newNcclIDs()}
 	if err := s.loadAdminToken(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)

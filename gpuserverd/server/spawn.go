@@ -117,10 +117,18 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		return err
 	}
 	defer memHere.Close()
+	ncclHere, ncclThere, err := seqpacketPair("nccl")
+	if err != nil {
+		statsW.Close()
+		lanesThere.Close()
+		arenasThere.Close()
+		memThere.Close()
+		return err
+	}
 	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere} // fds 3-7 (worker.LanesFD, ArenaFD, MemoryFD)
+	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere, ncclThere} // fds 3-8 (worker.LanesFD, ArenaFD, MemoryFD, NcclFD)
 	// A socket session's worker outlives gpuserverd (its own session, so neither the server's
 	// death nor a signal to the server's process group reaches it) and waits for a new server to
 	// adopt it (adopt.go); one that nobody adopts ends itself. An ivshmem worker cannot be
@@ -129,14 +137,21 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	if channel.kind != "" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
-	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere}
+	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere, ncclThere}
 	err = cmd.Start()
 	for _, f := range childEnds {
 		f.Close() // the child has its own copies
 	}
 	if err != nil {
+		ncclHere.Close()
 		return fmt.Errorf("starting worker: %w", err)
 	}
+	// The worker's NCCL ids (ncclids.go) live as long as it does: not an adoptable part of the
+	// session, so served here rather than by supervise.
+	go func() {
+		defer ncclHere.Close()
+		s.serveNccl(ncclHere, c, log)
+	}()
 	release() // the worker owns the connection now
 
 	now := time.Now()

@@ -207,6 +207,10 @@ const (
 	TypeFftReply                     Type = 12001
 	TypeRandCall                     Type = 12500
 	TypeRandReply                    Type = 12501
+	TypeNcclGroup                    Type = 14005
+	TypeNcclCommQuery                Type = 14006
+	TypeNcclRedOp                    Type = 14007
+	TypeNcclCommSplit                Type = 14008
 )
 
 var typeNames = map[Type]string{
@@ -385,6 +389,10 @@ var typeNames = map[Type]string{
 	TypeFftReply:                     "FftReply",
 	TypeRandCall:                     "RandCall",
 	TypeRandReply:                    "RandReply",
+	TypeNcclGroup:                    "NcclGroup",
+	TypeNcclCommQuery:                "NcclCommQuery",
+	TypeNcclRedOp:                    "NcclRedOp",
+	TypeNcclCommSplit:                "NcclCommSplit",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -740,6 +748,14 @@ func New(t Type) Message {
 		return new(RandCall)
 	case TypeRandReply:
 		return new(RandReply)
+	case TypeNcclGroup:
+		return new(NcclGroup)
+	case TypeNcclCommQuery:
+		return new(NcclCommQuery)
+	case TypeNcclRedOp:
+		return new(NcclRedOp)
+	case TypeNcclCommSplit:
+		return new(NcclCommSplit)
 	}
 	return nil
 }
@@ -6488,5 +6504,113 @@ func (m *RandReply) Decode(p []byte) error {
 	m.O14 = d.u64("o14")
 	m.O15 = d.u64("o15")
 	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// NcclGroup is message type 14005.
+type NcclGroup struct {
+	Start uint32
+}
+
+// Type returns TypeNcclGroup.
+func (*NcclGroup) Type() Type { return TypeNcclGroup }
+
+// Append appends the encoded payload to b.
+func (m *NcclGroup) Append(b []byte) []byte {
+	b = putU32(b, m.Start)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclGroup) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclGroup"}
+	m.Start = d.u32("start")
+	return d.finish()
+}
+
+// NcclCommQuery is message type 14006.
+type NcclCommQuery struct {
+	Comm uint64
+	What uint32
+}
+
+// Type returns TypeNcclCommQuery.
+func (*NcclCommQuery) Type() Type { return TypeNcclCommQuery }
+
+// Append appends the encoded payload to b.
+func (m *NcclCommQuery) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, m.What)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCommQuery) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCommQuery"}
+	m.Comm = d.u64("comm")
+	m.What = d.u32("what")
+	return d.finish()
+}
+
+// NcclRedOp is message type 14007.
+type NcclRedOp struct {
+	Comm      uint64
+	Create    uint32
+	Op        uint32
+	Datatype  uint32
+	Residence uint32
+	Scalar    uint64
+}
+
+// Type returns TypeNcclRedOp.
+func (*NcclRedOp) Type() Type { return TypeNcclRedOp }
+
+// Append appends the encoded payload to b.
+func (m *NcclRedOp) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, m.Create)
+	b = putU32(b, m.Op)
+	b = putU32(b, m.Datatype)
+	b = putU32(b, m.Residence)
+	b = putU64(b, m.Scalar)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclRedOp) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclRedOp"}
+	m.Comm = d.u64("comm")
+	m.Create = d.u32("create")
+	m.Op = d.u32("op")
+	m.Datatype = d.u32("datatype")
+	m.Residence = d.u32("residence")
+	m.Scalar = d.u64("scalar")
+	return d.finish()
+}
+
+// NcclCommSplit is message type 14008.
+type NcclCommSplit struct {
+	Comm  uint64
+	Color int32
+	Key   int32
+}
+
+// Type returns TypeNcclCommSplit.
+func (*NcclCommSplit) Type() Type { return TypeNcclCommSplit }
+
+// Append appends the encoded payload to b.
+func (m *NcclCommSplit) Append(b []byte) []byte {
+	b = putU64(b, m.Comm)
+	b = putU32(b, uint32(m.Color))
+	b = putU32(b, uint32(m.Key))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NcclCommSplit) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NcclCommSplit"}
+	m.Comm = d.u64("comm")
+	m.Color = int32(d.u32("color"))
+	m.Key = int32(d.u32("key"))
 	return d.finish()
 }

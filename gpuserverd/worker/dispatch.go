@@ -164,8 +164,9 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.syncStatus(s.memcpyPeer(m), m.Async == 0), nil
 	case *wire.StreamWaitPeerEvent:
 		return status(s.waitPeerEvent(m)), nil
-	case *wire.NcclGetUniqueId, *wire.NcclCommInit, *wire.NcclCommDestroy, *wire.NcclCollective:
-		return s.nccl(m), nil
+	case *wire.NcclGetUniqueId, *wire.NcclCommInit, *wire.NcclCommDestroy, *wire.NcclCollective, *wire.NcclGroup,
+		*wire.NcclCommQuery, *wire.NcclRedOp, *wire.NcclCommSplit:
+		return s.nccl(m, h.Flags&wire.FlagNoReply != 0), nil
 	}
 	d, err := s.dev()
 	if err != nil {

@@ -30,6 +30,13 @@ func FuzzMultiGPUSession(f *testing.F) {
 		&wire.NcclCollective{Comm: 1, Kind: 5, Send: p0, Count: 4, Datatype: 2, Peer: 1},
 		&wire.NcclCollective{Comm: 2, Kind: 6, Recv: p1, Count: 4, Datatype: 2},
 		&wire.NcclCommDestroy{Comm: 1}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 64}, &wire.NcclGroup{Start: 1}, &wire.NcclGetUniqueId{},
+		&wire.NcclCommInit{Nranks: 1, Rank: 0, Device: 0}, &wire.NcclGroup{Start: 0}, &wire.NcclGroup{Start: 0},
+		&wire.NcclRedOp{Comm: 1, Create: 1, Datatype: 7, Residence: 1, Scalar: 0x40000000},
+		&wire.NcclRedOp{Comm: 1, Create: 1, Datatype: 7, Residence: 0, Scalar: p0},
+		&wire.NcclCollective{Comm: 1, Kind: 0, Send: p0, Recv: p0, Count: 16, Datatype: 7, Op: 5},
+		&wire.NcclCommSplit{Comm: 1, Color: -2}, &wire.NcclCommQuery{Comm: 1, What: 0},
+		&wire.NcclCommQuery{Comm: 1, What: 1}, &wire.NcclCommQuery{Comm: 1, What: 2}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		serveBytes(t, Config{Tier: "dedicated", Devices: []int{1, 0}}, sim.New(2, 1<<24), false, in)
 	})

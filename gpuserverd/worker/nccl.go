@@ -10,19 +10,17 @@ import (
 	"gpucloud/gpuserverd/wire"
 )
 
-// NCCL through gpucloud (issue 19): gpucloud's libnccl.so.2 asks the worker for unique ids and
-// communicators and posts each rank's part of a collective; once every rank of a communicator
-// has posted, the worker runs the collective over the ranks' device memory. The ids and
-// communicators live in this session only: another session (another instance's, or another
-// process's) cannot name them, so ranks of different instances never share a communicator.
+// NCCL through gpucloud (issue 19). The worker is a rank's process as NCCL sees it: each
+// communicator the guest makes is one communicator of the backend's NCCL (NVIDIA's on a GPU) on
+// the rank's device, and each collective goes to it on the rank's stream without waiting, so
+// NCCL's own transports move the data between the GPUs. The ranks of one communicator may be in
+// several workers: an instance's processes (one per GPU, as torchrun starts them) are separate
+// sessions.
 //
-// The collective itself is staged through the worker's memory (each rank's buffer read, reduced
-// here, written back): exact on the simulated backend and correct on any backend; NVIDIA's NCCL
-// on the real backend is the NcclRunner seam (see docs/multi-gpu.md).
-
-// maxStagedCollective bounds the worker memory one staged collective takes (every rank's
-// buffers at once), so a guest's count cannot make the worker allocate without limit.
-const maxStagedCollective = 2 << 30
+// A unique id the guest sees is gpucloud's: 16 random bytes naming the backend's id, which stays
+// on the server in the instance's registry (ncclIDs). Any session of the same instance may join
+// it; another instance's session presenting it is refused, so ranks of different instances never
+// share a communicator, and the backend's id (NCCL's bootstrap address) never reaches a guest.
 
 // ncclResult_t values.
 const (
@@ -32,18 +30,11 @@ const (
 	ncclInvalidUsage    = 5
 )
 
-// Collective kinds as NcclCollective's kind field carries them.
-const (
-	collAllReduce = iota
-	collBroadcast
-	collReduce
-	collAllGather
-	collReduceScatter
-	collSend
-	collRecv
-)
+// maxRanks bounds a communicator's size as the guest states it.
+const maxRanks = 1 << 14
 
-var collNames = []string{"all-reduce", "broadcast", "reduce", "all-gather", "reduce-scatter", "send", "recv"}
+// ncclDatatypes is how many ncclDataType_t values NCCL 2.28 has (the fp8 types included).
+const ncclDatatypes = 12
 
 // ncclError is a refusal with its ncclResult_t.
 type ncclError struct {
@@ -57,41 +48,69 @@ func ncclErr(status int32, format string, args ...any) error {
 	return &ncclError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
-type ncclState struct {
-	issued map[[2]uint64]*clique // unique ids issued to this session -> their communicator's ranks
-	comms  map[uint64]*ncclComm
-	next   uint64
+// ncclIDs keeps the backend ids behind the unique ids an instance's sessions issued.
+type ncclIDs interface {
+	register(id [16]byte, backendID []byte) error
+	lookup(id [16]byte) ([]byte, error)
 }
 
-// clique is the ranks built from one unique id.
-type clique struct {
-	nranks  int
-	ranks   []*ncclComm
-	pending [][]*wire.NcclCollective // per rank, the collectives posted and not yet run
-	p2p     []*wire.NcclCollective   // sends and receives waiting for their other side
-	devices map[int]bool
-	native  backend.Clique // the backend's NCCL over the ranks, once all joined; nil: staged here
+// errForeignID is the registry's answer to an id the instance was never issued.
+var errForeignID = errors.New("the unique id was not issued to this instance")
+
+// localIDs is the registry of a worker without a server's (a worker run alone, in tests): the
+// session's own ids only.
+type localIDs map[[16]byte][]byte
+
+func (l localIDs) register(id [16]byte, b []byte) error { l[id] = b; return nil }
+func (l localIDs) lookup(id [16]byte) ([]byte, error) {
+	if b, ok := l[id]; ok {
+		return b, nil
+	}
+	return nil, errForeignID
+}
+
+type ncclState struct {
+	ids   ncclIDs
+	comms map[uint64]*ncclComm
+	next  uint64
+	group int // depth of the guest's ncclGroupStart
 }
 
 type ncclComm struct {
-	id     uint64
-	rank   int
-	device *device
-	cl     *clique
+	rank, nranks int
+	device       *device
+	c            backend.Comm
+	err          error             // the first failure of a collective posted without a reply
+	ops          map[uint32]uint32 // ncclRedOpCreatePreMulSum's ops -> their datatype
 }
 
-func (s *Session) nccl(m wire.Message) *wire.NcclReply {
+// SetNcclIDs makes unique ids the instance's, kept by the server.
+func (s *Session) SetNcclIDs(ids ncclIDs) { s.comms.ids = ids }
+
+func (s *Session) nccl(m wire.Message, noReply bool) *wire.NcclReply {
 	r := &wire.NcclReply{}
 	var err error
 	switch m := m.(type) {
 	case *wire.NcclGetUniqueId:
-		r.Id0, r.Id1, err = s.comms.issue()
+		r.Id0, r.Id1, err = s.ncclIssue()
 	case *wire.NcclCommInit:
 		r.Comm, err = s.ncclInit(m)
 	case *wire.NcclCommDestroy:
-		err = s.comms.destroy(m.Comm)
+		err = s.ncclEnd(m.Comm, 2)
+	case *wire.NcclCommQuery:
+		err = s.ncclQuery(m)
+	case *wire.NcclGroup:
+		err = s.ncclGroup(m.Start != 0)
+	case *wire.NcclRedOp:
+		r.Comm, err = s.ncclRedOp(m)
+	case *wire.NcclCommSplit:
+		var c *ncclComm
+		r.Comm, c, err = s.ncclSplit(m)
+		if c != nil {
+			r.Id0, r.Id1 = uint64(c.rank), uint64(c.nranks)
+		}
 	case *wire.NcclCollective:
-		err = s.ncclPost(m)
+		err = s.ncclPost(m, noReply)
 	}
 	if err != nil {
 		var ne *ncclError
@@ -100,291 +119,242 @@ func (s *Session) nccl(m wire.Message) *wire.NcclReply {
 		} else {
 			r.Status = ncclInternalError
 		}
-		r.Message = truncate(err.Error(), 1024)
+		r.Message = truncate(err.Error(), 1024) // without a reply: the communicator's async error (ncclPost)
 	}
 	return r
 }
 
-func (n *ncclState) issue() (uint64, uint64, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
+func (s *Session) collectives() (backend.Collectives, error) {
+	nb, ok := s.b.(backend.Collectives)
+	if !ok {
+		return nil, ncclErr(ncclInvalidUsage, "this server's %s backend has no NCCL", s.b.Kind())
+	}
+	return nb, nil
+}
+
+func (s *Session) ncclIssue() (uint64, uint64, error) {
+	nb, err := s.collectives()
+	if err != nil {
+		return 0, 0, err
+	}
+	bid, err := nb.NcclUniqueID()
+	if err != nil {
+		return 0, 0, ncclErr(ncclInternalError, "ncclGetUniqueId: %v", err)
+	}
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
 		return 0, 0, fmt.Errorf("unique id: %w", err)
 	}
-	if n.issued == nil {
-		n.issued = map[[2]uint64]*clique{}
+	if s.comms.ids == nil {
+		s.comms.ids = localIDs{}
 	}
-	id := [2]uint64{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}
-	n.issued[id] = nil
-	return id[0], id[1], nil
+	if err := s.comms.ids.register(id, bid); err != nil {
+		return 0, 0, ncclErr(ncclInternalError, "ncclGetUniqueId: %v", err)
+	}
+	return binary.LittleEndian.Uint64(id[:8]), binary.LittleEndian.Uint64(id[8:]), nil
 }
 
 func (s *Session) ncclInit(m *wire.NcclCommInit) (uint64, error) {
-	n := &s.comms
-	cl, ok := n.issued[[2]uint64{m.Id0, m.Id1}]
-	if !ok {
-		return 0, ncclErr(ncclInvalidArgument, "ncclCommInitRank: the unique id was not issued to this session (ids are not shared between sessions)")
+	nb, err := s.collectives()
+	if err != nil {
+		return 0, err
 	}
-	if m.Nranks == 0 || int(m.Nranks) > len(s.devs) {
-		return 0, ncclErr(ncclInvalidArgument, "ncclCommInitRank: nranks %d (the session has %d GPUs, one rank each at most)", m.Nranks, len(s.devs))
-	}
-	if m.Rank >= m.Nranks {
+	if m.Nranks == 0 || m.Nranks > maxRanks || m.Rank >= m.Nranks {
 		return 0, ncclErr(ncclInvalidArgument, "ncclCommInitRank: rank %d of %d", m.Rank, m.Nranks)
 	}
-	if cl == nil {
-		cl = &clique{nranks: int(m.Nranks), ranks: make([]*ncclComm, m.Nranks),
-			pending: make([][]*wire.NcclCollective, m.Nranks), devices: map[int]bool{}}
-		n.issued[[2]uint64{m.Id0, m.Id1}] = cl
+	var id [16]byte
+	binary.LittleEndian.PutUint64(id[:8], m.Id0)
+	binary.LittleEndian.PutUint64(id[8:], m.Id1)
+	if s.comms.ids == nil {
+		s.comms.ids = localIDs{}
 	}
-	switch {
-	case cl.nranks != int(m.Nranks):
-		return 0, ncclErr(ncclInvalidArgument, "ncclCommInitRank: nranks %d, but the id's communicator has %d", m.Nranks, cl.nranks)
-	case cl.ranks[m.Rank] != nil:
-		return 0, ncclErr(ncclInvalidUsage, "ncclCommInitRank: rank %d already joined", m.Rank)
-	case cl.devices[int(m.Device)]:
-		return 0, ncclErr(ncclInvalidUsage, "ncclCommInitRank: device %d already has a rank of this communicator", m.Device)
+	bid, err := s.comms.ids.lookup(id)
+	if err != nil {
+		if errors.Is(err, errForeignID) {
+			return 0, ncclErr(ncclInvalidArgument, "ncclCommInitRank: %v (ids are shared only by the sessions of one instance)", err)
+		}
+		return 0, ncclErr(ncclInternalError, "ncclCommInitRank: %v", err)
 	}
 	d, err := s.devAt(int(m.Device))
 	if err != nil {
 		return 0, ncclErr(ncclInvalidArgument, "ncclCommInitRank: %v", err)
 	}
+	c, err := nb.CommInitRank(d.ctx, bid, int(m.Nranks), int(m.Rank))
+	if err != nil {
+		return 0, ncclErr(ncclInternalError, "ncclCommInitRank: rank %d of %d: %v", m.Rank, m.Nranks, err)
+	}
+	return s.comms.add(&ncclComm{rank: int(m.Rank), nranks: int(m.Nranks), device: d, c: c}), nil
+}
+
+func (n *ncclState) add(c *ncclComm) uint64 {
 	n.next++
-	c := &ncclComm{id: n.next, rank: int(m.Rank), device: d, cl: cl}
 	if n.comms == nil {
 		n.comms = map[uint64]*ncclComm{}
 	}
-	n.comms[c.id] = c
-	cl.ranks[m.Rank] = c
-	cl.devices[int(m.Device)] = true
-	s.nativeClique(cl)
-	return c.id, nil
+	n.comms[n.next] = c
+	return n.next
 }
 
-// nativeClique hands a clique whose ranks have all joined to the backend's NCCL where it has one;
-// where that fails the collectives are staged through the worker, as on a backend without NCCL.
-func (s *Session) nativeClique(cl *clique) {
-	nb, ok := s.b.(backend.Collectives)
+// ncclRedOp creates a pre-multiplied sum on a communicator or destroys one.
+func (s *Session) ncclRedOp(m *wire.NcclRedOp) (uint64, error) {
+	c, ok := s.comms.comms[m.Comm]
 	if !ok {
-		return
+		return 0, ncclErr(ncclInvalidArgument, "reduction op on no communicator (%d)", m.Comm)
 	}
-	ctxs := make([]backend.Context, cl.nranks)
-	for r, c := range cl.ranks {
-		if c == nil {
-			return
+	if m.Create == 0 {
+		if _, ok := c.ops[m.Op]; !ok {
+			return 0, ncclErr(ncclInvalidArgument, "ncclRedOpDestroy: op %d is not one of communicator %d's", m.Op, m.Comm)
 		}
-		ctxs[r] = c.device.ctx
+		delete(c.ops, m.Op)
+		return 0, wrapNccl("ncclRedOpDestroy", c.c.RedOpDestroy(m.Op))
 	}
-	native, err := nb.CommInitAll(ctxs)
+	if m.Datatype >= ncclDatatypes || m.Residence > 1 {
+		return 0, ncclErr(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: datatype %d, residence %d", m.Datatype, m.Residence)
+	}
+	var scalar []byte
+	if m.Residence == 1 { // the value itself, little-endian in the field's bytes
+		scalar = binary.LittleEndian.AppendUint64(nil, m.Scalar)
+	}
+	op, err := c.c.RedOpCreatePreMulSum(m.Datatype, scalar, m.Scalar)
 	if err != nil {
-		s.log.Warn("backend NCCL unavailable; collectives staged through the worker", "ranks", cl.nranks, "err", err)
-		return
+		return 0, ncclErr(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: %v", err)
 	}
-	cl.native = native
+	if c.ops == nil {
+		c.ops = map[uint32]uint32{}
+	}
+	c.ops[op] = m.Datatype
+	return uint64(op), nil
 }
 
-func (n *ncclState) destroy(id uint64) error {
-	c, ok := n.comms[id]
+// ncclSplit is ncclCommSplit: the new communicator's rank is on the parent's device.
+func (s *Session) ncclSplit(m *wire.NcclCommSplit) (uint64, *ncclComm, error) {
+	c, ok := s.comms.comms[m.Comm]
 	if !ok {
-		return ncclErr(ncclInvalidArgument, "ncclCommDestroy: no communicator %d", id)
+		return 0, nil, ncclErr(ncclInvalidArgument, "ncclCommSplit of no communicator (%d)", m.Comm)
 	}
-	delete(n.comms, id)
-	cl := c.cl
-	cl.ranks[c.rank] = nil
-	cl.pending[c.rank] = nil
-	if cl.native != nil { // NCCL's communicators go with the first rank: the clique is broken
-		native := cl.native
-		cl.native = nil
-		if err := native.Close(); err != nil {
-			return ncclErr(ncclInternalError, "ncclCommDestroy: %v", err)
-		}
+	color := int(m.Color)
+	if color < 0 && color != backend.NcclSplitNoColor {
+		return 0, nil, ncclErr(ncclInvalidArgument, "ncclCommSplit: color %d", color)
 	}
-	return nil
+	nc, rank, nranks, err := c.c.Split(color, int(m.Key))
+	if err != nil {
+		return 0, nil, ncclErr(ncclInternalError, "ncclCommSplit: %v", err)
+	}
+	if nc == nil {
+		return 0, nil, nil
+	}
+	n := &ncclComm{rank: rank, nranks: nranks, device: c.device, c: nc}
+	return s.comms.add(n), n, nil
 }
 
-// ncclPost queues one rank's part and runs whatever collectives every rank has now posted.
-func (s *Session) ncclPost(m *wire.NcclCollective) error {
+func (s *Session) ncclGroup(start bool) error {
+	nb, err := s.collectives()
+	if err != nil {
+		return err
+	}
+	if start {
+		s.comms.group++
+		return wrapNccl("ncclGroupStart", nb.GroupStart())
+	}
+	if s.comms.group == 0 {
+		return ncclErr(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart")
+	}
+	s.comms.group--
+	return wrapNccl("ncclGroupEnd", nb.GroupEnd())
+}
+
+func wrapNccl(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return ncclErr(ncclInternalError, "%s: %v", what, err)
+}
+
+// ncclEnd ends a communicator: how 1 finalizes it (it stays), 2 destroys it, 3 aborts it.
+func (s *Session) ncclEnd(id uint64, how int) error {
+	c, ok := s.comms.comms[id]
+	if !ok {
+		return ncclErr(ncclInvalidArgument, "no communicator %d", id)
+	}
+	switch how {
+	case 1:
+		return wrapNccl("ncclCommFinalize", c.c.Finalize())
+	case 2:
+		delete(s.comms.comms, id)
+		return wrapNccl("ncclCommDestroy", c.c.Close())
+	default:
+		delete(s.comms.comms, id)
+		return wrapNccl("ncclCommAbort", c.c.Abort())
+	}
+}
+
+func (s *Session) ncclQuery(m *wire.NcclCommQuery) error {
+	switch m.What {
+	case 0:
+		c, ok := s.comms.comms[m.Comm]
+		if !ok {
+			return ncclErr(ncclInvalidArgument, "ncclCommGetAsyncError: no communicator %d", m.Comm)
+		}
+		if c.err != nil {
+			return c.err
+		}
+		return wrapNccl("communicator", c.c.AsyncError())
+	case 1:
+		return s.ncclEnd(m.Comm, 1)
+	case 2:
+		return s.ncclEnd(m.Comm, 3)
+	}
+	return ncclErr(ncclInvalidArgument, "communicator query %d", m.What)
+}
+
+// ncclPost hands one rank's part to the backend's NCCL; a failure of a part sent without a reply
+// is the communicator's asynchronous error.
+func (s *Session) ncclPost(m *wire.NcclCollective, noReply bool) error {
 	c, ok := s.comms.comms[m.Comm]
 	if !ok {
 		return ncclErr(ncclInvalidArgument, "collective on no communicator (%d)", m.Comm)
 	}
-	if err := checkCollective(m, c.cl.nranks); err != nil {
-		return err
+	err := c.post(m)
+	if err != nil && noReply && c.err == nil {
+		c.err = err
 	}
-	cl := c.cl
-	if m.Kind == collSend || m.Kind == collRecv {
-		return s.ncclP2P(c, m)
-	}
-	cl.pending[c.rank] = append(cl.pending[c.rank], m)
-	for {
-		heads := make([]*wire.NcclCollective, cl.nranks)
-		for r := range heads {
-			if cl.ranks[r] == nil || len(cl.pending[r]) == 0 {
-				return nil // a rank has not posted yet: runs when it does
-			}
-			heads[r] = cl.pending[r][0]
-		}
-		for r := range heads {
-			cl.pending[r] = cl.pending[r][1:]
-		}
-		if err := s.runCollective(cl, heads); err != nil {
-			return err
-		}
-	}
+	return err
 }
 
-func checkCollective(m *wire.NcclCollective, nranks int) error {
-	if int(m.Kind) >= len(collNames) {
+func (c *ncclComm) post(m *wire.NcclCollective) error {
+	if int(m.Kind) >= len(backend.CollectiveNames) {
 		return ncclErr(ncclInvalidArgument, "collective kind %d", m.Kind)
 	}
-	if _, ok := elemSizes[m.Datatype]; !ok {
-		return ncclErr(ncclInvalidArgument, "%s: datatype %d not supported", collNames[m.Kind], m.Datatype)
+	name := backend.CollectiveNames[m.Kind]
+	switch {
+	case m.Datatype >= ncclDatatypes:
+		return ncclErr(ncclInvalidArgument, "%s: datatype %d", name, m.Datatype)
+	case m.Op >= backend.NcclBuiltinOps && !c.hasOp(m.Op, m.Datatype):
+		return ncclErr(ncclInvalidArgument, "%s: reduction op %d (not one of this communicator's for datatype %d)", name, m.Op, m.Datatype)
+	case m.Peer < 0 || int(m.Peer) >= c.nranks:
+		return ncclErr(ncclInvalidArgument, "%s: root/peer %d of %d ranks", name, m.Peer, c.nranks)
+	case m.Count > 1<<40:
+		return ncclErr(ncclInvalidArgument, "%s: count %d", name, m.Count)
 	}
-	if m.Op > opAvg {
-		return ncclErr(ncclInvalidArgument, "%s: reduction op %d not supported", collNames[m.Kind], m.Op)
-	}
-	if m.Peer < 0 || int(m.Peer) >= nranks {
-		return ncclErr(ncclInvalidArgument, "%s: root/peer %d of %d ranks", collNames[m.Kind], m.Peer, nranks)
-	}
-	if m.Count > 1<<34 {
-		return ncclErr(ncclInvalidArgument, "%s: count %d", collNames[m.Kind], m.Count)
-	}
-	return nil
-}
-
-// runCollective runs one collective whose parts (heads, by rank) every rank has posted.
-func (s *Session) runCollective(cl *clique, heads []*wire.NcclCollective) error {
-	h0 := heads[0]
-	for r, h := range heads {
-		if h.Kind != h0.Kind || h.Count != h0.Count || h.Datatype != h0.Datatype || h.Op != h0.Op || h.Peer != h0.Peer {
-			return ncclErr(ncclInvalidUsage, "ranks disagree: rank 0 posted %s of %d (type %d, op %d, root %d), rank %d %s of %d (type %d, op %d, root %d)",
-				collNames[h0.Kind], h0.Count, h0.Datatype, h0.Op, h0.Peer, r, collNames[h.Kind], h.Count, h.Datatype, h.Op, h.Peer)
-		}
-	}
-	if cl.native != nil {
-		c := backend.Collective{Kind: h0.Kind, Datatype: h0.Datatype, Op: h0.Op, Count: h0.Count, Root: int(h0.Peer)}
-		for _, h := range heads {
-			c.Parts = append(c.Parts, backend.CollectivePart{Send: h.Send, Recv: h.Recv, Stream: backend.Handle(h.Stream)})
-		}
-		if err := cl.native.Run(c); err != nil {
-			return ncclErr(ncclInternalError, "%s: %v", collNames[h0.Kind], err)
-		}
-		return nil
-	}
-	es := uint64(elemSizes[h0.Datatype])
-	n, nr := h0.Count*es, uint64(cl.nranks)
-	if staged := n * nr * nr; staged > maxStagedCollective {
-		return ncclErr(ncclInvalidArgument, "%s of %d bytes a rank: more than a staged collective holds (%d bytes in all)",
-			collNames[h0.Kind], n, maxStagedCollective)
-	}
-	read := func(r int, ptr, bytes uint64) ([]byte, error) {
-		b := make([]byte, bytes)
-		d := cl.ranks[r].device
-		err := d.ctx.MemcpyDtoH(b, ptr, backend.Handle(heads[r].Stream), false)
-		return b, wrapRank(err, r, "reading")
-	}
-	write := func(r int, ptr uint64, b []byte) error {
-		d := cl.ranks[r].device
-		return wrapRank(d.ctx.MemcpyHtoD(ptr, b, backend.Handle(heads[r].Stream), false), r, "writing")
-	}
-	gather := func(bytes uint64) ([][]byte, error) {
-		in := make([][]byte, cl.nranks)
-		for r := range in {
-			var err error
-			if in[r], err = read(r, heads[r].Send, bytes); err != nil {
-				return nil, err
-			}
-		}
-		return in, nil
-	}
-	switch h0.Kind {
-	case collAllReduce, collReduce:
-		in, err := gather(n)
-		if err != nil {
-			return err
-		}
-		out := reduce(in, h0.Datatype, h0.Op)
-		for r := range heads {
-			if h0.Kind == collAllReduce || r == int(h0.Peer) {
-				if err := write(r, heads[r].Recv, out); err != nil {
-					return err
-				}
-			}
-		}
-	case collBroadcast:
-		b, err := read(int(h0.Peer), heads[h0.Peer].Send, n)
-		if err != nil {
-			return err
-		}
-		for r := range heads {
-			if err := write(r, heads[r].Recv, b); err != nil {
-				return err
-			}
-		}
-	case collAllGather:
-		in, err := gather(n)
-		if err != nil {
-			return err
-		}
-		out := make([]byte, 0, n*nr)
-		for _, b := range in {
-			out = append(out, b...)
-		}
-		for r := range heads {
-			if err := write(r, heads[r].Recv, out); err != nil {
-				return err
-			}
-		}
-	case collReduceScatter:
-		in, err := gather(n * nr)
-		if err != nil {
-			return err
-		}
-		out := reduce(in, h0.Datatype, h0.Op)
-		for r := range heads {
-			if err := write(r, heads[r].Recv, out[uint64(r)*n:uint64(r+1)*n]); err != nil {
-				return err
-			}
-		}
+	err := c.c.Post(backend.CollectiveOp{Kind: m.Kind, Datatype: m.Datatype, Op: m.Op, Count: m.Count, Peer: int(m.Peer),
+		Send: m.Send, Recv: m.Recv, Stream: backend.Handle(m.Stream)})
+	if err != nil {
+		return ncclErr(ncclInternalError, "%s: %v", name, err)
 	}
 	return nil
 }
 
-// ncclP2P pairs a send with its receive (in the order posted) and copies when both are there.
-func (s *Session) ncclP2P(c *ncclComm, m *wire.NcclCollective) error {
-	cl := c.cl
-	// The other side: a recv at m.Peer from c.rank for a send, a send from m.Peer to c.rank for a recv.
-	want := uint32(collRecv)
-	if m.Kind == collRecv {
-		want = collSend
-	}
-	for i, o := range cl.p2p {
-		oc := s.comms.comms[o.Comm]
-		if oc == nil || o.Kind != want || oc.rank != int(m.Peer) || int(o.Peer) != c.rank {
-			continue
-		}
-		cl.p2p = append(cl.p2p[:i], cl.p2p[i+1:]...)
-		send, recv, sc, rc := m, o, c, oc
-		if m.Kind == collRecv {
-			send, recv, sc, rc = o, m, oc, c
-		}
-		if send.Count != recv.Count || send.Datatype != recv.Datatype {
-			return ncclErr(ncclInvalidUsage, "send of %d (type %d) from rank %d, recv of %d (type %d) at rank %d",
-				send.Count, send.Datatype, sc.rank, recv.Count, recv.Datatype, rc.rank)
-		}
-		if err := sc.device.ctx.StreamSynchronize(backend.Handle(send.Stream)); err != nil {
-			return wrapRank(err, sc.rank, "send")
-		}
-		if err := rc.device.ctx.StreamSynchronize(backend.Handle(recv.Stream)); err != nil {
-			return wrapRank(err, rc.rank, "recv")
-		}
-		return s.copyBetween(rc.device, recv.Recv, sc.device, send.Send, send.Count*uint64(elemSizes[send.Datatype]))
-	}
-	cl.p2p = append(cl.p2p, m)
-	return nil
+func (c *ncclComm) hasOp(op, datatype uint32) bool {
+	dt, ok := c.ops[op]
+	return ok && dt == datatype
 }
 
-func wrapRank(err error, rank int, what string) error {
-	if err == nil {
-		return nil
+// closeNccl frees the session's communicators when it ends.
+func (s *Session) closeNccl() {
+	for id, c := range s.comms.comms {
+		if err := c.c.Abort(); err != nil {
+			s.log.Warn("aborting an NCCL communicator at the session's end", "comm", id, "err", err)
+		}
 	}
-	return ncclErr(ncclInvalidArgument, "rank %d %s its buffer: %v", rank, what, err)
+	s.comms.comms = nil
 }

@@ -17,13 +17,6 @@ const (
 // peerCopyChunk bounds the host staging of a copy between two devices' contexts.
 const peerCopyChunk = 4 << 20
 
-// PeerCopier is a backend context that copies straight from another context of the same backend
-// (cuMemcpyPeerAsync on a real GPU: NVLink or PCIe peer-to-peer). Contexts that are not one stage
-// the copy through the worker's memory instead.
-type PeerCopier interface {
-	MemcpyPeer(dst uint64, src backend.Context, srcPtr, bytes uint64, stream backend.Handle) error
-}
-
 // devAt returns the session's device index i, creating its context on first use.
 func (s *Session) devAt(i int) (*device, error) {
 	if i < 0 || i >= len(s.devs) {
@@ -90,7 +83,7 @@ func (s *Session) copyBetween(dst *device, dstPtr uint64, src *device, srcPtr, b
 	if dst == src {
 		return dst.ctx.MemcpyDtoD(dstPtr, srcPtr, bytes, 0, false)
 	}
-	if pc, ok := dst.ctx.(PeerCopier); ok {
+	if pc, ok := dst.ctx.(backend.PeerCopier); ok {
 		return pc.MemcpyPeer(dstPtr, src.ctx, srcPtr, bytes, 0)
 	}
 	buf := make([]byte, min(bytes, peerCopyChunk))

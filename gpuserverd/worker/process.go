@@ -92,6 +92,10 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	if link.memory != nil {
 		s.SetMemoryLedger(link.ledger)
 	}
+	if nc := openNcclSocket(); nc != nil {
+		defer nc.Close()
+		s.SetNcclIDs(socketIDs{nc})
+	}
 	ctx, end := context.WithCancel(ctx)
 	defer end()
 	adoptTimeout := cmp.Or(cfg.AdoptTimeout, DefaultAdoptTimeout)

@@ -206,7 +206,11 @@ func (s *Session) dev() (*device, error) {
 		return d, nil
 	}
 	ord := s.cfg.Devices[s.current]
-	c, err := s.b.NewContext(ord)
+	newContext := s.b.NewContext
+	if pc, ok := s.b.(backend.PrimaryContexts); ok && len(s.cfg.Devices) > 1 {
+		newContext = pc.NewPrimaryContext // NCCL's ranks need them (collectives.go)
+	}
+	c, err := newContext(ord)
 	if err != nil {
 		return nil, fmt.Errorf("context on device %d: %w", ord, err)
 	}
@@ -221,6 +225,7 @@ func (s *Session) dev() (*device, error) {
 }
 
 func (s *Session) close() {
+	s.closeNccl() // NCCL's communicators hold memory in the contexts
 	s.closeShm()
 	for _, d := range s.devs {
 		if d == nil {

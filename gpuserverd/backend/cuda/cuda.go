@@ -192,13 +192,23 @@ func (*Backend) DeviceAttribute(ordinal int, attr int32) (int32, error) {
 // NewContext creates a context on the device (cuCtxCreate, or its primary context on a driver
 // that no longer exports cuCtxCreate_v2).
 func (*Backend) NewContext(ordinal int) (backend.Context, error) {
+	return newDeviceContext(ordinal, false)
+}
+
+// NewPrimaryContext retains the device's primary context (backend.PrimaryContexts): NVIDIA's NCCL
+// and its proxy threads work in it whatever context is current.
+func (*Backend) NewPrimaryContext(ordinal int) (backend.Context, error) {
+	return newDeviceContext(ordinal, true)
+}
+
+func newDeviceContext(ordinal int, wantPrimary bool) (backend.Context, error) {
 	d, err := device(ordinal)
 	if err != nil {
 		return nil, err
 	}
 	c := newContext()
 	c.dev = d
-	var primary C.int
+	primary := boolInt(wantPrimary)
 	if err := check("cuCtxCreate", C.gc_ctx_create(&c.ctx, 0, d, &primary)); err != nil {
 		return nil, err
 	}

@@ -46,6 +46,7 @@
 	X(memcpy_htod_async, "cuMemcpyHtoDAsync_v2",                                                   \
 	  CUresult (*)(CUdeviceptr, const void *, size_t, CUstream))                                   \
 	X(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", CUresult (*)(void *, CUdeviceptr, size_t, CUstream)) \
+	X(memcpy_peer, "cuMemcpyPeer", CUresult (*)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t))  \
 	X(memcpy_dtod_async, "cuMemcpyDtoDAsync_v2",                                                   \
 	  CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))                                    \
 	X(memset_d8, "cuMemsetD8_v2", CUresult (*)(CUdeviceptr, unsigned char, size_t))                \
@@ -138,7 +139,7 @@ CUresult gc_device_pci_bus_id(char *id, int len, CUdevice dev) {
 }
 
 CUresult gc_ctx_create(CUcontext *ctx, unsigned flags, CUdevice dev, int *primary) {
-	*primary = d.ctx_create == NULL;
+	*primary = *primary || d.ctx_create == NULL;
 	if (*primary) return d.primary_retain(ctx, dev);
 	CUresult r = d.ctx_create(ctx, flags, dev);
 	if (r != 0) return r;
@@ -188,6 +189,10 @@ CUresult gc_memcpy_dtoh(CUcontext ctx, void *dst, CUdeviceptr src, size_t n, CUs
 }
 CUresult gc_memcpy_dtod(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async) {
 	BOUND(ctx, async ? d.memcpy_dtod_async(dst, src, n, s) : d.memcpy_dtod(dst, src, n));
+}
+// cuMemcpyPeer names both contexts, so none needs to be current.
+CUresult gc_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n) {
+	return d.memcpy_peer(dst, dctx, src, sctx, n);
 }
 
 CUresult gc_memset(CUcontext ctx, CUdeviceptr dst, unsigned v, int elem, size_t count, CUstream s, int async) {

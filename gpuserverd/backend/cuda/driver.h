@@ -32,7 +32,8 @@ CUresult gc_device_total_mem(size_t *bytes, CUdevice d);
 CUresult gc_device_attribute(int *v, int attr, CUdevice d);
 CUresult gc_device_pci_bus_id(char *id, int len, CUdevice d);
 
-// gc_ctx_create sets *primary when it fell back to the device's primary context.
+// gc_ctx_create retains the device's primary context where *primary is set on entry, or where the
+// driver has no cuCtxCreate_v2 (then setting *primary); otherwise it creates a context.
 CUresult gc_ctx_create(CUcontext *ctx, unsigned flags, CUdevice d, int *primary);
 CUresult gc_ctx_destroy(CUcontext ctx, CUdevice d, int primary);
 CUresult gc_ctx_synchronize(CUcontext ctx);
@@ -53,6 +54,9 @@ CUresult gc_mem_host_unregister(CUcontext ctx, void *p);
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async);
 CUresult gc_memcpy_dtoh(CUcontext ctx, void *dst, CUdeviceptr src, size_t n, CUstream s, int async);
 CUresult gc_memcpy_dtod(CUcontext ctx, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async);
+// gc_memcpy_peer is cuMemcpyPeer (synchronous): NVLink or PCIe peer-to-peer where the devices
+// have it, the driver's own staging otherwise.
+CUresult gc_memcpy_peer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n);
 CUresult gc_memset(CUcontext ctx, CUdeviceptr dst, unsigned value, int elem, size_t count, CUstream s, int async);
 
 CUresult gc_module_load_data(CUcontext ctx, CUmodule *m, const void *image);

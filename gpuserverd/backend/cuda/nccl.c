@@ -1,4 +1,4 @@
-// Run-time binding to NVIDIA's NCCL (see nccl.h). Untested on GPUs.
+// Run-time binding to NVIDIA's NCCL (see nccl.h).
 #include "nccl.h"
 
 #include "dl.h"
@@ -8,11 +8,19 @@
 #include <string.h>
 
 typedef void *ncclComm_t;
+typedef struct {
+	char internal[GC_NCCL_ID_BYTES];
+} ncclUniqueId;
 #define NCCL_INTERNAL_ERROR 3
+#define NCCL_INVALID_USAGE 5
 
 #define NCCL_SYMBOLS(X)                                                                            \
-	X(init_all, "ncclCommInitAll", int (*)(ncclComm_t *, int, const int *))                        \
+	X(unique_id, "ncclGetUniqueId", int (*)(ncclUniqueId *))                                       \
+	X(init_rank, "ncclCommInitRank", int (*)(ncclComm_t *, int, ncclUniqueId, int))                \
 	X(destroy, "ncclCommDestroy", int (*)(ncclComm_t))                                             \
+	X(abort_, "ncclCommAbort", int (*)(ncclComm_t))                                                \
+	X(finalize, "ncclCommFinalize", int (*)(ncclComm_t))                                           \
+	X(async_error, "ncclCommGetAsyncError", int (*)(ncclComm_t, int *))                            \
 	X(group_start, "ncclGroupStart", int (*)(void))                                                \
 	X(group_end, "ncclGroupEnd", int (*)(void))                                                    \
 	X(all_reduce, "ncclAllReduce",                                                                 \
@@ -22,6 +30,13 @@ typedef void *ncclComm_t;
 	X(all_gather, "ncclAllGather", int (*)(const void *, void *, size_t, int, ncclComm_t, CUstream)) \
 	X(reduce_scatter, "ncclReduceScatter",                                                         \
 	  int (*)(const void *, void *, size_t, int, int, ncclComm_t, CUstream))                       \
+	X(send, "ncclSend", int (*)(const void *, size_t, int, int, ncclComm_t, CUstream))             \
+	X(recv, "ncclRecv", int (*)(void *, size_t, int, int, ncclComm_t, CUstream))                   \
+	X(premul, "ncclRedOpCreatePreMulSum", int (*)(int *, void *, int, int, ncclComm_t))            \
+	X(redop_destroy, "ncclRedOpDestroy", int (*)(int, ncclComm_t))                                 \
+	X(split, "ncclCommSplit", int (*)(ncclComm_t, int, int, ncclComm_t *, void *))                 \
+	X(user_rank, "ncclCommUserRank", int (*)(ncclComm_t, int *))                                   \
+	X(count, "ncclCommCount", int (*)(ncclComm_t, int *))                                          \
 	X(error_string, "ncclGetErrorString", const char *(*)(int))
 
 static struct {
@@ -43,29 +58,69 @@ int gc_nccl_open(const char *libname, char *err, size_t errlen) {
 	return 0;
 }
 
-int gc_nccl_init_all(void **comms, int n, const int *devs) { return nc.init_all(comms, n, devs); }
-int gc_nccl_destroy(void *comm) { return nc.destroy(comm); }
 const char *gc_nccl_error_string(int r) { return nc.error_string ? nc.error_string(r) : "NCCL not loaded"; }
 
-int gc_nccl_run(int kind, int n, void **comms, CUcontext *ctxs, CUstream *streams, const uint64_t *send,
-                const uint64_t *recv, size_t count, int dt, int op, int root) {
-	int rc = nc.group_start();
-	for (int i = 0; rc == 0 && i < n; i++) {
-		if (gc_bind(ctxs[i]) != 0) {
-			rc = NCCL_INTERNAL_ERROR;
-			break;
-		}
-		const void *s = (const void *)(uintptr_t)send[i];
-		void *r = (void *)(uintptr_t)recv[i];
-		switch (kind) {
-		case 0: rc = nc.all_reduce(s, r, count, dt, op, comms[i], streams[i]); break;
-		case 1: rc = nc.broadcast(s, r, count, dt, root, comms[i], streams[i]); break;
-		case 2: rc = nc.reduce(s, r, count, dt, op, root, comms[i], streams[i]); break;
-		case 3: rc = nc.all_gather(s, r, count, dt, comms[i], streams[i]); break;
-		case 4: rc = nc.reduce_scatter(s, r, count, dt, op, comms[i], streams[i]); break;
-		default: rc = NCCL_INTERNAL_ERROR;
-		}
+int gc_nccl_unique_id(unsigned char id[GC_NCCL_ID_BYTES]) {
+	ncclUniqueId u;
+	int rc = nc.unique_id(&u);
+	if (rc == 0) memcpy(id, u.internal, sizeof u.internal);
+	return rc;
+}
+
+int gc_nccl_init_rank(CUcontext ctx, void **comm, int nranks, const unsigned char id[GC_NCCL_ID_BYTES], int rank) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	ncclUniqueId u;
+	memcpy(u.internal, id, sizeof u.internal);
+	return nc.init_rank((ncclComm_t *)comm, nranks, u, rank);
+}
+
+int gc_nccl_group_start(void) { return nc.group_start(); }
+int gc_nccl_group_end(void) { return nc.group_end(); }
+
+int gc_nccl_post(CUcontext ctx, void *comm, int kind, uint64_t send, uint64_t recv, size_t count, int dt, int op,
+                 int peer, CUstream st) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	const void *s = (const void *)(uintptr_t)send;
+	void *r = (void *)(uintptr_t)recv;
+	switch (kind) {
+	case 0: return nc.all_reduce(s, r, count, dt, op, comm, st);
+	case 1: return nc.broadcast(s, r, count, dt, peer, comm, st);
+	case 2: return nc.reduce(s, r, count, dt, op, peer, comm, st);
+	case 3: return nc.all_gather(s, r, count, dt, comm, st);
+	case 4: return nc.reduce_scatter(s, r, count, dt, op, comm, st);
+	case 5: return nc.send(s, count, dt, peer, comm, st);
+	case 6: return nc.recv(r, count, dt, peer, comm, st);
+	default: return NCCL_INVALID_USAGE;
 	}
-	int end = nc.group_end(); // always closes the group, even after a failed part
-	return rc ? rc : end;
+}
+
+int gc_nccl_comm(CUcontext ctx, void *comm, int what, int *async) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	switch (what) {
+	case 0: return nc.async_error(comm, async);
+	case 1: return nc.finalize(comm);
+	case 2: return nc.destroy(comm);
+	case 3: return nc.abort_(comm);
+	default: return NCCL_INVALID_USAGE;
+	}
+}
+
+int gc_nccl_premul(CUcontext ctx, void *comm, int *op, void *host, uint64_t dev, int dt) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	// ncclScalarHostImmediate (1) reads host during the call; ncclScalarDevice (0) at each use.
+	return host ? nc.premul(op, host, dt, 1, comm) : nc.premul(op, (void *)(uintptr_t)dev, dt, 0, comm);
+}
+
+int gc_nccl_redop_destroy(CUcontext ctx, void *comm, int op) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	return nc.redop_destroy(op, comm);
+}
+
+int gc_nccl_split(CUcontext ctx, void *comm, int color, int key, void **out, int *rank, int *nranks) {
+	if (gc_bind(ctx) != 0) return NCCL_INTERNAL_ERROR;
+	*out = NULL;
+	int rc = nc.split(comm, color, key, (ncclComm_t *)out, NULL);
+	if (rc != 0 || *out == NULL) return rc;
+	rc = nc.user_rank(*out, rank);
+	return rc ? rc : nc.count(*out, nranks);
 }

@@ -3,11 +3,17 @@ package guesttest
 import (
 	"bufio"
 	"debug/elf"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/internal/sessiontoken"
 )
 
 var ncclBuild buildOnce
@@ -95,5 +101,72 @@ func TestNcclExportsItsAPI(t *testing.T) {
 	}
 	if n < 30 {
 		t.Fatalf("only %d names in nccl-api.txt", n)
+	}
+}
+
+// instanceToken is a token of instance inst for session, granted the simulated GPUs order.
+func instanceToken(s *gpuserverd, inst, session string, order ...int) string {
+	return s.token(session, sessiontoken.TierDedicated, 0, func(c *sessiontoken.Claims) {
+		c.InstanceID, c.TenantID = inst, "tenant-"+inst
+		c.GPUs = nil
+		for _, o := range order {
+			c.GPUs = append(c.GPUs, sim.UUID(o))
+		}
+	})
+}
+
+// TestNcclRanksInSeveralProcesses: N processes of one instance, each its own session (one rank
+// per GPU, as torchrun starts them), build one communicator from the unique id rank 0's process
+// got, and all-reduce, broadcast and pass a ring of sends with the right values; the same id
+// presented by a session of another instance is refused while they hold it.
+func TestNcclRanksInSeveralProcesses(t *testing.T) {
+	buildNccl(t)
+	for _, n := range []int{2, 3} {
+		s := startServer(t, "GPUSERVERD_SIM_DEVICES=4")
+		order := []int{2, 0, 3, 1}[:n]
+		var procs []*exec.Cmd
+		var outs []*strings.Builder
+		start := func(args ...string) *exec.Cmd {
+			cmd := s.client(instanceToken(s, "inst-ddp", fmt.Sprintf("s-rank%d-%d", len(procs), n), order...), "nccl_sim_test", args...)
+			procs = append(procs, cmd)
+			return cmd
+		}
+		r0 := start("rank", "0", strconv.Itoa(n))
+		stdout, _ := r0.StdoutPipe()
+		var e0 strings.Builder
+		r0.Stderr = &e0
+		if err := r0.Start(); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(stdout)
+		line, err := br.ReadString('\n')
+		id := strings.TrimSpace(line)
+		if err != nil || len(id) != 48 {
+			t.Fatalf("rank 0's unique id: %q %v (%s)", line, err, e0.String())
+		}
+		// Another instance's session (on a GPU of the server left free) presenting the id while
+		// rank 0 holds it is refused.
+		out := s.run(instanceToken(s, "inst-other", fmt.Sprintf("s-other-%d", n), []int{2, 0, 3, 1}[n]), "nccl_sim_test", "foreign", id)
+		if !strings.Contains(out, "foreign id: 4 (invalid argument") {
+			t.Fatalf("another instance joined the id:\n%s", out)
+		}
+		for r := 1; r < n; r++ {
+			cmd := start("rank", strconv.Itoa(r), strconv.Itoa(n), id)
+			var b strings.Builder
+			cmd.Stdout, cmd.Stderr = &b, &b
+			outs = append(outs, &b)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rest, _ := io.ReadAll(br)
+		if err := r0.Wait(); err != nil || !strings.Contains(string(rest), "nccl_sim_test: OK") {
+			t.Fatalf("%d ranks, rank 0: %v\n%s%s", n, err, rest, e0.String())
+		}
+		for r, cmd := range procs[1:] {
+			if err := cmd.Wait(); err != nil || !strings.Contains(outs[r].String(), "nccl_sim_test: OK") {
+				t.Fatalf("%d ranks, rank %d: %v\n%s", n, r+1, err, outs[r].String())
+			}
+		}
 	}
 }

@@ -1,9 +1,10 @@
-/* gpucloud's libnccl.so.2: NCCL for the ranks of one gpucloud session. Unique ids come from the
- * session's worker and only that session may build a communicator with one; each rank's part of a
- * collective is posted to the worker, which runs the collective once every rank has posted (on
- * the simulated backend, and staged through the worker on any backend; see docs/multi-gpu.md).
- * The library reaches the session through gpucloud's libcuda's private table; over NVIDIA's
- * libcuda it refuses to start, saying why. */
+/* gpucloud's libnccl.so.2: NCCL for the ranks of one gpucloud instance. Unique ids come from the
+ * session's worker and belong to the instance: any of its sessions (its processes, one per GPU as
+ * torchrun starts them, or one process with several GPUs) may join one, another instance's may
+ * not. The worker runs each communicator as a rank of the backend's NCCL (NVIDIA's on a GPU);
+ * collectives go to it without waiting for a reply, in stream order, and group calls go as NCCL
+ * groups (see docs/multi-gpu.md). The library reaches the session through gpucloud's libcuda's
+ * private table; over NVIDIA's libcuda it refuses to start, saying why. */
 #include "nccl.h"
 
 #include <pthread.h>
@@ -75,13 +76,22 @@ static int on_device(int device) {
     return 0;
 }
 
-/* call sends one request answered by NcclReply and returns its NCCL status. */
+/* call sends one request answered by NcclReply and returns its NCCL status; with r NULL it goes
+ * without a reply (a failure is the communicator's asynchronous error). */
 static ncclResult_t call(uint16_t type, const uint8_t *b, size_t n, int device, struct gw_nccl_reply *r, const char *what) {
     if (!ready()) return fail(ncclSystemError, "%s: no gpucloud session", what);
     if (on_device(device) != 0) return fail(ncclUnhandledCudaError, "%s: no CUDA context", what);
+    if (r == NULL) {
+        CUresult rc = T->request(type, GW_FLAG_NO_REPLY, b, n, GW_TYPE_NCCL_REPLY, NULL);
+        return rc == CUDA_SUCCESS ? ncclSuccess : fail(ncclUnhandledCudaError, "%s: the session failed", what);
+    }
     memset(r, 0, sizeof *r);
     CUresult rc = T->request(type, 0, b, n, GW_TYPE_NCCL_REPLY, r);
-    if (r->status != 0) return fail((ncclResult_t)r->status, "%s refused by the session's worker", what);
+    if (r->status != 0) {
+        snprintf(last_error, sizeof last_error, "%s: %s", what, r->message);
+        if (getenv("NCCL_DEBUG") || getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud libnccl: %s\n", last_error);
+        return (ncclResult_t)r->status;
+    }
     if (rc != CUDA_SUCCESS) return fail(ncclUnhandledCudaError, "%s: the session failed", what);
     return ncclSuccess;
 }
@@ -104,6 +114,19 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     return ncclSuccess;
 }
 
+/* track makes the guest's handle of the worker's communicator server. */
+static ncclResult_t track(ncclComm_t *comm, uint64_t server, int rank, int nranks, int device, const char *what) {
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c) return fail(ncclSystemError, "%s: out of memory", what);
+    *c = (struct ncclComm){.magic = COMM_MAGIC, .server = server, .rank = rank, .nranks = nranks, .device = device};
+    pthread_mutex_lock(&live_mu);
+    c->next = live;
+    live = c;
+    pthread_mutex_unlock(&live_mu);
+    *comm = c;
+    return ncclSuccess;
+}
+
 static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *id, int rank, int device) {
     if (!comm) return fail(ncclInvalidArgument, "%s: comm is NULL", "ncclCommInitRank");
     if (nranks < 1 || rank < 0 || rank >= nranks)
@@ -119,15 +142,7 @@ static ncclResult_t init_rank(ncclComm_t *comm, int nranks, const ncclUniqueId *
     struct gw_nccl_reply r;
     ncclResult_t s = call(GW_TYPE_NCCL_COMM_INIT, b, n, device, &r, "ncclCommInitRank");
     if (s != ncclSuccess) return s;
-    struct ncclComm *c = calloc(1, sizeof *c);
-    if (!c) return fail(ncclSystemError, "%s: out of memory", "ncclCommInitRank");
-    *c = (struct ncclComm){.magic = COMM_MAGIC, .server = r.comm, .rank = rank, .nranks = nranks, .device = device};
-    pthread_mutex_lock(&live_mu);
-    c->next = live;
-    live = c;
-    pthread_mutex_unlock(&live_mu);
-    *comm = c;
-    return ncclSuccess;
+    return track(comm, r.comm, rank, nranks, device, "ncclCommInitRank");
 }
 
 /* The rank's device is the calling thread's current one (device 0 without a context), as NCCL
@@ -143,16 +158,43 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId 
 }
 
 EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t *config) {
-    (void)config; /* blocking, CTA and network hints mean nothing to the worker's communicators */
+    /* The worker's communicators are blocking ones: a nonblocking caller sees ncclSuccess at once,
+     * which NCCL allows; CTA and network hints are the worker's NCCL's own business. */
+    (void)config;
     return init_rank(comm, nranks, &id, rank, current_device());
+}
+
+/* Several roots only spread NCCL's bootstrap over more processes: with one id it is
+ * ncclCommInitRankConfig; the worker's NCCL has its own bootstrap, so several ids are refused. */
+EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *comm, int nranks, int rank, int nIds, ncclUniqueId *ids,
+                                             ncclConfig_t *config) {
+    (void)config;
+    if (nIds != 1 || !ids) return fail(ncclInvalidUsage, "%s with other than one unique id is not supported by gpucloud's NCCL", "ncclCommInitRankScalable");
+    return init_rank(comm, nranks, ids, rank, current_device());
 }
 
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     if (!comms || ndev < 1) return fail(ncclInvalidArgument, "%s: comms NULL or ndev < 1", "ncclCommInitAll");
     ncclUniqueId id;
     ncclResult_t s = ncclGetUniqueId(&id);
+    if (s != ncclSuccess) return s;
+    /* One thread makes every rank: a group, as NCCL's own ncclCommInitAll does. */
+    s = ncclGroupStart();
     for (int i = 0; i < ndev && s == ncclSuccess; i++) s = init_rank(&comms[i], ndev, &id, i, devlist ? devlist[i] : i);
-    return s;
+    ncclResult_t e = ncclGroupEnd();
+    return s != ncclSuccess ? s : e;
+}
+
+static void forget(ncclComm_t comm) {
+    pthread_mutex_lock(&live_mu);
+    for (struct ncclComm **p = &live; *p; p = &(*p)->next)
+        if (*p == comm) {
+            *p = comm->next;
+            break;
+        }
+    pthread_mutex_unlock(&live_mu);
+    comm->magic = 0;
+    free(comm);
 }
 
 static ncclResult_t destroy(ncclComm_t comm, const char *what) {
@@ -163,28 +205,36 @@ static ncclResult_t destroy(ncclComm_t comm, const char *what) {
     gw_nccl_comm_destroy_encode(&m, b);
     struct gw_nccl_reply r;
     ncclResult_t s = call(GW_TYPE_NCCL_COMM_DESTROY, b, n, comm->device, &r, what);
-    pthread_mutex_lock(&live_mu);
-    for (struct ncclComm **p = &live; *p; p = &(*p)->next)
-        if (*p == comm) {
-            *p = comm->next;
-            break;
-        }
-    pthread_mutex_unlock(&live_mu);
-    comm->magic = 0;
-    free(comm);
+    forget(comm);
     return s;
 }
 
-EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { return comm ? destroy(comm, "ncclCommDestroy") : ncclSuccess; }
-EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) { return comm ? destroy(comm, "ncclCommAbort") : ncclSuccess; }
-/* Collectives run once every rank has posted: nothing stays in flight to flush. */
-EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-    return is_live(comm) ? ncclSuccess : fail(ncclInvalidArgument, "%s: not a live communicator", "ncclCommFinalize");
+/* query sends NcclCommQuery (what: 0 async error, 1 finalize, 2 abort) and returns its status. */
+static ncclResult_t query(ncclComm_t comm, uint32_t what, const char *name) {
+    if (!is_live(comm)) return fail(ncclInvalidArgument, "%s: not a live communicator", name);
+    struct gw_nccl_comm_query m = {.comm = comm->server, .what = what};
+    uint8_t b[32];
+    size_t n = gw_nccl_comm_query_size(&m);
+    gw_nccl_comm_query_encode(&m, b);
+    struct gw_nccl_reply r;
+    return call(GW_TYPE_NCCL_COMM_QUERY, b, n, comm->device, &r, name);
 }
 
+EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { return comm ? destroy(comm, "ncclCommDestroy") : ncclSuccess; }
+EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    if (!comm) return ncclSuccess;
+    ncclResult_t s = query(comm, 2, "ncclCommAbort");
+    if (is_live(comm)) forget(comm);
+    return s;
+}
+EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { return query(comm, 1, "ncclCommFinalize"); }
+
+/* The communicator's error: a collective sent without a reply that failed in the worker. */
 EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *err) {
     if (!is_live(comm) || !err) return fail(ncclInvalidArgument, "%s: bad communicator or argument", "ncclCommGetAsyncError");
-    *err = ncclSuccess; /* collectives report their errors when posted */
+    ncclResult_t s = query(comm, 0, "ncclCommGetAsyncError");
+    if (s == ncclUnhandledCudaError || s == ncclSystemError) return s; /* the session itself failed */
+    *err = s;
     return ncclSuccess;
 }
 
@@ -217,6 +267,56 @@ EXPORT const char *ncclGetLastError(ncclComm_t comm) {
     return last_error;
 }
 
+/* ---- communicators from communicators, reduction ops ---- */
+
+static const unsigned char type_size[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+/* ncclCommSplit: the worker's NCCL splits its communicator (a collective of every rank); the new
+ * rank is on the parent's device. config is the worker's NCCL's business (defaults). */
+EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+    (void)config;
+    if (!is_live(comm) || !newcomm) return fail(ncclInvalidArgument, "%s: bad communicator or argument", "ncclCommSplit");
+    struct gw_nccl_comm_split m = {.comm = comm->server, .color = color, .key = key};
+    uint8_t b[32];
+    size_t n = gw_nccl_comm_split_size(&m);
+    gw_nccl_comm_split_encode(&m, b);
+    struct gw_nccl_reply r;
+    ncclResult_t s = call(GW_TYPE_NCCL_COMM_SPLIT, b, n, comm->device, &r, "ncclCommSplit");
+    if (s != ncclSuccess) return s;
+    *newcomm = NULL;
+    if (r.comm == 0) return ncclSuccess; /* NCCL_SPLIT_NOCOLOR */
+    return track(newcomm, r.comm, (int)r.id0, (int)r.id1, comm->device, "ncclCommSplit");
+}
+
+EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                             ncclScalarResidence_t residence, ncclComm_t comm) {
+    if (!is_live(comm) || !op || !scalar || (unsigned)datatype >= ncclNumTypes || (unsigned)residence > 1)
+        return fail(ncclInvalidArgument, "%s: bad communicator or argument", "ncclRedOpCreatePreMulSum");
+    struct gw_nccl_red_op m = {.comm = comm->server, .create = 1, .datatype = (uint32_t)datatype,
+                               .residence = (uint32_t)residence};
+    if (residence == ncclScalarHostImmediate)
+        memcpy(&m.scalar, scalar, type_size[datatype]); /* read now, as NCCL does */
+    else
+        m.scalar = (uint64_t)(uintptr_t)scalar; /* a device address, read at each use */
+    uint8_t b[64];
+    size_t n = gw_nccl_red_op_size(&m);
+    gw_nccl_red_op_encode(&m, b);
+    struct gw_nccl_reply r;
+    ncclResult_t s = call(GW_TYPE_NCCL_RED_OP, b, n, comm->device, &r, "ncclRedOpCreatePreMulSum");
+    if (s == ncclSuccess) *op = (ncclRedOp_t)r.comm;
+    return s;
+}
+
+EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+    if (!is_live(comm)) return fail(ncclInvalidArgument, "%s: not a live communicator", "ncclRedOpDestroy");
+    struct gw_nccl_red_op m = {.comm = comm->server, .create = 0, .op = (uint32_t)op};
+    uint8_t b[64];
+    size_t n = gw_nccl_red_op_size(&m);
+    gw_nccl_red_op_encode(&m, b);
+    struct gw_nccl_reply r;
+    return call(GW_TYPE_NCCL_RED_OP, b, n, comm->device, &r, "ncclRedOpDestroy");
+}
+
 /* ---- collectives ---- */
 
 enum { ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV };
@@ -224,8 +324,8 @@ enum { ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, REDUCE_SCATTER, SEND, RECV };
 static ncclResult_t post(uint32_t kind, const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
                          int peer, ncclComm_t comm, CUstream stream, const char *what) {
     if (!is_live(comm)) return fail(ncclInvalidArgument, "%s: not a live communicator", what);
-    if ((unsigned)dt >= ncclFloat8e4m3) return fail(ncclInvalidArgument, "%s: data type not supported", what);
-    if ((unsigned)op >= ncclNumOps) return fail(ncclInvalidArgument, "%s: reduction op not supported", what);
+    if ((unsigned)dt >= ncclNumTypes) return fail(ncclInvalidArgument, "%s: data type not supported", what);
+    if ((int)op < 0) return fail(ncclInvalidArgument, "%s: reduction op not supported", what); /* the worker knows the comm's own */
     if (peer < 0 || peer >= comm->nranks) return fail(ncclInvalidArgument, "%s: root or peer out of range", what);
     if (!ready()) return fail(ncclSystemError, "%s: no gpucloud session", what);
     struct gw_nccl_collective m = {.comm = comm->server, .kind = kind, .send = (uint64_t)(uintptr_t)send,
@@ -234,8 +334,7 @@ static ncclResult_t post(uint32_t kind, const void *send, void *recv, size_t cou
     uint8_t b[96];
     size_t n = gw_nccl_collective_size(&m);
     gw_nccl_collective_encode(&m, b);
-    struct gw_nccl_reply r;
-    return call(GW_TYPE_NCCL_COLLECTIVE, b, n, comm->device, &r, what);
+    return call(GW_TYPE_NCCL_COLLECTIVE, b, n, comm->device, NULL, what); /* stream-ordered: no reply */
 }
 
 EXPORT ncclResult_t ncclAllReduce(const void *s, void *r, size_t count, ncclDataType_t dt, ncclRedOp_t op,
@@ -267,17 +366,26 @@ EXPORT ncclResult_t ncclRecv(void *r, size_t count, ncclDataType_t dt, int peer,
     return post(RECV, NULL, r, count, dt, ncclSum, peer, comm, st, "ncclRecv");
 }
 
-/* Groups: the worker runs a collective when every rank has posted its part, so the parts of a
- * group can go as they are called; a group only has to be balanced. */
+/* Groups are the worker's NCCL groups: what the thread calls between start and end (ranks made,
+ * collectives posted) is one group there, completed by the end. The start goes without a reply. */
 static __thread int group_depth;
+static ncclResult_t group(uint32_t start, const char *what) {
+    struct gw_nccl_group m = {.start = start};
+    uint8_t b[16];
+    size_t n = gw_nccl_group_size(&m);
+    gw_nccl_group_encode(&m, b);
+    struct gw_nccl_reply r;
+    return call(GW_TYPE_NCCL_GROUP, b, n, current_device(), start ? NULL : &r, what);
+}
 EXPORT ncclResult_t ncclGroupStart(void) {
-    group_depth++;
-    return ncclSuccess;
+    ncclResult_t s = group(1, "ncclGroupStart");
+    if (s == ncclSuccess) group_depth++;
+    return s;
 }
 EXPORT ncclResult_t ncclGroupEnd(void) {
     if (group_depth == 0) return fail(ncclInvalidUsage, "%s without ncclGroupStart", "ncclGroupEnd");
     group_depth--;
-    return ncclSuccess;
+    return group(0, "ncclGroupEnd");
 }
 
 /* ---- the rest of NCCL's API: refused cleanly ---- */
@@ -287,16 +395,14 @@ EXPORT ncclResult_t ncclGroupEnd(void) {
 REFUSED(ncclMemAlloc)
 REFUSED(ncclMemFree)
 REFUSED(ncclCommRevoke)
-REFUSED(ncclCommSplit)
 REFUSED(ncclCommShrink)
-REFUSED(ncclCommInitRankScalable)
 REFUSED(ncclCommRegister)
 REFUSED(ncclCommDeregister)
 REFUSED(ncclCommWindowRegister)
 REFUSED(ncclCommWindowDeregister)
-REFUSED(ncclRedOpCreatePreMulSum)
-REFUSED(ncclRedOpDestroy)
 REFUSED(ncclAlltoAll)
 REFUSED(ncclGather)
 REFUSED(ncclScatter)
 REFUSED(ncclGroupSimulateEnd)
+REFUSED(ncclDevCommCreate)
+REFUSED(ncclDevCommDestroy)

@@ -4,6 +4,9 @@
  *                              reduce, all-gather, reduce-scatter, send/recv, refusals.
  *   nccl_sim_test id         : prints a unique id of this session (hex) and waits for a line.
  *   nccl_sim_test foreign HEX: tries to join the communicator of another session's unique id.
+ *   nccl_sim_test rank R N [HEX]: one rank of N in this process (its own session), on device R:
+ *                              rank 0 prints a new unique id (hex) first, the others join HEX;
+ *                              all-reduce, broadcast and a send/recv ring with the other processes.
  * Prints "nccl_sim_test: OK". */
 #include "nccl.h"
 
@@ -209,22 +212,150 @@ static void others(void) {
 static void refusals(void) {
     EXPECT(ncclAlltoAll(NULL, NULL, 1, ncclFloat, comm[0], NULL) == ncclInvalidUsage);
     EXPECT(strstr(ncclGetLastError(NULL), "not supported") != NULL);
-    EXPECT(ncclAllReduce(NULL, NULL, 1, ncclFloat8e4m3, ncclSum, comm[0], NULL) == ncclInvalidArgument);
     EXPECT(ncclBroadcast(NULL, NULL, 1, ncclFloat, nr, comm[0], NULL) == ncclInvalidArgument);
     EXPECT(ncclAllReduce(NULL, NULL, 1, ncclFloat, ncclSum, (ncclComm_t)&nr, NULL) == ncclInvalidArgument);
     EXPECT(ncclGroupEnd() == ncclInvalidUsage);
     ncclUniqueId id;
     NC(ncclGetUniqueId(&id));
     ncclComm_t c;
-    EXPECT(ncclCommInitRank(&c, nr + 1, id, 0) == ncclInvalidArgument); /* more ranks than GPUs */
+    EXPECT(ncclCommInitRank(&c, 0, id, 0) == ncclInvalidArgument);
+    EXPECT(ncclCommInitRank(&c, 2, id, 2) == ncclInvalidArgument);
     memset(id.internal + 8, 0x5a, 16);
     EXPECT(ncclCommInitRank(&c, 1, id, 0) == ncclInvalidArgument); /* an id never issued */
     EXPECT(ncclCommDestroy(NULL) == ncclSuccess);
     EXPECT(strcmp(ncclGetErrorString(ncclInvalidUsage), "invalid usage (run with NCCL_DEBUG=WARN for details)") == 0);
+    /* A collective goes without a reply: a part the worker's NCCL refuses (fp8, which the
+     * simulation does not reduce, on NULL buffers) is the communicator's asynchronous error. */
+    ncclResult_t async = ncclSuccess;
+    NC(ncclCommGetAsyncError(comm[0], &async));
+    EXPECT(async == ncclSuccess);
+    NC(ncclAllReduce(NULL, NULL, 1, ncclFloat8e4m3, ncclSum, comm[0], NULL));
+    NC(ncclCommGetAsyncError(comm[0], &async));
+    EXPECT(async == ncclInternalError);
+    EXPECT(strstr(ncclGetLastError(NULL), "datatype 10") != NULL);
 }
 
 static void hexid(const ncclUniqueId *id, char *out) {
     for (int i = 0; i < 24; i++) sprintf(out + 2 * i, "%02x", (unsigned char)id->internal[i]);
+}
+
+static int parse_id(const char *hex, ncclUniqueId *id) {
+    memset(id, 0, sizeof *id);
+    for (int i = 0; i < 24; i++) {
+        unsigned b;
+        if (sscanf(hex + 2 * i, "%2x", &b) != 1) return -1;
+        id->internal[i] = (char)b;
+    }
+    return 0;
+}
+
+/* One rank of n in this process, as torchrun's processes are: rank r on device r. */
+static int one_rank(int r, int n, const char *hex) {
+    ncclUniqueId id;
+    if (hex == NULL) {
+        NC(ncclGetUniqueId(&id));
+        char h[64];
+        hexid(&id, h);
+        printf("%s\n", h);
+        fflush(stdout);
+    } else if (parse_id(hex, &id) != 0) {
+        return 2;
+    }
+    CUcontext c;
+    CUstream s;
+    CHECK(cuDevicePrimaryCtxRetain(&c, r));
+    CHECK(cuCtxSetCurrent(c));
+    CHECK(cuStreamCreate(&s, 0));
+    ncclComm_t cm;
+    NC(ncclCommInitRank(&cm, n, id, r));
+    static float h[COUNT];
+    CUdeviceptr a, b;
+    CHECK(cuMemAlloc(&a, sizeof h));
+    CHECK(cuMemAlloc(&b, sizeof h));
+    for (int i = 0; i < COUNT; i++) h[i] = (float)(r * 1000 + i);
+    CHECK(cuMemcpyHtoD(a, h, sizeof h));
+    NC(ncclAllReduce((void *)a, (void *)b, COUNT, ncclFloat, ncclSum, cm, s));
+    NC(ncclAllReduce((void *)a, (void *)a, COUNT, ncclFloat, ncclAvg, cm, s)); /* in place, after the sum */
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(h, b, sizeof h));
+    for (int i = 0; i < COUNT; i++) {
+        float want = (float)(1000 * n * (n - 1) / 2 + n * i);
+        if (h[i] != want) {
+            fprintf(stderr, "rank %d: sum[%d] = %g, want %g\n", r, i, h[i], want);
+            return 1;
+        }
+    }
+    CHECK(cuMemcpyDtoH(h, a, sizeof h));
+    EXPECT(h[3] == (float)(1000 * n * (n - 1) / 2 + n * 3) / n);
+    int32_t v = 100 + r, got = -1;
+    CUdeviceptr iv, ov;
+    CHECK(cuMemAlloc(&iv, 4));
+    CHECK(cuMemAlloc(&ov, 4));
+    CHECK(cuMemcpyHtoD(iv, &v, 4));
+    NC(ncclBroadcast((void *)iv, (void *)ov, 1, ncclInt32, n - 1, cm, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(&got, ov, 4));
+    EXPECT(got == 100 + n - 1);
+    NC(ncclGroupStart());
+    NC(ncclSend((void *)iv, 1, ncclInt32, (r + 1) % n, cm, s));
+    NC(ncclRecv((void *)ov, 1, ncclInt32, (r + n - 1) % n, cm, s));
+    NC(ncclGroupEnd());
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(&got, ov, 4));
+    EXPECT(got == 100 + (r + n - 1) % n);
+
+    /* Pre-multiplied sums (PyTorch's PREMUL_SUM): a host scalar 2, a device scalar 3. */
+    float one = (float)(r + 1), two = 2, three = 3, fgot = 0;
+    CUdeviceptr fv, fo, fs;
+    CHECK(cuMemAlloc(&fv, 4));
+    CHECK(cuMemAlloc(&fo, 4));
+    CHECK(cuMemAlloc(&fs, 4));
+    CHECK(cuMemcpyHtoD(fv, &one, 4));
+    CHECK(cuMemcpyHtoD(fs, &three, 4));
+    ncclRedOp_t host_op, dev_op;
+    NC(ncclRedOpCreatePreMulSum(&host_op, &two, ncclFloat, ncclScalarHostImmediate, cm));
+    two = 100; /* read at creation: changing it now changes nothing */
+    NC(ncclRedOpCreatePreMulSum(&dev_op, (void *)fs, ncclFloat, ncclScalarDevice, cm));
+    EXPECT(host_op >= ncclNumOps && dev_op >= ncclNumOps && host_op != dev_op);
+    NC(ncclAllReduce((void *)fv, (void *)fo, 1, ncclFloat, host_op, cm, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(&fgot, fo, 4));
+    EXPECT(fgot == (float)(n * (n + 1)));
+    NC(ncclAllReduce((void *)fv, (void *)fo, 1, ncclFloat, dev_op, cm, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuMemcpyDtoH(&fgot, fo, 4));
+    EXPECT(fgot == (float)(3 * n * (n + 1) / 2));
+    NC(ncclRedOpDestroy(host_op, cm));
+    NC(ncclRedOpDestroy(dev_op, cm));
+    EXPECT(ncclRedOpDestroy(host_op, cm) == ncclInvalidArgument); /* gone */
+
+    /* ncclCommSplit: with 3 ranks, rank 1 joins none and ranks 0 and 2 swap places (key -rank);
+     * with 2, both swap. An all-reduce in the new communicator sums its members only. */
+    int color = (n == 3 && r == 1) ? NCCL_SPLIT_NOCOLOR : 0;
+    ncclComm_t sub = NULL;
+    NC(ncclCommSplit(cm, color, -r, &sub, NULL));
+    if (color == NCCL_SPLIT_NOCOLOR) {
+        EXPECT(sub == NULL);
+    } else {
+        int members = n == 3 ? 2 : n, sr = -1, sc = -1;
+        NC(ncclCommUserRank(sub, &sr));
+        NC(ncclCommCount(sub, &sc));
+        EXPECT(sc == members && sr == (r == 0 ? members - 1 : 0));
+        NC(ncclAllReduce((void *)iv, (void *)ov, 1, ncclInt32, ncclSum, sub, s));
+        CHECK(cuStreamSynchronize(s));
+        CHECK(cuMemcpyDtoH(&got, ov, 4));
+        EXPECT(got == (n == 3 ? 100 + 102 : 100 + 101));
+        NC(ncclCommDestroy(sub));
+    }
+
+    ncclResult_t async;
+    NC(ncclCommGetAsyncError(cm, &async));
+    EXPECT(async == ncclSuccess);
+    NC(ncclCommFinalize(cm));
+    NC(ncclCommDestroy(cm));
+    printf("nccl_sim_test: rank %d of %d: all-reduce sum and avg, broadcast, send/recv ring, pre-multiplied sums, split right\n", r, n);
+    printf("nccl_sim_test: OK\n");
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -243,14 +374,10 @@ int main(int argc, char **argv) {
         if (!fgets(line, sizeof line, stdin)) return 0; /* keep the session while the other tries */
         return 0;
     }
+    if (argc > 3 && strcmp(argv[1], "rank") == 0) return one_rank(atoi(argv[2]), atoi(argv[3]), argc > 4 ? argv[4] : NULL);
     if (argc > 2 && strcmp(argv[1], "foreign") == 0) {
         ncclUniqueId id;
-        memset(&id, 0, sizeof id);
-        for (int i = 0; i < 24; i++) {
-            unsigned b;
-            if (sscanf(argv[2] + 2 * i, "%2x", &b) != 1) return 2;
-            id.internal[i] = (char)b;
-        }
+        if (parse_id(argv[2], &id) != 0) return 2;
         ncclComm_t c;
         ncclResult_t r = ncclCommInitRank(&c, 1, id, 0);
         printf("nccl_sim_test: foreign id: %d (%s)\n", r, ncclGetErrorString(r));
@@ -285,7 +412,7 @@ int main(int argc, char **argv) {
     }
     ncclComm_t again;
     CHECK(cuCtxSetCurrent(ctx[0]));
-    EXPECT(ncclCommInitRank(&again, nr, id, 0) == ncclInvalidUsage); /* rank 0 taken */
+    EXPECT(ncclCommInitRank(&again, nr, id, 0) != ncclSuccess); /* rank 0 taken */
     allreduce_f32();
     allreduce_types();
     others();

@@ -1,4 +1,4 @@
-package worker
+package sim
 
 import (
 	"encoding/binary"
@@ -165,44 +165,19 @@ func floatToBF16(f float32) uint16 {
 	return uint16((u + 0x7fff + (u>>16)&1) >> 16) // round to nearest even
 }
 
-func halfToFloat(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && man == 0:
-		return math.Float32frombits(sign)
-	case exp == 0: // subnormal
-		v := float32(float64(man) * math.Pow(2, -24))
-		if sign != 0 {
-			v = -v
+// scale multiplies every element of b (of type dt) by the scalar s (one element of dt), rounding
+// to the type: a pre-multiplied sum's first step on each rank.
+func scale(b []byte, s []byte, dt uint32) {
+	es := elemSizes[dt]
+	if isFloat(dt) {
+		k := getFloat(s, dt)
+		for i := 0; i+es <= len(b); i += es {
+			putFloat(b[i:], getFloat(b[i:], dt)*k, dt)
 		}
-		return v
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+		return
 	}
-	return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-}
-
-func floatToHalf(f float32) uint16 {
-	u := math.Float32bits(f)
-	sign := uint16(u>>16) & 0x8000
-	if u&0x7fffffff > 0x7f800000 {
-		return sign | 0x7e00
+	k := getInt(s, dt)
+	for i := 0; i+es <= len(b); i += es {
+		putInt(b[i:], getInt(b[i:], dt)*k, dt)
 	}
-	a := math.Abs(float64(f))
-	if a >= 65520 { // rounds past the largest half
-		return sign | 0x7c00
-	}
-	if a < math.Pow(2, -14) { // subnormal: multiples of 2^-24, rounded to even
-		return sign | uint16(math.RoundToEven(a*math.Pow(2, 24)))
-	}
-	exp := uint32(u>>23)&0xff - 112
-	man := u & 0x7fffff
-	h := exp<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // a carry into the exponent is right
-	}
-	return sign | uint16(h)
 }
