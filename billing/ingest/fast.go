@@ -25,28 +25,22 @@ const copyRecordsSQL = `COPY billing_usage_records (id, kind, source, tenant_id,
     start_at, end_at, gpu_model, tier, gpu_count, memory_quota, memory_peak_bytes, memory_avg_bytes,
     bytes_moved, instance_type, vcpus, memory_mib, booked_period, adjustment) FROM STDIN (FORMAT binary)`
 
-// copyPendingSQL names the columns copyPieces writes, in its order.
-const copyPendingSQL = `COPY billing_usage_pending (tenant_id, booked_period, adjustment, hour, kind, tier,
+// copyPiecesSQL names the columns copyPieces writes, in its order, into table: the pending
+// table (batches that compress) or billing_usage_direct (spread batches, see spread).
+func copyPiecesSQL(table string) string {
+	return `COPY ` + table + ` (tenant_id, booked_period, adjustment, hour, kind, tier,
     gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records) FROM STDIN (FORMAT binary)`
+}
+
+var (
+	copyPendingSQL = copyPiecesSQL("billing_usage_pending")
+	copyDirectSQL  = copyPiecesSQL("billing_usage_direct")
+)
 
 // closedMonthsSQL reads the batch's tenants' ($1) closed months from its earliest month ($2) on,
 // in one index scan (usually none: only records arriving after their month closed meet one).
 const closedMonthsSQL = `SELECT tenant_id, period FROM billing_invoices
 WHERE tenant_id = ANY ($1::uuid[]) AND period >= $2 AND status = 'closed'`
-
-// rollupDirectSQL adds a spread batch's booked pieces straight to the rollups (see spread), locked
-// in key order as the flush locks them: concurrent batches and flushes wait, never deadlock.
-const rollupDirectSQL = `
-INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
-    gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
-SELECT * FROM unnest($1::uuid[], $2::date[], $3::bool[], $4::timestamptz[], $5::text[], $6::text[],
-    $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[])
-ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
-DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
-    quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
-    vm_ms = r.vm_ms + excluded.vm_ms,
-    records = r.records + excluded.records`
 
 var copyBufs = sync.Pool{New: func() any { return &copyBuf{} }}
 
@@ -96,15 +90,13 @@ func (in *Ingester) storeFast(ctx context.Context, recs []api.UsageRecord) (int,
 		return 0, fmt.Errorf("ingest: copy %d records: %w", len(recs), err)
 	}
 	pieces := splitPieces(recs, tenants)
+	into := copyPendingSQL
 	if spread(len(pieces), len(recs)) {
-		if _, err := tx.Exec(ctx, rollupDirectSQL, rollupColumns(pieces, book)...); err != nil {
-			return 0, fmt.Errorf("ingest: roll up %d pieces: %w", len(pieces), err)
-		}
-	} else {
-		copyPieces(buf, pieces, book)
-		if _, err := tx.Conn().PgConn().CopyFrom(ctx, buf.reader(), copyPendingSQL); err != nil {
-			return 0, fmt.Errorf("ingest: copy %d pending pieces: %w", len(pieces), err)
-		}
+		into = copyDirectSQL
+	}
+	copyPieces(buf, pieces, book)
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, buf.reader(), into); err != nil {
+		return 0, fmt.Errorf("ingest: copy %d rollup pieces: %w", len(pieces), err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("ingest: commit %d records: %w", len(recs), err)
@@ -194,19 +186,4 @@ func copyPieces(buf *copyBuf, pieces []piece, book booking) {
 		buf.int64(p.sum.vmMS)
 		buf.int64(p.sum.records)
 	}
-}
-
-// rollupColumns are rollupDirectSQL's arguments.
-func rollupColumns(pieces []piece, book booking) []any {
-	n := len(pieces)
-	tenant, booked, adj, hour := make([]pgtype.UUID, n), make([]time.Time, n), make([]bool, n), make([]time.Time, n)
-	kind, tier, model, typ := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	gpuMS, quotaMS, vmMS, recs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	for i, p := range pieces {
-		tenant[i] = pgtype.UUID{Bytes: p.key.tenant, Valid: true}
-		booked[i], adj[i] = book.period(p.key.tenant, p.key.month)
-		hour[i], kind[i], tier[i], model[i], typ[i] = p.key.hour, p.key.kind, p.key.tier, p.key.gpuModel, p.key.instType
-		gpuMS[i], quotaMS[i], vmMS[i], recs[i] = p.sum.gpuMS, p.sum.quotaMiBMS, p.sum.vmMS, p.sum.records
-	}
-	return []any{tenant, booked, adj, hour, kind, tier, model, typ, gpuMS, quotaMS, vmMS, recs}
 }

@@ -105,10 +105,11 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 }
 
 // spread says whether a batch's pieces hardly compress (more than one rollup key per two
-// records): then they go straight into the rollups (rollupDirectSQL). Parking such pieces in
-// billing_usage_pending buys nothing (the flush would upsert as many rows) and costs an insert
-// and a delete per piece. Batches that do compress (few tenants: hot keys every concurrent batch
-// shares) keep to the pending table, so they do not queue on each other's rollup rows.
+// records): then they are appended to billing_usage_direct, which readers sum with the hourly
+// rollups. Parking such pieces in billing_usage_pending buys nothing (the flush would upsert as
+// many rows), and upserting them costs a conflict check and a speculative insert per piece.
+// Batches that do compress (few tenants) keep to the pending table, which the flush folds into
+// one hourly row per key.
 func spread(pieces, records int) bool { return 2*pieces > records }
 
 // storeDuplicates stores a batch that holds ids already stored (or repeated), ignoring those, in

@@ -97,7 +97,7 @@ func TestCreditsDrawnPartlyInOrder(t *testing.T) {
 		}
 		return g.ID
 	}
-	never := grant(1000, 10, nil)                       // same priority, never expires: after the dated ones
+	never := grant(1000, 10, nil)                        // same priority, never expires: after the dated ones
 	last := grant(1000, 100, at(march.AddDate(0, 1, 1))) // expires soonest of all, but lowest priority
 	later := grant(900, 10, at(march.AddDate(0, 2, 0)))  // third: drawn in part
 	sooner := grant(900, 10, at(march.AddDate(0, 1, 14)))
