@@ -104,13 +104,15 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 	}
 }
 
-// spread says whether a batch's pieces hardly compress (more than one rollup key per two
-// records): then they are appended to billing_usage_direct, which readers sum with the hourly
-// rollups. Parking such pieces in billing_usage_pending buys nothing (the flush would upsert as
-// many rows), and upserting them costs a conflict check and a speculative insert per piece.
-// Batches that do compress (few tenants) keep to the pending table, which the flush folds into
-// one hourly row per key.
-func spread(pieces, records int) bool { return 2*pieces > records }
+// spread says whether a batch's pieces hardly compress: nine rollup keys or more per ten records,
+// i.e. its records are spread over so many tenants and keys that hardly two share one. Then
+// later batches hardly share them either, and the pieces are appended to billing_usage_direct,
+// which readers sum with the hourly rollups: parking them in billing_usage_pending buys nothing
+// (the flush would upsert as many rows), and upserting them costs a conflict check and a
+// speculative insert per piece. Batches whose keys repeat (e.g. 1,000 records over 100 tenants
+// give ~500-650 keys) keep to the pending table, which the flush folds into one hourly row per
+// key, so their rollups stay compact for the reports.
+func spread(pieces, records int) bool { return 10*pieces >= 9*records }
 
 // storeDuplicates stores a batch that holds ids already stored (or repeated), ignoring those, in
 // one statement (insertSQL) that computes the pieces of the rows it actually inserted.
