@@ -107,7 +107,7 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 // spread says whether a batch's pieces hardly compress: nine rollup keys or more per ten records,
 // i.e. its records are spread over so many tenants and keys that hardly two share one. Then
 // later batches hardly share them either, and the pieces are appended to billing_usage_direct,
-// which readers sum with the hourly rollups: parking them in billing_usage_pending buys nothing
+// a child of the hourly rollups that readers sum with them: parking them in billing_usage_pending buys nothing
 // (the flush would upsert as many rows), and upserting them costs a conflict check and a
 // speculative insert per piece. Batches whose keys repeat (e.g. 1,000 records over 100 tenants
 // give ~500-650 keys) keep to the pending table, which the flush folds into one hourly row per

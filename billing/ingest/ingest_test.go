@@ -66,7 +66,7 @@ func TestDuplicatesCountedOnce(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM billing_usage_records`); n != 2 {
 		t.Fatalf("%d raw rows, want 2", n)
 	}
-	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_rollups`); ms != 30*60*1000 {
+	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_hourly`); ms != 30*60*1000 {
 		t.Fatalf("rollup holds %d GPU-ms, want %d", ms, 30*60*1000)
 	}
 }
@@ -140,10 +140,10 @@ func TestDuplicatesAcrossConcurrentBatches(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM billing_usage_records`); n != int64(len(distinct)) {
 		t.Fatalf("%d raw rows, want %d", n, len(distinct))
 	}
-	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_rollups`); ms != want {
+	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_hourly`); ms != want {
 		t.Fatalf("rollup holds %d GPU-ms, want %d", ms, want)
 	}
-	if n := count(t, pool, `SELECT sum(records) FROM billing_usage_rollups`); n != int64(len(distinct)) {
+	if n := count(t, pool, `SELECT sum(records) FROM billing_usage_hourly`); n != int64(len(distinct)) {
 		t.Fatalf("rollup counts %d records, want %d", n, len(distinct))
 	}
 }
@@ -225,7 +225,7 @@ func TestRollupSplitsHours(t *testing.T) {
 	if n := count(t, pool, `SELECT count(*) FROM billing_usage_pending`); n != 0 {
 		t.Fatalf("%d pending rows after a flush", n)
 	}
-	rows, err := pool.Query(context.Background(), `SELECT hour, sum(gpu_ms), sum(records) FROM billing_usage_rollups GROUP BY hour ORDER BY hour`)
+	rows, err := pool.Query(context.Background(), `SELECT hour, sum(gpu_ms), sum(records) FROM billing_usage_hourly GROUP BY hour ORDER BY hour`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +331,7 @@ func TestBookingSkipsClosedMonthsPerTenant(t *testing.T) {
 			t.Errorf("%s booked %s, want %s", id, got, w)
 		}
 	}
-	if n := count(t, pool, `SELECT count(*) FROM billing_usage_rollups WHERE booked_period = '2026-05-01' AND adjustment AND tenant_id = $1`, twoClosed); n != 1 {
+	if n := count(t, pool, `SELECT count(*) FROM billing_usage_hourly WHERE booked_period = '2026-05-01' AND adjustment AND tenant_id = $1`, twoClosed); n != 1 {
 		t.Fatalf("%d May adjustment rollups for the tenant with March and April closed, want 1", n)
 	}
 }
@@ -371,10 +371,10 @@ func TestSpreadBatchesSkipPending(t *testing.T) {
 	if p := pending(); p != 1 {
 		t.Fatalf("dense batch: %d pending rows, want 1 (ten records of one key)", p)
 	}
-	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_rollups`); ms != 20*60*1000 {
+	if ms := count(t, pool, `SELECT sum(gpu_ms) FROM billing_usage_hourly`); ms != 20*60*1000 {
 		t.Fatalf("rollups hold %d GPU-ms after the flush, want %d", ms, 20*60*1000)
 	}
-	if n := count(t, pool, `SELECT sum(records) FROM billing_usage_rollups`); n != 20 {
+	if n := count(t, pool, `SELECT sum(records) FROM billing_usage_hourly`); n != 20 {
 		t.Fatalf("rollups count %d records, want 20", n)
 	}
 }

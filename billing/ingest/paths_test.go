@@ -56,10 +56,10 @@ func TestFastAndDuplicatePathsRollUpAlike(t *testing.T) {
 func rollups(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	count(t, pool, `SELECT 0`) // flushes
-	// Summed per key: the same key may stand in the hourly and the direct rollups.
+	// Summed per key: the same key may stand in the hourly rollups and their direct child.
 	rows, err := pool.Query(context.Background(), `SELECT concat_ws(' ', tenant_id, booked_period, adjustment,
 		hour AT TIME ZONE 'UTC', kind, tier, gpu_model, instance_type, sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records))
-		FROM billing_usage_rollups GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type ORDER BY 1`)
+		FROM billing_usage_hourly GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
 	}

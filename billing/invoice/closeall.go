@@ -117,14 +117,14 @@ func (r *JobRunner) work(ctx context.Context, id uuid.UUID, period time.Time) er
 	}
 	rows, err := r.svc.pool.Query(ctx, `
 		WITH RECURSIVE tenants AS (
-		    (SELECT tenant_id AS t FROM billing_usage_rollups ORDER BY tenant_id LIMIT 1)
+		    (SELECT tenant_id AS t FROM billing_usage_hourly ORDER BY tenant_id LIMIT 1)
 		    UNION ALL
-		    SELECT (SELECT h.tenant_id FROM billing_usage_rollups h WHERE h.tenant_id > tenants.t ORDER BY h.tenant_id LIMIT 1)
+		    SELECT (SELECT h.tenant_id FROM billing_usage_hourly h WHERE h.tenant_id > tenants.t ORDER BY h.tenant_id LIMIT 1)
 		    FROM tenants WHERE tenants.t IS NOT NULL
 		)
 		SELECT t FROM (
 		    SELECT t FROM tenants WHERE t IS NOT NULL
-		        AND EXISTS (SELECT 1 FROM billing_usage_rollups h WHERE h.tenant_id = tenants.t AND h.booked_period = $1)
+		        AND EXISTS (SELECT 1 FROM billing_usage_hourly h WHERE h.tenant_id = tenants.t AND h.booked_period = $1)
 		    UNION SELECT tenant_id FROM billing_allocations WHERE started_at < $2 AND (ended_at IS NULL OR ended_at > $1)
 		) x WHERE NOT EXISTS (SELECT 1 FROM billing_invoices i WHERE i.tenant_id = x.t AND i.period = $1)
 		ORDER BY t`, period, end)

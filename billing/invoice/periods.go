@@ -57,11 +57,11 @@ func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error)
 	}
 	rows, err := s.pool.Query(ctx, `
 		WITH RECURSIVE booked AS (
-		    (SELECT h.tenant_id, h.booked_period FROM billing_usage_rollups h WHERE `+tenant("h")+`
+		    (SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h WHERE `+tenant("h")+`
 		     ORDER BY h.tenant_id, h.booked_period LIMIT 1)
 		    UNION ALL
 		    SELECT n.tenant_id, n.booked_period FROM booked b CROSS JOIN LATERAL (
-		        SELECT h.tenant_id, h.booked_period FROM billing_usage_rollups h
+		        SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h
 		        WHERE `+tenant("h")+` AND (h.tenant_id, h.booked_period) > (b.tenant_id, b.booked_period)
 		        ORDER BY h.tenant_id, h.booked_period LIMIT 1) n
 		), held AS (

@@ -129,7 +129,7 @@ func (r *Reporter) GPUHours(ctx context.Context, q Query) (Report, error) {
 h AS (
     SELECT h.hour, h.kind, h.tier, h.gpu_model, h.instance_type, ` + groupColumns[q.GroupBy] + ` AS grp,
         sum(h.gpu_ms) AS gpu_ms, sum(h.quota_mib_ms) AS quota_mib_ms, 0::bigint AS vm_ms, sum(h.records) AS records
-    FROM billing_usage_rollups h
+    FROM billing_usage_hourly h
     WHERE h.kind = 'gpu' AND h.hour >= $1 AND h.hour < $2
     GROUP BY h.hour, h.kind, h.tier, h.gpu_model, h.instance_type, grp
 ),
@@ -230,7 +230,7 @@ func (r *Reporter) TenantUsage(ctx context.Context, tenant uuid.UUID, from, to t
 	rows, err := r.pool.Query(ctx, `
 SELECT `+bucketExpr(granularity)+` AS bucket, h.kind, h.tier, h.gpu_model, h.instance_type,
     sum(h.gpu_ms)::bigint, sum(h.quota_mib_ms)::bigint, sum(h.vm_ms)::bigint, sum(h.records)::bigint
-FROM billing_usage_rollups h
+FROM billing_usage_hourly h
 WHERE h.tenant_id = $1 AND h.hour >= $2 AND h.hour < $3
 GROUP BY bucket, h.kind, h.tier, h.gpu_model, h.instance_type
 ORDER BY bucket, h.kind, h.tier, h.gpu_model, h.instance_type`, tenant, from, to)

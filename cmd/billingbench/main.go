@@ -193,7 +193,7 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	}
 
 	var rollups int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_rollups`).Scan(&rollups); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&rollups); err != nil {
 		return fmt.Errorf("count rollups: %w", err)
 	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly, billing_usage_direct`); err != nil {
