@@ -80,14 +80,16 @@ type Window struct {
 	Where  string // which rows
 	Lo, Hi string // the window [Lo, Hi)
 	Now    string // where intervals still open end
-	Carry  string // an expression every piece carries as w ('' for none)
+	Carry  string // an expression every piece carries as w (none when empty)
 }
 
 // HeldPiecesOver is HeldPiecesCTE over the window w.
 func HeldPiecesOver(w Window) string {
-	carry := "NULL::timestamptz"
+	// Without a carried expression the SQL is exactly what it was before windows (the close's
+	// rating and the reports): no extra column, no extra condition.
+	heldW, piecesW, sameW := "", "", ""
 	if w.Carry != "" {
-		carry = w.Carry
+		heldW, piecesW, sameW = ",\n        "+w.Carry+" AS w", ", h.w", " AND x.w = h.w"
 	}
 	return PriceRangesCTE + `,
 held AS (
@@ -95,15 +97,14 @@ held AS (
         CASE WHEN a.kind = 'gpu' THEN a.tier ELSE '' END AS tier,
         CASE WHEN a.kind = 'gpu' THEN a.gpu_model ELSE '' END AS gpu_model,
         CASE WHEN a.kind = 'vm' THEN a.instance_type ELSE '' END AS instance_type,
-        greatest(a.started_at, ` + w.Lo + `) AS s, least(coalesce(a.ended_at, ` + w.Now + `), ` + w.Hi + `) AS e,
-        ` + carry + ` AS w
+        greatest(a.started_at, ` + w.Lo + `) AS s, least(coalesce(a.ended_at, ` + w.Now + `), ` + w.Hi + `) AS e` + heldW + `
     FROM ` + w.From + `
     WHERE ` + w.Where + ` AND a.started_at < ` + w.Hi + ` AND (a.ended_at IS NULL OR a.ended_at > ` + w.Lo + `)
 ),
 pieces AS (
     SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
         h.quantity, p.id AS price_id, p.unit_price_micros AS price, greatest(h.s, p.effective_from) AS s,
-        (extract(epoch FROM least(h.e, coalesce(p.effective_to, h.e)) - greatest(h.s, p.effective_from)) * 1000)::bigint AS ms, h.w
+        (extract(epoch FROM least(h.e, coalesce(p.effective_to, h.e)) - greatest(h.s, p.effective_from)) * 1000)::bigint AS ms` + piecesW + `
     FROM held h
     JOIN price_ranges p ON p.kind = h.kind AND p.gpu_model = h.gpu_model AND p.tier = h.tier
         AND p.instance_type = h.instance_type AND p.effective_from < h.e AND (p.effective_to IS NULL OR p.effective_to > h.s)
@@ -112,8 +113,7 @@ pieces AS (
 unpriced AS (
     SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
         h.quantity, NULL::uuid AS price_id, 0::bigint AS price, h.s,
-        (extract(epoch FROM h.e - h.s) * 1000)::bigint - coalesce((SELECT sum(x.ms) FROM pieces x WHERE x.id = h.id AND x.w IS NOT DISTINCT FROM h.w), 0)::bigint AS ms,
-        h.w
+        (extract(epoch FROM h.e - h.s) * 1000)::bigint - coalesce((SELECT sum(x.ms) FROM pieces x WHERE x.id = h.id` + sameW + `), 0)::bigint AS ms` + piecesW + `
     FROM held h WHERE h.e > h.s
 ),
 all_pieces AS (
