@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"gpucloud/api"
+	"gpucloud/apiserver/store"
 	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
@@ -55,6 +56,11 @@ func TestHeldTimeIsBilledFromStateTransitions(t *testing.T) {
 	clock.Set(t0.Add(3 * time.Minute)) // provisioning is not billed
 	report(ded.ID, "running")
 	report(shr.ID, "running")
+	// A 10 GiB data volume, attached to the dedicated instance: its storage is billed from its
+	// creation while it exists, the instance running or stopped.
+	var vol store.Volume
+	e.must(201, "POST", "/v1/volumes", e.tenantA.Key, map[string]any{"name": "data", "size_gib": 10}, &vol)
+	e.must(200, "POST", "/v1/volumes/"+vol.ID.String()+"/attach", e.tenantA.Key, map[string]any{"instance_id": ded.ID}, nil)
 	clock.Set(t0.Add(3*time.Minute + 90*time.Minute))
 	e.must(200, "POST", "/v1/instances/"+ded.ID.String()+"/stop", e.tenantA.Key, nil, nil)
 	clock.Set(t0.Add(3*time.Minute + 90*time.Minute + 30*time.Second)) // still held while stopping
@@ -115,11 +121,11 @@ func TestHeldTimeIsBilledFromStateTransitions(t *testing.T) {
 	const minute = 60_000
 	stillThere := april.Sub(t0.Add(3 * time.Minute)).Milliseconds() // ded's disk, running then stopped
 	want := map[string]int64{
-		"gpu/dedicated":     90*minute + 30_000,                      // 90.5 minutes x 1 GPU, no session needed
-		"vm/h100-dedicated": 90*minute + 30_000,                      //
-		"gpu/shared":        120 * minute * 10 * 1024,                // 2 h x 10 GiB slice (MiB-ms)
-		"vm/h100-shared":    120 * minute,                            //
-		"storage/":          20*1024*stillThere + 20*1024*120*minute, // both root disks, GiB x 1024 MiB-ms
+		"gpu/dedicated":     90*minute + 30_000,                           // 90.5 minutes x 1 GPU, no session needed
+		"vm/h100-dedicated": 90*minute + 30_000,                           //
+		"gpu/shared":        120 * minute * 10 * 1024,                     // 2 h x 10 GiB slice (MiB-ms)
+		"vm/h100-shared":    120 * minute,                                 //
+		"storage/":          (20+10)*1024*stillThere + 20*1024*120*minute, // root disks and the volume, GiB x 1024 MiB-ms
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -130,14 +136,15 @@ func TestHeldTimeIsBilledFromStateTransitions(t *testing.T) {
 		t.Errorf("lines %v, want %v", got, want)
 	}
 
-	// April: the dedicated instance stays stopped, so only its disk costs (30 days x 20 GiB).
+	// April: the dedicated instance stays stopped, so only its disk and volume cost (30 days x
+	// 30 GiB); no GPU, no VM.
 	inv := invoice.New(e.st.Pool)
 	inv.SetClock(func() time.Time { return april.AddDate(0, 1, 0) })
 	apr, err := inv.Close(ctx, uuid.MustParse(e.tenantA.ID), april)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(apr.Lines) != 1 || apr.Lines[0].Kind != "storage" || apr.Lines[0].Quantity != "14400.000000" || apr.TotalCents != 144 {
-		t.Fatalf("april %+v, want 20 GiB x 720 h of storage only (1.44)", apr)
+	if len(apr.Lines) != 1 || apr.Lines[0].Kind != "storage" || apr.Lines[0].Quantity != "21600.000000" || apr.TotalCents != 216 {
+		t.Fatalf("april %+v, want 30 GiB x 720 h of storage only (2.16)", apr)
 	}
 }

@@ -10,8 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"gpucloud/billing/webhook"
 )
 
 // Hard-stop modes, applied when a tenant's prepaid credit is exhausted.
@@ -127,104 +125,6 @@ func NewEvaluator(svc *Service, log *slog.Logger) *Evaluator {
 		log = slog.Default()
 	}
 	return &Evaluator{svc: svc, log: log}
-}
-
-// Check evaluates every tenant with a budget or a grant at now.
-func (e *Evaluator) Check(ctx context.Context, now time.Time) error {
-	rows, err := e.svc.pool.Query(ctx, `SELECT tenant_id FROM billing_budgets UNION SELECT tenant_id FROM billing_credit_grants`)
-	if err != nil {
-		return fmt.Errorf("credit: evaluate: %w", err)
-	}
-	tenants, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return fmt.Errorf("credit: evaluate: %w", err)
-	}
-	var errs []error
-	for _, t := range tenants {
-		if err := e.checkTenant(ctx, t, now); err != nil {
-			errs = append(errs, fmt.Errorf("tenant %s: %w", t, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (e *Evaluator) checkTenant(ctx context.Context, tenant uuid.UUID, now time.Time) error {
-	bal, err := e.svc.Balance(ctx, tenant, now)
-	if err != nil {
-		return err
-	}
-	budget, err := e.svc.GetBudget(ctx, tenant)
-	hasBudget := err == nil
-	if err != nil && !errors.Is(err, ErrNoBudget) {
-		return err
-	}
-	period := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	stop := false
-	err = pgx.BeginFunc(ctx, e.svc.pool, func(tx pgx.Tx) error {
-		if hasBudget {
-			for _, th := range budget.Thresholds {
-				if bal.MonthToDateCents*100 < budget.LimitCents*int64(th) {
-					break
-				}
-				tag, err := tx.Exec(ctx, `INSERT INTO billing_budget_alerts (tenant_id, period, threshold, spent_cents)
-					VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, tenant, period, th, bal.MonthToDateCents)
-				if err != nil {
-					return fmt.Errorf("budget alert: %w", err)
-				}
-				if tag.RowsAffected() == 1 {
-					if err := webhook.Enqueue(ctx, tx, tenant, webhook.BudgetThreshold, now, map[string]any{
-						"period": period.Format("2006-01"), "threshold_percent": th, "limit_cents": budget.LimitCents,
-						"spent_cents": bal.MonthToDateCents}); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		var granted int64
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(amount_cents), 0)::bigint FROM billing_credit_grants
-			WHERE tenant_id = $1 AND (expires_at IS NULL OR expires_at > $2)`, tenant, now).Scan(&granted); err != nil {
-			return fmt.Errorf("credit alert: %w", err)
-		}
-		if granted == 0 {
-			return nil
-		}
-		for _, a := range []struct {
-			kind string
-			hit  bool
-		}{{"low", bal.BalanceCents*100 < granted*LowCreditPercent}, {"exhausted", bal.BalanceCents <= 0}} {
-			if !a.hit {
-				continue
-			}
-			tag, err := tx.Exec(ctx, `INSERT INTO billing_credit_alerts (tenant_id, kind, granted) VALUES ($1, $2, $3)
-				ON CONFLICT DO NOTHING`, tenant, a.kind, granted)
-			if err != nil {
-				return fmt.Errorf("credit alert: %w", err)
-			}
-			if tag.RowsAffected() == 1 {
-				hardStop := StopNone
-				if hasBudget {
-					hardStop = budget.HardStop
-				}
-				if err := webhook.Enqueue(ctx, tx, tenant, webhook.CreditLow, now, map[string]any{
-					"exhausted": a.kind == "exhausted", "balance_cents": bal.BalanceCents, "credit_cents": bal.CreditCents,
-					"granted_cents": granted, "hard_stop": hardStop}); err != nil {
-					return err
-				}
-			}
-		}
-		stop = hasBudget && budget.HardStop == StopInstances && bal.BalanceCents <= 0
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if stop && e.Stop != nil {
-		if err := e.Stop(ctx, tenant); err != nil {
-			return fmt.Errorf("hard stop: %w", err)
-		}
-		e.log.Warn("credit exhausted: tenant's instances stopped", "tenant", tenant, "balance_cents", bal.BalanceCents)
-	}
-	return nil
 }
 
 // Run checks every interval until ctx ends.

@@ -18,7 +18,6 @@ import (
 
 	"gpucloud/api"
 	"gpucloud/billing/credit"
-	"gpucloud/billing/ingest"
 	"gpucloud/billing/invoice"
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
@@ -31,41 +30,21 @@ import (
 // maxUsageBody bounds a usage batch: 1,000 records of well under 2 KiB each.
 const maxUsageBody = 4 << 20
 
-// postUsage decodes records one by one, so a record of the wrong JSON shape is refused with its
-// reason like any other malformed record while the rest of the batch lands.
+// postUsage takes a daemon's usage batch: a record of the wrong JSON shape is refused with its
+// reason like any other malformed record while the rest of the batch lands (decodeUsage).
 func (s *Service) postUsage(c *gin.Context) {
-	var raw struct {
-		Records []json.RawMessage `json:"records"`
-	}
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, maxUsageBody)
-	if err := json.NewDecoder(body).Decode(&raw); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxUsageBody))
+	if err != nil {
 		fail(c, badBody(err))
 		return
 	}
-	if raw.Records == nil {
-		fail(c, problem.Validation(problem.FieldError{Field: "records", Reason: "is required"}))
+	d, bad := decodeUsage(body)
+	if bad != nil {
+		fail(c, bad)
 		return
 	}
-	if len(raw.Records) > ingest.MaxBatch {
-		fail(c, problem.Validation(problem.FieldError{Field: "records",
-			Reason: fmt.Sprintf("holds %d records, at most %d per batch", len(raw.Records), ingest.MaxBatch)}))
-		return
-	}
-	var (
-		batch api.UsageBatch
-		res   api.UsageBatchResult
-	)
-	var undecodable []api.UsageRejection
-	index := make([]int, 0, len(raw.Records)) // position in the request of each decoded record
-	for i, m := range raw.Records {
-		var r api.UsageRecord
-		if err := json.Unmarshal(m, &r); err != nil {
-			undecodable = append(undecodable, api.UsageRejection{Index: i, ID: r.ID, Reason: "record: " + err.Error()})
-			continue
-		}
-		batch.Records = append(batch.Records, r)
-		index = append(index, i)
-	}
+	batch, index, undecodable := d.batch, d.index, d.undecodable
+	var res api.UsageBatchResult
 	p := principal(c)
 	daemon := p.DaemonID.String()
 	placed, err := s.cp.AuthorizeUsage(c.Request.Context(), p, batch.Records)

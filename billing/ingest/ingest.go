@@ -78,14 +78,19 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(in
 	return res, nil
 }
 
-// store runs the insert, retrying the rare deadlock between rollup upserts. It first tries the
-// plain insert (every id new, the common case); a batch holding an id already stored or repeated
-// fails whole, nothing of it lands, and runs again with ON CONFLICT DO NOTHING.
+// store runs the batch, retrying the rare deadlock between rollup upserts. It first tries the fast
+// path (every id new, the common case); a batch holding an id already stored or repeated fails
+// whole, nothing of it lands, and runs again on the duplicate path (ON CONFLICT DO NOTHING).
 func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, error) {
-	cols := toColumns(recs)
 	fast := true
 	for attempt := 1; ; attempt++ {
-		n, err := in.storeOnce(ctx, fast, recs, cols)
+		var n int
+		var err error
+		if fast {
+			n, err = in.storeFast(ctx, recs)
+		} else {
+			n, err = in.storeDuplicates(ctx, recs)
+		}
 		var pgErr *pgconn.PgError
 		if err != nil && errors.As(err, &pgErr) && pgErr.Code == "23505" && fast {
 			fast = false
@@ -99,32 +104,28 @@ func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, err
 	}
 }
 
-// spread says whether a batch's pieces hardly compress (more than one rollup key per two
-// records): then they go straight into the rollups (insertNewDirectSQL).
-func spread(pieces, records int) bool { return 2*pieces > records }
+// spread says whether a batch's pieces hardly compress: nine rollup keys or more per ten records,
+// i.e. its records are spread over so many tenants and keys that hardly two share one. Then
+// later batches hardly share them either, and the pieces are appended to billing_usage_direct,
+// a child of the hourly rollups that readers sum with them: parking them in billing_usage_pending buys nothing
+// (the flush would upsert as many rows), and upserting them costs a conflict check and a
+// speculative insert per piece. Batches whose keys repeat (e.g. 1,000 records over 100 tenants
+// give ~500-650 keys) keep to the pending table, which the flush folds into one hourly row per
+// key, so their rollups stay compact for the reports.
+func spread(pieces, records int) bool { return 10*pieces >= 9*records }
 
-func (in *Ingester) storeOnce(ctx context.Context, fast bool, recs []api.UsageRecord, c columns) (int, error) {
+// storeDuplicates stores a batch that holds ids already stored (or repeated), ignoring those, in
+// one statement (insertSQL) that computes the pieces of the rows it actually inserted.
+func (in *Ingester) storeDuplicates(ctx context.Context, recs []api.UsageRecord) (int, error) {
+	c := toColumns(recs)
 	// Both statements go in one round trip; a batch without BEGIN runs as one implicit
-	// transaction in PostgreSQL (all or nothing, locks held to its end).
+	// transaction in PostgreSQL (all or nothing, locks held to its end). The shared stripe locks
+	// come first, in their own statement, so the insert's snapshot is taken after them.
 	b := &pgx.Batch{}
-	// Shared per-tenant locks first, in their own statement so the insert's snapshot is taken
-	// after them: closing a tenant's period takes the same lock exclusively, so a record is either
-	// booked before the invoice is computed or sees the period closed.
 	b.Queue(lockTenantsSQL, c.tenantID)
-	args := []any{c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
+	b.Queue(insertSQL, c.id, c.kind, c.source, c.tenantID, c.instanceID, c.sessionID,
 		c.start, c.end, c.gpuModel, c.tier, c.gpuCount, c.memoryQuota, c.memoryPeak, c.memoryAvg,
-		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB}
-	query := insertSQL
-	if fast {
-		p := toPending(recs, c.tenantID)
-		args = append(args, p.tenant, p.month, p.hour, p.kind, p.tier, p.gpuModel, p.instType,
-			p.gpuMS, p.quotaMiBMS, p.vmMS, p.recs)
-		query = insertNewSQL
-		if spread(len(p.tenant), len(recs)) {
-			query = insertNewDirectSQL
-		}
-	}
-	b.Queue(query, args...)
+		c.bytesMoved, c.instanceType, c.vcpus, c.memoryMiB)
 	br := in.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()

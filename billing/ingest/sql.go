@@ -9,56 +9,6 @@ package ingest
 // whole milliseconds and add up exactly to the record's duration.
 const insertSQL = insertHead + "ON CONFLICT (id) DO NOTHING" + insertTail
 
-// insertNewSQL is the fast path for a batch of new ids (the common case): the raw rows without
-// ON CONFLICT, which costs a second index descent per row (the speculative pre-check) plus a WAL
-// record confirming each speculative insert, while a plain insert checks uniqueness in its one
-// descent. A batch holding a stored or repeated id fails whole with a unique violation (23505)
-// and is retried with insertSQL. As every row lands, the pending rows are computed in Go
-// (toPending, $19-$29) and only booked here.
-const insertNewSQL = insertHead + `
-),
-pending AS (
-    INSERT INTO billing_usage_pending (tenant_id, booked_period, adjustment, hour, kind, tier,
-        gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
-    ` + bookedPieces + `
-)
-` + returnAll
-
-// insertNewDirectSQL is insertNewSQL for a batch whose pieces hardly compress (records spread
-// over many tenants: ~one rollup key per record). Parking such pieces in billing_usage_pending
-// buys nothing (the flush would upsert as many rows) and costs an insert and a delete per piece,
-// so they go straight into the rollups, locked in key order as the flush locks them (concurrent
-// batches and flushes wait, never deadlock; a deadlock would be retried). Batches that do
-// compress (few tenants: hot keys every concurrent batch shares) keep to the pending table, so
-// they do not queue on each other's rollup rows.
-const insertNewDirectSQL = insertHead + `
-),
-rolled AS (
-    INSERT INTO billing_usage_hourly AS r (tenant_id, booked_period, adjustment, hour, kind, tier,
-        gpu_model, instance_type, gpu_ms, quota_mib_ms, vm_ms, records)
-    ` + bookedPieces + `
-    ORDER BY 1, 2, 3, 4, 5, 6, 7, 8
-    ON CONFLICT (tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type)
-    DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
-        quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
-        vm_ms = r.vm_ms + excluded.vm_ms,
-        records = r.records + excluded.records
-)
-` + returnAll
-
-// bookedPieces selects the pieces computed in Go (toPending, $19-$29) with their booked period.
-const bookedPieces = `SELECT p.tenant_id, b.booked_period, b.booked_period <> b.month, p.hour, p.kind, p.tier,
-        p.gpu_model, p.instance_type, p.gpu_ms, p.quota_mib_ms, p.vm_ms, p.records
-    FROM unnest($19::uuid[], $20::date[], $21::timestamptz[], $22::text[], $23::text[],
-        $24::text[], $25::text[], $26::bigint[], $27::bigint[], $28::bigint[], $29::bigint[])
-        AS p(tenant_id, month, hour, kind, tier, gpu_model, instance_type, gpu_ms, quota_mib_ms,
-        vm_ms, records)
-    JOIN booking b ON b.tenant_id = p.tenant_id AND b.month = p.month`
-
-// returnAll ends the fast paths: data-modifying CTEs always run to completion, read or not; these
-// paths insert every row or fail.
-const returnAll = `SELECT cardinality($1::text[])`
-
 const insertHead = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[],

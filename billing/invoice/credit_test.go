@@ -76,3 +76,51 @@ func TestCreditsDrawnInPriorityAndExpiryOrder(t *testing.T) {
 		t.Fatalf("read back %+v %v", back, err)
 	}
 }
+
+// When credit covers only part of what grants hold, the order decides which grants are left:
+// priority first (a low-priority grant expiring soonest waits), then the soonest expiry, grants
+// that never expire last within their priority; the grant drawn last is drawn only in part.
+func TestCreditsDrawnPartlyInOrder(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	standardPrices(t, e)
+	tenant := uuid.New()
+	e.hold(t, billingtest.Dedicated(tenant, 1, march.AddDate(0, 0, 2), 5*time.Hour)) // 20.00
+	cs := credit.New(e.pool)
+	feb := march.AddDate(0, -1, 0)
+	at := func(t time.Time) *time.Time { return &t }
+	grant := func(cents int64, prio int, exp *time.Time) uuid.UUID {
+		t.Helper()
+		g, err := cs.AddGrant(ctx, credit.Grant{TenantID: tenant, AmountCents: cents, Priority: prio, ExpiresAt: exp}, feb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.ID
+	}
+	never := grant(1000, 10, nil)                        // same priority, never expires: after the dated ones
+	last := grant(1000, 100, at(march.AddDate(0, 1, 1))) // expires soonest of all, but lowest priority
+	later := grant(900, 10, at(march.AddDate(0, 2, 0)))  // third: drawn in part
+	sooner := grant(900, 10, at(march.AddDate(0, 1, 14)))
+	first := grant(600, 5, nil) // highest priority
+	inv, err := e.inv.Close(ctx, tenant, march)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.TotalCents != 2000 || inv.CreditCents != 2000 || inv.AmountDueCents != 0 {
+		t.Fatalf("invoice %+v, want 20.00 paid by credit", inv)
+	}
+	grants, err := cs.Grants(ctx, &tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[uuid.UUID]int64{}
+	for _, g := range grants {
+		left[g.ID] = g.RemainingCents
+	}
+	want := map[uuid.UUID]int64{first: 0, sooner: 0, later: 400, never: 1000, last: 1000}
+	for id, w := range want {
+		if left[id] != w {
+			t.Errorf("grant %s: %d left, want %d (all: %v)", id, left[id], w, left)
+		}
+	}
+}

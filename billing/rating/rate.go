@@ -70,20 +70,41 @@ type Querier interface {
 // quantity, price_id and price (NULL and 0 for time no price covers), start s and ms. Time is whole
 // seconds (intervals are dated to the second).
 func HeldPiecesCTE(where string) string {
+	return HeldPiecesOver(Window{From: "billing_allocations a", Where: where, Lo: "$2", Hi: "$3", Now: "$4"})
+}
+
+// Window says which allocations HeldPiecesOver prices over which bounds: SQL expressions that may
+// differ per row (e.g. one window per tenant and month).
+type Window struct {
+	From   string // the FROM clause, naming billing_allocations a
+	Where  string // which rows
+	Lo, Hi string // the window [Lo, Hi)
+	Now    string // where intervals still open end
+	Carry  string // an expression every piece carries as w (none when empty)
+}
+
+// HeldPiecesOver is HeldPiecesCTE over the window w.
+func HeldPiecesOver(w Window) string {
+	// Without a carried expression the SQL is exactly what it was before windows (the close's
+	// rating and the reports): no extra column, no extra condition.
+	heldW, piecesW, sameW := "", "", ""
+	if w.Carry != "" {
+		heldW, piecesW, sameW = ",\n        "+w.Carry+" AS w", ", h.w", " AND x.w = h.w"
+	}
 	return PriceRangesCTE + `,
 held AS (
     SELECT a.id, a.kind, a.quantity, a.tenant_id, a.tier AS a_tier, a.gpu_model AS a_gpu_model, a.instance_type AS a_instance_type,
         CASE WHEN a.kind = 'gpu' THEN a.tier ELSE '' END AS tier,
         CASE WHEN a.kind = 'gpu' THEN a.gpu_model ELSE '' END AS gpu_model,
         CASE WHEN a.kind = 'vm' THEN a.instance_type ELSE '' END AS instance_type,
-        greatest(a.started_at, $2) AS s, least(coalesce(a.ended_at, $4), $3) AS e
-    FROM billing_allocations a
-    WHERE ` + where + ` AND a.started_at < $3 AND (a.ended_at IS NULL OR a.ended_at > $2)
+        greatest(a.started_at, ` + w.Lo + `) AS s, least(coalesce(a.ended_at, ` + w.Now + `), ` + w.Hi + `) AS e` + heldW + `
+    FROM ` + w.From + `
+    WHERE ` + w.Where + ` AND a.started_at < ` + w.Hi + ` AND (a.ended_at IS NULL OR a.ended_at > ` + w.Lo + `)
 ),
 pieces AS (
     SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
         h.quantity, p.id AS price_id, p.unit_price_micros AS price, greatest(h.s, p.effective_from) AS s,
-        (extract(epoch FROM least(h.e, coalesce(p.effective_to, h.e)) - greatest(h.s, p.effective_from)) * 1000)::bigint AS ms
+        (extract(epoch FROM least(h.e, coalesce(p.effective_to, h.e)) - greatest(h.s, p.effective_from)) * 1000)::bigint AS ms` + piecesW + `
     FROM held h
     JOIN price_ranges p ON p.kind = h.kind AND p.gpu_model = h.gpu_model AND p.tier = h.tier
         AND p.instance_type = h.instance_type AND p.effective_from < h.e AND (p.effective_to IS NULL OR p.effective_to > h.s)
@@ -92,7 +113,7 @@ pieces AS (
 unpriced AS (
     SELECT h.id, h.kind, h.tier, h.gpu_model, h.instance_type, h.tenant_id, h.a_tier, h.a_gpu_model, h.a_instance_type,
         h.quantity, NULL::uuid AS price_id, 0::bigint AS price, h.s,
-        (extract(epoch FROM h.e - h.s) * 1000)::bigint - coalesce((SELECT sum(x.ms) FROM pieces x WHERE x.id = h.id), 0)::bigint AS ms
+        (extract(epoch FROM h.e - h.s) * 1000)::bigint - coalesce((SELECT sum(x.ms) FROM pieces x WHERE x.id = h.id` + sameW + `), 0)::bigint AS ms` + piecesW + `
     FROM held h WHERE h.e > h.s
 ),
 all_pieces AS (

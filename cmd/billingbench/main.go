@@ -196,10 +196,10 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&rollups); err != nil {
 		return fmt.Errorf("count rollups: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly`); err != nil {
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly, billing_usage_direct`); err != nil {
 		return fmt.Errorf("analyze: %w", err)
 	}
-	fmt.Printf("hourly rollup rows: %d\n", rollups)
+	fmt.Printf("rollup rows (hourly and direct): %d\n", rollups)
 	rep := report.New(pool)
 	queries := []report.Query{
 		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tier", Granularity: "month"},

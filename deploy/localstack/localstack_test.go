@@ -109,6 +109,27 @@ func TestLocalStackRunsAndStopsCleanly(t *testing.T) {
 			t.Errorf("no demo price for %s (have %v)", k, priced)
 		}
 	}
+	// The month-close report prices what the running instance holds: its slice, VM and disk, with
+	// no held time left unpriced (revenue 0.00 while instances run would mean the demo's price
+	// book misses a key the control plane bills).
+	fin, err := sdk.New(api, find(t, text, `finance key:\s+(\S+)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held sdk.BillingReportRow
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		rep, err := fin.BillingReport(ctx, sdk.BillingReportQuery{GroupBy: []string{"instance_type"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = rep.Total
+		if held.SliceMiBMs > 0 && held.VMMs > 0 && held.StorageMiBMs > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if held.SliceMiBMs == 0 || held.VMMs == 0 || held.StorageMiBMs == 0 || held.UnpricedPieces != 0 {
+		t.Fatalf("month-close report of a running shared instance: %+v", held)
+	}
 	children := descendants(cmd.Process.Pid)
 	if len(children) < 2 { // gpuserverd, hostd (PostgreSQL is started by pg_ctl, detached)
 		t.Fatalf("stack runs %d child processes, want gpuserverd and hostd", len(children))

@@ -251,4 +251,37 @@ func TestReportCommand(t *testing.T) {
 	h.code(cli.ExitUsage, h.e.Finance, "report", "gpu-hours", "--format", "csv", "-o", "json")
 	// A tenant admin may not read the platform's report.
 	h.code(cli.ExitAuth, h.e.A.AdminKey, "report", "gpu-hours")
+
+	// The month-close report charges what is held: tenant B held a dedicated H100 for two hours
+	// without any CUDA session (no usage at all), which the utilisation report cannot show.
+	h.ok(h.e.Finance, "prices", "add", "--kind", "gpu", "--gpu-model", "H100", "--tier", "dedicated", "--unit-price", "2.50", "--effective-from", "2026-03")
+	if _, err := h.e.Store.Pool.Exec(context.Background(), `INSERT INTO billing_allocations (tenant_id, instance_id, kind,
+		resource_id, tier, gpu_model, quantity, started_at, ended_at) VALUES ($1, gen_random_uuid(), 'gpu', 'idle-gpu', 'dedicated', 'H100', 1, $2, $3)`,
+		h.e.B.ID, start, start.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	h.jsonOf(&rep, h.e.Finance, "report", "gpu-hours", "--from", "2026-03", "--to", "2026-04", "-o", "json")
+	if rep.Total.RevenueCents != 375 {
+		t.Fatalf("utilisation value %+v, want A's 1.5 GPU-hours at 2.50", rep.Total)
+	}
+	var bill sdk.BillingReport
+	h.jsonOf(&bill, h.e.Finance, "report", "billing", "--from", "2026-03", "--to", "2026-04", "--group-by", "tenant", "-o", "json")
+	got := map[string]sdk.BillingReportRow{}
+	for _, r := range bill.Rows {
+		got[r.Group["tenant"]] = r
+	}
+	if a, b := got[h.e.A.ID], got[h.e.B.ID]; len(bill.Rows) != 2 || a.RevenueCents != 375 || a.UtilisedGPUHours != "1.500000" ||
+		b.RevenueCents != 500 || b.HeldGPUHours != "2.000000" || b.UtilisedGPUHours != "0.000000" || bill.Total.RevenueCents != 875 {
+		t.Fatalf("month-close report %+v", bill)
+	}
+	if out := h.ok(h.e.Finance, "report", "billing", "--from", "2026-03", "--to", "2026-04", "--group-by", "tier,gpu_model"); !strings.Contains(out, "dedicated / H100") ||
+		!strings.Contains(out, "8.75 USD") || !strings.Contains(out, "TOTAL") || !strings.Contains(out, "3.500000") {
+		t.Fatalf("month-close table:\n%s", out)
+	}
+	if csv := h.ok(h.e.Finance, "report", "billing", "--from", "2026-03", "--to", "2026-04", "--format", "csv"); !strings.Contains(csv, h.e.B.ID) {
+		t.Fatalf("month-close CSV lacks tenant B:\n%s", csv)
+	}
+	h.code(cli.ExitInvalid, h.e.Finance, "report", "billing", "--group-by", "colour")
+	h.code(cli.ExitUsage, h.e.Finance, "report", "billing", "--format", "xml")
+	h.code(cli.ExitAuth, h.e.B.AdminKey, "report", "billing")
 }

@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"gpucloud/api"
+	"gpucloud/billing/ingest"
+	"gpucloud/internal/problem"
+)
+
+// decodedUsage is a usage batch as decoded: the records that decoded, the position in the
+// request of each, and those of the wrong JSON shape (refused with their reason, like any other
+// malformed record, while the rest of the batch lands).
+type decodedUsage struct {
+	batch       api.UsageBatch
+	index       []int
+	undecodable []api.UsageRejection
+}
+
+// decodeUsage decodes a usage batch body. A well-formed batch (the common case) is decoded in
+// one pass; one that fails to decode whole is decoded again record by record (decodeEach), which
+// finds the records at fault and gives the same answer as if it had been decoded that way only.
+func decodeUsage(body []byte) (decodedUsage, *problem.Details) {
+	var whole struct {
+		Records []api.UsageRecord `json:"records"`
+	}
+	if err := json.Unmarshal(body, &whole); err != nil || whole.Records == nil || len(whole.Records) > ingest.MaxBatch {
+		return decodeEach(body)
+	}
+	d := decodedUsage{batch: api.UsageBatch{Records: whole.Records}, index: make([]int, len(whole.Records))}
+	for i := range d.index {
+		d.index[i] = i
+	}
+	return d, nil
+}
+
+// decodeEach decodes the batch's records one by one.
+func decodeEach(body []byte) (decodedUsage, *problem.Details) {
+	var raw struct {
+		Records []json.RawMessage `json:"records"`
+	}
+	var d decodedUsage
+	// A decoder, as the handler always used: data after the object is ignored.
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&raw); err != nil {
+		return d, badBody(err)
+	}
+	if raw.Records == nil {
+		return d, problem.Validation(problem.FieldError{Field: "records", Reason: "is required"})
+	}
+	if len(raw.Records) > ingest.MaxBatch {
+		return d, problem.Validation(problem.FieldError{Field: "records",
+			Reason: fmt.Sprintf("holds %d records, at most %d per batch", len(raw.Records), ingest.MaxBatch)})
+	}
+	d.index = make([]int, 0, len(raw.Records))
+	for i, m := range raw.Records {
+		var r api.UsageRecord
+		if err := json.Unmarshal(m, &r); err != nil {
+			d.undecodable = append(d.undecodable, api.UsageRejection{Index: i, ID: r.ID, Reason: "record: " + err.Error()})
+			continue
+		}
+		d.batch.Records = append(d.batch.Records, r)
+		d.index = append(d.index, i)
+	}
+	return d, nil
+}
