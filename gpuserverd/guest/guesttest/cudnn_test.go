@@ -54,6 +54,23 @@ func TestCudnnOnSim(t *testing.T) {
 	}
 }
 
+// TestCudnnByValueIDs: a variant pack's host scalars go as values and its device addresses as
+// they are, though the cuDNN frontend gives one unique id to a by-value scalar in one graph and to
+// a device tensor in another, as PyTorch's attention forward and backward do
+// (cudnn/byvalue_test.c; on the H100 the worker's cuDNN read the guest's address and crashed).
+func TestCudnnByValueIDs(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "byvalue_test")
+	build := exec.Command("gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I../cudnn/shim", "-I../include",
+		"-o", bin, "../cudnn/byvalue_test.c", "../cudnn/byvalue.c")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "byvalue_test: OK") {
+		t.Fatalf("byvalue_test: %v\n%s", err, out)
+	}
+}
+
 // TestCudnnRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cudnnCreate fails
 // and says why.
 func TestCudnnRefusesForeignDriver(t *testing.T) {
