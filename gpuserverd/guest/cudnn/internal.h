@@ -39,6 +39,7 @@ struct cudnnContext {
     int device;      /* the device current at cudnnCreate */
     uint64_t server; /* the worker's id of the handle */
     cudaStream_t stream;
+    int stream_sent; /* stream was sent to the worker's handle */
     struct cudnnContext *next;
 };
 
