@@ -412,17 +412,22 @@ static int foreign(void) {
     return 0;
 }
 
-/* "perop": PyTorch's getCurrentCUDABlasHandle before each of 50 SGEMMs (cublasSetStream,
- * cublasSetWorkspace, cublasSetMathMode, each time the same), then a stream alone, which puts the
- * handle back on cuBLAS's own workspace. The Go test counts, with GPUCLOUD_TRACE=1, what reached
- * gpuserverd and whether the caller waited for it. */
-static int per_op(void) {
+/* primary_context makes device 0's primary context current, as the runtime does. */
+static void primary_context(void) {
     CHECK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
+}
+
+/* "perop": PyTorch's getCurrentCUDABlasHandle before each of 50 SGEMMs (cublasSetStream,
+ * cublasSetWorkspace, cublasSetMathMode, each time the same), then a stream alone, which puts the
+ * handle back on cuBLAS's own workspace. The Go test counts, with GPUCLOUD_TRACE=1, what reached
+ * gpuserverd and whether the caller waited for it. */
+static int per_op(void) {
+    primary_context();
     cublasHandle_t h;
     BLAS(cublasCreate(&h));
     enum { N = 8, OPS = 50 };
@@ -458,12 +463,7 @@ static int per_op(void) {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign();
     if (argc > 1 && strcmp(argv[1], "perop") == 0) return per_op();
-    CHECK(cuInit(0));
-    CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
+    primary_context();
 
     cublasHandle_t h;
     BLAS(cublasCreate(&h));
