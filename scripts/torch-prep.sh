@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # torch-prep.sh DEST: builds here (with Go) what scripts/gpu-torch.sh needs on the GPU machine and
 # copies a self-contained bundle to DEST: bin/gpuserverd, bin/gputoken, the guest library
-# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9 and libnvidia-ml.so.1 (neither needs
-# an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
+# (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9, libnvidia-ml.so.1 and libnccl.so.2
+# (none needs an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
 # (built there against the toolkit's headers, which check every signature), and the PyTorch cases.
 # Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
 #
@@ -20,6 +20,7 @@ make -s -C gpuserverd/guest
 make -s -C gpuserverd/guest/loader
 make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 make -s -C gpuserverd/guest/nvml
+make -s -C gpuserverd/guest/nccl LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 if [[ -n ${CUDA_HEADERS:-} ]]; then
 	chk=$(mktemp -d)
 	trap 'rm -rf "$chk"' EXIT
@@ -38,5 +39,5 @@ cp scripts/gpu-torch.sh "$dest/scripts/"
 cp bin/gpuserverd bin/gputoken "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
-for d in . loader cudnn nvml; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
+for d in . loader cudnn nvml nccl; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
 du -sh "$dest"
