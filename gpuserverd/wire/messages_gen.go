@@ -193,6 +193,7 @@ const (
 	TypeNcclCommDestroy              Type = 14003
 	TypeNcclCollective               Type = 14004
 	TypeStreamWaitPeerEvent          Type = 4502
+	TypeDnnExecutePack               Type = 9011
 )
 
 var typeNames = map[Type]string{
@@ -359,6 +360,7 @@ var typeNames = map[Type]string{
 	TypeNcclCommDestroy:              "NcclCommDestroy",
 	TypeNcclCollective:               "NcclCollective",
 	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
+	TypeDnnExecutePack:               "DnnExecutePack",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -690,6 +692,8 @@ func New(t Type) Message {
 		return new(NcclCollective)
 	case TypeStreamWaitPeerEvent:
 		return new(StreamWaitPeerEvent)
+	case TypeDnnExecutePack:
+		return new(DnnExecutePack)
 	}
 	return nil
 }
@@ -5880,5 +5884,42 @@ func (m *StreamWaitPeerEvent) Decode(p []byte) error {
 	m.Stream = d.u64("stream")
 	m.Event = d.u64("event")
 	m.EventDevice = d.u32("event_device")
+	return d.finish()
+}
+
+// DnnExecutePack is message type 9011.
+type DnnExecutePack struct {
+	Handle uint64
+	Plan   uint64
+	Attrs  []byte
+}
+
+// Type returns TypeDnnExecutePack.
+func (*DnnExecutePack) Type() Type { return TypeDnnExecutePack }
+
+// Append appends the encoded payload to b.
+func (m *DnnExecutePack) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Plan)
+	b = putU32(b, uint32(len(m.Attrs)))
+	b = append(b, m.Attrs...)
+	return b
+}
+
+// AppendHead appends the payload without Attrs's content (its length included), so a
+// large Attrs can be written from where it lies.
+func (m *DnnExecutePack) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Plan)
+	b = putU32(b, uint32(len(m.Attrs)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnExecutePack) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnExecutePack"}
+	m.Handle = d.u64("handle")
+	m.Plan = d.u64("plan")
+	m.Attrs = d.bytes("attrs", 65536)
 	return d.finish()
 }
