@@ -47,7 +47,24 @@ func buildCudnn(t *testing.T) string {
 // one, refusals; a call that is not forwarded is named on stderr once.
 func TestCudnnOnSim(t *testing.T) {
 	buildCudnn(t)
-	out := runOK(t, startServer(t), "dnn_sim_test")
+	out := runOK(t, startServer(t), "dnn_sim_test", "GPUCLOUD_TRACE=1")
+	// Variant packs stay in the program: creating, filling, finalizing and destroying one sends
+	// nothing; the one executed travels whole with the execution, which waits for no reply.
+	executions := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "send DnnExecutePack (") {
+			executions++
+			if strings.HasSuffix(line, " waits") {
+				t.Errorf("the execution waited for a reply: %s", line)
+			}
+		}
+		if strings.Contains(line, "send DnnExecute (") {
+			t.Errorf("an execution named a pack of the worker's: %s", line)
+		}
+	}
+	if executions != 1 {
+		t.Errorf("%d DnnExecutePack frames, want 1 (backend_api's execution)", executions)
+	}
 	notice := "gpucloud libcudnn: cudnnSetDropoutDescriptor is not forwarded to gpuserverd"
 	if n := strings.Count(out, notice); n != 1 {
 		t.Errorf("the notice for cudnnSetDropoutDescriptor came %d times, want once:\n%s", n, out)
