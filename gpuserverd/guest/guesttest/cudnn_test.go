@@ -62,6 +62,18 @@ func TestCudnnOnSim(t *testing.T) {
 			t.Errorf("an execution named a pack of the worker's: %s", line)
 		}
 	}
+	// Size queries: the repeated workspace query is answered in the program, the refused one is
+	// asked each time (legacy_conv: the algorithms, one workspace size, the refused size twice,
+	// the convolution itself without a reply; refusals: the dropout states' size).
+	legacyWaits := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "send DnnLegacy (") && strings.HasSuffix(line, " waits") {
+			legacyWaits++
+		}
+	}
+	if legacyWaits != 5 {
+		t.Errorf("%d legacy calls waited for a reply, want 5", legacyWaits)
+	}
 	if executions != 1 {
 		t.Errorf("%d DnnExecutePack frames, want 1 (backend_api's execution)", executions)
 	}
