@@ -25,7 +25,8 @@
 # CASE_TIMEOUT (s, default 60), OOM_QUOTA (bytes, default 4 GiB), OUT_TAR (an archive of $OUT),
 # CASES_<mode> (that mode's cases instead of CASES), NCCL_MODES (modes that also run the nccl case,
 # in a process whose gpucloud folder holds gpucloud's libnccl.so.2 too; default "native shm"),
-# ROUNDTRIP_MODES (modes whose frames per benchmark step are counted from a GPUCLOUD_TRACE=1 run:
+# PREBUILT=1 (take libcudart, libcublas, libcublasLt from the bundle's prebuilt/, which
+# torch-prep.sh fills when given CUDA_HEADERS), ROUNDTRIP_MODES (modes whose frames per benchmark step are counted from a GPUCLOUD_TRACE=1 run:
 # roundtrips-MODE.md; default "shm"), IVSHMEM_MIB (the channel's size, default 1024).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
@@ -65,6 +66,10 @@ GCLIB=$W/gpucloud-lib # what /usr/lib/gpucloud holds in a VM
 mkdir -p "$GCLIB"
 for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so.13; do
 	d=${lib%%:*} f=${lib#*:}
+	if [[ ${PREBUILT:-} == 1 && -f $ROOT/prebuilt/$f ]]; then # torch-prep.sh built it against the same headers
+		cp "$ROOT/prebuilt/$f" "$GCLIB/"
+		continue
+	fi
 	make -s -C "$ROOT/gpuserverd/guest/$d" BUILD="$W/$d" && cp "$W/$d/$f" "$GCLIB/" || echo "FAILED: build $f"
 done
 cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \

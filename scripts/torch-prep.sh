@@ -40,4 +40,10 @@ cp bin/gpuserverd bin/gputoken "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
 for d in . loader cudnn nvml nccl; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
+# The three built here against CUDA_HEADERS: gpu-torch.sh takes them (PREBUILT=1) instead of
+# building them there, which saves the GPU machine's time.
+if [[ -n ${CUDA_HEADERS:-} ]]; then
+	mkdir -p "$dest/prebuilt"
+	cp "$chk/cudart/libcudart.so.13" "$chk/cublas/libcublas.so.13" "$chk/cublaslt/libcublasLt.so.13" "$dest/prebuilt/"
+fi
 du -sh "$dest"
