@@ -475,9 +475,11 @@ def case_profiler():
 def case_nvrtc():
     # NVRTC compiles in the process (a compiler, no GPU needed); the module it makes is loaded and
     # launched through the driver API: torch's jiterator does both.
-    # A comment of this process's own makes the source new to torch's kernel cache, so NVRTC
-    # compiles it here (the values do not depend on it).
-    code = f"/* {os.getpid()} {time.time()} */ template <typename T> T gc_fused(T x, T y) {{ return T(3) * x + y * y; }}"
+    # A function name of this process's own makes the source new to torch's kernel cache (on
+    # disk), so NVRTC compiles it here; jiterator takes the name from the code (a leading comment
+    # does not parse: the 19:23 H100 run).
+    name = f"gc_fused_{os.getpid()}_{time.time_ns()}"
+    code = f"template <typename T> T {name}(T x, T y) {{ return T(3) * x + y * y; }}"
     fn = torch.cuda.jiterator._create_jit_fn(code)
     g = cpu_gen(13)
     x, y = torch.randn(4096, generator=g), torch.randn(4096, generator=g)
