@@ -17,11 +17,19 @@
 # GPUSERVERD_CUBLASLT, GPUSERVERD_CUDNN, GPUSERVERD_CUSOLVER, GPUSERVERD_CUSPARSE, GPUSERVERD_CUFFT
 # or GPUSERVERD_CURAND name others.
 #
+# Modes: native; shm (unix socket + shared arena), ivshmem (a VM's channel, here a file in
+# /dev/shm mapped by the process itself, as the guest maps the device's BAR 2: the same rings and
+# arena, with the polling doorbell a VM has), tcp (loopback); oom (two shared-tier sessions).
 # Environment: OUT, MODES ("native shm oom tcp"; shm-nolt and tcp-nolt are a switch for trying
 # the rest when cuBLASLt or cuDNN fail: they run with torch's own switches away from them,
 # DISABLE_ADDMM_CUDA_LT=1 (cuBLASLt for addmm) and SDPA_NO_CUDNN=1 (cuDNN attention), and then the
 # oom phase's neighbour too), REMOTE_EXTRA (NAME=value words for every remote process), CASES,
-# CASE_TIMEOUT (s, default 60), OOM_QUOTA (bytes, default 4 GiB), OUT_TAR (an archive of $OUT).
+# CASE_TIMEOUT (s, default 60), OOM_QUOTA (bytes, default 4 GiB), OUT_TAR (an archive of $OUT),
+# CASES_<mode> (that mode's cases instead of CASES), NCCL_MODES (modes that also run the nccl case,
+# in a process whose gpucloud folder holds gpucloud's libnccl.so.2 too; default "native shm"),
+# PREBUILT=1 (take libcudart, libcublas, libcublasLt from the bundle's prebuilt/, which
+# torch-prep.sh fills when given CUDA_HEADERS), ROUNDTRIP_MODES (modes whose frames per benchmark step are counted from a GPUCLOUD_TRACE=1 run:
+# roundtrips-MODE.md; default "shm"), IVSHMEM_MIB (the channel's size, default 1024).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,12 +41,15 @@ MODES=${MODES:-native shm oom tcp}
 # graphs last: a capture that fails part-way leaves torch's RNG believing a capture is under way,
 # and every later case of the same process that draws random numbers on the GPU fails with
 # "Offset increment outside graph capture" (as the second H100 run showed).
-CASES=${CASES:-mlp cnn cnn_nocudnn transformer linalg fft sparse compile bench_latency bench_resnet50 bench_gpt2 graphs}
+CASES=${CASES:-mlp cnn cnn_nocudnn transformer linalg fft sparse profiler nvrtc compile bench_latency bench_resnet50 bench_gpt2 graphs}
 export CASE_TIMEOUT=${CASE_TIMEOUT:-60}
 OOM_QUOTA=${OOM_QUOTA:-4294967296}
+NCCL_MODES=${NCCL_MODES:-native shm}
+ROUNDTRIP_MODES=${ROUNDTRIP_MODES:-shm}
+IVDIR=$(mktemp -d /dev/shm/gpu-torch.XXXXXX) # a VM's channel file lives in tmpfs, as libvirt's
 mkdir -p "$OUT"
 server=""
-trap '[[ -n $server ]] && kill $server 2>/dev/null; rm -rf "$W"' EXIT
+trap '[[ -n $server ]] && kill $server 2>/dev/null; rm -rf "$W" "$IVDIR"' EXIT
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 
 step "machine"
@@ -58,6 +69,10 @@ GCLIB=$W/gpucloud-lib # what /usr/lib/gpucloud holds in a VM
 mkdir -p "$GCLIB"
 for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so.13; do
 	d=${lib%%:*} f=${lib#*:}
+	if [[ ${PREBUILT:-} == 1 && -f $ROOT/prebuilt/$f ]]; then # torch-prep.sh built it against the same headers
+		cp "$ROOT/prebuilt/$f" "$GCLIB/"
+		continue
+	fi
 	make -s -C "$ROOT/gpuserverd/guest/$d" BUILD="$W/$d" && cp "$W/$d/$f" "$GCLIB/" || echo "FAILED: build $f"
 done
 cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
@@ -71,6 +86,9 @@ echo "worker: GPUSERVERD_CUSOLVER=${GPUSERVERD_CUSOLVER:-unset, the loader finds
 for lib in cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10; do # built by torch-prep.sh
 	cp "$ROOT/gpuserverd/guest/${lib%%:*}/build/${lib#*:}" "$GCLIB/" || echo "FAILED: no prebuilt ${lib#*:}"
 done
+# NCCL's folder: the same, with gpucloud's libnccl.so.2 (only the nccl case's process loads it).
+GCLIB_NCCL=$W/gpucloud-lib-nccl
+mkdir -p "$GCLIB_NCCL" && cp "$GCLIB"/* "$GCLIB_NCCL/" && cp "$ROOT/gpuserverd/guest/nccl/build/libnccl.so.2" "$GCLIB_NCCL/"
 AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 [[ -f $AUDIT ]] || make -s -C "$ROOT/gpuserverd/guest/loader" BUILD="$(dirname "$AUDIT")"
 ls -l "$GCLIB"
@@ -85,7 +103,7 @@ run_cases() {
 	local mode=$1 rc todo
 	shift
 	todo="$*"
-	rm -f "$OUT/$mode.jsonl"
+	[[ -z ${APPEND:-} ]] && rm -f "$OUT/$mode.jsonl"
 	while [[ -n $todo ]]; do
 		# shellcheck disable=SC2086 # case names are words
 		timeout $((CASE_TIMEOUT * 3 + 60)) env "${MODE_ENV[@]}" python3 "$TORCHDIR/torch_cases.py" --out "$OUT/$mode.jsonl" $todo >>"$OUT/$mode.log" 2>&1
@@ -124,7 +142,7 @@ sessions_active() {
 start_server() { # KEYFILE LOG
 	SERVER_DATA=$(mktemp -d "$W/data.XXXX") # gpuserverd writes its admin token there
 	"$ROOT/bin/gpuserverd" --backend cuda --id "$SERVER_ID" --listen "$ADDR" --listen-unix "$SOCK" --admin "$ADMIN" \
-		--public-key "$(cat "$1")" --data-dir "$SERVER_DATA" >"$OUT/$2.log" 2>&1 &
+		--ivshmem-dir "$IVDIR" --ivshmem-slots 1 --public-key "$(cat "$1")" --data-dir "$SERVER_DATA" >"$OUT/$2.log" 2>&1 &
 	server=$!
 	for _ in $(seq 50); do [[ -n $(sessions_active) ]] && break; sleep 0.2; done
 }
@@ -135,16 +153,36 @@ uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 REMOTE_ENV=(LD_AUDIT="$AUDIT" GPUCLOUD_LIBDIR="$GCLIB" GPUCLOUD_CONFIG=/nonexistent)
 # shellcheck disable=SC2206 # words on purpose
 REMOTE_ENV+=(${REMOTE_EXTRA:-})
+# extras MODE: the nccl case (with gpucloud's libnccl.so.2 where remote) and the round-trip count.
+extras() {
+	local mode=$1 saved=("${MODE_ENV[@]}")
+	if [[ " $NCCL_MODES " == *" $mode "* ]]; then
+		[[ $mode != native ]] && MODE_ENV+=(GPUCLOUD_LIBDIR="$GCLIB_NCCL")
+		APPEND=1 run_cases "$mode" nccl
+		MODE_ENV=("${saved[@]}")
+	fi
+	if [[ " $ROUNDTRIP_MODES " == *" $mode "* ]]; then
+		env "${MODE_ENV[@]}" GPUCLOUD_TRACE=1 python3 "$TORCHDIR/torch_cases.py" --out "$OUT/roundtrips-$mode.jsonl" roundtrips \
+			>"$W/roundtrips.out" 2>"$W/roundtrips.trace"
+		python3 "$TORCHDIR/roundtrips.py" "$W/roundtrips.trace" | tee "$OUT/roundtrips-$mode.md"
+		grep -v 'gpucloud-trace: send ' "$W/roundtrips.trace" | tail -40 >"$OUT/roundtrips-$mode.log"
+	fi
+}
+cases_of() { local v="CASES_${1//-/_}"; echo "${!v:-$CASES}"; }
+
 for mode in $MODES; do
 	case $mode in
 	native)
 		step "native"
 		MODE_ENV=()
-		run_cases native $CASES
+		run_cases native $(cases_of native)
+		extras native
 		;;
-	shm | tcp | shm-nolt | tcp-nolt)
+	shm | tcp | ivshmem | shm-nolt | tcp-nolt)
 		step "through gpucloud: $mode"
 		if [[ -z $server ]]; then
+			# the channel gpuserverd serves: hostd makes it for a VM (0600; one slot of the whole size)
+			truncate -s "${IVSHMEM_MIB:-1024}M" "$IVDIR/gpucloud-instance-gputest" && chmod 600 "$IVDIR/gpucloud-instance-gputest"
 			key=$W/key
 			token=$("$ROOT/bin/gputoken" -public-key-out "$key" -server "$SERVER_ID" -gpus "$uuid" -session torch)
 			start_server "$key" gpuserverd
@@ -152,12 +190,14 @@ for mode in $MODES; do
 		wait_idle
 		ep=unix:$SOCK
 		[[ $mode == tcp* ]] && ep=$ADDR
+		[[ $mode == ivshmem ]] && ep=ivshmem:$IVDIR/gpucloud-instance-gputest
 		MODE_ENV=("${REMOTE_ENV[@]}" GPUCLOUD_ENDPOINT="$ep" GPUCLOUD_TOKEN="$token" GPUCLOUD_SHM_MIB=1024)
 		[[ $mode == *-nolt ]] && MODE_ENV+=(DISABLE_ADDMM_CUDA_LT=1 SDPA_NO_CUDNN=1)
 		# What the process loaded, and whether it is gpucloud's (the first case's process).
 		env "${MODE_ENV[@]}" GPUCLOUD_AUDIT="$AUDIT" "$ROOT/gpuserverd/guest/loader/gpucloud-info" -- python3 -c \
 			'import torch; torch.cuda.is_available() and torch.ones(1, device="cuda").sum().item()' >"$OUT/gpucloud-info-$mode.txt" 2>&1
-		run_cases "$mode" $CASES
+		run_cases "$mode" $(cases_of "$mode")
+		extras "$mode"
 		;;
 	oom)
 		step "shared tier: a session over its quota next to a neighbour training (shm)"
@@ -183,7 +223,7 @@ step "notices (calls gpucloud refused or could not answer), by count"
 cat "$OUT"/*.log 2>/dev/null | grep -oE 'gpucloud( lib[a-zA-Z]+)?: [A-Za-z0-9_]+ (is )?not [a-z ]*|gpucloud( lib[a-zA-Z]+)?: [A-Za-z0-9_]+ failed \([^)]*\)' | sort | uniq -c | sort -rn | tee "$OUT/notices.txt"
 step "results"
 args=()
-for m in native shm tcp shm-nolt tcp-nolt neighbour oom; do [[ -f $OUT/$m.jsonl ]] && args+=("$m=$OUT/$m.jsonl"); done
+for m in native shm ivshmem tcp shm-nolt tcp-nolt neighbour oom; do [[ -f $OUT/$m.jsonl ]] && args+=("$m=$OUT/$m.jsonl"); done
 python3 "$TORCHDIR/compare.py" "${args[@]}" | tee "$OUT/tables.md"
 for f in "$OUT"/gpucloud-info-*.txt; do [[ -f $f ]] && { echo "-- $f"; grep -vE '^(loaded|  redirect)' "$f" | tail -15; }; done
 # OUT_TAR=FILE: everything in $OUT as one archive (the device tool brings back only so many files).

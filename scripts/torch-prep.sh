@@ -2,9 +2,9 @@
 # torch-prep.sh DEST: builds here (with Go) what scripts/gpu-torch.sh needs on the GPU machine and
 # copies a self-contained bundle to DEST: bin/gpuserverd, bin/gputoken, the guest library
 # (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9, libcusolver.so.12,
-# libcusparse.so.12, libcufft.so.12, libcurand.so.10 and libnvidia-ml.so.1 (none needs an NVIDIA
-# header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt (built there
-# against the toolkit's headers, which check every signature), and the PyTorch cases.
+# libcusparse.so.12, libcufft.so.12, libcurand.so.10, libnvidia-ml.so.1 and libnccl.so.2 (none needs
+# an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
+# (built there against the toolkit's headers, which check every signature), and the PyTorch cases.
 # Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
 #
 # CUDA_HEADERS=DIR (a toolkit's include folder) also builds those three here against it first, so
@@ -24,6 +24,7 @@ make -s -C gpuserverd/guest/nvml
 make -s -C gpuserverd/guest/cusolver LIBDIRS=-L"$ROOT/gpuserverd/guest/build" # no NVIDIA header needed
 # gpucloud's cuSPARSE, cuFFT and cuRAND: no NVIDIA header needed either (built here).
 for d in cusparse cufft curand; do make -s -C gpuserverd/guest/$d LIBDIRS=-L"$ROOT/gpuserverd/guest/build"; done
+make -s -C gpuserverd/guest/nccl LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 if [[ -n ${CUDA_HEADERS:-} ]]; then
 	chk=$(mktemp -d)
 	trap 'rm -rf "$chk"' EXIT
@@ -43,5 +44,11 @@ cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py "$dest/scripts/"
 cp bin/gpuserverd bin/gputoken "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
-for d in . loader cudnn nvml cusolver cusparse cufft curand; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
+for d in . loader cudnn nvml nccl cusolver cusparse cufft curand; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
+# The three built here against CUDA_HEADERS: gpu-torch.sh takes them (PREBUILT=1) instead of
+# building them there, which saves the GPU machine's time.
+if [[ -n ${CUDA_HEADERS:-} ]]; then
+	mkdir -p "$dest/prebuilt"
+	cp "$chk/cudart/libcudart.so.13" "$chk/cublas/libcublas.so.13" "$chk/cublaslt/libcublasLt.so.13" "$dest/prebuilt/"
+fi
 du -sh "$dest"

@@ -225,6 +225,7 @@ const char *gw_type_name(uint16_t type) {
 	case 14006: return "NcclCommQuery";
 	case 14007: return "NcclRedOp";
 	case 14008: return "NcclCommSplit";
+	case 9011: return "DnnExecutePack";
 	}
 	return "unknown";
 }
@@ -5969,6 +5970,42 @@ int gw_nccl_comm_split_decode(struct gw_nccl_comm_split *m, const uint8_t *p, si
 	return dfinish(&d);
 }
 
+size_t gw_dnn_execute_pack_size(const struct gw_dnn_execute_pack *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4 + m->attrs_len;
+	return n;
+}
+
+uint8_t *gw_dnn_execute_pack_encode(const struct gw_dnn_execute_pack *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put64(o, m->plan);
+	o = put32(o, m->attrs_len);
+	if (m->attrs_len) memcpy(o, m->attrs, m->attrs_len);
+	o += m->attrs_len;
+	return o;
+}
+
+uint8_t *gw_dnn_execute_pack_encode_head(const struct gw_dnn_execute_pack *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put64(o, m->plan);
+	o = put32(o, m->attrs_len);
+	return o;
+}
+
+int gw_dnn_execute_pack_decode(struct gw_dnn_execute_pack *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DnnExecutePack", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->plan = d64(&d, "plan");
+	m->attrs = dvar(&d, "attrs", 65536, 1, &m->attrs_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6329,6 +6366,8 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nccl_red_op_decode(m, p, n, err, errlen);
 	case 14008:
 		return gw_nccl_comm_split_decode(m, p, n, err, errlen);
+	case 9011:
+		return gw_dnn_execute_pack_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

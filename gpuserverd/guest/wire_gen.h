@@ -210,6 +210,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_COMM_QUERY 14006
 #define GW_TYPE_NCCL_RED_OP 14007
 #define GW_TYPE_NCCL_COMM_SPLIT 14008
+#define GW_TYPE_DNN_EXECUTE_PACK 9011
 
 struct gw_hello {
 	uint32_t version;
@@ -2214,6 +2215,19 @@ struct gw_nccl_comm_split {
 size_t gw_nccl_comm_split_size(const struct gw_nccl_comm_split *m);
 uint8_t *gw_nccl_comm_split_encode(const struct gw_nccl_comm_split *m, uint8_t *out);
 int gw_nccl_comm_split_decode(struct gw_nccl_comm_split *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_dnn_execute_pack {
+	uint64_t handle;
+	uint64_t plan;
+	const void *attrs; /* limit 65536 */
+	uint32_t attrs_len;
+};
+size_t gw_dnn_execute_pack_size(const struct gw_dnn_execute_pack *m);
+uint8_t *gw_dnn_execute_pack_encode(const struct gw_dnn_execute_pack *m, uint8_t *out);
+int gw_dnn_execute_pack_decode(struct gw_dnn_execute_pack *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_dnn_execute_pack_encode_head(const struct gw_dnn_execute_pack *m, uint8_t *out);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -211,6 +211,7 @@ const (
 	TypeNcclCommQuery                Type = 14006
 	TypeNcclRedOp                    Type = 14007
 	TypeNcclCommSplit                Type = 14008
+	TypeDnnExecutePack               Type = 9011
 )
 
 var typeNames = map[Type]string{
@@ -393,6 +394,7 @@ var typeNames = map[Type]string{
 	TypeNcclCommQuery:                "NcclCommQuery",
 	TypeNcclRedOp:                    "NcclRedOp",
 	TypeNcclCommSplit:                "NcclCommSplit",
+	TypeDnnExecutePack:               "DnnExecutePack",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -756,6 +758,8 @@ func New(t Type) Message {
 		return new(NcclRedOp)
 	case TypeNcclCommSplit:
 		return new(NcclCommSplit)
+	case TypeDnnExecutePack:
+		return new(DnnExecutePack)
 	}
 	return nil
 }
@@ -6612,5 +6616,42 @@ func (m *NcclCommSplit) Decode(p []byte) error {
 	m.Comm = d.u64("comm")
 	m.Color = int32(d.u32("color"))
 	m.Key = int32(d.u32("key"))
+	return d.finish()
+}
+
+// DnnExecutePack is message type 9011.
+type DnnExecutePack struct {
+	Handle uint64
+	Plan   uint64
+	Attrs  []byte
+}
+
+// Type returns TypeDnnExecutePack.
+func (*DnnExecutePack) Type() Type { return TypeDnnExecutePack }
+
+// Append appends the encoded payload to b.
+func (m *DnnExecutePack) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Plan)
+	b = putU32(b, uint32(len(m.Attrs)))
+	b = append(b, m.Attrs...)
+	return b
+}
+
+// AppendHead appends the payload without Attrs's content (its length included), so a
+// large Attrs can be written from where it lies.
+func (m *DnnExecutePack) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU64(b, m.Plan)
+	b = putU32(b, uint32(len(m.Attrs)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DnnExecutePack) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DnnExecutePack"}
+	m.Handle = d.u64("handle")
+	m.Plan = d.u64("plan")
+	m.Attrs = d.bytes("attrs", 65536)
 	return d.finish()
 }

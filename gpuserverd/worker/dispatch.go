@@ -297,7 +297,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.ApiCall:
 		return s.apiCall(c, m), nil
 	case *wire.DnnCreate, *wire.DnnDestroy, *wire.DnnSetStream, *wire.DnnDescCreate, *wire.DnnDescDestroy,
-		*wire.DnnSetAttribute, *wire.DnnGetAttribute, *wire.DnnFinalize, *wire.DnnExecute, *wire.DnnLegacy:
+		*wire.DnnSetAttribute, *wire.DnnGetAttribute, *wire.DnnFinalize, *wire.DnnExecute, *wire.DnnLegacy,
+		*wire.DnnExecutePack:
 		return s.dnn(d, m), nil
 	case *wire.LtCreate, *wire.LtHeuristic, *wire.LtMatmul, *wire.LtGetAttribute:
 		return s.lt(d, m), nil

@@ -19,7 +19,8 @@ type dnnState struct {
 func isDnn(m wire.Message) bool {
 	switch m.(type) {
 	case *wire.DnnCreate, *wire.DnnDestroy, *wire.DnnSetStream, *wire.DnnDescCreate, *wire.DnnDescDestroy,
-		*wire.DnnSetAttribute, *wire.DnnGetAttribute, *wire.DnnFinalize, *wire.DnnExecute, *wire.DnnLegacy:
+		*wire.DnnSetAttribute, *wire.DnnGetAttribute, *wire.DnnFinalize, *wire.DnnExecute, *wire.DnnLegacy,
+		*wire.DnnExecutePack:
 		return true
 	}
 	return false
@@ -104,6 +105,8 @@ func (s *Session) dnn(d *device, m wire.Message) *wire.DnnReply {
 			err = c.DnnExecute(backend.Handle(m.Handle), backend.Handle(m.Plan), backend.Handle(m.Pack))
 		}
 		return dnnReply(0, err)
+	case *wire.DnnExecutePack:
+		return dnnReply(0, st.executePack(c, m))
 	case *wire.DnnLegacy:
 		call, err := st.decodeLegacy(m)
 		if err != nil {

@@ -412,14 +412,58 @@ static int foreign(void) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign();
+/* primary_context makes device 0's primary context current, as the runtime does. */
+static void primary_context(void) {
     CHECK(cuInit(0));
     CUdevice dev;
     CUcontext ctx;
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
+}
+
+/* "perop": PyTorch's getCurrentCUDABlasHandle before each of 50 SGEMMs (cublasSetStream,
+ * cublasSetWorkspace, cublasSetMathMode, each time the same), then a stream alone, which puts the
+ * handle back on cuBLAS's own workspace. The Go test counts, with GPUCLOUD_TRACE=1, what reached
+ * gpuserverd and whether the caller waited for it. */
+static int per_op(void) {
+    primary_context();
+    cublasHandle_t h;
+    BLAS(cublasCreate(&h));
+    enum { N = 8, OPS = 50 };
+    static float A[N * N], B[N * N], C[N * N];
+    double Ad[N * N], Bd[N * N], R[N * N];
+    for (int i = 0; i < N * N; i++) A[i] = (float)(Ad[i] = rnd()), B[i] = (float)(Bd[i] = rnd());
+    reference(CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, 1, Ad, N, Bd, N, 0, R, N);
+    float *dA = dalloc(sizeof A), *dB = dalloc(sizeof B), *dC = dalloc(sizeof C), *ws = dalloc(1 << 16), one = 1, zero = 0;
+    BLAS(cublasSetMatrix(N, N, 4, A, N, dA, N));
+    BLAS(cublasSetMatrix(N, N, 4, B, N, dB, N));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < OPS; i++) {
+        BLAS(cublasSetStream(h, (cudaStream_t)s));
+        BLAS(cublasSetWorkspace(h, ws, 1 << 16));
+        BLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+        BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, dA, N, dB, N, &zero, dC, N));
+    }
+    BLAS(cublasSetStream(h, (cudaStream_t)s)); /* cuBLAS's own workspace again: one frame */
+    cudaStream_t got;
+    BLAS(cublasGetStream(h, &got));
+    EXPECT(got == (cudaStream_t)s);
+    BLAS(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, dA, N, dB, N, &zero, dC, N));
+    CHECK(cuStreamSynchronize(s));
+    BLAS(cublasGetMatrix(N, N, 4, dC, N, C, N));
+    for (int i = 0; i < N * N; i++) EXPECT(fabs(C[i] - R[i]) <= 1e-5 * (1 + fabs(R[i])));
+    BLAS(cublasDestroy(h));
+    CHECK(cuStreamDestroy(s));
+    printf("blas_sim_test: OK\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign();
+    if (argc > 1 && strcmp(argv[1], "perop") == 0) return per_op();
+    primary_context();
 
     cublasHandle_t h;
     BLAS(cublasCreate(&h));

@@ -56,6 +56,19 @@ struct cublasContext {
     cudaStream_t stream;
     cublasPointerMode_t pmode;
     cublasMath_t math;
+    /* The stream, workspace and math mode the caller set (above, and ws_user/ws/ws_bytes: a
+     * workspace of the caller's, which cuBLAS's cublasSetStream resets to its own), and what the
+     * worker's handle has (sent_*). PyTorch sets all three before every matmul
+     * (getCurrentCUDABlasHandle): they are sent only when the next computing call finds them
+     * changed, without waiting, so that costs nothing (see flush_state). */
+    int ws_user;
+    void *ws;
+    size_t ws_bytes;
+    int sent_valid, sent_ws_user; /* sent_valid: stream and math mode were sent */
+    cudaStream_t sent_stream;
+    cublasMath_t sent_math;
+    void *sent_ws;
+    size_t sent_ws_bytes;
 };
 
 static int is_live(cublasHandle_t h) { return session_live(h, HANDLE_MAGIC, NULL, NULL); }
@@ -104,11 +117,40 @@ EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t h, int *version) {
 EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t stream) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    struct gw_blas_set_stream m = {.handle = h->base.server, .stream = T->stream_handle((CUstream)stream)};
-    uint8_t b[32];
-    gw_blas_set_stream_encode(&m, b);
-    s = session_call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 0, NULL);
-    if (s == CUBLAS_STATUS_SUCCESS) h->stream = stream;
+    h->stream = stream, h->ws_user = 0; /* as cuBLAS: back to its own workspace */
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* flush_state sends the worker what of the handle's stream, workspace and math mode changed
+ * since it last did, without waiting (like a launch: a refusal surfaces at the next synchronising
+ * call; the workspace was checked here when set). */
+static cublasStatus_t flush_state(cublasHandle_t h) {
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    uint8_t b[64];
+    if (!h->sent_valid || h->sent_stream != h->stream) {
+        struct gw_blas_set_stream m = {.handle = h->base.server, .stream = T->stream_handle((CUstream)h->stream)};
+        gw_blas_set_stream_encode(&m, b);
+        s = session_call(GW_TYPE_BLAS_SET_STREAM, b, gw_blas_set_stream_size(&m), 1, NULL);
+        if (s != CUBLAS_STATUS_SUCCESS) return s;
+        h->sent_stream = h->stream;
+    }
+    if (h->sent_ws_user != h->ws_user || (h->ws_user && (h->sent_ws != h->ws || h->sent_ws_bytes != h->ws_bytes))) {
+        /* 0 bytes: the worker's own workspace again */
+        struct gw_blas_set_workspace m = {.handle = h->base.server, .ptr = h->ws_user ? (uint64_t)(uintptr_t)h->ws : 0,
+                                          .bytes = h->ws_user ? h->ws_bytes : 0};
+        gw_blas_set_workspace_encode(&m, b);
+        s = session_call(GW_TYPE_BLAS_SET_WORKSPACE, b, gw_blas_set_workspace_size(&m), 1, NULL);
+        if (s != CUBLAS_STATUS_SUCCESS) return s;
+        h->sent_ws_user = h->ws_user, h->sent_ws = h->ws, h->sent_ws_bytes = h->ws_bytes;
+    }
+    if (!h->sent_valid || h->sent_math != h->math) {
+        struct gw_blas_set_math_mode m = {.handle = h->base.server, .mode = (uint32_t)h->math};
+        gw_blas_set_math_mode_encode(&m, b);
+        s = session_call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 1, NULL);
+        if (s != CUBLAS_STATUS_SUCCESS) return s;
+        h->sent_math = h->math;
+    }
+    h->sent_valid = 1;
     return s;
 }
 
@@ -143,12 +185,8 @@ EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
      * worker's cuBLAS judges whether it has the mode. */
     unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
     if (base > 4) return CUBLAS_STATUS_INVALID_VALUE;
-    struct gw_blas_set_math_mode m = {.handle = h->base.server, .mode = (uint32_t)mode};
-    uint8_t b[32];
-    gw_blas_set_math_mode_encode(&m, b);
-    s = session_call(GW_TYPE_BLAS_SET_MATH_MODE, b, gw_blas_set_math_mode_size(&m), 0, NULL);
-    if (s == CUBLAS_STATUS_SUCCESS) h->math = mode;
-    return s;
+    h->math = mode; /* sent with the next computing call (flush_state) */
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode) {
@@ -159,14 +197,28 @@ EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* The workspace must be the program's device memory; gpuserverd checks that it lies inside one
- * of the session's allocations. NULL or 0 bytes: back to the worker's own workspace. */
+/* in_device_memory: [p, p+n) lies in one device allocation of this process (the guest libcuda's
+ * table, no round trip), as the worker requires of a workspace: refused here at once, since the
+ * call no longer waits for the worker's answer. */
+static int in_device_memory(const void *p, size_t n) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUdeviceptr a = (CUdeviceptr)(uintptr_t)p;
+    if (cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) != CUDA_SUCCESS ||
+        cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a) != CUDA_SUCCESS)
+        return 0;
+    return a >= base && n <= size && a - base <= size - n;
+}
+
+/* The workspace must be the program's device memory (gpuserverd checks it again: inside one of
+ * the session's allocations). NULL or 0 bytes: back to the worker's own workspace. */
 EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace, size_t bytes) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (!workspace) bytes = 0;
-    struct gw_blas_set_workspace m = {.handle = h->base.server, .ptr = (uint64_t)(uintptr_t)workspace, .bytes = bytes};
-    ENCODE_CALL(blas_set_workspace, BLAS_SET_WORKSPACE, m, 0, NULL);
+    if (workspace && !in_device_memory(workspace, bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+    h->ws_user = bytes > 0, h->ws = workspace, h->ws_bytes = bytes; /* sent with the next computing call */
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 PLAIN(gc_plain_create, "cublasCreate", cublasCreate_v2);
@@ -330,6 +382,7 @@ static cublasStatus_t gemm_scalars(cublasHandle_t h, int host_scalars, int ex, i
                                    const void *alpha, const void *A, int lda, long long sa, const void *B, int ldb,
                                    long long sb, const void *beta, void *C, int ldc, long long sc, int batch) {
     cublasStatus_t s = check(h);
+    if (s == CUBLAS_STATUS_SUCCESS) s = flush_state(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     size_t ss = scalar_size(compute);
     if (!ss || !known_type(at) || !known_type(bt) || !known_type(ct)) return CUBLAS_STATUS_INVALID_VALUE;

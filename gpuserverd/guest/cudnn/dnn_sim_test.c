@@ -174,11 +174,19 @@ static void legacy_conv(cudnnHandle_t h) {
     size_t ws = 99;
     OK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, perf[0].algo, &ws));
     CHECK(ws == 0); /* the simulated convolution needs none */
+    /* The same query again, as PyTorch asks before every call: answered here (cudnn_test.go
+     * counts the round trips); a refused one is asked each time. */
+    for (int i = 0; i < 3; i++) {
+        ws = 99;
+        OK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, perf[0].algo, &ws));
+        CHECK(ws == 0);
+    }
     /* y of the wrong shape is refused. */
     int bad[] = {N, K, P + 1, Q};
     cudnnTensorDescriptor_t bd;
     OK(cudnnCreateTensorDescriptor(&bd));
     OK(cudnnSetTensorNdDescriptor(bd, CUDNN_DATA_FLOAT, 4, bad, ystr));
+    CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, bd, 0, &ws) == CUDNN_STATUS_BAD_PARAM);
     CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, bd, 0, &ws) == CUDNN_STATUS_BAD_PARAM);
 
     size_t nx = N * C * H * W, nw = K * C * R * S, ny = (size_t)N * K * P * Q;
@@ -237,6 +245,36 @@ static void refusals(cudnnHandle_t h) {
     CHECK(cudnnSetStream(NULL, NULL) == CUDNN_STATUS_BAD_PARAM);
 }
 
+/* A variant pack is kept in the program (its execution, in backend_api, travels whole; cudnn_test.go
+ * counts the frames): read back only once finalized, no attribute after that, pointers and ids
+ * that disagree refused at finalize, no execution before it. */
+static void pack_execute(cudnnHandle_t h) {
+    cudnnBackendDescriptor_t plan, pack, odd;
+    OK(cudnnBackendCreateDescriptor(EXECUTION_PLAN, &plan));
+    OK(cudnnBackendCreateDescriptor(VARIANT_PACK, &pack));
+    void *ptrs[2] = {(void *)0x7f0000001000ull, (void *)0x7f0000002000ull}, *ws = (void *)0x7f0000003000ull, *back[2];
+    int64_t uids[2] = {1, 2}, n = 0;
+    OK(cudnnBackendSetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, ptrs));
+    OK(cudnnBackendSetAttribute(pack, ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 2, uids));
+    OK(cudnnBackendSetAttribute(pack, 1003 /* WORKSPACE */, CUDNN_TYPE_VOID_PTR, 1, &ws));
+    CHECK(cudnnBackendGetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, &n, back) == CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
+    OK(cudnnBackendFinalize(pack));
+    CHECK(cudnnBackendSetAttribute(pack, ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 2, uids) == CUDNN_STATUS_BAD_PARAM);
+    OK(cudnnBackendGetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, &n, back));
+    CHECK(n == 2 && back[0] == ptrs[0] && back[1] == ptrs[1]);
+    CHECK(cudnnBackendGetAttribute(pack, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_INT64, 2, &n, back) == CUDNN_STATUS_BAD_PARAM);
+    OK(cudnnBackendCreateDescriptor(VARIANT_PACK, &odd));
+    OK(cudnnBackendSetAttribute(odd, ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 2, ptrs));
+    OK(cudnnBackendSetAttribute(odd, ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 1, uids));
+    CHECK(cudnnBackendFinalize(odd) == CUDNN_STATUS_BAD_PARAM);
+    CHECK(cudnnBackendExecute(h, plan, odd) == CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED);
+    /* a pack is no attribute of another descriptor */
+    CHECK(cudnnBackendSetAttribute(plan, 1 /* any */, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pack) == CUDNN_STATUS_BAD_PARAM);
+    OK(cudnnBackendDestroyDescriptor(odd));
+    OK(cudnnBackendDestroyDescriptor(pack));
+    OK(cudnnBackendDestroyDescriptor(plan));
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "foreign") == 0) {
         cudnnHandle_t h;
@@ -261,6 +299,7 @@ int main(int argc, char **argv) {
     by_value_scalar();
     legacy_conv(h);
     refusals(h);
+    pack_execute(h);
     OK(cudnnDestroy(h));
     CHECK(cudnnDestroy(h) == CUDNN_STATUS_BAD_PARAM);
     printf("dnn_sim_test: OK\n");

@@ -39,6 +39,7 @@ struct cudnnContext {
     int device;      /* the device current at cudnnCreate */
     uint64_t server; /* the worker's id of the handle */
     cudaStream_t stream;
+    int stream_sent; /* stream was sent to the worker's handle */
     struct cudnnContext *next;
 };
 
@@ -76,6 +77,7 @@ void gc_bv_finalized(struct gc_bv *bv, uint32_t kind);
  * GC_DNN_TYPE_HOST_VALUES elements (malloc'd, *count of 16 bytes each); NULL when none is. */
 uint8_t *gc_bv_pack_values(struct gc_bv *bv, uint32_t kind, int64_t *count);
 void gc_bv_free(struct gc_bv *bv);
+#define GC_ATTR_VARIANT_PACK_UNIQUE_IDS 1000
 #define GC_ATTR_VARIANT_PACK_DATA_POINTERS 1001
 
 /* A call this library does not forward: CUDNN_STATUS_NOT_SUPPORTED, with a notice on stderr the

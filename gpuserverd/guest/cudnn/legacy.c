@@ -4,6 +4,8 @@
  * it names with it. Computing calls go without waiting, like kernel launches; queries wait. */
 #include "internal.h"
 
+#include <pthread.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,11 +219,61 @@ static cudnnStatus_t send(cudnnHandle_t h, struct call *c, int no_reply, struct 
     GC_DNN_SEND(dnn_legacy, DNN_LEGACY, m, no_reply, r);
 }
 
-/* send_size sends a size query and gives its answer in *size. */
+/* Size queries (workspace and reserve sizes) are answered from the query's descriptors and
+ * arguments alone, and PyTorch asks before every batch norm (three round trips per layer and
+ * step): the answers are kept here, keyed by the whole query, in a small direct-mapped table. */
+#define SIZE_MEMO 256
+static struct {
+    uint64_t hash;
+    uint8_t *key;
+    size_t keylen, size;
+} size_memo[SIZE_MEMO];
+static pthread_mutex_t size_memo_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* size_key is the query's bytes (op, device, descriptors, arguments), malloc'd, and its hash. */
+static uint8_t *size_key(cudnnHandle_t h, const struct call *c, size_t *len, uint64_t *hash) {
+    if (c->ndesc > 8 || c->nargs > 32) return NULL;
+    int32_t head[4] = {(int32_t)c->op, h ? h->device : -1, c->ndesc, c->nargs};
+    size_t dn = (size_t)c->ndesc * sizeof c->descs[0], an = (size_t)c->nargs * 8;
+    *len = sizeof head + dn + an;
+    uint8_t *k = malloc(*len);
+    if (!k) return NULL;
+    memcpy(k, head, sizeof head);
+    memcpy(k + sizeof head, c->descs, dn);
+    memcpy(k + sizeof head + dn, c->args, an);
+    uint64_t x = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < *len; i++) x = (x ^ k[i]) * 1099511628211ull;
+    *hash = x;
+    return k;
+}
+
+/* send_size answers a size query, from the table or from the worker's cuDNN. */
 static cudnnStatus_t send_size(cudnnHandle_t h, struct call *c, size_t *size) {
+    size_t len = 0;
+    uint64_t hash = 0;
+    uint8_t *key = c->bad ? NULL : size_key(h, c, &len, &hash);
+    if (key) {
+        pthread_mutex_lock(&size_memo_mu);
+        typeof(size_memo[0]) *m = &size_memo[hash % SIZE_MEMO];
+        int hit = m->key && m->hash == hash && m->keylen == len && memcmp(m->key, key, len) == 0;
+        if (hit) *size = m->size;
+        pthread_mutex_unlock(&size_memo_mu);
+        if (hit && (!h || gc_dnn_check(h) == CUDNN_STATUS_SUCCESS)) {
+            free(key);
+            return CUDNN_STATUS_SUCCESS;
+        }
+    }
     struct gc_dnn_result r;
     cudnnStatus_t s = send(h, c, 0, &r);
     if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
+    if (s == CUDNN_STATUS_SUCCESS && key) {
+        pthread_mutex_lock(&size_memo_mu);
+        typeof(size_memo[0]) *m = &size_memo[hash % SIZE_MEMO];
+        free(m->key);
+        m->hash = hash, m->key = key, m->keylen = len, m->size = *size, key = NULL;
+        pthread_mutex_unlock(&size_memo_mu);
+    }
+    free(key);
     return s;
 }
 
@@ -281,14 +333,19 @@ EXPORT cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t h, const void 
 }
 
 /* query asks about a convolution (descriptors a, b, conv, out) with one argument word. */
+/* conv_query fills in a convolution query's call: descriptors a, b, cd, out and one argument. */
+static void conv_query(struct call *c, void *a, int ka, void *b, int kb, void *cd, void *out, int kout, uint64_t arg) {
+    add_desc(c, a, ka, 0);
+    add_desc(c, b, kb, 0);
+    add_desc(c, cd, K_CONV, 0);
+    add_desc(c, out, kout, 0);
+    add(c, arg);
+}
+
 static cudnnStatus_t query(uint32_t op, cudnnHandle_t h, void *a, int ka, void *b, int kb, void *cd, void *out, int kout,
                            uint64_t arg, struct gc_dnn_result *r) {
     struct call c = {.op = op};
-    add_desc(&c, a, ka, 0);
-    add_desc(&c, b, kb, 0);
-    add_desc(&c, cd, K_CONV, 0);
-    add_desc(&c, out, kout, 0);
-    add(&c, arg);
+    conv_query(&c, a, ka, b, kb, cd, out, kout, arg);
     return send(h, &c, 0, r);
 }
 
@@ -339,10 +396,9 @@ EXPORT cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t
 static cudnnStatus_t size_query(uint32_t op, cudnnHandle_t h, void *a, int ka, void *b, int kb, void *cd, void *out, int kout, int algo,
                                 size_t *size) {
     if (!size) return CUDNN_STATUS_BAD_PARAM;
-    struct gc_dnn_result r;
-    cudnnStatus_t s = query(op, h, a, ka, b, kb, cd, out, kout, (uint64_t)(uint32_t)algo, &r);
-    if (s == CUDNN_STATUS_SUCCESS) *size = (size_t)r.value;
-    return s;
+    struct call c = {.op = op};
+    conv_query(&c, a, ka, b, kb, cd, out, kout, (uint64_t)(uint32_t)algo);
+    return send_size(h, &c, size);
 }
 
 EXPORT cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t h, const cudnnTensorDescriptor_t xd, const cudnnFilterDescriptor_t wd,

@@ -184,11 +184,14 @@ EXPORT cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
 EXPORT cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t stream) {
     cudnnStatus_t s = gc_dnn_check(h);
     if (s != CUDNN_STATUS_SUCCESS) return s;
+    /* PyTorch sets its cuDNN handle's stream before every operation (getCudnnHandle): sent
+     * without waiting, and not at all when it is the handle's stream already. */
+    if (h->stream_sent && h->stream == stream) return CUDNN_STATUS_SUCCESS;
     struct gw_dnn_set_stream m = {.handle = h->server, .stream = gc_dnn_table->stream_handle((CUstream)stream)};
     uint8_t b[32];
     gw_dnn_set_stream_encode(&m, b);
-    s = gc_dnn_call(GW_TYPE_DNN_SET_STREAM, b, gw_dnn_set_stream_size(&m), 0, NULL);
-    if (s == CUDNN_STATUS_SUCCESS) h->stream = stream;
+    s = gc_dnn_call(GW_TYPE_DNN_SET_STREAM, b, gw_dnn_set_stream_size(&m), 1, NULL);
+    if (s == CUDNN_STATUS_SUCCESS) h->stream = stream, h->stream_sent = 1;
     return s;
 }
 

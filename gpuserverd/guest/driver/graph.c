@@ -15,6 +15,7 @@ static struct {
     int invalid;
 } captures[MAX_CAPTURES];
 static int ncaptures;
+static int captures_overflow; /* a capture went unrecorded: only the worker can tell who captures */
 static pthread_mutex_t captures_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* The slot of stream h, or -1. captures_mu held. */
@@ -60,6 +61,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
     if (rc == CUDA_SUCCESS) {
         pthread_mutex_lock(&captures_mu);
         if (capture_slot(h) < 0 && ncaptures < MAX_CAPTURES) captures[ncaptures++] = (typeof(captures[0])){h, 0};
+        else if (capture_slot(h) < 0) captures_overflow = 1;
         pthread_mutex_unlock(&captures_mu);
     }
     return GC_T(rc);
@@ -82,8 +84,23 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
     return GC_T(rc);
 }
 
+/* No capture begun here and not ended: no stream of this process captures (a stream joins a
+ * capture only through one begun on another), answered without a round trip, since PyTorch asks
+ * around every allocation and several operations. */
+static int none_capturing(void) {
+    pthread_mutex_lock(&captures_mu);
+    int none = ncaptures == 0 && !captures_overflow;
+    pthread_mutex_unlock(&captures_mu);
+    return none;
+}
+
 static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
     if (!status) return CUDA_ERROR_INVALID_VALUE;
+    if (none_capturing()) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (id) *id = 0;
+        return CUDA_SUCCESS;
+    }
     struct gw_stream_get_capture_info m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_get_capture_info, m, b);
     struct gw_capture_info_reply r;

@@ -28,12 +28,18 @@ func TestCudartTorchSemantics(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			cmd := s.client(s.token("torch-"+name, "shared", quota), "torch_sim_test", args...)
+			cmd.Env = append(cmd.Env, "GPUCLOUD_TRACE=1")
 			if shm {
 				cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB=64")
 			}
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "torch_sim_test: OK") {
 				t.Fatalf("torch_sim_test %v: %v\n%s", args, err, out)
+			}
+			// No capture was begun: whether a stream captures is answered here, without a round
+			// trip (PyTorch asks around every allocation).
+			if n := strings.Count(string(out), "send StreamGetCaptureInfo"); n != 0 {
+				t.Errorf("capture state asked of gpuserverd %d times with no capture begun", n)
 			}
 			// One notice per refused call, however often it is refused.
 			if n := strings.Count(string(out), "cudaIpcGetMemHandle is not supported"); n != 1 {

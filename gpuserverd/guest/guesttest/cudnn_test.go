@@ -47,10 +47,56 @@ func buildCudnn(t *testing.T) string {
 // one, refusals; a call that is not forwarded is named on stderr once.
 func TestCudnnOnSim(t *testing.T) {
 	buildCudnn(t)
-	out := runOK(t, startServer(t), "dnn_sim_test")
+	out := runOK(t, startServer(t), "dnn_sim_test", "GPUCLOUD_TRACE=1")
+	// Variant packs stay in the program: creating, filling, finalizing and destroying one sends
+	// nothing; the one executed travels whole with the execution, which waits for no reply.
+	executions := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "send DnnExecutePack (") {
+			executions++
+			if strings.HasSuffix(line, " waits") {
+				t.Errorf("the execution waited for a reply: %s", line)
+			}
+		}
+		if strings.Contains(line, "send DnnExecute (") {
+			t.Errorf("an execution named a pack of the worker's: %s", line)
+		}
+	}
+	// Size queries: the repeated workspace query is answered in the program, the refused one is
+	// asked each time (legacy_conv: the algorithms, one workspace size, the refused size twice,
+	// the convolution itself without a reply; refusals: the dropout states' size).
+	legacyWaits := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "send DnnLegacy (") && strings.HasSuffix(line, " waits") {
+			legacyWaits++
+		}
+	}
+	if legacyWaits != 5 {
+		t.Errorf("%d legacy calls waited for a reply, want 5", legacyWaits)
+	}
+	if executions != 1 {
+		t.Errorf("%d DnnExecutePack frames, want 1 (backend_api's execution)", executions)
+	}
 	notice := "gpucloud libcudnn: cudnnSetDropoutDescriptor is not forwarded to gpuserverd"
 	if n := strings.Count(out, notice); n != 1 {
 		t.Errorf("the notice for cudnnSetDropoutDescriptor came %d times, want once:\n%s", n, out)
+	}
+}
+
+// TestCudnnByValueIDs: a variant pack's host scalars go as values and its device addresses as
+// they are, though the cuDNN frontend gives one unique id to a by-value scalar in one graph and to
+// a device tensor in another, as PyTorch's attention forward and backward do
+// (cudnn/byvalue_test.c; on the H100 the worker's cuDNN read the guest's address and crashed).
+func TestCudnnByValueIDs(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "byvalue_test")
+	build := exec.Command("gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-pthread", "-I../cudnn/shim", "-I../include",
+		"-o", bin, "../cudnn/byvalue_test.c", "../cudnn/byvalue.c")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "byvalue_test: OK") {
+		t.Fatalf("byvalue_test: %v\n%s", err, out)
 	}
 }
 

@@ -67,8 +67,9 @@ func TestNcclForeignUniqueIDRefused(t *testing.T) {
 	}
 }
 
-// TestNcclExportsItsAPI: every function of NCCL's C API (nccl/nccl-api.txt) is exported, so a
-// program linked against NVIDIA's NCCL loads gpucloud's.
+// TestNcclExportsItsAPI: every function of NCCL's C API (nccl/nccl-api.txt) and every name
+// PyTorch 2.11 imports from it (nccl/torch-needs.txt) is exported, so a program linked against
+// NVIDIA's NCCL loads gpucloud's.
 func TestNcclExportsItsAPI(t *testing.T) {
 	dir := buildNccl(t)
 	f, err := elf.Open(filepath.Join(dir, "libnccl.so.2"))
@@ -90,6 +91,11 @@ func TestNcclExportsItsAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	torch, err := os.ReadFile("../nccl/torch-needs.txt") // what PyTorch 2.11 links
+	if err != nil {
+		t.Fatal(err)
+	}
+	api = append(append(api, '\n'), torch...)
 	n := 0
 	for _, name := range strings.Split(string(api), "\n") {
 		if name = strings.TrimSpace(name); name != "" && !strings.HasPrefix(name, "#") {

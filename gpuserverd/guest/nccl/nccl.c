@@ -404,5 +404,35 @@ REFUSED(ncclAlltoAll)
 REFUSED(ncclGather)
 REFUSED(ncclScatter)
 REFUSED(ncclGroupSimulateEnd)
+
+/* NCCL 2.28's device API (nccl_device/ headers), whose host functions PyTorch 2.11's libtorch_cuda
+ * links (symmetric memory): a device communicator runs NCCL's kernels against peers' memory,
+ * which a session cannot map, so it is refused; teams answer for this rank alone as its
+ * load/store-accessible (LSA) team, and the whole communicator as the world. */
 REFUSED(ncclDevCommCreate)
 REFUSED(ncclDevCommDestroy)
+REFUSED(ncclGinBarrierCreateRequirement)
+REFUSED(ncclLsaBarrierCreateRequirement)
+REFUSED(ncclLLA2ACreateRequirement)
+struct gc_team { /* nccl_device/core.h's struct ncclTeam */
+    int n_ranks, rank, stride;
+};
+EXPORT struct gc_team ncclTeamWorld(ncclComm_t c) {
+    return is_live(c) ? (struct gc_team){c->nranks, c->rank, 1} : (struct gc_team){0, 0, 0};
+}
+EXPORT struct gc_team ncclTeamLsa(ncclComm_t c) {
+    return is_live(c) ? (struct gc_team){1, 0, 1} : (struct gc_team){0, 0, 0};
+}
+/* a team's rank as a world rank: the team's ranks are stride apart, this rank among them */
+EXPORT int ncclTeamRankToWorld(ncclComm_t c, struct gc_team t, int rank) {
+    if (!is_live(c) || rank < 0 || rank >= t.n_ranks) return -1;
+    return c->rank + (rank - t.rank) * t.stride;
+}
+/* a rank of the LSA team (this rank alone) from its rank in team t */
+EXPORT int ncclTeamRankToLsa(ncclComm_t c, struct gc_team t, int rank) {
+    return ncclTeamRankToWorld(c, t, rank) == (is_live(c) ? c->rank : -2) ? 0 : -1;
+}
+EXPORT int ncclLLA2ACalcSlots(int max_elts, int max_elt_size) { /* no LL all-to-all: no slots */
+    (void)max_elts, (void)max_elt_size;
+    return 0;
+}

@@ -276,7 +276,9 @@ void gc_start_flusher(void) { gc_spawn_detached(flusher); }
 CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size_t head_n,
                         const void *tail, size_t tail_n, uint16_t want, struct gc_reply *reply) {
     if (gc.broken || gc.fd < 0) return CUDA_ERROR_UNKNOWN;
-    if (gc_trace_on()) gc_trace("send %s (%zu bytes)", gw_type_name(type), head_n + tail_n);
+    /* "waits": the caller blocks for the reply, a round trip (what call batching removes) */
+    if (gc_trace_on())
+        gc_trace("send %s (%zu bytes)%s", gw_type_name(type), head_n + tail_n, flags & GW_FLAG_NO_REPLY ? "" : " waits");
     uint8_t h[GW_HEADER_SIZE];
     uint32_t req = ++gc.next_req;
     size_t frame = sizeof h + head_n + tail_n;

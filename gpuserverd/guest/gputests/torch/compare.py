@@ -14,6 +14,7 @@ import sys
 
 LOSS_RTOL = 1e-3
 VALUE_RTOL = 1e-4
+REMOTE = ("shm", "ivshmem", "tcp", "shm-nolt", "tcp-nolt")
 BENCH = {"bench_resnet50": ("images_per_s", "images/s", True), "bench_gpt2": ("tokens_per_s", "tokens/s", True),
          "bench_latency": ("median_us", "µs (median)", False)}
 
@@ -71,11 +72,11 @@ def main():
     modes = dict(arg.split("=", 1) for arg in sys.argv[1:])
     res = {m: load(p) for m, p in modes.items()}
     native = res.get("native", {})
-    remote = [m for m in ("shm", "tcp", "shm-nolt", "tcp-nolt") if m in res]
+    remote = [m for m in REMOTE if m in res]
     cases = []
     for m in res:
         for c in res[m]:
-            if c not in cases and c not in BENCH and m in ("native", "shm", "tcp", "shm-nolt", "tcp-nolt"):
+            if c not in cases and c not in BENCH and (m == "native" or m in REMOTE):
                 cases.append(c)
 
     print("| case | native | " + " | ".join(f"gpucloud {m}" for m in remote) + " |")
@@ -102,20 +103,29 @@ def main():
     for c, (key, unit, higher) in BENCH.items():
         n = native.get(c)
         base = n["metrics"][key] if n and n["status"] == "PASS" else None
-        cells = [f"{base:,.1f} {unit}" if base else (f"{n['status']}: {n.get('reason', '')}" if n else "—")]
+        cells = [f"{base:,.1f} {unit}{spread(n['metrics'], key)}" if base else (f"{n['status']}: {n.get('reason', '')}" if n else "—")]
         for m in remote:
             r = res[m].get(c)
             if r and r["status"] == "PASS":
                 v = r["metrics"][key]
                 if not base:
-                    cells.append(f"{v:,.1f}")
+                    cells.append(f"{v:,.1f}{spread(r['metrics'], key)}")
                 elif higher:
-                    cells.append(f"{v:,.1f} ({v / base:.2f} of native)")
+                    cells.append(f"{v:,.1f} ({v / base:.2f} of native){spread(r['metrics'], key)}")
                 else:
-                    cells.append(f"{v:,.1f} ({v / base:.2f}× native)")
+                    cells.append(f"{v:,.1f} ({v / base:.2f}× native){spread(r['metrics'], key)}")
             else:
                 cells.append(f"{r['status']}: {r.get('reason', '')}" if r else "—")
         print(f"| {c} | " + " | ".join(x.replace("|", "/") for x in cells) + " |")
+
+
+def spread(metrics, key):
+    """The range of a benchmark's repetitions (throughput) or its 10th-90th percentiles (latency)."""
+    if key + "_min" in metrics:
+        return f" [{metrics[key + '_min']:,.0f}-{metrics[key + '_max']:,.0f}, {metrics.get('reps', '?')} runs]"
+    if "p10_us" in metrics:
+        return f" [p10 {metrics['p10_us']:,.0f}, p90 {metrics['p90_us']:,.0f}]"
+    return ""
 
 
 if __name__ == "__main__":

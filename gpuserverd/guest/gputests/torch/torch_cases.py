@@ -353,24 +353,39 @@ def resnet50(classes=1000):
     return nn.Sequential(*mods, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes))
 
 
-def timed_steps(step, warmup, steps):
+BENCH_REPS = int(os.environ.get("BENCH_REPS", "5"))
+
+
+def timed_steps(step, warmup, steps, reps=None):
+    """Seconds per step: the median of reps timed runs of steps steps each, after warmup steps;
+    with the spread of the runs (min, max) so a table can say how stable the figure is."""
+    reps = reps or BENCH_REPS
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / steps
+    runs = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        runs.append((time.perf_counter() - t0) / steps)
+    runs.sort()
+    return runs[len(runs) // 2], runs[0], runs[-1]
 
 
-def case_bench_resnet50():
+def per_second(n, timing, key):
+    med, lo, hi = timing
+    return {key: n / med, key + "_min": n / hi, key + "_max": n / lo, "step_ms": med * 1e3,
+            "reps": BENCH_REPS}
+
+
+def resnet50_step(batch):
     torch.backends.cudnn.benchmark = True
     torch.manual_seed(11)
     model = resnet50().to(DEV).to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     scaler = torch.amp.GradScaler("cuda")
-    batch = int(os.environ.get("RESNET_BATCH", "128"))
     x = torch.randn(batch, 3, 224, 224, device=DEV).to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device=DEV)
 
@@ -381,17 +396,14 @@ def case_bench_resnet50():
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
-
-    dt = timed_steps(step, 5, 15)
-    return {"metrics": {"images_per_s": batch / dt, "step_ms": dt * 1e3, "batch": batch}}
+    return step
 
 
-def case_bench_gpt2():
+def gpt2_step(batch):
     sdpa_backends()
     torch.manual_seed(12)
     model = GPT(vocab=50257, d=768, heads=12, layers=12, seq=1024).to(DEV)  # GPT-2 small, 124M
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=True)
-    batch = int(os.environ.get("GPT_BATCH", "8"))
     t = torch.randint(0, 50257, (batch, 1025), device=DEV)
     x, y = t[:, :-1].contiguous(), t[:, 1:].contiguous()
 
@@ -401,9 +413,46 @@ def case_bench_gpt2():
             loss = lm_loss(model(x), y)
         loss.backward()
         opt.step()
+    return step
 
-    dt = timed_steps(step, 3, 10)
-    return {"metrics": {"tokens_per_s": batch * 1024 / dt, "step_ms": dt * 1e3, "batch": batch}}
+
+def case_bench_resnet50():
+    batch = int(os.environ.get("RESNET_BATCH", "128"))
+    m = per_second(batch, timed_steps(resnet50_step(batch), 8, 10), "images_per_s")
+    return {"metrics": {**m, "batch": batch}}
+
+
+def case_bench_gpt2():
+    batch = int(os.environ.get("GPT_BATCH", "8"))
+    m = per_second(batch * 1024, timed_steps(gpt2_step(batch), 5, 8), "tokens_per_s")
+    return {"metrics": {**m, "batch": batch}}
+
+
+def case_roundtrips():
+    # Run with GPUCLOUD_TRACE=1: between the marks, the guest library's trace lists every frame a
+    # benchmark step sends and whether the caller waited for its reply (roundtrips.py counts them).
+    def mark(what):
+        os.write(2, f"gpucloud-trace: MARK {what}\n".encode())
+
+    model = mlp_model().to(DEV).eval()
+    x = torch.randn(1, 512, device=DEV)
+    with torch.inference_mode():
+        for i in range(6):
+            if i == 3:
+                mark("latency 3")
+            model(x)
+            torch.cuda.synchronize()
+    mark("end")
+    for name, step in (("resnet50", resnet50_step(16)), ("gpt2", gpt2_step(1))):
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        mark(f"{name} 2")
+        for _ in range(2):
+            step()
+        torch.cuda.synchronize()
+        mark("end")
+    return {"metrics": {}}
 
 
 def case_bench_latency():
@@ -411,14 +460,71 @@ def case_bench_latency():
     x = torch.randn(1, 512, device=DEV)
     times = []
     with torch.inference_mode():
-        for i in range(300):
+        for i in range(1100):
             t0 = time.perf_counter()
             model(x)
             torch.cuda.synchronize()
-            if i >= 50:
+            if i >= 100:
                 times.append(time.perf_counter() - t0)
     times.sort()
-    return {"metrics": {"median_us": times[len(times) // 2] * 1e6, "p90_us": times[int(len(times) * 0.9)] * 1e6}}
+    q = lambda f: times[int(len(times) * f)] * 1e6  # noqa: E731
+    return {"metrics": {"median_us": q(0.5), "p10_us": q(0.1), "p90_us": q(0.9), "n": len(times)}}
+
+
+# ---- what a program meets besides the training path ----
+
+def case_profiler():
+    # torch.profiler asks CUPTI (the wheel's libcupti) for GPU activity. Through gpucloud CUPTI
+    # has no driver to attach to: the profiler must still run, CPU-only, and say so.
+    from torch.profiler import ProfilerActivity, profile
+    x = torch.randn(256, 256, device=DEV)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        y = (x @ x).relu().sum()
+        torch.cuda.synchronize()
+    events = prof.events()
+    cpu = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CPU)
+    gpu = sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    if cpu == 0:
+        raise AssertionError("the profiler recorded no CPU events")
+    return {"values": {"sum": y.item()}, "metrics": {"cpu_events": cpu, "gpu_events": gpu}}
+
+
+def case_nvrtc():
+    # NVRTC compiles in the process (a compiler, no GPU needed); the module it makes is loaded and
+    # launched through the driver API: torch's jiterator does both.
+    # A function name of this process's own makes the source new to torch's kernel cache (on
+    # disk), so NVRTC compiles it here; jiterator takes the name from the code (a leading comment
+    # does not parse: the 19:23 H100 run).
+    name = f"gc_fused_{os.getpid()}_{time.time_ns()}"
+    code = f"template <typename T> T {name}(T x, T y) {{ return T(3) * x + y * y; }}"
+    fn = torch.cuda.jiterator._create_jit_fn(code)
+    g = cpu_gen(13)
+    x, y = torch.randn(4096, generator=g), torch.randn(4096, generator=g)
+    out = fn(x.to(DEV), y.to(DEV)).cpu()
+    e = rel(out, 3 * x + y * y)
+    if not e < 1e-6:
+        raise AssertionError(f"jiterator output differs from the CPU's by {e:.3g}")
+    return {"values": {"sum": out.double().sum().item()}}
+
+
+def case_nccl():
+    # torch.distributed with the nccl backend, one rank: init, all_reduce, barrier, destroy.
+    import torch.distributed as dist
+    port = int(os.environ.get("NCCL_CASE_PORT", "29531"))
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", world_size=1, rank=0,
+                            device_id=torch.device(DEV, 0))
+    try:
+        t = torch.arange(1024, dtype=torch.float32, device=DEV)
+        dist.all_reduce(t)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        dist.barrier()
+        want = torch.arange(1024, dtype=torch.float32)
+        if not torch.equal(t.cpu(), want):
+            raise AssertionError("all_reduce over one rank changed the tensor")
+        version = ".".join(str(v) for v in torch.cuda.nccl.version())
+    finally:
+        dist.destroy_process_group()
+    return {"values": {"sum": t.sum().item()}, "metrics": {"nccl": version}}
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
