@@ -15,6 +15,7 @@ import (
 	"gpucloud/hostd/controlplane/cpfake"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/sriov/sriovtest"
+	"gpucloud/hostd/tenantfw"
 	"gpucloud/hostd/virt"
 )
 
@@ -32,6 +33,7 @@ type env struct {
 	lib    string
 	shm    *IvshmemConfig // ivshmem channels, when a test turns them on
 	net    virt.Network   // the VMs' network; zero: QEMU user networking
+	fw     *tenantfw.Firewall
 }
 
 // foreignNode is the test driver's host: it already runs a domain that is not hostd's.
@@ -86,6 +88,7 @@ func (e *env) hostd() *Reconciler {
 		ControlPlane: e.cp.Client(e.t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
 		GuestLibrary: e.lib, Network: e.net, Hostname: "node1", Version: "test",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm, VolumePool: "gpucloud-volumes",
+		Firewall: e.fw,
 	}
 	if cfg.Network.Kind == "" {
 		cfg.Network.Kind = "user"
