@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -27,6 +29,7 @@ import (
 	"gpucloud/hostd/controlplane"
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/sriov"
+	"gpucloud/hostd/tenantfw"
 	"gpucloud/hostd/virt"
 	"gpucloud/internal/httplimits"
 	"gpucloud/internal/tlsconf"
@@ -48,6 +51,8 @@ type options struct {
 	forwardPorts, forwardBind, publicHost string
 	volumePool, volumeDir                 string
 	ports                                 reconcile.PortRange
+	tenantInfra                           string
+	infraNets                             []netip.Prefix
 }
 
 // env returns the environment variable's value, or def.
@@ -74,6 +79,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.imagesDir, "images-dir", env("HOSTD_IMAGES_DIR", ""), "base images <name>.qcow2; default <data-dir>/images ($HOSTD_IMAGES_DIR)")
 	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
 	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name>, user, or tenant (a filtered network per tenant that hostd makes) ($HOSTD_NETWORK)")
+	fs.StringVar(&o.tenantInfra, "tenant-infra", env("HOSTD_TENANT_INFRA", ""), "with -network tenant: the platform's networks (apiserver, gpuserverd admin ports, hosts), comma-separated IPv4 CIDRs, that VMs reach nothing of but their GPU data ports; empty: every private, shared and link-local range ($HOSTD_TENANT_INFRA)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
@@ -121,6 +127,9 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	var err error
+	if o.infraNets, err = parseInfra(o.tenantInfra); err != nil {
+		return o, err
+	}
 	if o.ports, err = parsePortRange(o.forwardPorts); err != nil {
 		return o, err
 	}
@@ -142,6 +151,22 @@ func parsePortRange(s string) (reconcile.PortRange, error) {
 		return reconcile.PortRange{}, fmt.Errorf("-forward-ports %q: want FIRST-LAST within 1024-65535", s)
 	}
 	return reconcile.PortRange{First: first, Last: last}, nil
+}
+
+// parseInfra reads -tenant-infra: comma-separated IPv4 network addresses.
+func parseInfra(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil || !p.Addr().Is4() || p.Masked() != p {
+			return nil, fmt.Errorf("-tenant-infra %q: want IPv4 network addresses like 10.0.0.0/8, comma-separated", f)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func parseNetwork(s string) (virt.Network, error) {
@@ -205,10 +230,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.ivshmemServer != "" {
 		shm = &reconcile.IvshmemConfig{GPUServerID: o.ivshmemServer, Dir: o.ivshmemDir, Bytes: uint64(o.ivshmemMiB) << 20, GID: o.ivshmemGID}
 	}
+	var fw *tenantfw.Firewall
+	if network.Kind == "tenant" && hv.DomainType() != "test" {
+		if _, err := exec.LookPath("nft"); err != nil {
+			return fmt.Errorf("-network tenant keeps tenants apart with nftables: %w (install nftables)", err)
+		}
+		fw = &tenantfw.Firewall{Log: log}
+	}
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
+		Firewall: fw, FirewallInfra: o.infraNets,
 	})
 	if err != nil {
 		return err
