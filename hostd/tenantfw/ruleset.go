@@ -159,6 +159,8 @@ func body(rs Ruleset) string {
 		if p := t.spoofCheck("iifname"); p != "" {
 			line("%s", p)
 		}
+		// Within one tenant (seen here when br_netfilter hands bridged frames to inet hooks).
+		line("iifname %q oifname %q accept", t.Bridge, t.Bridge)
 		line("iifname %q oifname != %q oifname %s drop", t.Bridge, t.Bridge, all)
 		for _, dp := range sortedPorts(t.DataPorts) {
 			line("iifname %q ip daddr %s tcp dport %d accept", t.Bridge, dp.Addr(), dp.Port())

@@ -62,6 +62,7 @@ func TestRenderRules(t *testing.T) {
 		{"forward hook", fwd, "type filter hook forward priority filter; policy accept;"},
 		{"A to another tenant's bridge", fwd, `iifname "gpcbr17" oifname != "gpcbr17" oifname { "gpcbr17", "gpcbr34" } drop`},
 		{"B to another tenant's bridge", fwd, `iifname "gpcbr34" oifname != "gpcbr34" oifname { "gpcbr17", "gpcbr34" } drop`},
+		{"within tenant A", fwd, `iifname "gpcbr17" oifname "gpcbr17" accept`},
 		{"outside into tenant networks", fwd, `oifname { "gpcbr17", "gpcbr34" } iifname != { "gpcbr17", "gpcbr34" } drop`},
 		{"A's data port elsewhere", fwd, `iifname "gpcbr17" ip daddr 10.1.0.1 tcp dport 7000 accept`},
 		{"platform networks", fwd, "ip daddr { 10.0.0.0/8, 100.64.0.0/10, 169.254.0.0/16, 172.16.0.0/12, 192.168.0.0/16 } drop"},

@@ -2,8 +2,11 @@ package tenantfw
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +16,8 @@ import (
 // trafficLab is a host with two tenant bridges and a remote infrastructure host, all in network
 // namespaces of the test's own:
 //
-//	vmA (10.128.17.5) ─ gpcbr17 ┐            ┌ lo 10.1.0.1 (this host's gpuserverd, apiserver)
+//	vmA (10.128.17.5) ┐
+//	vmA2 (10.128.17.6)┴ gpcbr17 ┐            ┌ lo 10.1.0.1 (this host's gpuserverd, apiserver)
 //	                             host (routes)┤
 //	vmB (10.128.34.5) ─ gpcbr34 ┘            └ veth 10.2.0.1 ─ remote (10.2.0.2: apiserver, GPU server)
 //
@@ -21,27 +25,37 @@ import (
 // port (7001) and the apiserver (8443); the remote host has an apiserver (8443) and a GPU
 // server's data port (7100); each VM listens on 9000.
 type trafficLab struct {
-	host, vmA, vmB, remote string
-	rs                     Ruleset
+	host, vmA, vmA2, vmB, remote string
+	rs                           Ruleset
 }
 
-func newTrafficLab(t *testing.T) *trafficLab {
+func newTrafficLab(t *testing.T, brNetfilter bool) *trafficLab {
 	netnstest.Require(t)
+	const brnf = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+	if _, err := os.Stat(brnf); err != nil && brNetfilter {
+		t.Skipf("kernel without br_netfilter (%v)", err)
+	}
 	l := &trafficLab{
 		host: netnstest.Add(t, "gpc-host"), vmA: netnstest.Add(t, "gpc-vma"),
-		vmB: netnstest.Add(t, "gpc-vmb"), remote: netnstest.Add(t, "gpc-remote"),
+		vmA2: netnstest.Add(t, "gpc-vma2"), vmB: netnstest.Add(t, "gpc-vmb"), remote: netnstest.Add(t, "gpc-remote"),
 	}
 	h := func(argv ...string) { netnstest.Exec(t, l.host, argv...) }
 	h("sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward")
+	if _, err := os.Stat(brnf); err == nil { // per namespace: bridged frames through inet hooks, or not
+		h("sh", "-c", fmt.Sprintf("echo %d > %s", map[bool]int{false: 0, true: 1}[brNetfilter], brnf))
+	}
 	h("ip", "addr", "add", "10.1.0.1/32", "dev", "lo") // the host's infrastructure address
-	for _, vm := range []struct{ ns, bridge, gw, addr string }{
+	for _, br := range []struct{ name, gw string }{{"gpcbr17", "10.128.17.1"}, {"gpcbr34", "10.128.34.1"}} {
+		h("ip", "link", "add", br.name, "type", "bridge")
+		h("ip", "addr", "add", br.gw+"/24", "dev", br.name)
+		h("ip", "link", "set", br.name, "up")
+	}
+	for i, vm := range []struct{ ns, bridge, gw, addr string }{
 		{l.vmA, "gpcbr17", "10.128.17.1", "10.128.17.5"},
+		{l.vmA2, "gpcbr17", "10.128.17.1", "10.128.17.6"},
 		{l.vmB, "gpcbr34", "10.128.34.1", "10.128.34.5"},
 	} {
-		h("ip", "link", "add", vm.bridge, "type", "bridge")
-		h("ip", "addr", "add", vm.gw+"/24", "dev", vm.bridge)
-		h("ip", "link", "set", vm.bridge, "up")
-		tap := "tap-" + vm.bridge
+		tap := fmt.Sprintf("tap%d", i)
 		h("ip", "link", "add", tap, "type", "veth", "peer", "name", "eth0", "netns", vm.ns)
 		h("ip", "link", "set", tap, "master", vm.bridge)
 		h("ip", "link", "set", tap, "up")
@@ -78,6 +92,9 @@ type flow struct {
 
 func (l *trafficLab) flows() []flow {
 	return []flow{
+		{"A to A2 (same tenant)", l.vmA, "10.128.17.6:9000", true},
+		{"A2 to A (same tenant)", l.vmA2, "10.128.17.5:9000", true},
+		{"A2 to B", l.vmA2, "10.128.34.5:9000", false},
 		{"A to B", l.vmA, "10.128.34.5:9000", false},
 		{"B to A", l.vmB, "10.128.17.5:9000", false},
 		{"A to its data port (this host)", l.vmA, "10.1.0.1:7000", true},
@@ -95,13 +112,24 @@ func (l *trafficLab) flows() []flow {
 	}
 }
 
-// check dials every flow and reports each one whose outcome differs from want(flow).
+// check dials every flow (all at once: a dropped one waits out its timeout) and reports each
+// one whose outcome differs from want(flow).
 func (l *trafficLab) check(t *testing.T, stage string, want func(flow) bool) {
 	t.Helper()
-	for _, f := range l.flows() {
-		err := netnstest.Reach(f.from, f.to, 500*time.Millisecond)
-		if got := err == nil; got != want(f) {
-			t.Errorf("%s: %s (%s): reached=%v (err %v), want %v", stage, f.what, f.to, got, err, want(f))
+	flows := l.flows()
+	errs := make([]error, len(flows))
+	var wg sync.WaitGroup
+	for i, f := range flows {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = netnstest.Reach(f.from, f.to, 1500*time.Millisecond)
+		}()
+	}
+	wg.Wait()
+	for i, f := range flows {
+		if got := errs[i] == nil; got != want(f) {
+			t.Errorf("%s: %s (%s): reached=%v (err %v), want %v", stage, f.what, f.to, got, errs[i], want(f))
 		}
 	}
 }
@@ -109,10 +137,30 @@ func (l *trafficLab) check(t *testing.T, stage string, want func(flow) bool) {
 // Real packets between namespaces: with no rules everything routes (so the lab itself does not
 // block anything); with the tenant firewall only the allowed flows get through; after someone
 // flushes the rules, Reconcile notices and restores them; an empty ruleset removes the table.
+// Both with and without br_netfilter (common on hosts that also run containers), which sends
+// frames between VMs of one bridge through the same hooks.
 func TestTenantFirewallTraffic(t *testing.T) {
+	for _, brnf := range []bool{false, true} {
+		t.Run(fmt.Sprintf("br_netfilter=%v", brnf), func(t *testing.T) { testTenantFirewallTraffic(t, brnf) })
+	}
+}
+
+func testTenantFirewallTraffic(t *testing.T, brNetfilter bool) {
 	ctx := context.Background()
-	l := newTrafficLab(t)
-	l.check(t, "no firewall", func(flow) bool { return true })
+	l := newTrafficLab(t, brNetfilter)
+	// Links just made may take a moment to pass traffic: every flow must connect within 10 s.
+	for _, f := range l.flows() {
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			if err = netnstest.Reach(f.from, f.to, time.Second); err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("no firewall, yet %s (%s) fails: %v", f.what, f.to, err)
+		}
+	}
 
 	fw := &Firewall{Command: []string{"ip", "netns", "exec", l.host, "nft"}}
 	if applied, err := fw.Reconcile(ctx, l.rs); err != nil || !applied {
@@ -138,7 +186,7 @@ func TestTenantFirewallTraffic(t *testing.T) {
 	if applied, err := fw.Reconcile(ctx, l.rs); err != nil || !applied {
 		t.Fatalf("reconcile after table deleted: applied %v err %v", applied, err)
 	}
-	if err := netnstest.Reach(l.vmA, "10.1.0.1:7001", 500*time.Millisecond); err == nil {
+	if err := netnstest.Reach(l.vmA, "10.1.0.1:7001", time.Second); err == nil {
 		t.Error("admin port reachable after the deleted table was restored")
 	}
 
@@ -151,7 +199,7 @@ func TestTenantFirewallTraffic(t *testing.T) {
 	if err != nil || strings.Contains(listing, "gpcbr34") || !strings.Contains(listing, "gpcbr17") {
 		t.Fatalf("listing after B left (err %v):\n%s", err, listing)
 	}
-	if err := netnstest.Reach(l.vmA, "10.1.0.1:7001", 500*time.Millisecond); err == nil {
+	if err := netnstest.Reach(l.vmA, "10.1.0.1:7001", time.Second); err == nil {
 		t.Error("A reaches the admin port after B left")
 	}
 
