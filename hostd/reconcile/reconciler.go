@@ -241,6 +241,11 @@ func (r *Reconciler) Once(ctx context.Context) error {
 			}
 		}
 	}
+	if len(errs) == 0 { // every unwanted domain is gone: no VM is left on an idle network
+		if err := r.removeIdleTenantNetworks(desired); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := r.collectGarbage(wanted, actual); err != nil {
 		errs = append(errs, err)
 	}
