@@ -17,15 +17,20 @@ import (
 )
 
 // Require skips the test unless it runs as root with ip and nft installed (scripts/install-deps.sh
-// installs iproute2 and nftables).
+// installs iproute2 and nftables). A skip is silent in a plain `go test ./...`: with
+// GPUCLOUD_REQUIRE_NETNS=1 (CI, .ci/run) it is a failure instead.
 func Require(t testing.TB) {
 	t.Helper()
+	skip := t.Skipf
+	if os.Getenv("GPUCLOUD_REQUIRE_NETNS") == "1" {
+		skip = t.Fatalf
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to make network namespaces and nftables rules (run as root, e.g. in CI)")
+		skip("needs root to make network namespaces and nftables rules (run as root, e.g. in CI)")
 	}
 	for _, tool := range []string{"ip", "nft"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (scripts/install-deps.sh installs iproute2 and nftables): %v", tool, err)
+			skip("needs %s (scripts/install-deps.sh installs iproute2 and nftables): %v", tool, err)
 		}
 	}
 }
