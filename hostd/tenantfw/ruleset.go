@@ -132,13 +132,13 @@ func body(rs Ruleset) string {
 	// SSH, other VMs' forwards).
 	b.WriteString("\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n")
 	line("iifname != %s accept", all)
-	line("ct state established,related accept")
+	// A VM's packets are checked for IPv6 and forged sources before anything may accept
+	// them, conntrack included (a forged packet could match another VM's connection).
 	line("meta nfproto ipv6 drop")
-	line("udp sport 68 udp dport 67 accept")
+	line("udp sport 68 udp dport 67 accept") // DHCP, sent before the VM has an address
+	spoofChecks(line, tenants)
+	line("ct state established,related accept")
 	for _, t := range tenants {
-		if p := t.spoofCheck("iifname"); p != "" {
-			line("%s", p)
-		}
 		line("iifname %q ip daddr %s udp dport 53 accept", t.Bridge, t.Gateway)
 		line("iifname %q ip daddr %s tcp dport 53 accept", t.Bridge, t.Gateway)
 		for _, dp := range sortedPorts(t.DataPorts) {
@@ -151,14 +151,13 @@ func body(rs Ruleset) string {
 	// forward: a VM's packets routed elsewhere. No tenant reaches another tenant's subnet or
 	// the platform's networks, only its own data ports and the internet (through NAT).
 	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter; policy accept;\n")
-	line("ct state established,related accept")
-	line("oifname %s iifname != %s drop", all, all) // nothing opens a connection into a tenant network
+	line("iifname != %s ct state established,related accept", all) // replies to VMs
+	line("oifname %s iifname != %s drop", all, all)                // nothing opens a connection into a tenant network
 	line("iifname != %s accept", all)
 	line("meta nfproto ipv6 drop")
+	spoofChecks(line, tenants)
+	line("ct state established,related accept")
 	for _, t := range tenants {
-		if p := t.spoofCheck("iifname"); p != "" {
-			line("%s", p)
-		}
 		// Within one tenant (seen here when br_netfilter hands bridged frames to inet hooks).
 		line("iifname %q oifname %q accept", t.Bridge, t.Bridge)
 		line("iifname %q oifname != %q oifname %s drop", t.Bridge, t.Bridge, all)
@@ -179,9 +178,11 @@ func body(rs Ruleset) string {
 	return b.String()
 }
 
-// spoofCheck drops a VM's packets whose source is outside its tenant's subnet.
-func (t Tenant) spoofCheck(match string) string {
-	return fmt.Sprintf("%s %q ip saddr != %s drop", match, t.Bridge, t.Subnet)
+// spoofChecks drops a VM's packets whose source is outside its tenant's subnet.
+func spoofChecks(line func(string, ...any), tenants []Tenant) {
+	for _, t := range tenants {
+		line("iifname %q ip saddr != %s drop", t.Bridge, t.Subnet)
+	}
 }
 
 func sortedPorts(ps []netip.AddrPort) []netip.AddrPort {

@@ -76,6 +76,15 @@ func TestRenderRules(t *testing.T) {
 	if a, d := index(fwd, `iifname "gpcbr17" ip daddr 10.1.0.1 tcp dport 7000 accept`), index(fwd, "ip daddr { 10.0.0.0/8, 100.64.0.0/10, 169.254.0.0/16, 172.16.0.0/12, 192.168.0.0/16 } drop"); a > d {
 		t.Errorf("data port accept (%d) after the infra drop (%d)", a, d)
 	}
+	// Forged sources and IPv6 are dropped before conntrack may accept a VM's packet.
+	for name, c := range map[string][]string{"input": in, "forward": fwd} {
+		est := index(c, "ct state established,related accept")
+		for _, rule := range []string{`iifname "gpcbr17" ip saddr != 10.128.17.0/24 drop`, `iifname "gpcbr34" ip saddr != 10.128.34.0/24 drop`, "meta nfproto ipv6 drop"} {
+			if i := index(c, rule); i < 0 || est < 0 || i > est {
+				t.Errorf("%s: %q at %d, conntrack accept at %d", name, rule, i, est)
+			}
+		}
+	}
 	if in[len(in)-1] != "drop" {
 		t.Errorf("input does not end in drop: %q", in[len(in)-1])
 	}
