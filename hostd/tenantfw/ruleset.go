@@ -28,6 +28,8 @@ type Tenant struct {
 // Ruleset is the desired state: every tenant with a VM on this host.
 type Ruleset struct {
 	Tenants []Tenant
+	// UserMode filters QEMU user-mode networking (nil: not used on this host).
+	UserMode *UserMode
 	// Infra are the networks the platform's own services live in (apiserver, gpuserverd admin
 	// ports, other hosts); a VM reaches nothing in them but its data ports. Empty: DefaultInfra.
 	Infra []netip.Prefix
@@ -83,6 +85,11 @@ func (rs Ruleset) Validate() error {
 			}
 		}
 	}
+	if u := rs.UserMode; u != nil {
+		if err := u.validate(); err != nil {
+			return err
+		}
+	}
 	for i, p := range rs.Infra {
 		if !p.IsValid() || !p.Addr().Is4() || p.Masked() != p {
 			return fmt.Errorf("tenantfw: infra[%d] %q: want an IPv4 network address", i, p)
@@ -93,28 +100,36 @@ func (rs Ruleset) Validate() error {
 
 // Render is the nft script that replaces the table with this ruleset in one transaction (the
 // table is created empty, deleted and made again, so `nft -f` never fails on a missing table and
-// no packet ever sees half a ruleset). With no tenants it only deletes the table.
+// no packet ever sees half a ruleset). With nothing to filter it only deletes the table.
 func Render(rs Ruleset) (string, error) {
 	if err := rs.Validate(); err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table inet %s\ndelete table inet %s\n", Table, Table)
-	if len(rs.Tenants) == 0 {
+	if len(rs.Tenants) == 0 && rs.UserMode == nil {
 		return b.String(), nil
 	}
-	b.WriteString(body(rs))
-	return b.String(), nil
-}
-
-// body is the table's definition; rs must be valid.
-func body(rs Ruleset) string {
-	tenants := slices.Clone(rs.Tenants)
-	slices.SortFunc(tenants, func(a, b Tenant) int { return strings.Compare(a.Bridge, b.Bridge) })
+	fmt.Fprintf(&b, "table inet %s {\n", Table)
+	line := func(format string, a ...any) { fmt.Fprintf(&b, "\t\t"+format+"\n", a...) }
 	infra := rs.Infra
 	if len(infra) == 0 {
 		infra = DefaultInfra
 	}
+	if len(rs.Tenants) > 0 {
+		tenantChains(&b, line, rs.Tenants, infra)
+	}
+	if rs.UserMode != nil {
+		userModeChain(&b, line, *rs.UserMode, infra)
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+// tenantChains filter what VMs on tenant bridges send; ts must be valid.
+func tenantChains(b *strings.Builder, line func(string, ...any), ts []Tenant, infra []netip.Prefix) {
+	tenants := slices.Clone(ts)
+	slices.SortFunc(tenants, func(a, b Tenant) int { return strings.Compare(a.Bridge, b.Bridge) })
 	var bridges []string
 	for _, t := range tenants {
 		bridges = append(bridges, fmt.Sprintf("%q", t.Bridge))
@@ -123,9 +138,6 @@ func body(rs Ruleset) string {
 	if len(bridges) == 1 {
 		all = bridges[0]
 	}
-	var b strings.Builder
-	line := func(format string, a ...any) { fmt.Fprintf(&b, "\t\t"+format+"\n", a...) }
-	fmt.Fprintf(&b, "table inet %s {\n", Table)
 
 	// input: a VM talking to the host itself (any of its addresses): DHCP and DNS from the
 	// gateway, a data port served here, replies; nothing else (apiserver, admin ports, hostd,
@@ -165,17 +177,21 @@ func body(rs Ruleset) string {
 			line("iifname %q ip daddr %s tcp dport %d accept", t.Bridge, dp.Addr(), dp.Port())
 		}
 	}
-	nets := make([]string, len(infra))
-	for i, p := range infra {
-		nets[i] = p.String()
-	}
-	line("ip daddr { %s } drop", strings.Join(nets, ", "))
+	line("ip daddr %s drop", infraSet(infra))
 	for _, t := range tenants {
 		line("ip daddr %s drop", t.Subnet) // another tenant's subnet, however routed
 	}
 	line("accept")
-	b.WriteString("\t}\n}\n")
-	return b.String()
+	b.WriteString("\t}\n")
+}
+
+// infraSet is the platform's networks as an nft set.
+func infraSet(infra []netip.Prefix) string {
+	nets := make([]string, len(infra))
+	for i, p := range infra {
+		nets[i] = p.String()
+	}
+	return "{ " + strings.Join(nets, ", ") + " }"
 }
 
 // spoofChecks drops a VM's packets whose source is outside its tenant's subnet.

@@ -63,7 +63,12 @@ func Exec(t testing.TB, ns string, argv ...string) {
 
 // In runs fn on a thread switched into namespace ns; sockets fn opens belong to ns for good.
 // The thread is never switched back: it ends with its goroutine, so no other code runs in ns.
-func In(ns string, fn func() error) error {
+func In(ns string, fn func() error) error { return InAs(ns, -1, fn) }
+
+// InAs is In with the thread's user switched to uid (when uid >= 0): sockets fn opens are
+// owned by uid, as a QEMU running as its own user owns its guest's connections. Only that
+// thread changes user (a raw setresuid, not Go's all-threads one), and it dies with fn.
+func InAs(ns string, uid int, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // not unlocked: Go retires the thread when the goroutine ends
@@ -76,6 +81,12 @@ func In(ns string, fn func() error) error {
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 			errc <- fmt.Errorf("setns %s: %w", ns, err)
 			return
+		}
+		if uid >= 0 {
+			if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); e != 0 {
+				errc <- fmt.Errorf("setresuid %d: %w", uid, e)
+				return
+			}
 		}
 		errc <- fn()
 	}()
@@ -105,8 +116,11 @@ func Listen(t testing.TB, ns, addr string) {
 
 // Reach reports whether a TCP connection from namespace ns to addr completes and gets the
 // listener's greeting within timeout; the error says why not.
-func Reach(ns, addr string, timeout time.Duration) error {
-	return In(ns, func() error {
+func Reach(ns, addr string, timeout time.Duration) error { return ReachAs(ns, -1, addr, timeout) }
+
+// ReachAs is Reach from a socket owned by uid (see InAs).
+func ReachAs(ns string, uid int, addr string, timeout time.Duration) error {
+	return InAs(ns, uid, func() error {
 		c, err := net.DialTimeout("tcp4", addr, timeout)
 		if err != nil {
 			return err
