@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,7 +52,8 @@ type options struct {
 	forwardPorts, forwardBind, publicHost string
 	volumePool, volumeDir                 string
 	ports                                 reconcile.PortRange
-	tenantInfra                           string
+	tenantInfra, qemuUser                 string
+	qemuUID                               uint32
 	infraNets                             []netip.Prefix
 }
 
@@ -80,6 +82,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
 	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name>, user, or tenant (a filtered network per tenant that hostd makes) ($HOSTD_NETWORK)")
 	fs.StringVar(&o.tenantInfra, "tenant-infra", env("HOSTD_TENANT_INFRA", ""), "with -network tenant: the platform's networks (apiserver, gpuserverd admin ports, hosts), comma-separated IPv4 CIDRs, that VMs reach nothing of but their GPU data ports; empty: every private, shared and link-local range ($HOSTD_TENANT_INFRA)")
+	fs.StringVar(&o.qemuUser, "qemu-user", env("HOSTD_QEMU_USER", ""), "with -network user: the user QEMU runs as (name or uid, never root, e.g. libvirt-qemu); hostd's nftables rules let its sockets, which carry the guests' connections, reach only GPU data ports and the internet; empty: guests reach all of the host's loopback ($HOSTD_QEMU_USER)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
@@ -130,6 +133,9 @@ func parseFlags(args []string) (options, error) {
 	if o.infraNets, err = parseInfra(o.tenantInfra); err != nil {
 		return o, err
 	}
+	if o.qemuUID, err = parseQEMUUser(o.qemuUser); err != nil {
+		return o, err
+	}
 	if o.ports, err = parsePortRange(o.forwardPorts); err != nil {
 		return o, err
 	}
@@ -167,6 +173,27 @@ func parseInfra(s string) ([]netip.Prefix, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// parseQEMUUser resolves -qemu-user to a uid ("" is 0: no filter); root is refused, since
+// filtering root's sockets would cut the host itself off.
+func parseQEMUUser(s string) (uint32, error) {
+	if s == "" {
+		return 0, nil
+	}
+	id := s
+	if _, err := strconv.ParseUint(s, 10, 32); err != nil {
+		u, err := user.Lookup(s)
+		if err != nil {
+			return 0, fmt.Errorf("-qemu-user %q: %w", s, err)
+		}
+		id = u.Uid
+	}
+	uid, err := strconv.ParseUint(id, 10, 32)
+	if err != nil || uid == 0 {
+		return 0, fmt.Errorf("-qemu-user %q: want a user other than root (QEMU's own, e.g. libvirt-qemu)", s)
+	}
+	return uint32(uid), nil
 }
 
 func parseNetwork(s string) (virt.Network, error) {
@@ -231,9 +258,9 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		shm = &reconcile.IvshmemConfig{GPUServerID: o.ivshmemServer, Dir: o.ivshmemDir, Bytes: uint64(o.ivshmemMiB) << 20, GID: o.ivshmemGID}
 	}
 	var fw *tenantfw.Firewall
-	if network.Kind == "tenant" && hv.DomainType() != "test" {
+	if (network.Kind == "tenant" && hv.DomainType() != "test") || (network.Kind == "user" && o.qemuUID != 0) {
 		if _, err := exec.LookPath("nft"); err != nil {
-			return fmt.Errorf("-network tenant keeps tenants apart with nftables: %w (install nftables)", err)
+			return fmt.Errorf("-network %s filters VMs' traffic with nftables: %w (install nftables)", network.Kind, err)
 		}
 		fw = &tenantfw.Firewall{Log: log}
 	}
@@ -241,7 +268,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
-		Firewall: fw, FirewallInfra: o.infraNets,
+		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID,
 	})
 	if err != nil {
 		return err

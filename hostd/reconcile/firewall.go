@@ -67,19 +67,53 @@ func inTenantNet(ts []tenantfw.Tenant, a netip.Addr) bool {
 	return false
 }
 
-// reconcileFirewall applies the tenant firewall before any VM is defined or started, so no VM
-// runs on a tenant network its rules do not cover yet.
+// slirpHost is the address a user-mode guest reaches the host's loopback at.
+var slirpHost = netip.MustParseAddr("10.0.2.2")
+
+// userModeRuleset filters the sockets of QEMU's user: its guests' connections to the GPU
+// servers' data ports (10.0.2.2 is the host's 127.0.0.1) and the internet, nothing else.
+func (r *Reconciler) userModeRuleset(desired []api.DesiredInstance) tenantfw.Ruleset {
+	u := &tenantfw.UserMode{QEMUUID: r.cfg.QEMUUID}
+	for _, d := range desired {
+		if d.GPU == nil || d.DesiredState == api.DesiredDeleted {
+			continue
+		}
+		for _, e := range d.GPU.Endpoints {
+			ap, err := netip.ParseAddrPort(e)
+			if err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
+				continue
+			}
+			if ap.Addr() == slirpHost {
+				ap = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), ap.Port())
+			}
+			u.DataPorts = append(u.DataPorts, ap)
+		}
+	}
+	return tenantfw.Ruleset{UserMode: u, Infra: r.cfg.FirewallInfra}
+}
+
+// reconcileFirewall applies the host firewall before any VM is defined or started, so no VM
+// runs on a network its rules do not cover yet: the tenant firewall with tenant networking,
+// the QEMU user's filter with user-mode networking (when QEMUUID is set).
 func (r *Reconciler) reconcileFirewall(ctx context.Context, desired []api.DesiredInstance) error {
-	if r.cfg.Network.Kind != "tenant" || r.cfg.Firewall == nil {
+	if r.cfg.Firewall == nil {
 		return nil
 	}
-	rs := r.tenantRuleset(desired)
+	var rs tenantfw.Ruleset
+	switch {
+	case r.cfg.Network.Kind == "tenant":
+		rs = r.tenantRuleset(desired)
+	case r.cfg.Network.Kind == "user" && r.cfg.QEMUUID != 0:
+		rs = r.userModeRuleset(desired)
+	default:
+		return nil
+	}
 	applied, err := r.cfg.Firewall.Reconcile(ctx, rs)
 	if err != nil {
-		return fmt.Errorf("reconcile: tenant firewall: %w", err)
+		return fmt.Errorf("reconcile: host firewall: %w", err)
 	}
 	if applied {
-		r.log.Info("tenant firewall applied", "tenants", len(rs.Tenants))
+		r.log.Info("host firewall applied", "network", r.cfg.Network.Kind, "tenants", len(rs.Tenants))
 	}
 	return nil
 }

@@ -86,10 +86,40 @@ func TestFirewallFailureStartsNoVM(t *testing.T) {
 	h := e.hostd()
 	e.cp.Put(instance("a1", "tenantA", 0x11))
 	err := h.Once(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "tenant firewall") {
+	if err == nil || !strings.Contains(err.Error(), "host firewall") {
 		t.Fatalf("pass error %v, want the firewall's", err)
 	}
 	if d := e.domains(); len(d) != 0 {
 		t.Errorf("domains defined without a firewall: %v", d)
+	}
+}
+
+// With user-mode networking and QEMU's user known, hostd filters that user's sockets: the data
+// port a guest reaches at 10.0.2.2 is allowed on the host's loopback, nothing else of it.
+func TestFirewallUserMode(t *testing.T) {
+	netnstest.Require(t)
+	ctx := context.Background()
+	ns := netnstest.Add(t, "gpc-hostdu")
+	e := newEnv(t, 0)
+	e.fw = &tenantfw.Firewall{Command: []string{"ip", "netns", "exec", ns, "nft"}}
+	e.qemuUID = 64055
+	h := e.hostd()
+	a1 := instance("a1", "tenantA", 0x11)
+	a1.GPU.Endpoints = []string{"10.0.2.2:7000"}
+	e.cp.Put(a1)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.fw.Listing(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"meta skuid != 64055 accept", "ip daddr 127.0.0.1 tcp dport 7000 accept", "ip daddr 127.0.0.0/8 drop"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("no %q in\n%s", want, l)
+		}
+	}
+	if strings.Contains(l, "chain forward") {
+		t.Errorf("tenant chains in user mode:\n%s", l)
 	}
 }

@@ -38,14 +38,17 @@ type Config struct {
 	// there on a real hypervisor. FirewallInfra: the platform's networks (tenantfw.DefaultInfra).
 	Firewall      *tenantfw.Firewall
 	FirewallInfra []netip.Prefix
-	Ports         PortRange        // host ports forwarded to VMs (SSH first); zero: none
-	PublicHost    string           // how tenants reach this host's forwarded ports (shown in the API)
-	Kernel        *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
-	Ivshmem       *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
-	VolumePool    string           // libvirt storage pool of tenants' volumes ("": no volumes here)
-	VolumeDir     string           // its directory (DataDir/volumes when empty)
-	Hostname      string
-	Version       string
+	// QEMUUID is the user QEMU runs as: with user-mode networking (and Firewall) its sockets,
+	// which carry the guests' connections, reach only data ports and the internet. 0: unfiltered.
+	QEMUUID    uint32
+	Ports      PortRange        // host ports forwarded to VMs (SSH first); zero: none
+	PublicHost string           // how tenants reach this host's forwarded ports (shown in the API)
+	Kernel     *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
+	Ivshmem    *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
+	VolumePool string           // libvirt storage pool of tenants' volumes ("": no volumes here)
+	VolumeDir  string           // its directory (DataDir/volumes when empty)
+	Hostname   string
+	Version    string
 
 	TokenRenewBefore time.Duration // renew a session token this long before it expires (10m)
 	StopGrace        time.Duration // ACPI shutdown before a hard stop (60s)
