@@ -57,6 +57,7 @@ func TestUserModeFirewallTraffic(t *testing.T) {
 	for _, a := range []string{"127.0.0.1:7000", "0.0.0.0:7001", "127.0.0.1:8443", "127.0.0.1:22001"} {
 		netnstest.Listen(t, host, a)
 	}
+	netnstest.ListenAs(t, host, qemuUID, "127.0.0.1:22002") // a VM's forwarded SSH port, QEMU's socket
 	netnstest.Listen(t, remote, "0.0.0.0:8443")
 	netnstest.Listen(t, remote, "0.0.0.0:443")
 	flows := []struct {
@@ -72,6 +73,7 @@ func TestUserModeFirewallTraffic(t *testing.T) {
 		{"guest to the host's uplink address", "10.2.0.1:7001", qemuUID, false},
 		{"guest to a remote apiserver", "10.2.0.2:8443", qemuUID, false},
 		{"host (root) to the admin port", "127.0.0.1:7001", -1, true},
+		{"tenant to its VM's forwarded port (QEMU replies)", "127.0.0.1:22002", -1, true},
 		{"host (root) to the remote apiserver", "10.2.0.2:8443", -1, true},
 	}
 	// Without the firewall every flow connects (the veth may take a moment to pass traffic).

@@ -95,10 +95,13 @@ func InAs(ns string, uid int, fn func() error) error {
 
 // Listen opens a TCP listener at addr inside ns that greets every connection with "hi" and
 // closes it; closed when the test ends.
-func Listen(t testing.TB, ns, addr string) {
+func Listen(t testing.TB, ns, addr string) { t.Helper(); ListenAs(t, ns, -1, addr) }
+
+// ListenAs is Listen with the listening socket (and the connections it accepts) owned by uid.
+func ListenAs(t testing.TB, ns string, uid int, addr string) {
 	t.Helper()
 	var l net.Listener
-	if err := In(ns, func() (err error) { l, err = net.Listen("tcp4", addr); return err }); err != nil {
+	if err := InAs(ns, uid, func() (err error) { l, err = net.Listen("tcp4", addr); return err }); err != nil {
 		t.Fatalf("listen %s in %s: %v", addr, ns, err)
 	}
 	t.Cleanup(func() { l.Close() })
