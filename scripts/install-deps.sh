@@ -10,8 +10,10 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # libvirt for hostd (cgo headers, the daemon, QEMU for the real-VM tests), genisoimage for seeds,
 # e2fsprogs for the guest image the real-VM tests build (deploy/guest-image/build-mini.sh).
+# nftables and iproute2: hostd's tenant firewall (nft) and its traffic tests, which build
+# network namespaces (ip netns) and send packets only inside them.
 for p in pkg-config libvirt-dev libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients \
-         qemu-system-x86 qemu-utils genisoimage e2fsprogs gcc make; do
+         qemu-system-x86 qemu-utils genisoimage e2fsprogs gcc make nftables iproute2; do
   have_pkg "$p" || need+=("$p")
 done
 # Extra packages named by parts of the stack (e.g. the web console's browser) go in this file.

@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -27,6 +30,7 @@ import (
 	"gpucloud/hostd/controlplane"
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/sriov"
+	"gpucloud/hostd/tenantfw"
 	"gpucloud/hostd/virt"
 	"gpucloud/internal/httplimits"
 	"gpucloud/internal/tlsconf"
@@ -48,6 +52,9 @@ type options struct {
 	forwardPorts, forwardBind, publicHost string
 	volumePool, volumeDir                 string
 	ports                                 reconcile.PortRange
+	tenantInfra, qemuUser                 string
+	qemuUID                               uint32
+	infraNets                             []netip.Prefix
 }
 
 // env returns the environment variable's value, or def.
@@ -74,6 +81,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.imagesDir, "images-dir", env("HOSTD_IMAGES_DIR", ""), "base images <name>.qcow2; default <data-dir>/images ($HOSTD_IMAGES_DIR)")
 	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
 	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name>, user, or tenant (a filtered network per tenant that hostd makes) ($HOSTD_NETWORK)")
+	fs.StringVar(&o.tenantInfra, "tenant-infra", env("HOSTD_TENANT_INFRA", ""), "with -network tenant: the platform's networks (apiserver, gpuserverd admin ports, hosts), comma-separated IPv4 CIDRs, that VMs reach nothing of but their GPU data ports; empty: every private, shared and link-local range ($HOSTD_TENANT_INFRA)")
+	fs.StringVar(&o.qemuUser, "qemu-user", env("HOSTD_QEMU_USER", ""), "with -network user: the user QEMU runs as (name or uid, never root, e.g. libvirt-qemu); hostd's nftables rules let its sockets, which carry the guests' connections, reach only GPU data ports and the internet; empty: guests reach all of the host's loopback ($HOSTD_QEMU_USER)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
@@ -121,6 +130,12 @@ func parseFlags(args []string) (options, error) {
 		return o, err
 	}
 	var err error
+	if o.infraNets, err = parseInfra(o.tenantInfra); err != nil {
+		return o, err
+	}
+	if o.qemuUID, err = parseQEMUUser(o.qemuUser); err != nil {
+		return o, err
+	}
 	if o.ports, err = parsePortRange(o.forwardPorts); err != nil {
 		return o, err
 	}
@@ -142,6 +157,43 @@ func parsePortRange(s string) (reconcile.PortRange, error) {
 		return reconcile.PortRange{}, fmt.Errorf("-forward-ports %q: want FIRST-LAST within 1024-65535", s)
 	}
 	return reconcile.PortRange{First: first, Last: last}, nil
+}
+
+// parseInfra reads -tenant-infra: comma-separated IPv4 network addresses.
+func parseInfra(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil || !p.Addr().Is4() || p.Masked() != p {
+			return nil, fmt.Errorf("-tenant-infra %q: want IPv4 network addresses like 10.0.0.0/8, comma-separated", f)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parseQEMUUser resolves -qemu-user to a uid ("" is 0: no filter); root is refused, since
+// filtering root's sockets would cut the host itself off.
+func parseQEMUUser(s string) (uint32, error) {
+	if s == "" {
+		return 0, nil
+	}
+	id := s
+	if _, err := strconv.ParseUint(s, 10, 32); err != nil {
+		u, err := user.Lookup(s)
+		if err != nil {
+			return 0, fmt.Errorf("-qemu-user %q: %w", s, err)
+		}
+		id = u.Uid
+	}
+	uid, err := strconv.ParseUint(id, 10, 32)
+	if err != nil || uid == 0 {
+		return 0, fmt.Errorf("-qemu-user %q: want a user other than root (QEMU's own, e.g. libvirt-qemu)", s)
+	}
+	return uint32(uid), nil
 }
 
 func parseNetwork(s string) (virt.Network, error) {
@@ -205,10 +257,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.ivshmemServer != "" {
 		shm = &reconcile.IvshmemConfig{GPUServerID: o.ivshmemServer, Dir: o.ivshmemDir, Bytes: uint64(o.ivshmemMiB) << 20, GID: o.ivshmemGID}
 	}
+	var fw *tenantfw.Firewall
+	if (network.Kind == "tenant" && hv.DomainType() != "test") || (network.Kind == "user" && o.qemuUID != 0) {
+		if _, err := exec.LookPath("nft"); err != nil {
+			return fmt.Errorf("-network %s filters VMs' traffic with nftables: %w (install nftables)", network.Kind, err)
+		}
+		fw = &tenantfw.Firewall{Log: log}
+	}
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
+		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID,
 	})
 	if err != nil {
 		return err

@@ -23,10 +23,22 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-credential", "x", "-network", "wifi"}, "-network"},
 		{[]string{"-credential", "x", "-interval", "1ms"}, "-interval"},
 		{[]string{"-credential", "x", "-guest-library", "/no/such/lib"}, "-guest-library"},
+		{[]string{"-credential", "x", "-tenant-infra", "10.0.0.0/8,10.1.2.3/16"}, "-tenant-infra"},
+		{[]string{"-credential", "x", "-tenant-infra", "fd00::/8"}, "-tenant-infra"},
+		{[]string{"-credential", "x", "-qemu-user", "root"}, "-qemu-user"},
+		{[]string{"-credential", "x", "-qemu-user", "0"}, "-qemu-user"},
+		{[]string{"-credential", "x", "-qemu-user", "no-such-user-here"}, "-qemu-user"},
 	} {
 		if _, err := parseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one naming %s", c.args, err, c.want)
 		}
+	}
+	o, err = parseFlags([]string{"-credential", "x", "-network", "tenant", "-tenant-infra", "10.0.0.0/8, 192.0.2.0/24"})
+	if err != nil || len(o.infraNets) != 2 || o.infraNets[1].String() != "192.0.2.0/24" {
+		t.Fatalf("-tenant-infra: %v %v", o.infraNets, err)
+	}
+	if o, err = parseFlags([]string{"-credential", "x", "-network", "user", "-qemu-user", "nobody"}); err != nil || o.qemuUID != 65534 {
+		t.Fatalf("-qemu-user nobody: uid %d %v", o.qemuUID, err)
 	}
 	t.Setenv("HOSTD_CREDENTIAL", "from-env")
 	t.Setenv("HOSTD_LIBVIRT_URI", "qemu:///system")

@@ -15,23 +15,26 @@ import (
 	"gpucloud/hostd/controlplane/cpfake"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/sriov/sriovtest"
+	"gpucloud/hostd/tenantfw"
 	"gpucloud/hostd/virt"
 )
 
 // env is one host under test: a fake control plane, libvirt's test driver (a private instance
 // per test, standing for libvirtd, which outlives hostd), a fake sysfs tree and a data dir.
 type env struct {
-	t      testing.TB
-	cp     *cpfake.Server
-	hv     *virt.Hypervisor
-	pool   *sriov.Pool
-	fabric *sriovtest.Fabric
-	sysfs  string
-	data   string
-	images string
-	lib    string
-	shm    *IvshmemConfig // ivshmem channels, when a test turns them on
-	net    virt.Network   // the VMs' network; zero: QEMU user networking
+	t       testing.TB
+	cp      *cpfake.Server
+	hv      *virt.Hypervisor
+	pool    *sriov.Pool
+	fabric  *sriovtest.Fabric
+	sysfs   string
+	data    string
+	images  string
+	lib     string
+	shm     *IvshmemConfig // ivshmem channels, when a test turns them on
+	net     virt.Network   // the VMs' network; zero: QEMU user networking
+	fw      *tenantfw.Firewall
+	qemuUID uint32
 }
 
 // foreignNode is the test driver's host: it already runs a domain that is not hostd's.
@@ -86,6 +89,7 @@ func (e *env) hostd() *Reconciler {
 		ControlPlane: e.cp.Client(e.t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
 		GuestLibrary: e.lib, Network: e.net, Hostname: "node1", Version: "test",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm, VolumePool: "gpucloud-volumes",
+		Firewall: e.fw, QEMUUID: e.qemuUID,
 	}
 	if cfg.Network.Kind == "" {
 		cfg.Network.Kind = "user"

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"gpucloud/hostd/controlplane"
 	"gpucloud/hostd/images"
 	"gpucloud/hostd/sriov"
+	"gpucloud/hostd/tenantfw"
 	"gpucloud/hostd/virt"
 )
 
@@ -32,14 +34,21 @@ type Config struct {
 	ImagesDir    string      // base images, <image>.qcow2
 	GuestLibrary string      // the guest libcuda.so.1 put into every seed; "" for none
 	Network      virt.Network
-	Ports        PortRange        // host ports forwarded to VMs (SSH first); zero: none
-	PublicHost   string           // how tenants reach this host's forwarded ports (shown in the API)
-	Kernel       *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
-	Ivshmem      *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
-	VolumePool   string           // libvirt storage pool of tenants' volumes ("": no volumes here)
-	VolumeDir    string           // its directory (DataDir/volumes when empty)
-	Hostname     string
-	Version      string
+	// Firewall keeps tenants apart with hostd's nftables rules (tenant networking); required
+	// there on a real hypervisor. FirewallInfra: the platform's networks (tenantfw.DefaultInfra).
+	Firewall      *tenantfw.Firewall
+	FirewallInfra []netip.Prefix
+	// QEMUUID is the user QEMU runs as: with user-mode networking (and Firewall) its sockets,
+	// which carry the guests' connections, reach only data ports and the internet. 0: unfiltered.
+	QEMUUID    uint32
+	Ports      PortRange        // host ports forwarded to VMs (SSH first); zero: none
+	PublicHost string           // how tenants reach this host's forwarded ports (shown in the API)
+	Kernel     *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
+	Ivshmem    *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
+	VolumePool string           // libvirt storage pool of tenants' volumes ("": no volumes here)
+	VolumeDir  string           // its directory (DataDir/volumes when empty)
+	Hostname   string
+	Version    string
 
 	TokenRenewBefore time.Duration // renew a session token this long before it expires (10m)
 	StopGrace        time.Duration // ACPI shutdown before a hard stop (60s)
@@ -74,6 +83,9 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.DataDir == "" || cfg.ImagesDir == "" {
 		return nil, errors.New("reconcile: data and images dirs are required")
+	}
+	if cfg.Network.Kind == "tenant" && cfg.Firewall == nil && cfg.Hypervisor.DomainType() != "test" {
+		return nil, errors.New("reconcile: tenant networking needs the tenant firewall (nft)")
 	}
 	if cfg.Ivshmem != nil {
 		if err := cfg.Ivshmem.validate(); err != nil {
@@ -186,6 +198,9 @@ func (r *Reconciler) Once(ctx context.Context) error {
 		return fmt.Errorf("reconcile: desired instances: %w", err)
 	}
 	desired := all.Instances
+	if err := r.reconcileFirewall(ctx, desired); err != nil {
+		return err // fail closed: no VM starts on a network its rules do not cover
+	}
 	volumes, err := r.ensureVolumes(all.Volumes)
 	if err != nil {
 		return err
@@ -227,6 +242,11 @@ func (r *Reconciler) Once(ctx context.Context) error {
 					return errors.Join(errs...)
 				}
 			}
+		}
+	}
+	if len(errs) == 0 { // every unwanted domain is gone: no VM is left on an idle network
+		if err := r.removeIdleTenantNetworks(desired); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := r.collectGarbage(wanted, actual); err != nil {

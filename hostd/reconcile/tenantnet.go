@@ -44,3 +44,29 @@ func (r *Reconciler) privateAddress(d api.DesiredInstance, domain string) string
 	}
 	return a.String()
 }
+
+// removeIdleTenantNetworks stops and undefines the networks of tenants with no instance left on
+// this host (their firewall rules went in the same pass).
+func (r *Reconciler) removeIdleTenantNetworks(desired []api.DesiredInstance) error {
+	if r.cfg.Network.Kind != "tenant" {
+		return nil
+	}
+	keys, err := r.cfg.Hypervisor.TenantNetworks()
+	if err != nil {
+		return err
+	}
+	wanted := map[uint16]bool{}
+	for _, d := range desired {
+		if d.DesiredState != api.DesiredDeleted {
+			wanted[d.PartitionKey] = true
+		}
+	}
+	var errs []error
+	for _, k := range keys {
+		if !wanted[k] {
+			r.log.Info("removing the network of a tenant with no VM here", "partition_key", k)
+			errs = append(errs, r.cfg.Hypervisor.RemoveTenantNetwork(k))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -6,6 +6,7 @@ import (
 
 	"libvirt.org/go/libvirtxml"
 
+	"gpucloud/api"
 	"gpucloud/hostd/virt"
 )
 
@@ -71,5 +72,25 @@ func TestTenantsGetSeparateFilteredNetworks(t *testing.T) {
 	}
 	if err := h.Once(ctx); err != nil { // converged: networks exist, nothing is redone
 		t.Fatal(err)
+	}
+	// Tenant B's last VM goes, and its network with it; A's stays while a2 is left.
+	e.cp.SetDesired("b1", api.DesiredDeleted)
+	e.cp.SetDesired("a1", api.DesiredDeleted)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := e.hv.TenantNetworks()
+	if err != nil || len(keys) != 1 || keys[0] != 0x11 {
+		t.Fatalf("tenant networks after B left: %v %v, want [17]", keys, err)
+	}
+	e.cp.SetDesired("a2", api.DesiredDeleted)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := e.hv.TenantNetworks(); err != nil || len(keys) != 0 {
+		t.Fatalf("tenant networks after the last VM left: %v %v", keys, err)
+	}
+	if _, err := e.hv.NetworkActive("gpucloud-net-17"); err == nil {
+		t.Error("network gpucloud-net-17 still defined")
 	}
 }

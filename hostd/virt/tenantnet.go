@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -33,7 +34,7 @@ func TenantNetwork(pk uint16) (TenantNet, error) {
 }
 
 // Name is the libvirt network's name; Bridge its bridge (at most 15 characters).
-func (n TenantNet) Name() string   { return fmt.Sprintf("gpucloud-net-%d", n.PartitionKey) }
+func (n TenantNet) Name() string   { return fmt.Sprintf(tenantNetPrefix+"%d", n.PartitionKey) }
 func (n TenantNet) Bridge() string { return fmt.Sprintf("gpcbr%d", n.PartitionKey) }
 
 // NetworkXML is the libvirt network: NAT to the outside, DHCP over .2-.254.
@@ -198,4 +199,57 @@ func (h *Hypervisor) LeasedAddress(name string, subnet netip.Prefix) (netip.Addr
 		return nil
 	})
 	return out, err
+}
+
+// tenantNetPrefix starts every tenant network's name (TenantNet.Name).
+const tenantNetPrefix = "gpucloud-net-"
+
+// TenantNetworks lists the partition keys of the tenant networks defined on this host.
+func (h *Hypervisor) TenantNetworks() ([]uint16, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	nets, err := h.conn.ListAllNetworks(0)
+	if err != nil {
+		return nil, fmt.Errorf("virt: list networks: %w", err)
+	}
+	var out []uint16
+	for _, nw := range nets {
+		name, err := nw.GetName()
+		nw.Free()
+		if err != nil {
+			return nil, fmt.Errorf("virt: network name: %w", err)
+		}
+		var pk uint16
+		if rest, ok := strings.CutPrefix(name, tenantNetPrefix); ok {
+			if _, err := fmt.Sscanf(rest, "%d", &pk); err == nil && fmt.Sprint(pk) == rest {
+				out = append(out, pk)
+			}
+		}
+	}
+	return out, nil
+}
+
+// RemoveTenantNetwork stops and undefines a tenant's network (gone already: nothing to do).
+func (h *Hypervisor) RemoveTenantNetwork(pk uint16) error {
+	name := TenantNet{PartitionKey: pk}.Name()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	nw, err := h.conn.LookupNetworkByName(name)
+	var lerr libvirt.Error
+	if errors.As(err, &lerr) && lerr.Code == libvirt.ERR_NO_NETWORK {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("virt: look up network %s: %w", name, err)
+	}
+	defer nw.Free()
+	if active, err := nw.IsActive(); err == nil && active {
+		if err := nw.Destroy(); err != nil {
+			return fmt.Errorf("virt: stop network %s: %w", name, err)
+		}
+	}
+	if err := nw.Undefine(); err != nil {
+		return fmt.Errorf("virt: undefine network %s: %w", name, err)
+	}
+	return nil
 }
