@@ -201,7 +201,14 @@ func (s *Session) takePending(err error) error {
 	return err
 }
 
+// okStatus is every success's Status: one value, read-only, so that an asynchronous call's
+// discarded answer (a launch's) allocates nothing.
+var okStatus = &wire.Status{}
+
 func status(err error) *wire.Status {
+	if err == nil {
+		return okStatus
+	}
 	st := &wire.Status{Result: int32(backend.ResultOf(err))}
 	if err != nil {
 		st.Message = truncate(err.Error(), 1024)
