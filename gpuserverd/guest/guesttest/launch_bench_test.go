@@ -20,7 +20,7 @@ import (
 // and per launch + synchronise, and the CPU time the guest and its worker spend per launch.
 // GPUCLOUD_BENCH_DIRS=name=dir,... compares builds side by side, runs interleaved (each dir
 // holding gpuserverd, libcuda.so.1 and launchbench of one commit); without it, this tree's build.
-// It measures, never asserts speed (docs/benchmarks/launch-path.md).
+// It measures, never asserts speed (docs/benchmarks/gpu-remote-h100.md, "Launch path").
 func TestLaunchFigures(t *testing.T) {
 	if os.Getenv("GPUCLOUD_BENCH") == "" {
 		t.Skip("set GPUCLOUD_BENCH=1 to measure")

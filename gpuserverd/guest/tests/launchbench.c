@@ -3,7 +3,7 @@
  * (async), and one launch then a synchronise (sync). Prints per repetition
  *   LAUNCH <async µs/launch> <sync µs/round> <guest CPU µs/launch over both>
  * With the simulated backend a launch is a Go call in the worker: this is the guest library's,
- * the transport's and the worker's own cost (docs/benchmarks/launch-path.md).
+ * the transport's and the worker's own cost (docs/benchmarks/gpu-remote-h100.md, "Launch path").
  * Usage: launchbench [reps [async_n [sync_n]]] */
 #include "check.h"
 

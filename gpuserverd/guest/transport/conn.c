@@ -3,13 +3,10 @@
 #include "dial.h"
 
 #include <errno.h>
-#include <linux/futex.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -219,22 +216,13 @@ CUresult gc_read_frame_locked(struct gc_reply *r) {
 /* Small frames that expect no reply (launches, event records, async memsets) are batched and go
  * out with the next call that waits, when the batch fills, or from the flusher thread at most
  * FLUSH_DELAY_NS after the first of them: one write for many launches, and a launch never waits
- * long for its frame to leave.
- *
- * The flusher is armed by the first frame of a batch, takes gc.mu only if that batch is still
- * unsent when its delay ends, and stays armed for FLUSH_LINGER delays without frames before it
- * sleeps. A program that launches and then synchronises (the batch leaves with the synchronising
- * call) thus neither wakes the flusher per launch nor finds it blocked on gc.mu when the call
- * returns: each cost a futex system call on the call's path, and the second also made the
- * flusher contend for the lock (docs/benchmarks/gpu-remote-h100.md, "Launch path"). */
+ * long for its frame to leave. */
 #define BATCH_CAP (64 << 10)
 #define BATCH_FRAME_MAX (16 << 10)
 #define FLUSH_DELAY_NS 50000
-#define FLUSH_LINGER 20 /* 1 ms without frames, then sleep: an idle program costs no wake-ups */
 static uint8_t batch[BATCH_CAP];
 static size_t batch_n;
-static _Atomic uint32_t batch_pending; /* batch_n != 0, for the flusher without gc.mu */
-static _Atomic uint32_t flusher_armed; /* 1 while the flusher counts down; its futex word */
+static pthread_cond_t batch_cv = PTHREAD_COND_INITIALIZER;
 
 static int flush_locked(const struct iovec *more, int nmore) {
     struct iovec iov[4];
@@ -243,43 +231,20 @@ static int flush_locked(const struct iovec *more, int nmore) {
     for (int i = 0; i < nmore; i++)
         if (more[i].iov_len) iov[n++] = more[i];
     batch_n = 0;
-    atomic_store(&batch_pending, 0);
     return n ? write_all(iov, n) : 0;
-}
-
-/* arm_flusher: the batch has its first frame; wake the flusher unless it is counting down. */
-static void arm_flusher(void) {
-    atomic_store(&batch_pending, 1);
-    if (atomic_exchange(&flusher_armed, 1) == 0)
-        syscall(SYS_futex, &flusher_armed, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static void *flusher(void *arg) {
     (void)arg;
-    int idle = 0;
+    pthread_mutex_lock(&gc.mu);
     for (;;) {
-        while (atomic_load(&flusher_armed) == 0)
-            syscall(SYS_futex, &flusher_armed, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        while (batch_n == 0) pthread_cond_wait(&batch_cv, &gc.mu);
+        pthread_mutex_unlock(&gc.mu);
         struct timespec ts = {0, FLUSH_DELAY_NS};
         nanosleep(&ts, NULL);
-        if (atomic_load(&batch_pending)) {
-            idle = 0;
-            pthread_mutex_lock(&gc.mu);
-            if (gc.broken) { /* nowhere to send it; calls now fail */
-                batch_n = 0;
-                atomic_store(&batch_pending, 0);
-            } else if (batch_n && flush_locked(NULL, 0) != 0) {
-                gc_transport_error("sending queued calls");
-            }
-            pthread_mutex_unlock(&gc.mu);
-            continue;
-        }
-        if (++idle < FLUSH_LINGER) continue; /* still armed: the next frame needs no wake-up */
-        idle = 0;
-        /* Disarm, then look again: a frame queued after the look above found the flusher armed
-         * and did not wake it, so it goes round once more (seq_cst: one side sees the other). */
-        atomic_store(&flusher_armed, 0);
-        if (atomic_load(&batch_pending)) atomic_store(&flusher_armed, 1);
+        pthread_mutex_lock(&gc.mu);
+        if (gc.broken) batch_n = 0; /* nowhere to send it; calls now fail */
+        else if (batch_n && flush_locked(NULL, 0) != 0) gc_transport_error("sending queued calls");
     }
     return NULL;
 }
@@ -305,7 +270,7 @@ CUresult gc_xfer_locked(uint16_t type, uint16_t flags, const uint8_t *head, size
     gc_put_header(h, (uint32_t)(head_n + tail_n), type, flags, req);
     if ((flags & GW_FLAG_NO_REPLY) && frame <= BATCH_FRAME_MAX) {
         if (batch_n + frame > BATCH_CAP && flush_locked(NULL, 0) != 0) return gc_transport_error("sending queued calls");
-        if (batch_n == 0) arm_flusher();
+        if (batch_n == 0) pthread_cond_signal(&batch_cv);
         memcpy(batch + batch_n, h, sizeof h);
         memcpy(batch + batch_n + sizeof h, head, head_n);
         if (tail_n) memcpy(batch + batch_n + sizeof h + head_n, tail, tail_n);
