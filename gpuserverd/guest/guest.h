@@ -61,6 +61,7 @@ int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 
 /* Streams and events travel as server handles; CUstream 0x1 and 0x2 are the special default streams. */
 uint64_t gc_stream_handle(CUstream s);
+int gc_stream_is_per_thread(CUstream s); /* CU_STREAM_PER_THREAD */
 /* Drops the stream attributes kept for a destroyed stream (driver/streamattr.c). */
 void gc_stream_forget_hints(CUstream s);
 CUstream gc_stream_ptr(uint64_t h);

@@ -192,6 +192,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_COMM_DESTROY 14003
 #define GW_TYPE_NCCL_COLLECTIVE 14004
 #define GW_TYPE_STREAM_WAIT_PEER_EVENT 4502
+#define GW_TYPE_SHM_DEVICE_POINTER 3200
 
 struct gw_hello {
 	uint32_t version;
@@ -1963,6 +1964,13 @@ struct gw_stream_wait_peer_event {
 size_t gw_stream_wait_peer_event_size(const struct gw_stream_wait_peer_event *m);
 uint8_t *gw_stream_wait_peer_event_encode(const struct gw_stream_wait_peer_event *m, uint8_t *out);
 int gw_stream_wait_peer_event_decode(struct gw_stream_wait_peer_event *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_shm_device_pointer {
+	char unused;
+};
+size_t gw_shm_device_pointer_size(const struct gw_shm_device_pointer *m);
+uint8_t *gw_shm_device_pointer_encode(const struct gw_shm_device_pointer *m, uint8_t *out);
+int gw_shm_device_pointer_decode(struct gw_shm_device_pointer *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

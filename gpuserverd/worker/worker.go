@@ -55,7 +55,9 @@ type device struct {
 	used    uint64
 	blas    blasState
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
-	dnn     dnnState
+	// perThread are the guest threads' per-thread default streams (perthread.go).
+	perThread perThreadStreams
+	dnn       dnnState
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond

@@ -25,9 +25,11 @@ type Context struct {
 	functions map[backend.Handle]*kernel
 	asyncErr  error         // sticky: the first error of work run asynchronously
 	reg       map[*byte]int // registered host ranges, as the driver keeps them
-	blas      map[backend.Handle]*blasHandle
-	dnn       map[backend.Handle]*dnnHandle
-	dnnDescs  map[backend.Handle]*dnnDesc
+	// hostMapped: registered ranges mapped into the device's addresses (hostmap.go) -> base.
+	hostMapped map[*byte]uint64
+	blas       map[backend.Handle]*blasHandle
+	dnn        map[backend.Handle]*dnnHandle
+	dnnDescs   map[backend.Handle]*dnnDesc
 
 	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
 	funcAttrs   map[backend.Handle]funcAttrs
@@ -195,6 +197,10 @@ func (c *Context) HostUnregister(buf []byte) error {
 		return fmt.Errorf("sim: host range %p was not registered: %w", unsafe.SliceData(buf), backend.ErrHostNotRegistered)
 	}
 	delete(c.reg, unsafe.SliceData(buf))
+	if base, ok := c.hostMapped[unsafe.SliceData(buf)]; ok {
+		delete(c.hostMapped, unsafe.SliceData(buf))
+		c.mem.drop(base)
+	}
 	return nil
 }
 

@@ -1024,12 +1024,6 @@ GC_WEAK(cuMemGetHandleForAddressRange, gc_stub_cuMemGetHandleForAddressRange);
 static int said_cuMemGetMemPool;
 static int gc_stub_cuMemGetMemPool(void) { return gc_refused("cuMemGetMemPool", &said_cuMemGetMemPool); }
 GC_WEAK(cuMemGetMemPool, gc_stub_cuMemGetMemPool);
-static int said_cuMemHostGetDevicePointer;
-static int gc_stub_cuMemHostGetDevicePointer(void) { return gc_refused("cuMemHostGetDevicePointer", &said_cuMemHostGetDevicePointer); }
-GC_WEAK(cuMemHostGetDevicePointer, gc_stub_cuMemHostGetDevicePointer);
-static int said_cuMemHostGetDevicePointer_v2;
-static int gc_stub_cuMemHostGetDevicePointer_v2(void) { return gc_refused("cuMemHostGetDevicePointer_v2", &said_cuMemHostGetDevicePointer_v2); }
-GC_WEAK(cuMemHostGetDevicePointer_v2, gc_stub_cuMemHostGetDevicePointer_v2);
 static int said_cuMemHostGetFlags;
 static int gc_stub_cuMemHostGetFlags(void) { return gc_refused("cuMemHostGetFlags", &said_cuMemHostGetFlags); }
 GC_WEAK(cuMemHostGetFlags, gc_stub_cuMemHostGetFlags);
@@ -1740,8 +1734,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemGetDefaultMemPool,
         (const void *)gc_stub_cuMemGetHandleForAddressRange,
         (const void *)gc_stub_cuMemGetMemPool,
-        (const void *)gc_stub_cuMemHostGetDevicePointer,
-        (const void *)gc_stub_cuMemHostGetDevicePointer_v2,
         (const void *)gc_stub_cuMemHostGetFlags,
         (const void *)gc_stub_cuMemImportFromShareableHandle,
         (const void *)gc_stub_cuMemMapArrayAsync,

@@ -3,6 +3,7 @@
  * caller's buffer. */
 #include "guest.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,10 +54,23 @@ int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
     return found;
 }
 
+/* The per-thread default stream (CU_STREAM_PER_THREAD, and a NULL stream in the _ptsz calls) is
+ * named on the wire by this thread's number with GC_PER_THREAD_STREAM set (wire.PerThreadStream);
+ * the worker makes the thread's stream on its first use, on whichever device is current. */
+#define GC_PER_THREAD_STREAM (1ULL << 63)
+static _Atomic uint64_t threads_numbered;
+static __thread uint64_t thread_number;
+
 uint64_t gc_stream_handle(CUstream s) {
     uintptr_t v = (uintptr_t)s;
-    return v <= 2 ? 0 : v >> 8; /* 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the default stream */
+    if (v == (uintptr_t)CU_STREAM_PER_THREAD) {
+        if (!thread_number) thread_number = atomic_fetch_add(&threads_numbered, 1) + 1;
+        return GC_PER_THREAD_STREAM | thread_number;
+    }
+    return v <= 2 ? 0 : v >> 8; /* 0 and CU_STREAM_LEGACY: the legacy default stream */
 }
+
+int gc_stream_is_per_thread(CUstream s) { return (uintptr_t)s == (uintptr_t)CU_STREAM_PER_THREAD; }
 
 CUstream gc_stream_ptr(uint64_t h) { return (CUstream)(uintptr_t)(h << 8); }
 

@@ -3,6 +3,7 @@
 #include "guest.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #define KNOWN_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY)
 
@@ -27,3 +28,40 @@ EXPORT CUresult cuMemHostUnregister(void *p) {
     rc = gc_hostreg_unregister(p);
     return rc != CUDA_SUCCESS ? rc : sync;
 }
+
+/* cuMemHostGetDevicePointer: mapped pinned memory (cuMemHostAlloc) and registered ranges lie in the
+ * shared arena when the session has one (a process on the GPU's host, a VM's ivshmem channel),
+ * which the worker registered device-mapped: the device address is the arena's (asked once) plus
+ * the offset, and a kernel reads and writes the program's bytes there with no copy. Over TCP the
+ * program's memory is in another machine: refused (CUDA_ERROR_NOT_SUPPORTED), saying so once. */
+static uint64_t arena_device_base;
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned flags) {
+    if (!pdptr || !p || flags != 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    int dev;
+    CUresult rc = gc_current_device(&dev);
+    if (rc != CUDA_SUCCESS) return GC_T(rc);
+    uint64_t off;
+    if (!gc_shm_offset(p, &off)) {
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "gpucloud: cuMemHostGetDevicePointer: mapped host memory is shared memory with gpuserverd "
+                            "(a process on the GPU's host, a VM's ivshmem channel); %s\n",
+                    gc_shm_on() || gc_ivshmem_on() ? "this memory is not in it (allocate it with cuMemHostAlloc)"
+                                                   : "over TCP it is not offered (CUDA_ERROR_NOT_SUPPORTED)");
+        return GC_T(gc_shm_on() || gc_ivshmem_on() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED);
+    }
+    uint64_t base = __atomic_load_n(&arena_device_base, __ATOMIC_ACQUIRE);
+    if (!base) {
+        struct gw_shm_device_pointer m = {0};
+        GC_ENCODE(shm_device_pointer, m, b);
+        struct gw_handle_reply hr;
+        rc = gc_request(GW_TYPE_SHM_DEVICE_POINTER, 0, b, b_n, GW_TYPE_HANDLE_REPLY, &hr);
+        if (rc != CUDA_SUCCESS) return GC_T(rc);
+        base = hr.handle;
+        __atomic_store_n(&arena_device_base, base, __ATOMIC_RELEASE);
+    }
+    *pdptr = base + off;
+    return GC_T(CUDA_SUCCESS);
+}
+ALIAS(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);

@@ -79,6 +79,14 @@ func TestQueuedCallsLeaveAlone(t *testing.T) {
 	}
 }
 
+// CU_STREAM_PER_THREAD and the _ptsz calls' NULL stream are each thread's own stream.
+func TestPerThreadDefaultStreams(t *testing.T) {
+	s := startServer(t)
+	if out := s.run(s.token("s-ptds", sessiontoken.TierDedicated, 0), "ptds_test"); !strings.Contains(out, "ptds_test: OK") {
+		t.Fatalf("ptds_test:\n%s", out)
+	}
+}
+
 // The endpoint and token may come from the config file instead of the environment.
 func TestConfigFile(t *testing.T) {
 	s := startServer(t)

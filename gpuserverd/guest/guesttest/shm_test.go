@@ -2,6 +2,7 @@ package guesttest
 
 import (
 	"bufio"
+	"gpucloud/internal/sessiontoken"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,4 +100,17 @@ func TestSharedMemoryKilledWorker(t *testing.T) {
 		t.Fatalf("client of a killed worker: %v %q %q", err, line, after)
 	}
 	waitFor(t, "the usage record", func() bool { return len(s.usage()) == 1 })
+}
+
+// Mapped pinned memory is reached by kernels with no copy over shared memory (the arena is
+// registered device-mapped); over TCP cuMemHostGetDevicePointer is refused.
+func TestZeroCopy(t *testing.T) {
+	s := startServer(t)
+	if out := s.shmRun(t, s.token("s-zc", sessiontoken.TierShared, 1<<30), "16", "zerocopy_test", "shm"); !strings.Contains(out, "zerocopy_test: OK") {
+		t.Fatalf("zerocopy_test over shared memory:\n%s", tail(out))
+	}
+	if out := s.run(s.token("s-zc-tcp", sessiontoken.TierShared, 1<<30), "zerocopy_test", "tcp"); !strings.Contains(out, "zerocopy_test: OK") ||
+		!strings.Contains(out, "over TCP it is not offered") {
+		t.Fatalf("zerocopy_test over TCP:\n%s", out)
+	}
 }

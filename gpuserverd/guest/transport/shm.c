@@ -454,3 +454,10 @@ int gc_shm_contains(const void *p, size_t n) {
     const char *c = p;
     return shm.base && c < shm.base + shm.size && c + n > shm.base;
 }
+
+/* gc_shm_offset: whether p lies in the arena's pinned heap or in a registered range whose pages
+ * moved into the arena; if so *off is its offset in the arena. */
+int gc_shm_offset(const void *p, uint64_t *off) {
+    size_t len = 1;
+    return shm.base && arena_span(p, 1, off, &len);
+}
