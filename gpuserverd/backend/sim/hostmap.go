@@ -9,6 +9,9 @@ import (
 
 var _ backend.HostMapper = (*Context)(nil)
 
+// hostPage aligns mapped host memory (64 KiB: any host page size up to it).
+const hostPage = 64 << 10
+
 // HostDevicePointer maps a registered host range into the simulated device's address space, as
 // a GPU maps registered (device-mapped) memory: kernels and copies at the returned address read
 // and write the host's bytes themselves. The mapping lasts until the range is unregistered.
@@ -24,6 +27,11 @@ func (c *Context) HostDevicePointer(buf []byte) (uint64, error) {
 		return base, nil
 	}
 	c.mu.Unlock()
+	// Page-aligned, as a GPU maps host pages: a guest maps the arena at this address (managed
+	// memory), which mmap needs aligned.
+	c.mem.mu.Lock()
+	c.mem.next = (c.mem.next + hostPage - 1) &^ (hostPage - 1)
+	c.mem.mu.Unlock()
 	base := c.mem.place(&allocation{data: buf, mapped: true, access: true})
 	c.mu.Lock()
 	if c.hostMapped == nil {

@@ -562,15 +562,9 @@ GC_WEAK(cudaLogsRegisterCallback, gc_stub_cudaLogsRegisterCallback);
 static int said_cudaLogsUnregisterCallback;
 static int gc_stub_cudaLogsUnregisterCallback(void) { return refused("cudaLogsUnregisterCallback", &said_cudaLogsUnregisterCallback); }
 GC_WEAK(cudaLogsUnregisterCallback, gc_stub_cudaLogsUnregisterCallback);
-static int said_cudaMallocManaged;
-static int gc_stub_cudaMallocManaged(void) { return refused("cudaMallocManaged", &said_cudaMallocManaged); }
-GC_WEAK(cudaMallocManaged, gc_stub_cudaMallocManaged);
 static int said_cudaMallocMipmappedArray;
 static int gc_stub_cudaMallocMipmappedArray(void) { return refused("cudaMallocMipmappedArray", &said_cudaMallocMipmappedArray); }
 GC_WEAK(cudaMallocMipmappedArray, gc_stub_cudaMallocMipmappedArray);
-static int said_cudaMemAdvise;
-static int gc_stub_cudaMemAdvise(void) { return refused("cudaMemAdvise", &said_cudaMemAdvise); }
-GC_WEAK(cudaMemAdvise, gc_stub_cudaMemAdvise);
 static int said_cudaMemDiscardAndPrefetchBatchAsync;
 static int gc_stub_cudaMemDiscardAndPrefetchBatchAsync(void) { return refused("cudaMemDiscardAndPrefetchBatchAsync", &said_cudaMemDiscardAndPrefetchBatchAsync); }
 GC_WEAK(cudaMemDiscardAndPrefetchBatchAsync, gc_stub_cudaMemDiscardAndPrefetchBatchAsync);
@@ -607,9 +601,6 @@ GC_WEAK(cudaMemPoolImportPointer, gc_stub_cudaMemPoolImportPointer);
 static int said_cudaMemPoolSetAccess;
 static int gc_stub_cudaMemPoolSetAccess(void) { return refused("cudaMemPoolSetAccess", &said_cudaMemPoolSetAccess); }
 GC_WEAK(cudaMemPoolSetAccess, gc_stub_cudaMemPoolSetAccess);
-static int said_cudaMemPrefetchAsync;
-static int gc_stub_cudaMemPrefetchAsync(void) { return refused("cudaMemPrefetchAsync", &said_cudaMemPrefetchAsync); }
-GC_WEAK(cudaMemPrefetchAsync, gc_stub_cudaMemPrefetchAsync);
 static int said_cudaMemPrefetchAsync_ptsz;
 static int gc_stub_cudaMemPrefetchAsync_ptsz(void) { return refused("cudaMemPrefetchAsync_ptsz", &said_cudaMemPrefetchAsync_ptsz); }
 GC_WEAK(cudaMemPrefetchAsync_ptsz, gc_stub_cudaMemPrefetchAsync_ptsz);
@@ -724,9 +715,6 @@ GC_WEAK(cudaSignalExternalSemaphoresAsync, gc_stub_cudaSignalExternalSemaphoresA
 static int said_cudaSignalExternalSemaphoresAsync_ptsz;
 static int gc_stub_cudaSignalExternalSemaphoresAsync_ptsz(void) { return refused("cudaSignalExternalSemaphoresAsync_ptsz", &said_cudaSignalExternalSemaphoresAsync_ptsz); }
 GC_WEAK(cudaSignalExternalSemaphoresAsync_ptsz, gc_stub_cudaSignalExternalSemaphoresAsync_ptsz);
-static int said_cudaStreamAttachMemAsync;
-static int gc_stub_cudaStreamAttachMemAsync(void) { return refused("cudaStreamAttachMemAsync", &said_cudaStreamAttachMemAsync); }
-GC_WEAK(cudaStreamAttachMemAsync, gc_stub_cudaStreamAttachMemAsync);
 static int said_cudaStreamAttachMemAsync_ptsz;
 static int gc_stub_cudaStreamAttachMemAsync_ptsz(void) { return refused("cudaStreamAttachMemAsync_ptsz", &said_cudaStreamAttachMemAsync_ptsz); }
 GC_WEAK(cudaStreamAttachMemAsync_ptsz, gc_stub_cudaStreamAttachMemAsync_ptsz);

@@ -109,7 +109,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 ALIAS(cuMemAllocPitch, cuMemAllocPitch_v2);
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-    if (p == 0) return GC_T(CUDA_SUCCESS);
+    if (p == 0 || gc_managed_free(p)) return GC_T(CUDA_SUCCESS);
     struct gw_mem_free m = {.ptr = p};
     GC_ENCODE(mem_free, m, b);
     CUresult rc = gc_call_status(GW_TYPE_MEM_FREE, 0, b, b_n);

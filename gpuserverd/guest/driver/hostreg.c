@@ -51,17 +51,23 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
                                                    : "over TCP it is not offered (CUDA_ERROR_NOT_SUPPORTED)");
         return GC_T(gc_shm_on() || gc_ivshmem_on() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED);
     }
-    uint64_t base = __atomic_load_n(&arena_device_base, __ATOMIC_ACQUIRE);
-    if (!base) {
-        struct gw_shm_device_pointer m = {0};
-        GC_ENCODE(shm_device_pointer, m, b);
-        struct gw_handle_reply hr;
-        rc = gc_request(GW_TYPE_SHM_DEVICE_POINTER, 0, b, b_n, GW_TYPE_HANDLE_REPLY, &hr);
-        if (rc != CUDA_SUCCESS) return GC_T(rc);
-        base = hr.handle;
-        __atomic_store_n(&arena_device_base, base, __ATOMIC_RELEASE);
-    }
-    *pdptr = base + off;
-    return GC_T(CUDA_SUCCESS);
+    uint64_t base;
+    rc = gc_arena_device_base(&base);
+    if (rc == CUDA_SUCCESS) *pdptr = base + off;
+    return GC_T(rc);
+}
+
+/* gc_arena_device_base asks the worker, once, for the device address of the shared arena. */
+CUresult gc_arena_device_base(uint64_t *base) {
+    *base = __atomic_load_n(&arena_device_base, __ATOMIC_ACQUIRE);
+    if (*base) return CUDA_SUCCESS;
+    struct gw_shm_device_pointer m = {0};
+    GC_ENCODE(shm_device_pointer, m, b);
+    struct gw_handle_reply hr;
+    CUresult rc = gc_request(GW_TYPE_SHM_DEVICE_POINTER, 0, b, b_n, GW_TYPE_HANDLE_REPLY, &hr);
+    if (rc != CUDA_SUCCESS) return rc;
+    *base = hr.handle;
+    __atomic_store_n(&arena_device_base, *base, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
 }
 ALIAS(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);

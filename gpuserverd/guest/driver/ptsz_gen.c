@@ -13,6 +13,8 @@ __attribute__((weak)) EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned
 __attribute__((weak)) EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) { return cuMemAllocAsync(dptr, bytesize, hStream ? hStream : CU_STREAM_PER_THREAD); }
 __attribute__((weak)) EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) { return cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream ? hStream : CU_STREAM_PER_THREAD); }
 __attribute__((weak)) EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) { return cuMemFreeAsync(dptr, hStream ? hStream : CU_STREAM_PER_THREAD); }
+__attribute__((weak)) EXPORT CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream) { return cuMemPrefetchAsync(devPtr, count, dstDevice, hStream ? hStream : CU_STREAM_PER_THREAD); }
+__attribute__((weak)) EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream) { return cuMemPrefetchAsync_v2(devPtr, count, location, flags, hStream ? hStream : CU_STREAM_PER_THREAD); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *pCopy, CUstream hStream) { return cuMemcpy2DAsync_v2(pCopy, hStream ? hStream : CU_STREAM_PER_THREAD); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return cuMemcpy2DUnaligned_v2(pCopy); }
 __attribute__((weak)) EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *pCopy) { return cuMemcpy2D_v2(pCopy); }
@@ -45,6 +47,7 @@ __attribute__((weak)) EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevic
 __attribute__((weak)) EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N) { return cuMemsetD32_v2(dstDevice, ui, N); }
 __attribute__((weak)) EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) { return cuMemsetD8Async(dstDevice, uc, N, hStream ? hStream : CU_STREAM_PER_THREAD); }
 __attribute__((weak)) EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N) { return cuMemsetD8_v2(dstDevice, uc, N); }
+__attribute__((weak)) EXPORT CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags) { return cuStreamAttachMemAsync(hStream ? hStream : CU_STREAM_PER_THREAD, dptr, length, flags); }
 __attribute__((weak)) EXPORT CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return cuStreamBatchMemOp(stream ? stream : CU_STREAM_PER_THREAD, count, paramArray, flags); }
 __attribute__((weak)) EXPORT CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray, unsigned int flags) { return cuStreamBatchMemOp_v2(stream ? stream : CU_STREAM_PER_THREAD, count, paramArray, flags); }
 __attribute__((weak)) EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream) { return cuStreamBeginCapture(hStream ? hStream : CU_STREAM_PER_THREAD); }

@@ -104,13 +104,22 @@ func TestSharedMemoryKilledWorker(t *testing.T) {
 
 // Mapped pinned memory is reached by kernels with no copy over shared memory (the arena is
 // registered device-mapped); over TCP cuMemHostGetDevicePointer is refused.
-func TestZeroCopy(t *testing.T) {
+func TestZeroCopy(t *testing.T) { sharedOrRefused(t, "zerocopy_test") }
+
+// Managed memory over shared memory is one copy at one pointer for the program and the device;
+// over TCP it is refused.
+func TestManagedMemory(t *testing.T) { sharedOrRefused(t, "managed_test") }
+
+// sharedOrRefused runs prog over shared memory ("shm": the feature works) and over TCP ("tcp": it
+// is refused, saying why).
+func sharedOrRefused(t *testing.T, prog string) {
 	s := startServer(t)
-	if out := s.shmRun(t, s.token("s-zc", sessiontoken.TierShared, 1<<30), "16", "zerocopy_test", "shm"); !strings.Contains(out, "zerocopy_test: OK") {
-		t.Fatalf("zerocopy_test over shared memory:\n%s", tail(out))
+	ok := prog + ": OK"
+	if out := s.shmRun(t, s.token("s-"+prog, sessiontoken.TierShared, 1<<30), "16", prog, "shm"); !strings.Contains(out, ok) {
+		t.Fatalf("%s over shared memory:\n%s", prog, tail(out))
 	}
-	if out := s.run(s.token("s-zc-tcp", sessiontoken.TierShared, 1<<30), "zerocopy_test", "tcp"); !strings.Contains(out, "zerocopy_test: OK") ||
+	if out := s.run(s.token("s-"+prog+"-tcp", sessiontoken.TierShared, 1<<30), prog, "tcp"); !strings.Contains(out, ok) ||
 		!strings.Contains(out, "over TCP it is not offered") {
-		t.Fatalf("zerocopy_test over TCP:\n%s", out)
+		t.Fatalf("%s over TCP:\n%s", prog, out)
 	}
 }
