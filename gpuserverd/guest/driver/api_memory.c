@@ -167,6 +167,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
+    if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
@@ -214,6 +216,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t a;
+    if (gc_is_capturing(s) && gc_arena_device_addr(dst, n, &a)) return cuMemcpyDtoDAsync_v2(a, src, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);

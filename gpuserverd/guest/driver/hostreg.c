@@ -71,3 +71,14 @@ CUresult gc_arena_device_base(uint64_t *base) {
     return CUDA_SUCCESS;
 }
 ALIAS(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2);
+
+/* gc_arena_device_addr: whether [p, p+n) lies in the shared arena contiguously, and if so its
+ * device address (*addr): host memory a graph may name, since the device reaches it at replay. */
+int gc_arena_device_addr(const void *p, size_t n, uint64_t *addr) {
+    uint64_t off, end, base;
+    if (!p || !gc_shm_offset(p, &off)) return 0;
+    if (n > 1 && (!gc_shm_offset((const char *)p + n - 1, &end) || end != off + n - 1)) return 0;
+    if (gc_arena_device_base(&base) != CUDA_SUCCESS || !base) return 0;
+    *addr = base + off;
+    return 1;
+}

@@ -123,3 +123,12 @@ func sharedOrRefused(t *testing.T, prog string) {
 		t.Fatalf("%s over TCP:\n%s", prog, out)
 	}
 }
+
+// Over shared memory a graph may copy to and from the program's pinned memory, captured or as
+// memcpy nodes: the device reaches the arena when the graph replays.
+func TestGraphHostMemory(t *testing.T) {
+	s := startServer(t)
+	if out := s.shmRun(t, s.token("s-graphhost", sessiontoken.TierShared, 1<<30), "16", "graphhost_test"); !strings.Contains(out, "graphhost_test: OK") {
+		t.Fatalf("graphhost_test over shared memory:\n%s", tail(out))
+	}
+}
