@@ -502,7 +502,10 @@ func coverage(dv, rv []verdict) []byte {
 			case v.hand:
 				status = "remoted"
 			case v.forward != "":
-				status, why = "remoted", "as `"+v.forward+"` (one default stream per session)"
+				status, why = "remoted", "as `"+v.forward+"`"
+				if strings.HasSuffix(v.name, "_ptsz") {
+					why += " (a NULL stream: the thread's per-thread default stream)"
+				}
 			case v.via != nil:
 				status, why = "remoted", "generated over the driver API's `"+v.via.name+"`"
 			case v.remote:
@@ -528,8 +531,8 @@ func perThread(name string) (string, bool) {
 	return "", false
 }
 
-// markForwarded: a per-thread form of a hand-written function is that function (this library has
-// one default stream per session, which orders work at least as strictly as a per-thread one).
+// markForwarded: a per-thread form of a hand-written function forwards to that function (a _ptsz
+// form's NULL stream becoming the thread's per-thread default stream, perThreadForwarders).
 func markForwarded(vs []verdict) {
 	hand := map[string]bool{}
 	for _, v := range vs {
@@ -551,9 +554,9 @@ func perThreadForwarders(vs []verdict) []byte {
 	var b bytes.Buffer
 	b.WriteString(cHeader)
 	b.WriteString(`/* The per-thread-default-stream forms (_ptds, _ptsz) of hand-written functions: each calls the
- * legacy form. This library has one default stream per session, which orders work at least as
- * strictly as a per-thread one: results are the same, only concurrency between threads' default
- * streams is lost (as cuGetProcAddress's lookups of these names, driver/api_misc.c). */
+ * legacy form. A _ptsz form's NULL stream is the calling thread's per-thread default stream
+ * (CU_STREAM_PER_THREAD, a stream of its own in the worker: driver/api_memory.c); a _ptds form
+ * (a synchronous call, no stream) runs as the legacy form, ordered at least as strictly. */
 #include "guest.h"
 
 `)
@@ -561,11 +564,21 @@ func perThreadForwarders(vs []verdict) []byte {
 		if v.forward == "" {
 			continue
 		}
+		ptsz := strings.HasSuffix(v.name, "_ptsz")
 		var names []string
+		pre := ""
 		for _, p := range splitParams(v.fn.params) {
-			names = append(names, p.name)
+			switch ctype := p.ctype; {
+			case ptsz && ctype == "CUstream":
+				names = append(names, fmt.Sprintf("%s ? %s : CU_STREAM_PER_THREAD", p.name, p.name))
+			case ptsz && ctype == "const CUlaunchConfig *":
+				pre = fmt.Sprintf("CUlaunchConfig c_; if (%s && !%s->hStream) { c_ = *%s; c_.hStream = CU_STREAM_PER_THREAD; %s = &c_; } ", p.name, p.name, p.name, p.name)
+				names = append(names, p.name)
+			default:
+				names = append(names, p.name)
+			}
 		}
-		fmt.Fprintf(&b, "__attribute__((weak)) EXPORT CUresult %s(%s) { return %s(%s); }\n", v.name, v.fn.params, v.forward, strings.Join(names, ", "))
+		fmt.Fprintf(&b, "__attribute__((weak)) EXPORT CUresult %s(%s) { %sreturn %s(%s); }\n", v.name, v.fn.params, pre, v.forward, strings.Join(names, ", "))
 	}
 	return b.Bytes()
 }

@@ -249,3 +249,10 @@ type Linker interface {
 	LinkComplete(link Handle) ([]byte, error)
 	LinkDestroy(link Handle) error
 }
+
+// HostMapper gives the device address of host memory registered with HostRegister
+// (cuMemHostGetDevicePointer of device-mapped memory): a kernel reads and writes the host's
+// bytes through it, with no copy (zero-copy, the guest's shared arena).
+type HostMapper interface {
+	HostDevicePointer(registered []byte) (uint64, error)
+}

@@ -61,6 +61,11 @@ int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size);
 
 /* Streams and events travel as server handles; CUstream 0x1 and 0x2 are the special default streams. */
 uint64_t gc_stream_handle(CUstream s);
+int gc_stream_is_per_thread(CUstream s); /* CU_STREAM_PER_THREAD */
+CUresult gc_arena_device_base(uint64_t *base); /* driver/hostreg.c */
+int gc_arena_device_addr(const void *p, size_t n, uint64_t *addr);
+int gc_is_capturing(CUstream s);              /* driver/graph.c */
+int gc_managed_free(CUdeviceptr p);          /* driver/managed.c: 1 if p was managed memory */
 /* Drops the stream attributes kept for a destroyed stream (driver/streamattr.c). */
 void gc_stream_forget_hints(CUstream s);
 CUstream gc_stream_ptr(uint64_t h);

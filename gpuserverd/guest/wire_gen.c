@@ -226,6 +226,7 @@ const char *gw_type_name(uint16_t type) {
 	case 14007: return "NcclRedOp";
 	case 14008: return "NcclCommSplit";
 	case 9011: return "DnnExecutePack";
+	case 3200: return "ShmDevicePointer";
 	}
 	return "unknown";
 }
@@ -6006,6 +6007,23 @@ int gw_dnn_execute_pack_decode(struct gw_dnn_execute_pack *m, const uint8_t *p, 
 	return dfinish(&d);
 }
 
+size_t gw_shm_device_pointer_size(const struct gw_shm_device_pointer *m) {
+	(void)m;
+	size_t n = 0;
+	return n;
+}
+
+uint8_t *gw_shm_device_pointer_encode(const struct gw_shm_device_pointer *m, uint8_t *o) {
+	(void)m;
+	return o;
+}
+
+int gw_shm_device_pointer_decode(struct gw_shm_device_pointer *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ShmDevicePointer", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6368,6 +6386,8 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_nccl_comm_split_decode(m, p, n, err, errlen);
 	case 9011:
 		return gw_dnn_execute_pack_decode(m, p, n, err, errlen);
+	case 3200:
+		return gw_shm_device_pointer_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -211,6 +211,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_RED_OP 14007
 #define GW_TYPE_NCCL_COMM_SPLIT 14008
 #define GW_TYPE_DNN_EXECUTE_PACK 9011
+#define GW_TYPE_SHM_DEVICE_POINTER 3200
 
 struct gw_hello {
 	uint32_t version;
@@ -2228,6 +2229,13 @@ int gw_dnn_execute_pack_decode(struct gw_dnn_execute_pack *m, const uint8_t *p, 
 /* Encodes all but the content of the last field (its length included), so the caller can send
    the content from where it lies. */
 uint8_t *gw_dnn_execute_pack_encode_head(const struct gw_dnn_execute_pack *m, uint8_t *out);
+
+struct gw_shm_device_pointer {
+	char unused;
+};
+size_t gw_shm_device_pointer_size(const struct gw_shm_device_pointer *m);
+uint8_t *gw_shm_device_pointer_encode(const struct gw_shm_device_pointer *m, uint8_t *out);
+int gw_shm_device_pointer_decode(struct gw_shm_device_pointer *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -212,6 +212,7 @@ const (
 	TypeNcclRedOp                    Type = 14007
 	TypeNcclCommSplit                Type = 14008
 	TypeDnnExecutePack               Type = 9011
+	TypeShmDevicePointer             Type = 3200
 )
 
 var typeNames = map[Type]string{
@@ -395,6 +396,7 @@ var typeNames = map[Type]string{
 	TypeNcclRedOp:                    "NcclRedOp",
 	TypeNcclCommSplit:                "NcclCommSplit",
 	TypeDnnExecutePack:               "DnnExecutePack",
+	TypeShmDevicePointer:             "ShmDevicePointer",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -760,6 +762,8 @@ func New(t Type) Message {
 		return new(NcclCommSplit)
 	case TypeDnnExecutePack:
 		return new(DnnExecutePack)
+	case TypeShmDevicePointer:
+		return new(ShmDevicePointer)
 	}
 	return nil
 }
@@ -1168,6 +1172,9 @@ type MemcpyHtoD struct {
 // Type returns TypeMemcpyHtoD.
 func (*MemcpyHtoD) Type() Type { return TypeMemcpyHtoD }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyHtoD) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *MemcpyHtoD) Append(b []byte) []byte {
 	b = putU64(b, m.Dst)
@@ -1208,6 +1215,9 @@ type MemcpyDtoH struct {
 
 // Type returns TypeMemcpyDtoH.
 func (*MemcpyDtoH) Type() Type { return TypeMemcpyDtoH }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyDtoH) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *MemcpyDtoH) Append(b []byte) []byte {
@@ -1273,6 +1283,9 @@ type MemcpyDtoD struct {
 // Type returns TypeMemcpyDtoD.
 func (*MemcpyDtoD) Type() Type { return TypeMemcpyDtoD }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyDtoD) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *MemcpyDtoD) Append(b []byte) []byte {
 	b = putU64(b, m.Dst)
@@ -1306,6 +1319,9 @@ type Memset struct {
 
 // Type returns TypeMemset.
 func (*Memset) Type() Type { return TypeMemset }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *Memset) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *Memset) Append(b []byte) []byte {
@@ -1552,6 +1568,9 @@ type LaunchKernel struct {
 // Type returns TypeLaunchKernel.
 func (*LaunchKernel) Type() Type { return TypeLaunchKernel }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *LaunchKernel) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *LaunchKernel) Append(b []byte) []byte {
 	b = putU64(b, m.Function)
@@ -1629,6 +1648,9 @@ type StreamDestroy struct {
 // Type returns TypeStreamDestroy.
 func (*StreamDestroy) Type() Type { return TypeStreamDestroy }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamDestroy) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *StreamDestroy) Append(b []byte) []byte {
 	b = putU64(b, m.Stream)
@@ -1649,6 +1671,9 @@ type StreamSynchronize struct {
 
 // Type returns TypeStreamSynchronize.
 func (*StreamSynchronize) Type() Type { return TypeStreamSynchronize }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamSynchronize) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *StreamSynchronize) Append(b []byte) []byte {
@@ -1671,6 +1696,9 @@ type StreamQuery struct {
 // Type returns TypeStreamQuery.
 func (*StreamQuery) Type() Type { return TypeStreamQuery }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamQuery) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *StreamQuery) Append(b []byte) []byte {
 	b = putU64(b, m.Stream)
@@ -1692,6 +1720,9 @@ type StreamWaitEvent struct {
 
 // Type returns TypeStreamWaitEvent.
 func (*StreamWaitEvent) Type() Type { return TypeStreamWaitEvent }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamWaitEvent) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *StreamWaitEvent) Append(b []byte) []byte {
@@ -1758,6 +1789,9 @@ type EventRecord struct {
 
 // Type returns TypeEventRecord.
 func (*EventRecord) Type() Type { return TypeEventRecord }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *EventRecord) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *EventRecord) Append(b []byte) []byte {
@@ -1966,6 +2000,9 @@ type MemcpyHtoDStriped struct {
 // Type returns TypeMemcpyHtoDStriped.
 func (*MemcpyHtoDStriped) Type() Type { return TypeMemcpyHtoDStriped }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyHtoDStriped) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *MemcpyHtoDStriped) Append(b []byte) []byte {
 	b = putU64(b, m.Dst)
@@ -1998,6 +2035,9 @@ type MemcpyDtoHStriped struct {
 
 // Type returns TypeMemcpyDtoHStriped.
 func (*MemcpyDtoHStriped) Type() Type { return TypeMemcpyDtoHStriped }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyDtoHStriped) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *MemcpyDtoHStriped) Append(b []byte) []byte {
@@ -2081,6 +2121,9 @@ type MemcpyHtoDShm struct {
 // Type returns TypeMemcpyHtoDShm.
 func (*MemcpyHtoDShm) Type() Type { return TypeMemcpyHtoDShm }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyHtoDShm) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *MemcpyHtoDShm) Append(b []byte) []byte {
 	b = putU64(b, m.Dst)
@@ -2113,6 +2156,9 @@ type MemcpyDtoHShm struct {
 
 // Type returns TypeMemcpyDtoHShm.
 func (*MemcpyDtoHShm) Type() Type { return TypeMemcpyDtoHShm }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyDtoHShm) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *MemcpyDtoHShm) Append(b []byte) []byte {
@@ -2213,6 +2259,9 @@ type BlasSetStream struct {
 
 // Type returns TypeBlasSetStream.
 func (*BlasSetStream) Type() Type { return TypeBlasSetStream }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *BlasSetStream) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *BlasSetStream) Append(b []byte) []byte {
@@ -2947,6 +2996,9 @@ type MemAllocAsync struct {
 // Type returns TypeMemAllocAsync.
 func (*MemAllocAsync) Type() Type { return TypeMemAllocAsync }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemAllocAsync) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *MemAllocAsync) Append(b []byte) []byte {
 	b = putU64(b, m.Bytes)
@@ -2972,6 +3024,9 @@ type MemFreeAsync struct {
 
 // Type returns TypeMemFreeAsync.
 func (*MemFreeAsync) Type() Type { return TypeMemFreeAsync }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemFreeAsync) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *MemFreeAsync) Append(b []byte) []byte {
@@ -3302,6 +3357,9 @@ type Memcpy3DHtoX struct {
 // Type returns TypeMemcpy3DHtoX.
 func (*Memcpy3DHtoX) Type() Type { return TypeMemcpy3DHtoX }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *Memcpy3DHtoX) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *Memcpy3DHtoX) Append(b []byte) []byte {
 	b = putU32(b, m.DstKind)
@@ -3376,6 +3434,9 @@ type Memcpy3DXtoH struct {
 
 // Type returns TypeMemcpy3DXtoH.
 func (*Memcpy3DXtoH) Type() Type { return TypeMemcpy3DXtoH }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *Memcpy3DXtoH) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *Memcpy3DXtoH) Append(b []byte) []byte {
@@ -3468,6 +3529,9 @@ type Memcpy3DXtoX struct {
 
 // Type returns TypeMemcpy3DXtoX.
 func (*Memcpy3DXtoX) Type() Type { return TypeMemcpy3DXtoX }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *Memcpy3DXtoX) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *Memcpy3DXtoX) Append(b []byte) []byte {
@@ -3733,6 +3797,9 @@ type StreamBeginCapture struct {
 // Type returns TypeStreamBeginCapture.
 func (*StreamBeginCapture) Type() Type { return TypeStreamBeginCapture }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamBeginCapture) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *StreamBeginCapture) Append(b []byte) []byte {
 	b = putU64(b, m.Stream)
@@ -3756,6 +3823,9 @@ type StreamEndCapture struct {
 // Type returns TypeStreamEndCapture.
 func (*StreamEndCapture) Type() Type { return TypeStreamEndCapture }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamEndCapture) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *StreamEndCapture) Append(b []byte) []byte {
 	b = putU64(b, m.Stream)
@@ -3776,6 +3846,9 @@ type StreamGetCaptureInfo struct {
 
 // Type returns TypeStreamGetCaptureInfo.
 func (*StreamGetCaptureInfo) Type() Type { return TypeStreamGetCaptureInfo }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamGetCaptureInfo) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *StreamGetCaptureInfo) Append(b []byte) []byte {
@@ -4118,6 +4191,9 @@ type GraphLaunch struct {
 // Type returns TypeGraphLaunch.
 func (*GraphLaunch) Type() Type { return TypeGraphLaunch }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *GraphLaunch) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *GraphLaunch) Append(b []byte) []byte {
 	b = putU64(b, m.Exec)
@@ -4252,6 +4328,9 @@ type LaunchKernelEx struct {
 // Type returns TypeLaunchKernelEx.
 func (*LaunchKernelEx) Type() Type { return TypeLaunchKernelEx }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *LaunchKernelEx) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *LaunchKernelEx) Append(b []byte) []byte {
 	b = putU64(b, m.Function)
@@ -4326,6 +4405,9 @@ type StreamMemOp struct {
 
 // Type returns TypeStreamMemOp.
 func (*StreamMemOp) Type() Type { return TypeStreamMemOp }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamMemOp) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *StreamMemOp) Append(b []byte) []byte {
@@ -4978,6 +5060,9 @@ type DnnSetStream struct {
 // Type returns TypeDnnSetStream.
 func (*DnnSetStream) Type() Type { return TypeDnnSetStream }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *DnnSetStream) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *DnnSetStream) Append(b []byte) []byte {
 	b = putU64(b, m.Handle)
@@ -5472,6 +5557,9 @@ type LtMatmul struct {
 // Type returns TypeLtMatmul.
 func (*LtMatmul) Type() Type { return TypeLtMatmul }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *LtMatmul) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *LtMatmul) Append(b []byte) []byte {
 	b = putU64(b, m.Handle)
@@ -5747,6 +5835,9 @@ type MemcpyPeer struct {
 // Type returns TypeMemcpyPeer.
 func (*MemcpyPeer) Type() Type { return TypeMemcpyPeer }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *MemcpyPeer) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *MemcpyPeer) Append(b []byte) []byte {
 	b = putU64(b, m.Dst)
@@ -5897,6 +5988,9 @@ type NcclCollective struct {
 // Type returns TypeNcclCollective.
 func (*NcclCollective) Type() Type { return TypeNcclCollective }
 
+// StreamField is where the message names its stream (StreamNamer).
+func (m *NcclCollective) StreamField() *uint64 { return &m.Stream }
+
 // Append appends the encoded payload to b.
 func (m *NcclCollective) Append(b []byte) []byte {
 	b = putU64(b, m.Comm)
@@ -5935,6 +6029,9 @@ type StreamWaitPeerEvent struct {
 
 // Type returns TypeStreamWaitPeerEvent.
 func (*StreamWaitPeerEvent) Type() Type { return TypeStreamWaitPeerEvent }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamWaitPeerEvent) StreamField() *uint64 { return &m.Stream }
 
 // Append appends the encoded payload to b.
 func (m *StreamWaitPeerEvent) Append(b []byte) []byte {
@@ -6653,5 +6750,23 @@ func (m *DnnExecutePack) Decode(p []byte) error {
 	m.Handle = d.u64("handle")
 	m.Plan = d.u64("plan")
 	m.Attrs = d.bytes("attrs", 65536)
+	return d.finish()
+}
+
+// ShmDevicePointer is message type 3200.
+type ShmDevicePointer struct {
+}
+
+// Type returns TypeShmDevicePointer.
+func (*ShmDevicePointer) Type() Type { return TypeShmDevicePointer }
+
+// Append appends the encoded payload to b.
+func (m *ShmDevicePointer) Append(b []byte) []byte {
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ShmDevicePointer) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ShmDevicePointer"}
 	return d.finish()
 }

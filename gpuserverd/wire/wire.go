@@ -186,3 +186,14 @@ func (d *decoder) finish() error {
 	}
 	return d.err
 }
+
+// StreamNamer is a message that names a stream: the worker resolves a guest's per-thread default
+// stream (PerThreadStream) through it before the message reaches the backend.
+type StreamNamer interface {
+	StreamField() *uint64
+}
+
+// PerThreadStream tags a stream handle that names a guest thread's per-thread default stream
+// (CU_STREAM_PER_THREAD, the _ptsz entry points): the low bits number the guest's thread; the
+// worker creates the stream on its first use.
+const PerThreadStream = uint64(1) << 63

@@ -31,6 +31,11 @@ func (s *Session) apiCall(c backend.Context, m *wire.ApiCall) *wire.ApiCallReply
 			}
 			args[i] = uint64(s.cfg.Devices[args[i]])
 		}
+		if i < len(f.Args) && f.Args[i] == backend.ArgStream && args[i]&wire.PerThreadStream != 0 {
+			if h, ok := s.perThreadStream(args[i]); ok {
+				args[i] = uint64(h)
+			}
+		}
 	}
 	caller, ok := c.(backend.APICaller)
 	if !ok {

@@ -112,6 +112,7 @@ func resultOf(m wire.Message) int32 {
 }
 
 func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message, error) {
+	s.resolvePerThread(m)
 	if answer, ok := s.family(m); ok { // the hand-written driver-API families (families.go)
 		return answer, nil
 	}
@@ -148,6 +149,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return reply, nil
 	case *wire.ShmOpen:
 		return s.shmOpen(m, h.Request)
+	case *wire.ShmDevicePointer:
+		return s.shmDevicePointer(), nil
 	case *wire.MemcpyHtoDStriped:
 		return s.htodStriped(m)
 	case *wire.MemcpyDtoHStriped:

@@ -213,3 +213,18 @@ func (c *blockingConn) sendWithFD(frame []byte, fd int) error {
 	}
 	return err
 }
+
+// shmDevicePointer answers ShmDevicePointer: the device address of the whole arena, so the guest's
+// mapped pinned memory in it is reached by kernels with no copy. Refused without an arena (TCP: the
+// program's memory is in another machine's address space) or a backend that cannot map host memory.
+func (s *Session) shmDevicePointer() wire.Message {
+	if s.shm == nil {
+		return &wire.HandleReply{Result: int32(backend.ErrNotSupported)}
+	}
+	hm, ok := s.shm.reg.(backend.HostMapper)
+	if !ok {
+		return &wire.HandleReply{Result: int32(backend.ErrNotSupported)}
+	}
+	p, err := hm.HostDevicePointer(s.shm.mem)
+	return &wire.HandleReply{Result: int32(backend.ResultOf(err)), Handle: p}
+}

@@ -62,9 +62,11 @@ type device struct {
 	used    uint64
 	blas    blasState
 	fam     famState // virtual memory, pools, arrays, captures (families.go)
-	dnn     dnnState
-	solver  solverState
-	lib     libState // cuSPARSE, cuFFT, cuRAND objects (libcall.go)
+	// perThread are the guest threads' per-thread default streams (perthread.go).
+	perThread perThreadStreams
+	dnn       dnnState
+	solver    solverState
+	lib       libState // cuSPARSE, cuFFT, cuRAND objects (libcall.go)
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond
@@ -267,7 +269,14 @@ func (s *Session) takePending(err error) error {
 	return err
 }
 
+// okStatus is every success's Status: one value, read-only, so that an asynchronous call's
+// discarded answer (a launch's) allocates nothing.
+var okStatus = &wire.Status{}
+
 func status(err error) *wire.Status {
+	if err == nil {
+		return okStatus
+	}
 	st := &wire.Status{Result: int32(backend.ResultOf(err))}
 	if err != nil {
 		st.Message = truncate(err.Error(), 1024)

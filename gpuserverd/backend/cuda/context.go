@@ -606,3 +606,20 @@ func boolInt(b bool) C.int {
 	}
 	return 0
 }
+
+// HostDevicePointer is cuMemHostGetDevicePointer of a range HostRegister registered (device-mapped):
+// the address a kernel reaches the host's bytes at.
+func (c *Context) HostDevicePointer(buf []byte) (uint64, error) {
+	if err := c.live(); err != nil {
+		return 0, err
+	}
+	p := unsafe.Pointer(unsafe.SliceData(buf))
+	if n, ok := c.reg[p]; !ok || n != len(buf) {
+		return 0, fmt.Errorf("cuda: host range %p+%d is not registered: %w", p, len(buf), backend.ErrInvalidValue)
+	}
+	var dp C.CUdeviceptr
+	if err := check("cuMemHostGetDevicePointer", C.gc_mem_host_device_pointer(c.ctx, &dp, p)); err != nil {
+		return 0, err
+	}
+	return uint64(dp), nil
+}

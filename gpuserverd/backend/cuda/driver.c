@@ -12,6 +12,7 @@
 #define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 
 // X(field, symbol, return-and-arguments). The symbols are the versioned names cuda.h maps the plain
 // names to, so we bind the same ABI a program compiled against CUDA 12/13 headers would.
@@ -176,8 +177,19 @@ CUresult gc_mem_host_alloc(CUcontext ctx, void **p, size_t n) {
 	BOUND(ctx, d.mem_host_alloc(p, n, CU_MEMHOSTALLOC_PORTABLE));
 }
 CUresult gc_mem_host_free(CUcontext ctx, void *p) { BOUND(ctx, d.mem_free_host(p)); }
+// Portable and device-mapped: the guest's arena is also what its kernels reach zero-copy
+// (gc_mem_host_device_pointer).
 CUresult gc_mem_host_register(CUcontext ctx, void *p, size_t n) {
-	BOUND(ctx, d.mem_host_register(p, n, CU_MEMHOSTALLOC_PORTABLE));
+	BOUND(ctx, d.mem_host_register(p, n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
+}
+
+// gc_mem_host_device_pointer is cuMemHostGetDevicePointer of registered memory, resolved on first
+// use (CUDA_ERROR_NOT_SUPPORTED from a driver without it).
+CUresult gc_mem_host_device_pointer(CUcontext ctx, CUdeviceptr *dp, void *p) {
+	static CUresult (*fn)(CUdeviceptr *, void *, unsigned);
+	if (!fn) fn = (CUresult(*)(CUdeviceptr *, void *, unsigned))gc_driver_sym("cuMemHostGetDevicePointer_v2");
+	if (!fn) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	BOUND(ctx, fn(dp, p, 0));
 }
 CUresult gc_mem_host_unregister(CUcontext ctx, void *p) { BOUND(ctx, d.mem_host_unregister(p)); }
 

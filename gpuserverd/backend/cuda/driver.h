@@ -49,6 +49,7 @@ CUresult gc_mem_get_info(CUcontext ctx, size_t *free, size_t *total);
 CUresult gc_mem_host_alloc(CUcontext ctx, void **p, size_t bytes);
 CUresult gc_mem_host_free(CUcontext ctx, void *p);
 CUresult gc_mem_host_register(CUcontext ctx, void *p, size_t bytes);
+CUresult gc_mem_host_device_pointer(CUcontext ctx, CUdeviceptr *dp, void *p);
 CUresult gc_mem_host_unregister(CUcontext ctx, void *p);
 
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async);

@@ -26,11 +26,13 @@ type Context struct {
 	fnOrigin  map[backend.Handle]backend.Handle // function -> the module it came from
 	asyncErr  error                             // sticky: the first error of work run asynchronously
 	reg       map[*byte]int                     // registered host ranges, as the driver keeps them
-	blas      map[backend.Handle]*blasHandle
-	dnn       map[backend.Handle]*dnnHandle
-	dnnDescs  map[backend.Handle]*dnnDesc
-	solver    map[backend.Handle]*solverObj
-	libObjs   map[uint64]any // simulated cuSPARSE, cuFFT and cuRAND objects (libcall.go)
+	// hostMapped: registered ranges mapped into the device's addresses (hostmap.go) -> base.
+	hostMapped map[*byte]uint64
+	blas       map[backend.Handle]*blasHandle
+	dnn        map[backend.Handle]*dnnHandle
+	dnnDescs   map[backend.Handle]*dnnDesc
+	solver     map[backend.Handle]*solverObj
+	libObjs    map[uint64]any // simulated cuSPARSE, cuFFT and cuRAND objects (libcall.go)
 
 	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.
 	funcAttrs   map[backend.Handle]funcAttrs
@@ -198,6 +200,10 @@ func (c *Context) HostUnregister(buf []byte) error {
 		return fmt.Errorf("sim: host range %p was not registered: %w", unsafe.SliceData(buf), backend.ErrHostNotRegistered)
 	}
 	delete(c.reg, unsafe.SliceData(buf))
+	if base, ok := c.hostMapped[unsafe.SliceData(buf)]; ok {
+		delete(c.hostMapped, unsafe.SliceData(buf))
+		c.mem.drop(base)
+	}
 	return nil
 }
 

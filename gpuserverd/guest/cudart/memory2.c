@@ -319,3 +319,32 @@ static cudaError_t peer_access(int peer, unsigned flags, int enable) {
 
 EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) { return peer_access(peer, flags, 1); }
 EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer) { return peer_access(peer, 0, 0); }
+
+/* Managed memory: the driver's (driver/managed.c: one copy in the shared arena, addressed alike by
+ * the program and the device; refused over TCP). Prefetches, advice and attachment are hints. */
+EXPORT cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags) {
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    READY();
+    CUdeviceptr d = 0;
+    CUresult rc = cuMemAllocManaged(&d, n, flags); /* cudaMemAttach* are CU_MEM_ATTACH_* */
+    if (rc == CUDA_SUCCESS) *p = (void *)(uintptr_t)d;
+    return ret(rc);
+}
+
+EXPORT cudaError_t cudaMemPrefetchAsync(const void *p, size_t n, struct cudaMemLocation loc, unsigned flags, cudaStream_t s) {
+    (void)loc, (void)flags;
+    READY();
+    return ret(cuStreamAttachMemAsync((CUstream)s, (CUdeviceptr)(uintptr_t)p, n, 0)); /* the same check: a hint */
+}
+
+EXPORT cudaError_t cudaMemAdvise(const void *p, size_t n, enum cudaMemoryAdvise advice, struct cudaMemLocation loc) {
+    (void)advice, (void)loc;
+    READY();
+    return ret(cuStreamAttachMemAsync(NULL, (CUdeviceptr)(uintptr_t)p, n, 0)); /* the same check: a hint */
+}
+
+EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void *p, size_t n, unsigned flags) {
+    (void)flags;
+    READY();
+    return ret(cuStreamAttachMemAsync((CUstream)s, (CUdeviceptr)(uintptr_t)p, n, 0)); /* the same check: a hint */
+}

@@ -302,6 +302,34 @@ static void stream_attributes(void) {
     RT(cudaFree(d));
 }
 
+cudaError_t cudaMemsetAsync_ptsz(void *, int, size_t, cudaStream_t);
+cudaError_t cudaMemcpyAsync_ptsz(void *, const void *, size_t, enum cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
+cudaError_t cudaMemcpy_ptds(void *, const void *, size_t, enum cudaMemcpyKind);
+cudaError_t cudaStreamDestroy(cudaStream_t);
+
+/* The _ptsz forms a --default-stream per-thread program calls: a NULL stream is the thread's
+ * per-thread default stream (work on it runs and is waited for there); the _ptds forms copy. */
+static void per_thread_forms(void) {
+    enum { N = 4096 };
+    unsigned char *d, back[N], src[N];
+    RT(cudaMalloc((void **)&d, N));
+    RT(cudaMemsetAsync_ptsz(d, 0x5a, N, NULL));
+    RT(cudaStreamSynchronize_ptsz(NULL));
+    RT(cudaStreamQuery_ptsz(NULL));
+    RT(cudaMemcpyAsync_ptsz(back, d, N, cudaMemcpyDeviceToHost, NULL));
+    RT(cudaStreamSynchronize(cudaStreamPerThread));
+    for (int i = 0; i < N; i++) EXPECT(back[i] == 0x5a);
+    for (int i = 0; i < N; i++) src[i] = (unsigned char)i;
+    RT(cudaMemcpy_ptds(d, src, N, cudaMemcpyHostToDevice));
+    RT(cudaMemcpy_ptds(back, d, N, cudaMemcpyDeviceToHost));
+    EXPECT(memcmp(back, src, N) == 0);
+    EXPECT(cudaStreamDestroy(cudaStreamPerThread) != cudaSuccess); /* not the program's to destroy */
+    (void)cudaGetLastError();
+    RT(cudaFree(d));
+}
+
 void more_families(void) {
     (void)errname; /* from check.h; this file checks runtime errors */
     graphs();
@@ -310,5 +338,6 @@ void more_families(void) {
     arrays();
     textures();
     stream_attributes();
+    per_thread_forms();
     printf("rt families ok\n");
 }

@@ -175,21 +175,12 @@ GC_WEAK(cudaEGLStreamProducerReturnFrame, gc_stub_cudaEGLStreamProducerReturnFra
 static int said_cudaEventCreateFromEGLSync;
 static int gc_stub_cudaEventCreateFromEGLSync(void) { return refused("cudaEventCreateFromEGLSync", &said_cudaEventCreateFromEGLSync); }
 GC_WEAK(cudaEventCreateFromEGLSync, gc_stub_cudaEventCreateFromEGLSync);
-static int said_cudaEventRecordWithFlags_ptsz;
-static int gc_stub_cudaEventRecordWithFlags_ptsz(void) { return refused("cudaEventRecordWithFlags_ptsz", &said_cudaEventRecordWithFlags_ptsz); }
-GC_WEAK(cudaEventRecordWithFlags_ptsz, gc_stub_cudaEventRecordWithFlags_ptsz);
-static int said_cudaEventRecord_ptsz;
-static int gc_stub_cudaEventRecord_ptsz(void) { return refused("cudaEventRecord_ptsz", &said_cudaEventRecord_ptsz); }
-GC_WEAK(cudaEventRecord_ptsz, gc_stub_cudaEventRecord_ptsz);
 static int said_cudaExternalMemoryGetMappedBuffer;
 static int gc_stub_cudaExternalMemoryGetMappedBuffer(void) { return refused("cudaExternalMemoryGetMappedBuffer", &said_cudaExternalMemoryGetMappedBuffer); }
 GC_WEAK(cudaExternalMemoryGetMappedBuffer, gc_stub_cudaExternalMemoryGetMappedBuffer);
 static int said_cudaExternalMemoryGetMappedMipmappedArray;
 static int gc_stub_cudaExternalMemoryGetMappedMipmappedArray(void) { return refused("cudaExternalMemoryGetMappedMipmappedArray", &said_cudaExternalMemoryGetMappedMipmappedArray); }
 GC_WEAK(cudaExternalMemoryGetMappedMipmappedArray, gc_stub_cudaExternalMemoryGetMappedMipmappedArray);
-static int said_cudaFreeAsync_ptsz;
-static int gc_stub_cudaFreeAsync_ptsz(void) { return refused("cudaFreeAsync_ptsz", &said_cudaFreeAsync_ptsz); }
-GC_WEAK(cudaFreeAsync_ptsz, gc_stub_cudaFreeAsync_ptsz);
 static int said_cudaFreeMipmappedArray;
 static int gc_stub_cudaFreeMipmappedArray(void) { return refused("cudaFreeMipmappedArray", &said_cudaFreeMipmappedArray); }
 GC_WEAK(cudaFreeMipmappedArray, gc_stub_cudaFreeMipmappedArray);
@@ -232,12 +223,6 @@ GC_WEAK(cudaGLUnregisterBufferObject, gc_stub_cudaGLUnregisterBufferObject);
 static int said_cudaGetChannelDesc;
 static int gc_stub_cudaGetChannelDesc(void) { return refused("cudaGetChannelDesc", &said_cudaGetChannelDesc); }
 GC_WEAK(cudaGetChannelDesc, gc_stub_cudaGetChannelDesc);
-static int said_cudaGetDriverEntryPointByVersion_ptsz;
-static int gc_stub_cudaGetDriverEntryPointByVersion_ptsz(void) { return refused("cudaGetDriverEntryPointByVersion_ptsz", &said_cudaGetDriverEntryPointByVersion_ptsz); }
-GC_WEAK(cudaGetDriverEntryPointByVersion_ptsz, gc_stub_cudaGetDriverEntryPointByVersion_ptsz);
-static int said_cudaGetDriverEntryPoint_ptsz;
-static int gc_stub_cudaGetDriverEntryPoint_ptsz(void) { return refused("cudaGetDriverEntryPoint_ptsz", &said_cudaGetDriverEntryPoint_ptsz); }
-GC_WEAK(cudaGetDriverEntryPoint_ptsz, gc_stub_cudaGetDriverEntryPoint_ptsz);
 static int said_cudaGetExportTable;
 static int gc_stub_cudaGetExportTable(void) { return refused("cudaGetExportTable", &said_cudaGetExportTable); }
 GC_WEAK(cudaGetExportTable, gc_stub_cudaGetExportTable);
@@ -406,9 +391,6 @@ GC_WEAK(cudaGraphKernelNodeSetAttribute, gc_stub_cudaGraphKernelNodeSetAttribute
 static int said_cudaGraphKernelNodeSetParams;
 static int gc_stub_cudaGraphKernelNodeSetParams(void) { return refused("cudaGraphKernelNodeSetParams", &said_cudaGraphKernelNodeSetParams); }
 GC_WEAK(cudaGraphKernelNodeSetParams, gc_stub_cudaGraphKernelNodeSetParams);
-static int said_cudaGraphLaunch_ptsz;
-static int gc_stub_cudaGraphLaunch_ptsz(void) { return refused("cudaGraphLaunch_ptsz", &said_cudaGraphLaunch_ptsz); }
-GC_WEAK(cudaGraphLaunch_ptsz, gc_stub_cudaGraphLaunch_ptsz);
 static int said_cudaGraphMemAllocNodeGetParams;
 static int gc_stub_cudaGraphMemAllocNodeGetParams(void) { return refused("cudaGraphMemAllocNodeGetParams", &said_cudaGraphMemAllocNodeGetParams); }
 GC_WEAK(cudaGraphMemAllocNodeGetParams, gc_stub_cudaGraphMemAllocNodeGetParams);
@@ -538,18 +520,6 @@ GC_WEAK(cudaIpcOpenMemHandle, gc_stub_cudaIpcOpenMemHandle);
 static int said_cudaKernelSetAttributeForDevice;
 static int gc_stub_cudaKernelSetAttributeForDevice(void) { return refused("cudaKernelSetAttributeForDevice", &said_cudaKernelSetAttributeForDevice); }
 GC_WEAK(cudaKernelSetAttributeForDevice, gc_stub_cudaKernelSetAttributeForDevice);
-static int said_cudaLaunchCooperativeKernel_ptsz;
-static int gc_stub_cudaLaunchCooperativeKernel_ptsz(void) { return refused("cudaLaunchCooperativeKernel_ptsz", &said_cudaLaunchCooperativeKernel_ptsz); }
-GC_WEAK(cudaLaunchCooperativeKernel_ptsz, gc_stub_cudaLaunchCooperativeKernel_ptsz);
-static int said_cudaLaunchHostFunc_ptsz;
-static int gc_stub_cudaLaunchHostFunc_ptsz(void) { return refused("cudaLaunchHostFunc_ptsz", &said_cudaLaunchHostFunc_ptsz); }
-GC_WEAK(cudaLaunchHostFunc_ptsz, gc_stub_cudaLaunchHostFunc_ptsz);
-static int said_cudaLaunchKernelExC_ptsz;
-static int gc_stub_cudaLaunchKernelExC_ptsz(void) { return refused("cudaLaunchKernelExC_ptsz", &said_cudaLaunchKernelExC_ptsz); }
-GC_WEAK(cudaLaunchKernelExC_ptsz, gc_stub_cudaLaunchKernelExC_ptsz);
-static int said_cudaLaunchKernel_ptsz;
-static int gc_stub_cudaLaunchKernel_ptsz(void) { return refused("cudaLaunchKernel_ptsz", &said_cudaLaunchKernel_ptsz); }
-GC_WEAK(cudaLaunchKernel_ptsz, gc_stub_cudaLaunchKernel_ptsz);
 static int said_cudaLibraryEnumerateKernels;
 static int gc_stub_cudaLibraryEnumerateKernels(void) { return refused("cudaLibraryEnumerateKernels", &said_cudaLibraryEnumerateKernels); }
 GC_WEAK(cudaLibraryEnumerateKernels, gc_stub_cudaLibraryEnumerateKernels);
@@ -592,21 +562,9 @@ GC_WEAK(cudaLogsRegisterCallback, gc_stub_cudaLogsRegisterCallback);
 static int said_cudaLogsUnregisterCallback;
 static int gc_stub_cudaLogsUnregisterCallback(void) { return refused("cudaLogsUnregisterCallback", &said_cudaLogsUnregisterCallback); }
 GC_WEAK(cudaLogsUnregisterCallback, gc_stub_cudaLogsUnregisterCallback);
-static int said_cudaMallocAsync_ptsz;
-static int gc_stub_cudaMallocAsync_ptsz(void) { return refused("cudaMallocAsync_ptsz", &said_cudaMallocAsync_ptsz); }
-GC_WEAK(cudaMallocAsync_ptsz, gc_stub_cudaMallocAsync_ptsz);
-static int said_cudaMallocFromPoolAsync_ptsz;
-static int gc_stub_cudaMallocFromPoolAsync_ptsz(void) { return refused("cudaMallocFromPoolAsync_ptsz", &said_cudaMallocFromPoolAsync_ptsz); }
-GC_WEAK(cudaMallocFromPoolAsync_ptsz, gc_stub_cudaMallocFromPoolAsync_ptsz);
-static int said_cudaMallocManaged;
-static int gc_stub_cudaMallocManaged(void) { return refused("cudaMallocManaged", &said_cudaMallocManaged); }
-GC_WEAK(cudaMallocManaged, gc_stub_cudaMallocManaged);
 static int said_cudaMallocMipmappedArray;
 static int gc_stub_cudaMallocMipmappedArray(void) { return refused("cudaMallocMipmappedArray", &said_cudaMallocMipmappedArray); }
 GC_WEAK(cudaMallocMipmappedArray, gc_stub_cudaMallocMipmappedArray);
-static int said_cudaMemAdvise;
-static int gc_stub_cudaMemAdvise(void) { return refused("cudaMemAdvise", &said_cudaMemAdvise); }
-GC_WEAK(cudaMemAdvise, gc_stub_cudaMemAdvise);
 static int said_cudaMemDiscardAndPrefetchBatchAsync;
 static int gc_stub_cudaMemDiscardAndPrefetchBatchAsync(void) { return refused("cudaMemDiscardAndPrefetchBatchAsync", &said_cudaMemDiscardAndPrefetchBatchAsync); }
 GC_WEAK(cudaMemDiscardAndPrefetchBatchAsync, gc_stub_cudaMemDiscardAndPrefetchBatchAsync);
@@ -643,9 +601,6 @@ GC_WEAK(cudaMemPoolImportPointer, gc_stub_cudaMemPoolImportPointer);
 static int said_cudaMemPoolSetAccess;
 static int gc_stub_cudaMemPoolSetAccess(void) { return refused("cudaMemPoolSetAccess", &said_cudaMemPoolSetAccess); }
 GC_WEAK(cudaMemPoolSetAccess, gc_stub_cudaMemPoolSetAccess);
-static int said_cudaMemPrefetchAsync;
-static int gc_stub_cudaMemPrefetchAsync(void) { return refused("cudaMemPrefetchAsync", &said_cudaMemPrefetchAsync); }
-GC_WEAK(cudaMemPrefetchAsync, gc_stub_cudaMemPrefetchAsync);
 static int said_cudaMemPrefetchAsync_ptsz;
 static int gc_stub_cudaMemPrefetchAsync_ptsz(void) { return refused("cudaMemPrefetchAsync_ptsz", &said_cudaMemPrefetchAsync_ptsz); }
 GC_WEAK(cudaMemPrefetchAsync_ptsz, gc_stub_cudaMemPrefetchAsync_ptsz);
@@ -670,33 +625,18 @@ GC_WEAK(cudaMemcpy2DArrayToArray, gc_stub_cudaMemcpy2DArrayToArray);
 static int said_cudaMemcpy2DArrayToArray_ptds;
 static int gc_stub_cudaMemcpy2DArrayToArray_ptds(void) { return refused("cudaMemcpy2DArrayToArray_ptds", &said_cudaMemcpy2DArrayToArray_ptds); }
 GC_WEAK(cudaMemcpy2DArrayToArray_ptds, gc_stub_cudaMemcpy2DArrayToArray_ptds);
-static int said_cudaMemcpy2DAsync_ptsz;
-static int gc_stub_cudaMemcpy2DAsync_ptsz(void) { return refused("cudaMemcpy2DAsync_ptsz", &said_cudaMemcpy2DAsync_ptsz); }
-GC_WEAK(cudaMemcpy2DAsync_ptsz, gc_stub_cudaMemcpy2DAsync_ptsz);
 static int said_cudaMemcpy2DFromArrayAsync;
 static int gc_stub_cudaMemcpy2DFromArrayAsync(void) { return refused("cudaMemcpy2DFromArrayAsync", &said_cudaMemcpy2DFromArrayAsync); }
 GC_WEAK(cudaMemcpy2DFromArrayAsync, gc_stub_cudaMemcpy2DFromArrayAsync);
 static int said_cudaMemcpy2DFromArrayAsync_ptsz;
 static int gc_stub_cudaMemcpy2DFromArrayAsync_ptsz(void) { return refused("cudaMemcpy2DFromArrayAsync_ptsz", &said_cudaMemcpy2DFromArrayAsync_ptsz); }
 GC_WEAK(cudaMemcpy2DFromArrayAsync_ptsz, gc_stub_cudaMemcpy2DFromArrayAsync_ptsz);
-static int said_cudaMemcpy2DFromArray_ptds;
-static int gc_stub_cudaMemcpy2DFromArray_ptds(void) { return refused("cudaMemcpy2DFromArray_ptds", &said_cudaMemcpy2DFromArray_ptds); }
-GC_WEAK(cudaMemcpy2DFromArray_ptds, gc_stub_cudaMemcpy2DFromArray_ptds);
 static int said_cudaMemcpy2DToArrayAsync;
 static int gc_stub_cudaMemcpy2DToArrayAsync(void) { return refused("cudaMemcpy2DToArrayAsync", &said_cudaMemcpy2DToArrayAsync); }
 GC_WEAK(cudaMemcpy2DToArrayAsync, gc_stub_cudaMemcpy2DToArrayAsync);
 static int said_cudaMemcpy2DToArrayAsync_ptsz;
 static int gc_stub_cudaMemcpy2DToArrayAsync_ptsz(void) { return refused("cudaMemcpy2DToArrayAsync_ptsz", &said_cudaMemcpy2DToArrayAsync_ptsz); }
 GC_WEAK(cudaMemcpy2DToArrayAsync_ptsz, gc_stub_cudaMemcpy2DToArrayAsync_ptsz);
-static int said_cudaMemcpy2DToArray_ptds;
-static int gc_stub_cudaMemcpy2DToArray_ptds(void) { return refused("cudaMemcpy2DToArray_ptds", &said_cudaMemcpy2DToArray_ptds); }
-GC_WEAK(cudaMemcpy2DToArray_ptds, gc_stub_cudaMemcpy2DToArray_ptds);
-static int said_cudaMemcpy2D_ptds;
-static int gc_stub_cudaMemcpy2D_ptds(void) { return refused("cudaMemcpy2D_ptds", &said_cudaMemcpy2D_ptds); }
-GC_WEAK(cudaMemcpy2D_ptds, gc_stub_cudaMemcpy2D_ptds);
-static int said_cudaMemcpy3DAsync_ptsz;
-static int gc_stub_cudaMemcpy3DAsync_ptsz(void) { return refused("cudaMemcpy3DAsync_ptsz", &said_cudaMemcpy3DAsync_ptsz); }
-GC_WEAK(cudaMemcpy3DAsync_ptsz, gc_stub_cudaMemcpy3DAsync_ptsz);
 static int said_cudaMemcpy3DBatchAsync;
 static int gc_stub_cudaMemcpy3DBatchAsync(void) { return refused("cudaMemcpy3DBatchAsync", &said_cudaMemcpy3DBatchAsync); }
 GC_WEAK(cudaMemcpy3DBatchAsync, gc_stub_cudaMemcpy3DBatchAsync);
@@ -715,18 +655,12 @@ GC_WEAK(cudaMemcpy3DPeerAsync_ptsz, gc_stub_cudaMemcpy3DPeerAsync_ptsz);
 static int said_cudaMemcpy3DPeer_ptds;
 static int gc_stub_cudaMemcpy3DPeer_ptds(void) { return refused("cudaMemcpy3DPeer_ptds", &said_cudaMemcpy3DPeer_ptds); }
 GC_WEAK(cudaMemcpy3DPeer_ptds, gc_stub_cudaMemcpy3DPeer_ptds);
-static int said_cudaMemcpy3D_ptds;
-static int gc_stub_cudaMemcpy3D_ptds(void) { return refused("cudaMemcpy3D_ptds", &said_cudaMemcpy3D_ptds); }
-GC_WEAK(cudaMemcpy3D_ptds, gc_stub_cudaMemcpy3D_ptds);
 static int said_cudaMemcpyArrayToArray;
 static int gc_stub_cudaMemcpyArrayToArray(void) { return refused("cudaMemcpyArrayToArray", &said_cudaMemcpyArrayToArray); }
 GC_WEAK(cudaMemcpyArrayToArray, gc_stub_cudaMemcpyArrayToArray);
 static int said_cudaMemcpyArrayToArray_ptds;
 static int gc_stub_cudaMemcpyArrayToArray_ptds(void) { return refused("cudaMemcpyArrayToArray_ptds", &said_cudaMemcpyArrayToArray_ptds); }
 GC_WEAK(cudaMemcpyArrayToArray_ptds, gc_stub_cudaMemcpyArrayToArray_ptds);
-static int said_cudaMemcpyAsync_ptsz;
-static int gc_stub_cudaMemcpyAsync_ptsz(void) { return refused("cudaMemcpyAsync_ptsz", &said_cudaMemcpyAsync_ptsz); }
-GC_WEAK(cudaMemcpyAsync_ptsz, gc_stub_cudaMemcpyAsync_ptsz);
 static int said_cudaMemcpyBatchAsync;
 static int gc_stub_cudaMemcpyBatchAsync(void) { return refused("cudaMemcpyBatchAsync", &said_cudaMemcpyBatchAsync); }
 GC_WEAK(cudaMemcpyBatchAsync, gc_stub_cudaMemcpyBatchAsync);
@@ -739,39 +673,12 @@ GC_WEAK(cudaMemcpyFromArrayAsync, gc_stub_cudaMemcpyFromArrayAsync);
 static int said_cudaMemcpyFromArrayAsync_ptsz;
 static int gc_stub_cudaMemcpyFromArrayAsync_ptsz(void) { return refused("cudaMemcpyFromArrayAsync_ptsz", &said_cudaMemcpyFromArrayAsync_ptsz); }
 GC_WEAK(cudaMemcpyFromArrayAsync_ptsz, gc_stub_cudaMemcpyFromArrayAsync_ptsz);
-static int said_cudaMemcpyFromArray_ptds;
-static int gc_stub_cudaMemcpyFromArray_ptds(void) { return refused("cudaMemcpyFromArray_ptds", &said_cudaMemcpyFromArray_ptds); }
-GC_WEAK(cudaMemcpyFromArray_ptds, gc_stub_cudaMemcpyFromArray_ptds);
-static int said_cudaMemcpyFromSymbolAsync_ptsz;
-static int gc_stub_cudaMemcpyFromSymbolAsync_ptsz(void) { return refused("cudaMemcpyFromSymbolAsync_ptsz", &said_cudaMemcpyFromSymbolAsync_ptsz); }
-GC_WEAK(cudaMemcpyFromSymbolAsync_ptsz, gc_stub_cudaMemcpyFromSymbolAsync_ptsz);
-static int said_cudaMemcpyFromSymbol_ptds;
-static int gc_stub_cudaMemcpyFromSymbol_ptds(void) { return refused("cudaMemcpyFromSymbol_ptds", &said_cudaMemcpyFromSymbol_ptds); }
-GC_WEAK(cudaMemcpyFromSymbol_ptds, gc_stub_cudaMemcpyFromSymbol_ptds);
 static int said_cudaMemcpyToArrayAsync;
 static int gc_stub_cudaMemcpyToArrayAsync(void) { return refused("cudaMemcpyToArrayAsync", &said_cudaMemcpyToArrayAsync); }
 GC_WEAK(cudaMemcpyToArrayAsync, gc_stub_cudaMemcpyToArrayAsync);
 static int said_cudaMemcpyToArrayAsync_ptsz;
 static int gc_stub_cudaMemcpyToArrayAsync_ptsz(void) { return refused("cudaMemcpyToArrayAsync_ptsz", &said_cudaMemcpyToArrayAsync_ptsz); }
 GC_WEAK(cudaMemcpyToArrayAsync_ptsz, gc_stub_cudaMemcpyToArrayAsync_ptsz);
-static int said_cudaMemcpyToArray_ptds;
-static int gc_stub_cudaMemcpyToArray_ptds(void) { return refused("cudaMemcpyToArray_ptds", &said_cudaMemcpyToArray_ptds); }
-GC_WEAK(cudaMemcpyToArray_ptds, gc_stub_cudaMemcpyToArray_ptds);
-static int said_cudaMemcpyToSymbolAsync_ptsz;
-static int gc_stub_cudaMemcpyToSymbolAsync_ptsz(void) { return refused("cudaMemcpyToSymbolAsync_ptsz", &said_cudaMemcpyToSymbolAsync_ptsz); }
-GC_WEAK(cudaMemcpyToSymbolAsync_ptsz, gc_stub_cudaMemcpyToSymbolAsync_ptsz);
-static int said_cudaMemcpyToSymbol_ptds;
-static int gc_stub_cudaMemcpyToSymbol_ptds(void) { return refused("cudaMemcpyToSymbol_ptds", &said_cudaMemcpyToSymbol_ptds); }
-GC_WEAK(cudaMemcpyToSymbol_ptds, gc_stub_cudaMemcpyToSymbol_ptds);
-static int said_cudaMemcpy_ptds;
-static int gc_stub_cudaMemcpy_ptds(void) { return refused("cudaMemcpy_ptds", &said_cudaMemcpy_ptds); }
-GC_WEAK(cudaMemcpy_ptds, gc_stub_cudaMemcpy_ptds);
-static int said_cudaMemset2DAsync_ptsz;
-static int gc_stub_cudaMemset2DAsync_ptsz(void) { return refused("cudaMemset2DAsync_ptsz", &said_cudaMemset2DAsync_ptsz); }
-GC_WEAK(cudaMemset2DAsync_ptsz, gc_stub_cudaMemset2DAsync_ptsz);
-static int said_cudaMemset2D_ptds;
-static int gc_stub_cudaMemset2D_ptds(void) { return refused("cudaMemset2D_ptds", &said_cudaMemset2D_ptds); }
-GC_WEAK(cudaMemset2D_ptds, gc_stub_cudaMemset2D_ptds);
 static int said_cudaMemset3D;
 static int gc_stub_cudaMemset3D(void) { return refused("cudaMemset3D", &said_cudaMemset3D); }
 GC_WEAK(cudaMemset3D, gc_stub_cudaMemset3D);
@@ -784,12 +691,6 @@ GC_WEAK(cudaMemset3DAsync_ptsz, gc_stub_cudaMemset3DAsync_ptsz);
 static int said_cudaMemset3D_ptds;
 static int gc_stub_cudaMemset3D_ptds(void) { return refused("cudaMemset3D_ptds", &said_cudaMemset3D_ptds); }
 GC_WEAK(cudaMemset3D_ptds, gc_stub_cudaMemset3D_ptds);
-static int said_cudaMemsetAsync_ptsz;
-static int gc_stub_cudaMemsetAsync_ptsz(void) { return refused("cudaMemsetAsync_ptsz", &said_cudaMemsetAsync_ptsz); }
-GC_WEAK(cudaMemsetAsync_ptsz, gc_stub_cudaMemsetAsync_ptsz);
-static int said_cudaMemset_ptds;
-static int gc_stub_cudaMemset_ptds(void) { return refused("cudaMemset_ptds", &said_cudaMemset_ptds); }
-GC_WEAK(cudaMemset_ptds, gc_stub_cudaMemset_ptds);
 static int said_cudaMipmappedArrayGetMemoryRequirements;
 static int gc_stub_cudaMipmappedArrayGetMemoryRequirements(void) { return refused("cudaMipmappedArrayGetMemoryRequirements", &said_cudaMipmappedArrayGetMemoryRequirements); }
 GC_WEAK(cudaMipmappedArrayGetMemoryRequirements, gc_stub_cudaMipmappedArrayGetMemoryRequirements);
@@ -814,12 +715,6 @@ GC_WEAK(cudaSignalExternalSemaphoresAsync, gc_stub_cudaSignalExternalSemaphoresA
 static int said_cudaSignalExternalSemaphoresAsync_ptsz;
 static int gc_stub_cudaSignalExternalSemaphoresAsync_ptsz(void) { return refused("cudaSignalExternalSemaphoresAsync_ptsz", &said_cudaSignalExternalSemaphoresAsync_ptsz); }
 GC_WEAK(cudaSignalExternalSemaphoresAsync_ptsz, gc_stub_cudaSignalExternalSemaphoresAsync_ptsz);
-static int said_cudaStreamAddCallback_ptsz;
-static int gc_stub_cudaStreamAddCallback_ptsz(void) { return refused("cudaStreamAddCallback_ptsz", &said_cudaStreamAddCallback_ptsz); }
-GC_WEAK(cudaStreamAddCallback_ptsz, gc_stub_cudaStreamAddCallback_ptsz);
-static int said_cudaStreamAttachMemAsync;
-static int gc_stub_cudaStreamAttachMemAsync(void) { return refused("cudaStreamAttachMemAsync", &said_cudaStreamAttachMemAsync); }
-GC_WEAK(cudaStreamAttachMemAsync, gc_stub_cudaStreamAttachMemAsync);
 static int said_cudaStreamAttachMemAsync_ptsz;
 static int gc_stub_cudaStreamAttachMemAsync_ptsz(void) { return refused("cudaStreamAttachMemAsync_ptsz", &said_cudaStreamAttachMemAsync_ptsz); }
 GC_WEAK(cudaStreamAttachMemAsync_ptsz, gc_stub_cudaStreamAttachMemAsync_ptsz);
@@ -829,45 +724,18 @@ GC_WEAK(cudaStreamBeginCaptureToGraph, gc_stub_cudaStreamBeginCaptureToGraph);
 static int said_cudaStreamBeginCaptureToGraph_ptsz;
 static int gc_stub_cudaStreamBeginCaptureToGraph_ptsz(void) { return refused("cudaStreamBeginCaptureToGraph_ptsz", &said_cudaStreamBeginCaptureToGraph_ptsz); }
 GC_WEAK(cudaStreamBeginCaptureToGraph_ptsz, gc_stub_cudaStreamBeginCaptureToGraph_ptsz);
-static int said_cudaStreamBeginCapture_ptsz;
-static int gc_stub_cudaStreamBeginCapture_ptsz(void) { return refused("cudaStreamBeginCapture_ptsz", &said_cudaStreamBeginCapture_ptsz); }
-GC_WEAK(cudaStreamBeginCapture_ptsz, gc_stub_cudaStreamBeginCapture_ptsz);
-static int said_cudaStreamEndCapture_ptsz;
-static int gc_stub_cudaStreamEndCapture_ptsz(void) { return refused("cudaStreamEndCapture_ptsz", &said_cudaStreamEndCapture_ptsz); }
-GC_WEAK(cudaStreamEndCapture_ptsz, gc_stub_cudaStreamEndCapture_ptsz);
-static int said_cudaStreamGetCaptureInfo_ptsz;
-static int gc_stub_cudaStreamGetCaptureInfo_ptsz(void) { return refused("cudaStreamGetCaptureInfo_ptsz", &said_cudaStreamGetCaptureInfo_ptsz); }
-GC_WEAK(cudaStreamGetCaptureInfo_ptsz, gc_stub_cudaStreamGetCaptureInfo_ptsz);
 static int said_cudaStreamGetDevice;
 static int gc_stub_cudaStreamGetDevice(void) { return refused("cudaStreamGetDevice", &said_cudaStreamGetDevice); }
 GC_WEAK(cudaStreamGetDevice, gc_stub_cudaStreamGetDevice);
 static int said_cudaStreamGetDevice_ptsz;
 static int gc_stub_cudaStreamGetDevice_ptsz(void) { return refused("cudaStreamGetDevice_ptsz", &said_cudaStreamGetDevice_ptsz); }
 GC_WEAK(cudaStreamGetDevice_ptsz, gc_stub_cudaStreamGetDevice_ptsz);
-static int said_cudaStreamGetFlags_ptsz;
-static int gc_stub_cudaStreamGetFlags_ptsz(void) { return refused("cudaStreamGetFlags_ptsz", &said_cudaStreamGetFlags_ptsz); }
-GC_WEAK(cudaStreamGetFlags_ptsz, gc_stub_cudaStreamGetFlags_ptsz);
-static int said_cudaStreamGetPriority_ptsz;
-static int gc_stub_cudaStreamGetPriority_ptsz(void) { return refused("cudaStreamGetPriority_ptsz", &said_cudaStreamGetPriority_ptsz); }
-GC_WEAK(cudaStreamGetPriority_ptsz, gc_stub_cudaStreamGetPriority_ptsz);
-static int said_cudaStreamIsCapturing_ptsz;
-static int gc_stub_cudaStreamIsCapturing_ptsz(void) { return refused("cudaStreamIsCapturing_ptsz", &said_cudaStreamIsCapturing_ptsz); }
-GC_WEAK(cudaStreamIsCapturing_ptsz, gc_stub_cudaStreamIsCapturing_ptsz);
-static int said_cudaStreamQuery_ptsz;
-static int gc_stub_cudaStreamQuery_ptsz(void) { return refused("cudaStreamQuery_ptsz", &said_cudaStreamQuery_ptsz); }
-GC_WEAK(cudaStreamQuery_ptsz, gc_stub_cudaStreamQuery_ptsz);
-static int said_cudaStreamSynchronize_ptsz;
-static int gc_stub_cudaStreamSynchronize_ptsz(void) { return refused("cudaStreamSynchronize_ptsz", &said_cudaStreamSynchronize_ptsz); }
-GC_WEAK(cudaStreamSynchronize_ptsz, gc_stub_cudaStreamSynchronize_ptsz);
 static int said_cudaStreamUpdateCaptureDependencies;
 static int gc_stub_cudaStreamUpdateCaptureDependencies(void) { return refused("cudaStreamUpdateCaptureDependencies", &said_cudaStreamUpdateCaptureDependencies); }
 GC_WEAK(cudaStreamUpdateCaptureDependencies, gc_stub_cudaStreamUpdateCaptureDependencies);
 static int said_cudaStreamUpdateCaptureDependencies_ptsz;
 static int gc_stub_cudaStreamUpdateCaptureDependencies_ptsz(void) { return refused("cudaStreamUpdateCaptureDependencies_ptsz", &said_cudaStreamUpdateCaptureDependencies_ptsz); }
 GC_WEAK(cudaStreamUpdateCaptureDependencies_ptsz, gc_stub_cudaStreamUpdateCaptureDependencies_ptsz);
-static int said_cudaStreamWaitEvent_ptsz;
-static int gc_stub_cudaStreamWaitEvent_ptsz(void) { return refused("cudaStreamWaitEvent_ptsz", &said_cudaStreamWaitEvent_ptsz); }
-GC_WEAK(cudaStreamWaitEvent_ptsz, gc_stub_cudaStreamWaitEvent_ptsz);
 static int said_cudaUserObjectCreate;
 static int gc_stub_cudaUserObjectCreate(void) { return refused("cudaUserObjectCreate", &said_cudaUserObjectCreate); }
 GC_WEAK(cudaUserObjectCreate, gc_stub_cudaUserObjectCreate);

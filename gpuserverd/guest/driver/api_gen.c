@@ -976,15 +976,6 @@ GC_WEAK(cuLogsRegisterCallback, gc_stub_cuLogsRegisterCallback);
 static int said_cuLogsUnregisterCallback;
 static int gc_stub_cuLogsUnregisterCallback(void) { return gc_refused("cuLogsUnregisterCallback", &said_cuLogsUnregisterCallback); }
 GC_WEAK(cuLogsUnregisterCallback, gc_stub_cuLogsUnregisterCallback);
-static int said_cuMemAdvise;
-static int gc_stub_cuMemAdvise(void) { return gc_refused("cuMemAdvise", &said_cuMemAdvise); }
-GC_WEAK(cuMemAdvise, gc_stub_cuMemAdvise);
-static int said_cuMemAdvise_v2;
-static int gc_stub_cuMemAdvise_v2(void) { return gc_refused("cuMemAdvise_v2", &said_cuMemAdvise_v2); }
-GC_WEAK(cuMemAdvise_v2, gc_stub_cuMemAdvise_v2);
-static int said_cuMemAllocManaged;
-static int gc_stub_cuMemAllocManaged(void) { return gc_refused("cuMemAllocManaged", &said_cuMemAllocManaged); }
-GC_WEAK(cuMemAllocManaged, gc_stub_cuMemAllocManaged);
 static int said_cuMemBatchDecompressAsync;
 static int gc_stub_cuMemBatchDecompressAsync(void) { return gc_refused("cuMemBatchDecompressAsync", &said_cuMemBatchDecompressAsync); }
 GC_WEAK(cuMemBatchDecompressAsync, gc_stub_cuMemBatchDecompressAsync);
@@ -1024,12 +1015,6 @@ GC_WEAK(cuMemGetHandleForAddressRange, gc_stub_cuMemGetHandleForAddressRange);
 static int said_cuMemGetMemPool;
 static int gc_stub_cuMemGetMemPool(void) { return gc_refused("cuMemGetMemPool", &said_cuMemGetMemPool); }
 GC_WEAK(cuMemGetMemPool, gc_stub_cuMemGetMemPool);
-static int said_cuMemHostGetDevicePointer;
-static int gc_stub_cuMemHostGetDevicePointer(void) { return gc_refused("cuMemHostGetDevicePointer", &said_cuMemHostGetDevicePointer); }
-GC_WEAK(cuMemHostGetDevicePointer, gc_stub_cuMemHostGetDevicePointer);
-static int said_cuMemHostGetDevicePointer_v2;
-static int gc_stub_cuMemHostGetDevicePointer_v2(void) { return gc_refused("cuMemHostGetDevicePointer_v2", &said_cuMemHostGetDevicePointer_v2); }
-GC_WEAK(cuMemHostGetDevicePointer_v2, gc_stub_cuMemHostGetDevicePointer_v2);
 static int said_cuMemHostGetFlags;
 static int gc_stub_cuMemHostGetFlags(void) { return gc_refused("cuMemHostGetFlags", &said_cuMemHostGetFlags); }
 GC_WEAK(cuMemHostGetFlags, gc_stub_cuMemHostGetFlags);
@@ -1060,18 +1045,6 @@ GC_WEAK(cuMemPoolImportPointer, gc_stub_cuMemPoolImportPointer);
 static int said_cuMemPoolSetAccess;
 static int gc_stub_cuMemPoolSetAccess(void) { return gc_refused("cuMemPoolSetAccess", &said_cuMemPoolSetAccess); }
 GC_WEAK(cuMemPoolSetAccess, gc_stub_cuMemPoolSetAccess);
-static int said_cuMemPrefetchAsync;
-static int gc_stub_cuMemPrefetchAsync(void) { return gc_refused("cuMemPrefetchAsync", &said_cuMemPrefetchAsync); }
-GC_WEAK(cuMemPrefetchAsync, gc_stub_cuMemPrefetchAsync);
-static int said_cuMemPrefetchAsync_ptsz;
-static int gc_stub_cuMemPrefetchAsync_ptsz(void) { return gc_refused("cuMemPrefetchAsync_ptsz", &said_cuMemPrefetchAsync_ptsz); }
-GC_WEAK(cuMemPrefetchAsync_ptsz, gc_stub_cuMemPrefetchAsync_ptsz);
-static int said_cuMemPrefetchAsync_v2;
-static int gc_stub_cuMemPrefetchAsync_v2(void) { return gc_refused("cuMemPrefetchAsync_v2", &said_cuMemPrefetchAsync_v2); }
-GC_WEAK(cuMemPrefetchAsync_v2, gc_stub_cuMemPrefetchAsync_v2);
-static int said_cuMemPrefetchAsync_v2_ptsz;
-static int gc_stub_cuMemPrefetchAsync_v2_ptsz(void) { return gc_refused("cuMemPrefetchAsync_v2_ptsz", &said_cuMemPrefetchAsync_v2_ptsz); }
-GC_WEAK(cuMemPrefetchAsync_v2_ptsz, gc_stub_cuMemPrefetchAsync_v2_ptsz);
 static int said_cuMemPrefetchBatchAsync;
 static int gc_stub_cuMemPrefetchBatchAsync(void) { return gc_refused("cuMemPrefetchBatchAsync", &said_cuMemPrefetchBatchAsync); }
 GC_WEAK(cuMemPrefetchBatchAsync, gc_stub_cuMemPrefetchBatchAsync);
@@ -1234,12 +1207,6 @@ GC_WEAK(cuStreamAddCallback, gc_stub_cuStreamAddCallback);
 static int said_cuStreamAddCallback_ptsz;
 static int gc_stub_cuStreamAddCallback_ptsz(void) { return gc_refused("cuStreamAddCallback_ptsz", &said_cuStreamAddCallback_ptsz); }
 GC_WEAK(cuStreamAddCallback_ptsz, gc_stub_cuStreamAddCallback_ptsz);
-static int said_cuStreamAttachMemAsync;
-static int gc_stub_cuStreamAttachMemAsync(void) { return gc_refused("cuStreamAttachMemAsync", &said_cuStreamAttachMemAsync); }
-GC_WEAK(cuStreamAttachMemAsync, gc_stub_cuStreamAttachMemAsync);
-static int said_cuStreamAttachMemAsync_ptsz;
-static int gc_stub_cuStreamAttachMemAsync_ptsz(void) { return gc_refused("cuStreamAttachMemAsync_ptsz", &said_cuStreamAttachMemAsync_ptsz); }
-GC_WEAK(cuStreamAttachMemAsync_ptsz, gc_stub_cuStreamAttachMemAsync_ptsz);
 static int said_cuStreamBeginCaptureToGraph;
 static int gc_stub_cuStreamBeginCaptureToGraph(void) { return gc_refused("cuStreamBeginCaptureToGraph", &said_cuStreamBeginCaptureToGraph); }
 GC_WEAK(cuStreamBeginCaptureToGraph, gc_stub_cuStreamBeginCaptureToGraph);
@@ -1724,9 +1691,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuLogsDumpToMemory,
         (const void *)gc_stub_cuLogsRegisterCallback,
         (const void *)gc_stub_cuLogsUnregisterCallback,
-        (const void *)gc_stub_cuMemAdvise,
-        (const void *)gc_stub_cuMemAdvise_v2,
-        (const void *)gc_stub_cuMemAllocManaged,
         (const void *)gc_stub_cuMemBatchDecompressAsync,
         (const void *)gc_stub_cuMemBatchDecompressAsync_ptsz,
         (const void *)gc_stub_cuMemDiscardAndPrefetchBatchAsync,
@@ -1740,8 +1704,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemGetDefaultMemPool,
         (const void *)gc_stub_cuMemGetHandleForAddressRange,
         (const void *)gc_stub_cuMemGetMemPool,
-        (const void *)gc_stub_cuMemHostGetDevicePointer,
-        (const void *)gc_stub_cuMemHostGetDevicePointer_v2,
         (const void *)gc_stub_cuMemHostGetFlags,
         (const void *)gc_stub_cuMemImportFromShareableHandle,
         (const void *)gc_stub_cuMemMapArrayAsync,
@@ -1752,10 +1714,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemPoolImportFromShareableHandle,
         (const void *)gc_stub_cuMemPoolImportPointer,
         (const void *)gc_stub_cuMemPoolSetAccess,
-        (const void *)gc_stub_cuMemPrefetchAsync,
-        (const void *)gc_stub_cuMemPrefetchAsync_ptsz,
-        (const void *)gc_stub_cuMemPrefetchAsync_v2,
-        (const void *)gc_stub_cuMemPrefetchAsync_v2_ptsz,
         (const void *)gc_stub_cuMemPrefetchBatchAsync,
         (const void *)gc_stub_cuMemPrefetchBatchAsync_ptsz,
         (const void *)gc_stub_cuMemRangeGetAttribute,
@@ -1810,8 +1768,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuSignalExternalSemaphoresAsync_ptsz,
         (const void *)gc_stub_cuStreamAddCallback,
         (const void *)gc_stub_cuStreamAddCallback_ptsz,
-        (const void *)gc_stub_cuStreamAttachMemAsync,
-        (const void *)gc_stub_cuStreamAttachMemAsync_ptsz,
         (const void *)gc_stub_cuStreamBeginCaptureToGraph,
         (const void *)gc_stub_cuStreamBeginCaptureToGraph_ptsz,
         (const void *)gc_stub_cuStreamGetCtx,

@@ -3,6 +3,7 @@
  * caller's buffer. */
 #include "guest.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,10 +54,23 @@ int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
     return found;
 }
 
+/* The per-thread default stream (CU_STREAM_PER_THREAD, and a NULL stream in the _ptsz calls) is
+ * named on the wire by this thread's number with GC_PER_THREAD_STREAM set (wire.PerThreadStream);
+ * the worker makes the thread's stream on its first use, on whichever device is current. */
+#define GC_PER_THREAD_STREAM (1ULL << 63)
+static _Atomic uint64_t threads_numbered;
+static __thread uint64_t thread_number;
+
 uint64_t gc_stream_handle(CUstream s) {
     uintptr_t v = (uintptr_t)s;
-    return v <= 2 ? 0 : v >> 8; /* 0, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD: the default stream */
+    if (v == (uintptr_t)CU_STREAM_PER_THREAD) {
+        if (!thread_number) thread_number = atomic_fetch_add(&threads_numbered, 1) + 1;
+        return GC_PER_THREAD_STREAM | thread_number;
+    }
+    return v <= 2 ? 0 : v >> 8; /* 0 and CU_STREAM_LEGACY: the legacy default stream */
 }
+
+int gc_stream_is_per_thread(CUstream s) { return (uintptr_t)s == (uintptr_t)CU_STREAM_PER_THREAD; }
 
 CUstream gc_stream_ptr(uint64_t h) { return (CUstream)(uintptr_t)(h << 8); }
 
@@ -95,7 +109,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 ALIAS(cuMemAllocPitch, cuMemAllocPitch_v2);
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-    if (p == 0) return GC_T(CUDA_SUCCESS);
+    if (p == 0 || gc_managed_free(p)) return GC_T(CUDA_SUCCESS);
     struct gw_mem_free m = {.ptr = p};
     GC_ENCODE(mem_free, m, b);
     CUresult rc = gc_call_status(GW_TYPE_MEM_FREE, 0, b, b_n);
@@ -153,6 +167,8 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
+    if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
@@ -203,6 +219,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t a;
+    if (gc_is_capturing(s) && gc_arena_device_addr(dst, n, &a)) return cuMemcpyDtoDAsync_v2(a, src, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);

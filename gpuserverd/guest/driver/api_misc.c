@@ -147,9 +147,8 @@ static void *lookup(const char *symbol, int version, int *too_new) {
 
 /* Lookup flags: CU_GET_PROC_ADDRESS_DEFAULT (0) gives the build's default-stream flavour (legacy
  * here), LEGACY_STREAM (1) the legacy functions, PER_THREAD_DEFAULT_STREAM (2) the _ptsz/_ptds
- * ones. This library has one default stream per session, which orders work at least as strictly as
- * a per-thread one, so a per-thread lookup and an explicit _ptsz/_ptds name get the legacy function:
- * results are the same, only concurrency between threads' default streams is lost. */
+ * forms where a name has them (whose NULL stream is the thread's per-thread default stream,
+ * ptsz_gen.c), else the legacy function. */
 #define PROC_FLAGS_KNOWN (CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
 
 static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
@@ -165,7 +164,17 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
     }
     memcpy(name, symbol, n + 1);
     int too_new = 0;
-    void *fn = lookup(name, cudaVersion, &too_new);
+    void *fn = NULL;
+    if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && n + 8 < sizeof name) {
+        /* The newest exported per-thread form: cuMemcpyHtoDAsync -> cuMemcpyHtoDAsync_v2_ptsz. */
+        static const char *const forms[] = {"_v3_ptsz", "_v3_ptds", "_v2_ptsz", "_v2_ptds", "_ptsz", "_ptds"};
+        for (unsigned i = 0; i < sizeof forms / sizeof *forms && !fn; i++) {
+            memcpy(name + n, forms[i], strlen(forms[i]) + 1);
+            fn = lookup(name, cudaVersion, &too_new);
+        }
+        name[n] = 0;
+    }
+    if (!fn) fn = lookup(name, cudaVersion, &too_new);
     if (!fn && n > 5 && (!strcmp(name + n - 5, "_ptds") || !strcmp(name + n - 5, "_ptsz"))) {
         name[n - 5] = 0;
         fn = lookup(name, cudaVersion, &too_new);

@@ -32,7 +32,7 @@ EXPORT CUresult cuStreamCreateWithPriority(CUstream *ps, unsigned flags, int pri
 }
 
 EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
-    if (gc_stream_handle(s) == 0) return GC_T(CUDA_ERROR_INVALID_HANDLE);
+    if (gc_stream_handle(s) == 0 || gc_stream_is_per_thread(s)) return GC_T(CUDA_ERROR_INVALID_HANDLE);
     struct gw_stream_destroy m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_destroy, m, b);
     CUresult rc = gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n);

@@ -25,6 +25,14 @@ static int capture_slot(uint64_t h) {
     return -1;
 }
 
+int gc_is_capturing(CUstream s) {
+    if (ncaptures == 0) return 0;
+    pthread_mutex_lock(&captures_mu);
+    int i = capture_slot(gc_stream_handle(s));
+    pthread_mutex_unlock(&captures_mu);
+    return i >= 0;
+}
+
 int gc_capture_refuses(CUstream s) {
     if (ncaptures == 0) return 0; /* read without the lock: a stale 0 only skips a refusal the worker makes */
     pthread_mutex_lock(&captures_mu);
@@ -224,6 +232,18 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUg
     return GC_T(rc);
 }
 
+/* arena_side makes a host side in the shared arena a device side (the arena's device address):
+ * the device reaches it when the graph replays, so the program's pinned memory may be a graph's
+ * source or destination over shared memory. The whole w x h x d box must lie in the arena. */
+static void arena_side(struct gc_side *s, size_t w, size_t h, size_t d) {
+    if (s->kind != 1) return;
+    size_t pitch = s->pitch ? s->pitch : w, rows = s->height ? s->height : h;
+    size_t first = (s->z * rows + s->y) * pitch + s->x;
+    size_t last = ((s->z + (d ? d : 1) - 1) * rows + s->y + (h ? h : 1) - 1) * pitch + s->x + w;
+    uint64_t a;
+    if (last > first && gc_arena_device_addr(s->host, last, &a)) s->kind = 2, s->ptr = a;
+}
+
 EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
                                      const CUDA_MEMCPY3D *c, CUcontext ctx) {
     (void)ctx;
@@ -234,6 +254,10 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
     if (rc == CUDA_SUCCESS)
         rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
                           c->dstXInBytes, c->dstY, c->dstZ, &dst);
+    if (rc == CUDA_SUCCESS) {
+        arena_side(&src, c->WidthInBytes, c->Height, c->Depth);
+        arena_side(&dst, c->WidthInBytes, c->Height, c->Depth);
+    }
     if (rc == CUDA_SUCCESS && (src.kind == 1 || dst.kind == 1)) {
         /* Host memory is in this VM and the graph runs on the server, at launches the guest does
          * not see complete: copy with cuMemcpyAsync on the stream after cuGraphLaunch instead. */

@@ -1,7 +1,9 @@
 // gpubench: driver-API micro-benchmarks. Prints one line per row:
 //   BENCH <row> <best> <median> <unit>
 // Copies are GB/s (1e9 bytes/s; best = highest), times are microseconds (best = lowest).
-// Usage: gpubench [kernels.ptx] [quick]. "quick" runs fewer repetitions (for smoke tests).
+// Usage: gpubench [kernels.ptx] [quick|launch]. "quick" runs fewer repetitions (for smoke tests);
+// "launch" only the launch rows and the pinned 64 MiB copies, in full (scripts/gpu-launch.sh
+// runs it many times, interleaving builds).
 #include <string.h>
 
 #include "common.h"
@@ -138,6 +140,7 @@ static void bench_alloc_free(void) {
 int main(int argc, char **argv) {
 	const char *path = argc > 1 ? argv[1] : "kernels.ptx";
 	quick = argc > 2 && strcmp(argv[2], "quick") == 0;
+	int launch_only = argc > 2 && strcmp(argv[2], "launch") == 0;
 	open_device();
 	CUmodule mod;
 	CUfunction empty;
@@ -145,13 +148,18 @@ int main(int argc, char **argv) {
 	CHECK(cuModuleGetFunction(&empty, mod, "empty"));
 
 	static const size_t sizes[] = {1, 8, 64, 256};
-	for (int kind = PINNED; kind <= PAGEABLE; kind++)
-		for (int dir = H2D; dir <= D2H; dir++)
-			for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) bench_copy(dir, kind, sizes[i]);
-	bench_register();
+	if (launch_only) {
+		bench_copy(H2D, PINNED, 64);
+		bench_copy(D2H, PINNED, 64);
+	} else {
+		for (int kind = PINNED; kind <= PAGEABLE; kind++)
+			for (int dir = H2D; dir <= D2H; dir++)
+				for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) bench_copy(dir, kind, sizes[i]);
+		bench_register();
+	}
 	bench_launch_async(empty);
 	bench_launch_sync(empty);
-	bench_alloc_free();
+	if (!launch_only) bench_alloc_free();
 	CHECK(cuModuleUnload(mod));
 	return 0;
 }

@@ -67,6 +67,26 @@ func TestThreads(t *testing.T) {
 	}
 }
 
+// A launch queued without a following call still leaves, from the flusher, over TCP and over
+// shared memory.
+func TestQueuedCallsLeaveAlone(t *testing.T) {
+	s := startServer(t)
+	if out := s.run(s.token("s-flush", sessiontoken.TierShared, 1<<30), "flush_test"); !strings.Contains(out, "flush_test: OK") {
+		t.Fatalf("flush_test over TCP:\n%s", out)
+	}
+	if out := s.shmRun(t, s.token("s-flush-shm", sessiontoken.TierShared, 1<<30), "16", "flush_test"); !strings.Contains(out, "flush_test: OK") {
+		t.Fatalf("flush_test over shared memory:\n%s", tail(out))
+	}
+}
+
+// CU_STREAM_PER_THREAD and the _ptsz calls' NULL stream are each thread's own stream.
+func TestPerThreadDefaultStreams(t *testing.T) {
+	s := startServer(t)
+	if out := s.run(s.token("s-ptds", sessiontoken.TierDedicated, 0), "ptds_test"); !strings.Contains(out, "ptds_test: OK") {
+		t.Fatalf("ptds_test:\n%s", out)
+	}
+}
+
 // The endpoint and token may come from the config file instead of the environment.
 func TestConfigFile(t *testing.T) {
 	s := startServer(t)

@@ -101,7 +101,13 @@ func startServer(t *testing.T, env ...string) *gpuserverd {
 // startServerOn starts gpuserverd on dataDir with extra flags: a restart passes the same dir and key.
 func startServerOn(t *testing.T, dataDir string, pub ed25519.PublicKey, priv ed25519.PrivateKey, flags []string, env ...string) *gpuserverd {
 	t.Helper()
-	dir := buildAll(t)
+	return startServerFrom(t, buildAll(t), dataDir, pub, priv, flags, env...)
+}
+
+// startServerFrom starts the gpuserverd of dir (a build of the guest programs and gpuserverd,
+// possibly of another commit: launch_bench_test.go compares two) on dataDir.
+func startServerFrom(t *testing.T, dir, dataDir string, pub ed25519.PublicKey, priv ed25519.PrivateKey, flags []string, env ...string) *gpuserverd {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "gpuserverd.sock")
 	args := append([]string{"--id", serverID, "--listen", "127.0.0.1:0", "--listen-unix", sock,
 		"--admin", "127.0.0.1:0", "--backend", "simulated", "--data-dir", dataDir,

@@ -2,6 +2,7 @@ package guesttest
 
 import (
 	"bufio"
+	"gpucloud/internal/sessiontoken"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,4 +100,35 @@ func TestSharedMemoryKilledWorker(t *testing.T) {
 		t.Fatalf("client of a killed worker: %v %q %q", err, line, after)
 	}
 	waitFor(t, "the usage record", func() bool { return len(s.usage()) == 1 })
+}
+
+// Mapped pinned memory is reached by kernels with no copy over shared memory (the arena is
+// registered device-mapped); over TCP cuMemHostGetDevicePointer is refused.
+func TestZeroCopy(t *testing.T) { sharedOrRefused(t, "zerocopy_test") }
+
+// Managed memory over shared memory is one copy at one pointer for the program and the device;
+// over TCP it is refused.
+func TestManagedMemory(t *testing.T) { sharedOrRefused(t, "managed_test") }
+
+// sharedOrRefused runs prog over shared memory ("shm": the feature works) and over TCP ("tcp": it
+// is refused, saying why).
+func sharedOrRefused(t *testing.T, prog string) {
+	s := startServer(t)
+	ok := prog + ": OK"
+	if out := s.shmRun(t, s.token("s-"+prog, sessiontoken.TierShared, 1<<30), "16", prog, "shm"); !strings.Contains(out, ok) {
+		t.Fatalf("%s over shared memory:\n%s", prog, tail(out))
+	}
+	if out := s.run(s.token("s-"+prog+"-tcp", sessiontoken.TierShared, 1<<30), prog, "tcp"); !strings.Contains(out, ok) ||
+		!strings.Contains(out, "over TCP it is not offered") {
+		t.Fatalf("%s over TCP:\n%s", prog, out)
+	}
+}
+
+// Over shared memory a graph may copy to and from the program's pinned memory, captured or as
+// memcpy nodes: the device reaches the arena when the graph replays.
+func TestGraphHostMemory(t *testing.T) {
+	s := startServer(t)
+	if out := s.shmRun(t, s.token("s-graphhost", sessiontoken.TierShared, 1<<30), "16", "graphhost_test"); !strings.Contains(out, "graphhost_test: OK") {
+		t.Fatalf("graphhost_test over shared memory:\n%s", tail(out))
+	}
 }

@@ -151,6 +151,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 #define CU_EVENT_DISABLE_TIMING 0x2
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+#define CU_MEM_ATTACH_GLOBAL 0x1
+#define CU_MEM_ATTACH_HOST 0x2
 #define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
 #define CU_MEMHOSTREGISTER_PORTABLE 0x01
 #define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
@@ -176,6 +178,7 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 #define cuMemFree cuMemFree_v2
 #define cuMemAllocHost cuMemAllocHost_v2
 #define cuMemHostRegister cuMemHostRegister_v2
+#define cuMemHostGetDevicePointer cuMemHostGetDevicePointer_v2
 #define cuMemGetAddressRange cuMemGetAddressRange_v2
 #define cuMemcpyHtoD cuMemcpyHtoD_v2
 #define cuMemcpyDtoH cuMemcpyDtoH_v2
@@ -244,6 +247,10 @@ CUresult cuMemAllocHost_v2(void **pp, size_t bytesize);
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
 CUresult cuMemFreeHost(void *p);
 CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags);
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags);
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream);
+CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags);
 CUresult cuMemHostUnregister(void *p);
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream);

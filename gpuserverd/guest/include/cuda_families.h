@@ -458,6 +458,11 @@ CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
 #define cuLinkAddFile cuLinkAddFile_v2
 #endif
 
+/* Managed memory's hints (driver/managed.c). */
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream);
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, int advice, CUdevice device);
+CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, int advice, CUmemLocation location);
+
 #ifdef __cplusplus
 }
 #endif

@@ -57,4 +57,18 @@ static inline size_t sim_fatbin(unsigned char out[SIM_FATBIN_SIZE]) {
     memcpy(out + 16, sim_image, sizeof sim_image);
     return SIM_FATBIN_SIZE;
 }
+/* sim_kernel makes device 0's primary context current, loads sim_image and returns its kernel
+ * name (the module stays loaded; *mod, when asked, for the caller to unload). */
+static inline CUfunction sim_kernel(const char *name, CUmodule *mod) {
+    CUcontext ctx;
+    CUmodule m;
+    CUfunction f;
+    CHECK(cuInit(0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&m, sim_image));
+    CHECK(cuModuleGetFunction(&f, m, name));
+    if (mod) *mod = m;
+    return f;
+}
 #endif

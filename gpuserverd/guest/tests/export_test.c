@@ -187,14 +187,19 @@ int main(void) {
     EXPECT(dtor_calls == 2 && dtor_value == &value1);
     EXPECT_RC(((cls_get)cl[2])(&v, prim, &key1), CUDA_ERROR_INVALID_VALUE);
 
-    /* cuGetProcAddress flags: per-thread and legacy lookups of a stream function find a function
-     * that works on this library's one default stream; unknown flag bits are refused. */
+    /* cuGetProcAddress flags: a legacy lookup of a stream function finds the legacy function, a
+     * per-thread lookup its _ptsz form (whose NULL stream is the thread's per-thread default
+     * stream, ptds_test.c); unknown flag bits are refused. */
     void *fn = NULL, *legacy = NULL;
     CUdriverProcAddressQueryResult st;
     CHECK(cuGetProcAddress("cuMemcpyAsync", &legacy, 12000, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &st));
+    EXPECT(legacy == dlsym(RTLD_DEFAULT, "cuMemcpyAsync") && st == CU_GET_PROC_ADDRESS_SUCCESS);
     CHECK(cuGetProcAddress("cuMemcpyAsync", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
-    EXPECT(fn == legacy && fn == dlsym(RTLD_DEFAULT, "cuMemcpyAsync") && st == CU_GET_PROC_ADDRESS_SUCCESS);
-    /* An explicit per-thread name gets its exported form, which calls the legacy function. */
+    EXPECT(fn == dlsym(RTLD_DEFAULT, "cuMemcpyAsync_ptsz") && st == CU_GET_PROC_ADDRESS_SUCCESS);
+    /* A function without a per-thread form: the legacy one either way. */
+    CHECK(cuGetProcAddress("cuMemAlloc", &fn, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+    EXPECT(fn != NULL && fn == dlsym(RTLD_DEFAULT, "cuMemAlloc"));
+    /* An explicit per-thread name gets its exported form. */
     CHECK(cuGetProcAddress("cuMemcpyAsync_ptsz", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &st));
     EXPECT(fn != NULL && fn == dlsym(RTLD_DEFAULT, "cuMemcpyAsync_ptsz"));
     CHECK(cuGetProcAddress("cuLaunchKernel_ptsz", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, NULL));

@@ -5,14 +5,7 @@
 #include "check.h"
 
 int main(void) {
-    CHECK(cuInit(0));
-    CUcontext ctx;
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
-    CHECK(cuCtxSetCurrent(ctx));
-    CUmodule mod;
-    CHECK(cuModuleLoadData(&mod, sim_image));
-    CUfunction add;
-    CHECK(cuModuleGetFunction(&add, mod, "vector_add_f32"));
+    CUfunction add = sim_kernel("vector_add_f32", NULL);
     enum { N = 1 << 20 };
     float *a, *b, *c = malloc(N * sizeof *c);
     CHECK(cuMemAllocHost((void **)&a, N * sizeof *a));

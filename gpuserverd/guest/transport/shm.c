@@ -454,3 +454,33 @@ int gc_shm_contains(const void *p, size_t n) {
     const char *c = p;
     return shm.base && c < shm.base + shm.size && c + n > shm.base;
 }
+
+/* gc_shm_offset: whether p lies in the arena's pinned heap or in a registered range whose pages
+ * moved into the arena; if so *off is its offset in the arena. */
+int gc_shm_offset(const void *p, uint64_t *off) {
+    size_t len = 1;
+    return shm.base && arena_span(p, 1, off, &len);
+}
+
+/* gc_shm_alias_at maps the arena a second time at addr, the device's address of it (the worker's
+ * registration), so that a pointer into this second mapping is both the program's and the device's
+ * (managed memory, driver/managed.c). The pages are the arena's: writes through either mapping are
+ * the same bytes. Returns the mapping, or NULL if addr is taken in this process or there is no
+ * arena. Caller serialises. */
+char *gc_shm_alias_at(uint64_t addr) {
+    static char *alias;
+    if (alias) return (uint64_t)(uintptr_t)alias == addr ? alias : NULL;
+    if (!shm.base || shm.fd < 0 || addr == 0) return NULL;
+    void *p = mmap((void *)(uintptr_t)addr, shm.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, shm.fd,
+                   shm.fd_off);
+    if (p == MAP_FAILED) return NULL;
+    if (p != (void *)(uintptr_t)addr) { /* an old kernel that took the address as a hint */
+        munmap(p, shm.size);
+        return NULL;
+    }
+    alias = p;
+    return alias;
+}
+
+/* gc_shm_base is the program's first mapping of the arena (NULL without one). */
+char *gc_shm_base(void) { return shm.base; }

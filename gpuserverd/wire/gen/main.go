@@ -175,6 +175,11 @@ func genGo(msgs []message, consts []constant) []byte {
 			p("\t%s %s\n", camel(f.Name), goType[f.Kind])
 		}
 		p("}\n\n// Type returns Type%s.\nfunc (*%s) Type() Type { return Type%s }\n\n", m.Name, m.Name, m.Name)
+		for _, f := range m.Fields {
+			if f.Name == "stream" && f.Kind == "u64" {
+				p("// StreamField is where the message names its stream (StreamNamer).\nfunc (m *%s) StreamField() *uint64 { return &m.Stream }\n\n", m.Name)
+			}
+		}
 		p("// Append appends the encoded payload to b.\nfunc (m *%s) Append(b []byte) []byte {\n", m.Name)
 		goAppend(p, m.Fields, false)
 		p("\treturn b\n}\n\n")

@@ -36,6 +36,8 @@ enum cudaDeviceAttr { cudaDevAttrMaxThreadsPerBlock = 1, cudaDevAttrWarpSize = 1
 typedef struct { unsigned x, y, z; } uint3;
 typedef struct { unsigned x, y, z; } dim3;
 typedef struct CUstream_st *cudaStream_t;
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
 typedef struct CUevent_st *cudaEvent_t;
 typedef struct CUkern_st *cudaKernel_t;
 typedef struct { char bytes[16]; } cudaUUID_t;
@@ -97,6 +99,8 @@ enum cudaDriverEntryPointQueryResult {
 #define cudaOccupancyDefault 0x00
 #define cudaHostRegisterDefault 0x00
 #define cudaEnableDefault 0x0
+#define cudaEnableLegacyStream 0x1
+#define cudaEnablePerThreadDefaultStream 0x2
 
 #include "cuda_runtime_families.h"
 

@@ -54,6 +54,9 @@ enum cudaMemAllocationType { cudaMemAllocationTypeInvalid = 0, cudaMemAllocation
 enum cudaMemAllocationHandleType { cudaMemHandleTypeNone = 0 };
 enum cudaMemLocationType { cudaMemLocationTypeInvalid = 0, cudaMemLocationTypeDevice = 1 };
 struct cudaMemLocation { enum cudaMemLocationType type; int id; };
+enum cudaMemoryAdvise { cudaMemAdviseSetReadMostly = 1 };
+#define cudaMemAttachGlobal 0x01
+#define cudaMemAttachHost 0x02
 struct cudaMemPoolProps {
     enum cudaMemAllocationType allocType;
     enum cudaMemAllocationHandleType handleTypes;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# gpu-launch.sh: the launch path on a GPU, several builds of gpucloud side by side in one run.
+# gpubench's launch rows (and pinned 64 MiB copies) natively and over shared memory through each
+# build's gpuserverd (cuda backend) and guest libcuda.so.1, ROUNDS times, interleaved, so that
+# machine noise hits every build alike; then the median of the rounds' medians per build.
+#
+# Usage, on the GPU machine:  BUNDLE=dir [ROUNDS=3] [OUT=dir] bash gpu-launch.sh NAME...
+# BUNDLE holds gputoken, gputests/ (gpubench.c, common.h, kernels.cu, Makefile) and per NAME a
+# folder with gpuserverd and libcuda.so.1 (each optionally as NAME.tar.xz). Prepared here with
+# scripts/gpu-launch-prep.sh (docs/benchmarks/gpu-remote-h100.md, "Launch path").
+set -uo pipefail
+BUNDLE=${BUNDLE:?BUNDLE: the prepared folder}
+BUNDLE=$(cd "$BUNDLE" && pwd)
+ROUNDS=${ROUNDS:-3}
+OUT=${OUT:-/tmp/gpu-launch}
+B=$OUT/build
+SOCK=/tmp/gpu-launch.sock
+ADMIN=127.0.0.1:7171
+mkdir -p "$OUT" "$B"
+[[ $# -gt 0 ]] || { echo "usage: BUNDLE=dir bash gpu-launch.sh NAME..." >&2; exit 2; }
+for n in "$@"; do
+	[[ -f $BUNDLE/$n.tar.xz && ! -d $BUNDLE/$n ]] && tar -xJf "$BUNDLE/$n.tar.xz" -C "$BUNDLE"
+	[[ -x $BUNDLE/$n/gpuserverd && -e $BUNDLE/$n/libcuda.so.1 ]] || { echo "no build $n in $BUNDLE" >&2; exit 2; }
+done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+make -s -C "$BUNDLE/gputests" BUILD="$B" "$B/gpubench" "$B/kernels.ptx" || { echo "build failed"; exit 1; }
+
+uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+key=$(mktemp)
+token=$("$BUNDLE/gputoken" -public-key-out "$key" -server gs-launch -gpus "$uuid") || exit 1
+
+# serve NAME: that build's gpuserverd on SOCK until stop; waits for its Unix socket.
+serve() {
+	local data
+	data=$(mktemp -d)
+	rm -f "$SOCK"
+	"$BUNDLE/$1/gpuserverd" --backend cuda --id gs-launch --listen 127.0.0.1:0 --listen-unix "$SOCK" \
+		--admin "$ADMIN" --public-key "$(cat "$key")" --data-dir "$data" >"$OUT/server-$1.log" 2>&1 &
+	server=$!
+	for _ in $(seq 100); do [[ -S $SOCK ]] && return 0; sleep 0.05; done
+	echo "gpuserverd of $1 did not start"; return 1
+}
+stop() { kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; }
+
+status=0
+for r in $(seq "$ROUNDS"); do
+	(cd "$B" && ./gpubench kernels.ptx launch) >"$OUT/native-$r.txt" || { echo "native gpubench failed"; status=1; }
+	for n in "$@"; do
+		serve "$n" || { status=1; continue; }
+		(cd "$B" && env LD_LIBRARY_PATH="$BUNDLE/$n" GPUCLOUD_ENDPOINT="unix:$SOCK" GPUCLOUD_TOKEN="$token" \
+			GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_SHM_MIB=256 timeout 60 ./gpubench kernels.ptx launch) >"$OUT/$n-$r.txt" ||
+			{ echo "gpubench through $n failed (round $r)"; status=1; }
+		stop
+	done
+done
+
+# The median over rounds of each round's median, per row and build; ratio to native.
+echo
+printf '| row | native |'; for n in "$@"; do printf ' %s |' "$n"; done; echo
+printf '| --- | ---: |'; for n in "$@"; do printf ' ---: |'; done; echo
+for row in h2d_pinned_64MiB d2h_pinned_64MiB launch_async launch_sync; do
+	med() { awk -v row="$row" '$1 == "BENCH" && $2 == row {print $4}' "$OUT"/"$1"-*.txt | sort -g | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+	nat=$(med native)
+	printf '| %s | %s |' "$row" "$nat"
+	for n in "$@"; do
+		v=$(med "$n")
+		if [[ -n $v && -n $nat ]]; then printf ' %s (%s) |' "$v" "$(awk -v a="$v" -v b="$nat" 'BEGIN {printf "%.2f", a / b}')"; else printf ' - |'; fi
+	done
+	echo
+done
+echo
+echo "per round (launch_async / launch_sync µs):"
+for r in $(seq "$ROUNDS"); do
+	printf 'round %s: native %s / %s' "$r" "$(awk '$2 == "launch_async" {print $4}' "$OUT/native-$r.txt")" "$(awk '$2 == "launch_sync" {print $4}' "$OUT/native-$r.txt")"
+	for n in "$@"; do printf ', %s %s / %s' "$n" "$(awk '$2 == "launch_async" {print $4}' "$OUT/$n-$r.txt" 2>/dev/null)" "$(awk '$2 == "launch_sync" {print $4}' "$OUT/$n-$r.txt" 2>/dev/null)"; done
+	echo
+done
+exit $status
