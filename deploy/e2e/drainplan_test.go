@@ -57,7 +57,7 @@ func TestDrainPlansMovesOnlyTheSourceReports(t *testing.T) {
 	// Bad input is refused, naming the field, before anything changes.
 	beat := func(gc *sdk.Client, name string, sessions []string, moves ...api.MoveReport) (api.GPUServerAck, error) {
 		return gc.GPUServerHeartbeat(ctx, api.GPUServerReport{Hostname: name, Endpoint: name + ":7000", Backend: "simulated",
-			GPUs: []api.GPUInfo{{UUID: "GPU-" + name + "-0", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, Healthy: true}},
+			GPUs:           []api.GPUInfo{{UUID: "GPU-" + name + "-0", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, Healthy: true}},
 			ActiveSessions: append([]string{}, sessions...), Moves: moves})
 	}
 	if _, err := beat(gc1, "gs1", nil, api.MoveReport{MoveID: "not-a-move", State: "teleported"}); err == nil ||
