@@ -100,6 +100,16 @@ func TestDrainMovesARunningProgram(t *testing.T) {
 	if ra, rb := reserved(t, env, regA.ID), reserved(t, env, regB.ID); ra != 0 || rb == 0 {
 		t.Fatalf("reserved after the drain: gs-a %d, gs-b %d bytes", ra, rb)
 	}
+	// hostd's next pass rewrites the VM's guest.conf: a new process dials gs-b, with a token for it.
+	h.converge(tenant, inst.ID, sdk.StateRunning)
+	moved := seedFile(t, h, inst.ID, "/gpucloud/guest.conf")
+	if !strings.Contains(moved, "GPUCLOUD_ENDPOINT="+b.endpoint+"\n") {
+		t.Fatalf("the VM's guest.conf after the drain:\n%s", moved)
+	}
+	movedConf := filepath.Join(t.TempDir(), "guest.conf")
+	if err := os.WriteFile(movedConf, []byte(moved), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	rest, _ := io.ReadAll(out)
 	err = prog.Wait()
@@ -116,6 +126,13 @@ func TestDrainMovesARunningProgram(t *testing.T) {
 				t.Fatalf("gpuserverd %s still serves a session after the program ended", g.endpoint)
 			}
 		}
+	}
+
+	// A new process in the moved VM runs on gs-b.
+	second := exec.Command(steady, "3", "0")
+	second.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_LIBRARY_PATH=" + bin, "GPUCLOUD_CONFIG=" + movedConf}
+	if out, err := second.CombinedOutput(); err != nil || !strings.Contains(string(out), "STEADY OK 3") {
+		t.Fatalf("a new process after the drain: %v\n%s", err, out)
 	}
 
 	// Billed once: the records of both servers, in order, meet without gap or overlap and cover
