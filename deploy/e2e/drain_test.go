@@ -128,13 +128,6 @@ func TestDrainMovesARunningProgram(t *testing.T) {
 		}
 	}
 
-	// A new process in the moved VM runs on gs-b.
-	second := exec.Command(steady, "3", "0")
-	second.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_LIBRARY_PATH=" + bin, "GPUCLOUD_CONFIG=" + movedConf}
-	if out, err := second.CombinedOutput(); err != nil || !strings.Contains(string(out), "STEADY OK 3") {
-		t.Fatalf("a new process after the drain: %v\n%s", err, out)
-	}
-
 	// Billed once: the records of both servers, in order, meet without gap or overlap and cover
 	// the program's run.
 	type rec struct {
@@ -176,6 +169,13 @@ func TestDrainMovesARunningProgram(t *testing.T) {
 	}
 	if recs[0].start.After(running) || recs[len(recs)-1].end.After(finished.Add(time.Second)) {
 		t.Fatalf("billed from %v to %v; it ran from before %v to about %v", recs[0].start, recs[len(recs)-1].end, running, finished)
+	}
+
+	// A new process in the moved VM runs on gs-b.
+	second := exec.Command(steady, "3", "0")
+	second.Env = []string{"PATH=" + os.Getenv("PATH"), "LD_LIBRARY_PATH=" + bin, "GPUCLOUD_CONFIG=" + movedConf}
+	if out, err := second.CombinedOutput(); err != nil || !strings.Contains(string(out), "STEADY OK 3") {
+		t.Fatalf("a new process after the drain: %v\n%s", err, out)
 	}
 }
 
