@@ -3,14 +3,18 @@ package e2e
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"gpucloud/api"
+	"gpucloud/apiserver/app"
+	"gpucloud/apiserver/server"
 	"gpucloud/internal/sessiontoken"
 	"gpucloud/sdk"
 	"gpucloud/sdk/sdktest"
@@ -18,7 +22,8 @@ import (
 
 // TestDrainPlansMovesOnlyTheSourceReports drives a drain that moves work through the API with
 // GPU servers played by heartbeats: the plan reserves the target's GPUs at once, the source (and
-// only the source) learns its moves with tokens for the target and reports them; done moves the
+// only the source) learns its moves, also from an apiserver restarted on the same database, with
+// tokens for the target and reports them; done moves the
 // instance and its reservation, failed gives the target's back; retried reports change nothing;
 // a drain again plans what is left, naming why an instance finds no room.
 func TestDrainPlansMovesOnlyTheSourceReports(t *testing.T) {
@@ -28,7 +33,15 @@ func TestDrainPlansMovesOnlyTheSourceReports(t *testing.T) {
 	op := env.OperatorClient
 	_, hc := env.Host(t, "h1", 64)
 	go sdktest.PlayHost(ctx, t, hc)
-	gs1, gc1 := env.GPUServer(t, "gs1", 1)
+	reg1, err := op.CreateGPUServer(ctx, "gs1") // its credential reaches a restarted apiserver below
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs1, gc1 := reg1.ID, env.Client(t, reg1.Credential)
+	if _, err := gc1.GPUServerHeartbeat(ctx, api.GPUServerReport{Hostname: "gs1", Endpoint: "gs1:7000", Backend: "simulated",
+		GPUs: []api.GPUInfo{{UUID: "GPU-gs1-0", Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30, Healthy: true}}}); err != nil {
+		t.Fatal(err)
+	}
 	gs2, gc2 := env.GPUServer(t, "gs2", 1)
 	gs3, gc3 := env.GPUServer(t, "gs3", 1)
 	for _, id := range []string{gs2, gs3} { // the instances go to gs1
@@ -92,7 +105,20 @@ func TestDrainPlansMovesOnlyTheSourceReports(t *testing.T) {
 		t.Fatalf("another GPU server's report moved something: %+v", d)
 	}
 
-	// The source learns its moves with tokens for the target.
+	// The plan is in the database: an apiserver started afresh on it (a restart) hands the
+	// source the same moves. The source learns its moves with tokens for the target.
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	defer stopSrv()
+	restarted, err := app.NewServer(srvCtx, server.Options{Store: env.Store, TokenKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(restarted.Handler())
+	defer hs.Close()
+	if gc1, err = sdk.New(hs.URL, reg1.Credential, sdk.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	ack, err := beat(gc1, "gs1", []string{x})
 	if err != nil || len(ack.Moves) != 2 {
 		t.Fatalf("the source's ack: %+v %v", ack, err)
