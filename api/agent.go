@@ -169,6 +169,38 @@ type GPUServerReport struct {
 	Version  string    `json:"version"`
 	// ActiveSessions lists session ids currently served, so the apiserver can spot leaks.
 	ActiveSessions []string `json:"active_sessions"`
+	// Moves reports the drain moves this server was handed (GPUServerAck.Moves): under way, or
+	// their outcome, until an ack no longer names them.
+	Moves []MoveReport `json:"moves,omitempty"`
+}
+
+// Move states a GPU server reports.
+const (
+	MoveMoving = "moving"
+	MoveDone   = "done"
+	MoveFailed = "failed"
+)
+
+// GPUServerMove is a move a drain hands the source GPU server (docs/gpuserverd/sessions.md, "A
+// drain that moves work"): every session of the instance goes to the target with Token, a
+// session token minted for the target (its audience, its GPUs).
+type GPUServerMove struct {
+	MoveID     string       `json:"move_id"`
+	InstanceID string       `json:"instance_id"`
+	TargetID   string       `json:"target_id"`
+	Target     string       `json:"target"` // the target's data endpoint, host:port
+	Token      SessionToken `json:"token"`
+}
+
+// MoveReport is the source's word on one of its moves.
+type MoveReport struct {
+	MoveID        string  `json:"move_id"`
+	State         string  `json:"state"` // moving, done or failed
+	Reason        string  `json:"reason,omitempty"`
+	SessionsMoved int     `json:"sessions_moved"`
+	BytesCopied   uint64  `json:"bytes_copied"`
+	BytesTotal    uint64  `json:"bytes_total"`
+	PauseMs       float64 `json:"pause_ms"`
 }
 
 // GPUServerAck answers a heartbeat. The session-token public key lets gpuserverd verify tokens offline.
@@ -180,4 +212,6 @@ type GPUServerAck struct {
 	// EndSessions names reported sessions whose instance is no longer live on this GPU server
 	// (deleted, or never placed here): gpuserverd ends them.
 	EndSessions []string `json:"end_sessions,omitempty"`
+	// Moves are the drain's open moves off this GPU server (pending or under way).
+	Moves []GPUServerMove `json:"moves,omitempty"`
 }

@@ -95,6 +95,9 @@ var (
 	hostOps      = fleetOps("/v1/hosts")
 	gpuServerOps = fleetOps("/v1/gpu-servers")
 	opListAudit  = op("GET", "/v1/audit-events")
+	// opGPUServerDrain reads a GPU server's drain (its moves); a drain that moves work is
+	// gpuServerOps.drain with {"move": true}.
+	opGPUServerDrain = op("GET", "/v1/gpu-servers/{id}/drain")
 
 	opHostHeartbeat      = op("POST", "/v1/agent/host/heartbeat")
 	opHostInstances      = op("GET", "/v1/agent/host/instances")

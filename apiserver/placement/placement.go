@@ -234,3 +234,11 @@ func placeHost(ctx context.Context, tx pgx.Tx, req Request) (uuid.UUID, error) {
 	}
 	return uuid.Nil, &NoCapacityError{What: "a host with room for the VM"}
 }
+
+// PlaceGPUs reserves GPUs alone in tx: a drain's move keeps the instance's VM host and takes GPUs
+// on another GPU server (the draining one is not eligible).
+func PlaceGPUs(ctx context.Context, tx pgx.Tx, req Request) (Result, error) {
+	var res Result
+	err := placeGPUs(ctx, tx, req, &res)
+	return res, err
+}

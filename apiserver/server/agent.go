@@ -190,6 +190,7 @@ func (s *Server) gpuServerHeartbeat(c *gin.Context) error {
 		f.check(g.MemoryBytes > 0 && g.MemoryBytes < 1<<62, fmt.Sprintf("gpus[%d].memory_bytes", i), "must be positive")
 		seen[g.UUID] = true
 	}
+	checkMoveReports(&f, r.Moves)
 	if err := f.err(); err != nil {
 		return err
 	}
@@ -205,8 +206,13 @@ func (s *Server) gpuServerHeartbeat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	moves, err := s.gpuServerMoves(c, id, r.Moves) // drain.go
+	if err != nil {
+		return err
+	}
 	c.JSON(http.StatusOK, api.GPUServerAck{GPUServerID: id.String(), Cordoned: cordoned, HeartbeatPeriod: s.opts.HeartbeatPeriod,
-		TokenPublicKey: base64.StdEncoding.EncodeToString([]byte(s.opts.TokenKey.Public().(ed25519.PublicKey))), EndSessions: end})
+		TokenPublicKey: base64.StdEncoding.EncodeToString([]byte(s.opts.TokenKey.Public().(ed25519.PublicKey))), EndSessions: end,
+		Moves: moves})
 	return nil
 }
 

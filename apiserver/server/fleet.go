@@ -121,6 +121,11 @@ func (s *Server) daemonRoutes(v1 *gin.RouterGroup, base string, kind store.Kind,
 		})
 	}
 	for _, a := range []string{"cordon", "uncordon", "drain"} {
+		if a == "drain" && kind == store.KindGPUServer {
+			v1.POST(base+"/:id/drain", s.handle(s.drainGPUServer)) // drain.go: {"move": true} moves work
+			v1.GET(base+"/:id/drain", s.handle(s.gpuServerDrainStatus))
+			continue
+		}
 		v1.POST(base+"/:id/"+a, flag(a))
 	}
 	v1.DELETE(base+"/:id", flag("delete"))

@@ -91,10 +91,15 @@ func Document() *openapi.Document {
 		op(get, k.base, "list"+k.name+"s", "List "+k.name+"s (operator)", "fleet", nil, k.list, ok)
 		op(get, k.base+"/{id}", "get"+k.name, "Get a "+k.name+" (operator)", "fleet", nil, k.v, ok)
 		for _, a := range []string{"cordon", "uncordon", "drain"} {
+			if a == "drain" && k.name == "GPUServer" {
+				continue // below: it takes a body
+			}
 			op(post, k.base+"/{id}/"+a, a+k.name, strings.ToUpper(a[:1])+a[1:]+" a "+k.name+" (operator)", "fleet", nil, k.v, ok)
 		}
 		op(del, k.base+"/{id}", "delete"+k.name, "Delete a "+k.name+" without instances (operator)", "fleet", nil, nil, noContent)
 	}
+	op(post, "/v1/gpu-servers/{id}/drain", "drainGPUServer", "Drain a GPUServer (operator): without a body it answers the GPUServer; with {\"move\": true} it plans a move of each instance to another GPU server and answers the drain's status", "fleet", DrainRequest{}, store.DrainStatus{}, ok)
+	op(get, "/v1/gpu-servers/{id}/drain", "getGPUServerDrain", "A GPUServer's drain: its moves and what is left (operator)", "fleet", nil, store.DrainStatus{}, ok)
 	op(get, "/v1/audit-events", "listAuditEvents", "The audit log (operator, finance; tenant admins see their tenant)", "audit", nil, AuditPage{}, ok)
 
 	op(post, "/v1/agent/host/heartbeat", "hostHeartbeat", "Host registration and heartbeat", "agent", api.HostReport{}, api.HostAck{}, ok)

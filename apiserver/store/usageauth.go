@@ -24,6 +24,9 @@ type usagePlacement struct {
 	memoryQuota uint64
 	gpuModel    string   // the instance's GPU model (gpu_models.name)
 	gpuNames    []string // NVML names of the GPU server's GPUs of that model
+	// movedVia are the GPU servers a drain moved (or is moving) the instance between: each bills
+	// its own part of a moved session (the source up to the hand-off, the target from it).
+	movedVia []uuid.UUID
 }
 
 // AuthorizeUsage checks usage records against the control plane's own rows: a daemon may bill
@@ -64,7 +67,8 @@ func (p usagePlacement) check(daemon authn.Principal, r api.UsageRecord) string 
 	switch {
 	case daemon.Daemon == authn.DaemonHost && p.host != daemon.DaemonID:
 		return fmt.Sprintf("instance_id: instance %s is not placed on host %s", r.InstanceID, daemon.DaemonID)
-	case daemon.Daemon == authn.DaemonGPUServer && (p.gpuServer == nil || *p.gpuServer != daemon.DaemonID):
+	case daemon.Daemon == authn.DaemonGPUServer && (p.gpuServer == nil || *p.gpuServer != daemon.DaemonID) &&
+		!slices.Contains(p.movedVia, daemon.DaemonID):
 		return fmt.Sprintf("instance_id: instance %s is not placed on GPU server %s", r.InstanceID, daemon.DaemonID)
 	case daemon.Daemon != authn.DaemonHost && daemon.Daemon != authn.DaemonGPUServer:
 		return "source: the credential is neither a host's nor a GPU server's"
@@ -115,7 +119,10 @@ func (s *Store) usagePlacements(ctx context.Context, ids []uuid.UUID) (map[uuid.
 		SELECT i.id, i.tenant_id, i.host_id, i.gpu_server_id, t.name, i.vcpus, i.memory_mib, i.tier,
 			i.gpu_count, i.memory_quota, i.gpu_model,
 			COALESCE((SELECT array_agg(DISTINCT g.name) FROM gpus g JOIN gpu_models m ON m.id = g.gpu_model_id
-				WHERE g.gpu_server_id = i.gpu_server_id AND m.name = i.gpu_model), '{}')
+				WHERE (g.gpu_server_id = i.gpu_server_id OR g.gpu_server_id IN (SELECT target_id FROM gpu_server_moves v
+					WHERE v.instance_id = i.id AND v.state <> 'unplaced')) AND m.name = i.gpu_model), '{}'),
+			COALESCE((SELECT array_agg(x) FROM gpu_server_moves v, unnest(ARRAY[v.source_id, v.target_id]) x
+				WHERE v.instance_id = i.id AND v.state <> 'unplaced'), '{}')
 		FROM instances i JOIN instance_types t ON t.id = i.instance_type_id
 		WHERE i.id = ANY($1)`, ids)
 	if err != nil {
@@ -127,7 +134,7 @@ func (s *Store) usagePlacements(ctx context.Context, ids []uuid.UUID) (map[uuid.
 		var p usagePlacement
 		var quota int64
 		if err := rows.Scan(&id, &p.tenant, &p.host, &p.gpuServer, &p.typeName, &p.vcpus, &p.memoryMiB, &p.tier,
-			&p.gpuCount, &quota, &p.gpuModel, &p.gpuNames); err != nil {
+			&p.gpuCount, &quota, &p.gpuModel, &p.gpuNames, &p.movedVia); err != nil {
 			return nil, fmt.Errorf("usage placements: %w", err)
 		}
 		p.memoryQuota = uint64(quota)

@@ -38,6 +38,7 @@ func (s *Server) Report(hb Heartbeat) api.GPUServerReport {
 	if r.ActiveSessions == nil {
 		r.ActiveSessions = []string{}
 	}
+	r.Moves = s.moves.reports()
 	return r
 }
 
@@ -107,8 +108,10 @@ func (s *Server) RunHeartbeat(ctx context.Context, hb Heartbeat) {
 		period = 30 * time.Second
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
+	s.moves.init()
 	for {
-		ack, err := s.heartbeat(ctx, client, hb)
+		rep := s.Report(hb)
+		ack, err := postHeartbeat(ctx, client, hb, rep)
 		if err != nil {
 			s.log.Warn("heartbeat to apiserver failed", "err", err)
 		} else {
@@ -119,6 +122,7 @@ func (s *Server) RunHeartbeat(ctx context.Context, hb Heartbeat) {
 				period = min(period, hb.MaxPeriod)
 			}
 			s.EndSessions(ack.EndSessions)
+			s.startMoves(ctx, rep.Moves, ack.Moves)
 			if ack.TokenPublicKey != "" && ack.TokenPublicKey != base64.StdEncoding.EncodeToString(s.cfg.PublicKey) {
 				s.log.Warn("the apiserver's session-token key differs from --public-key; tokens it signs will be refused")
 			}
@@ -127,12 +131,9 @@ func (s *Server) RunHeartbeat(ctx context.Context, hb Heartbeat) {
 		case <-ctx.Done():
 			return
 		case <-time.After(period):
+		case <-s.moves.kick: // a move finished or progressed: tell the apiserver now
 		}
 	}
-}
-
-func (s *Server) heartbeat(ctx context.Context, client *http.Client, hb Heartbeat) (api.GPUServerAck, error) {
-	return postHeartbeat(ctx, client, hb, s.Report(hb))
 }
 
 func postHeartbeat(ctx context.Context, client *http.Client, hb Heartbeat, rep api.GPUServerReport) (api.GPUServerAck, error) {

@@ -61,6 +61,14 @@ func (se *session) waitControl(ctx context.Context, id int64, ended <-chan struc
 		select {
 		case <-wake:
 		case <-ended:
+			// The worker's last snapshot may have come in with its end (a migrated session's
+			// guest leaves at once): it may hold the outcome, or at least the hand-off.
+			se.mu.Lock()
+			snap = se.last
+			se.mu.Unlock()
+			if snap.Control != nil && snap.Control.ID == id && snap.Control.Error == "" {
+				return snap, nil
+			}
 			return snap, errors.New("the session ended before its worker answered")
 		case <-ctx.Done():
 			return snap, ctx.Err()
@@ -197,6 +205,12 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 		ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 		defer cancel()
 		snap, err = se.waitControl(ctx, id, se.ended)
+	}
+	if err != nil && !snap.HandedOff.IsZero() {
+		// The session was handed to the target (its worker said so) and ended here before the
+		// control's answer was read: it moved.
+		s.log.Info("session migrated; its worker ended before answering", "session", sid, "target", req.Target)
+		return snap.Migration, nil
 	}
 	if err != nil {
 		if snap.HandedOff.IsZero() {

@@ -109,6 +109,7 @@ type Server struct {
 	serveCtx context.Context
 	// parked are sessions a checkpoint stopped for a restore, until when (mobility.go); s.mu.
 	parked map[string]time.Time
+	moves  moveBook // a drain's moves off this server (drainmoves.go)
 }
 
 type counters struct {

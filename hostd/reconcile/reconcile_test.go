@@ -401,3 +401,31 @@ func TestControlPlaneOutageTouchesNothing(t *testing.T) {
 		t.Fatalf("outage changed the host: %+v", d)
 	}
 }
+
+// A drain moved the instance's GPU sessions to another GPU server: the running VM's seed is
+// rebuilt with the new endpoint (its new processes dial it), even with the same token.
+func TestSeedFollowsTheGPUServer(t *testing.T) {
+	if _, err := exec.LookPath("isoinfo"); err != nil {
+		t.Skip("isoinfo not installed")
+	}
+	ctx := context.Background()
+	e := newEnv(t, 0)
+	h := e.hostd()
+	in := instance("m1", "t1", 0)
+	e.cp.Put(in)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in.GPU.Endpoints = []string{"10.1.0.2:7000"}
+	e.cp.Put(in)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := exec.Command("isoinfo", "-i", h.paths("m1").seed, "-R", "-x", "/gpucloud/guest.conf").Output()
+	if err != nil || !strings.Contains(string(conf), "GPUCLOUD_ENDPOINT=10.1.0.2:7000\n") {
+		t.Fatalf("seed guest.conf after the move: %v\n%s", err, conf)
+	}
+	if e.domains()["m1"].State != virt.Running {
+		t.Fatal("the seed's swap disturbed the VM")
+	}
+}

@@ -13,8 +13,10 @@ import (
 	"gpucloud/hostd/seed"
 )
 
-// refreshSeed writes the instance's seed when it is missing or carries another token than the
-// one to use, renewing the token first when it is near expiry. With a domain (name != "") the
+// refreshSeed writes the instance's seed when it is missing, carries another token than the one
+// to use, or names other GPU endpoints than the apiserver's (a drain moved the instance's GPU
+// sessions to another GPU server: the VM's new processes must dial that one), renewing the token
+// first when it is near expiry. With a domain (name != "") the
 // rebuilt seed is swapped into its cdrom so a running guest picks the new token up.
 func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, name string, live bool) error {
 	p := r.paths(d.ID)
@@ -24,7 +26,7 @@ func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, nam
 	}
 	tok := d.Token
 	if written.ExpiresAt.After(tok.ExpiresAt) {
-		tok = written // renewed here earlier; the apiserver's list may still show the old one
+		tok = written.SessionToken // renewed here earlier; the apiserver's list may still show the old one
 	}
 	if !tok.ExpiresAt.IsZero() && tok.ExpiresAt.Sub(r.cfg.Now()) < r.cfg.TokenRenewBefore {
 		renewed, err := r.cfg.ControlPlane.RenewToken(ctx, d.ID)
@@ -34,7 +36,11 @@ func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, nam
 		r.log.Info("renewed session token", "instance", d.ID, "expires", renewed.ExpiresAt)
 		tok = renewed
 	}
-	if _, err := os.Stat(p.seed); err == nil && written.Token == tok.Token {
+	var endpoints []string
+	if d.GPU != nil {
+		endpoints = d.GPU.Endpoints
+	}
+	if _, err := os.Stat(p.seed); err == nil && written.Token == tok.Token && slices.Equal(written.Endpoints, endpoints) {
 		return nil
 	}
 	cfg := seed.Config{InstanceID: d.ID, Hostname: d.Name, Token: tok.Token, TokenExpiresAt: tok.ExpiresAt,
@@ -55,7 +61,7 @@ func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, nam
 	if err := seed.Build(ctx, cfg, p.seed); err != nil {
 		return err
 	}
-	if err := writeToken(p.token, tok); err != nil {
+	if err := writeToken(p.token, tokenRecord{SessionToken: tok, Endpoints: endpoints}); err != nil {
 		return err
 	}
 	if live {
@@ -67,8 +73,14 @@ func (r *Reconciler) refreshSeed(ctx context.Context, d api.DesiredInstance, nam
 	return nil
 }
 
-func readToken(path string) (api.SessionToken, error) {
-	var t api.SessionToken
+// tokenRecord is what the instance's seed was last built with: its token and GPU endpoints.
+type tokenRecord struct {
+	api.SessionToken
+	Endpoints []string `json:"endpoints,omitempty"`
+}
+
+func readToken(path string) (tokenRecord, error) {
+	var t tokenRecord
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return t, nil
@@ -78,12 +90,12 @@ func readToken(path string) (api.SessionToken, error) {
 	}
 	if err := json.Unmarshal(b, &t); err != nil {
 		// A torn write from a killed hostd: treat as absent, the seed is rebuilt.
-		return api.SessionToken{}, nil
+		return tokenRecord{}, nil
 	}
 	return t, nil
 }
 
-func writeToken(path string, t api.SessionToken) error {
+func writeToken(path string, t tokenRecord) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("encode token record: %w", err)

@@ -260,6 +260,11 @@ try {
   await op.locator('#confirm-ok').click();
   await op.locator('tr[data-name="host-1"] .badge', { hasText: 'cordoned' }).waitFor();
   await shot(op, '10-fleet');
+  // A drain that moves work: gpu-1 holds no live VM, so the plan is empty and gpu-1 drains.
+  await op.getByRole('button', { name: 'move work off gpu-1' }).click();
+  await op.locator('#confirm-ok').click();
+  await op.locator('#flash').getByText('gpu-1: 0 move(s) planned.').waitFor();
+  await op.locator('tr[data-name="gpu-1"] .badge', { hasText: 'draining' }).waitFor();
   await op.getByRole('link', { name: 'Tenants' }).click();
   await op.locator('tr[data-name="tenant-a"] button').click();
   await op.getByLabel('Instances').fill('-1');

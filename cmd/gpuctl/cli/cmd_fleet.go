@@ -149,6 +149,7 @@ func (a *app) gpuServersCmd() *cobra.Command {
 		id:    func(g sdk.GPUServer) string { return g.ID },
 		name:  func(g sdk.GPUServer) string { return g.Name },
 	})
+	a.withMoveDrain(c) // cmd_drainmoves.go
 	c.AddCommand(&cobra.Command{Use: "gpus ID", Short: "List a GPU server's GPUs", Args: exactArgs(1, "a GPU server id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			g, err := cl.GetGPUServer(cmd.Context(), args[0])

@@ -34,7 +34,19 @@ func init() {
 			}
 			n = v
 		}
-		return New(n, DefaultMemory), nil
+		b := New(n, DefaultMemory)
+		// Several simulated GPU servers under one control plane (a drain's test) need GPUs of
+		// their own: GPUSERVERD_SIM_UUID_OFFSET numbers this server's from UUID(offset).
+		if s := os.Getenv("GPUSERVERD_SIM_UUID_OFFSET"); s != "" {
+			off, err := strconv.Atoi(s)
+			if err != nil || off < 0 || off > 1<<20 {
+				return nil, fmt.Errorf("GPUSERVERD_SIM_UUID_OFFSET=%q: want a number from 0 to %d", s, 1<<20)
+			}
+			for i := range b.devices {
+				b.devices[i].UUID = UUID(off + i)
+			}
+		}
+		return b, nil
 	})
 }
 

@@ -18,14 +18,42 @@ function flagButtons(base, d, after) {
     } }, a)));
 }
 
+// moveButton drains a GPU server and moves its instances' sessions to other GPU servers (a drain
+// that moves work); the moves show below the GPU servers.
+function moveButton(g, after) {
+  return h('button', { class: 'danger', 'aria-label': `move work off ${g.name}`, onclick: async () => {
+    if (!await confirm(`Move work off ${g.name}?`, 'No new instances, and each instance\'s GPU sessions move, running, to another GPU server with room.', 'Move work')) return;
+    try {
+      const d = await api('POST', `/v1/gpu-servers/${g.id}/drain`, { move: true });
+      flash(`${g.name}: ${d.moves.length} move(s) planned.`);
+    } catch (e) { flash(e.message, true); }
+    await after();
+  } }, 'move work');
+}
+
+// moveRows are a draining GPU server's moves: each instance's state, target, progress and reason.
+function moveRows(g, d, names) {
+  return d.moves.map((m) => h('tr', { 'data-instance': m.instance_id },
+    h('td', {}, g.name),
+    h('td', {}, h('code', {}, m.instance_id)),
+    h('td', {}, h('span', { class: 'badge' + (m.state === 'done' ? ' running' : m.state === 'failed' || m.state === 'unplaced' ? ' failed' : ' busy') }, m.state)),
+    h('td', {}, m.target_id ? (names[m.target_id] || m.target_id) : '—'),
+    h('td', {}, m.bytes_total ? usageBar(m.bytes_copied, m.bytes_total, `${bytes(m.bytes_copied)} of ${bytes(m.bytes_total)}`) : `${m.sessions_moved} session(s)`),
+    h('td', { class: 'muted' }, m.reason || '')));
+}
+
 // fleet shows hosts and GPU servers with their capacity in use, refreshed every 5 seconds.
 export async function fleet(main) {
   const hosts = h('tbody');
   const gpus = h('tbody');
+  const moves = h('tbody');
+  const movesBox = h('div', { hidden: true }, h('h2', {}, 'Moves'),
+    h('table', { 'data-testid': 'gpu-server-moves' }, h('thead', {}, h('tr', {}, ['From', 'Instance', 'State', 'To', 'Progress', 'Reason'].map((c) => h('th', {}, c)))), moves));
   main.append(h('h1', {}, 'Fleet'), h('h2', {}, 'Hosts'),
     h('table', { 'data-testid': 'hosts' }, h('thead', {}, h('tr', {}, ['Host', 'Status', 'vCPUs', 'Memory', 'Disk', 'Last heartbeat', ''].map((c) => h('th', {}, c)))), hosts),
     h('h2', {}, 'GPU servers'),
-    h('table', { 'data-testid': 'gpu-servers' }, h('thead', {}, h('tr', {}, ['GPU server', 'Status', 'GPUs', 'GPU memory reserved', 'Sessions', ''].map((c) => h('th', {}, c)))), gpus));
+    h('table', { 'data-testid': 'gpu-servers' }, h('thead', {}, h('tr', {}, ['GPU server', 'Status', 'GPUs', 'GPU memory reserved', 'Sessions', ''].map((c) => h('th', {}, c)))), gpus),
+    movesBox);
   const alive = pageAlive();
   const refresh = async () => {
     const [hs, gs] = await Promise.all([all('/v1/hosts'), all('/v1/gpu-servers')]);
@@ -48,9 +76,15 @@ export async function fleet(main) {
         h('td', {}, (g.gpus || []).map((x) => h('div', {}, `#${x.index} ${x.name}${x.healthy ? '' : ' (unhealthy)'}`))),
         h('td', {}, usageBar(used, total, `${bytes(used)} of ${bytes(total)}`)),
         h('td', { class: 'num' }, g.active_sessions),
-        h('td', {}, flagButtons('/v1/gpu-servers', g, refresh)));
+        h('td', {}, flagButtons('/v1/gpu-servers', g, refresh), moveButton(g, refresh)));
     }));
     if (!gs.length) gpus.append(h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'No GPU servers registered.')));
+    const names = Object.fromEntries(gs.map((g) => [g.id, g.name]));
+    const drains = await Promise.all(gs.filter((g) => g.draining).map(async (g) => [g, await api('GET', `/v1/gpu-servers/${g.id}/drain`)]));
+    if (!alive()) return;
+    const rows = drains.flatMap(([g, d]) => moveRows(g, d, names));
+    moves.replaceChildren(...rows);
+    movesBox.hidden = rows.length === 0;
   };
   await poll(refresh, 5000);
 }
