@@ -80,7 +80,7 @@ type PeerCopier interface {
 }
 
 // PrimaryContexts is a backend that can hand a worker the device's primary context rather than a
-// context of its own. A worker of a session with several GPUs takes primary contexts: NVIDIA's
+// context of its own. A worker (one session) takes primary contexts where it can: NVIDIA's
 // NCCL binds them (its proxy threads and the runtime it uses know no other).
 type PrimaryContexts interface {
 	NewPrimaryContext(ordinal int) (Context, error)

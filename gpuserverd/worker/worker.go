@@ -209,8 +209,12 @@ func (s *Session) dev() (*device, error) {
 	}
 	ord := s.cfg.Devices[s.current]
 	newContext := s.b.NewContext
-	if pc, ok := s.b.(backend.PrimaryContexts); ok && len(s.cfg.Devices) > 1 {
-		newContext = pc.NewPrimaryContext // NCCL's ranks need them (collectives.go)
+	// Every session takes the device's primary context where the backend has one: NVIDIA's NCCL
+	// needs it for a rank (collectives.go), a one-GPU session's world-size-1 communicator too
+	// (torch.distributed with the nccl backend), and a worker serves one session, so nothing
+	// else shares it.
+	if pc, ok := s.b.(backend.PrimaryContexts); ok {
+		newContext = pc.NewPrimaryContext
 	}
 	c, err := newContext(ord)
 	if err != nil {

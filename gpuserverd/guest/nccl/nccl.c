@@ -88,7 +88,7 @@ static ncclResult_t call(uint16_t type, const uint8_t *b, size_t n, int device, 
     memset(r, 0, sizeof *r);
     CUresult rc = T->request(type, 0, b, n, GW_TYPE_NCCL_REPLY, r);
     if (r->status != 0) {
-        snprintf(last_error, sizeof last_error, "%s: %s", what, r->message);
+        snprintf(last_error, sizeof last_error, "%s: %.*s", what, (int)r->message_len, r->message); /* not NUL-terminated */
         if (getenv("NCCL_DEBUG") || getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud libnccl: %s\n", last_error);
         return (ncclResult_t)r->status;
     }
