@@ -271,6 +271,7 @@ func realLibvirt(t *testing.T, limit time.Duration) (context.Context, *virt.Hype
 			skip(tool + " not installed (scripts/install-deps.sh installs it)")
 		}
 	}
+	vmtest.LockSystemLibvirt(t) // before the clock starts: another package's real-VM test may hold it
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	t.Cleanup(cancel)
 	if err := vmtest.EnsureLibvirtd(ctx); err != nil {

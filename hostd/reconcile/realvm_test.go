@@ -129,6 +129,7 @@ func realVMSetup(t *testing.T) (ctx context.Context, hv *virt.Hypervisor, guest 
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Skip("qemu-system-x86_64 not installed")
 	}
+	vmtest.LockSystemLibvirt(t) // before the clock starts: another package's real-VM test may hold it
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	if err := vmtest.EnsureLibvirtd(ctx); err != nil {

@@ -1,0 +1,29 @@
+package vmtest
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+)
+
+// LockSystemLibvirt holds a machine-wide lock on qemu:///system until the test ends. hostd owns
+// every gpucloud-* domain it finds there and removes those it was not given, which is right for
+// one hostd per host but means two real-VM tests of different packages (which go test runs at the
+// same time) would delete each other's VMs ("domain not found"). The lock is a file, so it holds
+// across the test processes of one go test run.
+func LockSystemLibvirt(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(os.TempDir()+"/gpucloud-qemu-system.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("vmtest: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("vmtest: %v", fmt.Errorf("lock qemu:///system for this test: %w", err))
+	}
+	t.Cleanup(func() {
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	})
+}
