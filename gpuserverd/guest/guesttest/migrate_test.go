@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -191,6 +192,9 @@ func TestGuestKeepsRunningAcrossCheckpointAndRestore(t *testing.T) {
 			recs = append(recs, r)
 		}
 	}
+	// The two workers append their records as they go, so the old one's last record may come
+	// after the restored one's first: compare them in time order.
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Start.Before(recs[j].Start) })
 	var gap time.Duration
 	for i := 1; i < len(recs); i++ {
 		d := recs[i].Start.Sub(recs[i-1].End)
