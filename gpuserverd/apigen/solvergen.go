@@ -102,12 +102,16 @@ func solverClass(types map[string]string, t string) string {
 
 // sArg is one parameter's verdict: the backend.SolverArg it becomes and how C passes it.
 type sArg struct {
-	p     param
-	kind  string // backend.SolverArgKind name
-	obj   string // backend.SolverObj* name
-	size  int
-	ref   int
-	carry string // the C type of the backend's call: int, int64_t, float, void * ...
+	p    param
+	kind string // backend.SolverArgKind name
+	obj  string // backend.SolverObj* name
+	// nullable: a cusolverDnParams_t after the first parameter may be NULL, NVIDIA's default
+	// algorithms (PyTorch passes NULL params to Xgeqrf and Xsyevd); a NULL object that a
+	// function works on (its first parameter) stays refused.
+	nullable bool
+	size     int
+	ref      int
+	carry    string // the C type of the backend's call: int, int64_t, float, void * ...
 }
 
 type solverVerdict struct {
@@ -165,6 +169,7 @@ func solverArgs(f fn, types map[string]string, ann *solverAnn) ([]sArg, string) 
 		switch {
 		case ptr == 0 && solverObjects[t] != "":
 			a.kind, a.obj = "SolverObject", solverObjects[t]
+			a.nullable = t == "cusolverDnParams_t" && len(args) > 0
 		case ptr == 0 && t == "cudaStream_t":
 			a.kind = "SolverStream"
 		case ptr == 0 && class == "f32":
@@ -255,6 +260,9 @@ func solverTable(vs []solverVerdict) ([]byte, error) {
 			b.WriteString("{Kind: " + a.kind)
 			if a.obj != "" {
 				b.WriteString(", Obj: " + a.obj)
+			}
+			if a.nullable {
+				b.WriteString(", Nullable: true")
 			}
 			if a.size != 0 {
 				fmt.Fprintf(&b, ", Size: %d", a.size)
@@ -379,7 +387,7 @@ func solverGuestC(vs []solverVerdict) []byte {
 		}
 		var kinds, words, outs []string
 		for _, a := range v.args {
-			kinds = append(kinds, fmt.Sprintf("{GC_%s, %d, %d}", strings.ToUpper(strings.TrimPrefix(a.kind, "Solver")), a.size, a.ref))
+			kinds = append(kinds, fmt.Sprintf("{GC_%s, %d, %d, %d}", strings.ToUpper(strings.TrimPrefix(a.kind, "Solver")), a.size, a.ref, boolInt(a.nullable)))
 			n := a.p.name
 			out := "NULL"
 			switch a.kind {

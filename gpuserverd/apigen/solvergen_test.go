@@ -56,6 +56,22 @@ func TestSolverClassification(t *testing.T) {
 	if v := byName["cusolverDnXpotrf"]; v.args[10].ref != 11 {
 		t.Errorf("Xpotrf's host scratch sized by parameter %d, want 11 (workspaceInBytesOnHost)", v.args[10].ref)
 	}
+	// NULL params is NVIDIA's default algorithms where params only tunes a computation (PyTorch
+	// passes NULL to Xgeqrf_bufferSize and Xsyevd_bufferSize); a NULL handle, or NULL params as
+	// what a function works on, is refused.
+	for _, c := range []struct {
+		name     string
+		param    int
+		nullable bool
+	}{
+		{"cusolverDnXgeqrf_bufferSize", 1, true}, {"cusolverDnXsyevd_bufferSize", 1, true}, {"cusolverDnXgeqrf", 1, true},
+		{"cusolverDnXgeqrf_bufferSize", 0, false}, {"cusolverDnSetAdvOptions", 0, false}, {"cusolverDnDestroyParams", 0, false},
+		{"cusolverDnXsyevjSetTolerance", 0, false},
+	} {
+		if a := byName[c.name].args[c.param]; a.nullable != c.nullable {
+			t.Errorf("%s parameter %s: nullable %v, want %v", c.name, a.p.name, a.nullable, c.nullable)
+		}
+	}
 	for _, name := range []string{"cusolverDnIRSParamsCreate", "cusolverDnLoggerSetCallback", "cusolverDnLoggerSetFile", "cusolverDnXsyevdx"} {
 		if v := byName[name]; v.remote || v.reason == "" {
 			t.Errorf("%s: remote %v, reason %q; want refused with a reason", name, v.remote, v.reason)

@@ -105,6 +105,9 @@ type SolverArg struct {
 	Obj  uint8 // the object kind of SolverObject and SolverNew
 	Size uint8 // the bytes of a SolverOut, or of an element of a SolverOutArray
 	Ref  int8  // the parameter giving a SolverOutArray's count or a SolverHostWork's size
+	// Nullable: a SolverObject that may be 0, passed to NVIDIA as NULL (a computation's
+	// cusolverDnParams_t: NULL is NVIDIA's default algorithms, which PyTorch relies on).
+	Nullable bool
 }
 
 // SolverFunc is one remoted cuSOLVER function: its wire id (inside SolverCall), its name in

@@ -89,6 +89,9 @@ func (st *solverState) decode(m *wire.SolverCall) (backend.SolverFunc, []uint64,
 	for i, a := range f.Args {
 		switch a.Kind {
 		case backend.SolverObject:
+			if args[i] == 0 && a.Nullable {
+				continue // NULL params: NVIDIA's default algorithms
+			}
 			if kind, ok := st.objs[backend.Handle(args[i])]; !ok || kind != a.Obj {
 				status := backend.SolverInvalidValue
 				if i == 0 {

@@ -110,6 +110,32 @@ func TestSolverRefusals(t *testing.T) {
 	}
 }
 
+// A computation's NULL params are NVIDIA's default algorithms (PyTorch's QR and single-matrix
+// eigh pass NULL to Xgeqrf_bufferSize and Xsyevd_bufferSize): the worker hands them to the
+// backend, here the simulated one, which does not compute the 64-bit API and says so. NULL
+// params as the object a function works on stay refused.
+func TestSolverNullParams(t *testing.T) {
+	c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
+	h := c.solver("cusolverDnCreate", 1).O0
+	a, tau := c.alloc(64), c.alloc(64)
+	for _, tc := range []struct {
+		what string
+		m    *wire.SolverCall
+		want backend.SolverStatus
+	}{
+		{"Xgeqrf_bufferSize", solverCall(t, "cusolverDnXgeqrf_bufferSize", h, 0, 2, 2, 1, a, 2, 1, tau, 1, 1, 1), backend.SolverNotSupported},
+		{"Xsyevd_bufferSize", solverCall(t, "cusolverDnXsyevd_bufferSize", h, 0, 1, 0, 2, 1, a, 2, 1, tau, 1, 1, 1), backend.SolverNotSupported},
+		{"SetAdvOptions", solverCall(t, "cusolverDnSetAdvOptions", 0, 0, 0), backend.SolverNotInitialized},
+		{"DestroyParams", solverCall(t, "cusolverDnDestroyParams", 0), backend.SolverNotInitialized},
+	} {
+		var r wire.SolverReply
+		c.call(tc.m, &r)
+		if backend.SolverStatus(r.Status) != tc.want {
+			t.Errorf("%s with NULL params: status %d (%q), want %d", tc.what, r.Status, r.Message, tc.want)
+		}
+	}
+}
+
 // A session makes at most solverMaxHandles handles (cuSOLVER's own device memory is not charged
 // to its quota); destroying one makes room again.
 func TestSolverHandlesAreBounded(t *testing.T) {

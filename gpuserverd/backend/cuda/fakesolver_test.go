@@ -40,6 +40,11 @@ int cusolverDnXgeqrf(void *h, void *p, int64_t m, int64_t n, int ta, void *A, in
 	printf("XGEQRF %p %p %lld %lld %lld %p %zu host %d %zu\n", h, p, (long long)m, (long long)n, (long long)lda, bd, wsd, bh != NULL, wsh);
 	return 0;
 }
+int cusolverDnXgeqrf_bufferSize(void *h, void *p, int64_t m, int64_t n, int ta, const void *A, int64_t lda, int tt,
+                                const void *tau, int ct, size_t *wsd, size_t *wsh) {
+	printf("XGEQRF_BUFSIZE %p %p %lld %lld %d %p %lld %d %p %d\n", h, p, (long long)m, (long long)n, ta, A, (long long)lda, tt, tau, ct);
+	*wsd = 1536; *wsh = 0; return 0;
+}
 int cusolverDnSgesvdaStridedBatched(void *h, int jobz, int rank, int m, int n, const float *A, int lda, long long sA,
                                     float *S, long long sS, float *U, int ldu, long long sU, float *V, int ldv, long long sV,
                                     float *work, int lwork, int *info, double *nrm, int batch) {
@@ -95,6 +100,7 @@ func TestRecordingSolverChild(t *testing.T) {
 	call("cusolverDnSsyevdx", h, 1, 2, 0, 9, 0x7f0000001000, 9, uint64(math.Float32bits(-1.5)), uint64(math.Float32bits(2.25)),
 		uint64(1), uint64(4), 1, 0x7f0000005000, 0x7f0000006000, uint64(1<<63|77), 0x7f0000004000)
 	call("cusolverDnXgeqrf", h, p, 1<<33, 3, 1, 0x7f0000001000, 1<<33, 1, 0x7f0000002000, 1, 0x7f0000006000, 512, 1, 4096, 0x7f0000004000)
+	call("cusolverDnXgeqrf_bufferSize", h, 0, 4, 3, 1, 0x7f0000001000, 4, 1, 0x7f0000002000, 1, 1, 1)
 	call("cusolverDnSgesvdaStridedBatched", h, 1, 2, 3, 3, 0x7f0000001000, 3, 1<<40, 0, 3, 0, 3, 9, 0, 3, 9, 0, 0, 0x7f0000004000, 1, 3)
 	_, err := c.SolverCall(solverFunc(t, "cusolverDnDgetrf"), []uint64{j, 5, 6, 0, 7, 0, 0, 0})
 	fmt.Printf("WRONG KIND %v\n", backend.SolverStatusOf(err))
@@ -120,6 +126,9 @@ func TestSolverCallsReachCuSOLVER(t *testing.T) {
 		"SYEVDX 9 -1.5 2.25 1 4 77", "OUT cusolverDnSsyevdx [3]",
 		// 64-bit values and the worker's host scratch of the size asked for.
 		fmt.Sprintf("XGEQRF %s %s 8589934592 3 8589934592 0x7f0000006000 512 host 1 4096", handle, params),
+		// NULL params (NVIDIA's default algorithms, as PyTorch passes) reach cuSOLVER as NULL.
+		fmt.Sprintf("XGEQRF_BUFSIZE %s (nil) 4 3 1 0x7f0000001000 4 1 0x7f0000002000 1", handle),
+		"OUT cusolverDnXgeqrf_bufferSize [1536 0]",
 		// a long long stride; a host array written element by element.
 		"GESVDA 3 1099511627776", "OUT cusolverDnSgesvdaStridedBatched [4602678819172646912 4609434218613702656 4612811918334230528]",
 		"WRONG KIND 1", "SCRATCH 3",

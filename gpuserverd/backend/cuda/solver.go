@@ -84,6 +84,9 @@ func (c *Context) SolverCall(f backend.SolverFunc, args []uint64) ([]uint64, err
 		w := args[i]
 		switch a.Kind {
 		case backend.SolverObject:
+			if w == 0 && a.Nullable {
+				break // NULL params: NVIDIA's default algorithms
+			}
 			o, ok := c.solver[backend.Handle(w)]
 			if !ok || o.kind != a.Obj {
 				return nil, solverBad(f.Name, backend.SolverNotInitialized, "parameter %d: no object %d of kind %d", i, w, a.Obj)

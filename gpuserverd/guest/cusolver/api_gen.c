@@ -5,7 +5,7 @@
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
 GC_EXPORT cusolverStatus_t cusolverDnCCgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11100, "cusolverDnCCgels", 14, 0, 0, gc_k};
@@ -13,7 +13,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCCgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCCgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11101, "cusolverDnCCgels_bufferSize", 12, 0, 0, gc_k};
@@ -21,7 +21,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCCgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCCgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11102, "cusolverDnCCgesv", 14, 0, 0, gc_k};
@@ -29,7 +29,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCCgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCCgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11103, "cusolverDnCCgesv_bufferSize", 12, 0, 0, gc_k};
@@ -37,7 +37,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCCgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCEgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11104, "cusolverDnCEgels", 14, 0, 0, gc_k};
@@ -45,7 +45,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCEgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCEgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11105, "cusolverDnCEgels_bufferSize", 12, 0, 0, gc_k};
@@ -53,7 +53,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCEgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCEgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11106, "cusolverDnCEgesv", 14, 0, 0, gc_k};
@@ -61,7 +61,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCEgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCEgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11107, "cusolverDnCEgesv_bufferSize", 12, 0, 0, gc_k};
@@ -69,7 +69,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCEgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCKgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11108, "cusolverDnCKgels", 14, 0, 0, gc_k};
@@ -77,7 +77,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCKgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCKgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11109, "cusolverDnCKgels_bufferSize", 12, 0, 0, gc_k};
@@ -85,7 +85,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCKgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCKgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11110, "cusolverDnCKgesv", 14, 0, 0, gc_k};
@@ -93,7 +93,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCKgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCKgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11111, "cusolverDnCKgesv_bufferSize", 12, 0, 0, gc_k};
@@ -101,7 +101,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCKgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCYgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11112, "cusolverDnCYgels", 14, 0, 0, gc_k};
@@ -109,7 +109,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCYgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCYgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11113, "cusolverDnCYgels_bufferSize", 12, 0, 0, gc_k};
@@ -117,7 +117,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCYgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCYgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11114, "cusolverDnCYgesv", 14, 0, 0, gc_k};
@@ -125,7 +125,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCYgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCYgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuComplex * dB, cusolver_int_t lddb, cuComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11115, "cusolverDnCYgesv_bufferSize", 12, 0, 0, gc_k};
@@ -133,7 +133,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCYgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgebrd(cusolverDnHandle_t handle, int m, int n, cuComplex * A, int lda, float * D, float * E, cuComplex * TAUQ, cuComplex * TAUP, cuComplex * Work, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)D, (uint64_t)(uintptr_t)E, (uint64_t)(uintptr_t)TAUQ, (uint64_t)(uintptr_t)TAUP, (uint64_t)(uintptr_t)Work, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11116, "cusolverDnCgebrd", 12, 1, 0, gc_k};
@@ -141,7 +141,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgebrd(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11117, "cusolverDnCgebrd_bufferSize", 4, 0, 0, gc_k};
@@ -149,7 +149,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgebrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgeqrf(cusolverDnHandle_t handle, int m, int n, cuComplex * A, int lda, cuComplex * TAU, cuComplex * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)TAU, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11118, "cusolverDnCgeqrf", 9, 1, 0, gc_k};
@@ -157,7 +157,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgeqrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, cuComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11119, "cusolverDnCgeqrf_bufferSize", 6, 0, 0, gc_k};
@@ -165,7 +165,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgeqrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvd(cusolverDnHandle_t handle, signed char jobu, signed char jobvt, int m, int n, cuComplex * A, int lda, float * S, cuComplex * U, int ldu, cuComplex * VT, int ldvt, cuComplex * work, int lwork, float * rwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobvt, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)VT, (uint64_t)(int64_t)ldvt, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)rwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11120, "cusolverDnCgesvd", 16, 1, 0, gc_k};
@@ -173,7 +173,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvd(cusolverDnHandle_t handle, signed ch
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11121, "cusolverDnCgesvd_bufferSize", 4, 0, 0, gc_k};
@@ -181,7 +181,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvdaStridedBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const cuComplex * d_A, int lda, long long int strideA, float * d_S, long long int strideS, cuComplex * d_U, int ldu, long long int strideU, cuComplex * d_V, int ldv, long long int strideV, cuComplex * d_work, int lwork, int * d_info, double * h_R_nrmF, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUTARRAY, 8, 20}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUTARRAY, 8, 20, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, (uint64_t)(uintptr_t)d_work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)d_info, h_R_nrmF != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)h_R_nrmF, NULL};
 	static const struct gc_solver_fn gc_f = {11122, "cusolverDnCgesvdaStridedBatched", 21, 0, 0, gc_k};
@@ -189,7 +189,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvdaStridedBatched(cusolverDnHandle_t ha
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvdaStridedBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const cuComplex * d_A, int lda, long long int strideA, const float * d_S, long long int strideS, const cuComplex * d_U, int ldu, long long int strideU, const cuComplex * d_V, int ldv, long long int strideV, int * lwork, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, lwork != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11123, "cusolverDnCgesvdaStridedBatched_bufferSize", 18, 0, 0, gc_k};
@@ -197,7 +197,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvdaStridedBatched_bufferSize(cusolverDn
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvdj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, cuComplex * A, int lda, float * S, cuComplex * U, int ldu, cuComplex * V, int ldv, cuComplex * work, int lwork, int * info, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11124, "cusolverDnCgesvdj", 16, 1, 0, gc_k};
@@ -205,7 +205,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvdj(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvdjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, cuComplex * A, int lda, float * S, cuComplex * U, int ldu, cuComplex * V, int ldv, cuComplex * work, int lwork, int * info, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11125, "cusolverDnCgesvdjBatched", 16, 1, 0, gc_k};
@@ -213,7 +213,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvdjBatched(cusolverDnHandle_t handle, c
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvdjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, const cuComplex * A, int lda, const float * S, const cuComplex * U, int ldu, const cuComplex * V, int ldv, int * lwork, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11126, "cusolverDnCgesvdjBatched_bufferSize", 14, 0, 0, gc_k};
@@ -221,7 +221,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvdjBatched_bufferSize(cusolverDnHandle_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgesvdj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, const cuComplex * A, int lda, const float * S, const cuComplex * U, int ldu, const cuComplex * V, int ldv, int * lwork, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11127, "cusolverDnCgesvdj_bufferSize", 14, 0, 0, gc_k};
@@ -229,7 +229,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgesvdj_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgetrf(cusolverDnHandle_t handle, int m, int n, cuComplex * A, int lda, cuComplex * Workspace, int * devIpiv, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11128, "cusolverDnCgetrf", 8, 1, 0, gc_k};
@@ -237,7 +237,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgetrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, cuComplex * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11129, "cusolverDnCgetrf_bufferSize", 6, 0, 0, gc_k};
@@ -245,7 +245,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgetrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCgetrs(cusolverDnHandle_t handle, cublasOperation_t trans, int n, int nrhs, const cuComplex * A, int lda, const int * devIpiv, cuComplex * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11130, "cusolverDnCgetrs", 10, 1, 0, gc_k};
@@ -253,7 +253,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCgetrs(cusolverDnHandle_t handle, cublasOpe
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevd(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuComplex * A, int lda, float * W, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11131, "cusolverDnCheevd", 10, 1, 0, gc_k};
@@ -261,7 +261,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11132, "cusolverDnCheevd_bufferSize", 8, 0, 0, gc_k};
@@ -269,7 +269,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevdx(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, cuComplex * A, int lda, float vl, float vu, int il, int iu, int * meig, float * W, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11133, "cusolverDnCheevdx", 16, 0, 0, gc_k};
@@ -277,7 +277,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevdx_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, float vl, float vu, int il, int iu, int * meig, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11134, "cusolverDnCheevdx_bufferSize", 14, 0, 0, gc_k};
@@ -285,7 +285,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuComplex * A, int lda, float * W, cuComplex * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11135, "cusolverDnCheevj", 11, 1, 0, gc_k};
@@ -293,7 +293,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuComplex * A, int lda, float * W, cuComplex * work, int lwork, int * info, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11136, "cusolverDnCheevjBatched", 12, 1, 0, gc_k};
@@ -301,7 +301,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevjBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const float * W, int * lwork, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11137, "cusolverDnCheevjBatched_bufferSize", 10, 0, 0, gc_k};
@@ -309,7 +309,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevjBatched_bufferSize(cusolverDnHandle_t
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCheevj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const float * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11138, "cusolverDnCheevj_bufferSize", 9, 0, 0, gc_k};
@@ -317,7 +317,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCheevj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChegvd(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuComplex * A, int lda, cuComplex * B, int ldb, float * W, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11139, "cusolverDnChegvd", 13, 1, 0, gc_k};
@@ -325,7 +325,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChegvd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChegvd_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const cuComplex * B, int ldb, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11140, "cusolverDnChegvd_bufferSize", 11, 0, 0, gc_k};
@@ -333,7 +333,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChegvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChegvdx(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, cuComplex * A, int lda, cuComplex * B, int ldb, float vl, float vu, int il, int iu, int * meig, float * W, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11141, "cusolverDnChegvdx", 19, 0, 0, gc_k};
@@ -341,7 +341,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChegvdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChegvdx_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const cuComplex * B, int ldb, float vl, float vu, int il, int iu, int * meig, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11142, "cusolverDnChegvdx_bufferSize", 17, 0, 0, gc_k};
@@ -349,7 +349,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChegvdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChegvj(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuComplex * A, int lda, cuComplex * B, int ldb, float * W, cuComplex * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11143, "cusolverDnChegvj", 14, 1, 0, gc_k};
@@ -357,7 +357,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChegvj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChegvj_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const cuComplex * B, int ldb, const float * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11144, "cusolverDnChegvj_bufferSize", 12, 0, 0, gc_k};
@@ -365,7 +365,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChegvj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChetrd(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, float * d, float * e, cuComplex * tau, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11145, "cusolverDnChetrd", 11, 1, 0, gc_k};
@@ -373,7 +373,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChetrd(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnChetrd_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const float * d, const float * e, const cuComplex * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11146, "cusolverDnChetrd_bufferSize", 9, 0, 0, gc_k};
@@ -381,7 +381,7 @@ GC_EXPORT cusolverStatus_t cusolverDnChetrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnClaswp(cusolverDnHandle_t handle, int n, cuComplex * A, int lda, int k1, int k2, const int * devIpiv, int incx) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)k1, (uint64_t)(int64_t)k2, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(int64_t)incx};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11147, "cusolverDnClaswp", 8, 1, 0, gc_k};
@@ -389,7 +389,7 @@ GC_EXPORT cusolverStatus_t cusolverDnClaswp(cusolverDnHandle_t handle, int n, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnClauum(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, cuComplex * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11148, "cusolverDnClauum", 8, 1, 0, gc_k};
@@ -397,7 +397,7 @@ GC_EXPORT cusolverStatus_t cusolverDnClauum(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnClauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11149, "cusolverDnClauum_bufferSize", 6, 0, 0, gc_k};
@@ -405,7 +405,7 @@ GC_EXPORT cusolverStatus_t cusolverDnClauum_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, cuComplex * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11150, "cusolverDnCpotrf", 8, 1, 0, gc_k};
@@ -413,7 +413,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotrfBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * Aarray[], int lda, int * infoArray, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)Aarray, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)infoArray, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11151, "cusolverDnCpotrfBatched", 7, 1, 0, gc_k};
@@ -421,7 +421,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotrfBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11152, "cusolverDnCpotrf_bufferSize", 6, 0, 0, gc_k};
@@ -429,7 +429,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, cuComplex * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11153, "cusolverDnCpotri", 8, 1, 0, gc_k};
@@ -437,7 +437,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11154, "cusolverDnCpotri_bufferSize", 6, 0, 0, gc_k};
@@ -445,7 +445,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotrs(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, const cuComplex * A, int lda, cuComplex * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11155, "cusolverDnCpotrs", 9, 1, 0, gc_k};
@@ -453,7 +453,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotrs(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, cuComplex * A[], int lda, cuComplex * B[], int ldb, int * d_info, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)d_info, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11156, "cusolverDnCpotrsBatched", 10, 1, 0, gc_k};
@@ -461,7 +461,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCpotrsBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *handle) {
-	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0, 0}};
 	uint64_t gc_w[] = {handle != NULL};
 	void *gc_o[] = {(void *)handle};
 	static const struct gc_solver_fn gc_f = {11157, "cusolverDnCreate", 1, 0, 0, gc_k};
@@ -469,7 +469,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *handle) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCreateGesvdjInfo(gesvdjInfo_t *info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0, 0}};
 	uint64_t gc_w[] = {info != NULL};
 	void *gc_o[] = {(void *)info};
 	static const struct gc_solver_fn gc_f = {11158, "cusolverDnCreateGesvdjInfo", 1, 0, 0, gc_k};
@@ -477,7 +477,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCreateGesvdjInfo(gesvdjInfo_t *info) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t *params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0, 0}};
 	uint64_t gc_w[] = {params != NULL};
 	void *gc_o[] = {(void *)params};
 	static const struct gc_solver_fn gc_f = {11159, "cusolverDnCreateParams", 1, 0, 0, gc_k};
@@ -485,7 +485,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t *params) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t *info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_NEW, 0, 0, 0}};
 	uint64_t gc_w[] = {info != NULL};
 	void *gc_o[] = {(void *)info};
 	static const struct gc_solver_fn gc_f = {11160, "cusolverDnCreateSyevjInfo", 1, 0, 0, gc_k};
@@ -493,7 +493,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t *info) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCsytrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, int * ipiv, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11161, "cusolverDnCsytrf", 9, 1, 0, gc_k};
@@ -501,7 +501,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCsytrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCsytrf_bufferSize(cusolverDnHandle_t handle, int n, cuComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11162, "cusolverDnCsytrf_bufferSize", 5, 0, 0, gc_k};
@@ -509,7 +509,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCsytrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCsytri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, const int * ipiv, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11163, "cusolverDnCsytri", 9, 1, 0, gc_k};
@@ -517,7 +517,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCsytri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, const int * ipiv, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11164, "cusolverDnCsytri_bufferSize", 7, 0, 0, gc_k};
@@ -525,7 +525,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCsytri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCungbr(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, cuComplex * A, int lda, const cuComplex * tau, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11165, "cusolverDnCungbr", 11, 1, 0, gc_k};
@@ -533,7 +533,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCungbr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCungbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, const cuComplex * A, int lda, const cuComplex * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11166, "cusolverDnCungbr_bufferSize", 9, 0, 0, gc_k};
@@ -541,7 +541,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCungbr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCungqr(cusolverDnHandle_t handle, int m, int n, int k, cuComplex * A, int lda, const cuComplex * tau, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11167, "cusolverDnCungqr", 10, 1, 0, gc_k};
@@ -549,7 +549,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCungqr(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCungqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const cuComplex * A, int lda, const cuComplex * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11168, "cusolverDnCungqr_bufferSize", 8, 0, 0, gc_k};
@@ -557,7 +557,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCungqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCungtr(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex * A, int lda, const cuComplex * tau, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11169, "cusolverDnCungtr", 9, 1, 0, gc_k};
@@ -565,7 +565,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCungtr(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCungtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, const cuComplex * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11170, "cusolverDnCungtr_bufferSize", 7, 0, 0, gc_k};
@@ -573,7 +573,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCungtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCunmqr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const cuComplex * A, int lda, const cuComplex * tau, cuComplex * C, int ldc, cuComplex * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11171, "cusolverDnCunmqr", 14, 1, 0, gc_k};
@@ -581,7 +581,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCunmqr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCunmqr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const cuComplex * A, int lda, const cuComplex * tau, const cuComplex * C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11172, "cusolverDnCunmqr_bufferSize", 12, 0, 0, gc_k};
@@ -589,7 +589,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCunmqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCunmtr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, cuComplex * A, int lda, cuComplex * tau, cuComplex * C, int ldc, cuComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11173, "cusolverDnCunmtr", 14, 1, 0, gc_k};
@@ -597,7 +597,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCunmtr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnCunmtr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const cuComplex * A, int lda, const cuComplex * tau, const cuComplex * C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11174, "cusolverDnCunmtr_bufferSize", 12, 0, 0, gc_k};
@@ -605,7 +605,7 @@ GC_EXPORT cusolverStatus_t cusolverDnCunmtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDBgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11175, "cusolverDnDBgels", 14, 0, 0, gc_k};
@@ -613,7 +613,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDBgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDBgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11176, "cusolverDnDBgels_bufferSize", 12, 0, 0, gc_k};
@@ -621,7 +621,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDBgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDBgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11177, "cusolverDnDBgesv", 14, 0, 0, gc_k};
@@ -629,7 +629,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDBgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDBgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11178, "cusolverDnDBgesv_bufferSize", 12, 0, 0, gc_k};
@@ -637,7 +637,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDBgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDDgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11179, "cusolverDnDDgels", 14, 0, 0, gc_k};
@@ -645,7 +645,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDDgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDDgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11180, "cusolverDnDDgels_bufferSize", 12, 0, 0, gc_k};
@@ -653,7 +653,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDDgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDDgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11181, "cusolverDnDDgesv", 14, 0, 0, gc_k};
@@ -661,7 +661,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDDgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDDgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11182, "cusolverDnDDgesv_bufferSize", 12, 0, 0, gc_k};
@@ -669,7 +669,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDDgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDHgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11183, "cusolverDnDHgels", 14, 0, 0, gc_k};
@@ -677,7 +677,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDHgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDHgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11184, "cusolverDnDHgels_bufferSize", 12, 0, 0, gc_k};
@@ -685,7 +685,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDHgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDHgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11185, "cusolverDnDHgesv", 14, 0, 0, gc_k};
@@ -693,7 +693,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDHgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDHgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11186, "cusolverDnDHgesv_bufferSize", 12, 0, 0, gc_k};
@@ -701,7 +701,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDHgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDSgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11187, "cusolverDnDSgels", 14, 0, 0, gc_k};
@@ -709,7 +709,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDSgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDSgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11188, "cusolverDnDSgels_bufferSize", 12, 0, 0, gc_k};
@@ -717,7 +717,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDSgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDSgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11189, "cusolverDnDSgesv", 14, 0, 0, gc_k};
@@ -725,7 +725,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDSgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDSgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11190, "cusolverDnDSgesv_bufferSize", 12, 0, 0, gc_k};
@@ -733,7 +733,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDSgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDXgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11191, "cusolverDnDXgels", 14, 0, 0, gc_k};
@@ -741,7 +741,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDXgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDXgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11192, "cusolverDnDXgels_bufferSize", 12, 0, 0, gc_k};
@@ -749,7 +749,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDXgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDXgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11193, "cusolverDnDXgesv", 14, 0, 0, gc_k};
@@ -757,7 +757,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDXgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDXgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, double * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, double * dB, cusolver_int_t lddb, double * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11194, "cusolverDnDXgesv_bufferSize", 12, 0, 0, gc_k};
@@ -765,7 +765,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDXgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle};
 	void *gc_o[] = {NULL};
 	static const struct gc_solver_fn gc_f = {11195, "cusolverDnDestroy", 1, 0, 1, gc_k};
@@ -773,7 +773,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL};
 	static const struct gc_solver_fn gc_f = {11196, "cusolverDnDestroyGesvdjInfo", 1, 0, 1, gc_k};
@@ -781,7 +781,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t info) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL};
 	static const struct gc_solver_fn gc_f = {11197, "cusolverDnDestroyParams", 1, 0, 1, gc_k};
@@ -789,7 +789,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t params) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL};
 	static const struct gc_solver_fn gc_f = {11198, "cusolverDnDestroySyevjInfo", 1, 0, 1, gc_k};
@@ -797,7 +797,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgebrd(cusolverDnHandle_t handle, int m, int n, double * A, int lda, double * D, double * E, double * TAUQ, double * TAUP, double * Work, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)D, (uint64_t)(uintptr_t)E, (uint64_t)(uintptr_t)TAUQ, (uint64_t)(uintptr_t)TAUP, (uint64_t)(uintptr_t)Work, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11199, "cusolverDnDgebrd", 12, 1, 0, gc_k};
@@ -805,7 +805,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgebrd(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11200, "cusolverDnDgebrd_bufferSize", 4, 0, 0, gc_k};
@@ -813,7 +813,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgebrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgeqrf(cusolverDnHandle_t handle, int m, int n, double * A, int lda, double * TAU, double * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)TAU, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11201, "cusolverDnDgeqrf", 9, 1, 0, gc_k};
@@ -821,7 +821,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgeqrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, double * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11202, "cusolverDnDgeqrf_bufferSize", 6, 0, 0, gc_k};
@@ -829,7 +829,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgeqrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvd(cusolverDnHandle_t handle, signed char jobu, signed char jobvt, int m, int n, double * A, int lda, double * S, double * U, int ldu, double * VT, int ldvt, double * work, int lwork, double * rwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobvt, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)VT, (uint64_t)(int64_t)ldvt, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)rwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11203, "cusolverDnDgesvd", 16, 1, 0, gc_k};
@@ -837,7 +837,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvd(cusolverDnHandle_t handle, signed ch
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11204, "cusolverDnDgesvd_bufferSize", 4, 0, 0, gc_k};
@@ -845,7 +845,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvdaStridedBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const double * d_A, int lda, long long int strideA, double * d_S, long long int strideS, double * d_U, int ldu, long long int strideU, double * d_V, int ldv, long long int strideV, double * d_work, int lwork, int * d_info, double * h_R_nrmF, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUTARRAY, 8, 20}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUTARRAY, 8, 20, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, (uint64_t)(uintptr_t)d_work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)d_info, h_R_nrmF != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)h_R_nrmF, NULL};
 	static const struct gc_solver_fn gc_f = {11205, "cusolverDnDgesvdaStridedBatched", 21, 0, 0, gc_k};
@@ -853,7 +853,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvdaStridedBatched(cusolverDnHandle_t ha
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvdaStridedBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const double * d_A, int lda, long long int strideA, const double * d_S, long long int strideS, const double * d_U, int ldu, long long int strideU, const double * d_V, int ldv, long long int strideV, int * lwork, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, lwork != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11206, "cusolverDnDgesvdaStridedBatched_bufferSize", 18, 0, 0, gc_k};
@@ -861,7 +861,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvdaStridedBatched_bufferSize(cusolverDn
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvdj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, double * A, int lda, double * S, double * U, int ldu, double * V, int ldv, double * work, int lwork, int * info, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11207, "cusolverDnDgesvdj", 16, 1, 0, gc_k};
@@ -869,7 +869,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvdj(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvdjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, double * A, int lda, double * S, double * U, int ldu, double * V, int ldv, double * work, int lwork, int * info, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11208, "cusolverDnDgesvdjBatched", 16, 1, 0, gc_k};
@@ -877,7 +877,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvdjBatched(cusolverDnHandle_t handle, c
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvdjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, const double * A, int lda, const double * S, const double * U, int ldu, const double * V, int ldv, int * lwork, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11209, "cusolverDnDgesvdjBatched_bufferSize", 14, 0, 0, gc_k};
@@ -885,7 +885,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvdjBatched_bufferSize(cusolverDnHandle_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgesvdj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, const double * A, int lda, const double * S, const double * U, int ldu, const double * V, int ldv, int * lwork, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11210, "cusolverDnDgesvdj_bufferSize", 14, 0, 0, gc_k};
@@ -893,7 +893,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgesvdj_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgetrf(cusolverDnHandle_t handle, int m, int n, double * A, int lda, double * Workspace, int * devIpiv, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11211, "cusolverDnDgetrf", 8, 1, 0, gc_k};
@@ -901,7 +901,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgetrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, double * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11212, "cusolverDnDgetrf_bufferSize", 6, 0, 0, gc_k};
@@ -909,7 +909,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgetrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDgetrs(cusolverDnHandle_t handle, cublasOperation_t trans, int n, int nrhs, const double * A, int lda, const int * devIpiv, double * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11213, "cusolverDnDgetrs", 10, 1, 0, gc_k};
@@ -917,7 +917,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDgetrs(cusolverDnHandle_t handle, cublasOpe
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDlaswp(cusolverDnHandle_t handle, int n, double * A, int lda, int k1, int k2, const int * devIpiv, int incx) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)k1, (uint64_t)(int64_t)k2, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(int64_t)incx};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11214, "cusolverDnDlaswp", 8, 1, 0, gc_k};
@@ -925,7 +925,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDlaswp(cusolverDnHandle_t handle, int n, do
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDlauum(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, double * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11215, "cusolverDnDlauum", 8, 1, 0, gc_k};
@@ -933,7 +933,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDlauum(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDlauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11216, "cusolverDnDlauum_bufferSize", 6, 0, 0, gc_k};
@@ -941,7 +941,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDlauum_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDorgbr(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, double * A, int lda, const double * tau, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11217, "cusolverDnDorgbr", 11, 1, 0, gc_k};
@@ -949,7 +949,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDorgbr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDorgbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, const double * A, int lda, const double * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11218, "cusolverDnDorgbr_bufferSize", 9, 0, 0, gc_k};
@@ -957,7 +957,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDorgbr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDorgqr(cusolverDnHandle_t handle, int m, int n, int k, double * A, int lda, const double * tau, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11219, "cusolverDnDorgqr", 10, 1, 0, gc_k};
@@ -965,7 +965,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDorgqr(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDorgqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const double * A, int lda, const double * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11220, "cusolverDnDorgqr_bufferSize", 8, 0, 0, gc_k};
@@ -973,7 +973,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDorgqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDorgtr(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, const double * tau, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11221, "cusolverDnDorgtr", 9, 1, 0, gc_k};
@@ -981,7 +981,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDorgtr(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDorgtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const double * A, int lda, const double * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11222, "cusolverDnDorgtr_bufferSize", 7, 0, 0, gc_k};
@@ -989,7 +989,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDorgtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDormqr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const double * A, int lda, const double * tau, double * C, int ldc, double * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11223, "cusolverDnDormqr", 14, 1, 0, gc_k};
@@ -997,7 +997,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDormqr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDormqr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const double * A, int lda, const double * tau, const double * C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11224, "cusolverDnDormqr_bufferSize", 12, 0, 0, gc_k};
@@ -1005,7 +1005,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDormqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDormtr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, double * A, int lda, double * tau, double * C, int ldc, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11225, "cusolverDnDormtr", 14, 1, 0, gc_k};
@@ -1013,7 +1013,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDormtr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDormtr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const double * A, int lda, const double * tau, const double * C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11226, "cusolverDnDormtr_bufferSize", 12, 0, 0, gc_k};
@@ -1021,7 +1021,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDormtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, double * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11227, "cusolverDnDpotrf", 8, 1, 0, gc_k};
@@ -1029,7 +1029,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotrfBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * Aarray[], int lda, int * infoArray, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)Aarray, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)infoArray, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11228, "cusolverDnDpotrfBatched", 7, 1, 0, gc_k};
@@ -1037,7 +1037,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotrfBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11229, "cusolverDnDpotrf_bufferSize", 6, 0, 0, gc_k};
@@ -1045,7 +1045,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, double * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11230, "cusolverDnDpotri", 8, 1, 0, gc_k};
@@ -1053,7 +1053,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11231, "cusolverDnDpotri_bufferSize", 6, 0, 0, gc_k};
@@ -1061,7 +1061,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotrs(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, const double * A, int lda, double * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11232, "cusolverDnDpotrs", 9, 1, 0, gc_k};
@@ -1069,7 +1069,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotrs(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, double * A[], int lda, double * B[], int ldb, int * d_info, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)d_info, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11233, "cusolverDnDpotrsBatched", 10, 1, 0, gc_k};
@@ -1077,7 +1077,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDpotrsBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevd(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, double * A, int lda, double * W, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11234, "cusolverDnDsyevd", 10, 1, 0, gc_k};
@@ -1085,7 +1085,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double * A, int lda, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11235, "cusolverDnDsyevd_bufferSize", 8, 0, 0, gc_k};
@@ -1093,7 +1093,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevdx(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, double * A, int lda, double vl, double vu, int il, int iu, int * meig, double * W, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11236, "cusolverDnDsyevdx", 16, 0, 0, gc_k};
@@ -1101,7 +1101,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevdx_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const double * A, int lda, double vl, double vu, int il, int iu, int * meig, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11237, "cusolverDnDsyevdx_bufferSize", 14, 0, 0, gc_k};
@@ -1109,7 +1109,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, double * A, int lda, double * W, double * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11238, "cusolverDnDsyevj", 11, 1, 0, gc_k};
@@ -1117,7 +1117,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, double * A, int lda, double * W, double * work, int lwork, int * info, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11239, "cusolverDnDsyevjBatched", 12, 1, 0, gc_k};
@@ -1125,7 +1125,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevjBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double * A, int lda, const double * W, int * lwork, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11240, "cusolverDnDsyevjBatched_bufferSize", 10, 0, 0, gc_k};
@@ -1133,7 +1133,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevjBatched_bufferSize(cusolverDnHandle_t
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsyevj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double * A, int lda, const double * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11241, "cusolverDnDsyevj_bufferSize", 9, 0, 0, gc_k};
@@ -1141,7 +1141,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsyevj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsygvd(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, double * A, int lda, double * B, int ldb, double * W, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11242, "cusolverDnDsygvd", 13, 1, 0, gc_k};
@@ -1149,7 +1149,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsygvd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsygvd_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double * A, int lda, const double * B, int ldb, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11243, "cusolverDnDsygvd_bufferSize", 11, 0, 0, gc_k};
@@ -1157,7 +1157,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsygvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsygvdx(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, double * A, int lda, double * B, int ldb, double vl, double vu, int il, int iu, int * meig, double * W, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11244, "cusolverDnDsygvdx", 19, 0, 0, gc_k};
@@ -1165,7 +1165,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsygvdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsygvdx_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const double * A, int lda, const double * B, int ldb, double vl, double vu, int il, int iu, int * meig, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11245, "cusolverDnDsygvdx_bufferSize", 17, 0, 0, gc_k};
@@ -1173,7 +1173,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsygvdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsygvj(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, double * A, int lda, double * B, int ldb, double * W, double * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11246, "cusolverDnDsygvj", 14, 1, 0, gc_k};
@@ -1181,7 +1181,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsygvj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsygvj_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const double * A, int lda, const double * B, int ldb, const double * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11247, "cusolverDnDsygvj_bufferSize", 12, 0, 0, gc_k};
@@ -1189,7 +1189,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsygvj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsytrd(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, double * d, double * e, double * tau, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11248, "cusolverDnDsytrd", 11, 1, 0, gc_k};
@@ -1197,7 +1197,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsytrd(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsytrd_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const double * A, int lda, const double * d, const double * e, const double * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11249, "cusolverDnDsytrd_bufferSize", 9, 0, 0, gc_k};
@@ -1205,7 +1205,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsytrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsytrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, int * ipiv, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11250, "cusolverDnDsytrf", 9, 1, 0, gc_k};
@@ -1213,7 +1213,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsytrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsytrf_bufferSize(cusolverDnHandle_t handle, int n, double * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11251, "cusolverDnDsytrf_bufferSize", 5, 0, 0, gc_k};
@@ -1221,7 +1221,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsytrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsytri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, const int * ipiv, double * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11252, "cusolverDnDsytri", 9, 1, 0, gc_k};
@@ -1229,7 +1229,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsytri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnDsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, double * A, int lda, const int * ipiv, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11253, "cusolverDnDsytri_bufferSize", 7, 0, 0, gc_k};
@@ -1237,7 +1237,7 @@ GC_EXPORT cusolverStatus_t cusolverDnDsytri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnGetDeterministicMode(cusolverDnHandle_t handle, cusolverDeterministicMode_t* mode) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, mode != NULL};
 	void *gc_o[] = {NULL, (void *)mode};
 	static const struct gc_solver_fn gc_f = {11254, "cusolverDnGetDeterministicMode", 2, 0, 0, gc_k};
@@ -1245,7 +1245,7 @@ GC_EXPORT cusolverStatus_t cusolverDnGetDeterministicMode(cusolverDnHandle_t han
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnGetEmulationStrategy(cusolverDnHandle_t handle, cudaEmulationStrategy_t* strategy) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, strategy != NULL};
 	void *gc_o[] = {NULL, (void *)strategy};
 	static const struct gc_solver_fn gc_f = {11255, "cusolverDnGetEmulationStrategy", 2, 0, 0, gc_k};
@@ -1253,7 +1253,7 @@ GC_EXPORT cusolverStatus_t cusolverDnGetEmulationStrategy(cusolverDnHandle_t han
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnGetMathMode(cusolverDnHandle_t handle, cusolverMathMode_t* mode) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, mode != NULL};
 	void *gc_o[] = {NULL, (void *)mode};
 	static const struct gc_solver_fn gc_f = {11256, "cusolverDnGetMathMode", 2, 0, 0, gc_k};
@@ -1411,7 +1411,7 @@ GC_EXPORT cusolverStatus_t cusolverDnLoggerSetMask(int mask) {
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSBgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11288, "cusolverDnSBgels", 14, 0, 0, gc_k};
@@ -1419,7 +1419,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSBgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSBgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11289, "cusolverDnSBgels_bufferSize", 12, 0, 0, gc_k};
@@ -1427,7 +1427,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSBgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSBgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11290, "cusolverDnSBgesv", 14, 0, 0, gc_k};
@@ -1435,7 +1435,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSBgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSBgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11291, "cusolverDnSBgesv_bufferSize", 12, 0, 0, gc_k};
@@ -1443,7 +1443,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSBgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSHgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11292, "cusolverDnSHgels", 14, 0, 0, gc_k};
@@ -1451,7 +1451,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSHgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSHgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11293, "cusolverDnSHgels_bufferSize", 12, 0, 0, gc_k};
@@ -1459,7 +1459,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSHgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSHgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11294, "cusolverDnSHgesv", 14, 0, 0, gc_k};
@@ -1467,7 +1467,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSHgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSHgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11295, "cusolverDnSHgesv_bufferSize", 12, 0, 0, gc_k};
@@ -1475,7 +1475,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSHgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSSgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11296, "cusolverDnSSgels", 14, 0, 0, gc_k};
@@ -1483,7 +1483,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSSgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSSgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11297, "cusolverDnSSgels_bufferSize", 12, 0, 0, gc_k};
@@ -1491,7 +1491,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSSgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSSgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11298, "cusolverDnSSgesv", 14, 0, 0, gc_k};
@@ -1499,7 +1499,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSSgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSSgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11299, "cusolverDnSSgesv_bufferSize", 12, 0, 0, gc_k};
@@ -1507,7 +1507,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSSgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSXgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11300, "cusolverDnSXgels", 14, 0, 0, gc_k};
@@ -1515,7 +1515,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSXgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSXgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11301, "cusolverDnSXgels_bufferSize", 12, 0, 0, gc_k};
@@ -1523,7 +1523,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSXgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSXgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11302, "cusolverDnSXgesv", 14, 0, 0, gc_k};
@@ -1531,7 +1531,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSXgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSXgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, float * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, float * dB, cusolver_int_t lddb, float * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11303, "cusolverDnSXgesv_bufferSize", 12, 0, 0, gc_k};
@@ -1539,7 +1539,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSXgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSetAdvOptions(cusolverDnParams_t params, cusolverDnFunction_t function, cusolverAlgMode_t algo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)params, (uint64_t)(int64_t)function, (uint64_t)(int64_t)algo};
 	void *gc_o[] = {NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11304, "cusolverDnSetAdvOptions", 3, 1, 0, gc_k};
@@ -1547,7 +1547,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSetAdvOptions(cusolverDnParams_t params, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSetDeterministicMode(cusolverDnHandle_t handle, cusolverDeterministicMode_t mode) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)mode};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11305, "cusolverDnSetDeterministicMode", 2, 1, 0, gc_k};
@@ -1555,7 +1555,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSetDeterministicMode(cusolverDnHandle_t han
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSetEmulationStrategy(cusolverDnHandle_t handle, cudaEmulationStrategy_t strategy) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)strategy};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11306, "cusolverDnSetEmulationStrategy", 2, 1, 0, gc_k};
@@ -1563,7 +1563,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSetEmulationStrategy(cusolverDnHandle_t han
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSetMathMode(cusolverDnHandle_t handle, cusolverMathMode_t mode) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)mode};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11307, "cusolverDnSetMathMode", 2, 1, 0, gc_k};
@@ -1571,7 +1571,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSetMathMode(cusolverDnHandle_t handle, cuso
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgebrd(cusolverDnHandle_t handle, int m, int n, float * A, int lda, float * D, float * E, float * TAUQ, float * TAUP, float * Work, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)D, (uint64_t)(uintptr_t)E, (uint64_t)(uintptr_t)TAUQ, (uint64_t)(uintptr_t)TAUP, (uint64_t)(uintptr_t)Work, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11309, "cusolverDnSgebrd", 12, 1, 0, gc_k};
@@ -1579,7 +1579,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgebrd(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11310, "cusolverDnSgebrd_bufferSize", 4, 0, 0, gc_k};
@@ -1587,7 +1587,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgebrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgeqrf(cusolverDnHandle_t handle, int m, int n, float * A, int lda, float * TAU, float * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)TAU, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11311, "cusolverDnSgeqrf", 9, 1, 0, gc_k};
@@ -1595,7 +1595,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgeqrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, float * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11312, "cusolverDnSgeqrf_bufferSize", 6, 0, 0, gc_k};
@@ -1603,7 +1603,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgeqrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvd(cusolverDnHandle_t handle, signed char jobu, signed char jobvt, int m, int n, float * A, int lda, float * S, float * U, int ldu, float * VT, int ldvt, float * work, int lwork, float * rwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobvt, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)VT, (uint64_t)(int64_t)ldvt, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)rwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11313, "cusolverDnSgesvd", 16, 1, 0, gc_k};
@@ -1611,7 +1611,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvd(cusolverDnHandle_t handle, signed ch
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11314, "cusolverDnSgesvd_bufferSize", 4, 0, 0, gc_k};
@@ -1619,7 +1619,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvdaStridedBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const float * d_A, int lda, long long int strideA, float * d_S, long long int strideS, float * d_U, int ldu, long long int strideU, float * d_V, int ldv, long long int strideV, float * d_work, int lwork, int * d_info, double * h_R_nrmF, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUTARRAY, 8, 20}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUTARRAY, 8, 20, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, (uint64_t)(uintptr_t)d_work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)d_info, h_R_nrmF != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)h_R_nrmF, NULL};
 	static const struct gc_solver_fn gc_f = {11315, "cusolverDnSgesvdaStridedBatched", 21, 0, 0, gc_k};
@@ -1627,7 +1627,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvdaStridedBatched(cusolverDnHandle_t ha
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvdaStridedBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const float * d_A, int lda, long long int strideA, const float * d_S, long long int strideS, const float * d_U, int ldu, long long int strideU, const float * d_V, int ldv, long long int strideV, int * lwork, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, lwork != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11316, "cusolverDnSgesvdaStridedBatched_bufferSize", 18, 0, 0, gc_k};
@@ -1635,7 +1635,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvdaStridedBatched_bufferSize(cusolverDn
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvdj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, float * A, int lda, float * S, float * U, int ldu, float * V, int ldv, float * work, int lwork, int * info, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11317, "cusolverDnSgesvdj", 16, 1, 0, gc_k};
@@ -1643,7 +1643,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvdj(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvdjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, float * A, int lda, float * S, float * U, int ldu, float * V, int ldv, float * work, int lwork, int * info, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11318, "cusolverDnSgesvdjBatched", 16, 1, 0, gc_k};
@@ -1651,7 +1651,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvdjBatched(cusolverDnHandle_t handle, c
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvdjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, const float * A, int lda, const float * S, const float * U, int ldu, const float * V, int ldv, int * lwork, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11319, "cusolverDnSgesvdjBatched_bufferSize", 14, 0, 0, gc_k};
@@ -1659,7 +1659,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvdjBatched_bufferSize(cusolverDnHandle_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgesvdj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, const float * A, int lda, const float * S, const float * U, int ldu, const float * V, int ldv, int * lwork, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11320, "cusolverDnSgesvdj_bufferSize", 14, 0, 0, gc_k};
@@ -1667,7 +1667,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgesvdj_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgetrf(cusolverDnHandle_t handle, int m, int n, float * A, int lda, float * Workspace, int * devIpiv, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11321, "cusolverDnSgetrf", 8, 1, 0, gc_k};
@@ -1675,7 +1675,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgetrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, float * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11322, "cusolverDnSgetrf_bufferSize", 6, 0, 0, gc_k};
@@ -1683,7 +1683,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgetrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSgetrs(cusolverDnHandle_t handle, cublasOperation_t trans, int n, int nrhs, const float * A, int lda, const int * devIpiv, float * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11323, "cusolverDnSgetrs", 10, 1, 0, gc_k};
@@ -1691,7 +1691,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSgetrs(cusolverDnHandle_t handle, cublasOpe
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSlaswp(cusolverDnHandle_t handle, int n, float * A, int lda, int k1, int k2, const int * devIpiv, int incx) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)k1, (uint64_t)(int64_t)k2, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(int64_t)incx};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11324, "cusolverDnSlaswp", 8, 1, 0, gc_k};
@@ -1699,7 +1699,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSlaswp(cusolverDnHandle_t handle, int n, fl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSlauum(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, float * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11325, "cusolverDnSlauum", 8, 1, 0, gc_k};
@@ -1707,7 +1707,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSlauum(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSlauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11326, "cusolverDnSlauum_bufferSize", 6, 0, 0, gc_k};
@@ -1715,7 +1715,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSlauum_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSorgbr(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, float * A, int lda, const float * tau, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11327, "cusolverDnSorgbr", 11, 1, 0, gc_k};
@@ -1723,7 +1723,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSorgbr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSorgbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, const float * A, int lda, const float * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11328, "cusolverDnSorgbr_bufferSize", 9, 0, 0, gc_k};
@@ -1731,7 +1731,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSorgbr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSorgqr(cusolverDnHandle_t handle, int m, int n, int k, float * A, int lda, const float * tau, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11329, "cusolverDnSorgqr", 10, 1, 0, gc_k};
@@ -1739,7 +1739,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSorgqr(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSorgqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const float * A, int lda, const float * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11330, "cusolverDnSorgqr_bufferSize", 8, 0, 0, gc_k};
@@ -1747,7 +1747,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSorgqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSorgtr(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, const float * tau, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11331, "cusolverDnSorgtr", 9, 1, 0, gc_k};
@@ -1755,7 +1755,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSorgtr(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSorgtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const float * A, int lda, const float * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11332, "cusolverDnSorgtr_bufferSize", 7, 0, 0, gc_k};
@@ -1763,7 +1763,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSorgtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSormqr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const float * A, int lda, const float * tau, float * C, int ldc, float * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11333, "cusolverDnSormqr", 14, 1, 0, gc_k};
@@ -1771,7 +1771,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSormqr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSormqr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const float * A, int lda, const float * tau, const float * C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11334, "cusolverDnSormqr_bufferSize", 12, 0, 0, gc_k};
@@ -1779,7 +1779,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSormqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSormtr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, float * A, int lda, float * tau, float * C, int ldc, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11335, "cusolverDnSormtr", 14, 1, 0, gc_k};
@@ -1787,7 +1787,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSormtr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSormtr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const float * A, int lda, const float * tau, const float * C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11336, "cusolverDnSormtr_bufferSize", 12, 0, 0, gc_k};
@@ -1795,7 +1795,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSormtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, float * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11337, "cusolverDnSpotrf", 8, 1, 0, gc_k};
@@ -1803,7 +1803,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotrfBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * Aarray[], int lda, int * infoArray, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)Aarray, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)infoArray, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11338, "cusolverDnSpotrfBatched", 7, 1, 0, gc_k};
@@ -1811,7 +1811,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotrfBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11339, "cusolverDnSpotrf_bufferSize", 6, 0, 0, gc_k};
@@ -1819,7 +1819,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, float * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11340, "cusolverDnSpotri", 8, 1, 0, gc_k};
@@ -1827,7 +1827,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11341, "cusolverDnSpotri_bufferSize", 6, 0, 0, gc_k};
@@ -1835,7 +1835,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotrs(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, const float * A, int lda, float * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11342, "cusolverDnSpotrs", 9, 1, 0, gc_k};
@@ -1843,7 +1843,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotrs(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, float * A[], int lda, float * B[], int ldb, int * d_info, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)d_info, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11343, "cusolverDnSpotrsBatched", 10, 1, 0, gc_k};
@@ -1851,7 +1851,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSpotrsBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevd(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, float * A, int lda, float * W, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11344, "cusolverDnSsyevd", 10, 1, 0, gc_k};
@@ -1859,7 +1859,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float * A, int lda, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11345, "cusolverDnSsyevd_bufferSize", 8, 0, 0, gc_k};
@@ -1867,7 +1867,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevdx(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, float * A, int lda, float vl, float vu, int il, int iu, int * meig, float * W, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11346, "cusolverDnSsyevdx", 16, 0, 0, gc_k};
@@ -1875,7 +1875,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevdx_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const float * A, int lda, float vl, float vu, int il, int iu, int * meig, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11347, "cusolverDnSsyevdx_bufferSize", 14, 0, 0, gc_k};
@@ -1883,7 +1883,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, float * A, int lda, float * W, float * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11348, "cusolverDnSsyevj", 11, 1, 0, gc_k};
@@ -1891,7 +1891,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, float * A, int lda, float * W, float * work, int lwork, int * info, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11349, "cusolverDnSsyevjBatched", 12, 1, 0, gc_k};
@@ -1899,7 +1899,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevjBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float * A, int lda, const float * W, int * lwork, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11350, "cusolverDnSsyevjBatched_bufferSize", 10, 0, 0, gc_k};
@@ -1907,7 +1907,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevjBatched_bufferSize(cusolverDnHandle_t
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsyevj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float * A, int lda, const float * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11351, "cusolverDnSsyevj_bufferSize", 9, 0, 0, gc_k};
@@ -1915,7 +1915,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsyevj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsygvd(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, float * A, int lda, float * B, int ldb, float * W, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11352, "cusolverDnSsygvd", 13, 1, 0, gc_k};
@@ -1923,7 +1923,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsygvd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsygvd_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float * A, int lda, const float * B, int ldb, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11353, "cusolverDnSsygvd_bufferSize", 11, 0, 0, gc_k};
@@ -1931,7 +1931,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsygvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsygvdx(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, float * A, int lda, float * B, int ldb, float vl, float vu, int il, int iu, int * meig, float * W, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11354, "cusolverDnSsygvdx", 19, 0, 0, gc_k};
@@ -1939,7 +1939,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsygvdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsygvdx_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const float * A, int lda, const float * B, int ldb, float vl, float vu, int il, int iu, int * meig, const float * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_FLOAT, 0, 0}, {GC_FLOAT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_FLOAT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f32(vl), gc_solver_f32(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11355, "cusolverDnSsygvdx_bufferSize", 17, 0, 0, gc_k};
@@ -1947,7 +1947,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsygvdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsygvj(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, float * A, int lda, float * B, int ldb, float * W, float * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11356, "cusolverDnSsygvj", 14, 1, 0, gc_k};
@@ -1955,7 +1955,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsygvj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsygvj_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const float * A, int lda, const float * B, int ldb, const float * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11357, "cusolverDnSsygvj_bufferSize", 12, 0, 0, gc_k};
@@ -1963,7 +1963,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsygvj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsytrd(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, float * d, float * e, float * tau, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11358, "cusolverDnSsytrd", 11, 1, 0, gc_k};
@@ -1971,7 +1971,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsytrd(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsytrd_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const float * A, int lda, const float * d, const float * e, const float * tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11359, "cusolverDnSsytrd_bufferSize", 9, 0, 0, gc_k};
@@ -1979,7 +1979,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsytrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsytrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, int * ipiv, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11360, "cusolverDnSsytrf", 9, 1, 0, gc_k};
@@ -1987,7 +1987,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsytrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsytrf_bufferSize(cusolverDnHandle_t handle, int n, float * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11361, "cusolverDnSsytrf_bufferSize", 5, 0, 0, gc_k};
@@ -1995,7 +1995,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsytrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsytri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, const int * ipiv, float * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11362, "cusolverDnSsytri", 9, 1, 0, gc_k};
@@ -2003,7 +2003,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsytri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnSsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float * A, int lda, const int * ipiv, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11363, "cusolverDnSsytri_bufferSize", 7, 0, 0, gc_k};
@@ -2011,7 +2011,7 @@ GC_EXPORT cusolverStatus_t cusolverDnSsytri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgeev(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobvl, cusolverEigMode_t jobvr, int64_t n, cudaDataType dataTypeA, void* A, int64_t lda, cudaDataType dataTypeW, void* W, cudaDataType dataTypeVL, void* VL, int64_t ldvl, cudaDataType dataTypeVR, void* VR, int64_t ldvr, cudaDataType computeType, void* bufferOnDevice, size_t workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost, int* info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 20}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 20, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobvl, (uint64_t)(int64_t)jobvr, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeW, (uint64_t)(uintptr_t)W, (uint64_t)(int64_t)dataTypeVL, (uint64_t)(uintptr_t)VL, (uint64_t)(int64_t)ldvl, (uint64_t)(int64_t)dataTypeVR, (uint64_t)(uintptr_t)VR, (uint64_t)(int64_t)ldvr, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11364, "cusolverDnXgeev", 22, 1, 0, gc_k};
@@ -2019,7 +2019,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgeev(cusolverDnHandle_t handle, cusolverDn
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgeev_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobvl, cusolverEigMode_t jobvr, int64_t n, cudaDataType dataTypeA, const void* A, int64_t lda, cudaDataType dataTypeW, const void* W, cudaDataType dataTypeVL, const void* VL, int64_t ldvl, cudaDataType dataTypeVR, const void* VR, int64_t ldvr, cudaDataType computeType, size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobvl, (uint64_t)(int64_t)jobvr, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeW, (uint64_t)(uintptr_t)W, (uint64_t)(int64_t)dataTypeVL, (uint64_t)(uintptr_t)VL, (uint64_t)(int64_t)ldvl, (uint64_t)(int64_t)dataTypeVR, (uint64_t)(uintptr_t)VR, (uint64_t)(int64_t)ldvr, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11365, "cusolverDnXgeev_bufferSize", 19, 0, 0, gc_k};
@@ -2027,7 +2027,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgeev_bufferSize(cusolverDnHandle_t handle,
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType dataTypeTau, void * tau, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 13}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 13, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeTau, (uint64_t)(uintptr_t)tau, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11366, "cusolverDnXgeqrf", 15, 1, 0, gc_k};
@@ -2035,7 +2035,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeTau, const void * tau, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeTau, (uint64_t)(uintptr_t)tau, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11367, "cusolverDnXgeqrf_bufferSize", 12, 0, 0, gc_k};
@@ -2043,7 +2043,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvd(cusolverDnHandle_t handle, cusolverDnParams_t params, signed char jobu, signed char jobvt, int64_t m, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType dataTypeS, void * S, cudaDataType dataTypeU, void * U, int64_t ldu, cudaDataType dataTypeVT, void * VT, int64_t ldvt, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 21}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 21, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobvt, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeS, (uint64_t)(uintptr_t)S, (uint64_t)(int64_t)dataTypeU, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)dataTypeVT, (uint64_t)(uintptr_t)VT, (uint64_t)(int64_t)ldvt, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11368, "cusolverDnXgesvd", 23, 1, 0, gc_k};
@@ -2051,7 +2051,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvd(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvd_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, signed char jobu, signed char jobvt, int64_t m, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeS, const void * S, cudaDataType dataTypeU, const void * U, int64_t ldu, cudaDataType dataTypeVT, const void * VT, int64_t ldvt, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobvt, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeS, (uint64_t)(uintptr_t)S, (uint64_t)(int64_t)dataTypeU, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)dataTypeVT, (uint64_t)(uintptr_t)VT, (uint64_t)(int64_t)ldvt, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11369, "cusolverDnXgesvd_bufferSize", 20, 0, 0, gc_k};
@@ -2059,7 +2059,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdjGetResidual(cusolverDnHandle_t handle, gesvdjInfo_t info, double * residual) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)info, residual != NULL};
 	void *gc_o[] = {NULL, NULL, (void *)residual};
 	static const struct gc_solver_fn gc_f = {11370, "cusolverDnXgesvdjGetResidual", 3, 0, 0, gc_k};
@@ -2067,7 +2067,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdjGetResidual(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdjGetSweeps(cusolverDnHandle_t handle, gesvdjInfo_t info, int * executed_sweeps) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)info, executed_sweeps != NULL};
 	void *gc_o[] = {NULL, NULL, (void *)executed_sweeps};
 	static const struct gc_solver_fn gc_f = {11371, "cusolverDnXgesvdjGetSweeps", 3, 0, 0, gc_k};
@@ -2075,7 +2075,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdjGetSweeps(cusolverDnHandle_t handle,
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdjSetMaxSweeps(gesvdjInfo_t info, int max_sweeps) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info, (uint64_t)(int64_t)max_sweeps};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11372, "cusolverDnXgesvdjSetMaxSweeps", 2, 1, 0, gc_k};
@@ -2083,7 +2083,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdjSetMaxSweeps(gesvdjInfo_t info, int 
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdjSetSortEig(gesvdjInfo_t info, int sort_svd) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info, (uint64_t)(int64_t)sort_svd};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11373, "cusolverDnXgesvdjSetSortEig", 2, 1, 0, gc_k};
@@ -2091,7 +2091,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdjSetSortEig(gesvdjInfo_t info, int so
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdjSetTolerance(gesvdjInfo_t info, double tolerance) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_DOUBLE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info, gc_solver_f64(tolerance)};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11374, "cusolverDnXgesvdjSetTolerance", 2, 1, 0, gc_k};
@@ -2099,7 +2099,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdjSetTolerance(gesvdjInfo_t info, doub
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdp(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz, int econ, int64_t m, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType dataTypeS, void * S, cudaDataType dataTypeU, void * U, int64_t ldu, cudaDataType dataTypeV, void * V, int64_t ldv, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * d_info, double * h_err_sigma) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 21}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 21, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeS, (uint64_t)(uintptr_t)S, (uint64_t)(int64_t)dataTypeU, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)dataTypeV, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)d_info, h_err_sigma != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)h_err_sigma};
 	static const struct gc_solver_fn gc_f = {11375, "cusolverDnXgesvdp", 24, 0, 0, gc_k};
@@ -2107,7 +2107,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdp(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdp_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz, int econ, int64_t m, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeS, const void * S, cudaDataType dataTypeU, const void * U, int64_t ldu, cudaDataType dataTypeV, const void * V, int64_t ldv, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeS, (uint64_t)(uintptr_t)S, (uint64_t)(int64_t)dataTypeU, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)dataTypeV, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11376, "cusolverDnXgesvdp_bufferSize", 20, 0, 0, gc_k};
@@ -2115,7 +2115,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdp_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdr(cusolverDnHandle_t handle, cusolverDnParams_t params, signed char jobu, signed char jobv, int64_t m, int64_t n, int64_t k, int64_t p, int64_t niters, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType dataTypeSrand, void * Srand, cudaDataType dataTypeUrand, void * Urand, int64_t ldUrand, cudaDataType dataTypeVrand, void * Vrand, int64_t ldVrand, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 24}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 24, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobv, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(int64_t)p, (uint64_t)(int64_t)niters, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeSrand, (uint64_t)(uintptr_t)Srand, (uint64_t)(int64_t)dataTypeUrand, (uint64_t)(uintptr_t)Urand, (uint64_t)(int64_t)ldUrand, (uint64_t)(int64_t)dataTypeVrand, (uint64_t)(uintptr_t)Vrand, (uint64_t)(int64_t)ldVrand, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11377, "cusolverDnXgesvdr", 26, 1, 0, gc_k};
@@ -2123,7 +2123,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdr(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgesvdr_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, signed char jobu, signed char jobv, int64_t m, int64_t n, int64_t k, int64_t p, int64_t niters, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeSrand, const void * Srand, cudaDataType dataTypeUrand, const void * Urand, int64_t ldUrand, cudaDataType dataTypeVrand, const void * Vrand, int64_t ldVrand, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobv, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(int64_t)p, (uint64_t)(int64_t)niters, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeSrand, (uint64_t)(uintptr_t)Srand, (uint64_t)(int64_t)dataTypeUrand, (uint64_t)(uintptr_t)Urand, (uint64_t)(int64_t)ldUrand, (uint64_t)(int64_t)dataTypeVrand, (uint64_t)(uintptr_t)Vrand, (uint64_t)(int64_t)ldVrand, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11378, "cusolverDnXgesvdr_bufferSize", 23, 0, 0, gc_k};
@@ -2131,7 +2131,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgesvdr_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgetrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, int64_t * ipiv, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 12}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 12, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11379, "cusolverDnXgetrf", 14, 1, 0, gc_k};
@@ -2139,7 +2139,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgetrf(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgetrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11380, "cusolverDnXgetrf_bufferSize", 10, 0, 0, gc_k};
@@ -2147,7 +2147,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgetrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXgetrs(cusolverDnHandle_t handle, cusolverDnParams_t params, cublasOperation_t trans, int64_t n, int64_t nrhs, cudaDataType dataTypeA, const void * A, int64_t lda, const int64_t * ipiv, cudaDataType dataTypeB, void * B, int64_t ldb, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(int64_t)dataTypeB, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11381, "cusolverDnXgetrs", 13, 1, 0, gc_k};
@@ -2155,7 +2155,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXgetrs(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXlarft(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverDirectMode_t direct, cusolverStorevMode_t storev, int64_t n, int64_t k, cudaDataType dataTypeV, const void *V, int64_t ldv, cudaDataType dataTypeTau, const void *tau, cudaDataType dataTypeT, void *T, int64_t ldt, cudaDataType computeType, void *bufferOnDevice, size_t workspaceInBytesOnDevice, void *bufferOnHost, size_t workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 18}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 18, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)direct, (uint64_t)(int64_t)storev, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(int64_t)dataTypeV, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)dataTypeTau, (uint64_t)(uintptr_t)tau, (uint64_t)(int64_t)dataTypeT, (uint64_t)(uintptr_t)T, (uint64_t)(int64_t)ldt, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11382, "cusolverDnXlarft", 19, 1, 0, gc_k};
@@ -2163,7 +2163,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXlarft(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXlarft_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverDirectMode_t direct, cusolverStorevMode_t storev, int64_t n, int64_t k, cudaDataType dataTypeV, const void *V, int64_t ldv, cudaDataType dataTypeTau, const void *tau, cudaDataType dataTypeT, void *T, int64_t ldt, cudaDataType computeType, size_t *workspaceInBytesOnDevice, size_t *workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)direct, (uint64_t)(int64_t)storev, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(int64_t)dataTypeV, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)dataTypeTau, (uint64_t)(uintptr_t)tau, (uint64_t)(int64_t)dataTypeT, (uint64_t)(uintptr_t)T, (uint64_t)(int64_t)ldt, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11383, "cusolverDnXlarft_bufferSize", 17, 0, 0, gc_k};
@@ -2171,7 +2171,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXlarft_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXpotrf(cusolverDnHandle_t handle, cusolverDnParams_t params, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 11}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 11, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11384, "cusolverDnXpotrf", 13, 1, 0, gc_k};
@@ -2179,7 +2179,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXpotrf(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXpotrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11385, "cusolverDnXpotrf_bufferSize", 10, 0, 0, gc_k};
@@ -2187,7 +2187,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXpotrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXpotrs(cusolverDnHandle_t handle, cusolverDnParams_t params, cublasFillMode_t uplo, int64_t n, int64_t nrhs, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeB, void * B, int64_t ldb, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeB, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11386, "cusolverDnXpotrs", 12, 1, 0, gc_k};
@@ -2195,7 +2195,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXpotrs(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevBatched(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType dataTypeW, void * W, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info, int64_t batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 14}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 14, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeW, (uint64_t)(uintptr_t)W, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11387, "cusolverDnXsyevBatched", 17, 1, 0, gc_k};
@@ -2203,7 +2203,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevBatched(cusolverDnHandle_t handle, cus
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevBatched_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeW, const void * W, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost, int64_t batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeW, (uint64_t)(uintptr_t)W, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost, NULL};
 	static const struct gc_solver_fn gc_f = {11388, "cusolverDnXsyevBatched_bufferSize", 14, 0, 0, gc_k};
@@ -2211,7 +2211,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevBatched_bufferSize(cusolverDnHandle_t 
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, cudaDataType dataTypeW, void * W, cudaDataType computeType, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 14}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 14, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeW, (uint64_t)(uintptr_t)W, (uint64_t)(int64_t)computeType, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11389, "cusolverDnXsyevd", 16, 1, 0, gc_k};
@@ -2219,7 +2219,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverD
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevd_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, const void * A, int64_t lda, cudaDataType dataTypeW, const void * W, cudaDataType computeType, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 1}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)dataTypeW, (uint64_t)(uintptr_t)W, (uint64_t)(int64_t)computeType, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11390, "cusolverDnXsyevd_bufferSize", 13, 0, 0, gc_k};
@@ -2237,7 +2237,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevjGetResidual(cusolverDnHandle_t handle, syevjInfo_t info, double * residual) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)info, residual != NULL};
 	void *gc_o[] = {NULL, NULL, (void *)residual};
 	static const struct gc_solver_fn gc_f = {11393, "cusolverDnXsyevjGetResidual", 3, 0, 0, gc_k};
@@ -2245,7 +2245,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevjGetResidual(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevjGetSweeps(cusolverDnHandle_t handle, syevjInfo_t info, int * executed_sweeps) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_OBJECT, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(uintptr_t)info, executed_sweeps != NULL};
 	void *gc_o[] = {NULL, NULL, (void *)executed_sweeps};
 	static const struct gc_solver_fn gc_f = {11394, "cusolverDnXsyevjGetSweeps", 3, 0, 0, gc_k};
@@ -2253,7 +2253,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevjGetSweeps(cusolverDnHandle_t handle, 
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevjSetMaxSweeps(syevjInfo_t info, int max_sweeps) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info, (uint64_t)(int64_t)max_sweeps};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11395, "cusolverDnXsyevjSetMaxSweeps", 2, 1, 0, gc_k};
@@ -2261,7 +2261,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevjSetMaxSweeps(syevjInfo_t info, int ma
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevjSetSortEig(syevjInfo_t info, int sort_eig) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info, (uint64_t)(int64_t)sort_eig};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11396, "cusolverDnXsyevjSetSortEig", 2, 1, 0, gc_k};
@@ -2269,7 +2269,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevjSetSortEig(syevjInfo_t info, int sort
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsyevjSetTolerance(syevjInfo_t info, double tolerance) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_DOUBLE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)info, gc_solver_f64(tolerance)};
 	void *gc_o[] = {NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11397, "cusolverDnXsyevjSetTolerance", 2, 1, 0, gc_k};
@@ -2277,7 +2277,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsyevjSetTolerance(syevjInfo_t info, double
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsytrs(cusolverDnHandle_t handle, cublasFillMode_t uplo, int64_t n, int64_t nrhs, cudaDataType dataTypeA, const void * A, int64_t lda, const int64_t * ipiv, cudaDataType dataTypeB, void * B, int64_t ldb, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 14}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 14, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(int64_t)dataTypeB, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11398, "cusolverDnXsytrs", 16, 1, 0, gc_k};
@@ -2285,7 +2285,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsytrs(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXsytrs_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int64_t n, int64_t nrhs, cudaDataType dataTypeA, const void * A, int64_t lda, const int64_t * ipiv, cudaDataType dataTypeB, void * B, int64_t ldb, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(int64_t)dataTypeB, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11399, "cusolverDnXsytrs_bufferSize", 13, 0, 0, gc_k};
@@ -2293,7 +2293,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXsytrs_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXtrtri(cusolverDnHandle_t handle, cublasFillMode_t uplo, cublasDiagType_t diag, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, void * bufferOnDevice, size_t workspaceInBytesOnDevice, void * bufferOnHost, size_t workspaceInBytesOnHost, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_HOSTWORK, 0, 10}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_HOSTWORK, 0, 10, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)diag, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)bufferOnDevice, (uint64_t)(int64_t)workspaceInBytesOnDevice, bufferOnHost != NULL, (uint64_t)(int64_t)workspaceInBytesOnHost, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11400, "cusolverDnXtrtri", 12, 1, 0, gc_k};
@@ -2301,7 +2301,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXtrtri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnXtrtri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, cublasDiagType_t diag, int64_t n, cudaDataType dataTypeA, void * A, int64_t lda, size_t * workspaceInBytesOnDevice, size_t * workspaceInBytesOnHost) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 8, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 8, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)diag, (uint64_t)(int64_t)n, (uint64_t)(int64_t)dataTypeA, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, workspaceInBytesOnDevice != NULL, workspaceInBytesOnHost != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)workspaceInBytesOnDevice, (void *)workspaceInBytesOnHost};
 	static const struct gc_solver_fn gc_f = {11401, "cusolverDnXtrtri_bufferSize", 9, 0, 0, gc_k};
@@ -2309,7 +2309,7 @@ GC_EXPORT cusolverStatus_t cusolverDnXtrtri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZCgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11402, "cusolverDnZCgels", 14, 0, 0, gc_k};
@@ -2317,7 +2317,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZCgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZCgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11403, "cusolverDnZCgels_bufferSize", 12, 0, 0, gc_k};
@@ -2325,7 +2325,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZCgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZCgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11404, "cusolverDnZCgesv", 14, 0, 0, gc_k};
@@ -2333,7 +2333,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZCgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZCgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11405, "cusolverDnZCgesv_bufferSize", 12, 0, 0, gc_k};
@@ -2341,7 +2341,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZCgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZEgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11406, "cusolverDnZEgels", 14, 0, 0, gc_k};
@@ -2349,7 +2349,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZEgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZEgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11407, "cusolverDnZEgels_bufferSize", 12, 0, 0, gc_k};
@@ -2357,7 +2357,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZEgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZEgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11408, "cusolverDnZEgesv", 14, 0, 0, gc_k};
@@ -2365,7 +2365,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZEgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZEgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11409, "cusolverDnZEgesv_bufferSize", 12, 0, 0, gc_k};
@@ -2373,7 +2373,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZEgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZKgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11410, "cusolverDnZKgels", 14, 0, 0, gc_k};
@@ -2381,7 +2381,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZKgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZKgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11411, "cusolverDnZKgels_bufferSize", 12, 0, 0, gc_k};
@@ -2389,7 +2389,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZKgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZKgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11412, "cusolverDnZKgesv", 14, 0, 0, gc_k};
@@ -2397,7 +2397,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZKgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZKgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11413, "cusolverDnZKgesv_bufferSize", 12, 0, 0, gc_k};
@@ -2405,7 +2405,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZKgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZYgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11414, "cusolverDnZYgels", 14, 0, 0, gc_k};
@@ -2413,7 +2413,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZYgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZYgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11415, "cusolverDnZYgels_bufferSize", 12, 0, 0, gc_k};
@@ -2421,7 +2421,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZYgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZYgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11416, "cusolverDnZYgesv", 14, 0, 0, gc_k};
@@ -2429,7 +2429,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZYgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZYgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11417, "cusolverDnZYgesv_bufferSize", 12, 0, 0, gc_k};
@@ -2437,7 +2437,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZYgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZZgels(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11418, "cusolverDnZZgels", 14, 0, 0, gc_k};
@@ -2445,7 +2445,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZZgels(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZZgels_bufferSize(cusolverDnHandle_t handle, cusolver_int_t m, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11419, "cusolverDnZZgels_bufferSize", 12, 0, 0, gc_k};
@@ -2453,7 +2453,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZZgels_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZZgesv(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t lwork_bytes, cusolver_int_t * iter, cusolver_int_t * d_info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, (uint64_t)(int64_t)lwork_bytes, iter != NULL, (uint64_t)(uintptr_t)d_info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)iter, NULL};
 	static const struct gc_solver_fn gc_f = {11420, "cusolverDnZZgesv", 14, 0, 0, gc_k};
@@ -2461,7 +2461,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZZgesv(cusolverDnHandle_t handle, cusolver_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZZgesv_bufferSize(cusolverDnHandle_t handle, cusolver_int_t n, cusolver_int_t nrhs, cuDoubleComplex * dA, cusolver_int_t ldda, cusolver_int_t * dipiv, cuDoubleComplex * dB, cusolver_int_t lddb, cuDoubleComplex * dX, cusolver_int_t lddx, void * dWorkspace, size_t * lwork_bytes) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 8, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 8, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)dA, (uint64_t)(int64_t)ldda, (uint64_t)(uintptr_t)dipiv, (uint64_t)(uintptr_t)dB, (uint64_t)(int64_t)lddb, (uint64_t)(uintptr_t)dX, (uint64_t)(int64_t)lddx, (uint64_t)(uintptr_t)dWorkspace, lwork_bytes != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork_bytes};
 	static const struct gc_solver_fn gc_f = {11421, "cusolverDnZZgesv_bufferSize", 12, 0, 0, gc_k};
@@ -2469,7 +2469,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZZgesv_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgebrd(cusolverDnHandle_t handle, int m, int n, cuDoubleComplex * A, int lda, double * D, double * E, cuDoubleComplex * TAUQ, cuDoubleComplex * TAUP, cuDoubleComplex * Work, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)D, (uint64_t)(uintptr_t)E, (uint64_t)(uintptr_t)TAUQ, (uint64_t)(uintptr_t)TAUP, (uint64_t)(uintptr_t)Work, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11422, "cusolverDnZgebrd", 12, 1, 0, gc_k};
@@ -2477,7 +2477,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgebrd(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgebrd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11423, "cusolverDnZgebrd_bufferSize", 4, 0, 0, gc_k};
@@ -2485,7 +2485,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgebrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgeqrf(cusolverDnHandle_t handle, int m, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * TAU, cuDoubleComplex * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)TAU, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11424, "cusolverDnZgeqrf", 9, 1, 0, gc_k};
@@ -2493,7 +2493,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgeqrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgeqrf_bufferSize(cusolverDnHandle_t handle, int m, int n, cuDoubleComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11425, "cusolverDnZgeqrf_bufferSize", 6, 0, 0, gc_k};
@@ -2501,7 +2501,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgeqrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvd(cusolverDnHandle_t handle, signed char jobu, signed char jobvt, int m, int n, cuDoubleComplex * A, int lda, double * S, cuDoubleComplex * U, int ldu, cuDoubleComplex * VT, int ldvt, cuDoubleComplex * work, int lwork, double * rwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobu, (uint64_t)(int64_t)jobvt, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)VT, (uint64_t)(int64_t)ldvt, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)rwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11426, "cusolverDnZgesvd", 16, 1, 0, gc_k};
@@ -2509,7 +2509,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvd(cusolverDnHandle_t handle, signed ch
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvd_bufferSize(cusolverDnHandle_t handle, int m, int n, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11427, "cusolverDnZgesvd_bufferSize", 4, 0, 0, gc_k};
@@ -2517,7 +2517,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvdaStridedBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const cuDoubleComplex *d_A, int lda, long long int strideA, double * d_S, long long int strideS, cuDoubleComplex * d_U, int ldu, long long int strideU, cuDoubleComplex * d_V, int ldv, long long int strideV, cuDoubleComplex * d_work, int lwork, int * d_info, double * h_R_nrmF, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUTARRAY, 8, 20}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUTARRAY, 8, 20, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, (uint64_t)(uintptr_t)d_work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)d_info, h_R_nrmF != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)h_R_nrmF, NULL};
 	static const struct gc_solver_fn gc_f = {11428, "cusolverDnZgesvdaStridedBatched", 21, 0, 0, gc_k};
@@ -2525,7 +2525,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvdaStridedBatched(cusolverDnHandle_t ha
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvdaStridedBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int rank, int m, int n, const cuDoubleComplex *d_A, int lda, long long int strideA, const double * d_S, long long int strideS, const cuDoubleComplex *d_U, int ldu, long long int strideU, const cuDoubleComplex *d_V, int ldv, long long int strideV, int * lwork, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)rank, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)d_A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)strideA, (uint64_t)(uintptr_t)d_S, (uint64_t)(int64_t)strideS, (uint64_t)(uintptr_t)d_U, (uint64_t)(int64_t)ldu, (uint64_t)(int64_t)strideU, (uint64_t)(uintptr_t)d_V, (uint64_t)(int64_t)ldv, (uint64_t)(int64_t)strideV, lwork != NULL, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11429, "cusolverDnZgesvdaStridedBatched_bufferSize", 18, 0, 0, gc_k};
@@ -2533,7 +2533,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvdaStridedBatched_bufferSize(cusolverDn
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvdj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, cuDoubleComplex * A, int lda, double * S, cuDoubleComplex * U, int ldu, cuDoubleComplex * V, int ldv, cuDoubleComplex * work, int lwork, int * info, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11430, "cusolverDnZgesvdj", 16, 1, 0, gc_k};
@@ -2541,7 +2541,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvdj(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvdjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, cuDoubleComplex * A, int lda, double * S, cuDoubleComplex * U, int ldu, cuDoubleComplex * V, int ldv, cuDoubleComplex * work, int lwork, int * info, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11431, "cusolverDnZgesvdjBatched", 16, 1, 0, gc_k};
@@ -2549,7 +2549,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvdjBatched(cusolverDnHandle_t handle, c
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvdjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int m, int n, const cuDoubleComplex *A, int lda, const double * S, const cuDoubleComplex *U, int ldu, const cuDoubleComplex *V, int ldv, int * lwork, gesvdjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11432, "cusolverDnZgesvdjBatched_bufferSize", 14, 0, 0, gc_k};
@@ -2557,7 +2557,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvdjBatched_bufferSize(cusolverDnHandle_
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgesvdj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, int econ, int m, int n, const cuDoubleComplex *A, int lda, const double * S, const cuDoubleComplex *U, int ldu, const cuDoubleComplex *V, int ldv, int * lwork, gesvdjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)econ, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)S, (uint64_t)(uintptr_t)U, (uint64_t)(int64_t)ldu, (uint64_t)(uintptr_t)V, (uint64_t)(int64_t)ldv, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11433, "cusolverDnZgesvdj_bufferSize", 14, 0, 0, gc_k};
@@ -2565,7 +2565,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgesvdj_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgetrf(cusolverDnHandle_t handle, int m, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * Workspace, int * devIpiv, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11434, "cusolverDnZgetrf", 8, 1, 0, gc_k};
@@ -2573,7 +2573,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgetrf(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgetrf_bufferSize(cusolverDnHandle_t handle, int m, int n, cuDoubleComplex * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11435, "cusolverDnZgetrf_bufferSize", 6, 0, 0, gc_k};
@@ -2581,7 +2581,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgetrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZgetrs(cusolverDnHandle_t handle, cublasOperation_t trans, int n, int nrhs, const cuDoubleComplex *A, int lda, const int * devIpiv, cuDoubleComplex * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11436, "cusolverDnZgetrs", 10, 1, 0, gc_k};
@@ -2589,7 +2589,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZgetrs(cusolverDnHandle_t handle, cublasOpe
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevd(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, double * W, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11437, "cusolverDnZheevd", 10, 1, 0, gc_k};
@@ -2597,7 +2597,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevd_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11438, "cusolverDnZheevd_bufferSize", 8, 0, 0, gc_k};
@@ -2605,7 +2605,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevdx(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, double vl, double vu, int il, int iu, int * meig, double * W, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11439, "cusolverDnZheevdx", 16, 0, 0, gc_k};
@@ -2613,7 +2613,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevdx_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, double vl, double vu, int il, int iu, int * meig, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11440, "cusolverDnZheevdx_bufferSize", 14, 0, 0, gc_k};
@@ -2621,7 +2621,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, double * W, cuDoubleComplex * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11441, "cusolverDnZheevj", 11, 1, 0, gc_k};
@@ -2629,7 +2629,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevjBatched(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, double * W, cuDoubleComplex * work, int lwork, int * info, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11442, "cusolverDnZheevjBatched", 12, 1, 0, gc_k};
@@ -2637,7 +2637,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevjBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevjBatched_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const double * W, int * lwork, syevjInfo_t params, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11443, "cusolverDnZheevjBatched_bufferSize", 10, 0, 0, gc_k};
@@ -2645,7 +2645,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevjBatched_bufferSize(cusolverDnHandle_t
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZheevj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const double * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11444, "cusolverDnZheevj_bufferSize", 9, 0, 0, gc_k};
@@ -2653,7 +2653,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZheevj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhegvd(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * B, int ldb, double * W, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11445, "cusolverDnZhegvd", 13, 1, 0, gc_k};
@@ -2661,7 +2661,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhegvd(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhegvd_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const cuDoubleComplex *B, int ldb, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11446, "cusolverDnZhegvd_bufferSize", 11, 0, 0, gc_k};
@@ -2669,7 +2669,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhegvd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhegvdx(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * B, int ldb, double vl, double vu, int il, int iu, int * meig, double * W, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11447, "cusolverDnZhegvdx", 19, 0, 0, gc_k};
@@ -2677,7 +2677,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhegvdx(cusolverDnHandle_t handle, cusolver
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhegvdx_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cusolverEigRange_t range, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const cuDoubleComplex *B, int ldb, double vl, double vu, int il, int iu, int * meig, const double * W, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_DOUBLE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_DOUBLE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)range, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, gc_solver_f64(vl), gc_solver_f64(vu), (uint64_t)(int64_t)il, (uint64_t)(int64_t)iu, meig != NULL, (uint64_t)(uintptr_t)W, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)meig, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11448, "cusolverDnZhegvdx_bufferSize", 17, 0, 0, gc_k};
@@ -2685,7 +2685,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhegvdx_bufferSize(cusolverDnHandle_t handl
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhegvj(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * B, int ldb, double * W, cuDoubleComplex * work, int lwork, int * info, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11449, "cusolverDnZhegvj", 14, 1, 0, gc_k};
@@ -2693,7 +2693,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhegvj(cusolverDnHandle_t handle, cusolverE
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhegvj_bufferSize(cusolverDnHandle_t handle, cusolverEigType_t itype, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const cuDoubleComplex *B, int ldb, const double * W, int * lwork, syevjInfo_t params) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}, {GC_OBJECT, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}, {GC_OBJECT, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)itype, (uint64_t)(int64_t)jobz, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)W, lwork != NULL, (uint64_t)(uintptr_t)params};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork, NULL};
 	static const struct gc_solver_fn gc_f = {11450, "cusolverDnZhegvj_bufferSize", 12, 0, 0, gc_k};
@@ -2701,7 +2701,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhegvj_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhetrd(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, double * d, double * e, cuDoubleComplex * tau, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11451, "cusolverDnZhetrd", 11, 1, 0, gc_k};
@@ -2709,7 +2709,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhetrd(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZhetrd_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const double * d, const double * e, const cuDoubleComplex *tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)d, (uint64_t)(uintptr_t)e, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11452, "cusolverDnZhetrd_bufferSize", 9, 0, 0, gc_k};
@@ -2717,7 +2717,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZhetrd_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZlaswp(cusolverDnHandle_t handle, int n, cuDoubleComplex * A, int lda, int k1, int k2, const int * devIpiv, int incx) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(int64_t)k1, (uint64_t)(int64_t)k2, (uint64_t)(uintptr_t)devIpiv, (uint64_t)(int64_t)incx};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11453, "cusolverDnZlaswp", 8, 1, 0, gc_k};
@@ -2725,7 +2725,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZlaswp(cusolverDnHandle_t handle, int n, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZlauum(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11454, "cusolverDnZlauum", 8, 1, 0, gc_k};
@@ -2733,7 +2733,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZlauum(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZlauum_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11455, "cusolverDnZlauum_bufferSize", 6, 0, 0, gc_k};
@@ -2741,7 +2741,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZlauum_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * Workspace, int Lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)Workspace, (uint64_t)(int64_t)Lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11456, "cusolverDnZpotrf", 8, 1, 0, gc_k};
@@ -2749,7 +2749,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotrfBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * Aarray[], int lda, int * infoArray, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)Aarray, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)infoArray, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11457, "cusolverDnZpotrfBatched", 7, 1, 0, gc_k};
@@ -2757,7 +2757,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotrfBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, int * Lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, Lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)Lwork};
 	static const struct gc_solver_fn gc_f = {11458, "cusolverDnZpotrf_bufferSize", 6, 0, 0, gc_k};
@@ -2765,7 +2765,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11459, "cusolverDnZpotri", 8, 1, 0, gc_k};
@@ -2773,7 +2773,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11460, "cusolverDnZpotri_bufferSize", 6, 0, 0, gc_k};
@@ -2781,7 +2781,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotrs(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, const cuDoubleComplex *A, int lda, cuDoubleComplex * B, int ldb, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11461, "cusolverDnZpotrs", 9, 1, 0, gc_k};
@@ -2789,7 +2789,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotrs(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZpotrsBatched(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, int nrhs, cuDoubleComplex * A[], int lda, cuDoubleComplex * B[], int ldb, int * d_info, int batchSize) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(int64_t)nrhs, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)B, (uint64_t)(int64_t)ldb, (uint64_t)(uintptr_t)d_info, (uint64_t)(int64_t)batchSize};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11462, "cusolverDnZpotrsBatched", 10, 1, 0, gc_k};
@@ -2797,7 +2797,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZpotrsBatched(cusolverDnHandle_t handle, cu
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZsytrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, int * ipiv, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11463, "cusolverDnZsytrf", 9, 1, 0, gc_k};
@@ -2805,7 +2805,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZsytrf(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZsytrf_bufferSize(cusolverDnHandle_t handle, int n, cuDoubleComplex * A, int lda, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11464, "cusolverDnZsytrf_bufferSize", 5, 0, 0, gc_k};
@@ -2813,7 +2813,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZsytrf_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZsytri(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, const int * ipiv, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11465, "cusolverDnZsytri", 9, 1, 0, gc_k};
@@ -2821,7 +2821,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZsytri(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZsytri_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, const int * ipiv, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)ipiv, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11466, "cusolverDnZsytri_bufferSize", 7, 0, 0, gc_k};
@@ -2829,7 +2829,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZsytri_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZungbr(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, cuDoubleComplex * A, int lda, const cuDoubleComplex *tau, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11467, "cusolverDnZungbr", 11, 1, 0, gc_k};
@@ -2837,7 +2837,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZungbr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZungbr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, int m, int n, int k, const cuDoubleComplex *A, int lda, const cuDoubleComplex *tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11468, "cusolverDnZungbr_bufferSize", 9, 0, 0, gc_k};
@@ -2845,7 +2845,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZungbr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZungqr(cusolverDnHandle_t handle, int m, int n, int k, cuDoubleComplex * A, int lda, const cuDoubleComplex *tau, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11469, "cusolverDnZungqr", 10, 1, 0, gc_k};
@@ -2853,7 +2853,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZungqr(cusolverDnHandle_t handle, int m, in
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZungqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const cuDoubleComplex *A, int lda, const cuDoubleComplex *tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11470, "cusolverDnZungqr_bufferSize", 8, 0, 0, gc_k};
@@ -2861,7 +2861,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZungqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZungtr(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuDoubleComplex * A, int lda, const cuDoubleComplex *tau, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11471, "cusolverDnZungtr", 9, 1, 0, gc_k};
@@ -2869,7 +2869,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZungtr(cusolverDnHandle_t handle, cublasFil
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZungtr_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex *A, int lda, const cuDoubleComplex *tau, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11472, "cusolverDnZungtr_bufferSize", 7, 0, 0, gc_k};
@@ -2877,7 +2877,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZungtr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZunmqr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const cuDoubleComplex *A, int lda, const cuDoubleComplex *tau, cuDoubleComplex * C, int ldc, cuDoubleComplex * work, int lwork, int * devInfo) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)devInfo};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11473, "cusolverDnZunmqr", 14, 1, 0, gc_k};
@@ -2885,7 +2885,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZunmqr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZunmqr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasOperation_t trans, int m, int n, int k, const cuDoubleComplex *A, int lda, const cuDoubleComplex *tau, const cuDoubleComplex *C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(int64_t)k, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11474, "cusolverDnZunmqr_bufferSize", 12, 0, 0, gc_k};
@@ -2893,7 +2893,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZunmqr_bufferSize(cusolverDnHandle_t handle
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZunmtr(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, cuDoubleComplex * A, int lda, cuDoubleComplex * tau, cuDoubleComplex * C, int ldc, cuDoubleComplex * work, int lwork, int * info) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, (uint64_t)(uintptr_t)work, (uint64_t)(int64_t)lwork, (uint64_t)(uintptr_t)info};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 	static const struct gc_solver_fn gc_f = {11475, "cusolverDnZunmtr", 14, 1, 0, gc_k};
@@ -2901,7 +2901,7 @@ GC_EXPORT cusolverStatus_t cusolverDnZunmtr(cusolverDnHandle_t handle, cublasSid
 }
 
 GC_EXPORT cusolverStatus_t cusolverDnZunmtr_bufferSize(cusolverDnHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, int m, int n, const cuDoubleComplex *A, int lda, const cuDoubleComplex *tau, const cuDoubleComplex *C, int ldc, int * lwork) {
-	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_DEVICE, 0, 0}, {GC_VALUE, 0, 0}, {GC_OUT, 4, 0}};
+	static const struct gc_solver_arg gc_k[] = {{GC_OBJECT, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_DEVICE, 0, 0, 0}, {GC_VALUE, 0, 0, 0}, {GC_OUT, 4, 0, 0}};
 	uint64_t gc_w[] = {(uint64_t)(uintptr_t)handle, (uint64_t)(int64_t)side, (uint64_t)(int64_t)uplo, (uint64_t)(int64_t)trans, (uint64_t)(int64_t)m, (uint64_t)(int64_t)n, (uint64_t)(uintptr_t)A, (uint64_t)(int64_t)lda, (uint64_t)(uintptr_t)tau, (uint64_t)(uintptr_t)C, (uint64_t)(int64_t)ldc, lwork != NULL};
 	void *gc_o[] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (void *)lwork};
 	static const struct gc_solver_fn gc_f = {11476, "cusolverDnZunmtr_bufferSize", 12, 0, 0, gc_k};

@@ -75,7 +75,7 @@ cusolverStatus_t gc_solver_call(const struct gc_solver_fn *f, uint64_t *w, void 
     int outs = 0;
     for (int i = 0; i < f->nargs; i++) {
         const struct gc_solver_arg *a = &f->args[i];
-        if (a->kind == GC_OBJECT && w[i] == 0) /* a NULL handle, params or info */
+        if (a->kind == GC_OBJECT && w[i] == 0 && !a->nullable) /* a NULL handle or info (params only where NVIDIA takes no NULL) */
             return i == 0 ? CUSOLVER_STATUS_NOT_INITIALIZED : CUSOLVER_STATUS_INVALID_VALUE;
         if ((a->kind == GC_NEW || a->kind == GC_OUT) && w[i]) outs++;
         if (a->kind == GC_OUTARRAY && w[i]) {
@@ -135,7 +135,7 @@ cusolverStatus_t gc_solver_call(const struct gc_solver_fn *f, uint64_t *w, void 
 /* ---- written by hand ---- */
 
 GC_EXPORT cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId) {
-    static const struct gc_solver_arg k[] = {{GC_OBJECT, 0, 0}, {GC_STREAM, 0, 0}};
+    static const struct gc_solver_arg k[] = {{GC_OBJECT, 0, 0, 0}, {GC_STREAM, 0, 0, 0}};
     static const struct gc_solver_fn f = {11308, "cusolverDnSetStream", 2, 1, 0, k};
     if (!ready()) return CUSOLVER_STATUS_NOT_INITIALIZED;
     uint64_t w[] = {(uint64_t)(uintptr_t)handle, gc_solver_stream(streamId)};

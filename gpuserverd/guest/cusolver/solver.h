@@ -26,6 +26,7 @@ enum { GC_VALUE, GC_FLOAT, GC_DOUBLE, GC_DEVICE, GC_OBJECT, GC_NEW, GC_STREAM, G
 struct gc_solver_arg {
     uint8_t kind, size; /* size: a GC_OUT's bytes, a GC_OUTARRAY element's */
     int8_t ref;         /* the parameter holding a GC_OUTARRAY's count or a GC_HOSTWORK's size */
+    uint8_t nullable;   /* a GC_OBJECT that may be NULL (a computation's params: NVIDIA's defaults) */
 };
 
 struct gc_solver_fn {

@@ -145,6 +145,13 @@ int main(int argc, char **argv) {
     OK(cusolverDnXsyevjSetTolerance(j, 1e-7));
     OK(cusolverDnDestroySyevjInfo(j));
     OK(cusolverDnDestroyParams(p));
+    /* NULL params are NVIDIA's default algorithms (PyTorch's QR and eigh pass NULL): the call
+     * reaches the server, whose simulated backend does not compute the 64-bit API and says so;
+     * NULL params as the object a function works on stay refused. */
+    size_t dev_bytes = 0, host_bytes = 0;
+    cudaDataType r64 = (cudaDataType)1; /* CUDA_R_64F */
+    CHECK(cusolverDnXgeqrf_bufferSize(h, NULL, 4, 3, r64, NULL, 4, r64, NULL, r64, &dev_bytes, &host_bytes) == NOT_SUPPORTED);
+    CHECK(cusolverDnDestroyParams(NULL) == NOT_INITIALIZED);
 
     /* Refusals: a function not remoted, twice (one notice); a NULL handle; a destroyed one. */
     cusolverDnIRSParams_t irs;
