@@ -127,6 +127,8 @@ func (c *Context) trsm(t backend.Trsm) error {
 	T := make([][]float64, k)
 	for i := range T {
 		T[i] = make([]float64, k)
+	}
+	for i := range T {
 		for j := range k {
 			if (lower && j > i) || (!lower && j < i) {
 				continue
