@@ -3,6 +3,8 @@ package sim
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
 
 	"gpucloud/gpuserverd/backend"
 )
@@ -17,7 +19,7 @@ func (c *Context) BlasTrsm(t backend.Trsm) error {
 		return err
 	}
 	k := uint64(t.K())
-	return c.blasQueue(t.Handle, "trsm", k*k*uint64(max(t.M, t.N)), func() error { return c.trsm(t) })
+	return c.blasQueue(t.Handle, "trsm", product(k, k, uint64(max(t.M, t.N))), func() error { return c.trsm(t) })
 }
 
 // BlasGetrfBatched checks g, then queues the factorisations.
@@ -26,7 +28,7 @@ func (c *Context) BlasGetrfBatched(g backend.GetrfBatched) error {
 		return err
 	}
 	n := uint64(g.N)
-	return c.blasQueue(g.Handle, "getrfBatched", n*n*n*uint64(g.Batch), func() error { return c.getrfBatched(g) })
+	return c.blasQueue(g.Handle, "getrfBatched", product(n, n, n, uint64(g.Batch)), func() error { return c.getrfBatched(g) })
 }
 
 // BlasGetrsBatched checks g, then queues the solves.
@@ -35,7 +37,21 @@ func (c *Context) BlasGetrsBatched(g backend.GetrsBatched) error {
 		return err
 	}
 	n := uint64(g.N)
-	return c.blasQueue(g.Handle, "getrsBatched", n*n*uint64(g.NRHS)*uint64(g.Batch), func() error { return c.getrsBatched(g) })
+	return c.blasQueue(g.Handle, "getrsBatched", product(n, n, uint64(g.NRHS), uint64(g.Batch)), func() error { return c.getrsBatched(g) })
+}
+
+// product multiplies sizes, saturating at math.MaxUint64 (hostile sizes must not wrap past the
+// work bound).
+func product(v ...uint64) uint64 {
+	p := uint64(1)
+	for _, x := range v {
+		hi, lo := bits.Mul64(p, x)
+		if hi != 0 {
+			return math.MaxUint64
+		}
+		p = lo
+	}
+	return p
 }
 
 // blasQueue runs fn on h's stream when the stream reaches it, refusing more than MaxGemmWork
