@@ -3,7 +3,7 @@
  * (docs/benchmarks/gpu-runtime-compat.md); so a guest image installs this library in its place,
  * and each call goes to gpuserverd, whose worker runs NVIDIA's real cuBLAS on the real GPU.
  *
- * Handles, streams, pointer and math modes and GEMM go over the guest libcuda's session, reached
+ * Handles, streams, pointer and math modes, GEMM, trsm and batched LU go over the guest libcuda's session, reached
  * through gpucloud's private export table (include/gpucloud_private.h): over any other libcuda
  * this library refuses to start, saying why. Matrix and vector copies are driver-API copies.
  * GEMM is sent like a kernel launch, without waiting for a reply: its arguments are checked here
