@@ -154,6 +154,11 @@ type Context interface {
 	// BlasGemm issues g on its handle's stream, like a kernel launch: errors of execution
 	// surface at the next synchronisation.
 	BlasGemm(g Gemm) error
+	// BlasTrsm, BlasGetrfBatched and BlasGetrsBatched issue t on its handle's stream the same
+	// way (see blassolve.go).
+	BlasTrsm(t Trsm) error
+	BlasGetrfBatched(g GetrfBatched) error
+	BlasGetrsBatched(g GetrsBatched) error
 
 	// cuBLASLt (see lt.go): LtCreate makes a cublasLtHandle_t, destroyed by BlasDestroy; the
 	// cuBLASLt calls also take BlasCreate's handles, as NVIDIA's do. Descriptors, layouts and

@@ -227,6 +227,9 @@ const char *gw_type_name(uint16_t type) {
 	case 14008: return "NcclCommSplit";
 	case 9011: return "DnnExecutePack";
 	case 3200: return "ShmDevicePointer";
+	case 7100: return "BlasTrsm";
+	case 7101: return "BlasGetrfBatched";
+	case 7102: return "BlasGetrsBatched";
 	}
 	return "unknown";
 }
@@ -6024,6 +6027,156 @@ int gw_shm_device_pointer_decode(struct gw_shm_device_pointer *m, const uint8_t 
 	return dfinish(&d);
 }
 
+size_t gw_blas_trsm_size(const struct gw_blas_trsm *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_blas_trsm_encode(const struct gw_blas_trsm *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->dbl);
+	o = put32(o, (uint32_t)m->side);
+	o = put32(o, (uint32_t)m->uplo);
+	o = put32(o, (uint32_t)m->trans);
+	o = put32(o, (uint32_t)m->diag);
+	o = put32(o, (uint32_t)m->m);
+	o = put32(o, (uint32_t)m->n);
+	o = put32(o, (uint32_t)m->pointer_mode);
+	o = put64(o, m->alpha);
+	o = put64(o, m->a);
+	o = put32(o, (uint32_t)m->lda);
+	o = put64(o, m->b);
+	o = put32(o, (uint32_t)m->ldb);
+	return o;
+}
+
+int gw_blas_trsm_decode(struct gw_blas_trsm *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasTrsm", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->dbl = d32(&d, "dbl");
+	m->side = d32(&d, "side");
+	m->uplo = d32(&d, "uplo");
+	m->trans = d32(&d, "trans");
+	m->diag = d32(&d, "diag");
+	m->m = (int32_t)d32(&d, "m");
+	m->n = (int32_t)d32(&d, "n");
+	m->pointer_mode = d32(&d, "pointer_mode");
+	m->alpha = d64(&d, "alpha");
+	m->a = d64(&d, "a");
+	m->lda = (int32_t)d32(&d, "lda");
+	m->b = d64(&d, "b");
+	m->ldb = (int32_t)d32(&d, "ldb");
+	return dfinish(&d);
+}
+
+size_t gw_blas_getrf_batched_size(const struct gw_blas_getrf_batched *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_blas_getrf_batched_encode(const struct gw_blas_getrf_batched *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->dbl);
+	o = put32(o, (uint32_t)m->n);
+	o = put64(o, m->aarray);
+	o = put32(o, (uint32_t)m->lda);
+	o = put64(o, m->pivots);
+	o = put64(o, m->info);
+	o = put32(o, (uint32_t)m->batch);
+	return o;
+}
+
+int gw_blas_getrf_batched_decode(struct gw_blas_getrf_batched *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasGetrfBatched", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->dbl = d32(&d, "dbl");
+	m->n = (int32_t)d32(&d, "n");
+	m->aarray = d64(&d, "aarray");
+	m->lda = (int32_t)d32(&d, "lda");
+	m->pivots = d64(&d, "pivots");
+	m->info = d64(&d, "info");
+	m->batch = (int32_t)d32(&d, "batch");
+	return dfinish(&d);
+}
+
+size_t gw_blas_getrs_batched_size(const struct gw_blas_getrs_batched *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_blas_getrs_batched_encode(const struct gw_blas_getrs_batched *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->dbl);
+	o = put32(o, (uint32_t)m->trans);
+	o = put32(o, (uint32_t)m->n);
+	o = put32(o, (uint32_t)m->nrhs);
+	o = put64(o, m->aarray);
+	o = put32(o, (uint32_t)m->lda);
+	o = put64(o, m->pivots);
+	o = put64(o, m->barray);
+	o = put32(o, (uint32_t)m->ldb);
+	o = put32(o, (uint32_t)m->batch);
+	return o;
+}
+
+int gw_blas_getrs_batched_decode(struct gw_blas_getrs_batched *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "BlasGetrsBatched", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->handle = d64(&d, "handle");
+	m->dbl = d32(&d, "dbl");
+	m->trans = d32(&d, "trans");
+	m->n = (int32_t)d32(&d, "n");
+	m->nrhs = (int32_t)d32(&d, "nrhs");
+	m->aarray = d64(&d, "aarray");
+	m->lda = (int32_t)d32(&d, "lda");
+	m->pivots = d64(&d, "pivots");
+	m->barray = d64(&d, "barray");
+	m->ldb = (int32_t)d32(&d, "ldb");
+	m->batch = (int32_t)d32(&d, "batch");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6388,6 +6541,12 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_dnn_execute_pack_decode(m, p, n, err, errlen);
 	case 3200:
 		return gw_shm_device_pointer_decode(m, p, n, err, errlen);
+	case 7100:
+		return gw_blas_trsm_decode(m, p, n, err, errlen);
+	case 7101:
+		return gw_blas_getrf_batched_decode(m, p, n, err, errlen);
+	case 7102:
+		return gw_blas_getrs_batched_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

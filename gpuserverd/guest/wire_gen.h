@@ -212,6 +212,9 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_NCCL_COMM_SPLIT 14008
 #define GW_TYPE_DNN_EXECUTE_PACK 9011
 #define GW_TYPE_SHM_DEVICE_POINTER 3200
+#define GW_TYPE_BLAS_TRSM 7100
+#define GW_TYPE_BLAS_GETRF_BATCHED 7101
+#define GW_TYPE_BLAS_GETRS_BATCHED 7102
 
 struct gw_hello {
 	uint32_t version;
@@ -2236,6 +2239,57 @@ struct gw_shm_device_pointer {
 size_t gw_shm_device_pointer_size(const struct gw_shm_device_pointer *m);
 uint8_t *gw_shm_device_pointer_encode(const struct gw_shm_device_pointer *m, uint8_t *out);
 int gw_shm_device_pointer_decode(struct gw_shm_device_pointer *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_trsm {
+	uint64_t handle;
+	uint32_t dbl;
+	uint32_t side;
+	uint32_t uplo;
+	uint32_t trans;
+	uint32_t diag;
+	int32_t m;
+	int32_t n;
+	uint32_t pointer_mode;
+	uint64_t alpha;
+	uint64_t a;
+	int32_t lda;
+	uint64_t b;
+	int32_t ldb;
+};
+size_t gw_blas_trsm_size(const struct gw_blas_trsm *m);
+uint8_t *gw_blas_trsm_encode(const struct gw_blas_trsm *m, uint8_t *out);
+int gw_blas_trsm_decode(struct gw_blas_trsm *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_getrf_batched {
+	uint64_t handle;
+	uint32_t dbl;
+	int32_t n;
+	uint64_t aarray;
+	int32_t lda;
+	uint64_t pivots;
+	uint64_t info;
+	int32_t batch;
+};
+size_t gw_blas_getrf_batched_size(const struct gw_blas_getrf_batched *m);
+uint8_t *gw_blas_getrf_batched_encode(const struct gw_blas_getrf_batched *m, uint8_t *out);
+int gw_blas_getrf_batched_decode(struct gw_blas_getrf_batched *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_blas_getrs_batched {
+	uint64_t handle;
+	uint32_t dbl;
+	uint32_t trans;
+	int32_t n;
+	int32_t nrhs;
+	uint64_t aarray;
+	int32_t lda;
+	uint64_t pivots;
+	uint64_t barray;
+	int32_t ldb;
+	int32_t batch;
+};
+size_t gw_blas_getrs_batched_size(const struct gw_blas_getrs_batched *m);
+uint8_t *gw_blas_getrs_batched_encode(const struct gw_blas_getrs_batched *m, uint8_t *out);
+int gw_blas_getrs_batched_decode(struct gw_blas_getrs_batched *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

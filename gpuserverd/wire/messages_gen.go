@@ -213,6 +213,9 @@ const (
 	TypeNcclCommSplit                Type = 14008
 	TypeDnnExecutePack               Type = 9011
 	TypeShmDevicePointer             Type = 3200
+	TypeBlasTrsm                     Type = 7100
+	TypeBlasGetrfBatched             Type = 7101
+	TypeBlasGetrsBatched             Type = 7102
 )
 
 var typeNames = map[Type]string{
@@ -397,6 +400,9 @@ var typeNames = map[Type]string{
 	TypeNcclCommSplit:                "NcclCommSplit",
 	TypeDnnExecutePack:               "DnnExecutePack",
 	TypeShmDevicePointer:             "ShmDevicePointer",
+	TypeBlasTrsm:                     "BlasTrsm",
+	TypeBlasGetrfBatched:             "BlasGetrfBatched",
+	TypeBlasGetrsBatched:             "BlasGetrsBatched",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -764,6 +770,12 @@ func New(t Type) Message {
 		return new(DnnExecutePack)
 	case TypeShmDevicePointer:
 		return new(ShmDevicePointer)
+	case TypeBlasTrsm:
+		return new(BlasTrsm)
+	case TypeBlasGetrfBatched:
+		return new(BlasGetrfBatched)
+	case TypeBlasGetrsBatched:
+		return new(BlasGetrsBatched)
 	}
 	return nil
 }
@@ -6768,5 +6780,158 @@ func (m *ShmDevicePointer) Append(b []byte) []byte {
 // Decode reads the payload p; bytes fields alias p.
 func (m *ShmDevicePointer) Decode(p []byte) error {
 	d := decoder{p: p, msg: "ShmDevicePointer"}
+	return d.finish()
+}
+
+// BlasTrsm is message type 7100.
+type BlasTrsm struct {
+	Handle      uint64
+	Dbl         uint32
+	Side        uint32
+	Uplo        uint32
+	Trans       uint32
+	Diag        uint32
+	M           int32
+	N           int32
+	PointerMode uint32
+	Alpha       uint64
+	A           uint64
+	Lda         int32
+	B           uint64
+	Ldb         int32
+}
+
+// Type returns TypeBlasTrsm.
+func (*BlasTrsm) Type() Type { return TypeBlasTrsm }
+
+// Append appends the encoded payload to b.
+func (m *BlasTrsm) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Dbl)
+	b = putU32(b, m.Side)
+	b = putU32(b, m.Uplo)
+	b = putU32(b, m.Trans)
+	b = putU32(b, m.Diag)
+	b = putU32(b, uint32(m.M))
+	b = putU32(b, uint32(m.N))
+	b = putU32(b, m.PointerMode)
+	b = putU64(b, m.Alpha)
+	b = putU64(b, m.A)
+	b = putU32(b, uint32(m.Lda))
+	b = putU64(b, m.B)
+	b = putU32(b, uint32(m.Ldb))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasTrsm) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasTrsm"}
+	m.Handle = d.u64("handle")
+	m.Dbl = d.u32("dbl")
+	m.Side = d.u32("side")
+	m.Uplo = d.u32("uplo")
+	m.Trans = d.u32("trans")
+	m.Diag = d.u32("diag")
+	m.M = int32(d.u32("m"))
+	m.N = int32(d.u32("n"))
+	m.PointerMode = d.u32("pointer_mode")
+	m.Alpha = d.u64("alpha")
+	m.A = d.u64("a")
+	m.Lda = int32(d.u32("lda"))
+	m.B = d.u64("b")
+	m.Ldb = int32(d.u32("ldb"))
+	return d.finish()
+}
+
+// BlasGetrfBatched is message type 7101.
+type BlasGetrfBatched struct {
+	Handle uint64
+	Dbl    uint32
+	N      int32
+	Aarray uint64
+	Lda    int32
+	Pivots uint64
+	Info   uint64
+	Batch  int32
+}
+
+// Type returns TypeBlasGetrfBatched.
+func (*BlasGetrfBatched) Type() Type { return TypeBlasGetrfBatched }
+
+// Append appends the encoded payload to b.
+func (m *BlasGetrfBatched) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Dbl)
+	b = putU32(b, uint32(m.N))
+	b = putU64(b, m.Aarray)
+	b = putU32(b, uint32(m.Lda))
+	b = putU64(b, m.Pivots)
+	b = putU64(b, m.Info)
+	b = putU32(b, uint32(m.Batch))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasGetrfBatched) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasGetrfBatched"}
+	m.Handle = d.u64("handle")
+	m.Dbl = d.u32("dbl")
+	m.N = int32(d.u32("n"))
+	m.Aarray = d.u64("aarray")
+	m.Lda = int32(d.u32("lda"))
+	m.Pivots = d.u64("pivots")
+	m.Info = d.u64("info")
+	m.Batch = int32(d.u32("batch"))
+	return d.finish()
+}
+
+// BlasGetrsBatched is message type 7102.
+type BlasGetrsBatched struct {
+	Handle uint64
+	Dbl    uint32
+	Trans  uint32
+	N      int32
+	Nrhs   int32
+	Aarray uint64
+	Lda    int32
+	Pivots uint64
+	Barray uint64
+	Ldb    int32
+	Batch  int32
+}
+
+// Type returns TypeBlasGetrsBatched.
+func (*BlasGetrsBatched) Type() Type { return TypeBlasGetrsBatched }
+
+// Append appends the encoded payload to b.
+func (m *BlasGetrsBatched) Append(b []byte) []byte {
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.Dbl)
+	b = putU32(b, m.Trans)
+	b = putU32(b, uint32(m.N))
+	b = putU32(b, uint32(m.Nrhs))
+	b = putU64(b, m.Aarray)
+	b = putU32(b, uint32(m.Lda))
+	b = putU64(b, m.Pivots)
+	b = putU64(b, m.Barray)
+	b = putU32(b, uint32(m.Ldb))
+	b = putU32(b, uint32(m.Batch))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *BlasGetrsBatched) Decode(p []byte) error {
+	d := decoder{p: p, msg: "BlasGetrsBatched"}
+	m.Handle = d.u64("handle")
+	m.Dbl = d.u32("dbl")
+	m.Trans = d.u32("trans")
+	m.N = int32(d.u32("n"))
+	m.Nrhs = int32(d.u32("nrhs"))
+	m.Aarray = d.u64("aarray")
+	m.Lda = int32(d.u32("lda"))
+	m.Pivots = d.u64("pivots")
+	m.Barray = d.u64("barray")
+	m.Ldb = int32(d.u32("ldb"))
+	m.Batch = int32(d.u32("batch"))
 	return d.finish()
 }

@@ -31,7 +31,7 @@ func (b *blasState) isWorkspace(p uint64) bool {
 func isBlas(m wire.Message) bool {
 	switch m.(type) {
 	case *wire.BlasCreate, *wire.BlasDestroy, *wire.BlasSetStream, *wire.BlasSetMathMode,
-		*wire.BlasSetWorkspace, *wire.BlasGemm:
+		*wire.BlasSetWorkspace, *wire.BlasGemm, *wire.BlasTrsm, *wire.BlasGetrfBatched, *wire.BlasGetrsBatched:
 		return true
 	}
 	return false
@@ -80,6 +80,8 @@ func (s *Session) blas(d *device, m wire.Message) *wire.BlasReply {
 			A: m.A, LdA: m.Lda, StrideA: int64(m.StrideA), B: m.B, LdB: m.Ldb, StrideB: int64(m.StrideB),
 			C: m.C, LdC: m.Ldc, StrideC: int64(m.StrideC), Batch: m.Batch,
 		}))
+	case *wire.BlasTrsm, *wire.BlasGetrfBatched, *wire.BlasGetrsBatched:
+		return blasReply(0, s.blasSolve(d, m))
 	}
 	return blasReply(0, fmt.Errorf("not a cuBLAS request: %w", backend.ErrInvalidValue))
 }

@@ -222,6 +222,12 @@ func FuzzBlas(f *testing.F) {
 	f.Add(seed(&wire.BlasCreate{}, &wire.StreamCreate{}, &wire.BlasSetStream{Handle: 1, Stream: 2},
 		&wire.BlasSetMathMode{Handle: 1, Mode: 1}, &wire.BlasSetWorkspace{Handle: 1, Ptr: base, Bytes: 64},
 		&wire.BlasDestroy{Handle: 1}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, &wire.BlasTrsm{Handle: 2, Dbl: 1, Side: 1, Uplo: 1, Trans: 1,
+		M: 3, N: 2, PointerMode: 1, Alpha: base, A: base + 64, Lda: 2, B: base + 128, Ldb: 3}, &wire.Synchronize{}))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.BlasCreate{}, &wire.MemcpyHtoD{Dst: base, Data: []byte{0, 1, 0, 0, 0x2c, 0x7f, 0, 0}},
+		&wire.BlasGetrfBatched{Handle: 2, N: 2, Aarray: base, Lda: 2, Pivots: base + 64, Info: base + 96, Batch: 1},
+		&wire.BlasGetrsBatched{Handle: 2, Trans: 1, N: 2, Nrhs: 1, Aarray: base, Lda: 2, Pivots: base + 64, Barray: base, Ldb: 2, Batch: 1},
+		&wire.Synchronize{}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		serveBytes(t, Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), false, in)
 	})

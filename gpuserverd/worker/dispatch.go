@@ -295,7 +295,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 	case *wire.EventQuery:
 		return status(s.takePending(c.EventQuery(backend.Handle(m.Event)))), nil
 	case *wire.BlasCreate, *wire.BlasDestroy, *wire.BlasSetStream, *wire.BlasSetMathMode,
-		*wire.BlasSetWorkspace, *wire.BlasGemm:
+		*wire.BlasSetWorkspace, *wire.BlasGemm, *wire.BlasTrsm, *wire.BlasGetrfBatched, *wire.BlasGetrsBatched:
 		return s.blas(d, m), nil
 	case *wire.ApiCall:
 		return s.apiCall(c, m), nil

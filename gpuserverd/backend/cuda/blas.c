@@ -34,7 +34,19 @@
 	X(gemm_ex_batched, "cublasGemmStridedBatchedEx",                                               \
 	  int (*)(cublasHandle_t, int, int, int, int, int, const void *, const void *, int, int,       \
 	          long long, const void *, int, int, long long, const void *, void *, int, int,        \
-	          long long, int, int, int))
+	          long long, int, int, int))                                                   \
+	X(strsm, "cublasStrsm_v2",                                                                     \
+	  int (*)(cublasHandle_t, int, int, int, int, int, int, const void *, const void *, int, void *, \
+	          int))                                                                                \
+	X(dtrsm, "cublasDtrsm_v2",                                                                     \
+	  int (*)(cublasHandle_t, int, int, int, int, int, int, const void *, const void *, int, void *, \
+	          int))                                                                                \
+	X(sgetrf_batched, "cublasSgetrfBatched", int (*)(cublasHandle_t, int, void *, int, int *, int *, int)) \
+	X(dgetrf_batched, "cublasDgetrfBatched", int (*)(cublasHandle_t, int, void *, int, int *, int *, int)) \
+	X(sgetrs_batched, "cublasSgetrsBatched",                                                       \
+	  int (*)(cublasHandle_t, int, int, int, const void *, int, const int *, void *, int, int *, int)) \
+	X(dgetrs_batched, "cublasDgetrsBatched",                                                       \
+	  int (*)(cublasHandle_t, int, int, int, const void *, int, const int *, void *, int, int *, int))
 
 static struct {
 	BLAS_SYMBOLS(GC_DL_DECLARE)
@@ -98,4 +110,33 @@ int gc_blas_gemm(CUcontext ctx, cublasHandle_t h, const struct gc_gemm *g) {
 	if (g->batch == 1) return bl.dgemm(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->lda, B, g->ldb, pb, C, g->ldc);
 	return bl.dgemm_batched(h, g->ta, g->tb, g->m, g->n, g->k, pa, A, g->lda, g->sa, B, g->ldb, g->sb, pb, C, g->ldc,
 	                        g->sc, g->batch);
+}
+
+int gc_blas_trsm(CUcontext ctx, cublasHandle_t h, const struct gc_trsm *t) {
+	if (gc_bind(ctx) != 0) return CUBLAS_STATUS_INTERNAL_ERROR;
+	uint64_t al = t->alpha;
+	const void *pa = t->device_ptrs ? (const void *)(uintptr_t)t->alpha : (const void *)&al;
+	const void *A = (const void *)(uintptr_t)t->a;
+	void *B = (void *)(uintptr_t)t->b;
+	if (t->dbl) return bl.dtrsm(h, t->side, t->uplo, t->trans, t->diag, t->m, t->n, pa, A, t->lda, B, t->ldb);
+	return bl.strsm(h, t->side, t->uplo, t->trans, t->diag, t->m, t->n, pa, A, t->lda, B, t->ldb);
+}
+
+int gc_blas_getrf_batched(CUcontext ctx, cublasHandle_t h, int dbl, int n, CUdeviceptr a, int lda, CUdeviceptr piv,
+                          CUdeviceptr info, int batch) {
+	if (gc_bind(ctx) != 0) return CUBLAS_STATUS_INTERNAL_ERROR;
+	void *A = (void *)(uintptr_t)a;
+	int *P = (int *)(uintptr_t)piv, *I = (int *)(uintptr_t)info;
+	if (dbl) return bl.dgetrf_batched(h, n, A, lda, P, I, batch);
+	return bl.sgetrf_batched(h, n, A, lda, P, I, batch);
+}
+
+int gc_blas_getrs_batched(CUcontext ctx, cublasHandle_t h, int dbl, int trans, int n, int nrhs, CUdeviceptr a, int lda,
+                          CUdeviceptr piv, CUdeviceptr b, int ldb, int *info, int batch) {
+	if (gc_bind(ctx) != 0) return CUBLAS_STATUS_INTERNAL_ERROR;
+	const void *A = (const void *)(uintptr_t)a;
+	const int *P = (const int *)(uintptr_t)piv;
+	void *B = (void *)(uintptr_t)b;
+	if (dbl) return bl.dgetrs_batched(h, trans, n, nrhs, A, lda, P, B, ldb, info, batch);
+	return bl.sgetrs_batched(h, trans, n, nrhs, A, lda, P, B, ldb, info, batch);
 }

@@ -177,15 +177,9 @@ func (c *Context) BlasGemm(g backend.Gemm) error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
-	mode := 0
-	if g.DevicePtrs {
-		mode = 1
-	}
-	if mode != bh.ptrMode {
-		if err := blasCheck("cublasSetPointerMode", C.gc_blas_set_pointer_mode(c.ctx, bh.ptr, C.int(mode))); err != nil {
-			return err
-		}
-		bh.ptrMode = mode
+	mode, err := c.blasPointerMode(bh, g.DevicePtrs)
+	if err != nil {
+		return err
 	}
 	op := "cublasSgemm"
 	switch {
@@ -203,6 +197,75 @@ func (c *Context) BlasGemm(g backend.Gemm) error {
 		sa: C.longlong(g.StrideA), sb: C.longlong(g.StrideB), sc: C.longlong(g.StrideC),
 	}
 	return blasCheck(op, C.gc_blas_gemm(c.ctx, bh.ptr, &cg))
+}
+
+// blasPointerMode puts the handle in device (1) or host (0) pointer mode for the next call.
+func (c *Context) blasPointerMode(bh *blasHandle, device bool) (int, error) {
+	mode := 0
+	if device {
+		mode = 1
+	}
+	if mode != bh.ptrMode {
+		if err := blasCheck("cublasSetPointerMode", C.gc_blas_set_pointer_mode(c.ctx, bh.ptr, C.int(mode))); err != nil {
+			return mode, err
+		}
+		bh.ptrMode = mode
+	}
+	return mode, nil
+}
+
+// BlasTrsm issues <t>trsm_v2 on the handle's stream.
+func (c *Context) BlasTrsm(t backend.Trsm) error {
+	bh, err := c.blasHandle(t.Handle)
+	if err != nil {
+		return err
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	mode, err := c.blasPointerMode(bh, t.DevicePtrs)
+	if err != nil {
+		return err
+	}
+	ct := C.struct_gc_trsm{
+		dbl: boolInt(t.Double), side: C.int(t.Side), uplo: C.int(t.Uplo), trans: C.int(t.Trans), diag: C.int(t.Diag),
+		m: C.int(t.M), n: C.int(t.N), lda: C.int(t.LdA), ldb: C.int(t.LdB), device_ptrs: C.int(mode),
+		alpha: C.uint64_t(t.Alpha), a: C.CUdeviceptr(t.A), b: C.CUdeviceptr(t.B),
+	}
+	return blasCheck("cublasTrsm", C.gc_blas_trsm(c.ctx, bh.ptr, &ct))
+}
+
+// BlasGetrfBatched issues <t>getrfBatched on the handle's stream.
+func (c *Context) BlasGetrfBatched(g backend.GetrfBatched) error {
+	bh, err := c.blasHandle(g.Handle)
+	if err != nil {
+		return err
+	}
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	return blasCheck("cublasGetrfBatched", C.gc_blas_getrf_batched(c.ctx, bh.ptr, boolInt(g.Double), C.int(g.N),
+		C.CUdeviceptr(g.A), C.int(g.LdA), C.CUdeviceptr(g.Pivots), C.CUdeviceptr(g.Info), C.int(g.Batch)))
+}
+
+// BlasGetrsBatched issues <t>getrsBatched on the handle's stream; a bad argument cuBLAS reports
+// through its host info is CUBLAS_STATUS_INVALID_VALUE.
+func (c *Context) BlasGetrsBatched(g backend.GetrsBatched) error {
+	bh, err := c.blasHandle(g.Handle)
+	if err != nil {
+		return err
+	}
+	if _, err := g.Validate(); err != nil {
+		return err
+	}
+	var info C.int
+	err = blasCheck("cublasGetrsBatched", C.gc_blas_getrs_batched(c.ctx, bh.ptr, boolInt(g.Double), C.int(g.Trans),
+		C.int(g.N), C.int(g.NRHS), C.CUdeviceptr(g.A), C.int(g.LdA), C.CUdeviceptr(g.Pivots), C.CUdeviceptr(g.B),
+		C.int(g.LdB), &info, C.int(g.Batch)))
+	if err == nil && info != 0 {
+		err = &backend.BlasError{Op: "cublasGetrsBatched", Status: backend.BlasInvalidValue, Detail: fmt.Sprintf("info %d", int(info))}
+	}
+	return err
 }
 
 // closeBlas destroys the context's handles before the context goes.

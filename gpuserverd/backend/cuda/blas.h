@@ -30,5 +30,18 @@ struct gc_gemm {
 	long long sa, sb, sc;
 };
 int gc_blas_gemm(CUcontext ctx, cublasHandle_t h, const struct gc_gemm *g);
+// gc_trsm is one cublas<t>trsm_v2 (dbl 0: S, 1: D); alpha as gc_gemm's.
+struct gc_trsm {
+	int dbl, side, uplo, trans, diag, m, n, lda, ldb, device_ptrs;
+	uint64_t alpha;
+	CUdeviceptr a, b;
+};
+int gc_blas_trsm(CUcontext ctx, cublasHandle_t h, const struct gc_trsm *t);
+// cublas<t>getrfBatched and getrsBatched: a and b are device arrays of device pointers; getrs's
+// info is cuBLAS's host output.
+int gc_blas_getrf_batched(CUcontext ctx, cublasHandle_t h, int dbl, int n, CUdeviceptr a, int lda, CUdeviceptr piv,
+                          CUdeviceptr info, int batch);
+int gc_blas_getrs_batched(CUcontext ctx, cublasHandle_t h, int dbl, int trans, int n, int nrhs, CUdeviceptr a, int lda,
+                          CUdeviceptr piv, CUdeviceptr b, int ldb, int *info, int batch);
 
 #endif

@@ -2,7 +2,8 @@
  * DGEMM in every transpose combination with ragged sizes and padded leading dimensions against a
  * CPU product, beta 0 over NaNs, device pointer mode, strided batches, matrix and vector copies
  * (strided, async on a stream), GemmEx over half, bfloat16, float and double, stream ordering, refused arguments leaving C as it was, destroyed
- * and made-up handles, workspaces, and a failing GEMM surfacing at the next synchronisation.
+ * and made-up handles, workspaces, a failing GEMM surfacing at the next synchronisation, and
+ * triangular solves (trsm) and batched LU (getrfBatched, getrsBatched).
  * Built against testshim/cublas_v2.h (a test double of NVIDIA's header).
  *
  * With the argument "foreign" it only checks that cublasCreate refuses a libcuda that is not
@@ -460,6 +461,174 @@ static int per_op(void) {
     return 0;
 }
 
+/* trsm_case solves op(A) X = alpha B (left) or X op(A) = alpha B (right) through the library with
+ * a random triangle (the other triangle NaN: it must not be read; a unit diagonal NaN too) and
+ * checks the residual against the right-hand side on the host. */
+static void trsm_case(cublasHandle_t h, int dbl, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t t,
+                      cublasDiagType_t diag, int m, int n, double alpha) {
+    int k = side == CUBLAS_SIDE_LEFT ? m : n, lda = k + 2, ldb = m + 1;
+    size_t na = (size_t)lda * k, nb = (size_t)ldb * n, e = dbl ? 8 : 4;
+    double *A = malloc(na * 8), *B = malloc(nb * 8), *X = malloc(nb * 8);
+    float *f = malloc((na > nb ? na : nb) * 4);
+    for (int j = 0; j < k; j++)
+        for (int i = 0; i < lda; i++) {
+            int in = i < k && (uplo == CUBLAS_FILL_MODE_LOWER ? i >= j : i <= j);
+            double v = in ? rnd() : NAN;
+            if (i == j) v = diag == CUBLAS_DIAG_UNIT ? NAN : 2 + rnd(); /* well conditioned */
+            A[i + (size_t)j * lda] = v;
+        }
+    for (size_t i = 0; i < nb; i++) B[i] = rnd();
+    void *dA = dalloc(na * e), *dB = dalloc(nb * e);
+    if (dbl) {
+        BLAS(cublasSetMatrix(lda, k, 8, A, lda, dA, lda));
+        BLAS(cublasSetMatrix(ldb, n, 8, B, ldb, dB, ldb));
+        BLAS(cublasDtrsm(h, side, uplo, t, diag, m, n, &alpha, dA, lda, dB, ldb));
+        BLAS(cublasGetMatrix(ldb, n, 8, dB, ldb, X, ldb));
+    } else {
+        float fal = (float)alpha;
+        for (size_t i = 0; i < na; i++) f[i] = (float)A[i];
+        BLAS(cublasSetMatrix(lda, k, 4, f, lda, dA, lda));
+        for (size_t i = 0; i < nb; i++) f[i] = (float)B[i];
+        BLAS(cublasSetMatrix(ldb, n, 4, f, ldb, dB, ldb));
+        BLAS(cublasStrsm(h, side, uplo, t, diag, m, n, &fal, dA, lda, dB, ldb));
+        BLAS(cublasGetMatrix(ldb, n, 4, dB, ldb, f, ldb));
+        for (size_t i = 0; i < nb; i++) X[i] = f[i];
+    }
+    /* T = op(A) as stored (the unread triangle zero, a unit diagonal one). */
+    double *T = calloc((size_t)k * k, 8);
+    for (int i = 0; i < k; i++)
+        for (int j = 0; j < k; j++) {
+            double v = (uplo == CUBLAS_FILL_MODE_LOWER ? i >= j : i <= j) ? A[i + (size_t)j * lda] : 0;
+            if (i == j && diag == CUBLAS_DIAG_UNIT) v = 1;
+            if (t == CUBLAS_OP_N)
+                T[i + (size_t)j * k] = v;
+            else
+                T[j + (size_t)i * k] = v;
+        }
+    double tol = dbl ? 1e-10 : 1e-3;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double s = 0;
+            for (int l = 0; l < k; l++)
+                s += side == CUBLAS_SIDE_LEFT ? T[i + (size_t)l * k] * X[l + (size_t)j * ldb]
+                                              : X[i + (size_t)l * ldb] * T[l + (size_t)j * k];
+            double want = alpha * B[i + (size_t)j * ldb];
+            if (!(fabs(s - want) <= tol * (1 + fabs(want)))) {
+                fprintf(stderr, "trsm dbl %d side %d uplo %d trans %d diag %d: (%d,%d) residual %g vs %g\n", dbl, side,
+                        uplo, t, diag, i, j, s, want);
+                exit(1);
+            }
+        }
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    free(A), free(B), free(X), free(f), free(T);
+}
+
+/* lu_batched factors three 4x4 matrices with getrfBatched (pointer arrays in device memory, one
+ * matrix singular) and solves two right-hand sides of the others with getrsBatched (both
+ * operations), checking A X = B on the host, the pivots, info and refused arguments. */
+static void lu_batched(cublasHandle_t h) {
+    enum { N = 4, LDA = 5, NRHS = 2, LDB = 6, BATCH = 3 };
+    for (int op = 0; op < 2; op++) {
+        cublasOperation_t t = op ? CUBLAS_OP_T : CUBLAS_OP_N;
+        double A[BATCH][LDA * N], B[BATCH][LDB * NRHS], X[BATCH][LDB * NRHS];
+        for (int b = 0; b < BATCH; b++) {
+            for (int i = 0; i < LDA * N; i++) A[b][i] = rnd();
+            for (int i = 0; i < LDB * NRHS; i++) B[b][i] = rnd();
+        }
+        A[0][0] = 0;                                       /* batch 0: needs a row swap */
+        for (int j = 0; j < N; j++) A[2][1 + j * LDA] = 0; /* batch 2: a zero row, singular */
+        double *dA[BATCH], *dB[BATCH];
+        for (int b = 0; b < BATCH; b++) {
+            dA[b] = dalloc(sizeof A[b]);
+            dB[b] = dalloc(sizeof B[b]);
+            BLAS(cublasSetMatrix(LDA, N, 8, A[b], LDA, dA[b], LDA));
+            BLAS(cublasSetMatrix(LDB, NRHS, 8, B[b], LDB, dB[b], LDB));
+        }
+        double **aarr = dalloc(sizeof dA), **barr = dalloc(sizeof dB);
+        int *piv = dalloc(BATCH * N * sizeof(int)), *info = dalloc(BATCH * sizeof(int));
+        CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)aarr, dA, sizeof dA));
+        CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)barr, dB, sizeof dB));
+        BLAS(cublasDgetrfBatched(h, N, aarr, LDA, piv, info, BATCH));
+        int hinfo = 99;
+        BLAS(cublasDgetrsBatched(h, t, N, NRHS, (const double *const *)aarr, LDA, piv, barr, LDB, &hinfo, 2));
+        EXPECT(hinfo == 0);
+        int hi[BATCH], hp[BATCH * N];
+        CHECK(cuMemcpyDtoH(hi, (CUdeviceptr)(uintptr_t)info, sizeof hi));
+        CHECK(cuMemcpyDtoH(hp, (CUdeviceptr)(uintptr_t)piv, sizeof hp));
+        EXPECT(hi[0] == 0 && hi[1] == 0 && hi[2] > 0); /* the singular one says where */
+        EXPECT(hp[0] >= 2 && hp[0] <= N);               /* A[0](0,0) is 0: another row pivots */
+        for (int b = 0; b < 2; b++) {
+            BLAS(cublasGetMatrix(LDB, NRHS, 8, dB[b], LDB, X[b], LDB));
+            for (int j = 0; j < NRHS; j++)
+                for (int i = 0; i < N; i++) {
+                    double s = 0;
+                    for (int l = 0; l < N; l++)
+                        s += (op ? A[b][l + i * LDA] : A[b][i + l * LDA]) * X[b][l + j * LDB];
+                    if (!(fabs(s - B[b][i + j * LDB]) < 1e-9 * (1 + fabs(B[b][i + j * LDB])))) {
+                        fprintf(stderr, "getrs op %d batch %d (%d,%d): %g, want %g\n", op, b, i, j, s,
+                                B[b][i + j * LDB]);
+                        exit(1);
+                    }
+                }
+        }
+        /* Bad arguments: info names the position, as cuBLAS's. */
+        EXPECT_BLAS(cublasDgetrsBatched(h, t, -1, NRHS, (const double *const *)aarr, LDA, piv, barr, LDB, &hinfo, 2),
+                    CUBLAS_STATUS_INVALID_VALUE);
+        EXPECT(hinfo == -3);
+        EXPECT_BLAS(cublasDgetrsBatched(h, t, N, NRHS, (const double *const *)aarr, LDA, piv, barr, 2, &hinfo, 2),
+                    CUBLAS_STATUS_INVALID_VALUE);
+        EXPECT(hinfo == -9);
+        EXPECT_BLAS(cublasDgetrfBatched(h, N, aarr, 2, piv, info, BATCH), CUBLAS_STATUS_INVALID_VALUE);
+        for (int b = 0; b < BATCH; b++) {
+            CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA[b]));
+            CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB[b]));
+        }
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)aarr));
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)barr));
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)piv));
+        CHECK(cuMemFree((CUdeviceptr)(uintptr_t)info));
+    }
+}
+
+/* solves: every trsm side, triangle, operation and diagonal in both precisions (host and device
+ * alpha), the refusals, and the batched LU. */
+static void solves(cublasHandle_t h) {
+    const cublasOperation_t ops[] = {CUBLAS_OP_N, CUBLAS_OP_T, CUBLAS_OP_C};
+    for (int dbl = 0; dbl < 2; dbl++)
+        for (int side = 0; side < 2; side++)
+            for (int uplo = 0; uplo < 2; uplo++)
+                for (int o = 0; o < 3; o++)
+                    for (int diag = 0; diag < 2; diag++)
+                        trsm_case(h, dbl, (cublasSideMode_t)side, (cublasFillMode_t)uplo, ops[o], (cublasDiagType_t)diag,
+                                  5, 3, dbl ? -1.5 : 2);
+    /* alpha in device memory */
+    double *dal = dalloc(8), al = 0.5;
+    CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dal, &al, 8));
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    double a1 = 4, b1 = 6;
+    double *dA = dalloc(8), *dB = dalloc(8);
+    CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dA, &a1, 8));
+    CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dB, &b1, 8));
+    BLAS(cublasDtrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 1, 1, dal, dA, 1,
+                     dB, 1));
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    CHECK(cuMemcpyDtoH(&b1, (CUdeviceptr)(uintptr_t)dB, 8));
+    EXPECT(b1 == 0.75); /* 4x = 0.5 * 6 */
+    EXPECT_BLAS(cublasDtrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 3, 1, &al,
+                            dA, 2, dB, 3),
+                CUBLAS_STATUS_INVALID_VALUE); /* lda < m */
+    EXPECT_BLAS(cublasDtrsm(h, (cublasSideMode_t)5, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 1, 1, &al,
+                            dA, 1, dB, 1),
+                CUBLAS_STATUS_INVALID_VALUE);
+    CHECK(cuMemcpyDtoH(&b1, (CUdeviceptr)(uintptr_t)dB, 8));
+    EXPECT(b1 == 0.75); /* refused calls left B as it was */
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dal));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dA));
+    CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dB));
+    lu_batched(h);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign();
     if (argc > 1 && strcmp(argv[1], "perop") == 0) return per_op();
@@ -491,6 +660,7 @@ int main(int argc, char **argv) {
     pointer_batches(h);
     gemm_ex(h);
     level12(h);
+    solves(h);
 
     /* A function of NVIDIA's API this library does not remote: exported (a program that imports
      * it loads), NOT_SUPPORTED when called, said once on stderr (the Go test counts it). */

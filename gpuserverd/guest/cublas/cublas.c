@@ -3,7 +3,7 @@
  * (docs/benchmarks/gpu-runtime-compat.md); so a guest image installs this library in its place,
  * and each call goes to gpuserverd, whose worker runs NVIDIA's real cuBLAS on the real GPU.
  *
- * Handles, streams, pointer and math modes and GEMM go over the guest libcuda's session, reached
+ * Handles, streams, pointer and math modes, GEMM, trsm and batched LU go over the guest libcuda's session, reached
  * through gpucloud's private export table (include/gpucloud_private.h): over any other libcuda
  * this library refuses to start, saying why. Matrix and vector copies are driver-API copies.
  * GEMM is sent like a kernel launch, without waiting for a reply: its arguments are checked here
@@ -618,4 +618,133 @@ EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha
 EXPORT cublasStatus_t cublasDscal_v2(cublasHandle_t h, int n, const double *alpha, double *x, int incx) {
     if (n <= 0 || incx <= 0) return check(h);
     return gemm(h, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
+}
+
+/* ---- triangular solve and batched LU, remoted as themselves ----
+ * trsm and getrfBatched go like GEMM, without waiting (arguments checked here first, as cuBLAS
+ * checks them before launching); getrsBatched's info is a host output, so it waits for the
+ * worker's answer. The arrays of matrix addresses stay in device memory: the worker's cuBLAS reads
+ * them in stream order, as NVIDIA's does. */
+
+static cublasStatus_t trsm(cublasHandle_t h, int dbl, cublasSideMode_t side, cublasFillMode_t uplo,
+                           cublasOperation_t t, cublasDiagType_t diag, int m, int n, const void *alpha, const void *A,
+                           int lda, void *B, int ldb) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    int k = side == CUBLAS_SIDE_LEFT ? m : n;
+    if ((unsigned)side > CUBLAS_SIDE_RIGHT || (unsigned)uplo > CUBLAS_FILL_MODE_UPPER || (unsigned)t > CUBLAS_OP_C ||
+        (unsigned)diag > CUBLAS_DIAG_UNIT || m < 0 || n < 0 || lda < (k > 1 ? k : 1) || ldb < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((s = flush_state(h)) != CUBLAS_STATUS_SUCCESS) return s;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS; /* nothing to solve */
+    if (!alpha) return CUBLAS_STATUS_INVALID_VALUE;
+    struct gw_blas_trsm g = {
+        .handle = h->base.server, .dbl = (uint32_t)dbl, .side = (uint32_t)side, .uplo = (uint32_t)uplo,
+        .trans = (uint32_t)t, .diag = (uint32_t)diag, .m = m, .n = n,
+        .pointer_mode = h->pmode == CUBLAS_POINTER_MODE_DEVICE, .a = (uint64_t)(uintptr_t)A, .lda = lda,
+        .b = (uint64_t)(uintptr_t)B, .ldb = ldb,
+    };
+    if (g.pointer_mode)
+        g.alpha = (uint64_t)(uintptr_t)alpha;
+    else /* the scalar's bytes, little-endian in the low bytes */
+        memcpy(&g.alpha, alpha, dbl ? 8 : 4);
+    ENCODE_CALL(blas_trsm, BLAS_TRSM, g, 1, NULL);
+}
+
+EXPORT cublasStatus_t cublasStrsm_v2(cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t uplo,
+                                     cublasOperation_t t, cublasDiagType_t diag, int m, int n, const float *alpha,
+                                     const float *A, int lda, float *B, int ldb) {
+    return trsm(h, 0, side, uplo, t, diag, m, n, alpha, A, lda, B, ldb);
+}
+
+EXPORT cublasStatus_t cublasDtrsm_v2(cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t uplo,
+                                     cublasOperation_t t, cublasDiagType_t diag, int m, int n, const double *alpha,
+                                     const double *A, int lda, double *B, int ldb) {
+    return trsm(h, 1, side, uplo, t, diag, m, n, alpha, A, lda, B, ldb);
+}
+
+/* The _64 forms: sizes past 32 bits are not remoted (the wire carries i32, as cuBLAS's own
+ * kernels do for such sizes on most paths); negative ones are invalid as in the 32-bit form. */
+static int fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+EXPORT cublasStatus_t cublasStrsm_v2_64(cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t uplo,
+                                        cublasOperation_t t, cublasDiagType_t diag, int64_t m, int64_t n,
+                                        const float *alpha, const float *A, int64_t lda, float *B, int64_t ldb) {
+    if (!fits32(m) || !fits32(n) || !fits32(lda) || !fits32(ldb))
+        return m < 0 || n < 0 || lda < 0 || ldb < 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_NOT_SUPPORTED;
+    return trsm(h, 0, side, uplo, t, diag, (int)m, (int)n, alpha, A, (int)lda, B, (int)ldb);
+}
+
+EXPORT cublasStatus_t cublasDtrsm_v2_64(cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t uplo,
+                                        cublasOperation_t t, cublasDiagType_t diag, int64_t m, int64_t n,
+                                        const double *alpha, const double *A, int64_t lda, double *B, int64_t ldb) {
+    if (!fits32(m) || !fits32(n) || !fits32(lda) || !fits32(ldb))
+        return m < 0 || n < 0 || lda < 0 || ldb < 0 ? CUBLAS_STATUS_INVALID_VALUE : CUBLAS_STATUS_NOT_SUPPORTED;
+    return trsm(h, 1, side, uplo, t, diag, (int)m, (int)n, alpha, A, (int)lda, B, (int)ldb);
+}
+
+/* The batch bound the worker enforces (backend.MaxBlasBatch). */
+#define MAX_BLAS_BATCH (1 << 24)
+
+static cublasStatus_t getrf_batched(cublasHandle_t h, int dbl, int n, const void *A, int lda, int *P, int *info,
+                                    int batch) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (n < 0 || lda < (n > 1 ? n : 1) || batch < 0 || batch > MAX_BLAS_BATCH) return CUBLAS_STATUS_INVALID_VALUE;
+    if (batch == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!A || !info) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((s = flush_state(h)) != CUBLAS_STATUS_SUCCESS) return s;
+    struct gw_blas_getrf_batched g = {.handle = h->base.server, .dbl = (uint32_t)dbl, .n = n,
+                                      .aarray = (uint64_t)(uintptr_t)A, .lda = lda, .pivots = (uint64_t)(uintptr_t)P,
+                                      .info = (uint64_t)(uintptr_t)info, .batch = batch};
+    ENCODE_CALL(blas_getrf_batched, BLAS_GETRF_BATCHED, g, 1, NULL);
+}
+
+EXPORT cublasStatus_t cublasSgetrfBatched(cublasHandle_t h, int n, float *const A[], int lda, int *P, int *info,
+                                          int batch) {
+    return getrf_batched(h, 0, n, A, lda, P, info, batch);
+}
+
+EXPORT cublasStatus_t cublasDgetrfBatched(cublasHandle_t h, int n, double *const A[], int lda, int *P, int *info,
+                                          int batch) {
+    return getrf_batched(h, 1, n, A, lda, P, info, batch);
+}
+
+/* getrsBatched: info (host) is 0, or -i when the i-th argument is bad (cuBLAS's convention);
+ * the checks the worker makes again answer with its status. */
+static cublasStatus_t getrs_batched(cublasHandle_t h, int dbl, cublasOperation_t t, int n, int nrhs, const void *A,
+                                    int lda, const int *P, const void *B, int ldb, int *info, int batch) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (!info) return CUBLAS_STATUS_INVALID_VALUE;
+    int bad = (unsigned)t > CUBLAS_OP_C ? 2 : n < 0 ? 3 : nrhs < 0 ? 4 : lda < (n > 1 ? n : 1) ? 6
+            : ldb < (n > 1 ? n : 1) ? 9 : batch < 0 || batch > MAX_BLAS_BATCH ? 11 : 0;
+    *info = -bad;
+    if (bad) return CUBLAS_STATUS_INVALID_VALUE;
+    if (batch == 0 || n == 0 || nrhs == 0) return CUBLAS_STATUS_SUCCESS;
+    if (!A || !B) return *info = -(A ? 8 : 5), CUBLAS_STATUS_INVALID_VALUE;
+    if ((s = flush_state(h)) != CUBLAS_STATUS_SUCCESS) return s;
+    struct gw_blas_getrs_batched g = {.handle = h->base.server, .dbl = (uint32_t)dbl, .trans = (uint32_t)t, .n = n,
+                                      .nrhs = nrhs, .aarray = (uint64_t)(uintptr_t)A, .lda = lda,
+                                      .pivots = (uint64_t)(uintptr_t)P, .barray = (uint64_t)(uintptr_t)B, .ldb = ldb,
+                                      .batch = batch};
+    uint8_t buf[256];
+    size_t len = gw_blas_getrs_batched_size(&g);
+    if (len > sizeof buf) return CUBLAS_STATUS_INTERNAL_ERROR;
+    gw_blas_getrs_batched_encode(&g, buf);
+    s = session_call(GW_TYPE_BLAS_GETRS_BATCHED, buf, len, 0, NULL);
+    if (s == CUBLAS_STATUS_INVALID_VALUE) *info = -1; /* the worker refused an argument it checks too */
+    return s;
+}
+
+EXPORT cublasStatus_t cublasSgetrsBatched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs,
+                                          const float *const A[], int lda, const int *P, float *const B[], int ldb,
+                                          int *info, int batch) {
+    return getrs_batched(h, 0, t, n, nrhs, A, lda, P, B, ldb, info, batch);
+}
+
+EXPORT cublasStatus_t cublasDgetrsBatched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs,
+                                          const double *const A[], int lda, const int *P, double *const B[], int ldb,
+                                          int *info, int batch) {
+    return getrs_batched(h, 1, t, n, nrhs, A, lda, P, B, ldb, info, batch);
 }

@@ -7,6 +7,7 @@
 #define GPUCLOUD_TEST_CUBLAS_V2_H
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CUBLAS_VER_MAJOR 13
 #define CUBLAS_VER_MINOR 0
@@ -64,6 +65,10 @@ typedef enum {
 } cublasComputeType_t;
 
 typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
+
+typedef enum { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1, CUBLAS_FILL_MODE_FULL = 2 } cublasFillMode_t;
+typedef enum { CUBLAS_DIAG_NON_UNIT = 0, CUBLAS_DIAG_UNIT = 1 } cublasDiagType_t;
+typedef enum { CUBLAS_SIDE_LEFT = 0, CUBLAS_SIDE_RIGHT = 1 } cublasSideMode_t;
 
 struct cublasContext;
 typedef struct cublasContext *cublasHandle_t;
@@ -140,6 +145,28 @@ cublasStatus_t cublasDdot_v2(cublasHandle_t handle, int n, const double *x, int 
                              double *result);
 cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float *alpha, float *x, int incx);
 cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double *alpha, double *x, int incx);
+cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans,
+                              cublasDiagType_t diag, int m, int n, const float *alpha, const float *A, int lda, float *B,
+                              int ldb);
+cublasStatus_t cublasDtrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans,
+                              cublasDiagType_t diag, int m, int n, const double *alpha, const double *A, int lda,
+                              double *B, int ldb);
+cublasStatus_t cublasStrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo,
+                                 cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const float *alpha,
+                                 const float *A, int64_t lda, float *B, int64_t ldb);
+cublasStatus_t cublasDtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo,
+                                 cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n,
+                                 const double *alpha, const double *A, int64_t lda, double *B, int64_t ldb);
+cublasStatus_t cublasSgetrfBatched(cublasHandle_t handle, int n, float *const A[], int lda, int *P, int *info,
+                                   int batchSize);
+cublasStatus_t cublasDgetrfBatched(cublasHandle_t handle, int n, double *const A[], int lda, int *P, int *info,
+                                   int batchSize);
+cublasStatus_t cublasSgetrsBatched(cublasHandle_t handle, cublasOperation_t trans, int n, int nrhs,
+                                   const float *const Aarray[], int lda, const int *devIpiv, float *const Barray[],
+                                   int ldb, int *info, int batchSize);
+cublasStatus_t cublasDgetrsBatched(cublasHandle_t handle, cublasOperation_t trans, int n, int nrhs,
+                                   const double *const Aarray[], int lda, const int *devIpiv, double *const Barray[],
+                                   int ldb, int *info, int batchSize);
 
 /* As NVIDIA's cublas_v2.h: the plain names are the _v2 functions. */
 #define cublasCreate cublasCreate_v2
@@ -158,5 +185,7 @@ cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double *alpha,
 #define cublasDdot cublasDdot_v2
 #define cublasSscal cublasSscal_v2
 #define cublasDscal cublasDscal_v2
+#define cublasStrsm cublasStrsm_v2
+#define cublasDtrsm cublasDtrsm_v2
 
 #endif
