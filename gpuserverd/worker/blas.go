@@ -2,6 +2,7 @@ package worker
 
 import (
 	"fmt"
+	"math"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/wire"
@@ -136,12 +137,26 @@ func (s *Session) blasSetWorkspace(d *device, m *wire.BlasSetWorkspace) error {
 	return d.ctx.BlasSetWorkspace(h, m.Ptr, m.Bytes)
 }
 
-// within reports whether [p, p+n) lies inside one allocation of the session on d.
+// within reports whether [p, p+n) is the session's memory on d: inside one allocation, or
+// covered by virtual-memory mappings that follow one another (PyTorch's expandable segments map a
+// segment piece by piece, and a workspace may span several pieces).
 func (d *device) within(p, n uint64) bool {
 	for base, size := range d.allocs {
 		if p >= base && p-base <= size && n <= size-(p-base) {
 			return true
 		}
 	}
-	return false
+	if n > math.MaxUint64-p {
+		return false
+	}
+	for at, end := p, p+n; ; {
+		next, ok := d.fam.mappedThrough(at)
+		if !ok {
+			return false
+		}
+		if next >= end {
+			return true
+		}
+		at = next
+	}
 }

@@ -17,6 +17,16 @@ type famState struct {
 	capturing map[backend.Handle]bool     // streams in capture -> whether a call refused invalidated it
 }
 
+// mappedThrough returns the end of the mapping that holds address a, if one does.
+func (f *famState) mappedThrough(a uint64) (end uint64, ok bool) {
+	for base, m := range f.mappings {
+		if a >= base && a-base < m.size {
+			return base + m.size, true
+		}
+	}
+	return 0, false
+}
+
 // vmAlloc is a physical allocation: charged until its handle, its retains and its mappings are
 // all gone, as the driver frees it.
 type vmAlloc struct {

@@ -197,17 +197,23 @@ EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *mode) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* in_device_memory: [p, p+n) lies in one device allocation of this process (the guest libcuda's
- * table, no round trip), as the worker requires of a workspace: refused here at once, since the
- * call no longer waits for the worker's answer. */
+/* in_device_memory: [p, p+n) is device memory of this process: one allocation, or virtual-memory
+ * mappings that follow one another (PyTorch's expandable segments map a segment page by page, and
+ * a workspace may span several), as the guest libcuda's pointer attributes report them. */
 static int in_device_memory(const void *p, size_t n) {
-    CUdeviceptr base = 0;
-    size_t size = 0;
     CUdeviceptr a = (CUdeviceptr)(uintptr_t)p;
-    if (cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) != CUDA_SUCCESS ||
-        cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a) != CUDA_SUCCESS)
-        return 0;
-    return a >= base && n <= size && a - base <= size - n;
+    if (n > UINT64_MAX - a) return 0;
+    CUdeviceptr end = a + n;
+    do {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a) != CUDA_SUCCESS ||
+            cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a) != CUDA_SUCCESS ||
+            a < base || size == 0 || a - base >= size)
+            return 0;
+        a = base + size;
+    } while (a < end);
+    return 1;
 }
 
 /* The workspace must be the program's device memory (gpuserverd checks it again: inside one of
