@@ -65,19 +65,7 @@ func (s *Session) serveOne() error {
 	}
 	if noReply {
 		if r := resultOf(answer); r != 0 {
-			detail := ""
-			if st, ok := answer.(*wire.Status); ok {
-				detail = st.Message
-			} else if br, ok := answer.(*wire.BlasReply); ok {
-				detail = br.Message
-			} else if dr, ok := answer.(*wire.DnnReply); ok {
-				detail = dr.Message
-			} else if sr, ok := answer.(*wire.SolverReply); ok {
-				detail = sr.Message
-			} else if m := libMessage(answer); m != "" {
-				detail = m
-			}
-			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, detail, backend.Result(r)))
+			s.deferErr(fmt.Errorf("asynchronous %s: %s: %w", h.Type, messageOf(answer), backend.Result(r)))
 		}
 		return nil
 	}
@@ -109,6 +97,27 @@ func resultOf(m wire.Message) int32 {
 		return r.Result
 	}
 	return 0
+}
+
+// messageOf extracts the server's words on a failure from the replies that carry them.
+func messageOf(m wire.Message) string {
+	switch r := m.(type) {
+	case *wire.Status:
+		return r.Message
+	case *wire.BlasReply:
+		return r.Message
+	case *wire.DnnReply:
+		return r.Message
+	case *wire.SolverReply:
+		return r.Message
+	case *wire.SparseReply:
+		return r.Message
+	case *wire.FftReply:
+		return r.Message
+	case *wire.RandReply:
+		return r.Message
+	}
+	return ""
 }
 
 func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message, error) {

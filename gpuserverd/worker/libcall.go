@@ -180,16 +180,3 @@ func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backe
 	}
 	return call, nil
 }
-
-// libMessage is a library reply's message ("" for any other message).
-func libMessage(m wire.Message) string {
-	switch r := m.(type) {
-	case *wire.SparseReply:
-		return r.Message
-	case *wire.FftReply:
-		return r.Message
-	case *wire.RandReply:
-		return r.Message
-	}
-	return ""
-}
