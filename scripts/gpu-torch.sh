@@ -60,7 +60,8 @@ step "build gpucloud's libcudart, libcublas and libcublasLt against the toolkit"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 for v in CUBLAS:cu13/lib/libcublas.so.13 CUBLASLT:cu13/lib/libcublasLt.so.13 CUDNN:cudnn/lib/libcudnn.so.9 \
-	CUSPARSE:cu13/lib/libcusparse.so.12 CUFFT:cu13/lib/libcufft.so.12 CURAND:cu13/lib/libcurand.so.10; do
+	CUSOLVER:cu13/lib/libcusolver.so.12 CUSPARSE:cu13/lib/libcusparse.so.12 CUFFT:cu13/lib/libcufft.so.12 \
+	CURAND:cu13/lib/libcurand.so.10; do
 	n=GPUSERVERD_${v%%:*} f=$site/nvidia/${v#*:}
 	[[ -z ${!n:-} && -e $f ]] && export "$n=$f"
 	echo "worker: $n=${!n:-unset, the loader finds it}"
@@ -77,13 +78,7 @@ for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so
 done
 cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
 	"$ROOT/gpuserverd/guest/nvml/build/libnvidia-ml.so.1" "$GCLIB/"
-# cuSOLVER (issue 15): gpucloud's libcusolver.so.12 (built by torch-prep.sh) in the folder; the
-# workers run NVIDIA's from torch's wheel.
-cp "$ROOT/gpuserverd/guest/cusolver/build/libcusolver.so.12" "$GCLIB/" || echo "FAILED: no libcusolver.so.12"
-f=$site/nvidia/cu13/lib/libcusolver.so.12
-[[ -z ${GPUSERVERD_CUSOLVER:-} && -e $f ]] && export GPUSERVERD_CUSOLVER=$f
-echo "worker: GPUSERVERD_CUSOLVER=${GPUSERVERD_CUSOLVER:-unset, the loader finds it}"
-for lib in cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10; do # built by torch-prep.sh
+for lib in cusolver:libcusolver.so.12 cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10; do # built by torch-prep.sh
 	cp "$ROOT/gpuserverd/guest/${lib%%:*}/build/${lib#*:}" "$GCLIB/" || echo "FAILED: no prebuilt ${lib#*:}"
 done
 # NCCL's folder: the same, with gpucloud's libnccl.so.2 (only the nccl case's process loads it).

@@ -21,10 +21,8 @@ make -s -C gpuserverd/guest
 make -s -C gpuserverd/guest/loader
 make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 make -s -C gpuserverd/guest/nvml
-make -s -C gpuserverd/guest/cusolver LIBDIRS=-L"$ROOT/gpuserverd/guest/build" # no NVIDIA header needed
-# gpucloud's cuSPARSE, cuFFT and cuRAND: no NVIDIA header needed either (built here).
-for d in cusparse cufft curand; do make -s -C gpuserverd/guest/$d LIBDIRS=-L"$ROOT/gpuserverd/guest/build"; done
-make -s -C gpuserverd/guest/nccl LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
+# The libraries over libcuda.so.1 that need no NVIDIA header (built here).
+for d in cusolver cusparse cufft curand nccl; do make -s -C gpuserverd/guest/$d LIBDIRS=-L"$ROOT/gpuserverd/guest/build"; done
 if [[ -n ${CUDA_HEADERS:-} ]]; then
 	chk=$(mktemp -d)
 	trap 'rm -rf "$chk"' EXIT
