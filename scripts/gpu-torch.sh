@@ -58,29 +58,10 @@ python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", 
 
 step "build gpucloud's libcudart, libcublas and libcublasLt against the toolkit"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
-site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
-for v in CUBLAS:cu13/lib/libcublas.so.13 CUBLASLT:cu13/lib/libcublasLt.so.13 CUDNN:cudnn/lib/libcudnn.so.9 \
-	CUSOLVER:cu13/lib/libcusolver.so.12 CUSPARSE:cu13/lib/libcusparse.so.12 CUFFT:cu13/lib/libcufft.so.12 \
-	CURAND:cu13/lib/libcurand.so.10; do
-	n=GPUSERVERD_${v%%:*} f=$site/nvidia/${v#*:}
-	[[ -z ${!n:-} && -e $f ]] && export "$n=$f"
-	echo "worker: $n=${!n:-unset, the loader finds it}"
-done
+. "$ROOT/scripts/lib/gclib.sh"
+worker_libraries
 GCLIB=$W/gpucloud-lib # what /usr/lib/gpucloud holds in a VM
-mkdir -p "$GCLIB"
-for lib in cudart:libcudart.so.13 cublas:libcublas.so.13 cublaslt:libcublasLt.so.13; do
-	d=${lib%%:*} f=${lib#*:}
-	if [[ ${PREBUILT:-} == 1 && -f $ROOT/prebuilt/$f ]]; then # torch-prep.sh built it against the same headers
-		cp "$ROOT/prebuilt/$f" "$GCLIB/"
-		continue
-	fi
-	make -s -C "$ROOT/gpuserverd/guest/$d" BUILD="$W/$d" && cp "$W/$d/$f" "$GCLIB/" || echo "FAILED: build $f"
-done
-cp "$ROOT/gpuserverd/guest/build/libcuda.so.1" "$ROOT/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
-	"$ROOT/gpuserverd/guest/nvml/build/libnvidia-ml.so.1" "$GCLIB/"
-for lib in cusolver:libcusolver.so.12 cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10; do # built by torch-prep.sh
-	cp "$ROOT/gpuserverd/guest/${lib%%:*}/build/${lib#*:}" "$GCLIB/" || echo "FAILED: no prebuilt ${lib#*:}"
-done
+guest_libdir "$ROOT" "$W" "$GCLIB"
 # NCCL's folder: the same, with gpucloud's libnccl.so.2 (only the nccl case's process loads it).
 GCLIB_NCCL=$W/gpucloud-lib-nccl
 mkdir -p "$GCLIB_NCCL" && cp "$GCLIB"/* "$GCLIB_NCCL/" && cp "$ROOT/gpuserverd/guest/nccl/build/libnccl.so.2" "$GCLIB_NCCL/"

@@ -37,7 +37,8 @@ fi
 rm -rf "$dest"
 g=$dest/gpuserverd/guest
 mkdir -p "$dest/bin" "$dest/scripts" "$g"
-cp scripts/gpu-torch.sh "$dest/scripts/"
+cp scripts/gpu-torch.sh scripts/gpu-samples.sh scripts/samples-runner.py "$dest/scripts/"
+mkdir -p "$dest/scripts/lib" && cp scripts/lib/gclib.sh "$dest/scripts/lib/"
 cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py "$dest/scripts/"
 cp bin/gpuserverd bin/gputoken "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
