@@ -1458,12 +1458,14 @@ size_t gw_shm_open_size(const struct gw_shm_open *m) {
 	(void)m;
 	size_t n = 0;
 	n += 8;
+	n += 8;
 	return n;
 }
 
 uint8_t *gw_shm_open_encode(const struct gw_shm_open *m, uint8_t *o) {
 	(void)m;
 	o = put64(o, m->bytes);
+	o = put64(o, m->address);
 	return o;
 }
 
@@ -1471,6 +1473,7 @@ int gw_shm_open_decode(struct gw_shm_open *m, const uint8_t *p, size_t n, char *
 	struct dec d = {p, n, "ShmOpen", err, errlen, 0};
 	memset(m, 0, sizeof *m);
 	m->bytes = d64(&d, "bytes");
+	m->address = d64(&d, "address");
 	return dfinish(&d);
 }
 
@@ -1480,6 +1483,7 @@ size_t gw_shm_open_reply_size(const struct gw_shm_open_reply *m) {
 	n += 4;
 	n += 8;
 	n += 4 + m->message_len;
+	n += 8;
 	return n;
 }
 
@@ -1490,6 +1494,7 @@ uint8_t *gw_shm_open_reply_encode(const struct gw_shm_open_reply *m, uint8_t *o)
 	o = put32(o, m->message_len);
 	if (m->message_len) memcpy(o, m->message, m->message_len);
 	o += m->message_len;
+	o = put64(o, m->device_address);
 	return o;
 }
 
@@ -1499,6 +1504,7 @@ int gw_shm_open_reply_decode(struct gw_shm_open_reply *m, const uint8_t *p, size
 	m->result = (int32_t)d32(&d, "result");
 	m->bytes = d64(&d, "bytes");
 	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	m->device_address = d64(&d, "device_address");
 	return dfinish(&d);
 }
 

@@ -650,6 +650,7 @@ int gw_memcpy_dto_h_striped_decode(struct gw_memcpy_dto_h_striped *m, const uint
 
 struct gw_shm_open {
 	uint64_t bytes;
+	uint64_t address;
 };
 size_t gw_shm_open_size(const struct gw_shm_open *m);
 uint8_t *gw_shm_open_encode(const struct gw_shm_open *m, uint8_t *out);
@@ -660,6 +661,7 @@ struct gw_shm_open_reply {
 	uint64_t bytes;
 	const char *message; /* not NUL-terminated; limit 1024 */
 	uint32_t message_len;
+	uint64_t device_address;
 };
 size_t gw_shm_open_reply_size(const struct gw_shm_open_reply *m);
 uint8_t *gw_shm_open_reply_encode(const struct gw_shm_open_reply *m, uint8_t *out);

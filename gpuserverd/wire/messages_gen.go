@@ -2074,7 +2074,8 @@ func (m *MemcpyDtoHStriped) Decode(p []byte) error {
 
 // ShmOpen is message type 80.
 type ShmOpen struct {
-	Bytes uint64
+	Bytes   uint64
+	Address uint64
 }
 
 // Type returns TypeShmOpen.
@@ -2083,6 +2084,7 @@ func (*ShmOpen) Type() Type { return TypeShmOpen }
 // Append appends the encoded payload to b.
 func (m *ShmOpen) Append(b []byte) []byte {
 	b = putU64(b, m.Bytes)
+	b = putU64(b, m.Address)
 	return b
 }
 
@@ -2090,14 +2092,16 @@ func (m *ShmOpen) Append(b []byte) []byte {
 func (m *ShmOpen) Decode(p []byte) error {
 	d := decoder{p: p, msg: "ShmOpen"}
 	m.Bytes = d.u64("bytes")
+	m.Address = d.u64("address")
 	return d.finish()
 }
 
 // ShmOpenReply is message type 81.
 type ShmOpenReply struct {
-	Result  int32
-	Bytes   uint64
-	Message string
+	Result        int32
+	Bytes         uint64
+	Message       string
+	DeviceAddress uint64
 }
 
 // Type returns TypeShmOpenReply.
@@ -2109,6 +2113,7 @@ func (m *ShmOpenReply) Append(b []byte) []byte {
 	b = putU64(b, m.Bytes)
 	b = putU32(b, uint32(len(m.Message)))
 	b = append(b, m.Message...)
+	b = putU64(b, m.DeviceAddress)
 	return b
 }
 
@@ -2118,6 +2123,7 @@ func (m *ShmOpenReply) Decode(p []byte) error {
 	m.Result = int32(d.u32("result"))
 	m.Bytes = d.u64("bytes")
 	m.Message = string(d.bytes("message", 1024))
+	m.DeviceAddress = d.u64("device_address")
 	return d.finish()
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -106,16 +107,23 @@ func (s *Session) makeArena(m *wire.ShmOpen, req uint32, snd fdSender) (wire.Mes
 	if err := unix.Ftruncate(fd, int64(m.Bytes)); err != nil {
 		return refuse(backend.ErrOutOfMemory, "sizing the arena: %v", err)
 	}
-	mem, err := unix.Mmap(fd, 0, int(m.Bytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+	mem, err := mapArena(fd, m.Bytes, m.Address)
 	if err != nil {
 		return refuse(backend.ErrOutOfMemory, "mapping the arena: %v", err)
 	}
 	if err := d.ctx.HostRegister(mem); err != nil {
-		unix.Munmap(mem)
+		unmapArena(mem)
 		return refuse(backend.ResultOf(err), "registering the arena with the driver: %v", err)
 	}
 	s.shm = &arena{mem: mem, reg: d.ctx}
-	frame := wire.AppendFrame(nil, &wire.ShmOpenReply{Bytes: m.Bytes}, 0, req)
+	reply := &wire.ShmOpenReply{Bytes: m.Bytes}
+	if hm, ok := d.ctx.(backend.HostMapper); ok {
+		if reply.DeviceAddress, err = hm.HostDevicePointer(mem); err != nil {
+			s.log.Warn("arena: no device address", "err", err)
+			reply.DeviceAddress = 0
+		}
+	}
+	frame := wire.AppendFrame(nil, reply, 0, req)
 	if err := s.w.Flush(); err != nil {
 		return nil, err
 	}
@@ -129,6 +137,34 @@ func (s *Session) makeArena(m *wire.ShmOpen, req uint32, snd fdSender) (wire.Mes
 	s.w = bufio.NewWriterSize(newShmRing(mem, 1, alive), 256<<10)
 	s.log.Info("shared arena open", "bytes", m.Bytes)
 	return nil, nil
+}
+
+// mapArena maps the arena's memfd, at the address the guest reserved for it where that is free in
+// this process too: a driver that maps registered host memory at its host address (unified
+// addressing) then gives the arena one address in the guest, here and on the device, so a
+// program may hand a pinned pointer straight to a kernel. Anywhere else otherwise.
+func mapArena(fd int, bytes, at uint64) ([]byte, error) {
+	const prot, flags = unix.PROT_READ | unix.PROT_WRITE, unix.MAP_SHARED | unix.MAP_POPULATE
+	if at != 0 && at%uint64(unix.Getpagesize()) == 0 && at+bytes > at {
+		want := unsafe.Add(unsafe.Pointer(nil), uintptr(at)) // an address in this process, not a Go object
+		p, err := unix.MmapPtr(fd, 0, want, uintptr(bytes), prot, flags|unix.MAP_FIXED_NOREPLACE)
+		if err == nil && p == want {
+			return unsafe.Slice((*byte)(p), bytes), nil
+		}
+		if err == nil { // an old kernel took the address as a hint
+			unix.MunmapPtr(p, uintptr(bytes))
+		}
+	}
+	p, err := unix.MmapPtr(fd, 0, nil, uintptr(bytes), prot, flags)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), bytes), nil
+}
+
+// unmapArena undoes mapArena (its mappings are not unix.Mmap's, which keeps a table of its own).
+func unmapArena(mem []byte) {
+	unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(mem)), uintptr(len(mem)))
 }
 
 // span is the arena's bytes [off, off+n), or an error naming the range.
@@ -181,7 +217,7 @@ func (s *Session) closeShm() {
 	if err := s.shm.reg.HostUnregister(s.shm.mem); err != nil {
 		s.log.Warn("arena: unregister", "err", err)
 	}
-	unix.Munmap(s.shm.mem)
+	unmapArena(s.shm.mem)
 	s.shm = nil
 }
 

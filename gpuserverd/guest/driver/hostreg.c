@@ -61,6 +61,7 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
 CUresult gc_arena_device_base(uint64_t *base) {
     *base = __atomic_load_n(&arena_device_base, __ATOMIC_ACQUIRE);
     if (*base) return CUDA_SUCCESS;
+    if ((*base = gc_shm_device_address()) != 0) return CUDA_SUCCESS; /* told at ShmOpen */
     struct gw_shm_device_pointer m = {0};
     GC_ENCODE(shm_device_pointer, m, b);
     struct gw_handle_reply hr;

@@ -21,6 +21,19 @@ int main(int argc, char **argv) {
     }
     CHECK(cuMemHostGetDevicePointer(&d, h, 0));
     EXPECT(d != 0);
+    /* Unified addressing: the arena lies at its device address here, so the pinned pointer is the
+     * device's too, and a kernel given the program's pointer itself reaches the same bytes. */
+    EXPECT(d == (CUdeviceptr)(uintptr_t)h);
+    {
+        CUdeviceptr hp = (CUdeviceptr)(uintptr_t)(h + N / 2);
+        unsigned w = 0xfeed;
+        int m = 256;
+        void *a[] = {&hp, &w, &m};
+        CHECK(cuLaunchKernel(fill, 1, 1, 1, 256, 1, 1, 0, NULL, a, NULL));
+        CHECK(cuCtxSynchronize());
+        for (int i = 0; i < 256; i++) EXPECT(h[N / 2 + i] == w);
+        for (int i = 0; i < 256; i++) h[N / 2 + i] = 0xdead0000u | (unsigned)(N / 2 + i);
+    }
     CUdeviceptr d2;
     CHECK(cuMemHostGetDevicePointer(&d2, h + 100, 0));
     EXPECT(d2 == d + 100 * sizeof *h);

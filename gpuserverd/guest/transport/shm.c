@@ -39,6 +39,7 @@ static struct {
     size_t nblocks, cblocks;
     int fd;         /* the arena's descriptor, kept to map its blocks over registered ranges */
     off_t fd_off;   /* where the arena starts in it (a slot of an ivshmem channel) */
+    uint64_t device_address; /* the arena's device address as the worker told it (0: unknown) */
 } shm = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 int gc_shm_on(void) { return shm.base != NULL; }
@@ -75,10 +76,10 @@ static CUresult recv_reply_fd(struct gc_reply *r, int *fd) {
     return CUDA_SUCCESS;
 }
 
-/* ask_arena sends ShmOpen{bytes} and reads the reply and the descriptor passed with it. */
-static CUresult ask_arena(uint64_t bytes, struct gw_shm_open_reply *sr, int *fd) {
-    struct gw_shm_open m = {.bytes = bytes};
-    uint8_t b[16];
+/* ask_arena sends ShmOpen{bytes, address} and reads the reply and the descriptor passed with it. */
+static CUresult ask_arena(uint64_t bytes, uint64_t address, struct gw_shm_open_reply *sr, int *fd) {
+    struct gw_shm_open m = {.bytes = bytes, .address = address};
+    uint8_t b[24];
     size_t n = gw_shm_open_size(&m);
     gw_shm_open_encode(&m, b);
     struct gc_reply r = {0};
@@ -97,6 +98,23 @@ static CUresult ask_arena(uint64_t bytes, struct gw_shm_open_reply *sr, int *fd)
     return rc;
 }
 
+/* place_arena maps the arena at its device address when it can: in the room reserved for it (the
+ * worker mapped its side there and the driver maps registered memory at its host address), else
+ * at the device address if free here, else anywhere. Then a pinned pointer is the program's and
+ * the device's alike, as unified addressing promises: a program may pass a cudaMallocHost pointer
+ * to a kernel, and some do (a flag a kernel spins on). */
+static void *place_arena(void *room, uint64_t bytes, uint64_t device_address, int fd) {
+    const int prot = PROT_READ | PROT_WRITE, flags = MAP_SHARED | MAP_POPULATE;
+    if (device_address && room != MAP_FAILED && device_address == (uint64_t)(uintptr_t)room)
+        return mmap(room, bytes, prot, flags | MAP_FIXED, fd, 0); /* replaces our own reservation */
+    if (device_address) {
+        void *p = mmap((void *)(uintptr_t)device_address, bytes, prot, flags | MAP_FIXED_NOREPLACE, fd, 0);
+        if (p != MAP_FAILED && p == (void *)(uintptr_t)device_address) return p;
+        if (p != MAP_FAILED) munmap(p, bytes); /* an old kernel took the address as a hint */
+    }
+    return mmap(NULL, bytes, prot, flags, fd, 0);
+}
+
 /* gc_open_shm asks for the arena (GPUCLOUD_SHM_MIB, default 256; 0: none) and maps it. Returns 1
  * when shared memory is in use. Runs once after the handshake, on a Unix-socket connection.
  * A request over the server's arena limits is refused with out of memory and the largest arena
@@ -110,9 +128,17 @@ int gc_open_shm(void) {
     uint64_t want = (uint64_t)mib << 20;
     struct gw_shm_open_reply sr = {0};
     int fd = -1;
+    void *room = MAP_FAILED;
     for (int attempt = 0;; attempt++) {
-        if (ask_arena(want, &sr, &fd) != CUDA_SUCCESS) return 0;
+        /* Room for the arena here, which the worker maps its side at if it can (see place_arena). */
+        room = mmap(NULL, want, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        uint64_t at = room == MAP_FAILED ? 0 : (uint64_t)(uintptr_t)room;
+        if (ask_arena(want, at, &sr, &fd) != CUDA_SUCCESS) {
+            if (room != MAP_FAILED) munmap(room, want);
+            return 0;
+        }
         if (sr.result == 0 && fd >= 0) break;
+        if (room != MAP_FAILED) munmap(room, want);
         if (fd >= 0) close(fd);
         if (sr.result == CUDA_ERROR_OUT_OF_MEMORY && attempt < 2 && sr.bytes >= GW_SHM_MIN && sr.bytes < want) {
             fprintf(stderr, "gpucloud: shared arena of %llu MiB refused (%.*s); taking %llu MiB\n",
@@ -123,7 +149,8 @@ int gc_open_shm(void) {
         fprintf(stderr, "gpucloud: no shared memory (%d): %.*s\n", sr.result, (int)sr.message_len, sr.message);
         return 0;
     }
-    void *p = mmap(NULL, sr.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *p = sr.bytes == want ? place_arena(room, want, sr.device_address, fd) : MAP_FAILED;
+    if (room != MAP_FAILED && p != room) munmap(room, want);
     if (p == MAP_FAILED || sr.bytes != want) {
         fprintf(stderr, "gpucloud: cannot map the shared arena of %llu bytes\n", (unsigned long long)sr.bytes);
         if (p != MAP_FAILED) munmap(p, sr.bytes);
@@ -135,6 +162,7 @@ int gc_open_shm(void) {
         close(fd);
         return 0;
     }
+    if (sr.device_address == (uint64_t)(uintptr_t)p) shm.device_address = sr.device_address;
     gc_shm_map_from(fd, 0); /* registered ranges map arena blocks from it */
     gc_rings_start(p, NULL); /* from here on, every frame goes through the rings */
     return 1;
@@ -469,6 +497,7 @@ int gc_shm_offset(const void *p, uint64_t *off) {
  * arena. Caller serialises. */
 char *gc_shm_alias_at(uint64_t addr) {
     static char *alias;
+    if (shm.base && addr == (uint64_t)(uintptr_t)shm.base) return shm.base; /* placed there already */
     if (alias) return (uint64_t)(uintptr_t)alias == addr ? alias : NULL;
     if (!shm.base || shm.fd < 0 || addr == 0) return NULL;
     void *p = mmap((void *)(uintptr_t)addr, shm.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, shm.fd,
@@ -481,6 +510,10 @@ char *gc_shm_alias_at(uint64_t addr) {
     alias = p;
     return alias;
 }
+
+/* gc_shm_device_address is the arena's device address when the arena lies at it in this process
+ * (place_arena), else 0. */
+uint64_t gc_shm_device_address(void) { return shm.device_address; }
 
 /* gc_shm_base is the program's first mapping of the arena (NULL without one). */
 char *gc_shm_base(void) { return shm.base; }

@@ -99,6 +99,7 @@ int gc_shm_contains(const void *p, size_t n);
 int gc_shm_offset(const void *p, uint64_t *off); /* p in the arena (heap or moved range) */
 char *gc_shm_alias_at(uint64_t addr);
 char *gc_shm_base(void);
+uint64_t gc_shm_device_address(void);
 /* Write-protects [va, va+len) so that other threads' writes wait until gc_release_writes: the
  * descriptor to pass it, or -1 when this process cannot (holdwrites.c). */
 int gc_hold_writes(void *va, size_t len, int shared);
