@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"syscall"
+	"time"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/wire"
@@ -18,10 +19,44 @@ func laneSocket() (*net.UnixConn, *os.File, error) { return seqpacketPair("lanes
 
 // attachLane hands a connection that opened with LaneHello to its session's worker, which checks
 // the key and answers on the lane. The server only routes: it knows session ids, not keys.
+// Among sessions sharing the id (an instance's several processes), the one whose worker reported
+// the key's name (worker.ResumeKeyOf) gets it; the worker reports it as it answers LanesOpen, so
+// the lane waits a moment for that report rather than go to a sibling that would refuse it.
 func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
 	var h wire.LaneHello
 	err := h.Decode(payload)
-	s.route(conn, h.SessionID, payload, err, func(st *wire.Status) wire.Message { return st }, log)
+	key := worker.ResumeKeyOf(h.Key)
+	issued := func(se *session) bool {
+		se.mu.Lock()
+		defer se.mu.Unlock()
+		return se.last.LaneKey == key
+	}
+	if err == nil {
+		s.awaitSession(h.SessionID, issued, laneKeyWait)
+	}
+	s.routeTo(conn, h.SessionID, issued, payload, err, func(st *wire.Status) wire.Message { return st }, log)
+}
+
+// laneKeyWait bounds how long a lane waits for its worker's report of the key. A lane no worker
+// issued waits it out as well, whether or not its session exists: no oracle of live sessions.
+const laneKeyWait = 250 * time.Millisecond
+
+// awaitSession waits until a session of id sid satisfies ok, or for d.
+func (s *Server) awaitSession(sid string, ok func(*session) bool, d time.Duration) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		s.mu.Lock()
+		found := false
+		for _, x := range s.sessions {
+			if x.claims.SessionID == sid && ok(x) {
+				found = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if found {
+			return
+		}
+	}
 }
 
 // attachResume hands a connection that opened with Resume to its session's worker, which checks

@@ -11,6 +11,7 @@ import (
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/wire"
+	"gpucloud/gpuserverd/worker"
 	"gpucloud/internal/sessiontoken"
 )
 
@@ -115,5 +116,50 @@ func TestLaneIsPassedToItsWorker(t *testing.T) {
 	b := make([]byte, 2)
 	if _, err := c.Read(b); err != nil || string(b) != "ok" {
 		t.Fatalf("guest read %q %v", b, err)
+	}
+}
+
+// Sessions sharing an id (an instance's several processes) each issue their own lane key: a lane
+// goes to the worker that issued its key, also when that worker's report comes after the lane.
+func TestLaneGoesToTheWorkerThatIssuedItsKey(t *testing.T) {
+	s, _ := newServer(t)
+	keys := [][]byte{make([]byte, 32), make([]byte, 32)}
+	keys[1][0] = 1
+	var theres []*os.File
+	s.mu.Lock()
+	for i := range 2 {
+		here, there, err := laneSocket()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { here.Close(); there.Close() })
+		theres = append(theres, there)
+		s.sessions[10+i] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: here}
+	}
+	s.sessions[10].last = worker.Snapshot{LaneKey: worker.ResumeKeyOf(keys[0])}
+	s.mu.Unlock()
+	// The second worker reports its key a little after its guest's lane arrives.
+	go func() {
+		time.Sleep(40 * time.Millisecond)
+		se := s.sessions[11]
+		se.mu.Lock()
+		se.last = worker.Snapshot{LaneKey: worker.ResumeKeyOf(keys[1])}
+		se.mu.Unlock()
+	}()
+	for _, i := range []int{1, 0} {
+		hello := &wire.LaneHello{Version: wire.Version, SessionID: "inst", Key: keys[i], Lane: uint32(i)}
+		laneDial(t, s, wire.AppendFrame(nil, hello, 0, 0))
+		wc, err := net.FileConn(theres[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc.SetDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 1024)
+		n, _, _, _, err := wc.(*net.UnixConn).ReadMsgUnix(buf, make([]byte, syscall.CmsgSpace(4)))
+		wc.Close()
+		var got wire.LaneHello
+		if err != nil || got.Decode(buf[:n]) != nil || got.Lane != uint32(i) {
+			t.Fatalf("worker %d got %+v %v", i, got, err)
+		}
 	}
 }

@@ -143,7 +143,16 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		s.Stats.setGuestPID(m.Pid)
 		return status(nil), nil
 	case *wire.LanesOpen:
-		return s.lanes.open(m.Lanes), nil
+		r := s.lanes.open(m.Lanes)
+		if r.Result == 0 {
+			// The server routes lanes by this key's name, among the sessions of an instance:
+			// tell it before the guest, which opens its lanes as soon as it has the reply.
+			s.Stats.setLaneKey(r.Key)
+			if s.notify != nil {
+				s.notify()
+			}
+		}
+		return r, nil
 	case *wire.ResumeOpen:
 		if s.resume == nil || s.shm != nil { // an arena's rings are not the socket's stream
 			return &wire.ResumeOpenReply{Result: int32(backend.ErrNotSupported)}, nil

@@ -24,6 +24,7 @@ type Stats struct {
 	billFrom   time.Time // a restored session: its server bills it from here
 	control    *ControlResult
 	resumeKey  string
+	laneKey    string
 }
 
 // Snapshot is Stats at one moment, as the worker reports it to the server.
@@ -50,6 +51,9 @@ type Snapshot struct {
 	// routes a Resume to the worker whose key it matches, among sessions sharing an id (an
 	// instance's several processes).
 	ResumeKey string `json:"resume_key,omitempty"`
+	// LaneKey names the session's lane key likewise (ResumeKeyOf of it): the server routes a
+	// LaneHello to the worker that issued its key.
+	LaneKey string `json:"lane_key,omitempty"`
 }
 
 // ResumeKeyOf is the key a worker reports for a resume secret.
@@ -61,6 +65,12 @@ func ResumeKeyOf(secret []byte) string {
 func (st *Stats) setResumeKey(secret []byte) {
 	st.mu.Lock()
 	st.resumeKey = ResumeKeyOf(secret)
+	st.mu.Unlock()
+}
+
+func (st *Stats) setLaneKey(key []byte) {
+	st.mu.Lock()
+	st.laneKey = ResumeKeyOf(key)
 	st.mu.Unlock()
 }
 
@@ -145,5 +155,5 @@ func (st *Stats) Snapshot() Snapshot {
 		byDevice = maps.Clone(st.byDevice)
 	}
 	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved,
-		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, BillFrom: st.billFrom, Control: st.control, ResumeKey: st.resumeKey}
+		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, BillFrom: st.billFrom, Control: st.control, ResumeKey: st.resumeKey, LaneKey: st.laneKey}
 }
