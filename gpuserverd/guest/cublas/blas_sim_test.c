@@ -3,13 +3,15 @@
  * CPU product, beta 0 over NaNs, device pointer mode, strided batches, matrix and vector copies
  * (strided, async on a stream), GemmEx over half, bfloat16, float and double, stream ordering, refused arguments leaving C as it was, destroyed
  * and made-up handles, workspaces, a failing GEMM surfacing at the next synchronisation, and
- * triangular solves (trsm) and batched LU (getrfBatched, getrsBatched).
+ * triangular solves (trsm) and batched LU (getrfBatched, getrsBatched); cuBLAS-XT's host-interface
+ * GEMM tiled over small blocks, with host and device operands.
  * Built against testshim/cublas_v2.h (a test double of NVIDIA's header).
  *
  * With the argument "foreign" it only checks that cublasCreate refuses a libcuda that is not
  * gpucloud's guest library. */
 #include "../tests/check.h"
 
+#include <cublasXt.h>
 #include <cublas_v2.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -629,6 +631,85 @@ static void solves(cublasHandle_t h) {
     lu_batched(h);
 }
 
+/* xt_case: cublasXt{S,D}gemm of host matrices (device ones where dev_b) tiled in blocks of bd,
+ * against the CPU product. */
+static void xt_case(cublasXtHandle_t x, int dbl, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    int bd, int dev_b) {
+    int ra = ta == CUBLAS_OP_N ? m : k, ca = ta == CUBLAS_OP_N ? k : m;
+    int rb = tb == CUBLAS_OP_N ? k : n, cb = tb == CUBLAS_OP_N ? n : k;
+    int lda = ra + 1, ldb = rb + 2, ldc = m + 3;
+    size_t na = (size_t)lda * ca, nb = (size_t)ldb * cb, nc = (size_t)ldc * n, e = dbl ? 8 : 4;
+    double *A = malloc(na * 8), *B = malloc(nb * 8), *C = malloc(nc * 8), *R = malloc(nc * 8);
+    for (size_t i = 0; i < na; i++) A[i] = rnd();
+    for (size_t i = 0; i < nb; i++) B[i] = rnd();
+    for (size_t i = 0; i < nc; i++) C[i] = R[i] = rnd();
+    double alpha = 1.5, beta = -0.5;
+    reference(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, R, ldc);
+    void *a = malloc(na * e), *b = malloc(nb * e), *c = malloc(nc * e);
+    for (size_t i = 0; i < na; i++) dbl ? (((double *)a)[i] = A[i]) : (((float *)a)[i] = (float)A[i]);
+    for (size_t i = 0; i < nb; i++) dbl ? (((double *)b)[i] = B[i]) : (((float *)b)[i] = (float)B[i]);
+    for (size_t i = 0; i < nc; i++) dbl ? (((double *)c)[i] = C[i]) : (((float *)c)[i] = (float)C[i]);
+    void *bop = b;
+    if (dev_b) {
+        bop = dalloc(nb * e);
+        CHECK(cuMemcpyHtoD((CUdeviceptr)(uintptr_t)bop, b, nb * e));
+    }
+    BLAS(cublasXtSetBlockDim(x, bd));
+    if (dbl) {
+        BLAS(cublasXtDgemm(x, ta, tb, m, n, k, &alpha, a, lda, bop, ldb, &beta, c, ldc));
+    } else {
+        float fa = (float)alpha, fb = (float)beta;
+        BLAS(cublasXtSgemm(x, ta, tb, m, n, k, &fa, a, lda, bop, ldb, &fb, c, ldc));
+    }
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            size_t o = i + (size_t)j * ldc;
+            double got = dbl ? ((double *)c)[o] : ((float *)c)[o];
+            EXPECT(fabs(got - R[o]) <= (dbl ? 1e-9 : 1e-3) * (1 + fabs(R[o])));
+        }
+    /* The padding of C (rows m..ldc) is untouched. */
+    for (int j = 0; j < n; j++)
+        for (int i = m; i < ldc; i++) {
+            size_t o = i + (size_t)j * ldc;
+            EXPECT(dbl ? ((double *)c)[o] == C[o] : ((float *)c)[o] == (float)C[o]);
+        }
+    if (dev_b) CHECK(cuMemFree((CUdeviceptr)(uintptr_t)bop));
+    free(A), free(B), free(C), free(R), free(a), free(b), free(c);
+}
+
+static void xt(void) {
+    cublasXtHandle_t x;
+    BLAS(cublasXtCreate(&x));
+    float one = 1;
+    float hm[4] = {0};
+    /* Before a device is chosen there is nothing to run on. */
+    EXPECT_BLAS(cublasXtSgemm(x, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, hm, 2, hm, 2, &one, hm, 2),
+                CUBLAS_STATUS_NOT_INITIALIZED);
+    int bad[] = {7}, dev[] = {0}, boards = 0;
+    EXPECT_BLAS(cublasXtDeviceSelect(x, 1, bad), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasXtDeviceSelect(x, 0, dev), CUBLAS_STATUS_INVALID_VALUE);
+    BLAS(cublasXtDeviceSelect(x, 1, dev));
+    BLAS(cublasXtMaxBoards(&boards));
+    EXPECT(boards >= 1);
+    EXPECT_BLAS(cublasXtSetBlockDim(x, 0), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasXtSetCpuRatio(x, CUBLASXT_GEMM, CUBLASXT_FLOAT, 0.5f), CUBLAS_STATUS_NOT_SUPPORTED);
+    BLAS(cublasXtSetCpuRatio(x, CUBLASXT_GEMM, CUBLASXT_FLOAT, 0));
+    /* A leading dimension under the rows is refused and C stays as it was. */
+    EXPECT_BLAS(cublasXtSgemm(x, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, hm, 1, hm, 2, &one, hm, 2),
+                CUBLAS_STATUS_INVALID_VALUE);
+    for (int i = 0; i < 4; i++) EXPECT(hm[i] == 0);
+    /* Ragged tiles (blocks of 3 and 4 over 10 x 7 x 5), transposes, host and device operands. */
+    xt_case(x, 0, CUBLAS_OP_N, CUBLAS_OP_N, 10, 7, 5, 3, 0);
+    xt_case(x, 0, CUBLAS_OP_T, CUBLAS_OP_N, 10, 7, 5, 4, 0);
+    xt_case(x, 1, CUBLAS_OP_N, CUBLAS_OP_T, 9, 11, 6, 4, 0);
+    xt_case(x, 1, CUBLAS_OP_T, CUBLAS_OP_T, 8, 5, 7, 3, 1);
+    xt_case(x, 0, CUBLAS_OP_N, CUBLAS_OP_N, 33, 17, 9, 1024, 1); /* one tile */
+    int bd = 0;
+    BLAS(cublasXtGetBlockDim(x, &bd));
+    EXPECT(bd == 1024);
+    BLAS(cublasXtDestroy(x));
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "foreign") == 0) return foreign();
     if (argc > 1 && strcmp(argv[1], "perop") == 0) return per_op();
@@ -661,6 +742,7 @@ int main(int argc, char **argv) {
     gemm_ex(h);
     level12(h);
     solves(h);
+    xt();
 
     /* A function of NVIDIA's API this library does not remote: exported (a program that imports
      * it loads), NOT_SUPPORTED when called, said once on stderr (the Go test counts it). */

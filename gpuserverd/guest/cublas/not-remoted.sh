@@ -18,7 +18,7 @@ names = sorted(declared(sys.argv[1]) | xt)
 with open('xt-names.txt', 'w') as out:
     out.write(''.join(n + '\n' for n in sorted(xt)))
 have = set()
-for f in ('cublas.c', 'rest.c'):
+for f in ('cublas.c', 'rest.c', 'xt.c'):
     src = open(f).read()
     have |= set(re.findall(r'EXPORT [^(;]*?\b(cublas[A-Za-z0-9_]+)\s*\(', src))
     have |= set(re.findall(r'PLAIN\([a-z_]+, "(cublas[A-Za-z0-9_]+)"', src))
