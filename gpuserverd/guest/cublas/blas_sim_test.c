@@ -360,8 +360,8 @@ static void gemm_ex(cublasHandle_t h) {
     CHECK(cuMemFree((CUdeviceptr)(uintptr_t)dC));
 }
 
-/* gemv (both operations, strided x and y), dot into device memory, scal with a stride: remoted as
- * GEMMs over row vectors; against the CPU. */
+/* gemv (both operations, strided x and y), dot into device memory, scal with a stride, axpy and
+ * copy: remoted as GEMMs over row vectors; against the CPU. */
 static void level12(cublasHandle_t h) {
     enum { M = 5, N = 4, LDA = 7, INC = 2 };
     double A[LDA * N], x[INC * M], y[INC * M], y0[INC * M];
@@ -403,6 +403,28 @@ static void level12(cublasHandle_t h) {
     BLAS(cublasSscal(h, 2, &three, dfx, 2)); /* elements 0 and 2 */
     BLAS(cublasGetVector(3, 4, dfx, 1, fx, 1));
     EXPECT(fx[0] == 3 && fx[1] == 2 && fx[2] == 9);
+    /* axpy with a host alpha and with a device one, strided; copy; fx is {3, 2, 9}, fy {4, -5, 6}. */
+    float two = 2, got[3];
+    BLAS(cublasSaxpy(h, 2, &two, dfx, 2, dfy, 2)); /* y0 += 2*3, y2 += 2*9 */
+    BLAS(cublasGetVector(3, 4, dfy, 1, got, 1));
+    EXPECT(got[0] == 10 && got[1] == -5 && got[2] == 24);
+    BLAS(cublasSetVector(1, 4, &two, 1, dfr, 1));
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    BLAS(cublasSaxpy(h, 3, dfr, dfx, 1, dfy, 1)); /* y += 2 x */
+    BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    BLAS(cublasGetVector(3, 4, dfy, 1, got, 1));
+    EXPECT(got[0] == 16 && got[1] == -1 && got[2] == 42);
+    BLAS(cublasScopy(h, 3, dfx, 1, dfy, 1));
+    BLAS(cublasGetVector(3, 4, dfy, 1, got, 1));
+    EXPECT(got[0] == 3 && got[1] == 2 && got[2] == 9);
+    double dm = -1;
+    BLAS(cublasDaxpy(h, M, &dm, dx, INC, dx, INC)); /* x - x */
+    BLAS(cublasDcopy(h, M, dx, INC, dy, 1));
+    double back[M];
+    BLAS(cublasGetVector(M, 8, dy, 1, back, 1));
+    for (int i = 0; i < M; i++) EXPECT(back[i] == 0);
+    EXPECT_BLAS(cublasSaxpy(h, 3, NULL, dfx, 1, dfy, 1), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_BLAS(cublasScopy(h, 3, dfx, 0, dfy, 1), CUBLAS_STATUS_INVALID_VALUE);
     void *ps[] = {dA, dx, dy, dr, dfx, dfy, dfr};
     for (int i = 0; i < 7; i++) CHECK(cuMemFree((CUdeviceptr)(uintptr_t)ps[i]));
 }
@@ -746,10 +768,10 @@ int main(int argc, char **argv) {
 
     /* A function of NVIDIA's API this library does not remote: exported (a program that imports
      * it loads), NOT_SUPPORTED when called, said once on stderr (the Go test counts it). */
-    cublasStatus_t (*saxpy)(cublasHandle_t, int, const float *, const float *, int, float *, int) =
-        (__typeof__(saxpy))dlsym(RTLD_DEFAULT, "cublasSaxpy_v2");
-    EXPECT(saxpy != NULL);
-    for (int i = 0; i < 2; i++) EXPECT_BLAS(saxpy(h, 1, NULL, NULL, 1, NULL, 1), CUBLAS_STATUS_NOT_SUPPORTED);
+    cublasStatus_t (*caxpy)(cublasHandle_t, int, const void *, const void *, int, void *, int) =
+        (__typeof__(caxpy))dlsym(RTLD_DEFAULT, "cublasCaxpy_v2");
+    EXPECT(caxpy != NULL);
+    for (int i = 0; i < 2; i++) EXPECT_BLAS(caxpy(h, 1, NULL, NULL, 1, NULL, 1), CUBLAS_STATUS_NOT_SUPPORTED);
     size_t (*cudart)(void) = (__typeof__(cudart))dlsym(RTLD_DEFAULT, "cublasGetCudartVersion");
     EXPECT(cudart && cudart() >= 13000);
 

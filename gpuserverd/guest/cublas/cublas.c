@@ -69,6 +69,7 @@ struct cublasContext {
     cublasMath_t sent_math;
     void *sent_ws;
     size_t sent_ws_bytes;
+    CUdeviceptr ones; /* a float 1 at +0 and a double 1 at +8: axpy's and copy's unit matrix */
 };
 
 static int is_live(cublasHandle_t h) { return session_live(h, HANDLE_MAGIC, NULL, NULL); }
@@ -103,6 +104,7 @@ EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
 EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (h->ones) (void)cuMemFree(h->ones);
     return session_drop_handle(h, HANDLE_MAGIC);
 }
 
@@ -624,6 +626,79 @@ EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha
 EXPORT cublasStatus_t cublasDscal_v2(cublasHandle_t h, int n, const double *alpha, double *x, int incx) {
     if (n <= 0 || incx <= 0) return check(h);
     return gemm(h, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
+}
+
+/* ones gives the handle's device unit scalars, made at first use. Not while its stream is being
+ * captured: the copy that fills them would become part of the graph. */
+static cublasStatus_t ones(cublasHandle_t h, CUdeviceptr *p) {
+    if (!h->ones) {
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (cuStreamIsCapturing((CUstream)h->stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+            static atomic_int told;
+            if (!atomic_exchange(&told, 1))
+                fprintf(stderr, "gpucloud libcublas: the first axpy or copy of a handle during stream capture is not "
+                                "remoted (CUBLAS_STATUS_NOT_SUPPORTED); call one before capturing\n");
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        const struct { float f; float pad; double d; } one = {1, 0, 1};
+        CUdeviceptr d;
+        if (cuMemAlloc(&d, sizeof one) != CUDA_SUCCESS) return CUBLAS_STATUS_ALLOC_FAILED;
+        if (cuMemcpyHtoD(d, &one, sizeof one) != CUDA_SUCCESS) {
+            cuMemFree(d);
+            return CUBLAS_STATUS_INTERNAL_ERROR;
+        }
+        h->ones = d;
+    }
+    *p = h->ones;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* axpy (y = alpha x + y) and copy (y = x): a GEMM of the row vectors, 1 x 1 times 1 x n, with the
+ * increments as leading dimensions. The 1 x 1 factor is alpha itself where it is device memory
+ * (device pointer mode), else the handle's unit. */
+static cublasStatus_t axpy(cublasHandle_t h, int dbl, int n, const void *alpha, const void *x, int incx, void *y,
+                           int incy, int copy) {
+    cublasStatus_t s = check(h);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (n <= 0) return CUBLAS_STATUS_SUCCESS; /* nothing to do, as cuBLAS */
+    if ((!copy && !alpha) || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (incx < 0 || incy < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+    static const float f1 = 1, f0 = 0;
+    static const double d1 = 1, d0 = 0;
+    const void *one = dbl ? (const void *)&d1 : (const void *)&f1, *zero = dbl ? (const void *)&d0 : (const void *)&f0;
+    const void *a = copy ? one : alpha, *unit;
+    int host_scalars = 1;
+    if (!copy && h->pmode == CUBLAS_POINTER_MODE_DEVICE) {
+        unit = alpha; /* the 1 x 1 factor, read by the GEMM in stream order */
+        a = one;
+    } else {
+        CUdeviceptr u;
+        if ((s = ones(h, &u)) != CUBLAS_STATUS_SUCCESS) return s;
+        unit = (const void *)(uintptr_t)(u + (dbl ? 8 : 0));
+    }
+    if (dbl)
+        return gemm_scalars(h, host_scalars, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 1, a, unit, 1, 0, x, incx, 0,
+                            copy ? zero : one, y, incy, 0, 1);
+    return gemm_scalars(h, host_scalars, S_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 1, a, unit, 1, 0, x, incx, 0,
+                        copy ? zero : one, y, incy, 0, 1);
+}
+
+EXPORT cublasStatus_t cublasSaxpy_v2(cublasHandle_t h, int n, const float *alpha, const float *x, int incx, float *y,
+                                     int incy) {
+    return axpy(h, 0, n, alpha, x, incx, y, incy, 0);
+}
+
+EXPORT cublasStatus_t cublasDaxpy_v2(cublasHandle_t h, int n, const double *alpha, const double *x, int incx,
+                                     double *y, int incy) {
+    return axpy(h, 1, n, alpha, x, incx, y, incy, 0);
+}
+
+EXPORT cublasStatus_t cublasScopy_v2(cublasHandle_t h, int n, const float *x, int incx, float *y, int incy) {
+    return axpy(h, 0, n, NULL, x, incx, y, incy, 1);
+}
+
+EXPORT cublasStatus_t cublasDcopy_v2(cublasHandle_t h, int n, const double *x, int incx, double *y, int incy) {
+    return axpy(h, 1, n, NULL, x, incx, y, incy, 1);
 }
 
 /* ---- triangular solve and batched LU, remoted as themselves ----

@@ -41,7 +41,7 @@ func buildCublas(t *testing.T) string {
 func TestCublasOnSim(t *testing.T) {
 	buildCublas(t)
 	out := runOK(t, startServer(t), "blas_sim_test")
-	if n := strings.Count(out, "gpucloud libcublas: cublasSaxpy_v2 is not remoted"); n != 1 {
+	if n := strings.Count(out, "gpucloud libcublas: cublasCaxpy_v2 is not remoted"); n != 1 {
 		t.Fatalf("a function not remoted, called twice: said %d times, want once\n%s", n, out)
 	}
 }

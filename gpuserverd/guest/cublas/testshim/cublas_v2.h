@@ -145,6 +145,12 @@ cublasStatus_t cublasDdot_v2(cublasHandle_t handle, int n, const double *x, int 
                              double *result);
 cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float *alpha, float *x, int incx);
 cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double *alpha, double *x, int incx);
+cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float *alpha, const float *x, int incx, float *y,
+                              int incy);
+cublasStatus_t cublasDaxpy_v2(cublasHandle_t handle, int n, const double *alpha, const double *x, int incx, double *y,
+                              int incy);
+cublasStatus_t cublasScopy_v2(cublasHandle_t handle, int n, const float *x, int incx, float *y, int incy);
+cublasStatus_t cublasDcopy_v2(cublasHandle_t handle, int n, const double *x, int incx, double *y, int incy);
 cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans,
                               cublasDiagType_t diag, int m, int n, const float *alpha, const float *A, int lda, float *B,
                               int ldb);
@@ -185,6 +191,10 @@ cublasStatus_t cublasDgetrsBatched(cublasHandle_t handle, cublasOperation_t tran
 #define cublasDdot cublasDdot_v2
 #define cublasSscal cublasSscal_v2
 #define cublasDscal cublasDscal_v2
+#define cublasSaxpy cublasSaxpy_v2
+#define cublasDaxpy cublasDaxpy_v2
+#define cublasScopy cublasScopy_v2
+#define cublasDcopy cublasDcopy_v2
 #define cublasStrsm cublasStrsm_v2
 #define cublasDtrsm cublasDtrsm_v2
 
