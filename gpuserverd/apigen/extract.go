@@ -43,12 +43,13 @@ func extract(headersDir, descDir string) error {
 }
 
 var (
-	protoRe   = regexp.MustCompile(`(?s)(?:extern\s+)?(?:__host__\s+)?(?:__device__\s+)?(\w+)\s+(\w+)\s*\(([^;{]*?)\)\s*;`)
-	aliasRe   = regexp.MustCompile(`(?m)^\s*#define\s+(\w+)\s+(\w+_v\d+)\s*$`)
-	typedefRe = regexp.MustCompile(`(?s)typedef\s+([^;{}]*?)\s*\b(\w+)\s*;`)
-	enumRe    = regexp.MustCompile(`(?s)typedef\s+enum\s+\w*\s*\{[^}]*\}\s*(\w+)\s*;`)
-	structRe  = regexp.MustCompile(`(?s)typedef\s+(?:struct|union)\s+\w*\s*\{`)
-	fnptrRe   = regexp.MustCompile(`typedef\s+[^;]*\(\s*\w*\s*\*\s*(\w+)\s*\)\s*\(`)
+	protoRe     = regexp.MustCompile(`(?s)(?:extern\s+)?(?:__host__\s+)?(?:__device__\s+)?(\w+)\s+(\w+)\s*\(([^;{]*?)\)\s*;`)
+	aliasRe     = regexp.MustCompile(`(?m)^\s*#define\s+(\w+)\s+(\w+_v\d+)\s*$`)
+	attributeRe = regexp.MustCompile(`__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)`)
+	typedefRe   = regexp.MustCompile(`(?s)typedef\s+([^;{}]*?)\s*\b(\w+)\s*;`)
+	enumRe      = regexp.MustCompile(`(?s)typedef\s+enum\s+\w*\s*\{[^}]*\}\s*(\w+)\s*;`)
+	structRe    = regexp.MustCompile(`(?s)typedef\s+(?:struct|union)\s+\w*\s*\{`)
+	fnptrRe     = regexp.MustCompile(`typedef\s+[^;]*\(\s*\w*\s*\*\s*(\w+)\s*\)\s*\(`)
 )
 
 func extractOne(dir string, h header, old *desc) (*desc, error) {
@@ -101,6 +102,9 @@ func normalize(p string) string {
 // classifyTypes records, for each type name the prototypes use, what it is: a scalar of a size, an
 // enum, an opaque handle (a pointer to an incomplete struct), a struct, or a function pointer.
 func classifyTypes(src string, d *desc) {
+	// An attribute after a typedef's name (cuSPARSE's "typedef struct csrilu02Info* csrilu02Info_t
+	// CUSPARSE_DEPRECATED_TYPE;", preprocessed to __attribute__((deprecated(...)))) hides the name.
+	src = attributeRe.ReplaceAllString(src, "")
 	class := map[string]string{
 		"int": "i32", "signed": "i32", "unsigned int": "u32", "unsigned": "u32", "short": "i16",
 		"unsigned short": "u16", "char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",

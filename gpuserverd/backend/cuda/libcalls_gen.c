@@ -17,6 +17,36 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(0, "cusparseBlockedEllGet"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2], (void *)&o[3], (void *)&o[4], (void *)&o[5], (void *)&o[6], (void *)&o[7], (void *)&o[8], (void *)&o[9]);
 	}
+	case 10043: { /* cusparseCcsric02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCcsric02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10044: { /* cusparseCcsric02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCcsric02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10045: { /* cusparseCcsric02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCcsric02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 10047: { /* cusparseCcsrilu02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCcsrilu02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10048: { /* cusparseCcsrilu02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCcsrilu02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10049: { /* cusparseCcsrilu02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCcsrilu02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
 	case 10075: { /* cusparseConstBlockedEllGet */
 		static void *f;
 		if (!f && !(f = gc_lib_sym(0, "cusparseConstBlockedEllGet"))) return GC_LIB_MISSING;
@@ -152,6 +182,16 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(0, "cusparseCreateCsr"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, int64_t, int64_t, int64_t, void *, void *, void *, int32_t, int32_t, int32_t, int32_t))f)((void *)&o[0], (int64_t)a[1], (int64_t)a[2], (int64_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (int32_t)a[8], (int32_t)a[9], (int32_t)a[10]);
 	}
+	case 10109: { /* cusparseCreateCsric02Info */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCreateCsric02Info"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 10110: { /* cusparseCreateCsrilu02Info */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseCreateCsrilu02Info"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
 	case 10112: { /* cusparseCreateDnMat */
 		static void *f;
 		if (!f && !(f = gc_lib_sym(0, "cusparseCreateDnMat"))) return GC_LIB_MISSING;
@@ -217,6 +257,36 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(0, "cusparseCsrSetStridedBatch"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, int32_t, int64_t, int64_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int64_t)a[2], (int64_t)a[3]);
 	}
+	case 10156: { /* cusparseDcsric02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDcsric02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10157: { /* cusparseDcsric02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDcsric02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10158: { /* cusparseDcsric02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDcsric02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 10160: { /* cusparseDcsrilu02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDcsrilu02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10161: { /* cusparseDcsrilu02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDcsrilu02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10162: { /* cusparseDcsrilu02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDcsrilu02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
 	case 10167: { /* cusparseDenseToSparse_analysis */
 		static void *f;
 		if (!f && !(f = gc_lib_sym(0, "cusparseDenseToSparse_analysis"))) return GC_LIB_MISSING;
@@ -235,6 +305,16 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 	case 10170: { /* cusparseDestroy */
 		static void *f;
 		if (!f && !(f = gc_lib_sym(0, "cusparseDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 10176: { /* cusparseDestroyCsric02Info */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDestroyCsric02Info"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 10177: { /* cusparseDestroyCsrilu02Info */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseDestroyCsrilu02Info"))) return GC_LIB_MISSING;
 		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
 	}
 	case 10179: { /* cusparseDestroyDnMat */
@@ -331,6 +411,36 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		static void *f;
 		if (!f && !(f = gc_lib_sym(0, "cusparseScatter"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 10272: { /* cusparseScsric02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseScsric02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10273: { /* cusparseScsric02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseScsric02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10274: { /* cusparseScsric02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseScsric02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 10276: { /* cusparseScsrilu02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseScsrilu02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10277: { /* cusparseScsrilu02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseScsrilu02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10278: { /* cusparseScsrilu02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseScsrilu02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
 	}
 	case 10283: { /* cusparseSetMatDiagType */
 		static void *f;
@@ -616,6 +726,36 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		static void *f;
 		if (!f && !(f = gc_lib_sym(0, "cusparseXcsrsort_bufferSizeExt"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 10420: { /* cusparseZcsric02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseZcsric02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10421: { /* cusparseZcsric02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseZcsric02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10422: { /* cusparseZcsric02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseZcsric02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 10424: { /* cusparseZcsrilu02 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseZcsrilu02"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10425: { /* cusparseZcsrilu02_analysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseZcsrilu02_analysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 10426: { /* cusparseZcsrilu02_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(0, "cusparseZcsrilu02_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
 	}
 	case 12010: { /* cufftCreate */
 		static void *f;

@@ -69,13 +69,139 @@ GC_NOT_REMOTED_AS(cusparseCcsr2gebsr_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseCcsrcolor, 10)
 GC_NOT_REMOTED_AS(cusparseCcsrgeam2, 10)
 GC_NOT_REMOTED_AS(cusparseCcsrgeam2_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseCcsric02, 10)
-GC_NOT_REMOTED_AS(cusparseCcsric02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseCcsric02_bufferSize, 10)
+
+int gcr_cusparseCcsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10043, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseCcsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseCcsric02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseCcsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10044, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseCcsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseCcsric02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseCcsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10045, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseCcsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseCcsric02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseCcsric02_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseCcsrilu02, 10)
-GC_NOT_REMOTED_AS(cusparseCcsrilu02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseCcsrilu02_bufferSize, 10)
+
+int gcr_cusparseCcsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10047, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseCcsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseCcsrilu02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseCcsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10048, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseCcsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseCcsrilu02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseCcsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10049, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseCcsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseCcsrilu02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseCcsrilu02_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseCcsrilu02_numericBoost, 10)
 GC_NOT_REMOTED_AS(cusparseCcsru2csr, 10)
@@ -727,8 +853,36 @@ int gcr_cusparseCreateCsr(void *spMatDescr, int64_t rows, int64_t cols, int64_t 
     return 0;
 }
 GC_WEAK int cusparseCreateCsr(void *spMatDescr, int64_t rows, int64_t cols, int64_t nnz, void *csrRowOffsets, void *csrColInd, void *csrValues, int csrRowOffsetsType, int csrColIndType, int idxBase, int valueType) { return gcr_cusparseCreateCsr(spMatDescr, rows, cols, nnz, csrRowOffsets, csrColInd, csrValues, csrRowOffsetsType, csrColIndType, idxBase, valueType); }
-GC_NOT_REMOTED_AS(cusparseCreateCsric02Info, 10)
-GC_NOT_REMOTED_AS(cusparseCreateCsrilu02Info, 10)
+
+int gcr_cusparseCreateCsric02Info(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(10109, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseCreateCsric02Info(void *info) { return gcr_cusparseCreateCsric02Info(info); }
+
+int gcr_cusparseCreateCsrilu02Info(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(10110, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseCreateCsrilu02Info(void *info) { return gcr_cusparseCreateCsrilu02Info(info); }
 GC_NOT_REMOTED_AS(cusparseCreateCsru2csrInfo, 10)
 
 int gcr_cusparseCreateDnMat(void *dnMatDescr, int64_t rows, int64_t cols, int64_t ld, void *values, int valueType, int order) {
@@ -1047,13 +1201,139 @@ GC_NOT_REMOTED_AS(cusparseDcsr2gebsr_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseDcsrcolor, 10)
 GC_NOT_REMOTED_AS(cusparseDcsrgeam2, 10)
 GC_NOT_REMOTED_AS(cusparseDcsrgeam2_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseDcsric02, 10)
-GC_NOT_REMOTED_AS(cusparseDcsric02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseDcsric02_bufferSize, 10)
+
+int gcr_cusparseDcsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10156, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseDcsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseDcsric02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseDcsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10157, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseDcsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseDcsric02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseDcsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10158, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseDcsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseDcsric02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseDcsric02_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseDcsrilu02, 10)
-GC_NOT_REMOTED_AS(cusparseDcsrilu02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseDcsrilu02_bufferSize, 10)
+
+int gcr_cusparseDcsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10160, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseDcsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseDcsrilu02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseDcsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10161, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseDcsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseDcsrilu02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseDcsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10162, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseDcsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseDcsrilu02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseDcsrilu02_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseDcsrilu02_numericBoost, 10)
 GC_NOT_REMOTED_AS(cusparseDcsru2csr, 10)
@@ -1127,8 +1407,32 @@ GC_NOT_REMOTED_AS(cusparseDestroyBsrilu02Info, 10)
 GC_NOT_REMOTED_AS(cusparseDestroyBsrsm2Info, 10)
 GC_NOT_REMOTED_AS(cusparseDestroyBsrsv2Info, 10)
 GC_NOT_REMOTED_AS(cusparseDestroyColorInfo, 10)
-GC_NOT_REMOTED_AS(cusparseDestroyCsric02Info, 10)
-GC_NOT_REMOTED_AS(cusparseDestroyCsrilu02Info, 10)
+
+int gcr_cusparseDestroyCsric02Info(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(10176, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseDestroyCsric02Info(void * info) { return gcr_cusparseDestroyCsric02Info(info); }
+
+int gcr_cusparseDestroyCsrilu02Info(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(10177, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseDestroyCsrilu02Info(void * info) { return gcr_cusparseDestroyCsrilu02Info(info); }
 GC_NOT_REMOTED_AS(cusparseDestroyCsru2csrInfo, 10)
 
 int gcr_cusparseDestroyDnMat(void * dnMatDescr) {
@@ -1511,13 +1815,139 @@ GC_NOT_REMOTED_AS(cusparseScsr2gebsr_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseScsrcolor, 10)
 GC_NOT_REMOTED_AS(cusparseScsrgeam2, 10)
 GC_NOT_REMOTED_AS(cusparseScsrgeam2_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseScsric02, 10)
-GC_NOT_REMOTED_AS(cusparseScsric02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseScsric02_bufferSize, 10)
+
+int gcr_cusparseScsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10272, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseScsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseScsric02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseScsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10273, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseScsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseScsric02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseScsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10274, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseScsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseScsric02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseScsric02_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseScsrilu02, 10)
-GC_NOT_REMOTED_AS(cusparseScsrilu02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseScsrilu02_bufferSize, 10)
+
+int gcr_cusparseScsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10276, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseScsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseScsrilu02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseScsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10277, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseScsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseScsrilu02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseScsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10278, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseScsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseScsrilu02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseScsrilu02_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseScsrilu02_numericBoost, 10)
 GC_NOT_REMOTED_AS(cusparseScsru2csr, 10)
@@ -2682,13 +3112,139 @@ GC_NOT_REMOTED_AS(cusparseZcsr2gebsr_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseZcsrcolor, 10)
 GC_NOT_REMOTED_AS(cusparseZcsrgeam2, 10)
 GC_NOT_REMOTED_AS(cusparseZcsrgeam2_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseZcsric02, 10)
-GC_NOT_REMOTED_AS(cusparseZcsric02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseZcsric02_bufferSize, 10)
+
+int gcr_cusparseZcsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10420, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseZcsric02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseZcsric02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseZcsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10421, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseZcsric02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseZcsric02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseZcsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10422, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseZcsric02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseZcsric02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseZcsric02_bufferSizeExt, 10)
-GC_NOT_REMOTED_AS(cusparseZcsrilu02, 10)
-GC_NOT_REMOTED_AS(cusparseZcsrilu02_analysis, 10)
-GC_NOT_REMOTED_AS(cusparseZcsrilu02_bufferSize, 10)
+
+int gcr_cusparseZcsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA_valM;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10424, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseZcsrilu02(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA_valM, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseZcsrilu02(handle, m, nnz, descrA, csrSortedValA_valM, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseZcsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)policy;
+    w[9] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(10425, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusparseZcsrilu02_analysis(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, int policy, void *pBuffer) { return gcr_cusparseZcsrilu02_analysis(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, policy, pBuffer); }
+
+int gcr_cusparseZcsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrSortedValA;
+    w[5] = (uint64_t)(uintptr_t)csrSortedRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrSortedColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(pBufferSizeInBytes, 4);
+    int st = gc_lib_call(10426, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(pBufferSizeInBytes, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusparseZcsrilu02_bufferSize(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrSortedValA, void *csrSortedRowPtrA, void *csrSortedColIndA, void * info, void *pBufferSizeInBytes) { return gcr_cusparseZcsrilu02_bufferSize(handle, m, nnz, descrA, csrSortedValA, csrSortedRowPtrA, csrSortedColIndA, info, pBufferSizeInBytes); }
 GC_NOT_REMOTED_AS(cusparseZcsrilu02_bufferSizeExt, 10)
 GC_NOT_REMOTED_AS(cusparseZcsrilu02_numericBoost, 10)
 GC_NOT_REMOTED_AS(cusparseZcsru2csr, 10)

@@ -1,7 +1,8 @@
 /* sparse_sim_test: gpucloud's libcusparse.so.12 over the guest libcuda and a real gpuserverd on
  * the simulated backend (guesttest/mathlibs_test.go): a CSR SpMV with host and with device scalars
  * and a CSR SpMM on a stream, checked against the CPU; descriptors read back; a matrix descriptor's
- * settings; a bad descriptor and a refused call. Declares the cuSPARSE functions it uses (CI has
+ * settings; a bad descriptor and a refused call; the legacy incomplete LU (csrilu02) of a
+ * tridiagonal matrix, whose ILU(0) is its exact LU. Declares the cuSPARSE functions it uses (CI has
  * no cusparse.h). */
 #include <cuda.h>
 #include <math.h>
@@ -39,6 +40,13 @@ int cusparseSetMatIndexBase(H d, int base);
 int cusparseGetMatIndexBase(H d);
 int cusparseDestroyMatDescr(H d);
 const char *cusparseGetErrorName(int status);
+int cusparseCreateCsrilu02Info(H *info);
+int cusparseDestroyCsrilu02Info(H info);
+int cusparseDcsrilu02_bufferSize(H h, int m, int nnz, H d, double *val, const int *off, const int *col, H info, int *bytes);
+int cusparseDcsrilu02_analysis(H h, int m, int nnz, H d, const double *val, const int *off, const int *col, H info,
+                               int policy, void *buf);
+int cusparseDcsrilu02(H h, int m, int nnz, H d, double *val, const int *off, const int *col, H info, int policy,
+                      void *buf);
 
 /* A 4x5 matrix with 7 stored elements. */
 enum { ROWS = 4, COLS = 5, NNZ = 7, K = 3 };
@@ -101,6 +109,50 @@ static void spmm(H h, H a) {
     OK(cusparseDestroyDnMat(mc));
 }
 
+/* ilu: ILU(0) of the tridiagonal matrix (4 on the diagonal, -1 beside it), whose pattern holds its
+ * exact LU: L's and U's entries from the recurrence u_i = 4 - 1/u_{i-1}. */
+static void ilu(H h) {
+    enum { M = 6, NZ = 3 * M - 2 };
+    int off[M + 1], col[NZ];
+    double val[NZ];
+    int k = 0;
+    for (int i = 0; i < M; i++) {
+        off[i] = k;
+        for (int j = i - 1; j <= i + 1; j++)
+            if (j >= 0 && j < M) col[k] = j, val[k++] = j == i ? 4 : -1;
+    }
+    off[M] = k;
+    CUdeviceptr doff = upload(off, sizeof off), dcol = upload(col, sizeof col), dval = upload(val, sizeof val);
+    H d, info;
+    OK(cusparseCreateMatDescr(&d));
+    OK(cusparseCreateCsrilu02Info(&info));
+    int bytes = 0;
+    OK(cusparseDcsrilu02_bufferSize(h, M, NZ, d, (double *)dval, (int *)doff, (int *)dcol, info, &bytes));
+    CHECK(bytes > 0);
+    CUdeviceptr buf;
+    CHECK(cuMemAlloc(&buf, (size_t)bytes) == CUDA_SUCCESS);
+    /* The factorisation before its analysis is refused, and the values stay as they were. */
+    CHECK(cusparseDcsrilu02(h, M, NZ, d, (double *)dval, (int *)doff, (int *)dcol, info, 0, (void *)buf) == INVALID_VALUE);
+    OK(cusparseDcsrilu02_analysis(h, M, NZ, d, (double *)dval, (int *)doff, (int *)dcol, info, 0, (void *)buf));
+    OK(cusparseDcsrilu02(h, M, NZ, d, (double *)dval, (int *)doff, (int *)dcol, info, 0, (void *)buf));
+    double got[NZ];
+    CHECK(cuMemcpyDtoH(got, dval, sizeof got) == CUDA_SUCCESS);
+    double u = 4;
+    for (int i = 0; i < M; i++) {
+        if (i > 0) {
+            double l = -1 / u; /* L(i, i-1) */
+            u = 4 + l;         /* 4 - l * U(i-1, i), U(i-1, i) = -1 */
+            CHECK(fabs(got[off[i]] - l) < 1e-12);
+        }
+        CHECK(fabs(got[off[i] + (i > 0)] - u) < 1e-12);
+        if (i + 1 < M) CHECK(got[off[i] + (i > 0) + 1] == -1); /* U above the diagonal: A's */
+    }
+    OK(cusparseDestroyCsrilu02Info(info));
+    CHECK(cusparseDestroyCsrilu02Info(info) != 0);
+    OK(cusparseDestroyMatDescr(d));
+    CHECK(cuMemFree(buf) == CUDA_SUCCESS);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "foreign") == 0) {
         H h;
@@ -145,6 +197,7 @@ int main(int argc, char **argv) {
     CHECK(cusparseSpVV(h, 0, NULL, NULL, NULL, R_32F, NULL) == NOT_SUPPORTED);
     CHECK(cusparseSpVV(h, 0, NULL, NULL, NULL, R_32F, NULL) == NOT_SUPPORTED);
     CHECK(strcmp(cusparseGetErrorName(NOT_SUPPORTED), "CUSPARSE_STATUS_NOT_SUPPORTED") == 0);
+    ilu(h);
     OK(cusparseDestroySpMat(a));
     OK(cusparseDestroy(h));
     CHECK(cusparseSetStream(h, NULL) != 0);
