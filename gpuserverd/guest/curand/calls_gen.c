@@ -22,7 +22,6 @@ int gcr_curandCreateGenerator(void *generator, int rng_type) {
     return 0;
 }
 GC_WEAK int curandCreateGenerator(void *generator, int rng_type) { return gcr_curandCreateGenerator(generator, rng_type); }
-GC_NOT_REMOTED_AS(curandCreateGeneratorHost, 999)
 GC_NOT_REMOTED_AS(curandCreatePoissonDistribution, 999)
 GC_NOT_REMOTED_AS(curandDestroyDistribution, 999)
 
@@ -37,7 +36,6 @@ int gcr_curandDestroyGenerator(void * generator) {
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandDestroyGenerator(void * generator) { return gcr_curandDestroyGenerator(generator); }
 
 int gcr_curandGenerate(void * generator, void *outputPtr, uint64_t num) {
     uint64_t w[3];
@@ -52,7 +50,6 @@ int gcr_curandGenerate(void * generator, void *outputPtr, uint64_t num) {
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerate(void * generator, void *outputPtr, uint64_t num) { return gcr_curandGenerate(generator, outputPtr, num); }
 
 int gcr_curandGenerateBinomial(void * generator, void *outputPtr, uint64_t num, uint32_t n, double p) {
     uint64_t w[5];
@@ -69,7 +66,6 @@ int gcr_curandGenerateBinomial(void * generator, void *outputPtr, uint64_t num, 
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateBinomial(void * generator, void *outputPtr, uint64_t num, uint32_t n, double p) { return gcr_curandGenerateBinomial(generator, outputPtr, num, n, p); }
 
 int gcr_curandGenerateBinomialMethod(void * generator, void *outputPtr, uint64_t num, uint32_t n, double p, int method) {
     uint64_t w[6];
@@ -87,7 +83,6 @@ int gcr_curandGenerateBinomialMethod(void * generator, void *outputPtr, uint64_t
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateBinomialMethod(void * generator, void *outputPtr, uint64_t num, uint32_t n, double p, int method) { return gcr_curandGenerateBinomialMethod(generator, outputPtr, num, n, p, method); }
 
 int gcr_curandGenerateLogNormal(void * generator, void *outputPtr, uint64_t n, float mean, float stddev) {
     uint64_t w[5];
@@ -104,7 +99,6 @@ int gcr_curandGenerateLogNormal(void * generator, void *outputPtr, uint64_t n, f
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateLogNormal(void * generator, void *outputPtr, uint64_t n, float mean, float stddev) { return gcr_curandGenerateLogNormal(generator, outputPtr, n, mean, stddev); }
 
 int gcr_curandGenerateLogNormalDouble(void * generator, void *outputPtr, uint64_t n, double mean, double stddev) {
     uint64_t w[5];
@@ -121,7 +115,6 @@ int gcr_curandGenerateLogNormalDouble(void * generator, void *outputPtr, uint64_
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateLogNormalDouble(void * generator, void *outputPtr, uint64_t n, double mean, double stddev) { return gcr_curandGenerateLogNormalDouble(generator, outputPtr, n, mean, stddev); }
 
 int gcr_curandGenerateLongLong(void * generator, void *outputPtr, uint64_t num) {
     uint64_t w[3];
@@ -136,7 +129,6 @@ int gcr_curandGenerateLongLong(void * generator, void *outputPtr, uint64_t num) 
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateLongLong(void * generator, void *outputPtr, uint64_t num) { return gcr_curandGenerateLongLong(generator, outputPtr, num); }
 
 int gcr_curandGenerateNormal(void * generator, void *outputPtr, uint64_t n, float mean, float stddev) {
     uint64_t w[5];
@@ -153,7 +145,6 @@ int gcr_curandGenerateNormal(void * generator, void *outputPtr, uint64_t n, floa
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateNormal(void * generator, void *outputPtr, uint64_t n, float mean, float stddev) { return gcr_curandGenerateNormal(generator, outputPtr, n, mean, stddev); }
 
 int gcr_curandGenerateNormalDouble(void * generator, void *outputPtr, uint64_t n, double mean, double stddev) {
     uint64_t w[5];
@@ -170,7 +161,6 @@ int gcr_curandGenerateNormalDouble(void * generator, void *outputPtr, uint64_t n
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateNormalDouble(void * generator, void *outputPtr, uint64_t n, double mean, double stddev) { return gcr_curandGenerateNormalDouble(generator, outputPtr, n, mean, stddev); }
 
 int gcr_curandGeneratePoisson(void * generator, void *outputPtr, uint64_t n, double lambda) {
     uint64_t w[4];
@@ -186,7 +176,6 @@ int gcr_curandGeneratePoisson(void * generator, void *outputPtr, uint64_t n, dou
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGeneratePoisson(void * generator, void *outputPtr, uint64_t n, double lambda) { return gcr_curandGeneratePoisson(generator, outputPtr, n, lambda); }
 
 int gcr_curandGeneratePoissonMethod(void * generator, void *outputPtr, uint64_t n, double lambda, int method) {
     uint64_t w[5];
@@ -203,7 +192,6 @@ int gcr_curandGeneratePoissonMethod(void * generator, void *outputPtr, uint64_t 
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGeneratePoissonMethod(void * generator, void *outputPtr, uint64_t n, double lambda, int method) { return gcr_curandGeneratePoissonMethod(generator, outputPtr, n, lambda, method); }
 
 int gcr_curandGenerateSeeds(void * generator) {
     uint64_t w[1];
@@ -231,7 +219,6 @@ int gcr_curandGenerateUniform(void * generator, void *outputPtr, uint64_t num) {
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateUniform(void * generator, void *outputPtr, uint64_t num) { return gcr_curandGenerateUniform(generator, outputPtr, num); }
 
 int gcr_curandGenerateUniformDouble(void * generator, void *outputPtr, uint64_t num) {
     uint64_t w[3];
@@ -246,7 +233,6 @@ int gcr_curandGenerateUniformDouble(void * generator, void *outputPtr, uint64_t 
     if (st != 0) return st;
     return 0;
 }
-GC_WEAK int curandGenerateUniformDouble(void * generator, void *outputPtr, uint64_t num) { return gcr_curandGenerateUniformDouble(generator, outputPtr, num); }
 GC_NOT_REMOTED_AS(curandGetDirectionVectors32, 999)
 GC_NOT_REMOTED_AS(curandGetDirectionVectors64, 999)
 GC_NOT_REMOTED_AS(curandGetScrambleConstants32, 999)

@@ -1,7 +1,8 @@
 /* rand_sim_test: gpucloud's libcurand.so.10 over the guest libcuda and a real gpuserverd on the
  * simulated backend (guesttest/mathlibs_test.go): a generator's uniform and normal numbers on a
  * stream (their range and moments), the same seed giving the same numbers and offsets advancing,
- * a bad length, a destroyed generator and a refused host generator. Declares the cuRAND functions
+ * a bad length, a destroyed generator, a host generator giving the device generator's numbers
+ * into host memory, and a refused distribution. Declares the cuRAND functions
  * it uses (CI has no curand.h). */
 #include <cuda.h>
 #include <math.h>
@@ -21,6 +22,7 @@ int curandGenerateUniform(curandGenerator_t g, float *out, size_t n);
 int curandGenerateNormal(curandGenerator_t g, float *out, size_t n, float mean, float stddev);
 int curandGenerate(curandGenerator_t g, unsigned int *out, size_t n);
 int curandGetVersion(int *v);
+int curandCreatePoissonDistribution(double lambda, void **dist);
 
 enum { N = 4096 };
 static float a[N], b[N];
@@ -80,9 +82,24 @@ int main(int argc, char **argv) {
 
     OK(curandDestroyGenerator(g));
     CHECK(curandGenerate(g, (unsigned int *)d, 4) != 0); /* destroyed: no longer this session's */
-    curandGenerator_t h;
-    CHECK(curandCreateGeneratorHost(&h, PSEUDO_DEFAULT) == INTERNAL_ERROR);
-    CHECK(curandCreateGeneratorHost(&h, PSEUDO_DEFAULT) == INTERNAL_ERROR);
+    /* A host generator writes host memory: the numbers a device generator of the same seed gives. */
+    curandGenerator_t h, g2;
+    OK(curandCreateGeneratorHost(&h, PSEUDO_DEFAULT));
+    OK(curandCreateGenerator(&g2, PSEUDO_DEFAULT));
+    uniform(g2, d, 77, a);
+    OK(curandSetPseudoRandomGeneratorSeed(h, 77));
+    memset(b, 0, sizeof b);
+    OK(curandGenerateUniform(h, b, N));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    OK(curandGenerateUniform(h, b, N)); /* and goes on from there */
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    CHECK(curandGenerateUniform(h, NULL, N) != 0);
+    OK(curandDestroyGenerator(h));
+    OK(curandDestroyGenerator(g2));
+    CHECK(curandGenerateUniform(h, b, N) != 0); /* destroyed */
+    void *dist;
+    CHECK(curandCreatePoissonDistribution(1.0, &dist) == INTERNAL_ERROR);
+    CHECK(curandCreatePoissonDistribution(1.0, &dist) == INTERNAL_ERROR);
     printf("rand_sim_test: OK\n");
     return 0;
 }
