@@ -16,7 +16,7 @@ dest=$1
 cd "$ROOT"
 export CGO_ENABLED=1
 mkdir -p bin
-go build -o bin/ ./cmd/gputoken ./cmd/gpuserverd
+go build -ldflags="-s -w" -o bin/ ./cmd/gputoken ./cmd/gpuserverd # no symbols: the bundle travels under a size limit
 make -s -C gpuserverd/guest
 make -s -C gpuserverd/guest/loader
 make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
