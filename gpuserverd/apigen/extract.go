@@ -21,7 +21,6 @@ type header struct {
 var headers = []header{
 	{file: "cuda.h", ret: "CUresult", prefix: "cu", desc: "driver.txt", firstID: driverFirstFn},
 	{file: "cuda_runtime_api.h", ret: "cudaError_t", prefix: "cuda", desc: "runtime.txt"},
-	{file: "cusolverDn.h", ret: "cusolverStatus_t", prefix: "cusolverDn", desc: "cusolverdn.txt", firstID: solverFirstFn},
 }
 
 // extract preprocesses each header with the C compiler (so every conditional and macro resolves as
@@ -103,7 +102,7 @@ func normalize(p string) string {
 func classifyTypes(src string, d *desc) {
 	class := map[string]string{
 		"int": "i32", "signed": "i32", "unsigned int": "u32", "unsigned": "u32", "short": "i16",
-		"unsigned short": "u16", "char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",
+		"unsigned short": "u16", "char": "i8", "signed char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",
 		"unsigned long": "u64", "long unsigned int": "u64", "unsigned long int": "u64",
 		"long long": "i64", "unsigned long long": "u64", "float": "f32", "double": "f64",
 		"size_t": "u64", "void": "void", "long long int": "i64", "int64_t": "i64", "uint64_t": "u64",

@@ -47,7 +47,20 @@ func readLibAnn(path string) (*libAnn, error) {
 	return a, nil
 }
 
-var kindRe = regexp.MustCompile(`^(v|d|s|r|a|[onx]:[a-z]+|h:\w+\*[1-9][0-9]*)$`)
+// kindRe: a value, device address, stream, output, scalar; an object (o, or o? that may be NULL),
+// a new one, one destroyed; a small host input in the call (h); a host array staged through device
+// memory, read (I) or read and written (H), of count[+k]*unit bytes; host scratch (w) of a size.
+var kindRe = regexp.MustCompile(`^(v|d|s|r|a|(o\?|[onx]):[a-z]+|h:\w+\*[1-9][0-9]*|[HI]:\w+(\+[0-9]+)?\*[1-9][0-9]*|w:\w+)$`)
+
+// stagedLen splits a staged array's kind (H:count+k*unit) into the count's parameter, k and unit.
+func stagedLen(k string) (count, plus, unit string) {
+	e, unit, _ := strings.Cut(k[2:], "*")
+	count, plus, _ = strings.Cut(e, "+")
+	if plus == "" {
+		plus = "0"
+	}
+	return count, plus, unit
+}
 
 // libFuncs decides each function of lib's description: remoted by its annotation (the kinds
 // checked against the prototype), hand-written in the guest folder, or refused.
@@ -90,7 +103,7 @@ func libFuncs(root string, lib mathLib) ([]libFn, error) {
 					return nil, fmt.Errorf("%s.ann: %s: parameter %s: %w", lib.name, f.name, lf.params[i].name, err)
 				}
 			}
-			if lf.async && hasLibOut(kinds) {
+			if lf.async && (hasLibOut(kinds) || hasStaged(kinds)) {
 				return nil, fmt.Errorf("%s.ann: %s: async with outputs", lib.name, f.name)
 			}
 			lf.remote, lf.kinds = true, kinds
@@ -137,6 +150,23 @@ func checkKind(k string, p param, all []param, types map[string]string) error {
 		if paramNamed(all, strings.SplitN(k[2:], "*", 2)[0]) < 0 {
 			return fmt.Errorf("host length names no parameter")
 		}
+	case 'H', 'I':
+		if !ptr {
+			return fmt.Errorf("host array kind for %q", p.ctype)
+		}
+		if k[0] == 'H' && strings.HasPrefix(p.ctype, "const ") {
+			return fmt.Errorf("a written host array (H) for %q: const is read only (I)", p.ctype)
+		}
+		if count, _, _ := stagedLen(k); paramNamed(all, count) < 0 {
+			return fmt.Errorf("host array length names no parameter")
+		}
+	case 'w':
+		if !ptr {
+			return fmt.Errorf("host scratch kind for %q", p.ctype)
+		}
+		if paramNamed(all, k[2:]) < 0 {
+			return fmt.Errorf("host scratch size names no parameter")
+		}
 	case 's':
 		if baseType(p.ctype) != "cudaStream_t" {
 			return fmt.Errorf("stream kind for %q", p.ctype)
@@ -152,6 +182,15 @@ func paramNamed(ps []param, name string) int {
 		}
 	}
 	return -1
+}
+
+func hasStaged(kinds []string) bool {
+	for _, k := range kinds {
+		if k[0] == 'H' || k[0] == 'I' {
+			return true
+		}
+	}
+	return false
 }
 
 func hasLibOut(kinds []string) bool {
@@ -222,6 +261,10 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		fmt.Fprintf(&b, "\nint gcr_%s(%s) {\n", f.name, sig)
 		n := len(f.params)
 		fmt.Fprintf(&b, "    uint64_t w[%d];\n    uint64_t out[GC_LIB_OUTS] = {0};\n    struct gc_host hb;\n    hb.len = 0;\n    (void)out;\n", max(n, 1))
+		staged := hasStaged(f.kinds)
+		if staged {
+			b.WriteString("    struct gc_stage sg;\n    sg.n = 0;\n    int sst = gc_lib_ready();\n    if (sst != 0) return sst;\n")
+		}
 		handle := ""
 		for i, k := range f.kinds {
 			if k == "o:handle" && handle == "" {
@@ -259,13 +302,23 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 				fmt.Fprintf(&b, "    if (gc_host_add(&hb, %s, (int64_t)%s, %s, &w[%d]) != 0) return GC_LIB_INVALID;\n", p.name, e[0], e[1], i)
 			case 'a':
 				fmt.Fprintf(&b, "    if (GC_SCALAR(%s, %s, computeType, &hb, &w[%d]) != 0) return GC_LIB_INVALID;\n", orZero(handle), p.name, i)
+			case 'H', 'I':
+				count, plus, unit := stagedLen(k)
+				fmt.Fprintf(&b, "    if ((sst = gc_stage_add(&sg, (void *)%s, (int64_t)%s + %s, %s, %d, &w[%d])) != 0) {\n        gc_stage_done(&sg, 0);\n        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;\n    }\n",
+					p.name, count, plus, unit, boolInt(k[0] == 'H'), i)
+			case 'w':
+				fmt.Fprintf(&b, "    w[%d] = %s != NULL; /* the worker's own scratch */\n", i, p.name)
 			}
 		}
 		async := 0
 		if f.async {
 			async = 1
 		}
-		fmt.Fprintf(&b, "    int st = gc_lib_call(%d, w, %d, &hb, %d, out);\n    if (st != 0) return st;\n", f.id, n, async)
+		fmt.Fprintf(&b, "    int st = gc_lib_call(%d, w, %d, &hb, %d, out);\n", f.id, n, async)
+		if staged {
+			b.WriteString("    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;\n")
+		}
+		b.WriteString("    if (st != 0) return st;\n")
 		o := 0
 		for i, k := range f.kinds {
 			if k == "r" || k[0] == 'n' {
@@ -279,6 +332,13 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func orZero(s string) string {
@@ -350,7 +410,7 @@ func libDispatch(all map[string][]libFn, types map[string]map[string]string) []b
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("(void *)(uintptr_t)a[%d]", i))
 				case 'r', 'n':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("(void *)&o[%d]", i))
-				case 'h', 'a':
+				case 'h', 'a', 'H', 'I', 'w':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("p[%d]", i))
 				}
 			}

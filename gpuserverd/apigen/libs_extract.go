@@ -6,9 +6,9 @@ import (
 	"path/filepath"
 )
 
-// The math libraries remoted at their own API (cuSPARSE, cuFFT, cuRAND): each carries NVIDIA's
-// runtime inside, so gpucloud's guest library answers for it and forwards its calls through one
-// generic message per library (wire spec: SparseCall, FftCall, RandCall). Ids inside a library's
+// The math libraries remoted at their own API (cuSPARSE, cuFFT, cuRAND, cuSOLVER): each carries
+// NVIDIA's runtime inside, so gpucloud's guest library answers for it and forwards its calls
+// through one generic message per library (wire spec: SparseCall, FftCall, RandCall, SolverCall). Ids inside a library's
 // message come from its wire range.
 type mathLib struct {
 	name       string // the guest folder and the description's base name: cusparse, cufft, curand
@@ -31,6 +31,9 @@ var mathLibs = []mathLib{
 		goLib: "LibFft", soname: "libcufft.so.12", status: "16", statusName: "CUFFT_NOT_SUPPORTED", message: "fft"},
 	{name: "curand", header: "curand.h", ret: "curandStatus_t", prefix: "curand", firstID: 12510, lastID: 12999,
 		goLib: "LibRand", soname: "libcurand.so.10", status: "999", statusName: "CURAND_STATUS_INTERNAL_ERROR (cuRAND has no not-supported status)", message: "rand"},
+	// cuSOLVER's ids 11100-11476 are those of its dense API's own call before it joined this path.
+	{name: "cusolver", header: "cusolverDn.h", ret: "cusolverStatus_t", prefix: "cusolverDn", firstID: 11100, lastID: 11999,
+		goLib: "LibSolver", soname: "libcusolver.so.12", status: "9", statusName: "CUSOLVER_STATUS_NOT_SUPPORTED", message: "solver"},
 }
 
 // extractLibs records the math libraries' prototypes (desc/<lib>.txt), keeping ids.

@@ -213,8 +213,8 @@ const char *gw_type_name(uint16_t type) {
 	case 905: return "MigrateIn";
 	case 906: return "MigrateInReply";
 	case 907: return "MigrateReady";
-	case 11000: return "SolverCall";
-	case 11001: return "SolverReply";
+	case 11002: return "SolverCall";
+	case 11003: return "SolverReply";
 	case 10000: return "SparseCall";
 	case 10001: return "SparseReply";
 	case 12000: return "FftCall";
@@ -5443,6 +5443,7 @@ size_t gw_solver_call_size(const struct gw_solver_call *m) {
 	size_t n = 0;
 	n += 4;
 	n += 4 + m->args_len;
+	n += 4 + m->host_len;
 	return n;
 }
 
@@ -5452,6 +5453,9 @@ uint8_t *gw_solver_call_encode(const struct gw_solver_call *m, uint8_t *o) {
 	o = put32(o, m->args_len);
 	if (m->args_len) memcpy(o, m->args, m->args_len);
 	o += m->args_len;
+	o = put32(o, m->host_len);
+	if (m->host_len) memcpy(o, m->host, m->host_len);
+	o += m->host_len;
 	return o;
 }
 
@@ -5459,6 +5463,9 @@ uint8_t *gw_solver_call_encode_head(const struct gw_solver_call *m, uint8_t *o) 
 	(void)m;
 	o = put32(o, (uint32_t)m->fn);
 	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	o = put32(o, m->host_len);
 	return o;
 }
 
@@ -5467,6 +5474,7 @@ int gw_solver_call_decode(struct gw_solver_call *m, const uint8_t *p, size_t n, 
 	memset(m, 0, sizeof *m);
 	m->fn = d32(&d, "fn");
 	m->args = dvar(&d, "args", 512, 1, &m->args_len);
+	m->host = dvar(&d, "host", 65536, 1, &m->host_len);
 	return dfinish(&d);
 }
 
@@ -5475,10 +5483,6 @@ size_t gw_solver_reply_size(const struct gw_solver_reply *m) {
 	size_t n = 0;
 	n += 4;
 	n += 4;
-	n += 8;
-	n += 8;
-	n += 8;
-	n += 8;
 	n += 8;
 	n += 8;
 	n += 8;
@@ -5511,10 +5515,6 @@ uint8_t *gw_solver_reply_encode(const struct gw_solver_reply *m, uint8_t *o) {
 	o = put64(o, m->o9);
 	o = put64(o, m->o10);
 	o = put64(o, m->o11);
-	o = put64(o, m->o12);
-	o = put64(o, m->o13);
-	o = put64(o, m->o14);
-	o = put64(o, m->o15);
 	o = put32(o, m->message_len);
 	if (m->message_len) memcpy(o, m->message, m->message_len);
 	o += m->message_len;
@@ -5538,10 +5538,6 @@ int gw_solver_reply_decode(struct gw_solver_reply *m, const uint8_t *p, size_t n
 	m->o9 = d64(&d, "o9");
 	m->o10 = d64(&d, "o10");
 	m->o11 = d64(&d, "o11");
-	m->o12 = d64(&d, "o12");
-	m->o13 = d64(&d, "o13");
-	m->o14 = d64(&d, "o14");
-	m->o15 = d64(&d, "o15");
 	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
 	return dfinish(&d);
 }
@@ -6513,9 +6509,9 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_migrate_in_reply_decode(m, p, n, err, errlen);
 	case 907:
 		return gw_migrate_ready_decode(m, p, n, err, errlen);
-	case 11000:
+	case 11002:
 		return gw_solver_call_decode(m, p, n, err, errlen);
-	case 11001:
+	case 11003:
 		return gw_solver_reply_decode(m, p, n, err, errlen);
 	case 10000:
 		return gw_sparse_call_decode(m, p, n, err, errlen);

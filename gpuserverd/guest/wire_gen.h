@@ -24,7 +24,6 @@
 #define GW_NVML_FAN 16
 #define GW_NVML_PSTATE 32
 #define GW_STRIPE_RETRY 1000001
-#define GW_SOLVER_MAX_OUT 16
 
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */
@@ -198,8 +197,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_MIGRATE_IN 905
 #define GW_TYPE_MIGRATE_IN_REPLY 906
 #define GW_TYPE_MIGRATE_READY 907
-#define GW_TYPE_SOLVER_CALL 11000
-#define GW_TYPE_SOLVER_REPLY 11001
+#define GW_TYPE_SOLVER_CALL 11002
+#define GW_TYPE_SOLVER_REPLY 11003
 #define GW_TYPE_SPARSE_CALL 10000
 #define GW_TYPE_SPARSE_REPLY 10001
 #define GW_TYPE_FFT_CALL 12000
@@ -2038,6 +2037,8 @@ struct gw_solver_call {
 	uint32_t fn;
 	const void *args; /* limit 512 */
 	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
 };
 size_t gw_solver_call_size(const struct gw_solver_call *m);
 uint8_t *gw_solver_call_encode(const struct gw_solver_call *m, uint8_t *out);
@@ -2061,10 +2062,6 @@ struct gw_solver_reply {
 	uint64_t o9;
 	uint64_t o10;
 	uint64_t o11;
-	uint64_t o12;
-	uint64_t o13;
-	uint64_t o14;
-	uint64_t o15;
 	const char *message; /* not NUL-terminated; limit 1024 */
 	uint32_t message_len;
 };

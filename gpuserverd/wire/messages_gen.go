@@ -27,7 +27,6 @@ const (
 	NvmlFan         = 16
 	NvmlPstate      = 32
 	StripeRetry     = 1000001
-	SolverMaxOut    = 16
 )
 
 // Message types.
@@ -199,8 +198,8 @@ const (
 	TypeMigrateIn                    Type = 905
 	TypeMigrateInReply               Type = 906
 	TypeMigrateReady                 Type = 907
-	TypeSolverCall                   Type = 11000
-	TypeSolverReply                  Type = 11001
+	TypeSolverCall                   Type = 11002
+	TypeSolverReply                  Type = 11003
 	TypeSparseCall                   Type = 10000
 	TypeSparseReply                  Type = 10001
 	TypeFftCall                      Type = 12000
@@ -6190,10 +6189,11 @@ func (m *MigrateReady) Decode(p []byte) error {
 	return d.finish()
 }
 
-// SolverCall is message type 11000.
+// SolverCall is message type 11002.
 type SolverCall struct {
 	Fn   uint32
 	Args []byte
+	Host []byte
 }
 
 // Type returns TypeSolverCall.
@@ -6204,14 +6204,18 @@ func (m *SolverCall) Append(b []byte) []byte {
 	b = putU32(b, m.Fn)
 	b = putU32(b, uint32(len(m.Args)))
 	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
 	return b
 }
 
-// AppendHead appends the payload without Args's content (its length included), so a
-// large Args can be written from where it lies.
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
 func (m *SolverCall) AppendHead(b []byte) []byte {
 	b = putU32(b, m.Fn)
 	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
 	return b
 }
 
@@ -6220,10 +6224,11 @@ func (m *SolverCall) Decode(p []byte) error {
 	d := decoder{p: p, msg: "SolverCall"}
 	m.Fn = d.u32("fn")
 	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
 	return d.finish()
 }
 
-// SolverReply is message type 11001.
+// SolverReply is message type 11003.
 type SolverReply struct {
 	Result  int32
 	Status  int32
@@ -6239,10 +6244,6 @@ type SolverReply struct {
 	O9      uint64
 	O10     uint64
 	O11     uint64
-	O12     uint64
-	O13     uint64
-	O14     uint64
-	O15     uint64
 	Message string
 }
 
@@ -6265,10 +6266,6 @@ func (m *SolverReply) Append(b []byte) []byte {
 	b = putU64(b, m.O9)
 	b = putU64(b, m.O10)
 	b = putU64(b, m.O11)
-	b = putU64(b, m.O12)
-	b = putU64(b, m.O13)
-	b = putU64(b, m.O14)
-	b = putU64(b, m.O15)
 	b = putU32(b, uint32(len(m.Message)))
 	b = append(b, m.Message...)
 	return b
@@ -6291,10 +6288,6 @@ func (m *SolverReply) Decode(p []byte) error {
 	m.O9 = d.u64("o9")
 	m.O10 = d.u64("o10")
 	m.O11 = d.u64("o11")
-	m.O12 = d.u64("o12")
-	m.O13 = d.u64("o13")
-	m.O14 = d.u64("o14")
-	m.O15 = d.u64("o15")
 	m.Message = string(d.bytes("message", 1024))
 	return d.finish()
 }

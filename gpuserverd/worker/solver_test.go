@@ -9,19 +9,16 @@ import (
 	"gpucloud/gpuserverd/wire"
 )
 
-// solverID is the wire id of the remoted cuSOLVER function name.
-func solverID(t testing.TB, name string) uint32 {
-	for id, f := range backend.SolverFuncs {
-		if f.Name == name {
-			return id
-		}
-	}
-	t.Fatalf("%s is not remoted", name)
-	return 0
-}
+// cuSOLVER's statuses these tests expect (cusolver_common.h).
+const (
+	solverNotInitialized = 1
+	solverAllocFailed    = 2
+	solverInvalidValue   = 3
+	solverNotSupported   = 9
+)
 
 func solverCall(t testing.TB, name string, args ...uint64) *wire.SolverCall {
-	return &wire.SolverCall{Fn: solverID(t, name), Args: u64s(args...)}
+	return &wire.SolverCall{Fn: fnID(t, name), Args: u64s(args...)}
 }
 
 func (c *client) solver(name string, args ...uint64) wire.SolverReply {
@@ -71,7 +68,7 @@ func TestSolverThroughTheWire(t *testing.T) {
 	if r := c.solver("cusolverDnDestroy", h); r.Status != 0 {
 		t.Fatalf("destroy: %+v", r)
 	}
-	if r := c.solver("cusolverDnSgetrf_bufferSize", h, 2, 2, a, 2, 1); backend.SolverStatus(r.Status) != backend.SolverNotInitialized {
+	if r := c.solver("cusolverDnSgetrf_bufferSize", h, 2, 2, a, 2, 1); r.Status != solverNotInitialized {
 		t.Fatalf("a destroyed handle: %+v", r)
 	}
 }
@@ -85,20 +82,22 @@ func TestSolverRefusals(t *testing.T) {
 	for _, tc := range []struct {
 		what string
 		m    *wire.SolverCall
-		want backend.SolverStatus
+		want int32
 	}{
-		{"unknown function", &wire.SolverCall{Fn: 11099, Args: u64s(h)}, backend.SolverNotSupported},
-		{"short args", &wire.SolverCall{Fn: solverID(t, "cusolverDnSgetrf_bufferSize"), Args: u64s(h, 2)}, backend.SolverInvalidValue},
-		{"made-up handle", solverCall(t, "cusolverDnSgetrf_bufferSize", 999, 2, 2, 0, 2, 1), backend.SolverNotInitialized},
-		{"params as a handle", solverCall(t, "cusolverDnSgetrf_bufferSize", p, 2, 2, 0, 2, 1), backend.SolverNotInitialized},
-		{"handle as params", solverCall(t, "cusolverDnXpotrf_bufferSize", h, h, 0, 2, 0, 0, 2, 0, 1, 1), backend.SolverInvalidValue},
-		{"host scratch too large", solverCall(t, "cusolverDnXpotrf", h, p, 0, 2, 0, 0, 2, 0, 0, 0, 1, backend.SolverMaxHostWork+1, 0), backend.SolverInvalidValue},
-		{"host array too long", solverCall(t, "cusolverDnSgesvdaStridedBatched", h, 1, 2, 2, 2, 0, 2, 4, 0, 2, 0, 2, 4, 0, 2, 4, 0, 0, 0, 1, 17), backend.SolverInvalidValue},
-		{"negative order", solverCall(t, "cusolverDnSgetrf_bufferSize", h, 2, math.MaxUint64, 0, 2, 1), backend.SolverInvalidValue},
+		{"unknown function", &wire.SolverCall{Fn: 11099, Args: u64s(h)}, solverNotSupported},
+		{"a cuSPARSE function", &wire.SolverCall{Fn: fnID(t, "cusparseCreate"), Args: u64s(0)}, solverNotSupported},
+		{"short args", &wire.SolverCall{Fn: fnID(t, "cusolverDnSgetrf_bufferSize"), Args: u64s(h, 2)}, solverInvalidValue},
+		{"made-up handle", solverCall(t, "cusolverDnSgetrf_bufferSize", 999, 2, 2, 0, 2, 1), solverNotInitialized},
+		{"params as a handle", solverCall(t, "cusolverDnSgetrf_bufferSize", p, 2, 2, 0, 2, 1), solverNotInitialized},
+		{"handle as params", solverCall(t, "cusolverDnXpotrf_bufferSize", h, h, 0, 2, 0, 0, 2, 0, 1, 1), solverNotInitialized},
+		{"host scratch too large", solverCall(t, "cusolverDnXpotrf", h, p, 0, 2, 0, 0, 2, 0, 0, 0, 1, backend.MaxHostWork+1, 0), solverInvalidValue},
+		{"staged host array too long", solverCall(t, "cusolverDnSgesvdaStridedBatched", h, 1, 2, 2, 2, 0, 2, 4, 0, 2, 0, 2, 4, 0, 2, 4, 0, 0, 0, 0x7f0000001000, 1<<40), solverInvalidValue},
+		{"staged host array not the session's memory", solverCall(t, "cusolverDnSgesvdaStridedBatched", h, 1, 2, 2, 2, 0, 2, 4, 0, 2, 0, 2, 4, 0, 2, 4, 0, 0, 0, 0x7f0000001000, 2), solverInvalidValue},
+		{"negative order", solverCall(t, "cusolverDnSgetrf_bufferSize", h, 2, math.MaxUint64, 0, 2, 1), solverInvalidValue},
 	} {
 		var r wire.SolverReply
 		c.call(tc.m, &r)
-		if backend.SolverStatus(r.Status) != tc.want || r.Message == "" {
+		if r.Status != tc.want || r.Message == "" {
 			t.Errorf("%s: status %d (%q), want %d", tc.what, r.Status, r.Message, tc.want)
 		}
 	}
@@ -121,34 +120,34 @@ func TestSolverNullParams(t *testing.T) {
 	for _, tc := range []struct {
 		what string
 		m    *wire.SolverCall
-		want backend.SolverStatus
+		want int32
 	}{
-		{"Xgeqrf_bufferSize", solverCall(t, "cusolverDnXgeqrf_bufferSize", h, 0, 2, 2, 1, a, 2, 1, tau, 1, 1, 1), backend.SolverNotSupported},
-		{"Xsyevd_bufferSize", solverCall(t, "cusolverDnXsyevd_bufferSize", h, 0, 1, 0, 2, 1, a, 2, 1, tau, 1, 1, 1), backend.SolverNotSupported},
-		{"SetAdvOptions", solverCall(t, "cusolverDnSetAdvOptions", 0, 0, 0), backend.SolverNotInitialized},
-		{"DestroyParams", solverCall(t, "cusolverDnDestroyParams", 0), backend.SolverNotInitialized},
+		{"Xgeqrf_bufferSize", solverCall(t, "cusolverDnXgeqrf_bufferSize", h, 0, 2, 2, 1, a, 2, 1, tau, 1, 1, 1), solverNotSupported},
+		{"Xsyevd_bufferSize", solverCall(t, "cusolverDnXsyevd_bufferSize", h, 0, 1, 0, 2, 1, a, 2, 1, tau, 1, 1, 1), solverNotSupported},
+		{"SetAdvOptions", solverCall(t, "cusolverDnSetAdvOptions", 0, 0, 0), solverNotInitialized},
+		{"DestroyParams", solverCall(t, "cusolverDnDestroyParams", 0), solverNotInitialized},
 	} {
 		var r wire.SolverReply
 		c.call(tc.m, &r)
-		if backend.SolverStatus(r.Status) != tc.want {
+		if r.Status != tc.want {
 			t.Errorf("%s with NULL params: status %d (%q), want %d", tc.what, r.Status, r.Message, tc.want)
 		}
 	}
 }
 
-// A session makes at most solverMaxHandles handles (cuSOLVER's own device memory is not charged
+// A session makes at most libMaxHandles handles (cuSOLVER's own device memory is not charged
 // to its quota); destroying one makes room again.
 func TestSolverHandlesAreBounded(t *testing.T) {
 	c := newSession(t, Config{Tier: "shared", Devices: []int{0}})
 	var last uint64
-	for i := 0; i < solverMaxHandles; i++ {
+	for i := 0; i < libMaxHandles; i++ {
 		r := c.solver("cusolverDnCreate", 1)
 		if r.Status != 0 {
 			t.Fatalf("handle %d: %+v", i, r)
 		}
 		last = r.O0
 	}
-	if r := c.solver("cusolverDnCreate", 1); backend.SolverStatus(r.Status) != backend.SolverAllocFailed || r.Message == "" {
+	if r := c.solver("cusolverDnCreate", 1); r.Status != solverAllocFailed || r.Message == "" {
 		t.Fatalf("handle past the bound: %+v", r)
 	}
 	if r := c.solver("cusolverDnCreateParams", 1); r.Status != 0 {
@@ -170,7 +169,7 @@ func TestSolverHandlesAreSessionLocal(t *testing.T) {
 		if name == "cusolverDnDestroy" {
 			args = args[:1]
 		}
-		if r := other.solver(name, args...); backend.SolverStatus(r.Status) != backend.SolverNotInitialized {
+		if r := other.solver(name, args...); r.Status != solverNotInitialized {
 			t.Fatalf("%s with another session's handle: %+v", name, r)
 		}
 	}

@@ -822,6 +822,1726 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(2, "curandSetStream"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
 	}
+	case 11100: { /* cusolverDnCCgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11101: { /* cusolverDnCCgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11102: { /* cusolverDnCCgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11103: { /* cusolverDnCCgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11104: { /* cusolverDnCEgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11105: { /* cusolverDnCEgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11106: { /* cusolverDnCEgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11107: { /* cusolverDnCEgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11108: { /* cusolverDnCKgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11109: { /* cusolverDnCKgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11110: { /* cusolverDnCKgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11111: { /* cusolverDnCKgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11112: { /* cusolverDnCYgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11113: { /* cusolverDnCYgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11114: { /* cusolverDnCYgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11115: { /* cusolverDnCYgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11116: { /* cusolverDnCgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11117: { /* cusolverDnCgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11118: { /* cusolverDnCgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11119: { /* cusolverDnCgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11120: { /* cusolverDnCgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11121: { /* cusolverDnCgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11122: { /* cusolverDnCgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11123: { /* cusolverDnCgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11124: { /* cusolverDnCgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11125: { /* cusolverDnCgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11126: { /* cusolverDnCgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11127: { /* cusolverDnCgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11128: { /* cusolverDnCgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11129: { /* cusolverDnCgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11130: { /* cusolverDnCgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11131: { /* cusolverDnCheevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11132: { /* cusolverDnCheevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11133: { /* cusolverDnCheevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11134: { /* cusolverDnCheevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11135: { /* cusolverDnCheevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11136: { /* cusolverDnCheevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11137: { /* cusolverDnCheevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11138: { /* cusolverDnCheevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11139: { /* cusolverDnChegvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11140: { /* cusolverDnChegvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11141: { /* cusolverDnChegvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11142: { /* cusolverDnChegvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11143: { /* cusolverDnChegvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11144: { /* cusolverDnChegvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11145: { /* cusolverDnChetrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChetrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11146: { /* cusolverDnChetrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChetrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11147: { /* cusolverDnClaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnClaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11148: { /* cusolverDnClauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnClauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11149: { /* cusolverDnClauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnClauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11150: { /* cusolverDnCpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11151: { /* cusolverDnCpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11152: { /* cusolverDnCpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11153: { /* cusolverDnCpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11154: { /* cusolverDnCpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11155: { /* cusolverDnCpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11156: { /* cusolverDnCpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11157: { /* cusolverDnCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11158: { /* cusolverDnCreateGesvdjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreateGesvdjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11159: { /* cusolverDnCreateParams */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreateParams"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11160: { /* cusolverDnCreateSyevjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreateSyevjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11161: { /* cusolverDnCsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11162: { /* cusolverDnCsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11163: { /* cusolverDnCsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11164: { /* cusolverDnCsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11165: { /* cusolverDnCungbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11166: { /* cusolverDnCungbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11167: { /* cusolverDnCungqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11168: { /* cusolverDnCungqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11169: { /* cusolverDnCungtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11170: { /* cusolverDnCungtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11171: { /* cusolverDnCunmqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11172: { /* cusolverDnCunmqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11173: { /* cusolverDnCunmtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11174: { /* cusolverDnCunmtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11175: { /* cusolverDnDBgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11176: { /* cusolverDnDBgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11177: { /* cusolverDnDBgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11178: { /* cusolverDnDBgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11179: { /* cusolverDnDDgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11180: { /* cusolverDnDDgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11181: { /* cusolverDnDDgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11182: { /* cusolverDnDDgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11183: { /* cusolverDnDHgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11184: { /* cusolverDnDHgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11185: { /* cusolverDnDHgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11186: { /* cusolverDnDHgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11187: { /* cusolverDnDSgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11188: { /* cusolverDnDSgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11189: { /* cusolverDnDSgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11190: { /* cusolverDnDSgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11191: { /* cusolverDnDXgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11192: { /* cusolverDnDXgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11193: { /* cusolverDnDXgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11194: { /* cusolverDnDXgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11195: { /* cusolverDnDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11196: { /* cusolverDnDestroyGesvdjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroyGesvdjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11197: { /* cusolverDnDestroyParams */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroyParams"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11198: { /* cusolverDnDestroySyevjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroySyevjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11199: { /* cusolverDnDgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11200: { /* cusolverDnDgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11201: { /* cusolverDnDgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11202: { /* cusolverDnDgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11203: { /* cusolverDnDgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11204: { /* cusolverDnDgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11205: { /* cusolverDnDgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11206: { /* cusolverDnDgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11207: { /* cusolverDnDgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11208: { /* cusolverDnDgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11209: { /* cusolverDnDgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11210: { /* cusolverDnDgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11211: { /* cusolverDnDgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11212: { /* cusolverDnDgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11213: { /* cusolverDnDgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11214: { /* cusolverDnDlaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDlaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11215: { /* cusolverDnDlauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDlauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11216: { /* cusolverDnDlauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDlauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11217: { /* cusolverDnDorgbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11218: { /* cusolverDnDorgbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11219: { /* cusolverDnDorgqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11220: { /* cusolverDnDorgqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11221: { /* cusolverDnDorgtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11222: { /* cusolverDnDorgtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11223: { /* cusolverDnDormqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11224: { /* cusolverDnDormqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11225: { /* cusolverDnDormtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11226: { /* cusolverDnDormtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11227: { /* cusolverDnDpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11228: { /* cusolverDnDpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11229: { /* cusolverDnDpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11230: { /* cusolverDnDpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11231: { /* cusolverDnDpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11232: { /* cusolverDnDpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11233: { /* cusolverDnDpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11234: { /* cusolverDnDsyevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11235: { /* cusolverDnDsyevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11236: { /* cusolverDnDsyevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11237: { /* cusolverDnDsyevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11238: { /* cusolverDnDsyevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11239: { /* cusolverDnDsyevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11240: { /* cusolverDnDsyevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11241: { /* cusolverDnDsyevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11242: { /* cusolverDnDsygvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11243: { /* cusolverDnDsygvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11244: { /* cusolverDnDsygvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11245: { /* cusolverDnDsygvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11246: { /* cusolverDnDsygvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11247: { /* cusolverDnDsygvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11248: { /* cusolverDnDsytrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11249: { /* cusolverDnDsytrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11250: { /* cusolverDnDsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11251: { /* cusolverDnDsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11252: { /* cusolverDnDsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11253: { /* cusolverDnDsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11254: { /* cusolverDnGetDeterministicMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnGetDeterministicMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11255: { /* cusolverDnGetEmulationStrategy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnGetEmulationStrategy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11256: { /* cusolverDnGetMathMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnGetMathMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11288: { /* cusolverDnSBgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11289: { /* cusolverDnSBgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11290: { /* cusolverDnSBgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11291: { /* cusolverDnSBgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11292: { /* cusolverDnSHgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11293: { /* cusolverDnSHgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11294: { /* cusolverDnSHgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11295: { /* cusolverDnSHgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11296: { /* cusolverDnSSgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11297: { /* cusolverDnSSgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11298: { /* cusolverDnSSgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11299: { /* cusolverDnSSgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11300: { /* cusolverDnSXgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11301: { /* cusolverDnSXgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11302: { /* cusolverDnSXgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11303: { /* cusolverDnSXgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11304: { /* cusolverDnSetAdvOptions */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetAdvOptions"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2]);
+	}
+	case 11305: { /* cusolverDnSetDeterministicMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetDeterministicMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11306: { /* cusolverDnSetEmulationStrategy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetEmulationStrategy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11307: { /* cusolverDnSetMathMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetMathMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11308: { /* cusolverDnSetStream */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetStream"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 11309: { /* cusolverDnSgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11310: { /* cusolverDnSgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11311: { /* cusolverDnSgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11312: { /* cusolverDnSgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11313: { /* cusolverDnSgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11314: { /* cusolverDnSgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11315: { /* cusolverDnSgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11316: { /* cusolverDnSgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11317: { /* cusolverDnSgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11318: { /* cusolverDnSgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11319: { /* cusolverDnSgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11320: { /* cusolverDnSgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11321: { /* cusolverDnSgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11322: { /* cusolverDnSgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11323: { /* cusolverDnSgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11324: { /* cusolverDnSlaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSlaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11325: { /* cusolverDnSlauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSlauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11326: { /* cusolverDnSlauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSlauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11327: { /* cusolverDnSorgbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11328: { /* cusolverDnSorgbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11329: { /* cusolverDnSorgqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11330: { /* cusolverDnSorgqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11331: { /* cusolverDnSorgtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11332: { /* cusolverDnSorgtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11333: { /* cusolverDnSormqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11334: { /* cusolverDnSormqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11335: { /* cusolverDnSormtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11336: { /* cusolverDnSormtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11337: { /* cusolverDnSpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11338: { /* cusolverDnSpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11339: { /* cusolverDnSpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11340: { /* cusolverDnSpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11341: { /* cusolverDnSpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11342: { /* cusolverDnSpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11343: { /* cusolverDnSpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11344: { /* cusolverDnSsyevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11345: { /* cusolverDnSsyevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11346: { /* cusolverDnSsyevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11347: { /* cusolverDnSsyevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11348: { /* cusolverDnSsyevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11349: { /* cusolverDnSsyevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11350: { /* cusolverDnSsyevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11351: { /* cusolverDnSsyevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11352: { /* cusolverDnSsygvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11353: { /* cusolverDnSsygvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11354: { /* cusolverDnSsygvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11355: { /* cusolverDnSsygvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11356: { /* cusolverDnSsygvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11357: { /* cusolverDnSsygvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11358: { /* cusolverDnSsytrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11359: { /* cusolverDnSsytrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11360: { /* cusolverDnSsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11361: { /* cusolverDnSsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11362: { /* cusolverDnSsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11363: { /* cusolverDnSsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11364: { /* cusolverDnXgeev */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeev"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int64_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (int64_t)a[15], (int32_t)a[16], (void *)(uintptr_t)a[17], (uint64_t)a[18], p[19], (uint64_t)a[20], (void *)(uintptr_t)a[21]);
+	}
+	case 11365: { /* cusolverDnXgeev_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeev_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int64_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (int64_t)a[15], (int32_t)a[16], (void *)&o[17], (void *)&o[18]);
+	}
+	case 11366: { /* cusolverDnXgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], p[12], (uint64_t)a[13], (void *)(uintptr_t)a[14]);
+	}
+	case 11367: { /* cusolverDnXgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11368: { /* cusolverDnXgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (uint64_t)a[19], p[20], (uint64_t)a[21], (void *)(uintptr_t)a[22]);
+	}
+	case 11369: { /* cusolverDnXgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)&o[18], (void *)&o[19]);
+	}
+	case 11370: { /* cusolverDnXgesvdjGetResidual */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjGetResidual"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11371: { /* cusolverDnXgesvdjGetSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjGetSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11372: { /* cusolverDnXgesvdjSetMaxSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjSetMaxSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11373: { /* cusolverDnXgesvdjSetSortEig */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjSetSortEig"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11374: { /* cusolverDnXgesvdjSetTolerance */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjSetTolerance"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, double))f)((void *)(uintptr_t)a[0], f64(a[1]));
+	}
+	case 11375: { /* cusolverDnXgesvdp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (uint64_t)a[19], p[20], (uint64_t)a[21], (void *)(uintptr_t)a[22], (void *)&o[23]);
+	}
+	case 11376: { /* cusolverDnXgesvdp_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdp_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)&o[18], (void *)&o[19]);
+	}
+	case 11377: { /* cusolverDnXgesvdr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int64_t)a[6], (int64_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int64_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (int64_t)a[19], (int32_t)a[20], (void *)(uintptr_t)a[21], (uint64_t)a[22], p[23], (uint64_t)a[24], (void *)(uintptr_t)a[25]);
+	}
+	case 11378: { /* cusolverDnXgesvdr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int64_t)a[6], (int64_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int64_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (int64_t)a[19], (int32_t)a[20], (void *)&o[21], (void *)&o[22]);
+	}
+	case 11379: { /* cusolverDnXgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (uint64_t)a[10], p[11], (uint64_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11380: { /* cusolverDnXgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11381: { /* cusolverDnXgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, int64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int64_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11382: { /* cusolverDnXlarft */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXlarft"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (uint64_t)a[16], p[17], (uint64_t)a[18]);
+	}
+	case 11383: { /* cusolverDnXlarft_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXlarft_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)&o[15], (void *)&o[16]);
+	}
+	case 11384: { /* cusolverDnXpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (uint64_t)a[9], p[10], (uint64_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11385: { /* cusolverDnXpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11386: { /* cusolverDnXpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int64_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11387: { /* cusolverDnXsyevBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *, int64_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (uint64_t)a[12], p[13], (uint64_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16]);
+	}
+	case 11388: { /* cusolverDnXsyevBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, void *, int64_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)&o[12], (int64_t)a[13]);
+	}
+	case 11389: { /* cusolverDnXsyevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (uint64_t)a[12], p[13], (uint64_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11390: { /* cusolverDnXsyevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)&o[12]);
+	}
+	case 11393: { /* cusolverDnXsyevjGetResidual */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjGetResidual"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11394: { /* cusolverDnXsyevjGetSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjGetSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11395: { /* cusolverDnXsyevjSetMaxSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjSetMaxSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11396: { /* cusolverDnXsyevjSetSortEig */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjSetSortEig"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11397: { /* cusolverDnXsyevjSetTolerance */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjSetTolerance"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, double))f)((void *)(uintptr_t)a[0], f64(a[1]));
+	}
+	case 11398: { /* cusolverDnXsytrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsytrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, int64_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int64_t)a[10], (void *)(uintptr_t)a[11], (uint64_t)a[12], p[13], (uint64_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11399: { /* cusolverDnXsytrs_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsytrs_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, int64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int64_t)a[10], (void *)&o[11], (void *)&o[12]);
+	}
+	case 11400: { /* cusolverDnXtrtri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXtrtri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (uint64_t)a[8], p[9], (uint64_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11401: { /* cusolverDnXtrtri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXtrtri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)&o[7], (void *)&o[8]);
+	}
+	case 11402: { /* cusolverDnZCgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11403: { /* cusolverDnZCgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11404: { /* cusolverDnZCgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11405: { /* cusolverDnZCgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11406: { /* cusolverDnZEgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11407: { /* cusolverDnZEgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11408: { /* cusolverDnZEgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11409: { /* cusolverDnZEgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11410: { /* cusolverDnZKgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11411: { /* cusolverDnZKgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11412: { /* cusolverDnZKgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11413: { /* cusolverDnZKgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11414: { /* cusolverDnZYgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11415: { /* cusolverDnZYgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11416: { /* cusolverDnZYgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11417: { /* cusolverDnZYgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11418: { /* cusolverDnZZgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11419: { /* cusolverDnZZgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11420: { /* cusolverDnZZgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11421: { /* cusolverDnZZgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11422: { /* cusolverDnZgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11423: { /* cusolverDnZgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11424: { /* cusolverDnZgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11425: { /* cusolverDnZgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11426: { /* cusolverDnZgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11427: { /* cusolverDnZgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11428: { /* cusolverDnZgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11429: { /* cusolverDnZgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11430: { /* cusolverDnZgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11431: { /* cusolverDnZgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11432: { /* cusolverDnZgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11433: { /* cusolverDnZgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11434: { /* cusolverDnZgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11435: { /* cusolverDnZgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11436: { /* cusolverDnZgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11437: { /* cusolverDnZheevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11438: { /* cusolverDnZheevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11439: { /* cusolverDnZheevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11440: { /* cusolverDnZheevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11441: { /* cusolverDnZheevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11442: { /* cusolverDnZheevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11443: { /* cusolverDnZheevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11444: { /* cusolverDnZheevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11445: { /* cusolverDnZhegvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11446: { /* cusolverDnZhegvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11447: { /* cusolverDnZhegvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11448: { /* cusolverDnZhegvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11449: { /* cusolverDnZhegvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11450: { /* cusolverDnZhegvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11451: { /* cusolverDnZhetrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhetrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11452: { /* cusolverDnZhetrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhetrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11453: { /* cusolverDnZlaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZlaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11454: { /* cusolverDnZlauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZlauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11455: { /* cusolverDnZlauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZlauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11456: { /* cusolverDnZpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11457: { /* cusolverDnZpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11458: { /* cusolverDnZpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11459: { /* cusolverDnZpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11460: { /* cusolverDnZpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11461: { /* cusolverDnZpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11462: { /* cusolverDnZpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11463: { /* cusolverDnZsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11464: { /* cusolverDnZsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11465: { /* cusolverDnZsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11466: { /* cusolverDnZsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11467: { /* cusolverDnZungbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11468: { /* cusolverDnZungbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11469: { /* cusolverDnZungqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11470: { /* cusolverDnZungqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11471: { /* cusolverDnZungtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11472: { /* cusolverDnZungtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11473: { /* cusolverDnZunmqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11474: { /* cusolverDnZunmqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11475: { /* cusolverDnZunmtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11476: { /* cusolverDnZunmtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
 	}
 	(void)lib;
 	return GC_LIB_MISSING;

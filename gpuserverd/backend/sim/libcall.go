@@ -8,9 +8,9 @@ import (
 	"gpucloud/gpuserverd/backend"
 )
 
-// The simulated backend's math libraries: a test double of NVIDIA's cuSPARSE, cuFFT and cuRAND
+// The simulated backend's math libraries: a test double of NVIDIA's cuSPARSE, cuFFT, cuRAND and cuSOLVER
 // that computes a few of their functions on the CPU over the context's simulated device memory,
-// on the call's stream (fft.go, sparse.go, rand.go here). Every other remoted function answers
+// on the call's stream (fft.go, sparse.go, rand.go, solver.go here). Every other remoted function answers
 // the library's not-supported status, saying the simulated backend does not compute it.
 
 // MaxLibWork bounds one simulated call's multiply-adds (it runs on one CPU core).
@@ -126,6 +126,8 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 		serve = sparseCalls
 	case backend.LibRand:
 		serve = randCalls
+	case backend.LibSolver:
+		serve = solverCalls
 	}
 	fn, ok := serve[call.Func.Name]
 	if !ok {
