@@ -15,7 +15,8 @@ import (
 // A header to extract: the file, the return type its functions share and the prefix of their names.
 type header struct {
 	file, ret, prefix, desc string
-	firstID                 int // wire ids of a new function start here (0: not remoted on the wire)
+	firstID                 int      // wire ids of a new function start here (0: not remoted on the wire)
+	more                    []string // further headers of the same library, read with file
 }
 
 var headers = []header{
@@ -56,7 +57,23 @@ func extractOne(dir string, h header, old *desc) (*desc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-DCUFFTAPI=", "-I", dir, path)
+	if len(h.more) > 0 { // one translation unit including them all
+		all := "#include \"" + h.file + "\"\n"
+		for _, m := range h.more {
+			b, err := os.ReadFile(filepath.Join(dir, m))
+			if err != nil {
+				return nil, err
+			}
+			raw = append(raw, b...)
+			all += "#include \"" + m + "\"\n"
+		}
+		path = filepath.Join(os.TempDir(), "apigen-"+h.desc+".h")
+		if err := os.WriteFile(path, []byte(all), 0o644); err != nil {
+			return nil, err
+		}
+		defer os.Remove(path)
+	}
+	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-DCUFFTAPI=", "-DCUSOLVER_DEPRECATED(x)=", "-I", dir, path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	pp, err := cmd.Output()

@@ -47,14 +47,19 @@ func readLibAnn(path string) (*libAnn, error) {
 	return a, nil
 }
 
-// kindRe: a value, device address, stream, output, scalar; an object (o, or o? that may be NULL),
-// a new one, one destroyed; a small host input in the call (h); a host array staged through device
-// memory, read (I) or read and written (H), of count[+k]*unit bytes; host scratch (w) of a size.
-var kindRe = regexp.MustCompile(`^(v|d|s|r|a|(o\?|[onx]):[a-z]+|h:\w+\*[1-9][0-9]*|[HI]:\w+(\+[0-9]+)?\*[1-9][0-9]*|w:\w+)$`)
+// kindRe: a value, device address, stream, output, scalar; a reserved host pointer that must be
+// NULL (z); an output that is a host workspace's size (R: the session's host scratch grows to it);
+// a value or output the session remembers by name (v>name, r>name); an object (o, or o? that may
+// be NULL; lib.kind names another library's), a new one, one destroyed; a small host input in the
+// call (h); a host array staged through device memory, read (I) or read and written (H), of
+// count[+k]*unit bytes, the count a parameter or a remembered $name; host scratch (w) of a
+// parameter's size, or of the largest R the session saw.
+var kindRe = regexp.MustCompile(`^(v|d|s|r|a|z|R|[vr]>\w+|(o\?|[onx]):[a-z.]+|h:\w+\*[1-9][0-9]*|[HI]:\$?\w+(\+[0-9]+)?\*[1-9][0-9]*|w(:\w+)?)$`)
 
 // stagedLen splits a staged array's kind (H:count+k*unit) into the count's parameter, k and unit.
 func stagedLen(k string) (count, plus, unit string) {
 	e, unit, _ := strings.Cut(k[2:], "*")
+	e = strings.TrimPrefix(e, "$")
 	count, plus, _ = strings.Cut(e, "+")
 	if plus == "" {
 		plus = "0"
@@ -157,14 +162,14 @@ func checkKind(k string, p param, all []param, types map[string]string) error {
 		if k[0] == 'H' && strings.HasPrefix(p.ctype, "const ") {
 			return fmt.Errorf("a written host array (H) for %q: const is read only (I)", p.ctype)
 		}
-		if count, _, _ := stagedLen(k); paramNamed(all, count) < 0 {
+		if count, _, _ := stagedLen(k); k[2] != '$' && paramNamed(all, count) < 0 {
 			return fmt.Errorf("host array length names no parameter")
 		}
-	case 'w':
+	case 'w', 'z', 'R':
 		if !ptr {
-			return fmt.Errorf("host scratch kind for %q", p.ctype)
+			return fmt.Errorf("host pointer kind for %q", p.ctype)
 		}
-		if paramNamed(all, k[2:]) < 0 {
+		if k[0] == 'w' && len(k) > 1 && paramNamed(all, k[2:]) < 0 {
 			return fmt.Errorf("host scratch size names no parameter")
 		}
 	case 's':
@@ -195,11 +200,22 @@ func hasStaged(kinds []string) bool {
 
 func hasLibOut(kinds []string) bool {
 	for _, k := range kinds {
-		if k == "r" || k[0] == 'n' {
+		if isLibOut(k) {
 			return true
 		}
 	}
 	return false
+}
+
+// isLibOut: an output the reply carries (r, r>name, R, a new object).
+func isLibOut(k string) bool { return k[0] == 'r' || k[0] == 'R' || k[0] == 'n' }
+
+// remembered is the name a v>name or r>name kind records.
+func remembered(k string) string {
+	if _, name, ok := strings.Cut(k, ">"); ok {
+		return name
+	}
+	return ""
 }
 
 // cParam is a parameter as gpucloud's guest library declares it (no NVIDIA header): pointers and
@@ -239,6 +255,15 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		" * hand-written definition in this folder wins, and may call the remoting one (gcr_<name>). */\n",
 		lib.soname, lib.header, lib.message, lib.statusName)
 	b.WriteString("#include \"internal.h\"\n\n#pragma GCC diagnostic ignored \"-Wunused-parameter\"\n\n")
+	vars := map[string]bool{}
+	for _, f := range fns {
+		for _, k := range f.kinds {
+			if n := remembered(k); n != "" && !vars[n] {
+				vars[n] = true
+				fmt.Fprintf(&b, "/* a size the worker remembers too (desc/%s.ann: >%s, $%s) */\nstatic _Atomic int64_t gc_var_%s;\n", lib.name, n, n, n)
+			}
+		}
+	}
 	for _, f := range fns {
 		if !f.remote {
 			if f.hand == "" {
@@ -275,6 +300,9 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 			p := f.params[i]
 			switch k[0] {
 			case 'v':
+				if n := remembered(k); n != "" {
+					fmt.Fprintf(&b, "    gc_var_%s = (int64_t)%s;\n", n, p.name)
+				}
 				switch types[baseType(p.ctype)] {
 				case "f32":
 					fmt.Fprintf(&b, "    w[%d] = gc_f32_bits(%s);\n", i, p.name)
@@ -295,8 +323,10 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 				}
 			case 'n':
 				fmt.Fprintf(&b, "    if (!%s) return GC_LIB_INVALID;\n    w[%d] = 0;\n", p.name, i)
-			case 'r':
+			case 'r', 'R':
 				fmt.Fprintf(&b, "    w[%d] = gc_out_prior(%s, %d);\n", i, p.name, outWidth(p, types))
+			case 'z':
+				fmt.Fprintf(&b, "    if (%s) return GC_LIB_INVALID; /* reserved: NULL */\n    w[%d] = 0;\n", p.name, i)
 			case 'h':
 				e := strings.SplitN(k[2:], "*", 2)
 				fmt.Fprintf(&b, "    if (gc_host_add(&hb, %s, (int64_t)%s, %s, &w[%d]) != 0) return GC_LIB_INVALID;\n", p.name, e[0], e[1], i)
@@ -304,6 +334,9 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 				fmt.Fprintf(&b, "    if (GC_SCALAR(%s, %s, computeType, &hb, &w[%d]) != 0) return GC_LIB_INVALID;\n", orZero(handle), p.name, i)
 			case 'H', 'I':
 				count, plus, unit := stagedLen(k)
+				if k[2] == '$' {
+					count = "gc_var_" + count
+				}
 				fmt.Fprintf(&b, "    if ((sst = gc_stage_add(&sg, (void *)%s, (int64_t)%s + %s, %s, %d, &w[%d])) != 0) {\n        gc_stage_done(&sg, 0);\n        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;\n    }\n",
 					p.name, count, plus, unit, boolInt(k[0] == 'H'), i)
 			case 'w':
@@ -321,8 +354,11 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		b.WriteString("    if (st != 0) return st;\n")
 		o := 0
 		for i, k := range f.kinds {
-			if k == "r" || k[0] == 'n' {
+			if isLibOut(k) {
 				fmt.Fprintf(&b, "    gc_out_put(%s, %d, out[%d]);\n", f.params[i].name, outWidth(f.params[i], types), o)
+				if n := remembered(k); n != "" {
+					fmt.Fprintf(&b, "    gc_var_%s = (int64_t)out[%d];\n", n, o)
+				}
 				o++
 			}
 		}
@@ -408,8 +444,10 @@ func libDispatch(all map[string][]libFn, types map[string]map[string]string) []b
 					pt = append(pt, t)
 				case 'd', 's':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("(void *)(uintptr_t)a[%d]", i))
-				case 'r', 'n':
+				case 'r', 'R', 'n':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("(void *)&o[%d]", i))
+				case 'z':
+					pt, args = append(pt, "void *"), append(args, "(void *)0")
 				case 'h', 'a', 'H', 'I', 'w':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("p[%d]", i))
 				}

@@ -127,7 +127,8 @@ const (
 	// the word is the staging's device address (0: NULL), (LenParam's value + LenAdd) times LenUnit
 	// bytes, which NVIDIA's function reads from host memory and, when Written, writes back there.
 	PStaged
-	PHostWork // host scratch of LenParam's value bytes, the worker's own (the word: 1, or 0 for NULL)
+	PHostWork // host scratch of LenParam's value bytes (LenParam -1: LibCall.Scratch), the worker's own (the word: 1, or 0 for NULL)
+	PNull     // a reserved host pointer that must be NULL
 )
 
 // MaxStaged bounds one staged host array (the guest's GC_STAGE_LIMIT).
@@ -157,6 +158,13 @@ type LibParam struct {
 	// cusolverDnParams_t: NULL is NVIDIA's default algorithms, which PyTorch relies on).
 	Nullable bool
 	Written  bool // PStaged: NVIDIA's function writes the array (copied back to the guest)
+	// LenVar: PStaged's count is the session's remembered value of that name (LenParam -1).
+	LenVar string
+	// Record: a PValue or POut whose value the session remembers by this name (LenVar's source).
+	Record string
+	// Scratch: a POut that is the size of a host workspace later calls take (PHostWork without a
+	// size): the session's host scratch grows to the largest.
+	Scratch bool
 }
 
 // LibFunc is one remoted library function.
@@ -188,6 +196,9 @@ type LibCall struct {
 	Func  *LibFunc
 	Words []uint64
 	Host  [][]byte
+	// Scratch is the size of the host scratch of a PHostWork parameter without a size parameter:
+	// the largest host workspace the library reported to this session.
+	Scratch uint64
 }
 
 // LibContext is a Context that serves the math libraries. Object ids are this context's; a
@@ -238,15 +249,18 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 	for i, k := range kinds {
 		p := LibParam{Name: names[i]}
 		kind, arg, _ := strings.Cut(k, ":")
+		kind, p.Record, _ = strings.Cut(kind, ">")
 		switch kind {
 		case "v":
 			p.Kind = PValue
 		case "d":
 			p.Kind = PDevice
+		case "z":
+			p.Kind = PNull
 		case "s":
 			p.Kind = PStream
-		case "r":
-			p.Kind = POut
+		case "r", "R":
+			p.Kind, p.Scratch = POut, kind == "R"
 		case "a":
 			p.Kind = PScalar
 		case "o", "o?", "n", "x":
@@ -263,15 +277,18 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 			ln, unit, _ := strings.Cut(arg, "*")
 			ln, add, _ := strings.Cut(ln, "+")
 			p.LenParam = paramIndex(names, ln)
+			if v, ok := strings.CutPrefix(ln, "$"); ok && kind != "h" {
+				p.LenVar = v
+			}
 			u, err := strconv.Atoi(unit)
 			a, aerr := strconv.Atoi(cmp.Or(add, "0"))
-			if p.LenParam < 0 || err != nil || u < 1 || aerr != nil || a < 0 {
+			if p.LenParam < 0 && p.LenVar == "" || err != nil || u < 1 || aerr != nil || a < 0 {
 				return nil, fmt.Errorf("%s: host length %q", d.name, arg)
 			}
 			p.LenUnit, p.LenAdd = u, a
 		case "w":
 			p.Kind, p.LenParam = PHostWork, paramIndex(names, arg)
-			if p.LenParam < 0 {
+			if p.LenParam < 0 && arg != "" {
 				return nil, fmt.Errorf("%s: host scratch size %q", d.name, arg)
 			}
 		default:

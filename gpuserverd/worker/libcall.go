@@ -16,6 +16,10 @@ import (
 type libState struct {
 	objs map[string]map[uint64]bool
 	fft  map[uint64]*fftArea // cuFFT plans' work areas (fftarea.go)
+	// vars are the values the annotations name (v>name, r>name) and staged arrays' counts read
+	// ($name), by library and name; scratch is the largest host workspace a library reported (R).
+	vars    map[string]int64
+	scratch uint64
 }
 
 func (st *libState) has(kind string, id uint64) bool { return st.objs[kind][id] }
@@ -53,8 +57,20 @@ func (st *libState) room(f *backend.LibFunc, kind string) error {
 	return nil
 }
 
-// objKind is the key of a parameter's object kind in libState.
-func objKind(f *backend.LibFunc, p backend.LibParam) string { return f.Lib.String() + " " + p.Obj }
+// objKind is the key of a parameter's object kind in libState: its library's name and the kind
+// ("cuSOLVER handle"); a kind lib.kind is another library's ("cusparse.matdescr": cuSPARSE's).
+func objKind(f *backend.LibFunc, p backend.LibParam) string {
+	if lib, kind, ok := strings.Cut(p.Obj, "."); ok {
+		for l := backend.Lib(0); l < backend.LibSolver+1; l++ {
+			if strings.EqualFold(l.String(), lib) {
+				return l.String() + " " + kind
+			}
+		}
+	}
+	return f.Lib.String() + " " + p.Obj
+}
+
+func varKey(f *backend.LibFunc, name string) string { return f.Lib.String() + " " + name }
 
 // libRequest is the fields SparseCall, FftCall, RandCall and SolverCall share, and the library of each.
 func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, ok bool) {
@@ -114,7 +130,7 @@ func (s *Session) libCall(d *device, m wire.Message) wire.Message {
 			return libReply(lib, nil, err)
 		}
 	}
-	if err := stageIn(d.ctx, call); err != nil {
+	if err := d.lib.stageIn(d.ctx, call); err != nil {
 		return libReply(lib, nil, err)
 	}
 	outs, err := c.LibCall(call)
@@ -143,21 +159,55 @@ func (s *Session) libCall(d *device, m wire.Message) wire.Message {
 			d.lib.add(objKind(f, p), outs[k])
 			k++
 		case backend.POut:
+			d.lib.remember(f, p, outs[k])
 			k++
 		}
 	}
 	return libReply(lib, outs, nil)
 }
 
+// remember keeps an output the annotations name (r>name) or a reported host workspace size (R).
+func (st *libState) remember(f *backend.LibFunc, p backend.LibParam, v uint64) {
+	if p.Scratch {
+		st.scratch = max(st.scratch, v)
+	}
+	if p.Record != "" {
+		if st.vars == nil {
+			st.vars = map[string]int64{}
+		}
+		st.vars[varKey(f, p.Record)] = int64(v)
+	}
+}
+
+// rememberValue keeps a value the annotations name (v>name).
+func (st *libState) rememberValue(f *backend.LibFunc, p backend.LibParam, w uint64) {
+	if st.vars == nil {
+		st.vars = map[string]int64{}
+	}
+	st.vars[varKey(f, p.Record)] = int64(w)
+}
+
+// stagedElems is a staged array's element count: its count parameter's or remembered value, plus
+// its addend.
+func (st *libState) stagedElems(call backend.LibCall, p backend.LibParam) int64 {
+	n := int64(0)
+	if p.LenVar != "" {
+		n = st.vars[varKey(call.Func, p.LenVar)]
+	} else {
+		n = int64(call.Words[p.LenParam])
+	}
+	return n + int64(p.LenAdd)
+}
+
 // stageIn reads each staged host array of call from the device memory the guest staged it in
 // (a synchronous copy: the guest's own copy in came before the call), so NVIDIA's function reads
 // it in host memory.
-func stageIn(ctx backend.Context, call backend.LibCall) error {
+func (st *libState) stageIn(ctx backend.Context, call backend.LibCall) error {
 	for i, p := range call.Func.Params {
 		if p.Kind != backend.PStaged || call.Words[i] == 0 {
 			continue
 		}
-		n := (int64(call.Words[p.LenParam]) + int64(p.LenAdd)) * int64(p.LenUnit) // decode bounded it
+		n := st.stagedElems(call, p) * int64(p.LenUnit) // decode bounded it
 		call.Host[i] = make([]byte, n)
 		if n > 0 {
 			if err := ctx.MemcpyDtoH(call.Host[i], call.Words[i], 0, false); err != nil {
@@ -221,19 +271,28 @@ func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backe
 			if err := st.room(f, objKind(f, p)); err != nil {
 				return backend.LibCall{}, err
 			}
+		case backend.PNull:
+			if w != 0 {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: reserved, must be NULL", p.Name)
+			}
 		case backend.PStaged:
 			if w == 0 {
 				continue // NULL
 			}
-			elems := int64(call.Words[p.LenParam]) + int64(p.LenAdd)
+			elems := st.stagedElems(call, p)
 			if elems < 0 || elems > backend.MaxStaged/int64(p.LenUnit) {
 				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d elements of %d bytes (at most %d bytes)", p.Name, elems, p.LenUnit, backend.MaxStaged)
 			}
 			// stageIn reads it from the staging once the whole call is checked.
 		case backend.PHostWork:
-			if w != 0 && call.Words[p.LenParam] > backend.MaxHostWork {
-				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d bytes of host scratch (at most %d)", p.Name, call.Words[p.LenParam], backend.MaxHostWork)
+			size := st.scratch
+			if p.LenParam >= 0 {
+				size = call.Words[p.LenParam]
 			}
+			if w != 0 && size > backend.MaxHostWork {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d bytes of host scratch (at most %d)", p.Name, size, backend.MaxHostWork)
+			}
+			call.Scratch = st.scratch
 		case backend.PHost:
 			if w == 0 {
 				continue // NULL
@@ -268,6 +327,11 @@ func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backe
 	}
 	if off != len(host) {
 		return backend.LibCall{}, backend.LibInvalid(f, "%d host bytes left over", len(host)-off)
+	}
+	for i, p := range f.Params { // remembered once the whole call is accepted
+		if p.Kind == backend.PValue && p.Record != "" {
+			st.rememberValue(f, p, call.Words[i])
+		}
 	}
 	return call, nil
 }

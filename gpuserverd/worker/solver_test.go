@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 
 	"gpucloud/gpuserverd/backend"
@@ -192,6 +194,10 @@ func FuzzSolver(f *testing.F) {
 	f.Add(seed(solverCall(f, "cusolverDnCreate", 1), solverCall(f, "cusolverDnCreateParams", 1),
 		solverCall(f, "cusolverDnCreateSyevjInfo", 1), solverCall(f, "cusolverDnXsyevjSetTolerance", 3, math.Float64bits(1e-7)),
 		solverCall(f, "cusolverDnDestroySyevjInfo", 3), solverCall(f, "cusolverDnDestroy", 1)))
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, solverCall(f, "cusolverSpCreate", 0), &wire.SparseCall{Fn: fnID(f, "cusparseCreateMatDescr"), Args: u64s(0)},
+		solverCall(f, "cusolverSpDcsrlsvluHost", 2, 2, 4, 3, base, base+64, base+128, base+256, 0, 0, base+512, 0),
+		solverCall(f, "cusolverSpCreateCsrluInfoHost", 0), solverCall(f, "cusolverSpXcsrluAnalysisHost", 2, 2, 4, 3, base, base+64, 4),
+		solverCall(f, "cusolverSpDcsrluExtractHost", 2, base, base+64, 3, base+128, base+256, base+512, 3, base+1024, base+2048, base+3072, 4, 0)))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		serveBytes(t, Config{Tier: "shared", MemoryQuota: 64 << 20, Devices: []int{0}}, sim.New(1, 128<<20), false, in)
 	})
@@ -204,4 +210,53 @@ func fuzzFrames(msgs ...wire.Message) []byte {
 		b = wire.AppendFrame(b, m, 0, uint32(i+1))
 	}
 	return b
+}
+
+// cusolverSp's host functions through the wire: their host arrays come staged in device memory
+// (read before the call, the written ones written back after it), a reserved pointer must be
+// NULL, and the sizes of cusolverSpXcsrluExtractHost's arrays are those earlier calls gave the
+// session (XcsrluAnalysisHost's n), so a staged array past the bound is refused before the
+// backend sees it.
+func TestSolverSparseHostStaged(t *testing.T) {
+	c := newSession(t, Config{Tier: "dedicated", Devices: []int{0}})
+	h := c.solver("cusolverSpCreate", 0).O0
+	var d wire.SparseReply
+	c.call(&wire.SparseCall{Fn: fnID(t, "cusparseCreateMatDescr"), Args: u64s(0)}, &d)
+	if h == 0 || d.Status != 0 {
+		t.Fatalf("create: %d, %+v", h, d)
+	}
+	md := d.O0
+	// [[2 1] [1 3]] x = [3 5]: x = [0.8 1.4], zero-based CSR.
+	rowPtr, colInd, val, b, x := c.alloc(64), c.alloc(64), c.alloc(64), c.alloc(64), c.alloc(64)
+	putI32s := func(p uint64, v ...int32) {
+		var bs []byte
+		for _, e := range v {
+			bs = binary.LittleEndian.AppendUint32(bs, uint32(e))
+		}
+		var st wire.Status
+		c.call(&wire.MemcpyHtoD{Dst: p, Data: bs}, &st)
+	}
+	putI32s(rowPtr, 0, 2, 4)
+	putI32s(colInd, 0, 1, 0, 1)
+	c.putF32(val, []float32{2, 1, 1, 3})
+	c.putF32(b, []float32{3, 5})
+	r := c.solver("cusolverSpScsrlsvluHost", h, 2, 4, md, val, rowPtr, colInd, b, uint64(math.Float32bits(1e-6)), 0, x, 7)
+	if r.Status != 0 || int32(r.O0) != -1 {
+		t.Fatalf("csrlsvluHost: %+v", r)
+	}
+	if got := c.getF32(x, 2); math.Abs(float64(got[0]-0.8)) > 1e-6 || math.Abs(float64(got[1]-1.4)) > 1e-6 {
+		t.Fatalf("x = %v, want [0.8 1.4]", got)
+	}
+	if r := c.solver("cusolverSpScsrlsvluHost", h, 2, 4, h, val, rowPtr, colInd, b, 0, 0, x, 7); r.Status != solverNotInitialized {
+		t.Fatalf("a cuSOLVER handle as cuSPARSE's descriptor: %+v", r)
+	}
+	if r := c.solver("cusolverSpXcsrmetisndHost", h, 2, 4, md, rowPtr, colInd, 0x1000, x); r.Status != solverInvalidValue {
+		t.Fatalf("a reserved pointer that is not NULL: %+v", r)
+	}
+	lu := c.solver("cusolverSpCreateCsrluInfoHost", 0).O0
+	c.solver("cusolverSpXcsrluAnalysisHost", h, 1<<40, 4, md, 0, 0, lu) // n remembered, whatever the backend says
+	r = c.solver("cusolverSpDcsrluExtractHost", h, x, 0, md, 0, 0, 0, md, 0, 0, 0, lu, 0)
+	if r.Status != solverInvalidValue || !strings.Contains(r.Message, "elements") {
+		t.Fatalf("a staged array of a remembered size past the bound: %+v", r)
+	}
 }

@@ -94,13 +94,19 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 			a[i] = uint64(uintptr(unsafe.Pointer(s)))
 		case backend.POut:
 			o[i] = w
+		case backend.PNull:
+			a[i] = 0 // the worker refused any other
 		case backend.PHost, backend.PStaged:
 			if len(call.Host[i]) > 0 {
 				p[i] = C.CBytes(call.Host[i])
 				defer C.free(p[i])
 			}
 		case backend.PHostWork:
-			if size := call.Words[prm.LenParam]; w != 0 && size != 0 {
+			size := call.Scratch // the largest host workspace the library reported
+			if prm.LenParam >= 0 {
+				size = call.Words[prm.LenParam]
+			}
+			if w != 0 && size != 0 {
 				buf, err := c.hostScratch(f, size)
 				if err != nil {
 					return nil, err

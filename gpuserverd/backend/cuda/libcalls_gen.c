@@ -2542,6 +2542,901 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmtr_bufferSize"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
 	}
+	case 11479: { /* cusolverRfAccessBundledFactorsDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfAccessBundledFactorsDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2], (void *)&o[3], (void *)&o[4]);
+	}
+	case 11480: { /* cusolverRfAnalyze */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfAnalyze"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11481: { /* cusolverRfBatchAnalyze */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfBatchAnalyze"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11482: { /* cusolverRfBatchRefactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfBatchRefactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11487: { /* cusolverRfCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11488: { /* cusolverRfDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11491: { /* cusolverRfGetAlgs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetAlgs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 11492: { /* cusolverRfGetMatrixFormat */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetMatrixFormat"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 11493: { /* cusolverRfGetNumericBoostReport */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetNumericBoostReport"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11494: { /* cusolverRfGetNumericProperties */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetNumericProperties"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 11495: { /* cusolverRfGetResetValuesFastMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetResetValuesFastMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11496: { /* cusolverRfRefactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfRefactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11497: { /* cusolverRfResetValues */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfResetValues"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((int32_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11498: { /* cusolverRfSetAlgs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetAlgs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2]);
+	}
+	case 11499: { /* cusolverRfSetMatrixFormat */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetMatrixFormat"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2]);
+	}
+	case 11500: { /* cusolverRfSetNumericProperties */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetNumericProperties"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, double, double))f)((void *)(uintptr_t)a[0], f64(a[1]), f64(a[2]));
+	}
+	case 11501: { /* cusolverRfSetResetValuesFastMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetResetValuesFastMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11502: { /* cusolverRfSetupDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetupDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, int32_t, void *, void *, void *, int32_t, void *, void *, void *, int32_t, void *, void *, void *, void *, void *, void *))f)((int32_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11503: { /* cusolverRfSetupHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetupHost"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, int32_t, void *, void *, void *, int32_t, void *, void *, void *, int32_t, void *, void *, void *, void *, void *, void *))f)((int32_t)a[0], (int32_t)a[1], p[2], p[3], p[4], (int32_t)a[5], p[6], p[7], p[8], (int32_t)a[9], p[10], p[11], p[12], p[13], p[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11504: { /* cusolverRfSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11505: { /* cusolverSpCcsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11506: { /* cusolverSpCcsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11507: { /* cusolverSpCcsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11508: { /* cusolverSpCcsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11509: { /* cusolverSpCcsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11510: { /* cusolverSpCcsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11511: { /* cusolverSpCcsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11512: { /* cusolverSpCcsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11513: { /* cusolverSpCcsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11517: { /* cusolverSpCcsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f32(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11518: { /* cusolverSpCcsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11519: { /* cusolverSpCcsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11520: { /* cusolverSpCcsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11521: { /* cusolverSpCcsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11522: { /* cusolverSpCcsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11523: { /* cusolverSpCcsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11524: { /* cusolverSpCcsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11525: { /* cusolverSpCcsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f32(a[8]), p[9]);
+	}
+	case 11526: { /* cusolverSpCcsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11527: { /* cusolverSpCcsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11528: { /* cusolverSpCcsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11529: { /* cusolverSpCcsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11530: { /* cusolverSpCcsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11531: { /* cusolverSpCcsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11532: { /* cusolverSpCcsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11535: { /* cusolverSpCcsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11536: { /* cusolverSpCcsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11537: { /* cusolverSpCcsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11538: { /* cusolverSpCcsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11539: { /* cusolverSpCcsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11540: { /* cusolverSpCcsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 11541: { /* cusolverSpCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11542: { /* cusolverSpCreateCsrcholInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrcholInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11543: { /* cusolverSpCreateCsrcholInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrcholInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11544: { /* cusolverSpCreateCsrluInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrluInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11545: { /* cusolverSpCreateCsrqrInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrqrInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11546: { /* cusolverSpCreateCsrqrInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrqrInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11547: { /* cusolverSpDcsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11548: { /* cusolverSpDcsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11549: { /* cusolverSpDcsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11550: { /* cusolverSpDcsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11551: { /* cusolverSpDcsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11552: { /* cusolverSpDcsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11553: { /* cusolverSpDcsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11554: { /* cusolverSpDcsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11555: { /* cusolverSpDcsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11557: { /* cusolverSpDcsreigvsi */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsreigvsi"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, double, void *, int32_t, double, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], f64(a[7]), (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11558: { /* cusolverSpDcsreigvsiHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsreigvsiHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, double, void *, int32_t, double, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], f64(a[7]), p[8], (int32_t)a[9], f64(a[10]), (void *)&o[11], p[12]);
+	}
+	case 11559: { /* cusolverSpDcsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f64(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11560: { /* cusolverSpDcsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11561: { /* cusolverSpDcsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11562: { /* cusolverSpDcsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11563: { /* cusolverSpDcsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11564: { /* cusolverSpDcsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11565: { /* cusolverSpDcsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11566: { /* cusolverSpDcsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11567: { /* cusolverSpDcsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f64(a[8]), p[9]);
+	}
+	case 11568: { /* cusolverSpDcsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11569: { /* cusolverSpDcsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11570: { /* cusolverSpDcsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11571: { /* cusolverSpDcsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11572: { /* cusolverSpDcsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11573: { /* cusolverSpDcsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11574: { /* cusolverSpDcsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11575: { /* cusolverSpDcsrqrSetup */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSetup"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11576: { /* cusolverSpDcsrqrSetupHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSetupHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], f64(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11577: { /* cusolverSpDcsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11578: { /* cusolverSpDcsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11579: { /* cusolverSpDcsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11580: { /* cusolverSpDcsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11581: { /* cusolverSpDcsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11582: { /* cusolverSpDcsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 11583: { /* cusolverSpDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11584: { /* cusolverSpDestroyCsrcholInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrcholInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11585: { /* cusolverSpDestroyCsrcholInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrcholInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11586: { /* cusolverSpDestroyCsrluInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrluInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11587: { /* cusolverSpDestroyCsrqrInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrqrInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11588: { /* cusolverSpDestroyCsrqrInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrqrInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11590: { /* cusolverSpScsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11591: { /* cusolverSpScsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11592: { /* cusolverSpScsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11593: { /* cusolverSpScsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11594: { /* cusolverSpScsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11595: { /* cusolverSpScsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11596: { /* cusolverSpScsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11597: { /* cusolverSpScsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11598: { /* cusolverSpScsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11600: { /* cusolverSpScsreigvsi */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsreigvsi"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, float, void *, int32_t, float, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], f32(a[7]), (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11601: { /* cusolverSpScsreigvsiHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsreigvsiHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, float, void *, int32_t, float, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], f32(a[7]), p[8], (int32_t)a[9], f32(a[10]), (void *)&o[11], p[12]);
+	}
+	case 11602: { /* cusolverSpScsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f32(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11603: { /* cusolverSpScsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11604: { /* cusolverSpScsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11605: { /* cusolverSpScsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11606: { /* cusolverSpScsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11607: { /* cusolverSpScsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11608: { /* cusolverSpScsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11609: { /* cusolverSpScsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11610: { /* cusolverSpScsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f32(a[8]), p[9]);
+	}
+	case 11611: { /* cusolverSpScsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11612: { /* cusolverSpScsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11613: { /* cusolverSpScsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11614: { /* cusolverSpScsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11615: { /* cusolverSpScsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11616: { /* cusolverSpScsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11617: { /* cusolverSpScsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11618: { /* cusolverSpScsrqrSetup */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSetup"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11619: { /* cusolverSpScsrqrSetupHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSetupHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], f32(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11620: { /* cusolverSpScsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11621: { /* cusolverSpScsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11622: { /* cusolverSpScsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11623: { /* cusolverSpScsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11624: { /* cusolverSpScsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11625: { /* cusolverSpScsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 11626: { /* cusolverSpSetStream */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpSetStream"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 11627: { /* cusolverSpXcsrcholAnalysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrcholAnalysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11628: { /* cusolverSpXcsrcholAnalysisHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrcholAnalysisHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11629: { /* cusolverSpXcsrissymHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrissymHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)&o[7]);
+	}
+	case 11630: { /* cusolverSpXcsrluAnalysisHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrluAnalysisHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11631: { /* cusolverSpXcsrluNnzHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrluNnzHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2], (void *)(uintptr_t)a[3]);
+	}
+	case 11632: { /* cusolverSpXcsrmetisndHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrmetisndHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], (void *)0, p[7]);
+	}
+	case 11633: { /* cusolverSpXcsrpermHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrpermHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], p[9], p[10]);
+	}
+	case 11634: { /* cusolverSpXcsrperm_bufferSizeHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrperm_bufferSizeHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], (void *)&o[9]);
+	}
+	case 11635: { /* cusolverSpXcsrqrAnalysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrqrAnalysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11636: { /* cusolverSpXcsrqrAnalysisBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrqrAnalysisBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11637: { /* cusolverSpXcsrqrAnalysisHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrqrAnalysisHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11638: { /* cusolverSpXcsrsymamdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrsymamdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6]);
+	}
+	case 11639: { /* cusolverSpXcsrsymmdqHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrsymmdqHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6]);
+	}
+	case 11640: { /* cusolverSpXcsrsymrcmHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrsymrcmHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6]);
+	}
+	case 11641: { /* cusolverSpZcsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11642: { /* cusolverSpZcsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11643: { /* cusolverSpZcsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11644: { /* cusolverSpZcsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11645: { /* cusolverSpZcsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11646: { /* cusolverSpZcsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11647: { /* cusolverSpZcsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11648: { /* cusolverSpZcsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11649: { /* cusolverSpZcsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11653: { /* cusolverSpZcsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f64(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11654: { /* cusolverSpZcsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11655: { /* cusolverSpZcsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11656: { /* cusolverSpZcsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11657: { /* cusolverSpZcsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11658: { /* cusolverSpZcsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11659: { /* cusolverSpZcsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11660: { /* cusolverSpZcsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11661: { /* cusolverSpZcsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f64(a[8]), p[9]);
+	}
+	case 11662: { /* cusolverSpZcsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11663: { /* cusolverSpZcsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11664: { /* cusolverSpZcsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11665: { /* cusolverSpZcsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11666: { /* cusolverSpZcsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11667: { /* cusolverSpZcsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11668: { /* cusolverSpZcsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11671: { /* cusolverSpZcsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11672: { /* cusolverSpZcsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11673: { /* cusolverSpZcsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11674: { /* cusolverSpZcsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11675: { /* cusolverSpZcsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11676: { /* cusolverSpZcsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
 	}
 	(void)lib;
 	return GC_LIB_MISSING;

@@ -42,17 +42,7 @@ var solverCalls = map[string]func(*libCall) ([]uint64, error){
 		l.c.dropLibObj(l.word(0))
 		return nil, nil
 	},
-	"cusolverDnSetStream": func(l *libCall) ([]uint64, error) {
-		h, err := libObject[*dnHandle](l, 0)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := l.c.stream(backend.Handle(l.word(1))); err != nil {
-			return nil, err
-		}
-		h.stream = backend.Handle(l.word(1))
-		return nil, nil
-	},
+	"cusolverDnSetStream": libSetStream(func(o *dnHandle) *backend.Handle { return &o.stream }),
 }
 
 func init() {

@@ -6,6 +6,12 @@
 
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 
+/* a size the worker remembers too (desc/cusolver.ann: >n, $n) */
+static _Atomic int64_t gc_var_n;
+/* a size the worker remembers too (desc/cusolver.ann: >nnzL, $nnzL) */
+static _Atomic int64_t gc_var_nnzL;
+/* a size the worker remembers too (desc/cusolver.ann: >nnzU, $nnzU) */
+static _Atomic int64_t gc_var_nnzU;
 
 int gcr_cusolverDnCCgels(void * handle, int32_t m, int32_t n, int32_t nrhs, void *dA, int32_t ldda, void *dB, int32_t lddb, void *dX, int32_t lddx, void *dWorkspace, uint64_t lwork_bytes, void *iter, void *d_info) {
     uint64_t w[14];
@@ -8160,3 +8166,4906 @@ int gcr_cusolverDnZunmtr_bufferSize(void * handle, int side, int uplo, int trans
     return 0;
 }
 GC_WEAK int cusolverDnZunmtr_bufferSize(void * handle, int side, int uplo, int trans, int32_t m, int32_t n, void *A, int32_t lda, void *tau, void *C, int32_t ldc, void *lwork) { return gcr_cusolverDnZunmtr_bufferSize(handle, side, uplo, trans, m, n, A, lda, tau, C, ldc, lwork); }
+
+int gcr_cusolverRfAccessBundledFactorsDevice(void * handle, void *nnzM, void *Mp, void *Mi, void *Mx) {
+    uint64_t w[5];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(nnzM, 4);
+    w[2] = gc_out_prior(Mp, 8);
+    w[3] = gc_out_prior(Mi, 8);
+    w[4] = gc_out_prior(Mx, 8);
+    int st = gc_lib_call(11479, w, 5, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(nnzM, 4, out[0]);
+    gc_out_put(Mp, 8, out[1]);
+    gc_out_put(Mi, 8, out[2]);
+    gc_out_put(Mx, 8, out[3]);
+    return 0;
+}
+GC_WEAK int cusolverRfAccessBundledFactorsDevice(void * handle, void *nnzM, void *Mp, void *Mi, void *Mx) { return gcr_cusolverRfAccessBundledFactorsDevice(handle, nnzM, Mp, Mi, Mx); }
+
+int gcr_cusolverRfAnalyze(void * handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11480, w, 1, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfAnalyze(void * handle) { return gcr_cusolverRfAnalyze(handle); }
+
+int gcr_cusolverRfBatchAnalyze(void * handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11481, w, 1, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfBatchAnalyze(void * handle) { return gcr_cusolverRfBatchAnalyze(handle); }
+
+int gcr_cusolverRfBatchRefactor(void * handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11482, w, 1, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfBatchRefactor(void * handle) { return gcr_cusolverRfBatchRefactor(handle); }
+GC_NOT_REMOTED_AS(cusolverRfBatchResetValues, 9)
+GC_NOT_REMOTED_AS(cusolverRfBatchSetupHost, 9)
+GC_NOT_REMOTED_AS(cusolverRfBatchSolve, 9)
+GC_NOT_REMOTED_AS(cusolverRfBatchZeroPivot, 9)
+
+int gcr_cusolverRfCreate(void *handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!handle) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11487, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(handle, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverRfCreate(void *handle) { return gcr_cusolverRfCreate(handle); }
+
+int gcr_cusolverRfDestroy(void * handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11488, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfDestroy(void * handle) { return gcr_cusolverRfDestroy(handle); }
+GC_NOT_REMOTED_AS(cusolverRfExtractBundledFactorsHost, 9)
+GC_NOT_REMOTED_AS(cusolverRfExtractSplitFactorsHost, 9)
+
+int gcr_cusolverRfGetAlgs(void * handle, void *factAlg, void *solveAlg) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(factAlg, 4);
+    w[2] = gc_out_prior(solveAlg, 4);
+    int st = gc_lib_call(11491, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(factAlg, 4, out[0]);
+    gc_out_put(solveAlg, 4, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverRfGetAlgs(void * handle, void *factAlg, void *solveAlg) { return gcr_cusolverRfGetAlgs(handle, factAlg, solveAlg); }
+
+int gcr_cusolverRfGetMatrixFormat(void * handle, void *format, void *diag) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(format, 4);
+    w[2] = gc_out_prior(diag, 4);
+    int st = gc_lib_call(11492, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(format, 4, out[0]);
+    gc_out_put(diag, 4, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverRfGetMatrixFormat(void * handle, void *format, void *diag) { return gcr_cusolverRfGetMatrixFormat(handle, format, diag); }
+
+int gcr_cusolverRfGetNumericBoostReport(void * handle, void *report) {
+    uint64_t w[2];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(report, 4);
+    int st = gc_lib_call(11493, w, 2, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(report, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverRfGetNumericBoostReport(void * handle, void *report) { return gcr_cusolverRfGetNumericBoostReport(handle, report); }
+
+int gcr_cusolverRfGetNumericProperties(void * handle, void *zero, void *boost) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(zero, 8);
+    w[2] = gc_out_prior(boost, 8);
+    int st = gc_lib_call(11494, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(zero, 8, out[0]);
+    gc_out_put(boost, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverRfGetNumericProperties(void * handle, void *zero, void *boost) { return gcr_cusolverRfGetNumericProperties(handle, zero, boost); }
+
+int gcr_cusolverRfGetResetValuesFastMode(void * handle, void *fastMode) {
+    uint64_t w[2];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(fastMode, 4);
+    int st = gc_lib_call(11495, w, 2, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(fastMode, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverRfGetResetValuesFastMode(void * handle, void *fastMode) { return gcr_cusolverRfGetResetValuesFastMode(handle, fastMode); }
+
+int gcr_cusolverRfRefactor(void * handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11496, w, 1, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfRefactor(void * handle) { return gcr_cusolverRfRefactor(handle); }
+
+int gcr_cusolverRfResetValues(int32_t n, int32_t nnzA, void *csrRowPtrA, void *csrColIndA, void *csrValA, void *P, void *Q, void * handle) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)n;
+    w[1] = (uint64_t)nnzA;
+    w[2] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[3] = (uint64_t)(uintptr_t)csrColIndA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)P;
+    w[6] = (uint64_t)(uintptr_t)Q;
+    w[7] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11497, w, 8, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfResetValues(int32_t n, int32_t nnzA, void *csrRowPtrA, void *csrColIndA, void *csrValA, void *P, void *Q, void * handle) { return gcr_cusolverRfResetValues(n, nnzA, csrRowPtrA, csrColIndA, csrValA, P, Q, handle); }
+
+int gcr_cusolverRfSetAlgs(void * handle, int factAlg, int solveAlg) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)factAlg;
+    w[2] = (uint64_t)solveAlg;
+    int st = gc_lib_call(11498, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSetAlgs(void * handle, int factAlg, int solveAlg) { return gcr_cusolverRfSetAlgs(handle, factAlg, solveAlg); }
+
+int gcr_cusolverRfSetMatrixFormat(void * handle, int format, int diag) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)format;
+    w[2] = (uint64_t)diag;
+    int st = gc_lib_call(11499, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSetMatrixFormat(void * handle, int format, int diag) { return gcr_cusolverRfSetMatrixFormat(handle, format, diag); }
+
+int gcr_cusolverRfSetNumericProperties(void * handle, double zero, double boost) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_f64_bits(zero);
+    w[2] = gc_f64_bits(boost);
+    int st = gc_lib_call(11500, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSetNumericProperties(void * handle, double zero, double boost) { return gcr_cusolverRfSetNumericProperties(handle, zero, boost); }
+
+int gcr_cusolverRfSetResetValuesFastMode(void * handle, int fastMode) {
+    uint64_t w[2];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)fastMode;
+    int st = gc_lib_call(11501, w, 2, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSetResetValuesFastMode(void * handle, int fastMode) { return gcr_cusolverRfSetResetValuesFastMode(handle, fastMode); }
+
+int gcr_cusolverRfSetupDevice(int32_t n, int32_t nnzA, void *csrRowPtrA, void *csrColIndA, void *csrValA, int32_t nnzL, void *csrRowPtrL, void *csrColIndL, void *csrValL, int32_t nnzU, void *csrRowPtrU, void *csrColIndU, void *csrValU, void *P, void *Q, void * handle) {
+    uint64_t w[16];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)n;
+    w[1] = (uint64_t)nnzA;
+    w[2] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[3] = (uint64_t)(uintptr_t)csrColIndA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)nnzL;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrL;
+    w[7] = (uint64_t)(uintptr_t)csrColIndL;
+    w[8] = (uint64_t)(uintptr_t)csrValL;
+    w[9] = (uint64_t)nnzU;
+    w[10] = (uint64_t)(uintptr_t)csrRowPtrU;
+    w[11] = (uint64_t)(uintptr_t)csrColIndU;
+    w[12] = (uint64_t)(uintptr_t)csrValU;
+    w[13] = (uint64_t)(uintptr_t)P;
+    w[14] = (uint64_t)(uintptr_t)Q;
+    w[15] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11502, w, 16, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSetupDevice(int32_t n, int32_t nnzA, void *csrRowPtrA, void *csrColIndA, void *csrValA, int32_t nnzL, void *csrRowPtrL, void *csrColIndL, void *csrValL, int32_t nnzU, void *csrRowPtrU, void *csrColIndU, void *csrValU, void *P, void *Q, void * handle) { return gcr_cusolverRfSetupDevice(n, nnzA, csrRowPtrA, csrColIndA, csrValA, nnzL, csrRowPtrL, csrColIndL, csrValL, nnzU, csrRowPtrU, csrColIndU, csrValU, P, Q, handle); }
+
+int gcr_cusolverRfSetupHost(int32_t n, int32_t nnzA, void *h_csrRowPtrA, void *h_csrColIndA, void *h_csrValA, int32_t nnzL, void *h_csrRowPtrL, void *h_csrColIndL, void *h_csrValL, int32_t nnzU, void *h_csrRowPtrU, void *h_csrColIndU, void *h_csrValU, void *h_P, void *h_Q, void * handle) {
+    uint64_t w[16];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)n;
+    w[1] = (uint64_t)nnzA;
+    if ((sst = gc_stage_add(&sg, (void *)h_csrRowPtrA, (int64_t)n + 1, 4, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[5] = (uint64_t)nnzL;
+    if ((sst = gc_stage_add(&sg, (void *)h_csrRowPtrL, (int64_t)n + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_csrColIndL, (int64_t)nnzL + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_csrValL, (int64_t)nnzL + 0, 8, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = (uint64_t)nnzU;
+    if ((sst = gc_stage_add(&sg, (void *)h_csrRowPtrU, (int64_t)n + 1, 4, 0, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_csrColIndU, (int64_t)nnzU + 0, 4, 0, &w[11])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_csrValU, (int64_t)nnzU + 0, 8, 0, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_P, (int64_t)n + 0, 4, 0, &w[13])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)h_Q, (int64_t)n + 0, 4, 0, &w[14])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[15] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11503, w, 16, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSetupHost(int32_t n, int32_t nnzA, void *h_csrRowPtrA, void *h_csrColIndA, void *h_csrValA, int32_t nnzL, void *h_csrRowPtrL, void *h_csrColIndL, void *h_csrValL, int32_t nnzU, void *h_csrRowPtrU, void *h_csrColIndU, void *h_csrValU, void *h_P, void *h_Q, void * handle) { return gcr_cusolverRfSetupHost(n, nnzA, h_csrRowPtrA, h_csrColIndA, h_csrValA, nnzL, h_csrRowPtrL, h_csrColIndL, h_csrValL, nnzU, h_csrRowPtrU, h_csrColIndU, h_csrValU, h_P, h_Q, handle); }
+
+int gcr_cusolverRfSolve(void * handle, void *P, void *Q, int32_t nrhs, void *Temp, int32_t ldt, void *XF, int32_t ldxf) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)P;
+    w[2] = (uint64_t)(uintptr_t)Q;
+    w[3] = (uint64_t)nrhs;
+    w[4] = (uint64_t)(uintptr_t)Temp;
+    w[5] = (uint64_t)ldt;
+    w[6] = (uint64_t)(uintptr_t)XF;
+    w[7] = (uint64_t)ldxf;
+    int st = gc_lib_call(11504, w, 8, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverRfSolve(void * handle, void *P, void *Q, int32_t nrhs, void *Temp, int32_t ldt, void *XF, int32_t ldxf) { return gcr_cusolverRfSolve(handle, P, Q, nrhs, Temp, ldt, XF, ldxf); }
+
+int gcr_cusolverSpCcsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11505, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpCcsrcholBufferInfo(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpCcsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11506, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpCcsrcholBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpCcsrcholDiag(void * handle, void * info, void *diag) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = (uint64_t)(uintptr_t)diag;
+    int st = gc_lib_call(11507, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholDiag(void * handle, void * info, void *diag) { return gcr_cusolverSpCcsrcholDiag(handle, info, diag); }
+
+int gcr_cusolverSpCcsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11508, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpCcsrcholFactor(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpCcsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11509, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpCcsrcholFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpCcsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)(uintptr_t)b;
+    w[3] = (uint64_t)(uintptr_t)x;
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11510, w, 6, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrcholSolve(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpCcsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 8, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11511, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrcholSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpCcsrcholZeroPivot(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11512, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholZeroPivot(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpCcsrcholZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpCcsrcholZeroPivotHost(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11513, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrcholZeroPivotHost(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpCcsrcholZeroPivotHost(handle, info, tol, position); }
+GC_NOT_REMOTED_AS(cusolverSpCcsreigsHost, 9)
+GC_NOT_REMOTED_AS(cusolverSpCcsreigvsi, 9)
+GC_NOT_REMOTED_AS(cusolverSpCcsreigvsiHost, 9)
+
+int gcr_cusolverSpCcsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, void *rankA, void *x, void *p, void *min_norm) {
+    uint64_t w[14];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = gc_f32_bits(tol);
+    w[10] = gc_out_prior(rankA, 4);
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[11])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[13] = gc_out_prior(min_norm, 4);
+    int st = gc_lib_call(11517, w, 14, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(rankA, 4, out[0]);
+    gc_out_put(min_norm, 4, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, void *rankA, void *x, void *p, void *min_norm) { return gcr_cusolverSpCcsrlsqvqrHost(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, rankA, x, p, min_norm); }
+
+int gcr_cusolverSpCcsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11518, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpCcsrlsvchol(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpCcsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrVal, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtr, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColInd, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 8, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11519, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpCcsrlsvcholHost(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpCcsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 8, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11520, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpCcsrlsvluHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpCcsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11521, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpCcsrlsvqr(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpCcsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 8, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11522, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpCcsrlsvqrHost(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpCcsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11523, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpCcsrluBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpCcsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)gc_var_n + 0, 4, 1, &w[1])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)Q, (int64_t)gc_var_n + 0, 4, 1, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[3] = (uint64_t)(uintptr_t)descrL;
+    if ((sst = gc_stage_add(&sg, (void *)csrValL, (int64_t)gc_var_nnzL + 0, 8, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrL, (int64_t)gc_var_n + 1, 4, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndL, (int64_t)gc_var_nnzL + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)descrU;
+    if ((sst = gc_stage_add(&sg, (void *)csrValU, (int64_t)gc_var_nnzU + 0, 8, 1, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrU, (int64_t)gc_var_n + 1, 4, 1, &w[9])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndU, (int64_t)gc_var_nnzU + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11524, w, 13, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) { return gcr_cusolverSpCcsrluExtractHost(handle, P, Q, descrL, csrValL, csrRowPtrL, csrColIndL, descrU, csrValU, csrRowPtrU, csrColIndU, info, pBuffer); }
+
+int gcr_cusolverSpCcsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, float pivot_threshold, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_f32_bits(pivot_threshold);
+    w[9] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11525, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, float pivot_threshold, void *pBuffer) { return gcr_cusolverSpCcsrluFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pivot_threshold, pBuffer); }
+
+int gcr_cusolverSpCcsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 8, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11526, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrluSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpCcsrluZeroPivotHost(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11527, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrluZeroPivotHost(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpCcsrluZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpCcsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11528, w, 11, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpCcsrqrBufferInfo(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpCcsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrVal;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[7] = (uint64_t)(uintptr_t)csrColInd;
+    w[8] = (uint64_t)batchSize;
+    w[9] = (uint64_t)(uintptr_t)info;
+    w[10] = gc_out_prior(internalDataInBytes, 8);
+    w[11] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11529, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpCcsrqrBufferInfoBatched(handle, m, n, nnz, descrA, csrVal, csrRowPtr, csrColInd, batchSize, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpCcsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11530, w, 11, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpCcsrqrBufferInfoHost(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpCcsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)b;
+    w[5] = (uint64_t)(uintptr_t)x;
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11531, w, 8, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrqrFactor(handle, m, n, nnzA, b, x, info, pBuffer); }
+
+int gcr_cusolverSpCcsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11532, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrqrFactorHost(handle, m, n, nnzA, b, x, info, pBuffer); }
+GC_NOT_REMOTED_AS(cusolverSpCcsrqrSetup, 9)
+GC_NOT_REMOTED_AS(cusolverSpCcsrqrSetupHost, 9)
+
+int gcr_cusolverSpCcsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)(uintptr_t)b;
+    w[4] = (uint64_t)(uintptr_t)x;
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11535, w, 7, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrqrSolve(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpCcsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11536, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpCcsrqrSolveHost(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpCcsrqrZeroPivot(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11537, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrZeroPivot(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpCcsrqrZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpCcsrqrZeroPivotHost(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11538, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrZeroPivotHost(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpCcsrqrZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpCcsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)b;
+    w[9] = (uint64_t)(uintptr_t)x;
+    w[10] = (uint64_t)batchSize;
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11539, w, 13, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) { return gcr_cusolverSpCcsrqrsvBatched(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, x, batchSize, info, pBuffer); }
+
+int gcr_cusolverSpCcsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)n + 0, 4, 1, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_out_prior(numnz, 4);
+    int st = gc_lib_call(11540, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(numnz, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCcsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) { return gcr_cusolverSpCcsrzfdHost(handle, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, P, numnz); }
+
+int gcr_cusolverSpCreate(void *handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!handle) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11541, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(handle, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCreate(void *handle) { return gcr_cusolverSpCreate(handle); }
+
+int gcr_cusolverSpCreateCsrcholInfo(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11542, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCreateCsrcholInfo(void *info) { return gcr_cusolverSpCreateCsrcholInfo(info); }
+
+int gcr_cusolverSpCreateCsrcholInfoHost(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11543, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCreateCsrcholInfoHost(void *info) { return gcr_cusolverSpCreateCsrcholInfoHost(info); }
+
+int gcr_cusolverSpCreateCsrluInfoHost(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11544, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCreateCsrluInfoHost(void *info) { return gcr_cusolverSpCreateCsrluInfoHost(info); }
+
+int gcr_cusolverSpCreateCsrqrInfo(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11545, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCreateCsrqrInfo(void *info) { return gcr_cusolverSpCreateCsrqrInfo(info); }
+
+int gcr_cusolverSpCreateCsrqrInfoHost(void *info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    if (!info) return GC_LIB_INVALID;
+    w[0] = 0;
+    int st = gc_lib_call(11546, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(info, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpCreateCsrqrInfoHost(void *info) { return gcr_cusolverSpCreateCsrqrInfoHost(info); }
+
+int gcr_cusolverSpDcsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11547, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpDcsrcholBufferInfo(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpDcsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11548, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpDcsrcholBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpDcsrcholDiag(void * handle, void * info, void *diag) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = (uint64_t)(uintptr_t)diag;
+    int st = gc_lib_call(11549, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholDiag(void * handle, void * info, void *diag) { return gcr_cusolverSpDcsrcholDiag(handle, info, diag); }
+
+int gcr_cusolverSpDcsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11550, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpDcsrcholFactor(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpDcsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11551, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpDcsrcholFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpDcsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)(uintptr_t)b;
+    w[3] = (uint64_t)(uintptr_t)x;
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11552, w, 6, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrcholSolve(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 8, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11553, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrcholSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrcholZeroPivot(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11554, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholZeroPivot(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpDcsrcholZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpDcsrcholZeroPivotHost(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11555, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrcholZeroPivotHost(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpDcsrcholZeroPivotHost(handle, info, tol, position); }
+GC_NOT_REMOTED_AS(cusolverSpDcsreigsHost, 9)
+
+int gcr_cusolverSpDcsreigvsi(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu0, void *x0, int32_t maxite, double eps, void *mu, void *x) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = gc_f64_bits(mu0);
+    w[8] = (uint64_t)(uintptr_t)x0;
+    w[9] = (uint64_t)maxite;
+    w[10] = gc_f64_bits(eps);
+    w[11] = (uint64_t)(uintptr_t)mu;
+    w[12] = (uint64_t)(uintptr_t)x;
+    int st = gc_lib_call(11557, w, 13, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsreigvsi(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu0, void *x0, int32_t maxite, double eps, void *mu, void *x) { return gcr_cusolverSpDcsreigvsi(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, mu0, x0, maxite, eps, mu, x); }
+
+int gcr_cusolverSpDcsreigvsiHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu0, void *x0, int32_t maxite, double tol, void *mu, void *x) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = gc_f64_bits(mu0);
+    if ((sst = gc_stage_add(&sg, (void *)x0, (int64_t)m + 0, 8, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = (uint64_t)maxite;
+    w[10] = gc_f64_bits(tol);
+    w[11] = gc_out_prior(mu, 8);
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 8, 1, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    int st = gc_lib_call(11558, w, 13, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(mu, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsreigvsiHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu0, void *x0, int32_t maxite, double tol, void *mu, void *x) { return gcr_cusolverSpDcsreigvsiHost(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, mu0, x0, maxite, tol, mu, x); }
+
+int gcr_cusolverSpDcsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, void *rankA, void *x, void *p, void *min_norm) {
+    uint64_t w[14];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = gc_f64_bits(tol);
+    w[10] = gc_out_prior(rankA, 4);
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[11])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[13] = gc_out_prior(min_norm, 8);
+    int st = gc_lib_call(11559, w, 14, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(rankA, 4, out[0]);
+    gc_out_put(min_norm, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, void *rankA, void *x, void *p, void *min_norm) { return gcr_cusolverSpDcsrlsqvqrHost(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, rankA, x, p, min_norm); }
+
+int gcr_cusolverSpDcsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11560, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpDcsrlsvchol(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpDcsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrVal, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtr, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColInd, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 8, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11561, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpDcsrlsvcholHost(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpDcsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 8, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11562, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpDcsrlsvluHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpDcsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11563, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpDcsrlsvqr(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpDcsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 8, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11564, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpDcsrlsvqrHost(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpDcsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11565, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpDcsrluBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpDcsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)gc_var_n + 0, 4, 1, &w[1])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)Q, (int64_t)gc_var_n + 0, 4, 1, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[3] = (uint64_t)(uintptr_t)descrL;
+    if ((sst = gc_stage_add(&sg, (void *)csrValL, (int64_t)gc_var_nnzL + 0, 8, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrL, (int64_t)gc_var_n + 1, 4, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndL, (int64_t)gc_var_nnzL + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)descrU;
+    if ((sst = gc_stage_add(&sg, (void *)csrValU, (int64_t)gc_var_nnzU + 0, 8, 1, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrU, (int64_t)gc_var_n + 1, 4, 1, &w[9])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndU, (int64_t)gc_var_nnzU + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11566, w, 13, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) { return gcr_cusolverSpDcsrluExtractHost(handle, P, Q, descrL, csrValL, csrRowPtrL, csrColIndL, descrU, csrValU, csrRowPtrU, csrColIndU, info, pBuffer); }
+
+int gcr_cusolverSpDcsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, double pivot_threshold, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_f64_bits(pivot_threshold);
+    w[9] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11567, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, double pivot_threshold, void *pBuffer) { return gcr_cusolverSpDcsrluFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pivot_threshold, pBuffer); }
+
+int gcr_cusolverSpDcsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 8, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11568, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrluSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrluZeroPivotHost(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11569, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrluZeroPivotHost(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpDcsrluZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpDcsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11570, w, 11, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpDcsrqrBufferInfo(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpDcsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrVal;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[7] = (uint64_t)(uintptr_t)csrColInd;
+    w[8] = (uint64_t)batchSize;
+    w[9] = (uint64_t)(uintptr_t)info;
+    w[10] = gc_out_prior(internalDataInBytes, 8);
+    w[11] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11571, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpDcsrqrBufferInfoBatched(handle, m, n, nnz, descrA, csrVal, csrRowPtr, csrColInd, batchSize, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpDcsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11572, w, 11, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpDcsrqrBufferInfoHost(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpDcsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)b;
+    w[5] = (uint64_t)(uintptr_t)x;
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11573, w, 8, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrqrFactor(handle, m, n, nnzA, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11574, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrqrFactorHost(handle, m, n, nnzA, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrqrSetup(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu, void * info) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = gc_f64_bits(mu);
+    w[9] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11575, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrSetup(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu, void * info) { return gcr_cusolverSpDcsrqrSetup(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, mu, info); }
+
+int gcr_cusolverSpDcsrqrSetupHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu, void * info) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 8, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(mu);
+    w[9] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11576, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrSetupHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, double mu, void * info) { return gcr_cusolverSpDcsrqrSetupHost(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, mu, info); }
+
+int gcr_cusolverSpDcsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)(uintptr_t)b;
+    w[4] = (uint64_t)(uintptr_t)x;
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11577, w, 7, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrqrSolve(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 8, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 8, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11578, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpDcsrqrSolveHost(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpDcsrqrZeroPivot(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11579, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrZeroPivot(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpDcsrqrZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpDcsrqrZeroPivotHost(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11580, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrZeroPivotHost(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpDcsrqrZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpDcsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)b;
+    w[9] = (uint64_t)(uintptr_t)x;
+    w[10] = (uint64_t)batchSize;
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11581, w, 13, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) { return gcr_cusolverSpDcsrqrsvBatched(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, x, batchSize, info, pBuffer); }
+
+int gcr_cusolverSpDcsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 8, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)n + 0, 4, 1, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_out_prior(numnz, 4);
+    int st = gc_lib_call(11582, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(numnz, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpDcsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) { return gcr_cusolverSpDcsrzfdHost(handle, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, P, numnz); }
+
+int gcr_cusolverSpDestroy(void * handle) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    int st = gc_lib_call(11583, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDestroy(void * handle) { return gcr_cusolverSpDestroy(handle); }
+
+int gcr_cusolverSpDestroyCsrcholInfo(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11584, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDestroyCsrcholInfo(void * info) { return gcr_cusolverSpDestroyCsrcholInfo(info); }
+
+int gcr_cusolverSpDestroyCsrcholInfoHost(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11585, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDestroyCsrcholInfoHost(void * info) { return gcr_cusolverSpDestroyCsrcholInfoHost(info); }
+
+int gcr_cusolverSpDestroyCsrluInfoHost(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11586, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDestroyCsrluInfoHost(void * info) { return gcr_cusolverSpDestroyCsrluInfoHost(info); }
+
+int gcr_cusolverSpDestroyCsrqrInfo(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11587, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDestroyCsrqrInfo(void * info) { return gcr_cusolverSpDestroyCsrqrInfo(info); }
+
+int gcr_cusolverSpDestroyCsrqrInfoHost(void * info) {
+    uint64_t w[1];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11588, w, 1, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpDestroyCsrqrInfoHost(void * info) { return gcr_cusolverSpDestroyCsrqrInfoHost(info); }
+
+int gcr_cusolverSpScsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11590, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpScsrcholBufferInfo(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpScsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11591, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpScsrcholBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpScsrcholDiag(void * handle, void * info, void *diag) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = (uint64_t)(uintptr_t)diag;
+    int st = gc_lib_call(11592, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholDiag(void * handle, void * info, void *diag) { return gcr_cusolverSpScsrcholDiag(handle, info, diag); }
+
+int gcr_cusolverSpScsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11593, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpScsrcholFactor(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpScsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11594, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpScsrcholFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpScsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)(uintptr_t)b;
+    w[3] = (uint64_t)(uintptr_t)x;
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11595, w, 6, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrcholSolve(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 4, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 4, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11596, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrcholSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrcholZeroPivot(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11597, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholZeroPivot(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpScsrcholZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpScsrcholZeroPivotHost(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11598, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrcholZeroPivotHost(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpScsrcholZeroPivotHost(handle, info, tol, position); }
+GC_NOT_REMOTED_AS(cusolverSpScsreigsHost, 9)
+
+int gcr_cusolverSpScsreigvsi(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu0, void *x0, int32_t maxite, float eps, void *mu, void *x) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = gc_f32_bits(mu0);
+    w[8] = (uint64_t)(uintptr_t)x0;
+    w[9] = (uint64_t)maxite;
+    w[10] = gc_f32_bits(eps);
+    w[11] = (uint64_t)(uintptr_t)mu;
+    w[12] = (uint64_t)(uintptr_t)x;
+    int st = gc_lib_call(11600, w, 13, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsreigvsi(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu0, void *x0, int32_t maxite, float eps, void *mu, void *x) { return gcr_cusolverSpScsreigvsi(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, mu0, x0, maxite, eps, mu, x); }
+
+int gcr_cusolverSpScsreigvsiHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu0, void *x0, int32_t maxite, float tol, void *mu, void *x) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = gc_f32_bits(mu0);
+    if ((sst = gc_stage_add(&sg, (void *)x0, (int64_t)m + 0, 4, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = (uint64_t)maxite;
+    w[10] = gc_f32_bits(tol);
+    w[11] = gc_out_prior(mu, 4);
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 4, 1, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    int st = gc_lib_call(11601, w, 13, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(mu, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsreigvsiHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu0, void *x0, int32_t maxite, float tol, void *mu, void *x) { return gcr_cusolverSpScsreigvsiHost(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, mu0, x0, maxite, tol, mu, x); }
+
+int gcr_cusolverSpScsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, void *rankA, void *x, void *p, void *min_norm) {
+    uint64_t w[14];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 4, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = gc_f32_bits(tol);
+    w[10] = gc_out_prior(rankA, 4);
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 4, 1, &w[11])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[13] = gc_out_prior(min_norm, 4);
+    int st = gc_lib_call(11602, w, 14, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(rankA, 4, out[0]);
+    gc_out_put(min_norm, 4, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, void *rankA, void *x, void *p, void *min_norm) { return gcr_cusolverSpScsrlsqvqrHost(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, rankA, x, p, min_norm); }
+
+int gcr_cusolverSpScsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11603, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpScsrlsvchol(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpScsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrVal, (int64_t)nnz + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtr, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColInd, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11604, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpScsrlsvcholHost(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpScsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11605, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpScsrlsvluHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpScsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11606, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpScsrlsvqr(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpScsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11607, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, float tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpScsrlsvqrHost(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpScsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11608, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpScsrluBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpScsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)gc_var_n + 0, 4, 1, &w[1])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)Q, (int64_t)gc_var_n + 0, 4, 1, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[3] = (uint64_t)(uintptr_t)descrL;
+    if ((sst = gc_stage_add(&sg, (void *)csrValL, (int64_t)gc_var_nnzL + 0, 4, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrL, (int64_t)gc_var_n + 1, 4, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndL, (int64_t)gc_var_nnzL + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)descrU;
+    if ((sst = gc_stage_add(&sg, (void *)csrValU, (int64_t)gc_var_nnzU + 0, 4, 1, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrU, (int64_t)gc_var_n + 1, 4, 1, &w[9])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndU, (int64_t)gc_var_nnzU + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11609, w, 13, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) { return gcr_cusolverSpScsrluExtractHost(handle, P, Q, descrL, csrValL, csrRowPtrL, csrColIndL, descrU, csrValU, csrRowPtrU, csrColIndU, info, pBuffer); }
+
+int gcr_cusolverSpScsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, float pivot_threshold, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_f32_bits(pivot_threshold);
+    w[9] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11610, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, float pivot_threshold, void *pBuffer) { return gcr_cusolverSpScsrluFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pivot_threshold, pBuffer); }
+
+int gcr_cusolverSpScsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 4, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 4, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11611, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrluSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrluZeroPivotHost(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11612, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrluZeroPivotHost(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpScsrluZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpScsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11613, w, 11, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpScsrqrBufferInfo(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpScsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrVal;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[7] = (uint64_t)(uintptr_t)csrColInd;
+    w[8] = (uint64_t)batchSize;
+    w[9] = (uint64_t)(uintptr_t)info;
+    w[10] = gc_out_prior(internalDataInBytes, 8);
+    w[11] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11614, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpScsrqrBufferInfoBatched(handle, m, n, nnz, descrA, csrVal, csrRowPtr, csrColInd, batchSize, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpScsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11615, w, 11, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpScsrqrBufferInfoHost(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpScsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)b;
+    w[5] = (uint64_t)(uintptr_t)x;
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11616, w, 8, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrqrFactor(handle, m, n, nnzA, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 4, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 4, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11617, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrqrFactorHost(handle, m, n, nnzA, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrqrSetup(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu, void * info) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = gc_f32_bits(mu);
+    w[9] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11618, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrSetup(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu, void * info) { return gcr_cusolverSpScsrqrSetup(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, mu, info); }
+
+int gcr_cusolverSpScsrqrSetupHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu, void * info) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f32_bits(mu);
+    w[9] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11619, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrSetupHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, float mu, void * info) { return gcr_cusolverSpScsrqrSetupHost(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, mu, info); }
+
+int gcr_cusolverSpScsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)(uintptr_t)b;
+    w[4] = (uint64_t)(uintptr_t)x;
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11620, w, 7, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrqrSolve(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 4, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 4, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11621, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpScsrqrSolveHost(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpScsrqrZeroPivot(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11622, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrZeroPivot(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpScsrqrZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpScsrqrZeroPivotHost(void * handle, void * info, float tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f32_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11623, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrZeroPivotHost(void * handle, void * info, float tol, void *position) { return gcr_cusolverSpScsrqrZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpScsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)b;
+    w[9] = (uint64_t)(uintptr_t)x;
+    w[10] = (uint64_t)batchSize;
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11624, w, 13, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpScsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) { return gcr_cusolverSpScsrqrsvBatched(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, x, batchSize, info, pBuffer); }
+
+int gcr_cusolverSpScsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)n + 0, 4, 1, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_out_prior(numnz, 4);
+    int st = gc_lib_call(11625, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(numnz, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpScsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) { return gcr_cusolverSpScsrzfdHost(handle, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, P, numnz); }
+
+int gcr_cusolverSpSetStream(void * handle, void * streamId) {
+    uint64_t w[2];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_lib_stream(streamId); /* the server's handle of the stream */
+    int st = gc_lib_call(11626, w, 2, &hb, 1, out);
+    if (st != 0) return st;
+    return 0;
+}
+
+int gcr_cusolverSpXcsrcholAnalysis(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[5] = (uint64_t)(uintptr_t)csrColIndA;
+    w[6] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11627, w, 7, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrcholAnalysis(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) { return gcr_cusolverSpXcsrcholAnalysis(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, info); }
+
+int gcr_cusolverSpXcsrcholAnalysisHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[6] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11628, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrcholAnalysisHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) { return gcr_cusolverSpXcsrcholAnalysisHost(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, info); }
+
+int gcr_cusolverSpXcsrissymHost(void * handle, int32_t m, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrEndPtrA, void *csrColIndA, void *issym) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 0, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrEndPtrA, (int64_t)m + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = gc_out_prior(issym, 4);
+    int st = gc_lib_call(11629, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(issym, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrissymHost(void * handle, int32_t m, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrEndPtrA, void *csrColIndA, void *issym) { return gcr_cusolverSpXcsrissymHost(handle, m, nnzA, descrA, csrRowPtrA, csrEndPtrA, csrColIndA, issym); }
+
+int gcr_cusolverSpXcsrluAnalysisHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    gc_var_n = (int64_t)n;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[6] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11630, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrluAnalysisHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) { return gcr_cusolverSpXcsrluAnalysisHost(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, info); }
+
+int gcr_cusolverSpXcsrluNnzHost(void * handle, void *nnzLRef, void *nnzURef, void * info) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = gc_out_prior(nnzLRef, 4);
+    w[2] = gc_out_prior(nnzURef, 4);
+    w[3] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11631, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(nnzLRef, 4, out[0]);
+    gc_var_nnzL = (int64_t)out[0];
+    gc_out_put(nnzURef, 4, out[1]);
+    gc_var_nnzU = (int64_t)out[1];
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrluNnzHost(void * handle, void *nnzLRef, void *nnzURef, void * info) { return gcr_cusolverSpXcsrluNnzHost(handle, nnzLRef, nnzURef, info); }
+
+int gcr_cusolverSpXcsrmetisndHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *options, void *p) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if (options) return GC_LIB_INVALID; /* reserved: NULL */
+    w[6] = 0;
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    int st = gc_lib_call(11632, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrmetisndHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *options, void *p) { return gcr_cusolverSpXcsrmetisndHost(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, options, p); }
+
+int gcr_cusolverSpXcsrpermHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p, void *q, void *map, void *pBuffer) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)m + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)q, (int64_t)n + 0, 4, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)map, (int64_t)nnzA + 0, 4, 1, &w[9])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[10] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11633, w, 11, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrpermHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p, void *q, void *map, void *pBuffer) { return gcr_cusolverSpXcsrpermHost(handle, m, n, nnzA, descrA, csrRowPtrA, csrColIndA, p, q, map, pBuffer); }
+
+int gcr_cusolverSpXcsrperm_bufferSizeHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p, void *q, void *bufferSizeInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)m + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)q, (int64_t)n + 0, 4, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = gc_out_prior(bufferSizeInBytes, 8);
+    int st = gc_lib_call(11634, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(bufferSizeInBytes, 8, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrperm_bufferSizeHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p, void *q, void *bufferSizeInBytes) { return gcr_cusolverSpXcsrperm_bufferSizeHost(handle, m, n, nnzA, descrA, csrRowPtrA, csrColIndA, p, q, bufferSizeInBytes); }
+
+int gcr_cusolverSpXcsrqrAnalysis(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11635, w, 8, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrqrAnalysis(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) { return gcr_cusolverSpXcsrqrAnalysis(handle, m, n, nnzA, descrA, csrRowPtrA, csrColIndA, info); }
+
+int gcr_cusolverSpXcsrqrAnalysisBatched(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11636, w, 8, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrqrAnalysisBatched(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) { return gcr_cusolverSpXcsrqrAnalysisBatched(handle, m, n, nnzA, descrA, csrRowPtrA, csrColIndA, info); }
+
+int gcr_cusolverSpXcsrqrAnalysisHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    int st = gc_lib_call(11637, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrqrAnalysisHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void * info) { return gcr_cusolverSpXcsrqrAnalysisHost(handle, m, n, nnzA, descrA, csrRowPtrA, csrColIndA, info); }
+
+int gcr_cusolverSpXcsrsymamdHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    int st = gc_lib_call(11638, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrsymamdHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p) { return gcr_cusolverSpXcsrsymamdHost(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, p); }
+
+int gcr_cusolverSpXcsrsymmdqHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    int st = gc_lib_call(11639, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrsymmdqHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p) { return gcr_cusolverSpXcsrsymmdqHost(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, p); }
+
+int gcr_cusolverSpXcsrsymrcmHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    int st = gc_lib_call(11640, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpXcsrsymrcmHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrRowPtrA, void *csrColIndA, void *p) { return gcr_cusolverSpXcsrsymrcmHost(handle, n, nnzA, descrA, csrRowPtrA, csrColIndA, p); }
+
+int gcr_cusolverSpZcsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11641, w, 10, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholBufferInfo(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpZcsrcholBufferInfo(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpZcsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11642, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpZcsrcholBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpZcsrcholDiag(void * handle, void * info, void *diag) {
+    uint64_t w[3];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = (uint64_t)(uintptr_t)diag;
+    int st = gc_lib_call(11643, w, 3, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholDiag(void * handle, void * info, void *diag) { return gcr_cusolverSpZcsrcholDiag(handle, info, diag); }
+
+int gcr_cusolverSpZcsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrValA;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[6] = (uint64_t)(uintptr_t)csrColIndA;
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11644, w, 9, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholFactor(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpZcsrcholFactor(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpZcsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11645, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *pBuffer) { return gcr_cusolverSpZcsrcholFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pBuffer); }
+
+int gcr_cusolverSpZcsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)(uintptr_t)b;
+    w[3] = (uint64_t)(uintptr_t)x;
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11646, w, 6, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholSolve(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrcholSolve(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpZcsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 16, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 16, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11647, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrcholSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpZcsrcholZeroPivot(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11648, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholZeroPivot(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpZcsrcholZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpZcsrcholZeroPivotHost(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11649, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrcholZeroPivotHost(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpZcsrcholZeroPivotHost(handle, info, tol, position); }
+GC_NOT_REMOTED_AS(cusolverSpZcsreigsHost, 9)
+GC_NOT_REMOTED_AS(cusolverSpZcsreigvsi, 9)
+GC_NOT_REMOTED_AS(cusolverSpZcsreigvsiHost, 9)
+
+int gcr_cusolverSpZcsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, void *rankA, void *x, void *p, void *min_norm) {
+    uint64_t w[14];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 16, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 16, 0, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[9] = gc_f64_bits(tol);
+    w[10] = gc_out_prior(rankA, 4);
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 16, 1, &w[11])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)p, (int64_t)n + 0, 4, 1, &w[12])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[13] = gc_out_prior(min_norm, 8);
+    int st = gc_lib_call(11653, w, 14, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(rankA, 4, out[0]);
+    gc_out_put(min_norm, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrlsqvqrHost(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, void *rankA, void *x, void *p, void *min_norm) { return gcr_cusolverSpZcsrlsqvqrHost(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, rankA, x, p, min_norm); }
+
+int gcr_cusolverSpZcsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11654, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrlsvchol(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpZcsrlsvchol(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpZcsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrVal, (int64_t)nnz + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtr, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColInd, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 16, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 16, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11655, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrlsvcholHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpZcsrlsvcholHost(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpZcsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 16, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 16, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11656, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrlsvluHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpZcsrlsvluHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpZcsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    w[4] = (uint64_t)(uintptr_t)csrVal;
+    w[5] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[6] = (uint64_t)(uintptr_t)csrColInd;
+    w[7] = (uint64_t)(uintptr_t)b;
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    w[10] = (uint64_t)(uintptr_t)x;
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11657, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrlsvqr(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpZcsrlsvqr(handle, m, nnz, descrA, csrVal, csrRowPtr, csrColInd, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpZcsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 16, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_f64_bits(tol);
+    w[9] = (uint64_t)reorder;
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)m + 0, 16, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = gc_out_prior(singularity, 4);
+    int st = gc_lib_call(11658, w, 12, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(singularity, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrlsvqrHost(void * handle, int32_t m, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, double tol, int32_t reorder, void *x, void *singularity) { return gcr_cusolverSpZcsrlsvqrHost(handle, m, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, tol, reorder, x, singularity); }
+
+int gcr_cusolverSpZcsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_out_prior(internalDataInBytes, 8);
+    w[9] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11659, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrluBufferInfoHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpZcsrluBufferInfoHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpZcsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)gc_var_n + 0, 4, 1, &w[1])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)Q, (int64_t)gc_var_n + 0, 4, 1, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[3] = (uint64_t)(uintptr_t)descrL;
+    if ((sst = gc_stage_add(&sg, (void *)csrValL, (int64_t)gc_var_nnzL + 0, 16, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrL, (int64_t)gc_var_n + 1, 4, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndL, (int64_t)gc_var_nnzL + 0, 4, 1, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)descrU;
+    if ((sst = gc_stage_add(&sg, (void *)csrValU, (int64_t)gc_var_nnzU + 0, 16, 1, &w[8])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrU, (int64_t)gc_var_n + 1, 4, 1, &w[9])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndU, (int64_t)gc_var_nnzU + 0, 4, 1, &w[10])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11660, w, 13, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrluExtractHost(void * handle, void *P, void *Q, void * descrL, void *csrValL, void *csrRowPtrL, void *csrColIndL, void * descrU, void *csrValU, void *csrRowPtrU, void *csrColIndU, void * info, void *pBuffer) { return gcr_cusolverSpZcsrluExtractHost(handle, P, Q, descrL, csrValL, csrRowPtrL, csrColIndL, descrU, csrValU, csrRowPtrU, csrColIndU, info, pBuffer); }
+
+int gcr_cusolverSpZcsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, double pivot_threshold, void *pBuffer) {
+    uint64_t w[10];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnzA;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[7] = (uint64_t)(uintptr_t)info;
+    w[8] = gc_f64_bits(pivot_threshold);
+    w[9] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11661, w, 10, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrluFactorHost(void * handle, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, double pivot_threshold, void *pBuffer) { return gcr_cusolverSpZcsrluFactorHost(handle, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, pivot_threshold, pBuffer); }
+
+int gcr_cusolverSpZcsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[6];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)n + 0, 16, 0, &w[2])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 16, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[4] = (uint64_t)(uintptr_t)info;
+    w[5] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11662, w, 6, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrluSolveHost(void * handle, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrluSolveHost(handle, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpZcsrluZeroPivotHost(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11663, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrluZeroPivotHost(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpZcsrluZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpZcsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11664, w, 11, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrBufferInfo(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpZcsrqrBufferInfo(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpZcsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[12];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrVal;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtr;
+    w[7] = (uint64_t)(uintptr_t)csrColInd;
+    w[8] = (uint64_t)batchSize;
+    w[9] = (uint64_t)(uintptr_t)info;
+    w[10] = gc_out_prior(internalDataInBytes, 8);
+    w[11] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11665, w, 12, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrBufferInfoBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrVal, void *csrRowPtr, void *csrColInd, int32_t batchSize, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpZcsrqrBufferInfoBatched(handle, m, n, nnz, descrA, csrVal, csrRowPtr, csrColInd, batchSize, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpZcsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) {
+    uint64_t w[11];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnzA + 0, 16, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)m + 1, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnzA + 0, 4, 0, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = (uint64_t)(uintptr_t)info;
+    w[9] = gc_out_prior(internalDataInBytes, 8);
+    w[10] = gc_out_prior(workspaceInBytes, 8);
+    int st = gc_lib_call(11666, w, 11, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(internalDataInBytes, 8, out[0]);
+    gc_out_put(workspaceInBytes, 8, out[1]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrBufferInfoHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void * info, void *internalDataInBytes, void *workspaceInBytes) { return gcr_cusolverSpZcsrqrBufferInfoHost(handle, m, n, nnzA, descrA, csrValA, csrRowPtrA, csrColIndA, info, internalDataInBytes, workspaceInBytes); }
+
+int gcr_cusolverSpZcsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    w[4] = (uint64_t)(uintptr_t)b;
+    w[5] = (uint64_t)(uintptr_t)x;
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11667, w, 8, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrFactor(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrqrFactor(handle, m, n, nnzA, b, x, info, pBuffer); }
+
+int gcr_cusolverSpZcsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[8];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnzA;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 16, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 16, 1, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[6] = (uint64_t)(uintptr_t)info;
+    w[7] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11668, w, 8, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrFactorHost(void * handle, int32_t m, int32_t n, int32_t nnzA, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrqrFactorHost(handle, m, n, nnzA, b, x, info, pBuffer); }
+GC_NOT_REMOTED_AS(cusolverSpZcsrqrSetup, 9)
+GC_NOT_REMOTED_AS(cusolverSpZcsrqrSetupHost, 9)
+
+int gcr_cusolverSpZcsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)(uintptr_t)b;
+    w[4] = (uint64_t)(uintptr_t)x;
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11671, w, 7, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrSolve(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrqrSolve(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpZcsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) {
+    uint64_t w[7];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    if ((sst = gc_stage_add(&sg, (void *)b, (int64_t)m + 0, 16, 1, &w[3])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)x, (int64_t)n + 0, 16, 1, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[5] = (uint64_t)(uintptr_t)info;
+    w[6] = pBuffer != NULL; /* the worker's own scratch */
+    int st = gc_lib_call(11672, w, 7, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrSolveHost(void * handle, int32_t m, int32_t n, void *b, void *x, void * info, void *pBuffer) { return gcr_cusolverSpZcsrqrSolveHost(handle, m, n, b, x, info, pBuffer); }
+
+int gcr_cusolverSpZcsrqrZeroPivot(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11673, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrZeroPivot(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpZcsrqrZeroPivot(handle, info, tol, position); }
+
+int gcr_cusolverSpZcsrqrZeroPivotHost(void * handle, void * info, double tol, void *position) {
+    uint64_t w[4];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)(uintptr_t)info;
+    w[2] = gc_f64_bits(tol);
+    w[3] = gc_out_prior(position, 4);
+    int st = gc_lib_call(11674, w, 4, &hb, 0, out);
+    if (st != 0) return st;
+    gc_out_put(position, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrZeroPivotHost(void * handle, void * info, double tol, void *position) { return gcr_cusolverSpZcsrqrZeroPivotHost(handle, info, tol, position); }
+
+int gcr_cusolverSpZcsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) {
+    uint64_t w[13];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)m;
+    w[2] = (uint64_t)n;
+    w[3] = (uint64_t)nnz;
+    w[4] = (uint64_t)(uintptr_t)descrA;
+    w[5] = (uint64_t)(uintptr_t)csrValA;
+    w[6] = (uint64_t)(uintptr_t)csrRowPtrA;
+    w[7] = (uint64_t)(uintptr_t)csrColIndA;
+    w[8] = (uint64_t)(uintptr_t)b;
+    w[9] = (uint64_t)(uintptr_t)x;
+    w[10] = (uint64_t)batchSize;
+    w[11] = (uint64_t)(uintptr_t)info;
+    w[12] = (uint64_t)(uintptr_t)pBuffer;
+    int st = gc_lib_call(11675, w, 13, &hb, 0, out);
+    if (st != 0) return st;
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrqrsvBatched(void * handle, int32_t m, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *b, void *x, int32_t batchSize, void * info, void *pBuffer) { return gcr_cusolverSpZcsrqrsvBatched(handle, m, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, b, x, batchSize, info, pBuffer); }
+
+int gcr_cusolverSpZcsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) {
+    uint64_t w[9];
+    uint64_t out[GC_LIB_OUTS] = {0};
+    struct gc_host hb;
+    hb.len = 0;
+    (void)out;
+    struct gc_stage sg;
+    sg.n = 0;
+    int sst = gc_lib_ready();
+    if (sst != 0) return sst;
+    w[0] = (uint64_t)(uintptr_t)handle;
+    w[1] = (uint64_t)n;
+    w[2] = (uint64_t)nnz;
+    w[3] = (uint64_t)(uintptr_t)descrA;
+    if ((sst = gc_stage_add(&sg, (void *)csrValA, (int64_t)nnz + 0, 16, 0, &w[4])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrRowPtrA, (int64_t)n + 1, 4, 0, &w[5])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)csrColIndA, (int64_t)nnz + 0, 4, 0, &w[6])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    if ((sst = gc_stage_add(&sg, (void *)P, (int64_t)n + 0, 4, 1, &w[7])) != 0) {
+        gc_stage_done(&sg, 0);
+        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;
+    }
+    w[8] = gc_out_prior(numnz, 4);
+    int st = gc_lib_call(11676, w, 9, &hb, 0, out);
+    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;
+    if (st != 0) return st;
+    gc_out_put(numnz, 4, out[0]);
+    return 0;
+}
+GC_WEAK int cusolverSpZcsrzfdHost(void * handle, int32_t n, int32_t nnz, void * descrA, void *csrValA, void *csrRowPtrA, void *csrColIndA, void *P, void *numnz) { return gcr_cusolverSpZcsrzfdHost(handle, n, nnz, descrA, csrValA, csrRowPtrA, csrColIndA, P, numnz); }

@@ -10,8 +10,10 @@ EXPORT const int gpucloud_cusolver_guest = 1;
 GC_LIBCALL_DEFINE("libcusolver", solver, SOLVER, CUSOLVER_STATUS_NOT_INITIALIZED, CUSOLVER_STATUS_INTERNAL_ERROR)
 
 int gcr_cusolverDnSetStream(void *handle, void *streamId);
+int gcr_cusolverSpSetStream(void *handle, void *streamId);
 
-/* ---- each handle's stream, for cusolverDnGetStream ---- */
+/* ---- each handle's stream (dense and sparse handles alike: the worker's distinct ids), for
+ * cusolverDnGetStream and cusolverSpGetStream ---- */
 
 struct stream_of {
     uintptr_t handle;
@@ -21,19 +23,16 @@ struct stream_of {
 static struct stream_of *streams;
 static pthread_mutex_t streams_mu = PTHREAD_MUTEX_INITIALIZER;
 
-EXPORT int cusolverDnSetStream(void *handle, void *streamId) {
-    int st = gcr_cusolverDnSetStream(handle, streamId);
-    if (st != CUSOLVER_STATUS_SUCCESS) return st;
+static void remember_stream(void *handle, void *streamId) {
     pthread_mutex_lock(&streams_mu);
     struct stream_of **p = &streams;
     while (*p && (*p)->handle != (uintptr_t)handle) p = &(*p)->next;
     if (!*p && (*p = calloc(1, sizeof **p)) != NULL) (*p)->handle = (uintptr_t)handle;
     if (*p) (*p)->stream = streamId;
     pthread_mutex_unlock(&streams_mu);
-    return st;
 }
 
-EXPORT int cusolverDnGetStream(void *handle, void **streamId) {
+static int stream_of(void *handle, void **streamId) {
     if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
     if (!streamId) return CUSOLVER_STATUS_INVALID_VALUE;
     void *s = NULL; /* a handle starts on the default stream */
@@ -44,6 +43,21 @@ EXPORT int cusolverDnGetStream(void *handle, void **streamId) {
     *streamId = s;
     return CUSOLVER_STATUS_SUCCESS;
 }
+
+EXPORT int cusolverDnSetStream(void *handle, void *streamId) {
+    int st = gcr_cusolverDnSetStream(handle, streamId);
+    if (st == CUSOLVER_STATUS_SUCCESS) remember_stream(handle, streamId);
+    return st;
+}
+
+EXPORT int cusolverSpSetStream(void *handle, void *streamId) {
+    int st = gcr_cusolverSpSetStream(handle, streamId);
+    if (st == CUSOLVER_STATUS_SUCCESS) remember_stream(handle, streamId);
+    return st;
+}
+
+EXPORT int cusolverDnGetStream(void *handle, void **streamId) { return stream_of(handle, streamId); }
+EXPORT int cusolverSpGetStream(void *handle, void **streamId) { return stream_of(handle, streamId); }
 
 /* The cuSOLVER release whose API this library remotes (cusolver_common.h of CUDA 13.0). */
 enum { VER_MAJOR = 12, VER_MINOR = 0, VER_PATCH = 4 };
