@@ -52,7 +52,7 @@ func readLibAnn(path string) (*libAnn, error) {
 // a value or output the session remembers by name (v>name, r>name); an object (o, or o? that may
 // be NULL; lib.kind names another library's), a new one, one destroyed; a small host input in the
 // call (h); a host array staged through device memory, read (I) or read and written (H), of
-// count[+k]*unit bytes, the count a parameter or a remembered $name; host scratch (w) of a
+// count[+k]*unit bytes, the count a parameter, a remembered $name or a number; host scratch (w) of a
 // parameter's size, or of the largest R the session saw.
 var kindRe = regexp.MustCompile(`^(v|d|s|r|a|z|R|[vr]>\w+|(o\?|[onx]):[a-z.]+|h:\w+\*[1-9][0-9]*|[HI]:\$?\w+(\+[0-9]+)?\*[1-9][0-9]*|w(:\w+)?)$`)
 
@@ -162,7 +162,7 @@ func checkKind(k string, p param, all []param, types map[string]string) error {
 		if k[0] == 'H' && strings.HasPrefix(p.ctype, "const ") {
 			return fmt.Errorf("a written host array (H) for %q: const is read only (I)", p.ctype)
 		}
-		if count, _, _ := stagedLen(k); k[2] != '$' && paramNamed(all, count) < 0 {
+		if count, _, _ := stagedLen(k); k[2] != '$' && !isNumber(count) && paramNamed(all, count) < 0 {
 			return fmt.Errorf("host array length names no parameter")
 		}
 	case 'w', 'z', 'R':
@@ -209,6 +209,11 @@ func hasLibOut(kinds []string) bool {
 
 // isLibOut: an output the reply carries (r, r>name, R, a new object).
 func isLibOut(k string) bool { return k[0] == 'r' || k[0] == 'R' || k[0] == 'n' }
+
+func isNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
 
 // remembered is the name a v>name or r>name kind records.
 func remembered(k string) string {

@@ -38,6 +38,8 @@ var mathLibs = []mathLib{
 	{name: "cusolver", header: "cusolverDn.h", more: []string{"cusolverSp.h", "cusolverSp_LOWLEVEL_PREVIEW.h", "cusolverRf.h"},
 		ret: "cusolverStatus_t", prefix: "cusolver", firstID: 11100, lastID: 11999,
 		goLib: "LibSolver", soname: "libcusolver.so.12", status: "9", statusName: "CUSOLVER_STATUS_NOT_SUPPORTED", message: "solver"},
+	{name: "nvjpeg", header: "nvjpeg.h", ret: "nvjpegStatus_t", prefix: "nvjpeg", firstID: 15010, lastID: 15499,
+		goLib: "LibJpeg", soname: "libnvjpeg.so.13", status: "9", statusName: "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED", message: "jpeg"},
 }
 
 // extractLibs records the math libraries' prototypes (desc/<lib>.txt), keeping ids.

@@ -9,7 +9,8 @@ import (
 )
 
 // Lib is a math library remoted at its own API through one generic call (cuSPARSE, cuFFT,
-// cuRAND, cuSOLVER): NVIDIA's copies carry their own CUDA runtime, so the guest cannot run them.
+// cuRAND, cuSOLVER, nvJPEG): NVIDIA's copies carry their own CUDA runtime, so the guest cannot run
+// them.
 type Lib uint8
 
 const (
@@ -17,10 +18,11 @@ const (
 	LibFft
 	LibRand
 	LibSolver
+	LibJpeg
 	numLibs
 )
 
-var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND", "cuSOLVER"}
+var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND", "cuSOLVER", "nvJPEG"}
 
 func (l Lib) String() string {
 	if l < numLibs {
@@ -32,13 +34,14 @@ func (l Lib) String() string {
 // The libraries' statuses gpuserverd produces: not supported (cuRAND has none: its internal
 // error), a bad value, and an allocation failure.
 // cuSOLVER's: CUSOLVER_STATUS_NOT_SUPPORTED 9, INVALID_VALUE 3, NOT_INITIALIZED 1 (a handle that is
-// not one), ALLOC_FAILED 2, INTERNAL_ERROR 7.
+// not one), ALLOC_FAILED 2, INTERNAL_ERROR 7. nvJPEG's: NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED
+// 9, INVALID_PARAMETER 2 (a bad value or object), ALLOCATOR_FAILURE 5, INTERNAL_ERROR 8.
 var (
-	libNotSupported = [numLibs]int32{10, 16, 999, 9} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
-	libInvalid      = [numLibs]int32{3, 4, 104, 3}   // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
-	libBadObject    = [numLibs]int32{3, 1, 101, 1}   // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
-	libAllocFailed  = [numLibs]int32{2, 2, 102, 2}   // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
-	libInternal     = [numLibs]int32{7, 5, 999, 7}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
+	libNotSupported = [numLibs]int32{10, 16, 999, 9, 9} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
+	libInvalid      = [numLibs]int32{3, 4, 104, 3, 2}   // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
+	libBadObject    = [numLibs]int32{3, 1, 101, 1, 2}   // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
+	libAllocFailed  = [numLibs]int32{2, 2, 102, 2, 5}   // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
+	libInternal     = [numLibs]int32{7, 5, 999, 7, 8}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
 )
 
 // LibError is a failed library call: the library's own status and what it stands for in CUDA
@@ -158,7 +161,8 @@ type LibParam struct {
 	// cusolverDnParams_t: NULL is NVIDIA's default algorithms, which PyTorch relies on).
 	Nullable bool
 	Written  bool // PStaged: NVIDIA's function writes the array (copied back to the guest)
-	// LenVar: PStaged's count is the session's remembered value of that name (LenParam -1).
+	// LenVar: PStaged's count is the session's remembered value of that name (LenParam -1); "#"
+	// for a fixed count (LenAdd alone).
 	LenVar string
 	// Record: a PValue or POut whose value the session remembers by this name (LenVar's source).
 	Record string
@@ -282,6 +286,10 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 			}
 			u, err := strconv.Atoi(unit)
 			a, aerr := strconv.Atoi(cmp.Or(add, "0"))
+			if n, nerr := strconv.Atoi(ln); nerr == nil && kind != "h" && n >= 0 { // a fixed count
+				p.LenParam, a = -1, a+n
+				p.LenVar = "#" // neither a parameter nor a remembered value
+			}
 			if p.LenParam < 0 && p.LenVar == "" || err != nil || u < 1 || aerr != nil || a < 0 {
 				return nil, fmt.Errorf("%s: host length %q", d.name, arg)
 			}

@@ -61,7 +61,7 @@ func (st *libState) room(f *backend.LibFunc, kind string) error {
 // ("cuSOLVER handle"); a kind lib.kind is another library's ("cusparse.matdescr": cuSPARSE's).
 func objKind(f *backend.LibFunc, p backend.LibParam) string {
 	if lib, kind, ok := strings.Cut(p.Obj, "."); ok {
-		for l := backend.Lib(0); l < backend.LibSolver+1; l++ {
+		for l := backend.Lib(0); l <= backend.LibJpeg; l++ {
 			if strings.EqualFold(l.String(), lib) {
 				return l.String() + " " + kind
 			}
@@ -72,7 +72,7 @@ func objKind(f *backend.LibFunc, p backend.LibParam) string {
 
 func varKey(f *backend.LibFunc, name string) string { return f.Lib.String() + " " + name }
 
-// libRequest is the fields SparseCall, FftCall, RandCall and SolverCall share, and the library of each.
+// libRequest is the fields SparseCall, FftCall, RandCall, SolverCall and JpegCall share, and the library of each.
 func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, ok bool) {
 	switch m := m.(type) {
 	case *wire.SparseCall:
@@ -83,6 +83,8 @@ func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, 
 		return backend.LibRand, m.Fn, m.Args, m.Host, true
 	case *wire.SolverCall:
 		return backend.LibSolver, m.Fn, m.Args, m.Host, true
+	case *wire.JpegCall:
+		return backend.LibJpeg, m.Fn, m.Args, m.Host, true
 	}
 	return 0, 0, nil, nil, false
 }
@@ -105,6 +107,9 @@ func libReply(lib backend.Lib, outs []uint64, err error) wire.Message {
 			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
 	case backend.LibSolver:
 		return &wire.SolverReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+	case backend.LibJpeg:
+		return &wire.JpegReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
 			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
 	}
 	return &wire.RandReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
@@ -191,9 +196,11 @@ func (st *libState) rememberValue(f *backend.LibFunc, p backend.LibParam, w uint
 // its addend.
 func (st *libState) stagedElems(call backend.LibCall, p backend.LibParam) int64 {
 	n := int64(0)
-	if p.LenVar != "" {
+	switch {
+	case p.LenVar == "#": // a fixed count: LenAdd
+	case p.LenVar != "":
 		n = st.vars[varKey(call.Func, p.LenVar)]
-	} else {
+	default:
 		n = int64(call.Words[p.LenParam])
 	}
 	return n + int64(p.LenAdd)

@@ -94,13 +94,13 @@ func FuzzLibDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, fn uint32, args, host []byte) {
 		st := &libState{}
 		for _, k := range []string{"cuFFT plan", "cuSPARSE handle", "cuSPARSE spmat", "cuSPARSE dnvec", "cuSPARSE dnmat", "cuRAND gen",
-			"cuSOLVER handle", "cuSOLVER params", "cuSOLVER syevj"} {
+			"cuSOLVER handle", "cuSOLVER params", "cuSOLVER syevj", "nvJPEG handle", "nvJPEG state"} {
 			st.add(k, 7)
 			st.add(k, 1)
 			st.add(k, 2)
 			st.add(k, 3)
 		}
-		for lib := backend.LibSparse; lib <= backend.LibSolver; lib++ {
+		for lib := backend.LibSparse; lib <= backend.LibJpeg; lib++ {
 			call, err := st.decode(lib, fn, args, host)
 			if err != nil {
 				continue
@@ -117,7 +117,7 @@ func FuzzLibDecode(f *testing.F) {
 						t.Fatalf("%s: %d host bytes for %d", call.Func.Name, len(call.Host[i]), want)
 					}
 				case backend.PStaged:
-					if n := (call.Words[p.LenParam] + uint64(p.LenAdd)) * uint64(p.LenUnit); call.Words[i] != 0 && n > backend.MaxStaged {
+					if n := st.stagedElems(call, p) * int64(p.LenUnit); call.Words[i] != 0 && n > backend.MaxStaged {
 						t.Fatalf("%s: a staged array of %d bytes", call.Func.Name, n)
 					}
 				}

@@ -1,4 +1,4 @@
-// Run-time binding to NVIDIA's cuSPARSE, cuFFT, cuRAND and cuSOLVER (see libcall.h).
+// Run-time binding to NVIDIA's cuSPARSE, cuFFT, cuRAND, cuSOLVER and nvJPEG (see libcall.h).
 #include "libcall.h"
 
 #include "dl.h"
@@ -6,7 +6,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-enum { NLIBS = 4 };
+enum { NLIBS = 5 };
 static void *libs[NLIBS];
 
 int gc_lib_open(int lib, const char *libname, const char *marker, char *err, size_t errlen) {

@@ -19,7 +19,7 @@ import (
 // mathLibs are NVIDIA's libraries behind LibCall: the names tried, the variable naming another
 // (a PyTorch wheel's nvidia/cu13/lib, outside the loader's path) and the marker of gpucloud's own
 // guest library, which is refused.
-var mathLibs = [4]struct {
+var mathLibs = [5]struct {
 	names       []string
 	env, marker string
 	sync.Mutex  // guards the rest
@@ -30,6 +30,7 @@ var mathLibs = [4]struct {
 	{names: []string{"libcufft.so.12"}, env: "GPUSERVERD_CUFFT", marker: "gpucloud_cufft_guest"},
 	{names: []string{"libcurand.so.10"}, env: "GPUSERVERD_CURAND", marker: "gpucloud_curand_guest"},
 	{names: []string{"libcusolver.so.12", "libcusolver.so.11"}, env: "GPUSERVERD_CUSOLVER", marker: "gpucloud_cusolver_guest"},
+	{names: []string{"libnvjpeg.so.13"}, env: "GPUSERVERD_NVJPEG", marker: "gpucloud_nvjpeg_guest"},
 }
 
 // loadLib opens lib's library once per process (a worker serves one session).
@@ -62,7 +63,7 @@ func loadLib(lib backend.Lib, f *backend.LibFunc) error {
 	return l.err
 }
 
-// LibCall runs a remoted cuSPARSE, cuFFT, cuRAND or cuSOLVER function in this context: streams
+// LibCall runs a remoted cuSPARSE, cuFFT, cuRAND, cuSOLVER or nvJPEG function in this context: streams
 // become NVIDIA's, host inputs, host scalars and staged host arrays are copied into C memory for
 // the call (the written arrays back into call.Host after it), host scratch is the context's,
 // outputs start at their value before the call. Object ids are NVIDIA's own handles and pointers,

@@ -3437,6 +3437,366 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrzfdHost"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
 	}
+	case 15010: { /* nvjpegBufferDeviceCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15011: { /* nvjpegBufferDeviceCreateV2 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceCreateV2"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15012: { /* nvjpegBufferDeviceDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15013: { /* nvjpegBufferDeviceResize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceResize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (uint64_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15014: { /* nvjpegBufferDeviceRetrieve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceRetrieve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 15015: { /* nvjpegBufferPinnedCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15016: { /* nvjpegBufferPinnedCreateV2 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedCreateV2"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15017: { /* nvjpegBufferPinnedDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15018: { /* nvjpegBufferPinnedResize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedResize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (uint64_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15020: { /* nvjpegCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, void *, void *))f)((int32_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15021: { /* nvjpegCreateEx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreateEx"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, void *, void *, uint32_t, void *))f)((int32_t)a[0], (void *)0, (void *)0, (uint32_t)a[3], (void *)&o[4]);
+	}
+	case 15022: { /* nvjpegCreateExV2 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreateExV2"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, void *, void *, uint32_t, void *))f)((int32_t)a[0], (void *)0, (void *)0, (uint32_t)a[3], (void *)&o[4]);
+	}
+	case 15023: { /* nvjpegCreateSimple */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreateSimple"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 15024: { /* nvjpegDecode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, uint64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], p[2], (uint64_t)a[3], (int32_t)a[4], p[5], (void *)(uintptr_t)a[6]);
+	}
+	case 15027: { /* nvjpegDecodeBatchedInitialize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedInitialize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4]);
+	}
+	case 15029: { /* nvjpegDecodeBatchedPreAllocate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedPreAllocate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int32_t, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6]);
+	}
+	case 15030: { /* nvjpegDecodeBatchedSupported */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedSupported"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 15031: { /* nvjpegDecodeBatchedSupportedEx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedSupportedEx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)&o[3]);
+	}
+	case 15032: { /* nvjpegDecodeJpeg */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpeg"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], p[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 15033: { /* nvjpegDecodeJpegDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpegDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15034: { /* nvjpegDecodeJpegHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpegHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15035: { /* nvjpegDecodeJpegTransferToDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpegTransferToDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15036: { /* nvjpegDecodeParamsCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15037: { /* nvjpegDecodeParamsDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15038: { /* nvjpegDecodeParamsSetAllowCMYK */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetAllowCMYK"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15039: { /* nvjpegDecodeParamsSetExifOrientation */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetExifOrientation"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15040: { /* nvjpegDecodeParamsSetOutputFormat */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetOutputFormat"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15041: { /* nvjpegDecodeParamsSetROI */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetROI"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4]);
+	}
+	case 15042: { /* nvjpegDecodeParamsSetScaleFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetScaleFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15043: { /* nvjpegDecoderCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)&o[2]);
+	}
+	case 15044: { /* nvjpegDecoderDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15045: { /* nvjpegDecoderJpegSupported */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderJpegSupported"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)&o[3]);
+	}
+	case 15046: { /* nvjpegDecoderStateCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderStateCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 15047: { /* nvjpegDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15048: { /* nvjpegEncode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, int32_t, int32_t, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 15049: { /* nvjpegEncodeGetBufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeGetBufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 15050: { /* nvjpegEncodeImage */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeImage"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, int32_t, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 15051: { /* nvjpegEncodeRetrieveBitstream */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeRetrieveBitstream"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], p[2], (void *)&o[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15052: { /* nvjpegEncodeRetrieveBitstreamDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeRetrieveBitstreamDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)&o[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15053: { /* nvjpegEncodeYUV */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeYUV"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, int32_t, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 15054: { /* nvjpegEncoderParamsCopyMetadata */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsCopyMetadata"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3]);
+	}
+	case 15055: { /* nvjpegEncoderParamsCopyQuantizationTables */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsCopyQuantizationTables"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15056: { /* nvjpegEncoderParamsCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15057: { /* nvjpegEncoderParamsDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15058: { /* nvjpegEncoderParamsSetEncoding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetEncoding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15059: { /* nvjpegEncoderParamsSetOptimizedHuffman */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetOptimizedHuffman"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15060: { /* nvjpegEncoderParamsSetQuality */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetQuality"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15061: { /* nvjpegEncoderParamsSetRestartInterval */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetRestartInterval"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint32_t, void *))f)((void *)(uintptr_t)a[0], (uint32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15062: { /* nvjpegEncoderParamsSetSamplingFactors */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetSamplingFactors"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15063: { /* nvjpegEncoderStateCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderStateCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15064: { /* nvjpegEncoderStateCreateWithBackend */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderStateCreateWithBackend"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (int32_t)a[2], (void *)(uintptr_t)a[3]);
+	}
+	case 15065: { /* nvjpegEncoderStateDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderStateDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15067: { /* nvjpegGetDeviceMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetDeviceMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)&o[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15068: { /* nvjpegGetHardwareDecoderInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetHardwareDecoderInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 15069: { /* nvjpegGetHardwareEncoderInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetHardwareEncoderInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15070: { /* nvjpegGetImageInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetImageInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, uint64_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], (uint64_t)a[2], (void *)&o[3], (void *)&o[4], p[5], p[6]);
+	}
+	case 15071: { /* nvjpegGetPinnedMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetPinnedMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)&o[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15073: { /* nvjpegJpegStateCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStateCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15074: { /* nvjpegJpegStateDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStateDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15075: { /* nvjpegJpegStreamCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15076: { /* nvjpegJpegStreamDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15077: { /* nvjpegJpegStreamGetChromaSubsampling */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetChromaSubsampling"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15078: { /* nvjpegJpegStreamGetComponentDimensions */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetComponentDimensions"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint32_t, void *, void *))f)((void *)(uintptr_t)a[0], (uint32_t)a[1], (void *)&o[2], (void *)&o[3]);
+	}
+	case 15079: { /* nvjpegJpegStreamGetComponentsNum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetComponentsNum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15080: { /* nvjpegJpegStreamGetExifOrientation */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetExifOrientation"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15081: { /* nvjpegJpegStreamGetFrameDimensions */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetFrameDimensions"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 15082: { /* nvjpegJpegStreamGetJpegEncoding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetJpegEncoding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15083: { /* nvjpegJpegStreamGetSamplePrecision */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetSamplePrecision"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15087: { /* nvjpegSetDeviceMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegSetDeviceMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(uint64_t, void *))f)((uint64_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15088: { /* nvjpegSetPinnedMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegSetPinnedMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(uint64_t, void *))f)((uint64_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15089: { /* nvjpegStateAttachDeviceBuffer */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegStateAttachDeviceBuffer"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15090: { /* nvjpegStateAttachPinnedBuffer */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegStateAttachPinnedBuffer"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
 	}
 	(void)lib;
 	return GC_LIB_MISSING;

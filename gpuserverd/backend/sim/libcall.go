@@ -152,6 +152,8 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 		serve = randCalls
 	case backend.LibSolver:
 		serve = solverCalls
+	case backend.LibJpeg:
+		serve = jpegCalls
 	}
 	fn, ok := serve[call.Func.Name]
 	if !ok {
