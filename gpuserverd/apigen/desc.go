@@ -17,13 +17,6 @@ const (
 	driverLastFn  = 2999
 )
 
-// The wire ids of cuSOLVER's dense API: the envelope messages (SolverCall 11000, SolverReply
-// 11001) and, inside SolverCall, each function's own id from solverFirstFn to solverLastFn.
-const (
-	solverFirstFn = 11100
-	solverLastFn  = 11999
-)
-
 // fn is one prototype of a description.
 type fn struct {
 	id     int // the function's wire id (0: none)

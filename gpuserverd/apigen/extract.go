@@ -15,13 +15,13 @@ import (
 // A header to extract: the file, the return type its functions share and the prefix of their names.
 type header struct {
 	file, ret, prefix, desc string
-	firstID                 int // wire ids of a new function start here (0: not remoted on the wire)
+	firstID                 int      // wire ids of a new function start here (0: not remoted on the wire)
+	more                    []string // further headers of the same library, read with file
 }
 
 var headers = []header{
 	{file: "cuda.h", ret: "CUresult", prefix: "cu", desc: "driver.txt", firstID: driverFirstFn},
 	{file: "cuda_runtime_api.h", ret: "cudaError_t", prefix: "cuda", desc: "runtime.txt"},
-	{file: "cusolverDn.h", ret: "cusolverStatus_t", prefix: "cusolverDn", desc: "cusolverdn.txt", firstID: solverFirstFn},
 }
 
 // extract preprocesses each header with the C compiler (so every conditional and macro resolves as
@@ -58,7 +58,23 @@ func extractOne(dir string, h header, old *desc) (*desc, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-DCUFFTAPI=", "-I", dir, path)
+	if len(h.more) > 0 { // one translation unit including them all
+		all := "#include \"" + h.file + "\"\n"
+		for _, m := range h.more {
+			b, err := os.ReadFile(filepath.Join(dir, m))
+			if err != nil {
+				return nil, err
+			}
+			raw = append(raw, b...)
+			all += "#include \"" + m + "\"\n"
+		}
+		path = filepath.Join(os.TempDir(), "apigen-"+h.desc+".h")
+		if err := os.WriteFile(path, []byte(all), 0o644); err != nil {
+			return nil, err
+		}
+		defer os.Remove(path)
+	}
+	cmd := exec.Command("cc", "-E", "-P", "-x", "c", "-D__CUDA_API_VERSION_INTERNAL", "-DCUFFTAPI=", "-DCUSOLVER_DEPRECATED(x)=", "-I", dir, path)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	pp, err := cmd.Output()
@@ -107,7 +123,7 @@ func classifyTypes(src string, d *desc) {
 	src = attributeRe.ReplaceAllString(src, "")
 	class := map[string]string{
 		"int": "i32", "signed": "i32", "unsigned int": "u32", "unsigned": "u32", "short": "i16",
-		"unsigned short": "u16", "char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",
+		"unsigned short": "u16", "char": "i8", "signed char": "i8", "unsigned char": "u8", "long": "i64", "long int": "i64",
 		"unsigned long": "u64", "long unsigned int": "u64", "unsigned long int": "u64",
 		"long long": "i64", "unsigned long long": "u64", "float": "f32", "double": "f64",
 		"size_t": "u64", "void": "void", "long long int": "i64", "int64_t": "i64", "uint64_t": "u64",

@@ -79,9 +79,6 @@ func generate(root string) error {
 	if err != nil {
 		return err
 	}
-	if err := generateSolver(root, files); err != nil {
-		return err
-	}
 	libFiles, err := generateLibs(root)
 	if err != nil {
 		return err

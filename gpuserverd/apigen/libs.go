@@ -47,7 +47,25 @@ func readLibAnn(path string) (*libAnn, error) {
 	return a, nil
 }
 
-var kindRe = regexp.MustCompile(`^(v|d|s|r|a|[onx]:[a-z]+|h:\w+\*[1-9][0-9]*)$`)
+// kindRe: a value, device address, stream, output, scalar; a reserved host pointer that must be
+// NULL (z); an output that is a host workspace's size (R: the session's host scratch grows to it);
+// a value or output the session remembers by name (v>name, r>name); an object (o, or o? that may
+// be NULL; lib.kind names another library's), a new one, one destroyed; a small host input in the
+// call (h); a host array staged through device memory, read (I) or read and written (H), of
+// count[+k]*unit bytes, the count a parameter, a remembered $name or a number; host scratch (w) of a
+// parameter's size, or of the largest R the session saw.
+var kindRe = regexp.MustCompile(`^(v|d|s|r|a|z|R|[vr]>\w+|(o\?|[onx]):[a-z.]+|h:\w+\*[1-9][0-9]*|[HI]:\$?\w+(\+[0-9]+)?\*[1-9][0-9]*|w(:\w+)?)$`)
+
+// stagedLen splits a staged array's kind (H:count+k*unit) into the count's parameter, k and unit.
+func stagedLen(k string) (count, plus, unit string) {
+	e, unit, _ := strings.Cut(k[2:], "*")
+	e = strings.TrimPrefix(e, "$")
+	count, plus, _ = strings.Cut(e, "+")
+	if plus == "" {
+		plus = "0"
+	}
+	return count, plus, unit
+}
 
 // libFuncs decides each function of lib's description: remoted by its annotation (the kinds
 // checked against the prototype), hand-written in the guest folder, or refused.
@@ -90,7 +108,7 @@ func libFuncs(root string, lib mathLib) ([]libFn, error) {
 					return nil, fmt.Errorf("%s.ann: %s: parameter %s: %w", lib.name, f.name, lf.params[i].name, err)
 				}
 			}
-			if lf.async && hasLibOut(kinds) {
+			if lf.async && (hasLibOut(kinds) || hasStaged(kinds)) {
 				return nil, fmt.Errorf("%s.ann: %s: async with outputs", lib.name, f.name)
 			}
 			lf.remote, lf.kinds = true, kinds
@@ -137,6 +155,23 @@ func checkKind(k string, p param, all []param, types map[string]string) error {
 		if paramNamed(all, strings.SplitN(k[2:], "*", 2)[0]) < 0 {
 			return fmt.Errorf("host length names no parameter")
 		}
+	case 'H', 'I':
+		if !ptr {
+			return fmt.Errorf("host array kind for %q", p.ctype)
+		}
+		if k[0] == 'H' && strings.HasPrefix(p.ctype, "const ") {
+			return fmt.Errorf("a written host array (H) for %q: const is read only (I)", p.ctype)
+		}
+		if count, _, _ := stagedLen(k); k[2] != '$' && !isNumber(count) && paramNamed(all, count) < 0 {
+			return fmt.Errorf("host array length names no parameter")
+		}
+	case 'w', 'z', 'R':
+		if !ptr {
+			return fmt.Errorf("host pointer kind for %q", p.ctype)
+		}
+		if k[0] == 'w' && len(k) > 1 && paramNamed(all, k[2:]) < 0 {
+			return fmt.Errorf("host scratch size names no parameter")
+		}
 	case 's':
 		if baseType(p.ctype) != "cudaStream_t" {
 			return fmt.Errorf("stream kind for %q", p.ctype)
@@ -154,13 +189,38 @@ func paramNamed(ps []param, name string) int {
 	return -1
 }
 
-func hasLibOut(kinds []string) bool {
+func hasStaged(kinds []string) bool {
 	for _, k := range kinds {
-		if k == "r" || k[0] == 'n' {
+		if k[0] == 'H' || k[0] == 'I' {
 			return true
 		}
 	}
 	return false
+}
+
+func hasLibOut(kinds []string) bool {
+	for _, k := range kinds {
+		if isLibOut(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLibOut: an output the reply carries (r, r>name, R, a new object).
+func isLibOut(k string) bool { return k[0] == 'r' || k[0] == 'R' || k[0] == 'n' }
+
+func isNumber(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
+}
+
+// remembered is the name a v>name or r>name kind records.
+func remembered(k string) string {
+	if _, name, ok := strings.Cut(k, ">"); ok {
+		return name
+	}
+	return ""
 }
 
 // cParam is a parameter as gpucloud's guest library declares it (no NVIDIA header): pointers and
@@ -200,6 +260,15 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		" * hand-written definition in this folder wins, and may call the remoting one (gcr_<name>). */\n",
 		lib.soname, lib.header, lib.message, lib.statusName)
 	b.WriteString("#include \"internal.h\"\n\n#pragma GCC diagnostic ignored \"-Wunused-parameter\"\n\n")
+	vars := map[string]bool{}
+	for _, f := range fns {
+		for _, k := range f.kinds {
+			if n := remembered(k); n != "" && !vars[n] {
+				vars[n] = true
+				fmt.Fprintf(&b, "/* a size the worker remembers too (desc/%s.ann: >%s, $%s) */\nstatic _Atomic int64_t gc_var_%s;\n", lib.name, n, n, n)
+			}
+		}
+	}
 	for _, f := range fns {
 		if !f.remote {
 			if f.hand == "" {
@@ -222,6 +291,10 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		fmt.Fprintf(&b, "\nint gcr_%s(%s) {\n", f.name, sig)
 		n := len(f.params)
 		fmt.Fprintf(&b, "    uint64_t w[%d];\n    uint64_t out[GC_LIB_OUTS] = {0};\n    struct gc_host hb;\n    hb.len = 0;\n    (void)out;\n", max(n, 1))
+		staged := hasStaged(f.kinds)
+		if staged {
+			b.WriteString("    struct gc_stage sg;\n    sg.n = 0;\n    int sst = gc_lib_ready();\n    if (sst != 0) return sst;\n")
+		}
 		handle := ""
 		for i, k := range f.kinds {
 			if k == "o:handle" && handle == "" {
@@ -232,6 +305,9 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 			p := f.params[i]
 			switch k[0] {
 			case 'v':
+				if n := remembered(k); n != "" {
+					fmt.Fprintf(&b, "    gc_var_%s = (int64_t)%s;\n", n, p.name)
+				}
 				switch types[baseType(p.ctype)] {
 				case "f32":
 					fmt.Fprintf(&b, "    w[%d] = gc_f32_bits(%s);\n", i, p.name)
@@ -252,24 +328,42 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 				}
 			case 'n':
 				fmt.Fprintf(&b, "    if (!%s) return GC_LIB_INVALID;\n    w[%d] = 0;\n", p.name, i)
-			case 'r':
+			case 'r', 'R':
 				fmt.Fprintf(&b, "    w[%d] = gc_out_prior(%s, %d);\n", i, p.name, outWidth(p, types))
+			case 'z':
+				fmt.Fprintf(&b, "    if (%s) return GC_LIB_INVALID; /* reserved: NULL */\n    w[%d] = 0;\n", p.name, i)
 			case 'h':
 				e := strings.SplitN(k[2:], "*", 2)
 				fmt.Fprintf(&b, "    if (gc_host_add(&hb, %s, (int64_t)%s, %s, &w[%d]) != 0) return GC_LIB_INVALID;\n", p.name, e[0], e[1], i)
 			case 'a':
 				fmt.Fprintf(&b, "    if (GC_SCALAR(%s, %s, computeType, &hb, &w[%d]) != 0) return GC_LIB_INVALID;\n", orZero(handle), p.name, i)
+			case 'H', 'I':
+				count, plus, unit := stagedLen(k)
+				if k[2] == '$' {
+					count = "gc_var_" + count
+				}
+				fmt.Fprintf(&b, "    if ((sst = gc_stage_add(&sg, (void *)%s, (int64_t)%s + %s, %s, %d, &w[%d])) != 0) {\n        gc_stage_done(&sg, 0);\n        return sst == GC_STAGE_NOMEM ? GC_LIB_ALLOC : GC_LIB_INVALID;\n    }\n",
+					p.name, count, plus, unit, boolInt(k[0] == 'H'), i)
+			case 'w':
+				fmt.Fprintf(&b, "    w[%d] = %s != NULL; /* the worker's own scratch */\n", i, p.name)
 			}
 		}
 		async := 0
 		if f.async {
 			async = 1
 		}
-		fmt.Fprintf(&b, "    int st = gc_lib_call(%d, w, %d, &hb, %d, out);\n    if (st != 0) return st;\n", f.id, n, async)
+		fmt.Fprintf(&b, "    int st = gc_lib_call(%d, w, %d, &hb, %d, out);\n", f.id, n, async)
+		if staged {
+			b.WriteString("    if (gc_stage_done(&sg, st == 0) != 0 && st == 0) st = GC_LIB_INVALID;\n")
+		}
+		b.WriteString("    if (st != 0) return st;\n")
 		o := 0
 		for i, k := range f.kinds {
-			if k == "r" || k[0] == 'n' {
+			if isLibOut(k) {
 				fmt.Fprintf(&b, "    gc_out_put(%s, %d, out[%d]);\n", f.params[i].name, outWidth(f.params[i], types), o)
+				if n := remembered(k); n != "" {
+					fmt.Fprintf(&b, "    gc_var_%s = (int64_t)out[%d];\n", n, o)
+				}
 				o++
 			}
 		}
@@ -279,6 +373,13 @@ func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func orZero(s string) string {
@@ -348,9 +449,11 @@ func libDispatch(all map[string][]libFn, types map[string]map[string]string) []b
 					pt = append(pt, t)
 				case 'd', 's':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("(void *)(uintptr_t)a[%d]", i))
-				case 'r', 'n':
+				case 'r', 'R', 'n':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("(void *)&o[%d]", i))
-				case 'h', 'a':
+				case 'z':
+					pt, args = append(pt, "void *"), append(args, "(void *)0")
+				case 'h', 'a', 'H', 'I', 'w':
 					pt, args = append(pt, "void *"), append(args, fmt.Sprintf("p[%d]", i))
 				}
 			}

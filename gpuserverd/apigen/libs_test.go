@@ -15,6 +15,7 @@ func TestLibAnnotationsMustFitPrototypes(t *testing.T) {
 	const desc = "fn 12010 cufftExecC2C cufftResult (cufftHandle plan, cufftComplex *idata, cufftComplex *odata, int direction)\n" +
 		"fn 12011 cufftMakePlanMany64 cufftResult (cufftHandle plan, int rank, long long int *n, size_t *workSize)\n" +
 		"fn 12012 cufftSetStream cufftResult (cufftHandle plan, cudaStream_t stream)\n" +
+		"fn 12013 cufftSolveHost cufftResult (cufftHandle plan, int n, const double *b, double *x, void *scratch, size_t scratchBytes)\n" +
 		"type i32 cufftHandle\ntype struct cufftComplex\ntype i32 int\ntype i64 long long int\ntype u64 size_t\ntype handle cudaStream_t\n"
 	for _, c := range []struct{ ann, want string }{
 		{"remote cufftExecC2C o:plan d d", "3 kinds for 4 parameters"},
@@ -27,6 +28,13 @@ func TestLibAnnotationsMustFitPrototypes(t *testing.T) {
 		{"remote cufftSetStream o:plan s", ""},
 		{"remote cufftSetStream o:plan v", "value kind"},
 		{"remote cufftPlanNothing v", "not in cufft.txt"},
+		// staged host arrays: read (I) or written (H), never a const one written; host scratch.
+		{"remote cufftSolveHost o:plan v I:n*8 H:n+1*8 w:scratchBytes v", ""},
+		{"remote cufftSolveHost o:plan v H:n*8 H:n*8 w:scratchBytes v", "const is read only"},
+		{"remote cufftSolveHost o:plan v I:m*8 H:n*8 w:scratchBytes v", "host array length names no parameter"},
+		{"remote cufftSolveHost o:plan v I:n*8 H:n*8 w:bytes v", "host scratch size names no parameter"},
+		{"remote cufftSolveHost o:plan v I:n*8 H:n*8 w:scratchBytes v async", "async with outputs"},
+		{"remote cufftSolveHost o?:plan v I:n*8 v w:scratchBytes v", "value kind"},
 	} {
 		root := t.TempDir()
 		d := filepath.Join(root, "gpuserverd/apigen/desc")

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -8,17 +9,20 @@ import (
 )
 
 // Lib is a math library remoted at its own API through one generic call (cuSPARSE, cuFFT,
-// cuRAND): NVIDIA's copies carry their own CUDA runtime, so the guest cannot run them.
+// cuRAND, cuSOLVER, nvJPEG): NVIDIA's copies carry their own CUDA runtime, so the guest cannot run
+// them.
 type Lib uint8
 
 const (
 	LibSparse Lib = iota
 	LibFft
 	LibRand
+	LibSolver
+	LibJpeg
 	numLibs
 )
 
-var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND"}
+var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND", "cuSOLVER", "nvJPEG"}
 
 func (l Lib) String() string {
 	if l < numLibs {
@@ -29,12 +33,15 @@ func (l Lib) String() string {
 
 // The libraries' statuses gpuserverd produces: not supported (cuRAND has none: its internal
 // error), a bad value, and an allocation failure.
+// cuSOLVER's: CUSOLVER_STATUS_NOT_SUPPORTED 9, INVALID_VALUE 3, NOT_INITIALIZED 1 (a handle that is
+// not one), ALLOC_FAILED 2, INTERNAL_ERROR 7. nvJPEG's: NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED
+// 9, INVALID_PARAMETER 2 (a bad value or object), ALLOCATOR_FAILURE 5, INTERNAL_ERROR 8.
 var (
-	libNotSupported = [numLibs]int32{10, 16, 999} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
-	libInvalid      = [numLibs]int32{3, 4, 104}   // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
-	libBadObject    = [numLibs]int32{3, 1, 101}   // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
-	libAllocFailed  = [numLibs]int32{2, 2, 102}   // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
-	libInternal     = [numLibs]int32{7, 5, 999}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
+	libNotSupported = [numLibs]int32{10, 16, 999, 9, 9} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
+	libInvalid      = [numLibs]int32{3, 4, 104, 3, 2}   // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
+	libBadObject    = [numLibs]int32{3, 1, 101, 1, 2}   // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
+	libAllocFailed  = [numLibs]int32{2, 2, 102, 2, 5}   // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
+	libInternal     = [numLibs]int32{7, 5, 999, 7, 8}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
 )
 
 // LibError is a failed library call: the library's own status and what it stands for in CUDA
@@ -57,7 +64,12 @@ func (e *LibError) Unwrap() error {
 	switch e.Status {
 	case libNotSupported[e.Lib]:
 		return ErrNotSupported
-	case libInvalid[e.Lib], libBadObject[e.Lib]:
+	case libBadObject[e.Lib]:
+		if e.Lib == LibSolver {
+			return ErrInvalidHandle // CUSOLVER_STATUS_NOT_INITIALIZED: a handle that is not one
+		}
+		return ErrInvalidValue
+	case libInvalid[e.Lib]:
 		return ErrInvalidValue
 	case libAllocFailed[e.Lib]:
 		return ErrOutOfMemory
@@ -88,12 +100,14 @@ func LibStatusOf(l Lib, err error) int32 {
 	if errors.As(err, &le) {
 		return le.Status
 	}
-	switch ResultOf(err) {
-	case ErrOutOfMemory:
+	switch r := ResultOf(err); {
+	case r == ErrInvalidHandle && l == LibSolver:
+		return libBadObject[l] // CUSOLVER_STATUS_NOT_INITIALIZED
+	case r == ErrOutOfMemory:
 		return libAllocFailed[l]
-	case ErrNotSupported:
+	case r == ErrNotSupported:
 		return libNotSupported[l]
-	case ErrInvalidValue, ErrInvalidHandle:
+	case r == ErrInvalidValue, r == ErrInvalidHandle:
 		return libInvalid[l]
 	}
 	return libInternal[l]
@@ -112,7 +126,19 @@ const (
 	POut                     // an output (the word is its value before the call)
 	PScalar                  // a scalar: host bytes (the word's bit 63 set, length in its low bits) or a device address
 	PHost                    // host input: the word is its length, LenParam's value times LenUnit bytes (0: NULL)
+	// PStaged is a host array too large for the call's host bytes, staged through device memory:
+	// the word is the staging's device address (0: NULL), (LenParam's value + LenAdd) times LenUnit
+	// bytes, which NVIDIA's function reads from host memory and, when Written, writes back there.
+	PStaged
+	PHostWork // host scratch of LenParam's value bytes (LenParam -1: LibCall.Scratch), the worker's own (the word: 1, or 0 for NULL)
+	PNull     // a reserved host pointer that must be NULL
 )
+
+// MaxStaged bounds one staged host array (the guest's GC_STAGE_LIMIT).
+const MaxStaged = 256 << 20
+
+// MaxHostWork bounds a call's host scratch (the worker's memory, not the GPU's).
+const MaxHostWork = 64 << 20
 
 // ScalarHostBit marks a scalar word whose bytes travel in the call's host bytes.
 const ScalarHostBit = uint64(1) << 63
@@ -128,8 +154,21 @@ type LibParam struct {
 	Kind     ParamKind
 	Obj      string // the object kind of PObject, PNew, PFree
 	Name     string
-	LenParam int // PHost: the parameter whose value counts the elements
-	LenUnit  int // PHost: bytes per element
+	LenParam int // PHost, PStaged: the parameter whose value counts the elements; PHostWork: gives the bytes
+	LenAdd   int // PStaged: elements beyond LenParam's value (a CSR row pointer's m+1)
+	LenUnit  int // PHost, PStaged: bytes per element
+	// Nullable: a PObject that may be 0, passed to NVIDIA as NULL (a computation's
+	// cusolverDnParams_t: NULL is NVIDIA's default algorithms, which PyTorch relies on).
+	Nullable bool
+	Written  bool // PStaged: NVIDIA's function writes the array (copied back to the guest)
+	// LenVar: PStaged's count is the session's remembered value of that name (LenParam -1); "#"
+	// for a fixed count (LenAdd alone).
+	LenVar string
+	// Record: a PValue or POut whose value the session remembers by this name (LenVar's source).
+	Record string
+	// Scratch: a POut that is the size of a host workspace later calls take (PHostWork without a
+	// size): the session's host scratch grows to the largest.
+	Scratch bool
 }
 
 // LibFunc is one remoted library function.
@@ -161,6 +200,9 @@ type LibCall struct {
 	Func  *LibFunc
 	Words []uint64
 	Host  [][]byte
+	// Scratch is the size of the host scratch of a PHostWork parameter without a size parameter:
+	// the largest host workspace the library reported to this session.
+	Scratch uint64
 }
 
 // LibContext is a Context that serves the math libraries. Object ids are this context's; a
@@ -211,37 +253,52 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 	for i, k := range kinds {
 		p := LibParam{Name: names[i]}
 		kind, arg, _ := strings.Cut(k, ":")
+		kind, p.Record, _ = strings.Cut(kind, ">")
 		switch kind {
 		case "v":
 			p.Kind = PValue
 		case "d":
 			p.Kind = PDevice
+		case "z":
+			p.Kind = PNull
 		case "s":
 			p.Kind = PStream
-		case "r":
-			p.Kind = POut
+		case "r", "R":
+			p.Kind, p.Scratch = POut, kind == "R"
 		case "a":
 			p.Kind = PScalar
-		case "o", "n", "x":
-			p.Kind = map[string]ParamKind{"o": PObject, "n": PNew, "x": PFree}[kind]
-			p.Obj = arg
+		case "o", "o?", "n", "x":
+			p.Kind = map[string]ParamKind{"o": PObject, "o?": PObject, "n": PNew, "x": PFree}[kind]
+			p.Obj, p.Nullable = arg, kind == "o?"
 			if arg == "handle" && kind == "o" && f.Handle < 0 {
 				f.Handle = i
 			}
-		case "h":
-			p.Kind = PHost
+		case "h", "H", "I":
+			p.Kind, p.Written = PHost, kind == "H"
+			if kind != "h" {
+				p.Kind = PStaged
+			}
 			ln, unit, _ := strings.Cut(arg, "*")
-			p.LenParam = -1
-			for j, n := range names {
-				if n == ln {
-					p.LenParam = j
-				}
+			ln, add, _ := strings.Cut(ln, "+")
+			p.LenParam = paramIndex(names, ln)
+			if v, ok := strings.CutPrefix(ln, "$"); ok && kind != "h" {
+				p.LenVar = v
 			}
 			u, err := strconv.Atoi(unit)
-			if p.LenParam < 0 || err != nil || u < 1 {
+			a, aerr := strconv.Atoi(cmp.Or(add, "0"))
+			if n, nerr := strconv.Atoi(ln); nerr == nil && kind != "h" && n >= 0 { // a fixed count
+				p.LenParam, a = -1, a+n
+				p.LenVar = "#" // neither a parameter nor a remembered value
+			}
+			if p.LenParam < 0 && p.LenVar == "" || err != nil || u < 1 || aerr != nil || a < 0 {
 				return nil, fmt.Errorf("%s: host length %q", d.name, arg)
 			}
-			p.LenUnit = u
+			p.LenUnit, p.LenAdd = u, a
+		case "w":
+			p.Kind, p.LenParam = PHostWork, paramIndex(names, arg)
+			if p.LenParam < 0 && arg != "" {
+				return nil, fmt.Errorf("%s: host scratch size %q", d.name, arg)
+			}
 		default:
 			return nil, fmt.Errorf("%s: kind %q", d.name, k)
 		}
@@ -251,6 +308,15 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 		return nil, fmt.Errorf("%s: %d outputs, a reply carries %d", d.name, f.Outputs(), MaxLibOuts)
 	}
 	return f, nil
+}
+
+func paramIndex(names []string, name string) int {
+	for j, n := range names {
+		if n == name {
+			return j
+		}
+	}
+	return -1
 }
 
 // LibStatus is a refusal of f with the library's own status st.

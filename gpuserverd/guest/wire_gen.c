@@ -213,8 +213,8 @@ const char *gw_type_name(uint16_t type) {
 	case 905: return "MigrateIn";
 	case 906: return "MigrateInReply";
 	case 907: return "MigrateReady";
-	case 11000: return "SolverCall";
-	case 11001: return "SolverReply";
+	case 11002: return "SolverCall";
+	case 11003: return "SolverReply";
 	case 10000: return "SparseCall";
 	case 10001: return "SparseReply";
 	case 12000: return "FftCall";
@@ -230,6 +230,8 @@ const char *gw_type_name(uint16_t type) {
 	case 7100: return "BlasTrsm";
 	case 7101: return "BlasGetrfBatched";
 	case 7102: return "BlasGetrsBatched";
+	case 15000: return "JpegCall";
+	case 15001: return "JpegReply";
 	}
 	return "unknown";
 }
@@ -5449,6 +5451,7 @@ size_t gw_solver_call_size(const struct gw_solver_call *m) {
 	size_t n = 0;
 	n += 4;
 	n += 4 + m->args_len;
+	n += 4 + m->host_len;
 	return n;
 }
 
@@ -5458,6 +5461,9 @@ uint8_t *gw_solver_call_encode(const struct gw_solver_call *m, uint8_t *o) {
 	o = put32(o, m->args_len);
 	if (m->args_len) memcpy(o, m->args, m->args_len);
 	o += m->args_len;
+	o = put32(o, m->host_len);
+	if (m->host_len) memcpy(o, m->host, m->host_len);
+	o += m->host_len;
 	return o;
 }
 
@@ -5465,6 +5471,9 @@ uint8_t *gw_solver_call_encode_head(const struct gw_solver_call *m, uint8_t *o) 
 	(void)m;
 	o = put32(o, (uint32_t)m->fn);
 	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	o = put32(o, m->host_len);
 	return o;
 }
 
@@ -5473,6 +5482,7 @@ int gw_solver_call_decode(struct gw_solver_call *m, const uint8_t *p, size_t n, 
 	memset(m, 0, sizeof *m);
 	m->fn = d32(&d, "fn");
 	m->args = dvar(&d, "args", 512, 1, &m->args_len);
+	m->host = dvar(&d, "host", 65536, 1, &m->host_len);
 	return dfinish(&d);
 }
 
@@ -5481,10 +5491,6 @@ size_t gw_solver_reply_size(const struct gw_solver_reply *m) {
 	size_t n = 0;
 	n += 4;
 	n += 4;
-	n += 8;
-	n += 8;
-	n += 8;
-	n += 8;
 	n += 8;
 	n += 8;
 	n += 8;
@@ -5517,10 +5523,6 @@ uint8_t *gw_solver_reply_encode(const struct gw_solver_reply *m, uint8_t *o) {
 	o = put64(o, m->o9);
 	o = put64(o, m->o10);
 	o = put64(o, m->o11);
-	o = put64(o, m->o12);
-	o = put64(o, m->o13);
-	o = put64(o, m->o14);
-	o = put64(o, m->o15);
 	o = put32(o, m->message_len);
 	if (m->message_len) memcpy(o, m->message, m->message_len);
 	o += m->message_len;
@@ -5544,10 +5546,6 @@ int gw_solver_reply_decode(struct gw_solver_reply *m, const uint8_t *p, size_t n
 	m->o9 = d64(&d, "o9");
 	m->o10 = d64(&d, "o10");
 	m->o11 = d64(&d, "o11");
-	m->o12 = d64(&d, "o12");
-	m->o13 = d64(&d, "o13");
-	m->o14 = d64(&d, "o14");
-	m->o15 = d64(&d, "o15");
 	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
 	return dfinish(&d);
 }
@@ -6183,6 +6181,110 @@ int gw_blas_getrs_batched_decode(struct gw_blas_getrs_batched *m, const uint8_t 
 	return dfinish(&d);
 }
 
+size_t gw_jpeg_call_size(const struct gw_jpeg_call *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->args_len;
+	n += 4 + m->host_len;
+	return n;
+}
+
+uint8_t *gw_jpeg_call_encode(const struct gw_jpeg_call *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->fn);
+	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	o = put32(o, m->host_len);
+	if (m->host_len) memcpy(o, m->host, m->host_len);
+	o += m->host_len;
+	return o;
+}
+
+uint8_t *gw_jpeg_call_encode_head(const struct gw_jpeg_call *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->fn);
+	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	o = put32(o, m->host_len);
+	return o;
+}
+
+int gw_jpeg_call_decode(struct gw_jpeg_call *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "JpegCall", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->fn = d32(&d, "fn");
+	m->args = dvar(&d, "args", 512, 1, &m->args_len);
+	m->host = dvar(&d, "host", 65536, 1, &m->host_len);
+	return dfinish(&d);
+}
+
+size_t gw_jpeg_reply_size(const struct gw_jpeg_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_jpeg_reply_encode(const struct gw_jpeg_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->o0);
+	o = put64(o, m->o1);
+	o = put64(o, m->o2);
+	o = put64(o, m->o3);
+	o = put64(o, m->o4);
+	o = put64(o, m->o5);
+	o = put64(o, m->o6);
+	o = put64(o, m->o7);
+	o = put64(o, m->o8);
+	o = put64(o, m->o9);
+	o = put64(o, m->o10);
+	o = put64(o, m->o11);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_jpeg_reply_decode(struct gw_jpeg_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "JpegReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->o0 = d64(&d, "o0");
+	m->o1 = d64(&d, "o1");
+	m->o2 = d64(&d, "o2");
+	m->o3 = d64(&d, "o3");
+	m->o4 = d64(&d, "o4");
+	m->o5 = d64(&d, "o5");
+	m->o6 = d64(&d, "o6");
+	m->o7 = d64(&d, "o7");
+	m->o8 = d64(&d, "o8");
+	m->o9 = d64(&d, "o9");
+	m->o10 = d64(&d, "o10");
+	m->o11 = d64(&d, "o11");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6519,9 +6621,9 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_migrate_in_reply_decode(m, p, n, err, errlen);
 	case 907:
 		return gw_migrate_ready_decode(m, p, n, err, errlen);
-	case 11000:
+	case 11002:
 		return gw_solver_call_decode(m, p, n, err, errlen);
-	case 11001:
+	case 11003:
 		return gw_solver_reply_decode(m, p, n, err, errlen);
 	case 10000:
 		return gw_sparse_call_decode(m, p, n, err, errlen);
@@ -6553,6 +6655,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_blas_getrf_batched_decode(m, p, n, err, errlen);
 	case 7102:
 		return gw_blas_getrs_batched_decode(m, p, n, err, errlen);
+	case 15000:
+		return gw_jpeg_call_decode(m, p, n, err, errlen);
+	case 15001:
+		return gw_jpeg_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -24,7 +24,6 @@
 #define GW_NVML_FAN 16
 #define GW_NVML_PSTATE 32
 #define GW_STRIPE_RETRY 1000001
-#define GW_SOLVER_MAX_OUT 16
 
 /* Decoded string, bytes and u32s fields point into the payload; u32s values are little-endian:
    read them with gw_u32_at. */
@@ -198,8 +197,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_MIGRATE_IN 905
 #define GW_TYPE_MIGRATE_IN_REPLY 906
 #define GW_TYPE_MIGRATE_READY 907
-#define GW_TYPE_SOLVER_CALL 11000
-#define GW_TYPE_SOLVER_REPLY 11001
+#define GW_TYPE_SOLVER_CALL 11002
+#define GW_TYPE_SOLVER_REPLY 11003
 #define GW_TYPE_SPARSE_CALL 10000
 #define GW_TYPE_SPARSE_REPLY 10001
 #define GW_TYPE_FFT_CALL 12000
@@ -215,6 +214,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_BLAS_TRSM 7100
 #define GW_TYPE_BLAS_GETRF_BATCHED 7101
 #define GW_TYPE_BLAS_GETRS_BATCHED 7102
+#define GW_TYPE_JPEG_CALL 15000
+#define GW_TYPE_JPEG_REPLY 15001
 
 struct gw_hello {
 	uint32_t version;
@@ -2040,6 +2041,8 @@ struct gw_solver_call {
 	uint32_t fn;
 	const void *args; /* limit 512 */
 	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
 };
 size_t gw_solver_call_size(const struct gw_solver_call *m);
 uint8_t *gw_solver_call_encode(const struct gw_solver_call *m, uint8_t *out);
@@ -2063,10 +2066,6 @@ struct gw_solver_reply {
 	uint64_t o9;
 	uint64_t o10;
 	uint64_t o11;
-	uint64_t o12;
-	uint64_t o13;
-	uint64_t o14;
-	uint64_t o15;
 	const char *message; /* not NUL-terminated; limit 1024 */
 	uint32_t message_len;
 };
@@ -2292,6 +2291,42 @@ struct gw_blas_getrs_batched {
 size_t gw_blas_getrs_batched_size(const struct gw_blas_getrs_batched *m);
 uint8_t *gw_blas_getrs_batched_encode(const struct gw_blas_getrs_batched *m, uint8_t *out);
 int gw_blas_getrs_batched_decode(struct gw_blas_getrs_batched *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_jpeg_call {
+	uint32_t fn;
+	const void *args; /* limit 512 */
+	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
+};
+size_t gw_jpeg_call_size(const struct gw_jpeg_call *m);
+uint8_t *gw_jpeg_call_encode(const struct gw_jpeg_call *m, uint8_t *out);
+int gw_jpeg_call_decode(struct gw_jpeg_call *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_jpeg_call_encode_head(const struct gw_jpeg_call *m, uint8_t *out);
+
+struct gw_jpeg_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t o0;
+	uint64_t o1;
+	uint64_t o2;
+	uint64_t o3;
+	uint64_t o4;
+	uint64_t o5;
+	uint64_t o6;
+	uint64_t o7;
+	uint64_t o8;
+	uint64_t o9;
+	uint64_t o10;
+	uint64_t o11;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_jpeg_reply_size(const struct gw_jpeg_reply *m);
+uint8_t *gw_jpeg_reply_encode(const struct gw_jpeg_reply *m, uint8_t *out);
+int gw_jpeg_reply_decode(struct gw_jpeg_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

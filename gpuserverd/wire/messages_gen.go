@@ -27,7 +27,6 @@ const (
 	NvmlFan         = 16
 	NvmlPstate      = 32
 	StripeRetry     = 1000001
-	SolverMaxOut    = 16
 )
 
 // Message types.
@@ -199,8 +198,8 @@ const (
 	TypeMigrateIn                    Type = 905
 	TypeMigrateInReply               Type = 906
 	TypeMigrateReady                 Type = 907
-	TypeSolverCall                   Type = 11000
-	TypeSolverReply                  Type = 11001
+	TypeSolverCall                   Type = 11002
+	TypeSolverReply                  Type = 11003
 	TypeSparseCall                   Type = 10000
 	TypeSparseReply                  Type = 10001
 	TypeFftCall                      Type = 12000
@@ -216,6 +215,8 @@ const (
 	TypeBlasTrsm                     Type = 7100
 	TypeBlasGetrfBatched             Type = 7101
 	TypeBlasGetrsBatched             Type = 7102
+	TypeJpegCall                     Type = 15000
+	TypeJpegReply                    Type = 15001
 )
 
 var typeNames = map[Type]string{
@@ -403,6 +404,8 @@ var typeNames = map[Type]string{
 	TypeBlasTrsm:                     "BlasTrsm",
 	TypeBlasGetrfBatched:             "BlasGetrfBatched",
 	TypeBlasGetrsBatched:             "BlasGetrsBatched",
+	TypeJpegCall:                     "JpegCall",
+	TypeJpegReply:                    "JpegReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -776,6 +779,10 @@ func New(t Type) Message {
 		return new(BlasGetrfBatched)
 	case TypeBlasGetrsBatched:
 		return new(BlasGetrsBatched)
+	case TypeJpegCall:
+		return new(JpegCall)
+	case TypeJpegReply:
+		return new(JpegReply)
 	}
 	return nil
 }
@@ -6196,10 +6203,11 @@ func (m *MigrateReady) Decode(p []byte) error {
 	return d.finish()
 }
 
-// SolverCall is message type 11000.
+// SolverCall is message type 11002.
 type SolverCall struct {
 	Fn   uint32
 	Args []byte
+	Host []byte
 }
 
 // Type returns TypeSolverCall.
@@ -6210,14 +6218,18 @@ func (m *SolverCall) Append(b []byte) []byte {
 	b = putU32(b, m.Fn)
 	b = putU32(b, uint32(len(m.Args)))
 	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
 	return b
 }
 
-// AppendHead appends the payload without Args's content (its length included), so a
-// large Args can be written from where it lies.
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
 func (m *SolverCall) AppendHead(b []byte) []byte {
 	b = putU32(b, m.Fn)
 	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
 	return b
 }
 
@@ -6226,10 +6238,11 @@ func (m *SolverCall) Decode(p []byte) error {
 	d := decoder{p: p, msg: "SolverCall"}
 	m.Fn = d.u32("fn")
 	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
 	return d.finish()
 }
 
-// SolverReply is message type 11001.
+// SolverReply is message type 11003.
 type SolverReply struct {
 	Result  int32
 	Status  int32
@@ -6245,10 +6258,6 @@ type SolverReply struct {
 	O9      uint64
 	O10     uint64
 	O11     uint64
-	O12     uint64
-	O13     uint64
-	O14     uint64
-	O15     uint64
 	Message string
 }
 
@@ -6271,10 +6280,6 @@ func (m *SolverReply) Append(b []byte) []byte {
 	b = putU64(b, m.O9)
 	b = putU64(b, m.O10)
 	b = putU64(b, m.O11)
-	b = putU64(b, m.O12)
-	b = putU64(b, m.O13)
-	b = putU64(b, m.O14)
-	b = putU64(b, m.O15)
 	b = putU32(b, uint32(len(m.Message)))
 	b = append(b, m.Message...)
 	return b
@@ -6297,10 +6302,6 @@ func (m *SolverReply) Decode(p []byte) error {
 	m.O9 = d.u64("o9")
 	m.O10 = d.u64("o10")
 	m.O11 = d.u64("o11")
-	m.O12 = d.u64("o12")
-	m.O13 = d.u64("o13")
-	m.O14 = d.u64("o14")
-	m.O15 = d.u64("o15")
 	m.Message = string(d.bytes("message", 1024))
 	return d.finish()
 }
@@ -6939,5 +6940,108 @@ func (m *BlasGetrsBatched) Decode(p []byte) error {
 	m.Barray = d.u64("barray")
 	m.Ldb = int32(d.u32("ldb"))
 	m.Batch = int32(d.u32("batch"))
+	return d.finish()
+}
+
+// JpegCall is message type 15000.
+type JpegCall struct {
+	Fn   uint32
+	Args []byte
+	Host []byte
+}
+
+// Type returns TypeJpegCall.
+func (*JpegCall) Type() Type { return TypeJpegCall }
+
+// Append appends the encoded payload to b.
+func (m *JpegCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
+	return b
+}
+
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
+func (m *JpegCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *JpegCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "JpegCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
+	return d.finish()
+}
+
+// JpegReply is message type 15001.
+type JpegReply struct {
+	Result  int32
+	Status  int32
+	O0      uint64
+	O1      uint64
+	O2      uint64
+	O3      uint64
+	O4      uint64
+	O5      uint64
+	O6      uint64
+	O7      uint64
+	O8      uint64
+	O9      uint64
+	O10     uint64
+	O11     uint64
+	Message string
+}
+
+// Type returns TypeJpegReply.
+func (*JpegReply) Type() Type { return TypeJpegReply }
+
+// Append appends the encoded payload to b.
+func (m *JpegReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.O0)
+	b = putU64(b, m.O1)
+	b = putU64(b, m.O2)
+	b = putU64(b, m.O3)
+	b = putU64(b, m.O4)
+	b = putU64(b, m.O5)
+	b = putU64(b, m.O6)
+	b = putU64(b, m.O7)
+	b = putU64(b, m.O8)
+	b = putU64(b, m.O9)
+	b = putU64(b, m.O10)
+	b = putU64(b, m.O11)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *JpegReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "JpegReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.O0 = d.u64("o0")
+	m.O1 = d.u64("o1")
+	m.O2 = d.u64("o2")
+	m.O3 = d.u64("o3")
+	m.O4 = d.u64("o4")
+	m.O5 = d.u64("o5")
+	m.O6 = d.u64("o6")
+	m.O7 = d.u64("o7")
+	m.O8 = d.u64("o8")
+	m.O9 = d.u64("o9")
+	m.O10 = d.u64("o10")
+	m.O11 = d.u64("o11")
+	m.Message = string(d.bytes("message", 1024))
 	return d.finish()
 }

@@ -95,6 +95,8 @@ func resultOf(m wire.Message) int32 {
 		return r.Result
 	case *wire.RandReply:
 		return r.Result
+	case *wire.JpegReply:
+		return r.Result
 	}
 	return 0
 }
@@ -115,6 +117,8 @@ func messageOf(m wire.Message) string {
 	case *wire.FftReply:
 		return r.Message
 	case *wire.RandReply:
+		return r.Message
+	case *wire.JpegReply:
 		return r.Message
 	}
 	return ""
@@ -205,9 +209,6 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		}
 		if isLt(m) {
 			return ltFailed(m, err), nil
-		}
-		if _, ok := m.(*wire.SolverCall); ok {
-			return solverReply(nil, err), nil
 		}
 		if lib, _, _, _, ok := libRequest(m); ok {
 			return libReply(lib, nil, err), nil
@@ -323,9 +324,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.dnn(d, m), nil
 	case *wire.LtCreate, *wire.LtHeuristic, *wire.LtMatmul, *wire.LtGetAttribute:
 		return s.lt(d, m), nil
-	case *wire.SolverCall:
-		return s.solver(d, m), nil
-	case *wire.SparseCall, *wire.FftCall, *wire.RandCall:
+	case *wire.SparseCall, *wire.FftCall, *wire.RandCall, *wire.SolverCall, *wire.JpegCall:
 		return s.libCall(d, m), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))

@@ -3,17 +3,23 @@ package worker
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/wire"
 )
 
 // libState is a device's math-library objects (cuSPARSE handles and descriptors, cuFFT plans,
-// cuRAND generators) by kind: the ids this session made. An id is looked up here before the
-// backend sees it, so another session's (or a made-up) id is refused, never translated.
+// cuRAND generators, cuSOLVER handles, params and infos) by kind: the ids this session made. An id
+// is looked up here before the backend sees it, so another session's (or a made-up) id is refused,
+// never translated. Objects are keyed by library and kind ("cuSOLVER handle").
 type libState struct {
 	objs map[string]map[uint64]bool
 	fft  map[uint64]*fftArea // cuFFT plans' work areas (fftarea.go)
+	// vars are the values the annotations name (v>name, r>name) and staged arrays' counts read
+	// ($name), by library and name; scratch is the largest host workspace a library reported (R).
+	vars    map[string]int64
+	scratch uint64
 }
 
 func (st *libState) has(kind string, id uint64) bool { return st.objs[kind][id] }
@@ -28,7 +34,45 @@ func (st *libState) add(kind string, id uint64) {
 	st.objs[kind][id] = true
 }
 
-// libRequest is the fields SparseCall, FftCall and RandCall share, and the library of each.
+// A session's library objects are bounded: a library's handle (cusolverDnCreate, cusparseCreate)
+// takes device memory of its own that no quota sees, so a hostile guest must not make them
+// without end; descriptors, plans and infos are bounded all together.
+const (
+	libMaxHandles = 64
+	libMaxObjects = 4096
+)
+
+// room refuses a new object of kind past the session's bound.
+func (st *libState) room(f *backend.LibFunc, kind string) error {
+	total := 0
+	for _, m := range st.objs {
+		total += len(m)
+	}
+	n := len(st.objs[kind])
+	if strings.HasSuffix(kind, " handle") && n >= libMaxHandles || total >= libMaxObjects {
+		return &backend.LibError{Lib: f.Lib, Op: f.Name, Status: backend.LibStatusOf(f.Lib, backend.ErrOutOfMemory),
+			Detail: fmt.Sprintf("%d %ss, %d library objects in this session: at most %d handles of a library, %d objects",
+				n, kind, total, libMaxHandles, libMaxObjects)}
+	}
+	return nil
+}
+
+// objKind is the key of a parameter's object kind in libState: its library's name and the kind
+// ("cuSOLVER handle"); a kind lib.kind is another library's ("cusparse.matdescr": cuSPARSE's).
+func objKind(f *backend.LibFunc, p backend.LibParam) string {
+	if lib, kind, ok := strings.Cut(p.Obj, "."); ok {
+		for l := backend.Lib(0); l <= backend.LibJpeg; l++ {
+			if strings.EqualFold(l.String(), lib) {
+				return l.String() + " " + kind
+			}
+		}
+	}
+	return f.Lib.String() + " " + p.Obj
+}
+
+func varKey(f *backend.LibFunc, name string) string { return f.Lib.String() + " " + name }
+
+// libRequest is the fields SparseCall, FftCall, RandCall, SolverCall and JpegCall share, and the library of each.
 func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, ok bool) {
 	switch m := m.(type) {
 	case *wire.SparseCall:
@@ -37,6 +81,10 @@ func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, 
 		return backend.LibFft, m.Fn, m.Args, m.Host, true
 	case *wire.RandCall:
 		return backend.LibRand, m.Fn, m.Args, m.Host, true
+	case *wire.SolverCall:
+		return backend.LibSolver, m.Fn, m.Args, m.Host, true
+	case *wire.JpegCall:
+		return backend.LibJpeg, m.Fn, m.Args, m.Host, true
 	}
 	return 0, 0, nil, nil, false
 }
@@ -56,6 +104,12 @@ func libReply(lib backend.Lib, outs []uint64, err error) wire.Message {
 			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
 	case backend.LibFft:
 		return &wire.FftReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+	case backend.LibSolver:
+		return &wire.SolverReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+	case backend.LibJpeg:
+		return &wire.JpegReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
 			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
 	}
 	return &wire.RandReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
@@ -81,14 +135,20 @@ func (s *Session) libCall(d *device, m wire.Message) wire.Message {
 			return libReply(lib, nil, err)
 		}
 	}
+	if err := d.lib.stageIn(d.ctx, call); err != nil {
+		return libReply(lib, nil, err)
+	}
 	outs, err := c.LibCall(call)
 	if err == nil && lib == backend.LibFft {
 		err = s.fftAfter(d, c, call, outs)
 	}
+	if err == nil {
+		err = stageOut(d.ctx, call)
+	}
 	f := call.Func
 	for i, p := range f.Params {
 		if p.Kind == backend.PFree {
-			delete(d.lib.objs[p.Obj], call.Words[i])
+			delete(d.lib.objs[objKind(f, p)], call.Words[i])
 		}
 	}
 	if err != nil {
@@ -101,13 +161,81 @@ func (s *Session) libCall(d *device, m wire.Message) wire.Message {
 	for _, p := range f.Params {
 		switch p.Kind {
 		case backend.PNew:
-			d.lib.add(p.Obj, outs[k])
+			d.lib.add(objKind(f, p), outs[k])
 			k++
 		case backend.POut:
+			d.lib.remember(f, p, outs[k])
 			k++
 		}
 	}
 	return libReply(lib, outs, nil)
+}
+
+// remember keeps an output the annotations name (r>name) or a reported host workspace size (R).
+func (st *libState) remember(f *backend.LibFunc, p backend.LibParam, v uint64) {
+	if p.Scratch {
+		st.scratch = max(st.scratch, v)
+	}
+	if p.Record != "" {
+		if st.vars == nil {
+			st.vars = map[string]int64{}
+		}
+		st.vars[varKey(f, p.Record)] = int64(v)
+	}
+}
+
+// rememberValue keeps a value the annotations name (v>name).
+func (st *libState) rememberValue(f *backend.LibFunc, p backend.LibParam, w uint64) {
+	if st.vars == nil {
+		st.vars = map[string]int64{}
+	}
+	st.vars[varKey(f, p.Record)] = int64(w)
+}
+
+// stagedElems is a staged array's element count: its count parameter's or remembered value, plus
+// its addend.
+func (st *libState) stagedElems(call backend.LibCall, p backend.LibParam) int64 {
+	n := int64(0)
+	switch {
+	case p.LenVar == "#": // a fixed count: LenAdd
+	case p.LenVar != "":
+		n = st.vars[varKey(call.Func, p.LenVar)]
+	default:
+		n = int64(call.Words[p.LenParam])
+	}
+	return n + int64(p.LenAdd)
+}
+
+// stageIn reads each staged host array of call from the device memory the guest staged it in
+// (a synchronous copy: the guest's own copy in came before the call), so NVIDIA's function reads
+// it in host memory.
+func (st *libState) stageIn(ctx backend.Context, call backend.LibCall) error {
+	for i, p := range call.Func.Params {
+		if p.Kind != backend.PStaged || call.Words[i] == 0 {
+			continue
+		}
+		n := st.stagedElems(call, p) * int64(p.LenUnit) // decode bounded it
+		call.Host[i] = make([]byte, n)
+		if n > 0 {
+			if err := ctx.MemcpyDtoH(call.Host[i], call.Words[i], 0, false); err != nil {
+				return fmt.Errorf("%s: staged %s: %w", call.Func.Name, p.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// stageOut writes each staged array the function wrote back to its staging, which the guest
+// copies out after the reply.
+func stageOut(ctx backend.Context, call backend.LibCall) error {
+	for i, p := range call.Func.Params {
+		if p.Kind == backend.PStaged && p.Written && call.Words[i] != 0 && len(call.Host[i]) > 0 {
+			if err := ctx.MemcpyHtoD(call.Words[i], call.Host[i], 0, false); err != nil {
+				return fmt.Errorf("%s: staged %s: %w", call.Func.Name, p.Name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // decode checks a call's shape against its function: a known id of this library, one word per
@@ -140,9 +268,38 @@ func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backe
 		w := call.Words[i]
 		switch p.Kind {
 		case backend.PObject, backend.PFree:
-			if !st.has(p.Obj, w) {
+			if w == 0 && p.Nullable {
+				continue // NULL: NVIDIA's defaults
+			}
+			if !st.has(objKind(f, p), w) {
 				return backend.LibCall{}, backend.LibBadObject(f, "%s: no %s %#x in this session", p.Name, p.Obj, w)
 			}
+		case backend.PNew:
+			if err := st.room(f, objKind(f, p)); err != nil {
+				return backend.LibCall{}, err
+			}
+		case backend.PNull:
+			if w != 0 {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: reserved, must be NULL", p.Name)
+			}
+		case backend.PStaged:
+			if w == 0 {
+				continue // NULL
+			}
+			elems := st.stagedElems(call, p)
+			if elems < 0 || elems > backend.MaxStaged/int64(p.LenUnit) {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d elements of %d bytes (at most %d bytes)", p.Name, elems, p.LenUnit, backend.MaxStaged)
+			}
+			// stageIn reads it from the staging once the whole call is checked.
+		case backend.PHostWork:
+			size := st.scratch
+			if p.LenParam >= 0 {
+				size = call.Words[p.LenParam]
+			}
+			if w != 0 && size > backend.MaxHostWork {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d bytes of host scratch (at most %d)", p.Name, size, backend.MaxHostWork)
+			}
+			call.Scratch = st.scratch
 		case backend.PHost:
 			if w == 0 {
 				continue // NULL
@@ -177,6 +334,11 @@ func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backe
 	}
 	if off != len(host) {
 		return backend.LibCall{}, backend.LibInvalid(f, "%d host bytes left over", len(host)-off)
+	}
+	for i, p := range f.Params { // remembered once the whole call is accepted
+		if p.Kind == backend.PValue && p.Record != "" {
+			st.rememberValue(f, p, call.Words[i])
+		}
 	}
 	return call, nil
 }

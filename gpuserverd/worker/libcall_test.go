@@ -32,10 +32,10 @@ func fnID(t testing.TB, name string) uint32 {
 // the library's status, naming what was wrong.
 func TestLibDecodeRefuses(t *testing.T) {
 	st := &libState{}
-	st.add("plan", 7)
-	st.add("handle", 0x1000)
-	st.add("spmat", 0x2000)
-	st.add("dnvec", 0x3000)
+	st.add("cuFFT plan", 7)
+	st.add("cuSPARSE handle", 0x1000)
+	st.add("cuSPARSE spmat", 0x2000)
+	st.add("cuSPARSE dnvec", 0x3000)
 	makePlan := fnID(t, "cufftMakePlanMany64")
 	spmv := fnID(t, "cusparseSpMV")
 	n3 := words(4, 4, 4)
@@ -93,13 +93,14 @@ func FuzzLibDecode(f *testing.F) {
 	f.Add(uint32(12510), words(0, 100), []byte(nil))
 	f.Fuzz(func(t *testing.T, fn uint32, args, host []byte) {
 		st := &libState{}
-		for _, k := range []string{"plan", "handle", "spmat", "dnvec", "dnmat", "gen"} {
+		for _, k := range []string{"cuFFT plan", "cuSPARSE handle", "cuSPARSE spmat", "cuSPARSE dnvec", "cuSPARSE dnmat", "cuRAND gen",
+			"cuSOLVER handle", "cuSOLVER params", "cuSOLVER syevj", "nvJPEG handle", "nvJPEG state"} {
 			st.add(k, 7)
 			st.add(k, 1)
 			st.add(k, 2)
 			st.add(k, 3)
 		}
-		for lib := backend.LibSparse; lib <= backend.LibRand; lib++ {
+		for lib := backend.LibSparse; lib <= backend.LibJpeg; lib++ {
 			call, err := st.decode(lib, fn, args, host)
 			if err != nil {
 				continue
@@ -108,12 +109,16 @@ func FuzzLibDecode(f *testing.F) {
 			for i, p := range call.Func.Params {
 				switch p.Kind {
 				case backend.PObject, backend.PFree:
-					if !st.has(p.Obj, call.Words[i]) {
+					if !st.has(objKind(call.Func, p), call.Words[i]) && !(p.Nullable && call.Words[i] == 0) {
 						t.Fatalf("%s: accepted object %#x", call.Func.Name, call.Words[i])
 					}
 				case backend.PHost:
 					if want := call.Words[p.LenParam] * uint64(p.LenUnit); len(call.Host[i]) > 0 && uint64(len(call.Host[i])) != want {
 						t.Fatalf("%s: %d host bytes for %d", call.Func.Name, len(call.Host[i]), want)
+					}
+				case backend.PStaged:
+					if n := st.stagedElems(call, p) * int64(p.LenUnit); call.Words[i] != 0 && n > backend.MaxStaged {
+						t.Fatalf("%s: a staged array of %d bytes", call.Func.Name, n)
 					}
 				}
 				total += len(call.Host[i])

@@ -65,8 +65,7 @@ type device struct {
 	// perThread are the guest threads' per-thread default streams (perthread.go).
 	perThread perThreadStreams
 	dnn       dnnState
-	solver    solverState
-	lib       libState // cuSPARSE, cuFFT, cuRAND objects (libcall.go)
+	lib       libState // cuSPARSE, cuFFT, cuRAND, cuSOLVER objects (libcall.go)
 }
 
 // Capabilities is what a successful HelloReply's message tells the guest this worker takes beyond

@@ -2,14 +2,16 @@
 # Sourced by the GPU-machine harnesses (gpu-torch.sh, gpu-samples.sh), from a torch-prep.sh bundle.
 #
 # worker_libraries: points the workers at NVIDIA's math libraries from torch's wheel (the same builds
-# a native torch run uses), unless GPUSERVERD_<LIB> already names one.
+# a native torch run uses), unless GPUSERVERD_<LIB> already names one; a library the wheel lacks
+# (nvJPEG) from the toolkit (/usr/local/cuda/lib64), which the native samples use.
 worker_libraries() {
 	local site v n f
 	site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
 	for v in CUBLAS:cu13/lib/libcublas.so.13 CUBLASLT:cu13/lib/libcublasLt.so.13 CUDNN:cudnn/lib/libcudnn.so.9 \
 		CUSOLVER:cu13/lib/libcusolver.so.12 CUSPARSE:cu13/lib/libcusparse.so.12 CUFFT:cu13/lib/libcufft.so.12 \
-		CURAND:cu13/lib/libcurand.so.10; do
+		CURAND:cu13/lib/libcurand.so.10 NVJPEG:cu13/lib/libnvjpeg.so.13; do
 		n=GPUSERVERD_${v%%:*} f=$site/nvidia/${v#*:}
+		[[ -e $f ]] || f=/usr/local/cuda/lib64/${v##*/}
 		[[ -z ${!n:-} && -e $f ]] && export "$n=$f"
 		echo "worker: $n=${!n:-unset, the loader finds it}"
 	done
@@ -31,7 +33,8 @@ guest_libdir() {
 	done
 	cp "$root/gpuserverd/guest/build/libcuda.so.1" "$root/gpuserverd/guest/cudnn/build/libcudnn.so.9" \
 		"$root/gpuserverd/guest/nvml/build/libnvidia-ml.so.1" "$dest/"
-	for lib in cusolver:libcusolver.so.12 cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10; do
+	for lib in cusolver:libcusolver.so.12 cusparse:libcusparse.so.12 cufft:libcufft.so.12 curand:libcurand.so.10 \
+		nvjpeg:libnvjpeg.so.13; do
 		cp "$root/gpuserverd/guest/${lib%%:*}/build/${lib#*:}" "$dest/" || echo "FAILED: no prebuilt ${lib#*:}"
 	done
 }

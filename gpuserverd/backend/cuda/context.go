@@ -44,9 +44,8 @@ type Context struct {
 	blas      map[backend.Handle]*blasHandle
 	fam       *famTables // the hand-written families' objects (families.go), made on first use
 	dnn       dnnObjects
-	lt        ltObjects // NVIDIA's cuBLASLt objects, by attribute list
-	solver    map[backend.Handle]solverObject
-	scratch   hostScratch // cuSOLVER's host workspaces
+	lt        ltObjects   // NVIDIA's cuBLASLt objects, by attribute list
+	scratch   hostScratch // cuSOLVER's host workspaces (libcall.go)
 }
 
 var _ backend.Context = (*Context)(nil)
@@ -586,7 +585,7 @@ func (c *Context) Close() error {
 		return nil
 	}
 	errs := append(c.closeDnn(), c.closeBlas()...)
-	errs = append(errs, c.closeSolver()...)
+	errs = append(errs, c.closeScratch()...)
 	for p := range c.host {
 		errs = append(errs, check("cuMemFreeHost", C.gc_mem_host_free(c.ctx, p)))
 	}

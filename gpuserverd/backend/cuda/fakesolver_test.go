@@ -60,17 +60,6 @@ func buildRecordingSolver(t *testing.T) string {
 
 const recordingSolverEnv = "GPUCLOUD_TEST_RECORDING_CUSOLVER_CHILD"
 
-func solverFunc(t *testing.T, name string) backend.SolverFunc {
-	t.Helper()
-	for _, f := range backend.SolverFuncs {
-		if f.Name == name {
-			return f
-		}
-	}
-	t.Fatalf("%s is not remoted", name)
-	return backend.SolverFunc{}
-}
-
 // TestRecordingSolverChild is the child's side: calls through a Context whose CUDA context is NULL.
 func TestRecordingSolverChild(t *testing.T) {
 	if os.Getenv(recordingSolverEnv) == "" {
@@ -80,8 +69,19 @@ func TestRecordingSolverChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newContext()
-	call := func(name string, args ...uint64) []uint64 {
-		out, err := c.SolverCall(solverFunc(t, name), args)
+	try := func(name string, words []uint64, host ...[]byte) ([]uint64, [][]byte, error) {
+		f := fn(t, name)
+		h := make([][]byte, len(words))
+		for i, p := range f.Params {
+			if p.Kind == backend.PStaged && len(host) > 0 {
+				h[i], host = host[0], host[1:]
+			}
+		}
+		out, err := c.LibCall(backend.LibCall{Func: f, Words: words, Host: h})
+		return out, h, err
+	}
+	call := func(name string, words ...uint64) []uint64 {
+		out, _, err := try(name, words)
 		if err != nil {
 			fmt.Printf("ERROR %s: %v\n", name, err)
 			os.Stdout.Sync()
@@ -90,24 +90,22 @@ func TestRecordingSolverChild(t *testing.T) {
 		fmt.Printf("OUT %s %v\n", name, out)
 		return out
 	}
-	h := call("cusolverDnCreate", 1)[0]
-	p := call("cusolverDnCreateParams", 1)[0]
-	j := call("cusolverDnCreateSyevjInfo", 1)[0]
+	h := call("cusolverDnCreate", 0)[0]
+	p := call("cusolverDnCreateParams", 0)[0]
+	j := call("cusolverDnCreateSyevjInfo", 0)[0]
 	call("cusolverDnXsyevjSetTolerance", j, math.Float64bits(2.5e-7))
 	call("cusolverDnSetStream", h, 0)
-	call("cusolverDnDgetrf_bufferSize", h, 5, 6, 0x7f0000001000, 7, 1)
+	call("cusolverDnDgetrf_bufferSize", h, 5, 6, 0x7f0000001000, 7, 0)
 	call("cusolverDnDgetrf", h, 5, 6, 0x7f0000001000, 7, 0x7f0000002000, 0x7f0000003000, 0x7f0000004000)
-	call("cusolverDnSsyevdx", h, 1, 2, 0, 9, 0x7f0000001000, 9, uint64(math.Float32bits(-1.5)), uint64(math.Float32bits(2.25)),
-		uint64(1), uint64(4), 1, 0x7f0000005000, 0x7f0000006000, uint64(1<<63|77), 0x7f0000004000)
 	call("cusolverDnXgeqrf", h, p, 1<<33, 3, 1, 0x7f0000001000, 1<<33, 1, 0x7f0000002000, 1, 0x7f0000006000, 512, 1, 4096, 0x7f0000004000)
-	call("cusolverDnXgeqrf_bufferSize", h, 0, 4, 3, 1, 0x7f0000001000, 4, 1, 0x7f0000002000, 1, 1, 1)
-	call("cusolverDnSgesvdaStridedBatched", h, 1, 2, 3, 3, 0x7f0000001000, 3, 1<<40, 0, 3, 0, 3, 9, 0, 3, 9, 0, 0, 0x7f0000004000, 1, 3)
-	_, err := c.SolverCall(solverFunc(t, "cusolverDnDgetrf"), []uint64{j, 5, 6, 0, 7, 0, 0, 0})
-	fmt.Printf("WRONG KIND %v\n", backend.SolverStatusOf(err))
-	_, err = c.SolverCall(solverFunc(t, "cusolverDnXgeqrf"), []uint64{h, p, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 1, backend.SolverMaxHostWork + 1, 0})
-	fmt.Printf("SCRATCH %v\n", backend.SolverStatusOf(err))
+	call("cusolverDnXgeqrf_bufferSize", h, 0, 4, 3, 1, 0x7f0000001000, 4, 1, 0x7f0000002000, 1, 0, 0)
+	// A staged host array (h_R_nrmF, batch 3): NVIDIA's function writes host memory, which comes back.
+	_, staged, err := try("cusolverDnSgesvdaStridedBatched", []uint64{h, 1, 2, 3, 3, 0x7f0000001000, 3, 1 << 40, 0, 3, 0, 3, 9, 0, 3, 9, 0, 0, 0x7f0000004000, 0x7f0000009000, 3},
+		make([]byte, 24))
+	fmt.Printf("STAGED %v %v\n", staged[19], err)
+	_, _, err = try("cusolverDnXgeqrf", []uint64{h, p, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 1, backend.MaxHostWork + 1, 0})
+	fmt.Printf("SCRATCH %v\n", backend.LibStatusOf(backend.LibSolver, err))
 	call("cusolverDnDestroy", h)
-	fmt.Printf("DESTROYED %v\n", c.solver[backend.Handle(h)] == (solverObject{}))
 	fmt.Println("CHILD DONE")
 }
 
@@ -116,23 +114,21 @@ func TestSolverCallsReachCuSOLVER(t *testing.T) {
 	ptr := func(re string) string { return recorded(t, out, re) }
 	handle, params, syevj := ptr(`CREATE handle (0x[0-9a-f]+)`), ptr(`CREATE params (0x[0-9a-f]+)`), ptr(`CREATE syevj (0x[0-9a-f]+)`)
 	for _, want := range []string{
-		// ids became cuSOLVER's pointers, a double by value reached it as a double.
+		// ids are cuSOLVER's pointers, a double by value reached it as a double.
 		fmt.Sprintf("TOLERANCE %s 2.5e-07", syevj),
 		fmt.Sprintf("STREAM %s (nil)", handle),
 		fmt.Sprintf("GETRF_BUFSIZE %s 5 6 0x7f0000001000 7", handle),
 		"OUT cusolverDnDgetrf_bufferSize [4321]",
 		fmt.Sprintf("GETRF %s 5 6 0x7f0000001000 7 0x7f0000002000 0x7f0000003000 0x7f0000004000", handle),
-		// floats by value, an int's low bits, a host int output.
-		"SYEVDX 9 -1.5 2.25 1 4 77", "OUT cusolverDnSsyevdx [3]",
 		// 64-bit values and the worker's host scratch of the size asked for.
 		fmt.Sprintf("XGEQRF %s %s 8589934592 3 8589934592 0x7f0000006000 512 host 1 4096", handle, params),
 		// NULL params (NVIDIA's default algorithms, as PyTorch passes) reach cuSOLVER as NULL.
 		fmt.Sprintf("XGEQRF_BUFSIZE %s (nil) 4 3 1 0x7f0000001000 4 1 0x7f0000002000 1", handle),
 		"OUT cusolverDnXgeqrf_bufferSize [1536 0]",
-		// a long long stride; a host array written element by element.
-		"GESVDA 3 1099511627776", "OUT cusolverDnSgesvdaStridedBatched [4602678819172646912 4609434218613702656 4612811918334230528]",
-		"WRONG KIND 1", "SCRATCH 3",
-		fmt.Sprintf("DESTROY handle %s", handle), "DESTROYED true",
+		// a long long stride; a staged host array written element by element (0.5, 1.5, 2.5).
+		"GESVDA 3 1099511627776", "STAGED [0 0 0 0 0 0 224 63 0 0 0 0 0 0 248 63 0 0 0 0 0 0 4 64] <nil>",
+		"SCRATCH 3",
+		fmt.Sprintf("DESTROY handle %s", handle),
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
@@ -147,24 +143,22 @@ func TestFakeSolverLoadChild(t *testing.T) {
 	if os.Getenv(fakeSolverLoadEnv) == "" {
 		t.Skip("runs only as the child of TestSolverLoad")
 	}
-	err := loadSolver()
-	fmt.Printf("RESULT status=%d err=%v\n", backend.SolverStatusOf(err), err)
+	err := loadLib(backend.LibSolver, fn(t, "cusolverDnCreate"))
+	fmt.Printf("RESULT status=%d err=%v\n", backend.LibStatusOf(backend.LibSolver, err), err)
 }
 
 // The loader takes NVIDIA's library and refuses gpucloud's own guest libcusolver (it would
-// forward the worker's calls to itself), one without cusolverDnCreate, and an absent one.
+// forward the worker's calls to itself) and an absent one, with CUSOLVER_STATUS_NOT_SUPPORTED.
 func TestSolverLoad(t *testing.T) {
 	for _, tc := range []struct {
 		name, lib string
-		status    backend.SolverStatus
+		status    int32
 		want      []string
 	}{
-		{"complete", buildRecordingSolver(t), backend.SolverSuccess, nil},
+		{"complete", buildRecordingSolver(t), 0, nil},
 		{"gpucloud's guest libcusolver", buildLib(t, "guest.so", "int cusolverDnCreate(void) { return 0; }\nconst int gpucloud_cusolver_guest = 1;"),
-			backend.SolverNotInitialized, []string{"load cuSOLVER", "is gpucloud's guest libcusolver, not NVIDIA's"}},
-		{"not cuSOLVER", buildLib(t, "other.so", "int cusolverSpCreate(void) { return 0; }"), backend.SolverNotInitialized,
-			[]string{"missing symbol cusolverDnCreate"}},
-		{"absent", "/nonexistent/libcusolver.so.12", backend.SolverNotInitialized, []string{"/nonexistent/libcusolver.so.12"}},
+			9, []string{"load cuSOLVER", "is gpucloud's guest library, not NVIDIA's"}},
+		{"absent", "/nonexistent/libcusolver.so.12", 9, []string{"/nonexistent/libcusolver.so.12"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkLoadChild(t, "TestFakeSolverLoadChild", tc.status, tc.want, fakeSolverLoadEnv+"=1", "GPUSERVERD_CUSOLVER="+tc.lib)

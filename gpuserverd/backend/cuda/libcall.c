@@ -1,4 +1,4 @@
-// Run-time binding to NVIDIA's cuSPARSE, cuFFT and cuRAND (see libcall.h).
+// Run-time binding to NVIDIA's cuSPARSE, cuFFT, cuRAND, cuSOLVER and nvJPEG (see libcall.h).
 #include "libcall.h"
 
 #include "dl.h"
@@ -6,7 +6,8 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-static void *libs[3];
+enum { NLIBS = 5 };
+static void *libs[NLIBS];
 
 int gc_lib_open(int lib, const char *libname, const char *marker, char *err, size_t errlen) {
 	void *h = gc_dl_open(libname, err, errlen);
@@ -21,7 +22,7 @@ int gc_lib_open(int lib, const char *libname, const char *marker, char *err, siz
 }
 
 void *gc_lib_sym(int lib, const char *name) {
-	if (lib < 0 || lib > 2 || libs[lib] == NULL) return NULL;
+	if (lib < 0 || lib >= NLIBS || libs[lib] == NULL) return NULL;
 	return dlsym(libs[lib], name);
 }
 

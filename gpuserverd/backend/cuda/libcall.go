@@ -19,7 +19,7 @@ import (
 // mathLibs are NVIDIA's libraries behind LibCall: the names tried, the variable naming another
 // (a PyTorch wheel's nvidia/cu13/lib, outside the loader's path) and the marker of gpucloud's own
 // guest library, which is refused.
-var mathLibs = [3]struct {
+var mathLibs = [5]struct {
 	names       []string
 	env, marker string
 	sync.Mutex  // guards the rest
@@ -29,6 +29,8 @@ var mathLibs = [3]struct {
 	{names: []string{"libcusparse.so.12"}, env: "GPUSERVERD_CUSPARSE", marker: "gpucloud_cusparse_guest"},
 	{names: []string{"libcufft.so.12"}, env: "GPUSERVERD_CUFFT", marker: "gpucloud_cufft_guest"},
 	{names: []string{"libcurand.so.10"}, env: "GPUSERVERD_CURAND", marker: "gpucloud_curand_guest"},
+	{names: []string{"libcusolver.so.12", "libcusolver.so.11"}, env: "GPUSERVERD_CUSOLVER", marker: "gpucloud_cusolver_guest"},
+	{names: []string{"libnvjpeg.so.13"}, env: "GPUSERVERD_NVJPEG", marker: "gpucloud_nvjpeg_guest"},
 }
 
 // loadLib opens lib's library once per process (a worker serves one session).
@@ -61,10 +63,11 @@ func loadLib(lib backend.Lib, f *backend.LibFunc) error {
 	return l.err
 }
 
-// LibCall runs a remoted cuSPARSE, cuFFT or cuRAND function in this context: streams become
-// NVIDIA's, host inputs and host scalars are copied into C memory for the call, outputs start at
-// their value before the call. Object ids are NVIDIA's own handles and pointers, which the worker
-// has checked are this session's.
+// LibCall runs a remoted cuSPARSE, cuFFT, cuRAND, cuSOLVER or nvJPEG function in this context: streams
+// become NVIDIA's, host inputs, host scalars and staged host arrays are copied into C memory for
+// the call (the written arrays back into call.Host after it), host scratch is the context's,
+// outputs start at their value before the call. Object ids are NVIDIA's own handles and pointers,
+// which the worker has checked are this session's.
 func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 	f := call.Func
 	if err := c.live(); err != nil {
@@ -92,10 +95,24 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 			a[i] = uint64(uintptr(unsafe.Pointer(s)))
 		case backend.POut:
 			o[i] = w
-		case backend.PHost:
+		case backend.PNull:
+			a[i] = 0 // the worker refused any other
+		case backend.PHost, backend.PStaged:
 			if len(call.Host[i]) > 0 {
 				p[i] = C.CBytes(call.Host[i])
 				defer C.free(p[i])
+			}
+		case backend.PHostWork:
+			size := call.Scratch // the largest host workspace the library reported
+			if prm.LenParam >= 0 {
+				size = call.Words[prm.LenParam]
+			}
+			if w != 0 && size != 0 {
+				buf, err := c.hostScratch(f, size)
+				if err != nil {
+					return nil, err
+				}
+				p[i] = buf
 			}
 		case backend.PScalar:
 			if w&backend.ScalarHostBit != 0 {
@@ -129,9 +146,55 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 	}
 	var outs []uint64
 	for i, prm := range f.Params {
-		if prm.Kind == backend.POut || prm.Kind == backend.PNew {
+		switch {
+		case prm.Kind == backend.POut || prm.Kind == backend.PNew:
 			outs = append(outs, o[i])
+		case prm.Kind == backend.PStaged && prm.Written && p[i] != nil:
+			copy(call.Host[i], unsafe.Slice((*byte)(p[i]), len(call.Host[i])))
 		}
 	}
 	return outs, nil
+}
+
+// hostScratch is host scratch of at least size bytes for a call's bufferOnHost (cuSOLVER's 64-bit
+// API). It only grows, and a smaller one it replaces is kept until the context closes: cuSOLVER
+// may still be working in it on a stream after the call that named it returned, so no scratch is
+// freed while work may be queued.
+func (c *Context) hostScratch(f *backend.LibFunc, size uint64) (unsafe.Pointer, error) {
+	if size > backend.MaxHostWork {
+		return nil, backend.LibInvalid(f, "%d bytes of host scratch (at most %d)", size, backend.MaxHostWork)
+	}
+	if size <= c.scratch.size {
+		return c.scratch.ptr, nil
+	}
+	p := C.malloc(C.size_t(size))
+	if p == nil {
+		return nil, &backend.LibError{Lib: f.Lib, Op: f.Name, Status: backend.LibStatusOf(f.Lib, backend.ErrOutOfMemory),
+			Detail: fmt.Sprintf("%d bytes of host scratch", size)}
+	}
+	if c.scratch.ptr != nil {
+		c.scratch.retired = append(c.scratch.retired, c.scratch.ptr)
+	}
+	c.scratch.ptr, c.scratch.size = p, size
+	return p, nil
+}
+
+// hostScratch is a context's host scratch for the math libraries (hostScratch).
+type hostScratch struct {
+	ptr     unsafe.Pointer
+	size    uint64
+	retired []unsafe.Pointer
+}
+
+// closeScratch frees the context's host scratch once no queued work may still use it.
+func (c *Context) closeScratch() []error {
+	if c.scratch.ptr == nil {
+		return nil
+	}
+	err := check("cuCtxSynchronize", C.gc_ctx_synchronize(c.ctx))
+	for _, p := range append(c.scratch.retired, c.scratch.ptr) {
+		C.free(p)
+	}
+	c.scratch = hostScratch{}
+	return []error{err}
 }

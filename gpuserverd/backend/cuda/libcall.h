@@ -1,4 +1,4 @@
-// Run-time binding to NVIDIA's cuSPARSE, cuFFT and cuRAND (libcall.go): each library is opened on
+// Run-time binding to NVIDIA's cuSPARSE, cuFFT, cuRAND, cuSOLVER and nvJPEG (libcall.go): each library is opened on
 // a session's first call of it, and each function found by name on its first use.
 #ifndef GPUCLOUD_CUDA_LIBCALL_H
 #define GPUCLOUD_CUDA_LIBCALL_H
@@ -13,7 +13,7 @@
 #define GC_LIB_MISSING (-1000)
 #define GC_LIB_UNBOUND (-1001)
 
-// gc_lib_open opens NVIDIA's library lib (0 cuSPARSE, 1 cuFFT, 2 cuRAND) from libname, refusing
+// gc_lib_open opens NVIDIA's library lib (0 cuSPARSE, 1 cuFFT, 2 cuRAND, 3 cuSOLVER, 4 nvJPEG) from libname, refusing
 // gpucloud's own guest library (marker: gpucloud_<name>_guest); 0 or -1 with err said.
 int gc_lib_open(int lib, const char *libname, const char *marker, char *err, size_t errlen);
 void *gc_lib_sym(int lib, const char *name);

@@ -962,6 +962,2981 @@ int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t
 		if (!f && !(f = gc_lib_sym(2, "curandSetStream"))) return GC_LIB_MISSING;
 		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
 	}
+	case 11100: { /* cusolverDnCCgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11101: { /* cusolverDnCCgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11102: { /* cusolverDnCCgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11103: { /* cusolverDnCCgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCCgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11104: { /* cusolverDnCEgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11105: { /* cusolverDnCEgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11106: { /* cusolverDnCEgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11107: { /* cusolverDnCEgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCEgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11108: { /* cusolverDnCKgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11109: { /* cusolverDnCKgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11110: { /* cusolverDnCKgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11111: { /* cusolverDnCKgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCKgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11112: { /* cusolverDnCYgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11113: { /* cusolverDnCYgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11114: { /* cusolverDnCYgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11115: { /* cusolverDnCYgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCYgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11116: { /* cusolverDnCgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11117: { /* cusolverDnCgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11118: { /* cusolverDnCgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11119: { /* cusolverDnCgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11120: { /* cusolverDnCgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11121: { /* cusolverDnCgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11122: { /* cusolverDnCgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11123: { /* cusolverDnCgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11124: { /* cusolverDnCgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11125: { /* cusolverDnCgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11126: { /* cusolverDnCgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11127: { /* cusolverDnCgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11128: { /* cusolverDnCgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11129: { /* cusolverDnCgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11130: { /* cusolverDnCgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11131: { /* cusolverDnCheevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11132: { /* cusolverDnCheevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11133: { /* cusolverDnCheevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11134: { /* cusolverDnCheevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11135: { /* cusolverDnCheevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11136: { /* cusolverDnCheevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11137: { /* cusolverDnCheevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11138: { /* cusolverDnCheevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCheevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11139: { /* cusolverDnChegvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11140: { /* cusolverDnChegvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11141: { /* cusolverDnChegvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11142: { /* cusolverDnChegvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11143: { /* cusolverDnChegvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11144: { /* cusolverDnChegvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChegvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11145: { /* cusolverDnChetrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChetrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11146: { /* cusolverDnChetrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnChetrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11147: { /* cusolverDnClaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnClaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11148: { /* cusolverDnClauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnClauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11149: { /* cusolverDnClauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnClauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11150: { /* cusolverDnCpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11151: { /* cusolverDnCpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11152: { /* cusolverDnCpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11153: { /* cusolverDnCpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11154: { /* cusolverDnCpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11155: { /* cusolverDnCpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11156: { /* cusolverDnCpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11157: { /* cusolverDnCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11158: { /* cusolverDnCreateGesvdjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreateGesvdjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11159: { /* cusolverDnCreateParams */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreateParams"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11160: { /* cusolverDnCreateSyevjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCreateSyevjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11161: { /* cusolverDnCsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11162: { /* cusolverDnCsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11163: { /* cusolverDnCsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11164: { /* cusolverDnCsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11165: { /* cusolverDnCungbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11166: { /* cusolverDnCungbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11167: { /* cusolverDnCungqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11168: { /* cusolverDnCungqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11169: { /* cusolverDnCungtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11170: { /* cusolverDnCungtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCungtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11171: { /* cusolverDnCunmqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11172: { /* cusolverDnCunmqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11173: { /* cusolverDnCunmtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11174: { /* cusolverDnCunmtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnCunmtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11175: { /* cusolverDnDBgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11176: { /* cusolverDnDBgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11177: { /* cusolverDnDBgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11178: { /* cusolverDnDBgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDBgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11179: { /* cusolverDnDDgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11180: { /* cusolverDnDDgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11181: { /* cusolverDnDDgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11182: { /* cusolverDnDDgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDDgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11183: { /* cusolverDnDHgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11184: { /* cusolverDnDHgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11185: { /* cusolverDnDHgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11186: { /* cusolverDnDHgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDHgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11187: { /* cusolverDnDSgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11188: { /* cusolverDnDSgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11189: { /* cusolverDnDSgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11190: { /* cusolverDnDSgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDSgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11191: { /* cusolverDnDXgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11192: { /* cusolverDnDXgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11193: { /* cusolverDnDXgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11194: { /* cusolverDnDXgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDXgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11195: { /* cusolverDnDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11196: { /* cusolverDnDestroyGesvdjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroyGesvdjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11197: { /* cusolverDnDestroyParams */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroyParams"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11198: { /* cusolverDnDestroySyevjInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDestroySyevjInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11199: { /* cusolverDnDgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11200: { /* cusolverDnDgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11201: { /* cusolverDnDgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11202: { /* cusolverDnDgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11203: { /* cusolverDnDgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11204: { /* cusolverDnDgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11205: { /* cusolverDnDgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11206: { /* cusolverDnDgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11207: { /* cusolverDnDgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11208: { /* cusolverDnDgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11209: { /* cusolverDnDgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11210: { /* cusolverDnDgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11211: { /* cusolverDnDgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11212: { /* cusolverDnDgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11213: { /* cusolverDnDgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11214: { /* cusolverDnDlaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDlaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11215: { /* cusolverDnDlauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDlauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11216: { /* cusolverDnDlauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDlauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11217: { /* cusolverDnDorgbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11218: { /* cusolverDnDorgbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11219: { /* cusolverDnDorgqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11220: { /* cusolverDnDorgqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11221: { /* cusolverDnDorgtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11222: { /* cusolverDnDorgtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDorgtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11223: { /* cusolverDnDormqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11224: { /* cusolverDnDormqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11225: { /* cusolverDnDormtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11226: { /* cusolverDnDormtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDormtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11227: { /* cusolverDnDpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11228: { /* cusolverDnDpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11229: { /* cusolverDnDpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11230: { /* cusolverDnDpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11231: { /* cusolverDnDpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11232: { /* cusolverDnDpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11233: { /* cusolverDnDpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11234: { /* cusolverDnDsyevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11235: { /* cusolverDnDsyevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11236: { /* cusolverDnDsyevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11237: { /* cusolverDnDsyevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11238: { /* cusolverDnDsyevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11239: { /* cusolverDnDsyevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11240: { /* cusolverDnDsyevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11241: { /* cusolverDnDsyevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsyevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11242: { /* cusolverDnDsygvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11243: { /* cusolverDnDsygvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11244: { /* cusolverDnDsygvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11245: { /* cusolverDnDsygvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11246: { /* cusolverDnDsygvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11247: { /* cusolverDnDsygvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsygvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11248: { /* cusolverDnDsytrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11249: { /* cusolverDnDsytrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11250: { /* cusolverDnDsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11251: { /* cusolverDnDsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11252: { /* cusolverDnDsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11253: { /* cusolverDnDsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnDsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11254: { /* cusolverDnGetDeterministicMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnGetDeterministicMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11255: { /* cusolverDnGetEmulationStrategy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnGetEmulationStrategy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11256: { /* cusolverDnGetMathMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnGetMathMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11288: { /* cusolverDnSBgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11289: { /* cusolverDnSBgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11290: { /* cusolverDnSBgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11291: { /* cusolverDnSBgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSBgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11292: { /* cusolverDnSHgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11293: { /* cusolverDnSHgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11294: { /* cusolverDnSHgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11295: { /* cusolverDnSHgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSHgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11296: { /* cusolverDnSSgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11297: { /* cusolverDnSSgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11298: { /* cusolverDnSSgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11299: { /* cusolverDnSSgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSSgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11300: { /* cusolverDnSXgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11301: { /* cusolverDnSXgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11302: { /* cusolverDnSXgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11303: { /* cusolverDnSXgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSXgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11304: { /* cusolverDnSetAdvOptions */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetAdvOptions"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2]);
+	}
+	case 11305: { /* cusolverDnSetDeterministicMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetDeterministicMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11306: { /* cusolverDnSetEmulationStrategy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetEmulationStrategy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11307: { /* cusolverDnSetMathMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetMathMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11308: { /* cusolverDnSetStream */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSetStream"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 11309: { /* cusolverDnSgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11310: { /* cusolverDnSgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11311: { /* cusolverDnSgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11312: { /* cusolverDnSgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11313: { /* cusolverDnSgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11314: { /* cusolverDnSgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11315: { /* cusolverDnSgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11316: { /* cusolverDnSgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11317: { /* cusolverDnSgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11318: { /* cusolverDnSgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11319: { /* cusolverDnSgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11320: { /* cusolverDnSgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11321: { /* cusolverDnSgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11322: { /* cusolverDnSgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11323: { /* cusolverDnSgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11324: { /* cusolverDnSlaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSlaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11325: { /* cusolverDnSlauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSlauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11326: { /* cusolverDnSlauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSlauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11327: { /* cusolverDnSorgbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11328: { /* cusolverDnSorgbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11329: { /* cusolverDnSorgqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11330: { /* cusolverDnSorgqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11331: { /* cusolverDnSorgtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11332: { /* cusolverDnSorgtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSorgtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11333: { /* cusolverDnSormqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11334: { /* cusolverDnSormqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11335: { /* cusolverDnSormtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11336: { /* cusolverDnSormtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSormtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11337: { /* cusolverDnSpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11338: { /* cusolverDnSpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11339: { /* cusolverDnSpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11340: { /* cusolverDnSpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11341: { /* cusolverDnSpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11342: { /* cusolverDnSpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11343: { /* cusolverDnSpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11344: { /* cusolverDnSsyevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11345: { /* cusolverDnSsyevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11346: { /* cusolverDnSsyevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11347: { /* cusolverDnSsyevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f32(a[7]), f32(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11348: { /* cusolverDnSsyevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11349: { /* cusolverDnSsyevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11350: { /* cusolverDnSsyevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11351: { /* cusolverDnSsyevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsyevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11352: { /* cusolverDnSsygvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11353: { /* cusolverDnSsygvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11354: { /* cusolverDnSsygvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11355: { /* cusolverDnSsygvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, float, float, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), f32(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11356: { /* cusolverDnSsygvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11357: { /* cusolverDnSsygvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsygvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11358: { /* cusolverDnSsytrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11359: { /* cusolverDnSsytrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11360: { /* cusolverDnSsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11361: { /* cusolverDnSsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11362: { /* cusolverDnSsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11363: { /* cusolverDnSsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnSsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11364: { /* cusolverDnXgeev */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeev"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int64_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (int64_t)a[15], (int32_t)a[16], (void *)(uintptr_t)a[17], (uint64_t)a[18], p[19], (uint64_t)a[20], (void *)(uintptr_t)a[21]);
+	}
+	case 11365: { /* cusolverDnXgeev_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeev_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int64_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (int64_t)a[15], (int32_t)a[16], (void *)&o[17], (void *)&o[18]);
+	}
+	case 11366: { /* cusolverDnXgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], p[12], (uint64_t)a[13], (void *)(uintptr_t)a[14]);
+	}
+	case 11367: { /* cusolverDnXgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11368: { /* cusolverDnXgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (uint64_t)a[19], p[20], (uint64_t)a[21], (void *)(uintptr_t)a[22]);
+	}
+	case 11369: { /* cusolverDnXgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)&o[18], (void *)&o[19]);
+	}
+	case 11370: { /* cusolverDnXgesvdjGetResidual */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjGetResidual"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11371: { /* cusolverDnXgesvdjGetSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjGetSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11372: { /* cusolverDnXgesvdjSetMaxSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjSetMaxSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11373: { /* cusolverDnXgesvdjSetSortEig */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjSetSortEig"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11374: { /* cusolverDnXgesvdjSetTolerance */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdjSetTolerance"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, double))f)((void *)(uintptr_t)a[0], f64(a[1]));
+	}
+	case 11375: { /* cusolverDnXgesvdp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (uint64_t)a[19], p[20], (uint64_t)a[21], (void *)(uintptr_t)a[22], (void *)&o[23]);
+	}
+	case 11376: { /* cusolverDnXgesvdp_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdp_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)&o[18], (void *)&o[19]);
+	}
+	case 11377: { /* cusolverDnXgesvdr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int64_t)a[6], (int64_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int64_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (int64_t)a[19], (int32_t)a[20], (void *)(uintptr_t)a[21], (uint64_t)a[22], p[23], (uint64_t)a[24], (void *)(uintptr_t)a[25]);
+	}
+	case 11378: { /* cusolverDnXgesvdr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgesvdr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int8_t, int8_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int8_t)a[2], (int8_t)a[3], (int64_t)a[4], (int64_t)a[5], (int64_t)a[6], (int64_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int64_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], (int64_t)a[19], (int32_t)a[20], (void *)&o[21], (void *)&o[22]);
+	}
+	case 11379: { /* cusolverDnXgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (uint64_t)a[10], p[11], (uint64_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11380: { /* cusolverDnXgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11381: { /* cusolverDnXgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, int64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int64_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11382: { /* cusolverDnXlarft */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXlarft"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15], (uint64_t)a[16], p[17], (uint64_t)a[18]);
+	}
+	case 11383: { /* cusolverDnXlarft_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXlarft_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int64_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int64_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int64_t)a[13], (int32_t)a[14], (void *)&o[15], (void *)&o[16]);
+	}
+	case 11384: { /* cusolverDnXpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (uint64_t)a[9], p[10], (uint64_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11385: { /* cusolverDnXpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (int32_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11386: { /* cusolverDnXpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int64_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int64_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11387: { /* cusolverDnXsyevBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *, int64_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (uint64_t)a[12], p[13], (uint64_t)a[14], (void *)(uintptr_t)a[15], (int64_t)a[16]);
+	}
+	case 11388: { /* cusolverDnXsyevBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, void *, int64_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)&o[12], (int64_t)a[13]);
+	}
+	case 11389: { /* cusolverDnXsyevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (uint64_t)a[12], p[13], (uint64_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11390: { /* cusolverDnXsyevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int64_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int64_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)&o[12]);
+	}
+	case 11393: { /* cusolverDnXsyevjGetResidual */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjGetResidual"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11394: { /* cusolverDnXsyevjGetSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjGetSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 11395: { /* cusolverDnXsyevjSetMaxSweeps */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjSetMaxSweeps"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11396: { /* cusolverDnXsyevjSetSortEig */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjSetSortEig"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11397: { /* cusolverDnXsyevjSetTolerance */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsyevjSetTolerance"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, double))f)((void *)(uintptr_t)a[0], f64(a[1]));
+	}
+	case 11398: { /* cusolverDnXsytrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsytrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, int64_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int64_t)a[10], (void *)(uintptr_t)a[11], (uint64_t)a[12], p[13], (uint64_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11399: { /* cusolverDnXsytrs_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXsytrs_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int64_t, int64_t, int32_t, void *, int64_t, void *, int32_t, void *, int64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int64_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int64_t)a[10], (void *)&o[11], (void *)&o[12]);
+	}
+	case 11400: { /* cusolverDnXtrtri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXtrtri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, void *, uint64_t, void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)(uintptr_t)a[7], (uint64_t)a[8], p[9], (uint64_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11401: { /* cusolverDnXtrtri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnXtrtri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int64_t, int32_t, void *, int64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int64_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int64_t)a[6], (void *)&o[7], (void *)&o[8]);
+	}
+	case 11402: { /* cusolverDnZCgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11403: { /* cusolverDnZCgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11404: { /* cusolverDnZCgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11405: { /* cusolverDnZCgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZCgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11406: { /* cusolverDnZEgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11407: { /* cusolverDnZEgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11408: { /* cusolverDnZEgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11409: { /* cusolverDnZEgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZEgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11410: { /* cusolverDnZKgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11411: { /* cusolverDnZKgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11412: { /* cusolverDnZKgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11413: { /* cusolverDnZKgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZKgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11414: { /* cusolverDnZYgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11415: { /* cusolverDnZYgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11416: { /* cusolverDnZYgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11417: { /* cusolverDnZYgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZYgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11418: { /* cusolverDnZZgels */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgels"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11419: { /* cusolverDnZZgels_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgels_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11420: { /* cusolverDnZZgesv */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgesv"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, uint64_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (uint64_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11421: { /* cusolverDnZZgesv_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZZgesv_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11422: { /* cusolverDnZgebrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgebrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11423: { /* cusolverDnZgebrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgebrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11424: { /* cusolverDnZgeqrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgeqrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11425: { /* cusolverDnZgeqrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgeqrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11426: { /* cusolverDnZgesvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int8_t, int8_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int8_t)a[1], (int8_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11427: { /* cusolverDnZgesvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)&o[3]);
+	}
+	case 11428: { /* cusolverDnZgesvdaStridedBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdaStridedBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18], p[19], (int32_t)a[20]);
+	}
+	case 11429: { /* cusolverDnZgesvdaStridedBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdaStridedBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, int64_t, void *, int64_t, void *, int32_t, int64_t, void *, int32_t, int64_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (int64_t)a[7], (void *)(uintptr_t)a[8], (int64_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (int64_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (int64_t)a[15], (void *)&o[16], (int32_t)a[17]);
+	}
+	case 11430: { /* cusolverDnZgesvdj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (int32_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11431: { /* cusolverDnZgesvdjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (int32_t)a[15]);
+	}
+	case 11432: { /* cusolverDnZgesvdjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (int32_t)a[13]);
+	}
+	case 11433: { /* cusolverDnZgesvdj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgesvdj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)&o[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11434: { /* cusolverDnZgetrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgetrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11435: { /* cusolverDnZgetrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgetrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11436: { /* cusolverDnZgetrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZgetrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11437: { /* cusolverDnZheevd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11438: { /* cusolverDnZheevd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11439: { /* cusolverDnZheevdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (int32_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11440: { /* cusolverDnZheevdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], f64(a[7]), f64(a[8]), (int32_t)a[9], (int32_t)a[10], (void *)&o[11], (void *)(uintptr_t)a[12], (void *)&o[13]);
+	}
+	case 11441: { /* cusolverDnZheevj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11442: { /* cusolverDnZheevjBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevjBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11]);
+	}
+	case 11443: { /* cusolverDnZheevjBatched_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevjBatched_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11444: { /* cusolverDnZheevj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZheevj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11445: { /* cusolverDnZhegvd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11446: { /* cusolverDnZhegvd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10]);
+	}
+	case 11447: { /* cusolverDnZhegvdx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvdx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)(uintptr_t)a[16], (int32_t)a[17], (void *)(uintptr_t)a[18]);
+	}
+	case 11448: { /* cusolverDnZhegvdx_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvdx_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, double, double, int32_t, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), f64(a[11]), (int32_t)a[12], (int32_t)a[13], (void *)&o[14], (void *)(uintptr_t)a[15], (void *)&o[16]);
+	}
+	case 11449: { /* cusolverDnZhegvj */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvj"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)(uintptr_t)a[10], (int32_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11450: { /* cusolverDnZhegvj_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhegvj_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)(uintptr_t)a[11]);
+	}
+	case 11451: { /* cusolverDnZhetrd */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhetrd"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11452: { /* cusolverDnZhetrd_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZhetrd_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11453: { /* cusolverDnZlaswp */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZlaswp"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, int32_t, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11454: { /* cusolverDnZlauum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZlauum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11455: { /* cusolverDnZlauum_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZlauum_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11456: { /* cusolverDnZpotrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11457: { /* cusolverDnZpotrfBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrfBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6]);
+	}
+	case 11458: { /* cusolverDnZpotrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11459: { /* cusolverDnZpotri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11460: { /* cusolverDnZpotri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)&o[5]);
+	}
+	case 11461: { /* cusolverDnZpotrs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11462: { /* cusolverDnZpotrsBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZpotrsBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9]);
+	}
+	case 11463: { /* cusolverDnZsytrf */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytrf"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11464: { /* cusolverDnZsytrf_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytrf_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 11465: { /* cusolverDnZsytri */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytri"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11466: { /* cusolverDnZsytri_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZsytri_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11467: { /* cusolverDnZungbr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungbr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10]);
+	}
+	case 11468: { /* cusolverDnZungbr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungbr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8]);
+	}
+	case 11469: { /* cusolverDnZungqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9]);
+	}
+	case 11470: { /* cusolverDnZungqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)&o[7]);
+	}
+	case 11471: { /* cusolverDnZungtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11472: { /* cusolverDnZungtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZungtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (int32_t)a[4], (void *)(uintptr_t)a[5], (void *)&o[6]);
+	}
+	case 11473: { /* cusolverDnZunmqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11474: { /* cusolverDnZunmqr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmqr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11475: { /* cusolverDnZunmtr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmtr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (int32_t)a[12], (void *)(uintptr_t)a[13]);
+	}
+	case 11476: { /* cusolverDnZunmtr_bufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverDnZunmtr_bufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t, int32_t, void *, int32_t, void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)&o[11]);
+	}
+	case 11479: { /* cusolverRfAccessBundledFactorsDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfAccessBundledFactorsDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2], (void *)&o[3], (void *)&o[4]);
+	}
+	case 11480: { /* cusolverRfAnalyze */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfAnalyze"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11481: { /* cusolverRfBatchAnalyze */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfBatchAnalyze"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11482: { /* cusolverRfBatchRefactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfBatchRefactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11487: { /* cusolverRfCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11488: { /* cusolverRfDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11491: { /* cusolverRfGetAlgs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetAlgs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 11492: { /* cusolverRfGetMatrixFormat */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetMatrixFormat"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 11493: { /* cusolverRfGetNumericBoostReport */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetNumericBoostReport"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11494: { /* cusolverRfGetNumericProperties */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetNumericProperties"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 11495: { /* cusolverRfGetResetValuesFastMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfGetResetValuesFastMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 11496: { /* cusolverRfRefactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfRefactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11497: { /* cusolverRfResetValues */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfResetValues"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((int32_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11498: { /* cusolverRfSetAlgs */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetAlgs"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2]);
+	}
+	case 11499: { /* cusolverRfSetMatrixFormat */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetMatrixFormat"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2]);
+	}
+	case 11500: { /* cusolverRfSetNumericProperties */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetNumericProperties"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, double, double))f)((void *)(uintptr_t)a[0], f64(a[1]), f64(a[2]));
+	}
+	case 11501: { /* cusolverRfSetResetValuesFastMode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetResetValuesFastMode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 11502: { /* cusolverRfSetupDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetupDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, int32_t, void *, void *, void *, int32_t, void *, void *, void *, int32_t, void *, void *, void *, void *, void *, void *))f)((int32_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12], (void *)(uintptr_t)a[13], (void *)(uintptr_t)a[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11503: { /* cusolverRfSetupHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSetupHost"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, int32_t, void *, void *, void *, int32_t, void *, void *, void *, int32_t, void *, void *, void *, void *, void *, void *))f)((int32_t)a[0], (int32_t)a[1], p[2], p[3], p[4], (int32_t)a[5], p[6], p[7], p[8], (int32_t)a[9], p[10], p[11], p[12], p[13], p[14], (void *)(uintptr_t)a[15]);
+	}
+	case 11504: { /* cusolverRfSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverRfSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, int32_t, void *, int32_t, void *, int32_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (int32_t)a[5], (void *)(uintptr_t)a[6], (int32_t)a[7]);
+	}
+	case 11505: { /* cusolverSpCcsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11506: { /* cusolverSpCcsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11507: { /* cusolverSpCcsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11508: { /* cusolverSpCcsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11509: { /* cusolverSpCcsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11510: { /* cusolverSpCcsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11511: { /* cusolverSpCcsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11512: { /* cusolverSpCcsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11513: { /* cusolverSpCcsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11517: { /* cusolverSpCcsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f32(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11518: { /* cusolverSpCcsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11519: { /* cusolverSpCcsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11520: { /* cusolverSpCcsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11521: { /* cusolverSpCcsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11522: { /* cusolverSpCcsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11523: { /* cusolverSpCcsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11524: { /* cusolverSpCcsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11525: { /* cusolverSpCcsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f32(a[8]), p[9]);
+	}
+	case 11526: { /* cusolverSpCcsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11527: { /* cusolverSpCcsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11528: { /* cusolverSpCcsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11529: { /* cusolverSpCcsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11530: { /* cusolverSpCcsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11531: { /* cusolverSpCcsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11532: { /* cusolverSpCcsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11535: { /* cusolverSpCcsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11536: { /* cusolverSpCcsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11537: { /* cusolverSpCcsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11538: { /* cusolverSpCcsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11539: { /* cusolverSpCcsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11540: { /* cusolverSpCcsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCcsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 11541: { /* cusolverSpCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11542: { /* cusolverSpCreateCsrcholInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrcholInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11543: { /* cusolverSpCreateCsrcholInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrcholInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11544: { /* cusolverSpCreateCsrluInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrluInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11545: { /* cusolverSpCreateCsrqrInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrqrInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11546: { /* cusolverSpCreateCsrqrInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpCreateCsrqrInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 11547: { /* cusolverSpDcsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11548: { /* cusolverSpDcsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11549: { /* cusolverSpDcsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11550: { /* cusolverSpDcsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11551: { /* cusolverSpDcsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11552: { /* cusolverSpDcsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11553: { /* cusolverSpDcsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11554: { /* cusolverSpDcsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11555: { /* cusolverSpDcsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11557: { /* cusolverSpDcsreigvsi */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsreigvsi"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, double, void *, int32_t, double, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], f64(a[7]), (void *)(uintptr_t)a[8], (int32_t)a[9], f64(a[10]), (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11558: { /* cusolverSpDcsreigvsiHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsreigvsiHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, double, void *, int32_t, double, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], f64(a[7]), p[8], (int32_t)a[9], f64(a[10]), (void *)&o[11], p[12]);
+	}
+	case 11559: { /* cusolverSpDcsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f64(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11560: { /* cusolverSpDcsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11561: { /* cusolverSpDcsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11562: { /* cusolverSpDcsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11563: { /* cusolverSpDcsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11564: { /* cusolverSpDcsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11565: { /* cusolverSpDcsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11566: { /* cusolverSpDcsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11567: { /* cusolverSpDcsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f64(a[8]), p[9]);
+	}
+	case 11568: { /* cusolverSpDcsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11569: { /* cusolverSpDcsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11570: { /* cusolverSpDcsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11571: { /* cusolverSpDcsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11572: { /* cusolverSpDcsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11573: { /* cusolverSpDcsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11574: { /* cusolverSpDcsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11575: { /* cusolverSpDcsrqrSetup */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSetup"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11576: { /* cusolverSpDcsrqrSetupHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSetupHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], f64(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11577: { /* cusolverSpDcsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11578: { /* cusolverSpDcsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11579: { /* cusolverSpDcsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11580: { /* cusolverSpDcsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11581: { /* cusolverSpDcsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11582: { /* cusolverSpDcsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDcsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 11583: { /* cusolverSpDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11584: { /* cusolverSpDestroyCsrcholInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrcholInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11585: { /* cusolverSpDestroyCsrcholInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrcholInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11586: { /* cusolverSpDestroyCsrluInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrluInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11587: { /* cusolverSpDestroyCsrqrInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrqrInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11588: { /* cusolverSpDestroyCsrqrInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpDestroyCsrqrInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 11590: { /* cusolverSpScsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11591: { /* cusolverSpScsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11592: { /* cusolverSpScsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11593: { /* cusolverSpScsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11594: { /* cusolverSpScsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11595: { /* cusolverSpScsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11596: { /* cusolverSpScsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11597: { /* cusolverSpScsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11598: { /* cusolverSpScsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11600: { /* cusolverSpScsreigvsi */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsreigvsi"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, float, void *, int32_t, float, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], f32(a[7]), (void *)(uintptr_t)a[8], (int32_t)a[9], f32(a[10]), (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11601: { /* cusolverSpScsreigvsiHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsreigvsiHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, float, void *, int32_t, float, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], f32(a[7]), p[8], (int32_t)a[9], f32(a[10]), (void *)&o[11], p[12]);
+	}
+	case 11602: { /* cusolverSpScsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f32(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11603: { /* cusolverSpScsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11604: { /* cusolverSpScsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11605: { /* cusolverSpScsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11606: { /* cusolverSpScsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11607: { /* cusolverSpScsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f32(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11608: { /* cusolverSpScsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11609: { /* cusolverSpScsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11610: { /* cusolverSpScsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f32(a[8]), p[9]);
+	}
+	case 11611: { /* cusolverSpScsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11612: { /* cusolverSpScsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11613: { /* cusolverSpScsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11614: { /* cusolverSpScsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11615: { /* cusolverSpScsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11616: { /* cusolverSpScsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11617: { /* cusolverSpScsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11618: { /* cusolverSpScsrqrSetup */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSetup"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f32(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11619: { /* cusolverSpScsrqrSetupHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSetupHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], f32(a[8]), (void *)(uintptr_t)a[9]);
+	}
+	case 11620: { /* cusolverSpScsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11621: { /* cusolverSpScsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11622: { /* cusolverSpScsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11623: { /* cusolverSpScsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, float, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f32(a[2]), (void *)&o[3]);
+	}
+	case 11624: { /* cusolverSpScsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11625: { /* cusolverSpScsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpScsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 11626: { /* cusolverSpSetStream */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpSetStream"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 11627: { /* cusolverSpXcsrcholAnalysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrcholAnalysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11628: { /* cusolverSpXcsrcholAnalysisHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrcholAnalysisHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11629: { /* cusolverSpXcsrissymHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrissymHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)&o[7]);
+	}
+	case 11630: { /* cusolverSpXcsrluAnalysisHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrluAnalysisHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11631: { /* cusolverSpXcsrluNnzHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrluNnzHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2], (void *)(uintptr_t)a[3]);
+	}
+	case 11632: { /* cusolverSpXcsrmetisndHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrmetisndHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], (void *)0, p[7]);
+	}
+	case 11633: { /* cusolverSpXcsrpermHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrpermHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], p[9], p[10]);
+	}
+	case 11634: { /* cusolverSpXcsrperm_bufferSizeHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrperm_bufferSizeHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], (void *)&o[9]);
+	}
+	case 11635: { /* cusolverSpXcsrqrAnalysis */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrqrAnalysis"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11636: { /* cusolverSpXcsrqrAnalysisBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrqrAnalysisBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11637: { /* cusolverSpXcsrqrAnalysisHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrqrAnalysisHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11638: { /* cusolverSpXcsrsymamdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrsymamdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6]);
+	}
+	case 11639: { /* cusolverSpXcsrsymmdqHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrsymmdqHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6]);
+	}
+	case 11640: { /* cusolverSpXcsrsymrcmHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpXcsrsymrcmHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6]);
+	}
+	case 11641: { /* cusolverSpZcsrcholBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11642: { /* cusolverSpZcsrcholBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11643: { /* cusolverSpZcsrcholDiag */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholDiag"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 11644: { /* cusolverSpZcsrcholFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 11645: { /* cusolverSpZcsrcholFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8]);
+	}
+	case 11646: { /* cusolverSpZcsrcholSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5]);
+	}
+	case 11647: { /* cusolverSpZcsrcholSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11648: { /* cusolverSpZcsrcholZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11649: { /* cusolverSpZcsrcholZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrcholZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11653: { /* cusolverSpZcsrlsqvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsqvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], p[8], f64(a[9]), (void *)&o[10], p[11], p[12], (void *)&o[13]);
+	}
+	case 11654: { /* cusolverSpZcsrlsvchol */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvchol"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11655: { /* cusolverSpZcsrlsvcholHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvcholHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11656: { /* cusolverSpZcsrlsvluHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvluHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11657: { /* cusolverSpZcsrlsvqr */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvqr"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], f64(a[8]), (int32_t)a[9], (void *)(uintptr_t)a[10], (void *)&o[11]);
+	}
+	case 11658: { /* cusolverSpZcsrlsvqrHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrlsvqrHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], f64(a[8]), (int32_t)a[9], p[10], (void *)&o[11]);
+	}
+	case 11659: { /* cusolverSpZcsrluBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], (void *)&o[8], (void *)&o[9]);
+	}
+	case 11660: { /* cusolverSpZcsrluExtractHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluExtractHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], p[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], p[8], p[9], p[10], (void *)(uintptr_t)a[11], p[12]);
+	}
+	case 11661: { /* cusolverSpZcsrluFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], (void *)(uintptr_t)a[7], f64(a[8]), p[9]);
+	}
+	case 11662: { /* cusolverSpZcsrluSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], p[2], p[3], (void *)(uintptr_t)a[4], p[5]);
+	}
+	case 11663: { /* cusolverSpZcsrluZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrluZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11664: { /* cusolverSpZcsrqrBufferInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrBufferInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11665: { /* cusolverSpZcsrqrBufferInfoBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrBufferInfoBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, int32_t, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (int32_t)a[8], (void *)(uintptr_t)a[9], (void *)&o[10], (void *)&o[11]);
+	}
+	case 11666: { /* cusolverSpZcsrqrBufferInfoHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrBufferInfoHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], p[5], p[6], p[7], (void *)(uintptr_t)a[8], (void *)&o[9], (void *)&o[10]);
+	}
+	case 11667: { /* cusolverSpZcsrqrFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 11668: { /* cusolverSpZcsrqrFactorHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrFactorHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], p[4], p[5], (void *)(uintptr_t)a[6], p[7]);
+	}
+	case 11671: { /* cusolverSpZcsrqrSolve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrSolve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 11672: { /* cusolverSpZcsrqrSolveHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrSolveHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], p[3], p[4], (void *)(uintptr_t)a[5], p[6]);
+	}
+	case 11673: { /* cusolverSpZcsrqrZeroPivot */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrZeroPivot"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11674: { /* cusolverSpZcsrqrZeroPivotHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrZeroPivotHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, double, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], f64(a[2]), (void *)&o[3]);
+	}
+	case 11675: { /* cusolverSpZcsrqrsvBatched */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrqrsvBatched"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, void *, void *, void *, void *, void *, void *, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)(uintptr_t)a[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6], (void *)(uintptr_t)a[7], (void *)(uintptr_t)a[8], (void *)(uintptr_t)a[9], (int32_t)a[10], (void *)(uintptr_t)a[11], (void *)(uintptr_t)a[12]);
+	}
+	case 11676: { /* cusolverSpZcsrzfdHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(3, "cusolverSpZcsrzfdHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (void *)(uintptr_t)a[3], p[4], p[5], p[6], p[7], (void *)&o[8]);
+	}
+	case 15010: { /* nvjpegBufferDeviceCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15011: { /* nvjpegBufferDeviceCreateV2 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceCreateV2"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15012: { /* nvjpegBufferDeviceDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15013: { /* nvjpegBufferDeviceResize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceResize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (uint64_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15014: { /* nvjpegBufferDeviceRetrieve */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferDeviceRetrieve"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 15015: { /* nvjpegBufferPinnedCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15016: { /* nvjpegBufferPinnedCreateV2 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedCreateV2"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15017: { /* nvjpegBufferPinnedDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15018: { /* nvjpegBufferPinnedResize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegBufferPinnedResize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint64_t, void *))f)((void *)(uintptr_t)a[0], (uint64_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15020: { /* nvjpegCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, void *, void *))f)((int32_t)a[0], (void *)0, (void *)&o[2]);
+	}
+	case 15021: { /* nvjpegCreateEx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreateEx"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, void *, void *, uint32_t, void *))f)((int32_t)a[0], (void *)0, (void *)0, (uint32_t)a[3], (void *)&o[4]);
+	}
+	case 15022: { /* nvjpegCreateExV2 */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreateExV2"))) return GC_LIB_MISSING;
+		return ((int (*)(int32_t, void *, void *, uint32_t, void *))f)((int32_t)a[0], (void *)0, (void *)0, (uint32_t)a[3], (void *)&o[4]);
+	}
+	case 15023: { /* nvjpegCreateSimple */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegCreateSimple"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)&o[0]);
+	}
+	case 15024: { /* nvjpegDecode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, uint64_t, int32_t, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], p[2], (uint64_t)a[3], (int32_t)a[4], p[5], (void *)(uintptr_t)a[6]);
+	}
+	case 15027: { /* nvjpegDecodeBatchedInitialize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedInitialize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4]);
+	}
+	case 15029: { /* nvjpegDecodeBatchedPreAllocate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedPreAllocate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, int32_t, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6]);
+	}
+	case 15030: { /* nvjpegDecodeBatchedSupported */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedSupported"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 15031: { /* nvjpegDecodeBatchedSupportedEx */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeBatchedSupportedEx"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)&o[3]);
+	}
+	case 15032: { /* nvjpegDecodeJpeg */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpeg"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], p[4], (void *)(uintptr_t)a[5], (void *)(uintptr_t)a[6]);
+	}
+	case 15033: { /* nvjpegDecodeJpegDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpegDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15034: { /* nvjpegDecodeJpegHost */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpegHost"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15035: { /* nvjpegDecodeJpegTransferToDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeJpegTransferToDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15036: { /* nvjpegDecodeParamsCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15037: { /* nvjpegDecodeParamsDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15038: { /* nvjpegDecodeParamsSetAllowCMYK */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetAllowCMYK"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15039: { /* nvjpegDecodeParamsSetExifOrientation */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetExifOrientation"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15040: { /* nvjpegDecodeParamsSetOutputFormat */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetOutputFormat"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15041: { /* nvjpegDecodeParamsSetROI */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetROI"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, int32_t, int32_t, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (int32_t)a[2], (int32_t)a[3], (int32_t)a[4]);
+	}
+	case 15042: { /* nvjpegDecodeParamsSetScaleFactor */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecodeParamsSetScaleFactor"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t))f)((void *)(uintptr_t)a[0], (int32_t)a[1]);
+	}
+	case 15043: { /* nvjpegDecoderCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)&o[2]);
+	}
+	case 15044: { /* nvjpegDecoderDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15045: { /* nvjpegDecoderJpegSupported */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderJpegSupported"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)&o[3]);
+	}
+	case 15046: { /* nvjpegDecoderStateCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDecoderStateCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)&o[2]);
+	}
+	case 15047: { /* nvjpegDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15048: { /* nvjpegEncode */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncode"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, int32_t, int32_t, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6], (int32_t)a[7], (void *)(uintptr_t)a[8]);
+	}
+	case 15049: { /* nvjpegEncodeGetBufferSize */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeGetBufferSize"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (int32_t)a[2], (int32_t)a[3], (void *)&o[4]);
+	}
+	case 15050: { /* nvjpegEncodeImage */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeImage"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, int32_t, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 15051: { /* nvjpegEncodeRetrieveBitstream */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeRetrieveBitstream"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], p[2], (void *)&o[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15052: { /* nvjpegEncodeRetrieveBitstreamDevice */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeRetrieveBitstreamDevice"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)&o[3], (void *)(uintptr_t)a[4]);
+	}
+	case 15053: { /* nvjpegEncodeYUV */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncodeYUV"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *, int32_t, int32_t, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], p[3], (int32_t)a[4], (int32_t)a[5], (int32_t)a[6], (void *)(uintptr_t)a[7]);
+	}
+	case 15054: { /* nvjpegEncoderParamsCopyMetadata */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsCopyMetadata"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2], (void *)(uintptr_t)a[3]);
+	}
+	case 15055: { /* nvjpegEncoderParamsCopyQuantizationTables */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsCopyQuantizationTables"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15056: { /* nvjpegEncoderParamsCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15057: { /* nvjpegEncoderParamsDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15058: { /* nvjpegEncoderParamsSetEncoding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetEncoding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15059: { /* nvjpegEncoderParamsSetOptimizedHuffman */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetOptimizedHuffman"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15060: { /* nvjpegEncoderParamsSetQuality */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetQuality"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15061: { /* nvjpegEncoderParamsSetRestartInterval */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetRestartInterval"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint32_t, void *))f)((void *)(uintptr_t)a[0], (uint32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15062: { /* nvjpegEncoderParamsSetSamplingFactors */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderParamsSetSamplingFactors"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (int32_t)a[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15063: { /* nvjpegEncoderStateCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderStateCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)(uintptr_t)a[2]);
+	}
+	case 15064: { /* nvjpegEncoderStateCreateWithBackend */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderStateCreateWithBackend"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, int32_t, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (int32_t)a[2], (void *)(uintptr_t)a[3]);
+	}
+	case 15065: { /* nvjpegEncoderStateDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegEncoderStateDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15067: { /* nvjpegGetDeviceMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetDeviceMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)&o[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15068: { /* nvjpegGetHardwareDecoderInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetHardwareDecoderInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 15069: { /* nvjpegGetHardwareEncoderInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetHardwareEncoderInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15070: { /* nvjpegGetImageInfo */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetImageInfo"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, uint64_t, void *, void *, void *, void *))f)((void *)(uintptr_t)a[0], p[1], (uint64_t)a[2], (void *)&o[3], (void *)&o[4], p[5], p[6]);
+	}
+	case 15071: { /* nvjpegGetPinnedMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegGetPinnedMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)&o[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15073: { /* nvjpegJpegStateCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStateCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15074: { /* nvjpegJpegStateDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStateDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15075: { /* nvjpegJpegStreamCreate */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamCreate"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15076: { /* nvjpegJpegStreamDestroy */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamDestroy"))) return GC_LIB_MISSING;
+		return ((int (*)(void *))f)((void *)(uintptr_t)a[0]);
+	}
+	case 15077: { /* nvjpegJpegStreamGetChromaSubsampling */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetChromaSubsampling"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15078: { /* nvjpegJpegStreamGetComponentDimensions */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetComponentDimensions"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, uint32_t, void *, void *))f)((void *)(uintptr_t)a[0], (uint32_t)a[1], (void *)&o[2], (void *)&o[3]);
+	}
+	case 15079: { /* nvjpegJpegStreamGetComponentsNum */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetComponentsNum"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15080: { /* nvjpegJpegStreamGetExifOrientation */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetExifOrientation"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15081: { /* nvjpegJpegStreamGetFrameDimensions */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetFrameDimensions"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1], (void *)&o[2]);
+	}
+	case 15082: { /* nvjpegJpegStreamGetJpegEncoding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetJpegEncoding"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15083: { /* nvjpegJpegStreamGetSamplePrecision */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegJpegStreamGetSamplePrecision"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)&o[1]);
+	}
+	case 15087: { /* nvjpegSetDeviceMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegSetDeviceMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(uint64_t, void *))f)((uint64_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15088: { /* nvjpegSetPinnedMemoryPadding */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegSetPinnedMemoryPadding"))) return GC_LIB_MISSING;
+		return ((int (*)(uint64_t, void *))f)((uint64_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15089: { /* nvjpegStateAttachDeviceBuffer */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegStateAttachDeviceBuffer"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
+	case 15090: { /* nvjpegStateAttachPinnedBuffer */
+		static void *f;
+		if (!f && !(f = gc_lib_sym(4, "nvjpegStateAttachPinnedBuffer"))) return GC_LIB_MISSING;
+		return ((int (*)(void *, void *))f)((void *)(uintptr_t)a[0], (void *)(uintptr_t)a[1]);
+	}
 	}
 	(void)lib;
 	return GC_LIB_MISSING;

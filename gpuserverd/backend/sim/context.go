@@ -31,7 +31,6 @@ type Context struct {
 	blas       map[backend.Handle]*blasHandle
 	dnn        map[backend.Handle]*dnnHandle
 	dnnDescs   map[backend.Handle]*dnnDesc
-	solver     map[backend.Handle]*solverObj
 	libObjs    map[uint64]any // simulated cuSPARSE, cuFFT and cuRAND objects (libcall.go)
 
 	// What the program set: cuFuncSetAttribute by function, cuCtxSetLimit, cuCtxSetCacheConfig.

@@ -56,17 +56,7 @@ var fftCalls = map[string]func(*libCall) ([]uint64, error){
 		l.c.dropLibObj(l.word(0))
 		return nil, nil
 	},
-	"cufftSetStream": func(l *libCall) ([]uint64, error) {
-		p, err := libObject[*fftPlan](l, 0)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := l.c.stream(backend.Handle(l.word(1))); err != nil {
-			return nil, err
-		}
-		p.stream = backend.Handle(l.word(1))
-		return nil, nil
-	},
+	"cufftSetStream":         libSetStream(func(o *fftPlan) *backend.Handle { return &o.stream }),
 	"cufftSetAutoAllocation": fftNoWork,
 	"cufftSetWorkArea": func(l *libCall) ([]uint64, error) {
 		p, err := libObject[*fftPlan](l, 0)

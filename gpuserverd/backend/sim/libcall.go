@@ -8,9 +8,9 @@ import (
 	"gpucloud/gpuserverd/backend"
 )
 
-// The simulated backend's math libraries: a test double of NVIDIA's cuSPARSE, cuFFT and cuRAND
+// The simulated backend's math libraries: a test double of NVIDIA's cuSPARSE, cuFFT, cuRAND and cuSOLVER
 // that computes a few of their functions on the CPU over the context's simulated device memory,
-// on the call's stream (fft.go, sparse.go, rand.go here). Every other remoted function answers
+// on the call's stream (fft.go, sparse.go, rand.go, solver.go here). Every other remoted function answers
 // the library's not-supported status, saying the simulated backend does not compute it.
 
 // MaxLibWork bounds one simulated call's multiply-adds (it runs on one CPU core).
@@ -94,6 +94,22 @@ func libObject[T any](l *libCall, i int) (T, error) {
 	return o, nil
 }
 
+// libSetStream is the <lib>SetStream of objects of type T (a handle, a plan): the stream must be
+// one of the context's; stream gives the object's field.
+func libSetStream[T any](stream func(T) *backend.Handle) func(*libCall) ([]uint64, error) {
+	return func(l *libCall) ([]uint64, error) {
+		o, err := libObject[T](l, 0)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := l.c.stream(backend.Handle(l.word(1))); err != nil {
+			return nil, err
+		}
+		*stream(o) = backend.Handle(l.word(1))
+		return nil, nil
+	}
+}
+
 // launch queues work on stream h as a kernel: its failure is the context's sticky error.
 func (l *libCall) launch(h backend.Handle, work func() error) error {
 	s, err := l.c.stream(h)
@@ -112,11 +128,19 @@ func (l *libCall) launch(h backend.Handle, work func() error) error {
 // LibCall serves the functions the simulated libraries compute.
 func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 	// Work queued on a stream reads host scalars later: the call's bytes may be reused by then.
+	orig := call.Host
 	host := make([][]byte, len(call.Host))
 	for i, b := range call.Host {
 		host[i] = append([]byte(nil), b...)
 	}
 	call.Host = host
+	defer func() { // what a host function wrote into a staged array goes back to the worker
+		for i, p := range call.Func.Params {
+			if p.Kind == backend.PStaged && p.Written {
+				copy(orig[i], host[i])
+			}
+		}
+	}()
 	l := &libCall{c: c, LibCall: call}
 	var serve map[string]func(*libCall) ([]uint64, error)
 	switch call.Func.Lib {
@@ -126,6 +150,10 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 		serve = sparseCalls
 	case backend.LibRand:
 		serve = randCalls
+	case backend.LibSolver:
+		serve = solverCalls
+	case backend.LibJpeg:
+		serve = jpegCalls
 	}
 	fn, ok := serve[call.Func.Name]
 	if !ok {

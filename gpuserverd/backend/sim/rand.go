@@ -47,17 +47,7 @@ var randCalls = map[string]func(*libCall) ([]uint64, error){
 		l.c.dropLibObj(l.word(0))
 		return nil, nil
 	},
-	"curandSetStream": func(l *libCall) ([]uint64, error) {
-		g, err := libObject[*randGen](l, 0)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := l.c.stream(backend.Handle(l.word(1))); err != nil {
-			return nil, err
-		}
-		g.stream = backend.Handle(l.word(1))
-		return nil, nil
-	},
+	"curandSetStream": libSetStream(func(o *randGen) *backend.Handle { return &o.stream }),
 	"curandSetPseudoRandomGeneratorSeed": func(l *libCall) ([]uint64, error) {
 		g, err := libObject[*randGen](l, 0)
 		if err == nil {

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math"
 	"strings"
 
@@ -12,87 +11,69 @@ import (
 // MaxSolverN bounds a simulated factorisation's order: it runs on one CPU core.
 const MaxSolverN = 256
 
-// solverObj is a simulated cuSOLVER object (a test double of NVIDIA's cuSOLVER): handles run
-// their calls on the CPU, on their stream's goroutine, over the context's simulated memory. It
-// computes the real-valued LU (getrf/getrs) and symmetric eigen-solve (syevd, by Jacobi
-// rotations) in single and double precision; anything else is CUSOLVER_STATUS_NOT_SUPPORTED.
-type solverObj struct {
-	kind   uint8
-	stream backend.Handle
-}
+// The simulated cuSOLVER (a test double of NVIDIA's): handles run their calls on the CPU, on their
+// stream's goroutine, over the context's simulated memory. It computes the real-valued LU
+// (getrf/getrs) and symmetric eigen-solve (syevd, by Jacobi rotations) in single and double
+// precision; params and infos are made and destroyed; anything else is
+// CUSOLVER_STATUS_NOT_SUPPORTED.
+type (
+	dnHandle struct{ stream backend.Handle }
+	dnParams struct{}
+	dnSyevj  struct{}
+	dnGesvdj struct{}
+)
 
-func solverBad(op string, st backend.SolverStatus, f string, a ...any) error {
-	return &backend.SolverError{Op: op, Status: st, Detail: fmt.Sprintf(f, a...)}
-}
-
-// SolverCall runs f: object management at once, computations queued on the handle's stream.
-func (c *Context) SolverCall(f backend.SolverFunc, args []uint64) ([]uint64, error) {
-	if len(args) != len(f.Args) {
-		return nil, solverBad(f.Name, backend.SolverInvalidValue, "%d words for %d parameters", len(args), len(f.Args))
-	}
-	c.mu.Lock()
-	if c.solver == nil {
-		c.solver = map[backend.Handle]*solverObj{}
-	}
-	c.mu.Unlock()
-	if len(f.Args) > 0 && f.Args[0].Kind == backend.SolverNew {
-		if args[0] == 0 {
-			return nil, solverBad(f.Name, backend.SolverInvalidValue, "NULL output")
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		h := c.handle()
-		c.solver[h] = &solverObj{kind: f.Args[0].Obj}
-		return []uint64{uint64(h)}, nil
-	}
-	var h *solverObj
-	if len(f.Args) > 0 && f.Args[0].Kind == backend.SolverObject {
-		c.mu.Lock()
-		h = c.solver[backend.Handle(args[0])]
-		c.mu.Unlock()
-		if h == nil || h.kind != f.Args[0].Obj {
-			return nil, solverBad(f.Name, backend.SolverNotInitialized, "no object %d", args[0])
-		}
-	}
-	switch {
-	case f.Destroy:
-		if s, err := c.stream(h.stream); err == nil && h.kind == backend.SolverObjHandle {
-			s.sync() // cusolverDnDestroy waits for the handle's work
-		}
-		c.mu.Lock()
-		delete(c.solver, backend.Handle(args[0]))
-		c.mu.Unlock()
-		return nil, nil
-	case f.Name == "cusolverDnSetStream":
-		if _, err := c.stream(backend.Handle(args[1])); err != nil {
+var solverCalls = map[string]func(*libCall) ([]uint64, error){
+	"cusolverDnCreate":            spCreate(func(*libCall) (any, error) { return &dnHandle{}, nil }),
+	"cusolverDnCreateParams":      spCreate(func(*libCall) (any, error) { return &dnParams{}, nil }),
+	"cusolverDnCreateSyevjInfo":   spCreate(func(*libCall) (any, error) { return &dnSyevj{}, nil }),
+	"cusolverDnCreateGesvdjInfo":  spCreate(func(*libCall) (any, error) { return &dnGesvdj{}, nil }),
+	"cusolverDnDestroyParams":     spDestroy[*dnParams],
+	"cusolverDnDestroySyevjInfo":  spDestroy[*dnSyevj],
+	"cusolverDnDestroyGesvdjInfo": spDestroy[*dnGesvdj],
+	"cusolverDnDestroy": func(l *libCall) ([]uint64, error) {
+		h, err := libObject[*dnHandle](l, 0)
+		if err != nil {
 			return nil, err
 		}
-		h.stream = backend.Handle(args[1])
+		if s, err := l.c.stream(h.stream); err == nil {
+			s.sync() // cusolverDnDestroy waits for the handle's work
+		}
+		l.c.dropLibObj(l.word(0))
 		return nil, nil
-	case strings.HasPrefix(f.Name, "cusolverDnXsyevjSet"), strings.HasPrefix(f.Name, "cusolverDnXgesvdjSet"),
-		f.Name == "cusolverDnSetAdvOptions":
-		return nil, nil // accepted; the simulated solvers have no tunables
-	}
-	if h == nil || h.kind != backend.SolverObjHandle {
-		return nil, solverBad(f.Name, backend.SolverNotSupported, "not simulated")
-	}
-	return c.solverCompute(h, f, args)
+	},
+	"cusolverDnSetStream": libSetStream(func(o *dnHandle) *backend.Handle { return &o.stream }),
 }
 
-// solverCompute checks a computation's sizes at once, as cuSOLVER does, and queues it.
-func (c *Context) solverCompute(h *solverObj, f backend.SolverFunc, args []uint64) ([]uint64, error) {
-	name := strings.TrimPrefix(f.Name, "cusolverDn")
-	if len(name) < 2 || (name[0] != 'S' && name[0] != 'D') {
-		return nil, solverBad(f.Name, backend.SolverNotSupported, "the simulated backend computes real getrf/getrs/syevd only")
+func init() {
+	accept := func(l *libCall) ([]uint64, error) { return nil, nil } // the simulated solvers have no tunables
+	for _, n := range []string{"cusolverDnXsyevjSetTolerance", "cusolverDnXsyevjSetMaxSweeps", "cusolverDnXsyevjSetSortEig",
+		"cusolverDnXgesvdjSetTolerance", "cusolverDnXgesvdjSetMaxSweeps", "cusolverDnXgesvdjSetSortEig", "cusolverDnSetAdvOptions"} {
+		solverCalls[n] = accept
 	}
+	for _, p := range []string{"S", "D"} {
+		for _, op := range []string{"getrf_bufferSize", "syevd_bufferSize", "getrf", "getrs", "syevd"} {
+			solverCalls["cusolverDn"+p+op] = solverCompute
+		}
+	}
+}
+
+// solverCompute checks a computation's sizes at once, as cuSOLVER does, and queues it on the
+// handle's stream.
+func solverCompute(l *libCall) ([]uint64, error) {
+	h, err := libObject[*dnHandle](l, 0)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimPrefix(l.Func.Name, "cusolverDn")
 	typ := backend.DataR32F
 	if name[0] == 'D' {
 		typ = backend.DataR64F
 	}
-	i32 := func(i int) int { return int(int32(args[i])) }
+	i32 := func(i int) int { return int(l.i32(i)) }
 	sq := func(n, lda int) error {
 		if n < 0 || n > MaxSolverN || lda < max(1, n) {
-			return solverBad(f.Name, backend.SolverInvalidValue, "n %d (the simulated backend takes at most %d), lda %d", n, MaxSolverN, lda)
+			return l.invalid("n %d (the simulated backend takes at most %d), lda %d", n, MaxSolverN, lda)
 		}
 		return nil
 	}
@@ -100,6 +81,7 @@ func (c *Context) solverCompute(h *solverObj, f backend.SolverFunc, args []uint6
 	if typ == backend.DataR64F {
 		es = 8
 	}
+	c := l.c
 	// mat views a matrix of cols columns of ld elements; ints a device array of n int32s.
 	mat := func(p uint64, ld, cols int) ([]byte, error) { return c.mem.view(p, uint64(es*ld*cols)) }
 	ints := func(p uint64, n int) ([]byte, error) { return c.mem.view(p, uint64(4*max(n, 1))) }
@@ -117,21 +99,21 @@ func (c *Context) solverCompute(h *solverObj, f backend.SolverFunc, args []uint6
 	case "getrf": // handle, m, n, A, lda, Workspace, devIpiv, devInfo
 		m, n, lda := i32(1), i32(2), i32(4)
 		if m != n {
-			return nil, solverBad(f.Name, backend.SolverNotSupported, "the simulated getrf takes square matrices")
+			return nil, backend.LibNotSupported(l.Func, "the simulated getrf takes square matrices")
 		}
 		if err := sq(n, lda); err != nil {
 			return nil, err
 		}
 		run = func() error {
-			A, err := mat(args[3], lda, n)
+			A, err := mat(l.word(3), lda, n)
 			if err != nil {
 				return err
 			}
-			ipiv, err := ints(args[6], n)
+			ipiv, err := ints(l.word(6), n)
 			if err != nil {
 				return err
 			}
-			info, err := ints(args[7], 1)
+			info, err := ints(l.word(7), 1)
 			if err != nil {
 				return err
 			}
@@ -144,22 +126,22 @@ func (c *Context) solverCompute(h *solverObj, f backend.SolverFunc, args []uint6
 			return nil, err
 		}
 		if i32(1) != 0 || nrhs < 0 || nrhs > MaxSolverN || ldb < max(1, n) {
-			return nil, solverBad(f.Name, backend.SolverInvalidValue, "trans %d (the simulated getrs solves A X = B only), nrhs %d, ldb %d", i32(1), nrhs, ldb)
+			return nil, l.invalid("trans %d (the simulated getrs solves A X = B only), nrhs %d, ldb %d", i32(1), nrhs, ldb)
 		}
 		run = func() error {
-			A, err := mat(args[4], lda, n)
+			A, err := mat(l.word(4), lda, n)
 			if err != nil {
 				return err
 			}
-			ipiv, err := ints(args[6], n)
+			ipiv, err := ints(l.word(6), n)
 			if err != nil {
 				return err
 			}
-			B, err := mat(args[7], ldb, nrhs)
+			B, err := mat(l.word(7), ldb, nrhs)
 			if err != nil {
 				return err
 			}
-			info, err := ints(args[9], 1)
+			info, err := ints(l.word(9), 1)
 			if err != nil {
 				return err
 			}
@@ -173,15 +155,15 @@ func (c *Context) solverCompute(h *solverObj, f backend.SolverFunc, args []uint6
 			return nil, err
 		}
 		run = func() error {
-			A, err := mat(args[4], lda, n)
+			A, err := mat(l.word(4), lda, n)
 			if err != nil {
 				return err
 			}
-			W, err := mat(args[6], n, 1)
+			W, err := mat(l.word(6), n, 1)
 			if err != nil {
 				return err
 			}
-			info, err := ints(args[9], 1)
+			info, err := ints(l.word(9), 1)
 			if err != nil {
 				return err
 			}
@@ -189,19 +171,8 @@ func (c *Context) solverCompute(h *solverObj, f backend.SolverFunc, args []uint6
 			putI32(info, 0, 0)
 			return nil
 		}
-	default:
-		return nil, solverBad(f.Name, backend.SolverNotSupported, "the simulated backend computes real getrf/getrs/syevd only")
 	}
-	s, err := c.stream(h.stream)
-	if err != nil {
-		return nil, err
-	}
-	c.enqueue(h.stream, s, func() {
-		if err := run(); err != nil {
-			c.fail(fmt.Errorf("simulated %s: %v: %w", f.Name, err, backend.ErrIllegalAddress))
-		}
-	})
-	return nil, nil
+	return nil, l.launch(h.stream, run)
 }
 
 func putI32(b []byte, i int, v int32) { binary.LittleEndian.PutUint32(b[4*i:], uint32(v)) }

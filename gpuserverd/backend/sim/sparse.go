@@ -111,19 +111,9 @@ func (m *spMat) check(l *libCall) error {
 }
 
 var sparseCalls = map[string]func(*libCall) ([]uint64, error){
-	"cusparseCreate":  spCreate(func(*libCall) (any, error) { return &spHandle{}, nil }),
-	"cusparseDestroy": spDestroy[*spHandle],
-	"cusparseSetStream": func(l *libCall) ([]uint64, error) {
-		h, err := libObject[*spHandle](l, 0)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := l.c.stream(backend.Handle(l.word(1))); err != nil {
-			return nil, err
-		}
-		h.stream = backend.Handle(l.word(1))
-		return nil, nil
-	},
+	"cusparseCreate":    spCreate(func(*libCall) (any, error) { return &spHandle{}, nil }),
+	"cusparseDestroy":   spDestroy[*spHandle],
+	"cusparseSetStream": libSetStream(func(o *spHandle) *backend.Handle { return &o.stream }),
 	"cusparseSetPointerMode": func(l *libCall) ([]uint64, error) {
 		if _, err := libObject[*spHandle](l, 0); err != nil {
 			return nil, err

@@ -1,26 +1,61 @@
 /* solver_sim_test: gpucloud's libcusolver.so.12 over the guest libcuda and a real gpuserverd on
  * the simulated backend (guesttest/cusolver_test.go). A double LU factorisation and solve checked
  * against the known solution, a singular matrix's devInfo, a float symmetric eigen-solve checked
- * by A v = w v, streams, handles and refusals. With "foreign" it only checks that
- * cusolverDnCreate fails over another libcuda. */
-#include "cusolver_gen.h"
-
+ * by A v = w v, streams, handles and refusals; a sparse system solved by cusolverSp's host
+ * solvers, whose host arrays travel staged through device memory. With "foreign" it only checks that
+ * cusolverDnCreate fails over another libcuda. Declares the cuSOLVER functions it uses (CI has no
+ * cusolverDn.h). */
+#include <cuda.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-cusolverStatus_t cusolverGetVersion(int *version);
+#include "gc_test_check.h"
 
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond);                      \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
-#define OK(call) CHECK((call) == 0)
-#define CU(call) CHECK((call) == CUDA_SUCCESS)
+typedef int cusolverStatus_t;
+typedef int cudaDataType;
+typedef CUstream cudaStream_t;
+typedef struct cusolverDnHandle *cusolverDnHandle_t;
+typedef struct cusolverDnParams *cusolverDnParams_t;
+typedef struct syevjInfo *syevjInfo_t;
+typedef struct cusolverDnIRSParams *cusolverDnIRSParams_t;
+cusolverStatus_t cusolverGetVersion(int *version);
+cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *h);
+cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t h);
+cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, cudaStream_t s);
+cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t h, cudaStream_t *s);
+cusolverStatus_t cusolverDnDgetrf_bufferSize(cusolverDnHandle_t h, int m, int n, double *A, int lda, int *lwork);
+cusolverStatus_t cusolverDnDgetrf(cusolverDnHandle_t h, int m, int n, double *A, int lda, double *work, int *ipiv, int *info);
+cusolverStatus_t cusolverDnDgetrs(cusolverDnHandle_t h, int trans, int n, int nrhs, const double *A, int lda,
+                                  const int *ipiv, double *B, int ldb, int *info);
+cusolverStatus_t cusolverDnSsyevd_bufferSize(cusolverDnHandle_t h, int jobz, int uplo, int n, const float *A, int lda,
+                                             const float *W, int *lwork);
+cusolverStatus_t cusolverDnSsyevd(cusolverDnHandle_t h, int jobz, int uplo, int n, float *A, int lda, float *W,
+                                  float *work, int lwork, int *info);
+cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t *p);
+cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t p);
+cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t *j);
+cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t j);
+cusolverStatus_t cusolverDnXsyevjSetTolerance(syevjInfo_t j, double tol);
+cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t h, cusolverDnParams_t p, int64_t m, int64_t n,
+                                             cudaDataType ta, const void *A, int64_t lda, cudaDataType tt,
+                                             const void *tau, cudaDataType ct, size_t *dev, size_t *host);
+cusolverStatus_t cusolverDnIRSParamsCreate(cusolverDnIRSParams_t *p);
+typedef struct cusolverSpHandle *cusolverSpHandle_t;
+typedef void *cusparseMatDescr_t;
+cusolverStatus_t cusolverSpCreate(cusolverSpHandle_t *h);
+cusolverStatus_t cusolverSpDestroy(cusolverSpHandle_t h);
+cusolverStatus_t cusolverSpSetStream(cusolverSpHandle_t h, cudaStream_t s);
+cusolverStatus_t cusolverSpGetStream(cusolverSpHandle_t h, cudaStream_t *s);
+cusolverStatus_t cusolverSpDcsrlsvluHost(cusolverSpHandle_t h, int n, int nnz, const cusparseMatDescr_t d, const double *val,
+                                         const int *rowPtr, const int *colInd, const double *b, double tol, int reorder,
+                                         double *x, int *singularity);
+cusolverStatus_t cusolverSpScsrlsvqrHost(cusolverSpHandle_t h, int m, int nnz, const cusparseMatDescr_t d, const float *val,
+                                         const int *rowPtr, const int *colInd, const float *b, float tol, int reorder,
+                                         float *x, int *singularity);
+cusolverStatus_t cusolverSpDcsreigsHost(void);
+int cusparseCreateMatDescr(cusparseMatDescr_t *d);
+int cusparseDestroyMatDescr(cusparseMatDescr_t d);
+int cusparseSetMatIndexBase(cusparseMatDescr_t d, int base);
 
 enum { NOT_INITIALIZED = 1, NOT_SUPPORTED = 9, EIG_MODE_VECTOR = 1, FILL_LOWER = 0, OP_N = 0 };
 
@@ -112,6 +147,45 @@ static void eigen(cusolverDnHandle_t h, cudaStream_t s) {
     CU(cuMemFree(work));
 }
 
+/* A 4x4 sparse system (one-based CSR) solved by cusolverSp's host LU and QR: the matrix, b and x
+ * are host arrays the guest stages through device memory; x comes back. A zero row is singular. */
+static void sparse(cudaStream_t s) {
+    cusolverSpHandle_t h;
+    OK(cusolverSpCreate(&h));
+    OK(cusolverSpSetStream(h, s));
+    cudaStream_t got = NULL;
+    OK(cusolverSpGetStream(h, &got));
+    CHECK(got == s);
+    cusparseMatDescr_t d;
+    OK(cusparseCreateMatDescr(&d));
+    OK(cusparseSetMatIndexBase(d, 1));
+    /* [[4 1 0 0] [1 4 1 0] [0 1 4 1] [0 0 1 3]] */
+    const int rowPtr[5] = {1, 3, 6, 9, 11}, colInd[10] = {1, 2, 1, 2, 3, 2, 3, 4, 3, 4};
+    const double val[10] = {4, 1, 1, 4, 1, 1, 4, 1, 1, 3};
+    const double want[4] = {1, -1, 2, 0.5};
+    double b[4] = {0}, x[4] = {0};
+    for (int i = 0; i < 4; i++)
+        for (int k = rowPtr[i] - 1; k < rowPtr[i + 1] - 1; k++) b[i] += val[k] * want[colInd[k] - 1];
+    int sing = 7;
+    OK(cusolverSpDcsrlsvluHost(h, 4, 10, d, val, rowPtr, colInd, b, 1e-12, 0, x, &sing));
+    CHECK(sing == -1);
+    for (int i = 0; i < 4; i++) CHECK(fabs(x[i] - want[i]) < 1e-12);
+    float valf[10], bf[4], xf[4] = {0};
+    for (int k = 0; k < 10; k++) valf[k] = (float)val[k];
+    for (int i = 0; i < 4; i++) bf[i] = (float)b[i];
+    OK(cusolverSpScsrlsvqrHost(h, 4, 10, d, valf, rowPtr, colInd, bf, 1e-6f, 0, xf, &sing));
+    CHECK(sing == -1);
+    for (int i = 0; i < 4; i++) CHECK(fabs(xf[i] - want[i]) < 1e-5);
+    const int rowPtrS[5] = {1, 3, 6, 6, 8}, colIndS[7] = {1, 2, 1, 2, 3, 3, 4}; /* row 3 empty */
+    OK(cusolverSpDcsrlsvluHost(h, 4, 7, d, val, rowPtrS, colIndS, b, 1e-12, 0, x, &sing));
+    CHECK(sing >= 0);
+    /* Refused: complex corners by value; a destroyed handle. */
+    CHECK(cusolverSpDcsreigsHost() == NOT_SUPPORTED);
+    OK(cusparseDestroyMatDescr(d));
+    OK(cusolverSpDestroy(h));
+    CHECK(cusolverSpDcsrlsvluHost(h, 4, 10, d, val, rowPtr, colInd, b, 1e-12, 0, x, &sing) == NOT_INITIALIZED);
+}
+
 int main(int argc, char **argv) {
     cusolverDnHandle_t h = NULL;
     if (argc > 1 && strcmp(argv[1], "foreign") == 0) {
@@ -136,6 +210,7 @@ int main(int argc, char **argv) {
 
     lu(h, (cudaStream_t)s);
     eigen(h, (cudaStream_t)s);
+    sparse((cudaStream_t)s);
 
     /* Objects: params and infos are made and destroyed on the server too. */
     cusolverDnParams_t p;

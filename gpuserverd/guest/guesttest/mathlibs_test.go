@@ -23,6 +23,7 @@ var mathLibs = []struct {
 	{"cusparse", "libcusparse.so.12", "sparse_sim_test", true, "cusparseSpVV"},
 	{"cufft", "libcufft.so.12", "fft_sim_test", true, "cufftXtSetCallback"},
 	{"curand", "libcurand.so.10", "rand_sim_test", false, "curandCreatePoissonDistribution"},
+	{"nvjpeg", "libnvjpeg.so.13", "jpeg_sim_test", false, "nvjpegDecodeBatched"},
 }
 
 var mathBuild buildOnce

@@ -12,6 +12,7 @@
         }                                                                                           \
     } while (0)
 #define OK(call) CHECK((call) == 0)
+#define CU(call) CHECK((call) == CUDA_SUCCESS) /* a driver call (include cuda.h first) */
 
 /* gc_test_context makes device 0's primary context current. */
 #define GC_TEST_CONTEXT()                                                                           \

@@ -66,6 +66,56 @@ static inline uint64_t gc_f64_bits(double d) {
     return u;
 }
 
+/* A call's host arrays too large for its host bytes (a sparse matrix a *Host function reads, the
+ * solution it writes) travel through device memory: staged in before the call, the worker copies
+ * them to host memory for NVIDIA's function and back after it, and the written ones (out) are
+ * copied back here. The word is the staging's device address (0: NULL or empty). */
+#define GC_STAGE_MAX 16
+#define GC_STAGE_BAD (-1)
+#define GC_STAGE_NOMEM (-2)
+#define GC_STAGE_LIMIT (256ll << 20) /* backend.MaxStaged */
+struct gc_stage {
+    int n;
+    struct {
+        CUdeviceptr d;
+        void *h;
+        size_t len;
+        int out;
+    } a[GC_STAGE_MAX];
+};
+
+static inline int gc_stage_add(struct gc_stage *s, void *h, int64_t elems, int64_t unit, int out, uint64_t *w) {
+    *w = 0;
+    if (!h || elems == 0) return 0;
+    if (elems < 0 || unit < 1 || elems > GC_STAGE_LIMIT / unit || s->n == GC_STAGE_MAX) return GC_STAGE_BAD;
+    size_t len = (size_t)(elems * unit);
+    CUdeviceptr d;
+    if (cuMemAlloc(&d, len) != CUDA_SUCCESS) return GC_STAGE_NOMEM;
+    if (cuMemcpyHtoD(d, h, len) != CUDA_SUCCESS) {
+        cuMemFree(d);
+        return GC_STAGE_BAD;
+    }
+    s->a[s->n].d = d;
+    s->a[s->n].h = h;
+    s->a[s->n].len = len;
+    s->a[s->n].out = out;
+    s->n++;
+    *w = (uint64_t)d;
+    return 0;
+}
+
+/* gc_stage_done copies the written arrays back (when copy is set) and frees the staging; -1 when a
+ * copy failed. */
+static inline int gc_stage_done(struct gc_stage *s, int copy) {
+    int rc = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (copy && s->a[i].out && cuMemcpyDtoH(s->a[i].h, s->a[i].d, s->a[i].len) != CUDA_SUCCESS) rc = -1;
+        cuMemFree(s->a[i].d);
+    }
+    s->n = 0;
+    return rc;
+}
+
 /* GC_LIBCALL_DEFINE defines, for the library named name (say "libcufft") whose wire messages are
  * lower_call/lower_reply (fft: gw_fft_call, GW_TYPE_FFT_CALL ...):
  *   int gc_lib_call(uint32_t fn, const uint64_t *w, int n, const struct gc_host *hb, int async, uint64_t *out)
