@@ -156,6 +156,9 @@ func (c *Context) MemAlloc(bytes uint64) (uint64, error) {
 }
 
 func (c *Context) MemFree(ptr uint64) error {
+	if ok, err := c.freeGraphAlloc(ptr, 0, true); ok {
+		return err
+	}
 	n, err := c.mem.remove(ptr)
 	if err != nil {
 		return err
