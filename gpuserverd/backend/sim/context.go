@@ -252,18 +252,21 @@ func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, h
 	if count > math.MaxUint64/4 {
 		return fmt.Errorf("memset of %d elements: %w", count, backend.ErrInvalidValue)
 	}
-	d, err := c.mem.view(dst, count*uint64(elemSize))
+	fn, err := c.deferredWork(func() (func() error, error) {
+		d, err := c.mem.view(dst, count*uint64(elemSize))
+		return func() error {
+			var pat [4]byte
+			binary.LittleEndian.PutUint32(pat[:], value)
+			for i := 0; i < len(d); i += elemSize {
+				copy(d[i:i+elemSize], pat[:elemSize])
+			}
+			return nil
+		}, err
+	}, dst)
 	if err != nil {
 		return err
 	}
-	return c.runKind(nodeMemset, h, async, func() error {
-		var pat [4]byte
-		binary.LittleEndian.PutUint32(pat[:], value)
-		for i := 0; i < len(d); i += elemSize {
-			copy(d[i:i+elemSize], pat[:elemSize])
-		}
-		return nil
-	})
+	return c.runKind(nodeMemset, h, async, fn)
 }
 
 func (c *Context) StreamCreate(flags uint32) (backend.Handle, error) {

@@ -213,28 +213,31 @@ func (c *Context) GraphAddMemsetNode(h backend.Handle, deps []backend.Handle, p 
 		(p.Height > 1 && p.Pitch < p.Width*uint64(p.ElemSize)) {
 		return 0, fmt.Errorf("memset node %dx%d of %d-byte elements, pitch %d: %w", p.Width, p.Height, p.ElemSize, p.Pitch, backend.ErrInvalidValue)
 	}
-	rows, err := c.rows(backend.CopySide{Kind: backend.SideDevice, Ptr: p.Dst, Pitch: max(p.Pitch, p.Width*uint64(p.ElemSize))},
-		nil, p.Width*uint64(p.ElemSize), p.Height, 1)
+	var pat [4]byte
+	binary.LittleEndian.PutUint32(pat[:], p.Value)
+	fn, err := c.deferredWork(func() (func() error, error) {
+		rows, err := c.rows(backend.CopySide{Kind: backend.SideDevice, Ptr: p.Dst, Pitch: max(p.Pitch, p.Width*uint64(p.ElemSize))},
+			nil, p.Width*uint64(p.ElemSize), p.Height, 1)
+		return func() error {
+			for _, r := range rows {
+				for i := 0; i < len(r); i += int(p.ElemSize) {
+					copy(r[i:], pat[:p.ElemSize])
+				}
+			}
+			return nil
+		}, err
+	}, p.Dst)
 	if err != nil {
 		return 0, err
 	}
-	var pat [4]byte
-	binary.LittleEndian.PutUint32(pat[:], p.Value)
-	return c.addChecked(h, nodeMemset, deps, func() error {
-		for _, r := range rows {
-			for i := 0; i < len(r); i += int(p.ElemSize) {
-				copy(r[i:], pat[:p.ElemSize])
-			}
-		}
-		return nil
-	})
+	return c.addChecked(h, nodeMemset, deps, fn)
 }
 
 func (c *Context) GraphAddMemcpyNode(h backend.Handle, deps []backend.Handle, cp backend.Copy3D) (backend.Handle, error) {
 	if cp.Src.Kind == backend.SideHost || cp.Dst.Kind == backend.SideHost {
 		return 0, fmt.Errorf("memcpy node with host memory (it lies in the guest): %w", backend.ErrNotSupported)
 	}
-	fn, err := c.copyWork(cp)
+	fn, err := c.deferredWork(func() (func() error, error) { return c.copyWork(cp) }, cp.Src.Ptr, cp.Dst.Ptr)
 	if err != nil {
 		return 0, err
 	}

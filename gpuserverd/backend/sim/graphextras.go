@@ -478,3 +478,33 @@ func (c *Context) freeGraphAlloc(ptr uint64, h backend.Handle, sync bool) (ok bo
 	}
 	return true, c.runKind(nodeMemFree, h, true, free)
 }
+
+// inGraphAlloc says whether any of ptrs lies in a graph allocation's range.
+func (c *Context) inGraphAlloc(ptrs ...uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ga := range c.fam.graphAllocs {
+		for _, p := range ptrs {
+			if p >= ga.a.base && p-ga.a.base < ga.size {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// deferredWork is build's work, or, when the memory at ptrs is a graph allocation's (which has
+// memory only between its allocation node and its free), work that builds it when it runs: the
+// memory is looked up then, and missing memory is the fault a GPU would report.
+func (c *Context) deferredWork(build func() (func() error, error), ptrs ...uint64) (func() error, error) {
+	if !c.inGraphAlloc(ptrs...) {
+		return build()
+	}
+	return func() error {
+		fn, err := build()
+		if err != nil {
+			return fmt.Errorf("%w (%w)", backend.ErrIllegalAddress, err)
+		}
+		return fn()
+	}, nil
+}

@@ -8,10 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The unsuffixed names are CUDA 12.2's forms, without edge data. */
-#undef cuGraphAddNode
-#undef cuStreamUpdateCaptureDependencies
-
 #define MAX_DEPS 1024
 
 void gc_capture_started(uint64_t stream, int to_graph); /* graph.c */
@@ -208,6 +204,7 @@ EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph, const CUgrap
     return GC_T(CUDA_ERROR_NOT_SUPPORTED);
 }
 
+/* CUDA 12.2's form, without edge data. */
 EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
                                CUgraphNodeParams *p) {
     return cuGraphAddNode_v2(node, graph, deps, NULL, ndeps, p);
@@ -271,6 +268,7 @@ EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *de
     return GC_T(rc);
 }
 
+/* CUDA 12.2's form, without edge data. */
 EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *deps, size_t ndeps, unsigned int flags) {
     return cuStreamUpdateCaptureDependencies_v2(s, deps, NULL, ndeps, flags);
 }

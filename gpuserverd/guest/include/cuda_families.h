@@ -500,6 +500,8 @@ CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_
                        unsigned int numOptions, CUjit_option *options, void **optionValues);
 CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
                        CUjit_option *options, void **optionValues);
+CUresult cuGraphAddNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, CUgraphNodeParams *params);
+CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *deps, size_t ndeps, unsigned int flags);
 #endif
 
 /* The names programs call, mapped to the current ABI as NVIDIA's header maps them. */
