@@ -543,8 +543,7 @@ func (s *Session) graphs(d *device, g backend.Graphs, m wire.Message) wire.Messa
 		}
 		return status(err)
 	case *wire.GraphExecUpdate:
-		v, err := g.GraphExecUpdate(backend.Handle(m.Exec), backend.Handle(m.Graph))
-		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: int32(v)}
+		return s.execUpdate(d, g, m)
 	}
 	return s.graphNode(g, m)
 }

@@ -187,6 +187,33 @@ func (s *Session) instantiate(d *device, g backend.Graphs, m *wire.GraphInstanti
 	return handleReply(x, nil)
 }
 
+// execUpdate takes a graph's parameters into an executable graph, charging first what the
+// graph's allocation nodes may hold past what the executable graph was charged.
+func (s *Session) execUpdate(d *device, g backend.Graphs, m *wire.GraphExecUpdate) wire.Message {
+	x, c := backend.Handle(m.Exec), &d.fam.graphMem
+	var more uint64
+	if ge, ok := d.ctx.(backend.GraphExtras); ok {
+		n, err := ge.GraphAllocBytes(backend.Handle(m.Graph))
+		if err != nil {
+			return famReply(m, err)
+		}
+		more = n - min(n, c.execs[x])
+	}
+	if err := s.charge(d, more); err != nil {
+		return famReply(m, fmt.Errorf("update: the graph allocates %d bytes more: %w", more, err))
+	}
+	v, err := g.GraphExecUpdate(x, backend.Handle(m.Graph))
+	if err != nil {
+		s.uncharge(d, more)
+	} else if more > 0 {
+		if c.execs == nil {
+			c.execs = map[backend.Handle]uint64{}
+		}
+		c.execs[x] += more
+	}
+	return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: int32(v)}
+}
+
 // execDestroyed keeps a destroyed executable graph's charge until a trim.
 func (s *Session) execDestroyed(d *device, x backend.Handle) {
 	c := &d.fam.graphMem
