@@ -126,6 +126,43 @@ static CUresult current_location(int id, int32_t *wire_id) {
     return CUDA_SUCCESS;
 }
 
+/* Allocation nodes' address ranges, reserved by the driver when the node is made and device memory
+ * from the node's run to its free, launch after launch: kept for the pointer queries (cuMemcpy's
+ * direction, cuPointerGetAttribute ...), which the frees of api_memory.c do not touch. A range
+ * the driver gives again (after a free node) is kept once. */
+static struct graph_range {
+    CUdeviceptr base;
+    size_t size;
+} *graph_ranges;
+static size_t ngraph_ranges, cgraph_ranges;
+static pthread_mutex_t graph_ranges_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void keep_graph_range(CUdeviceptr base, size_t size) {
+    pthread_mutex_lock(&graph_ranges_mu);
+    size_t i = 0;
+    while (i < ngraph_ranges && (graph_ranges[i].base != base || graph_ranges[i].size != size)) i++;
+    if (i == ngraph_ranges && ngraph_ranges == cgraph_ranges) {
+        size_t c = cgraph_ranges ? 2 * cgraph_ranges : 16;
+        struct graph_range *r = realloc(graph_ranges, c * sizeof *r);
+        if (r) graph_ranges = r, cgraph_ranges = c;
+    }
+    if (i == ngraph_ranges && ngraph_ranges < cgraph_ranges) graph_ranges[ngraph_ranges++] = (struct graph_range){base, size};
+    pthread_mutex_unlock(&graph_ranges_mu);
+}
+
+int gc_graph_range(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
+    int found = 0;
+    pthread_mutex_lock(&graph_ranges_mu);
+    for (size_t i = 0; i < ngraph_ranges && !found; i++)
+        if (p >= graph_ranges[i].base && p - graph_ranges[i].base < graph_ranges[i].size) {
+            if (base) *base = graph_ranges[i].base;
+            if (size) *size = graph_ranges[i].size;
+            found = 1;
+        }
+    pthread_mutex_unlock(&graph_ranges_mu);
+    return found;
+}
+
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *p) {
     if (!node || !p || p->bytesize == 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
@@ -151,7 +188,10 @@ EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, const C
     rc = gc_request_keep(GW_TYPE_GRAPH_ADD_MEM_ALLOC_NODE, 0, b, n, NULL, 0, GW_TYPE_GRAPH_MEM_ALLOC_NODE_REPLY, &r,
                          NULL, NULL);
     free(b);
-    if (rc == CUDA_SUCCESS) *node = GC_PTR(CUgraphNode, r.node), p->dptr = r.ptr;
+    if (rc == CUDA_SUCCESS) {
+        *node = GC_PTR(CUgraphNode, r.node), p->dptr = r.ptr;
+        keep_graph_range(r.ptr, p->bytesize);
+    }
     return GC_T(rc);
 }
 

@@ -339,6 +339,14 @@ static void memory_nodes(CUstream s, CUdeviceptr out) {
     CHECK(cuMemcpyHtoD(p, data, sizeof data));
     CHECK(cuMemcpyDtoH(back, p, sizeof back));
     EXPECT(memcmp(data, back, sizeof data) == 0);
+    /* Graph memory is device memory to the pointer queries: the direction of a unified copy. */
+    CUdeviceptr base;
+    size_t size;
+    CHECK(cuMemGetAddressRange(&base, &size, p + 8));
+    EXPECT(base == p && size == N * 4);
+    memset(back, 0, sizeof back);
+    CHECK(cuMemcpy((CUdeviceptr)(uintptr_t)back, p, sizeof back));
+    EXPECT(memcmp(data, back, sizeof data) == 0);
     EXPECT(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == N * 4);
     CHECK(cuMemFree(p));
     EXPECT(graph_mem(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0);
