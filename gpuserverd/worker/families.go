@@ -15,6 +15,7 @@ type famState struct {
 	mappings  map[uint64]vmMapping        // mapped address -> what is mapped there
 	arrays    map[backend.Handle]uint64   // array -> bytes charged
 	capturing map[backend.Handle]bool     // streams in capture -> whether a call refused invalidated it
+	into      map[backend.Handle]bool     // streams capturing into an existing graph (theirs to keep)
 	graphMem  graphMemCharge              // graphs' allocation nodes (graphextras.go)
 	async     asyncCharges                // stream-ordered allocations charged
 }
@@ -506,12 +507,15 @@ func (s *Session) graphs(d *device, g backend.Graphs, m wire.Message) wire.Messa
 		return status(err)
 	case *wire.StreamEndCapture:
 		h, err := g.StreamEndCapture(backend.Handle(m.Stream))
-		invalid := d.fam.capturing[backend.Handle(m.Stream)]
+		invalid, into := d.fam.capturing[backend.Handle(m.Stream)], d.fam.into[backend.Handle(m.Stream)]
 		if err == nil || !isIllegalState(err) {
 			delete(d.fam.capturing, backend.Handle(m.Stream))
+			delete(d.fam.into, backend.Handle(m.Stream))
 		}
 		if invalid && err == nil {
-			_ = g.GraphDestroy(h)
+			if !into { // a capture into the program's graph leaves the graph to the program
+				_ = g.GraphDestroy(h)
+			}
 			h, err = 0, fmt.Errorf("capture on stream %d: a copy with host memory was refused: %w", m.Stream, backend.ErrStreamCaptureInvalidated)
 		}
 		return handleReply(h, err)

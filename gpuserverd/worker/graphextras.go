@@ -123,6 +123,10 @@ func (s *Session) graphExtras(d *device, m wire.Message) (wire.Message, bool) {
 				d.fam.capturing = map[backend.Handle]bool{}
 			}
 			d.fam.capturing[backend.Handle(m.Stream)] = false
+			if d.fam.into == nil {
+				d.fam.into = map[backend.Handle]bool{}
+			}
+			d.fam.into[backend.Handle(m.Stream)] = true
 		}
 		return status(err), true
 	case *wire.StreamCaptureGraph:
