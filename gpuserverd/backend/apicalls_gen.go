@@ -21,7 +21,6 @@ const (
 	APIDeviceGetExecAffinitySupport                       = 1073
 	APIDeviceGetP2PAttribute                              = 1081
 	APIDeviceGetTexture1DLinearMaxWidth                   = 1084
-	APIDeviceGraphMemTrim                                 = 1087
 	APIDevicePrimaryCtxGetState                           = 1088
 	APIDevicePrimaryCtxRelease                            = 1089
 	APIDevicePrimaryCtxRelease_v2                         = 1090

@@ -23,7 +23,6 @@ var apiCalls = map[uint32]backend.APIFunc{
 	1073: {ID: 1073, Name: "cuDeviceGetExecAffinitySupport", Context: false, Args: []backend.ArgKind{backend.ArgOut, backend.ArgValue, backend.ArgDevice}},
 	1081: {ID: 1081, Name: "cuDeviceGetP2PAttribute", Context: false, Args: []backend.ArgKind{backend.ArgOut, backend.ArgValue, backend.ArgDevice, backend.ArgDevice}},
 	1084: {ID: 1084, Name: "cuDeviceGetTexture1DLinearMaxWidth", Context: false, Args: []backend.ArgKind{backend.ArgOut, backend.ArgValue, backend.ArgValue, backend.ArgDevice}},
-	1087: {ID: 1087, Name: "cuDeviceGraphMemTrim", Context: false, Args: []backend.ArgKind{backend.ArgDevice}},
 	1088: {ID: 1088, Name: "cuDevicePrimaryCtxGetState", Context: false, Args: []backend.ArgKind{backend.ArgDevice, backend.ArgOut, backend.ArgOut}},
 	1089: {ID: 1089, Name: "cuDevicePrimaryCtxRelease", Context: false, Args: []backend.ArgKind{backend.ArgDevice}},
 	1090: {ID: 1090, Name: "cuDevicePrimaryCtxRelease_v2", Context: false, Args: []backend.ArgKind{backend.ArgDevice}},

@@ -19,7 +19,7 @@ type graphMemCharge struct {
 	retired uint64                    // charged for destroyed executable graphs
 }
 
-// asyncCharged: stream-ordered allocations the worker charged (a captured one becomes an
+// asyncCharges are the stream-ordered allocations the worker charged (a captured one becomes an
 // allocation node, charged with its graph instead), so a free gives back only what was charged.
 type asyncCharges map[uint64]uint64
 

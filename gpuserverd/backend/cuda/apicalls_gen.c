@@ -174,14 +174,6 @@ static CUresult call_cuDeviceGetTexture1DLinearMaxWidth(const uint64_t *a, uint6
 	return r;
 }
 
-static CUresult call_cuDeviceGraphMemTrim(const uint64_t *a, uint64_t *o) {
-	static void *fn;
-	if (!fn && !(fn = gc_driver_sym("cuDeviceGraphMemTrim"))) return CUDA_ERROR_NOT_SUPPORTED_;
-	CUresult r = ((CUresult(*)(int))fn)((int)a[0]);
-	(void)o;
-	return r;
-}
-
 static CUresult call_cuDevicePrimaryCtxGetState(const uint64_t *a, uint64_t *o) {
 	static void *fn;
 	if (!fn && !(fn = gc_driver_sym("cuDevicePrimaryCtxGetState"))) return CUDA_ERROR_NOT_SUPPORTED_;
@@ -743,7 +735,6 @@ CUresult gc_api_call(CUcontext ctx, int id, const uint64_t *a, uint64_t *o) {
 	case 1073: return call_cuDeviceGetExecAffinitySupport(a, o);
 	case 1081: return call_cuDeviceGetP2PAttribute(a, o);
 	case 1084: return call_cuDeviceGetTexture1DLinearMaxWidth(a, o);
-	case 1087: return call_cuDeviceGraphMemTrim(a, o);
 	case 1088: return call_cuDevicePrimaryCtxGetState(a, o);
 	case 1089: return call_cuDevicePrimaryCtxRelease(a, o);
 	case 1090: return call_cuDevicePrimaryCtxRelease_v2(a, o);
