@@ -69,3 +69,12 @@ const (
 	GraphMemReserved     = 2
 	GraphMemReservedHigh = 3
 )
+
+// SaturatingAdd is a+b, or the largest uint64 past it: sums of sizes a tenant chose must not wrap
+// (a quota check would pass a wrapped sum).
+func SaturatingAdd(a, b uint64) uint64 {
+	if a+b < a {
+		return ^uint64(0)
+	}
+	return a + b
+}

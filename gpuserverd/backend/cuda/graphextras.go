@@ -170,7 +170,7 @@ func (c *Context) allocBytes(t *famTables, g C.CUgraph, depth int) (uint64, erro
 			if err := check("cuGraphMemAllocNodeGetParams", C.gc_mem_alloc_node_bytes(c.ctx, node, &b)); err != nil {
 				return 0, err
 			}
-			total += uint64(b)
+			total = backend.SaturatingAdd(total, uint64(b))
 		case nodeTypeGraph:
 			var child C.CUgraph
 			if err := check("cuGraphChildGraphNodeGetGraph", C.gc_child_graph(c.ctx, node, &child)); err != nil {
@@ -185,7 +185,7 @@ func (c *Context) allocBytes(t *famTables, g C.CUgraph, depth int) (uint64, erro
 			if err != nil {
 				return 0, err
 			}
-			total += b
+			total = backend.SaturatingAdd(total, b)
 		}
 	}
 	return total, nil

@@ -225,6 +225,9 @@ func sameRoot(root, g *graph) bool {
 }
 
 func (c *Context) GraphAddMemAllocNode(h backend.Handle, deps []backend.Handle, p backend.AllocProps) (backend.Handle, uint64, error) {
+	if total := c.b.devices[c.ordinal].TotalMemory; p.Size > total {
+		return 0, 0, fmt.Errorf("allocation node of %d bytes on a device of %d: %w", p.Size, total, backend.ErrOutOfMemory)
+	}
 	if p.Type != 1 || p.LocationType != 1 || p.LocationID != 0 || p.HandleTypes != 0 || p.Size == 0 {
 		return 0, 0, fmt.Errorf("allocation node of %d bytes, type %d at %d/%d, handle types %#x: pinned device memory of the current device: %w",
 			p.Size, p.Type, p.LocationType, p.LocationID, p.HandleTypes, backend.ErrInvalidValue)
@@ -316,7 +319,7 @@ func (c *Context) GraphAllocBytes(h backend.Handle) (uint64, error) {
 	var n uint64
 	walk(g, func(nd *graphNode) {
 		if nd.alloc != nil {
-			n += nd.alloc.size
+			n = backend.SaturatingAdd(n, nd.alloc.size)
 		}
 	})
 	return n, nil
