@@ -58,6 +58,7 @@ int gc_valid_context(CUcontext c);
 void gc_track_alloc(CUdeviceptr p, size_t n);
 void gc_untrack_alloc(CUdeviceptr p);
 int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size);
+int gc_graph_range(CUdeviceptr p, CUdeviceptr *base, size_t *size); /* allocation nodes' ranges */
 
 /* Streams and events travel as server handles; CUstream 0x1 and 0x2 are the special default streams. */
 uint64_t gc_stream_handle(CUstream s);

@@ -232,6 +232,19 @@ const char *gw_type_name(uint16_t type) {
 	case 7102: return "BlasGetrsBatched";
 	case 15000: return "JpegCall";
 	case 15001: return "JpegReply";
+	case 3400: return "GraphConditionalHandleCreate";
+	case 3401: return "GraphAddConditionalNode";
+	case 3402: return "GraphConditionalNodeReply";
+	case 3403: return "GraphAddMemAllocNode";
+	case 3404: return "GraphMemAllocNodeReply";
+	case 3405: return "GraphAddMemFreeNode";
+	case 3406: return "DeviceGraphMemTrim";
+	case 3407: return "DeviceGraphMemAttribute";
+	case 3408: return "DeviceSetGraphMemAttribute";
+	case 3409: return "StreamBeginCaptureToGraph";
+	case 3410: return "StreamCaptureGraph";
+	case 3411: return "CaptureGraphReply";
+	case 3412: return "StreamUpdateCaptureDependencies";
 	}
 	return "unknown";
 }
@@ -6285,6 +6298,388 @@ int gw_jpeg_reply_decode(struct gw_jpeg_reply *m, const uint8_t *p, size_t n, ch
 	return dfinish(&d);
 }
 
+size_t gw_graph_conditional_handle_create_size(const struct gw_graph_conditional_handle_create *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_graph_conditional_handle_create_encode(const struct gw_graph_conditional_handle_create *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, (uint32_t)m->default_value);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_graph_conditional_handle_create_decode(struct gw_graph_conditional_handle_create *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphConditionalHandleCreate", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->default_value = d32(&d, "default_value");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_conditional_node_size(const struct gw_graph_add_conditional_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_graph_add_conditional_node_encode(const struct gw_graph_add_conditional_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->handle);
+	o = put32(o, (uint32_t)m->cond_type);
+	o = put32(o, (uint32_t)m->size);
+	return o;
+}
+
+int gw_graph_add_conditional_node_decode(struct gw_graph_add_conditional_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddConditionalNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->handle = d64(&d, "handle");
+	m->cond_type = d32(&d, "cond_type");
+	m->size = d32(&d, "size");
+	return dfinish(&d);
+}
+
+size_t gw_graph_conditional_node_reply_size(const struct gw_graph_conditional_node_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 4 + m->bodies_len;
+	return n;
+}
+
+uint8_t *gw_graph_conditional_node_reply_encode(const struct gw_graph_conditional_node_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->node);
+	o = put32(o, m->bodies_len);
+	if (m->bodies_len) memcpy(o, m->bodies, m->bodies_len);
+	o += m->bodies_len;
+	return o;
+}
+
+uint8_t *gw_graph_conditional_node_reply_encode_head(const struct gw_graph_conditional_node_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->node);
+	o = put32(o, m->bodies_len);
+	return o;
+}
+
+int gw_graph_conditional_node_reply_decode(struct gw_graph_conditional_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphConditionalNodeReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->node = d64(&d, "node");
+	m->bodies = dvar(&d, "bodies", 65536, 1, &m->bodies_len);
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_mem_alloc_node_size(const struct gw_graph_add_mem_alloc_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_graph_add_mem_alloc_node_encode(const struct gw_graph_add_mem_alloc_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->bytes);
+	o = put32(o, (uint32_t)m->alloc_type);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->handle_types);
+	return o;
+}
+
+int gw_graph_add_mem_alloc_node_decode(struct gw_graph_add_mem_alloc_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddMemAllocNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->bytes = d64(&d, "bytes");
+	m->alloc_type = d32(&d, "alloc_type");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->handle_types = d32(&d, "handle_types");
+	return dfinish(&d);
+}
+
+size_t gw_graph_mem_alloc_node_reply_size(const struct gw_graph_mem_alloc_node_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_mem_alloc_node_reply_encode(const struct gw_graph_mem_alloc_node_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->node);
+	o = put64(o, m->ptr);
+	return o;
+}
+
+int gw_graph_mem_alloc_node_reply_decode(struct gw_graph_mem_alloc_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphMemAllocNodeReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->node = d64(&d, "node");
+	m->ptr = d64(&d, "ptr");
+	return dfinish(&d);
+}
+
+size_t gw_graph_add_mem_free_node_size(const struct gw_graph_add_mem_free_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_add_mem_free_node_encode(const struct gw_graph_add_mem_free_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->ptr);
+	return o;
+}
+
+int gw_graph_add_mem_free_node_decode(struct gw_graph_add_mem_free_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddMemFreeNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->ptr = d64(&d, "ptr");
+	return dfinish(&d);
+}
+
+size_t gw_device_graph_mem_trim_size(const struct gw_device_graph_mem_trim *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_device_graph_mem_trim_encode(const struct gw_device_graph_mem_trim *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->ordinal);
+	return o;
+}
+
+int gw_device_graph_mem_trim_decode(struct gw_device_graph_mem_trim *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DeviceGraphMemTrim", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ordinal = d32(&d, "ordinal");
+	return dfinish(&d);
+}
+
+size_t gw_device_graph_mem_attribute_size(const struct gw_device_graph_mem_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_device_graph_mem_attribute_encode(const struct gw_device_graph_mem_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->ordinal);
+	o = put32(o, (uint32_t)m->attribute);
+	return o;
+}
+
+int gw_device_graph_mem_attribute_decode(struct gw_device_graph_mem_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DeviceGraphMemAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ordinal = d32(&d, "ordinal");
+	m->attribute = d32(&d, "attribute");
+	return dfinish(&d);
+}
+
+size_t gw_device_set_graph_mem_attribute_size(const struct gw_device_set_graph_mem_attribute *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_device_set_graph_mem_attribute_encode(const struct gw_device_set_graph_mem_attribute *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->ordinal);
+	o = put32(o, (uint32_t)m->attribute);
+	o = put64(o, m->value);
+	return o;
+}
+
+int gw_device_set_graph_mem_attribute_decode(struct gw_device_set_graph_mem_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "DeviceSetGraphMemAttribute", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ordinal = d32(&d, "ordinal");
+	m->attribute = d32(&d, "attribute");
+	m->value = d64(&d, "value");
+	return dfinish(&d);
+}
+
+size_t gw_stream_begin_capture_to_graph_size(const struct gw_stream_begin_capture_to_graph *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_begin_capture_to_graph_encode(const struct gw_stream_begin_capture_to_graph *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put32(o, (uint32_t)m->mode);
+	return o;
+}
+
+int gw_stream_begin_capture_to_graph_decode(struct gw_stream_begin_capture_to_graph *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamBeginCaptureToGraph", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->mode = d32(&d, "mode");
+	return dfinish(&d);
+}
+
+size_t gw_stream_capture_graph_size(const struct gw_stream_capture_graph *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_stream_capture_graph_encode(const struct gw_stream_capture_graph *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	return o;
+}
+
+int gw_stream_capture_graph_decode(struct gw_stream_capture_graph *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamCaptureGraph", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	return dfinish(&d);
+}
+
+size_t gw_capture_graph_reply_size(const struct gw_capture_graph_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4 + m->deps_len;
+	return n;
+}
+
+uint8_t *gw_capture_graph_reply_encode(const struct gw_capture_graph_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->id);
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	return o;
+}
+
+uint8_t *gw_capture_graph_reply_encode_head(const struct gw_capture_graph_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->id);
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	return o;
+}
+
+int gw_capture_graph_reply_decode(struct gw_capture_graph_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CaptureGraphReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = d32(&d, "status");
+	m->id = d64(&d, "id");
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 65536, 1, &m->deps_len);
+	return dfinish(&d);
+}
+
+size_t gw_stream_update_capture_dependencies_size(const struct gw_stream_update_capture_dependencies *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_update_capture_dependencies_encode(const struct gw_stream_update_capture_dependencies *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_stream_update_capture_dependencies_decode(struct gw_stream_update_capture_dependencies *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamUpdateCaptureDependencies", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6659,6 +7054,32 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_jpeg_call_decode(m, p, n, err, errlen);
 	case 15001:
 		return gw_jpeg_reply_decode(m, p, n, err, errlen);
+	case 3400:
+		return gw_graph_conditional_handle_create_decode(m, p, n, err, errlen);
+	case 3401:
+		return gw_graph_add_conditional_node_decode(m, p, n, err, errlen);
+	case 3402:
+		return gw_graph_conditional_node_reply_decode(m, p, n, err, errlen);
+	case 3403:
+		return gw_graph_add_mem_alloc_node_decode(m, p, n, err, errlen);
+	case 3404:
+		return gw_graph_mem_alloc_node_reply_decode(m, p, n, err, errlen);
+	case 3405:
+		return gw_graph_add_mem_free_node_decode(m, p, n, err, errlen);
+	case 3406:
+		return gw_device_graph_mem_trim_decode(m, p, n, err, errlen);
+	case 3407:
+		return gw_device_graph_mem_attribute_decode(m, p, n, err, errlen);
+	case 3408:
+		return gw_device_set_graph_mem_attribute_decode(m, p, n, err, errlen);
+	case 3409:
+		return gw_stream_begin_capture_to_graph_decode(m, p, n, err, errlen);
+	case 3410:
+		return gw_stream_capture_graph_decode(m, p, n, err, errlen);
+	case 3411:
+		return gw_capture_graph_reply_decode(m, p, n, err, errlen);
+	case 3412:
+		return gw_stream_update_capture_dependencies_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

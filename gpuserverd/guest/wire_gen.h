@@ -216,6 +216,19 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_BLAS_GETRS_BATCHED 7102
 #define GW_TYPE_JPEG_CALL 15000
 #define GW_TYPE_JPEG_REPLY 15001
+#define GW_TYPE_GRAPH_CONDITIONAL_HANDLE_CREATE 3400
+#define GW_TYPE_GRAPH_ADD_CONDITIONAL_NODE 3401
+#define GW_TYPE_GRAPH_CONDITIONAL_NODE_REPLY 3402
+#define GW_TYPE_GRAPH_ADD_MEM_ALLOC_NODE 3403
+#define GW_TYPE_GRAPH_MEM_ALLOC_NODE_REPLY 3404
+#define GW_TYPE_GRAPH_ADD_MEM_FREE_NODE 3405
+#define GW_TYPE_DEVICE_GRAPH_MEM_TRIM 3406
+#define GW_TYPE_DEVICE_GRAPH_MEM_ATTRIBUTE 3407
+#define GW_TYPE_DEVICE_SET_GRAPH_MEM_ATTRIBUTE 3408
+#define GW_TYPE_STREAM_BEGIN_CAPTURE_TO_GRAPH 3409
+#define GW_TYPE_STREAM_CAPTURE_GRAPH 3410
+#define GW_TYPE_CAPTURE_GRAPH_REPLY 3411
+#define GW_TYPE_STREAM_UPDATE_CAPTURE_DEPENDENCIES 3412
 
 struct gw_hello {
 	uint32_t version;
@@ -2327,6 +2340,140 @@ struct gw_jpeg_reply {
 size_t gw_jpeg_reply_size(const struct gw_jpeg_reply *m);
 uint8_t *gw_jpeg_reply_encode(const struct gw_jpeg_reply *m, uint8_t *out);
 int gw_jpeg_reply_decode(struct gw_jpeg_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_conditional_handle_create {
+	uint64_t graph;
+	uint32_t default_value;
+	uint32_t flags;
+};
+size_t gw_graph_conditional_handle_create_size(const struct gw_graph_conditional_handle_create *m);
+uint8_t *gw_graph_conditional_handle_create_encode(const struct gw_graph_conditional_handle_create *m, uint8_t *out);
+int gw_graph_conditional_handle_create_decode(struct gw_graph_conditional_handle_create *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_add_conditional_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint64_t handle;
+	uint32_t cond_type;
+	uint32_t size;
+};
+size_t gw_graph_add_conditional_node_size(const struct gw_graph_add_conditional_node *m);
+uint8_t *gw_graph_add_conditional_node_encode(const struct gw_graph_add_conditional_node *m, uint8_t *out);
+int gw_graph_add_conditional_node_decode(struct gw_graph_add_conditional_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_conditional_node_reply {
+	int32_t result;
+	uint64_t node;
+	const void *bodies; /* limit 65536 */
+	uint32_t bodies_len;
+};
+size_t gw_graph_conditional_node_reply_size(const struct gw_graph_conditional_node_reply *m);
+uint8_t *gw_graph_conditional_node_reply_encode(const struct gw_graph_conditional_node_reply *m, uint8_t *out);
+int gw_graph_conditional_node_reply_decode(struct gw_graph_conditional_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_graph_conditional_node_reply_encode_head(const struct gw_graph_conditional_node_reply *m, uint8_t *out);
+
+struct gw_graph_add_mem_alloc_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint64_t bytes;
+	uint32_t alloc_type;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t handle_types;
+};
+size_t gw_graph_add_mem_alloc_node_size(const struct gw_graph_add_mem_alloc_node *m);
+uint8_t *gw_graph_add_mem_alloc_node_encode(const struct gw_graph_add_mem_alloc_node *m, uint8_t *out);
+int gw_graph_add_mem_alloc_node_decode(struct gw_graph_add_mem_alloc_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_mem_alloc_node_reply {
+	int32_t result;
+	uint64_t node;
+	uint64_t ptr;
+};
+size_t gw_graph_mem_alloc_node_reply_size(const struct gw_graph_mem_alloc_node_reply *m);
+uint8_t *gw_graph_mem_alloc_node_reply_encode(const struct gw_graph_mem_alloc_node_reply *m, uint8_t *out);
+int gw_graph_mem_alloc_node_reply_decode(struct gw_graph_mem_alloc_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_add_mem_free_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint64_t ptr;
+};
+size_t gw_graph_add_mem_free_node_size(const struct gw_graph_add_mem_free_node *m);
+uint8_t *gw_graph_add_mem_free_node_encode(const struct gw_graph_add_mem_free_node *m, uint8_t *out);
+int gw_graph_add_mem_free_node_decode(struct gw_graph_add_mem_free_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_device_graph_mem_trim {
+	uint32_t ordinal;
+};
+size_t gw_device_graph_mem_trim_size(const struct gw_device_graph_mem_trim *m);
+uint8_t *gw_device_graph_mem_trim_encode(const struct gw_device_graph_mem_trim *m, uint8_t *out);
+int gw_device_graph_mem_trim_decode(struct gw_device_graph_mem_trim *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_device_graph_mem_attribute {
+	uint32_t ordinal;
+	uint32_t attribute;
+};
+size_t gw_device_graph_mem_attribute_size(const struct gw_device_graph_mem_attribute *m);
+uint8_t *gw_device_graph_mem_attribute_encode(const struct gw_device_graph_mem_attribute *m, uint8_t *out);
+int gw_device_graph_mem_attribute_decode(struct gw_device_graph_mem_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_device_set_graph_mem_attribute {
+	uint32_t ordinal;
+	uint32_t attribute;
+	uint64_t value;
+};
+size_t gw_device_set_graph_mem_attribute_size(const struct gw_device_set_graph_mem_attribute *m);
+uint8_t *gw_device_set_graph_mem_attribute_encode(const struct gw_device_set_graph_mem_attribute *m, uint8_t *out);
+int gw_device_set_graph_mem_attribute_decode(struct gw_device_set_graph_mem_attribute *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_begin_capture_to_graph {
+	uint64_t stream;
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint32_t mode;
+};
+size_t gw_stream_begin_capture_to_graph_size(const struct gw_stream_begin_capture_to_graph *m);
+uint8_t *gw_stream_begin_capture_to_graph_encode(const struct gw_stream_begin_capture_to_graph *m, uint8_t *out);
+int gw_stream_begin_capture_to_graph_decode(struct gw_stream_begin_capture_to_graph *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_capture_graph {
+	uint64_t stream;
+};
+size_t gw_stream_capture_graph_size(const struct gw_stream_capture_graph *m);
+uint8_t *gw_stream_capture_graph_encode(const struct gw_stream_capture_graph *m, uint8_t *out);
+int gw_stream_capture_graph_decode(struct gw_stream_capture_graph *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_capture_graph_reply {
+	int32_t result;
+	uint32_t status;
+	uint64_t id;
+	uint64_t graph;
+	const void *deps; /* limit 65536 */
+	uint32_t deps_len;
+};
+size_t gw_capture_graph_reply_size(const struct gw_capture_graph_reply *m);
+uint8_t *gw_capture_graph_reply_encode(const struct gw_capture_graph_reply *m, uint8_t *out);
+int gw_capture_graph_reply_decode(struct gw_capture_graph_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_capture_graph_reply_encode_head(const struct gw_capture_graph_reply *m, uint8_t *out);
+
+struct gw_stream_update_capture_dependencies {
+	uint64_t stream;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint32_t flags;
+};
+size_t gw_stream_update_capture_dependencies_size(const struct gw_stream_update_capture_dependencies *m);
+uint8_t *gw_stream_update_capture_dependencies_encode(const struct gw_stream_update_capture_dependencies *m, uint8_t *out);
+int gw_stream_update_capture_dependencies_decode(struct gw_stream_update_capture_dependencies *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -31,381 +31,407 @@ const (
 
 // Message types.
 const (
-	TypeHello                        Type = 1
-	TypeHelloReply                   Type = 2
-	TypeStatus                       Type = 3
-	TypeHandleReply                  Type = 4
-	TypeValueReply                   Type = 5
-	TypeProtocolError                Type = 6
-	TypeDriverVersion                Type = 10
-	TypeDeviceInfo                   Type = 11
-	TypeDeviceInfoReply              Type = 12
-	TypeDeviceAttribute              Type = 13
-	TypeSetDevice                    Type = 20
-	TypeSynchronize                  Type = 21
-	TypeMemAlloc                     Type = 30
-	TypeMemFree                      Type = 31
-	TypeMemGetInfo                   Type = 32
-	TypeMemGetInfoReply              Type = 33
-	TypeMemcpyHtoD                   Type = 34
-	TypeMemcpyDtoH                   Type = 35
-	TypeMemcpyDtoHData               Type = 36
-	TypeMemcpyDtoD                   Type = 37
-	TypeMemset                       Type = 38
-	TypeModuleLoad                   Type = 40
-	TypeModuleUnload                 Type = 41
-	TypeModuleGetFunction            Type = 42
-	TypeModuleGetGlobal              Type = 43
-	TypeModuleGetGlobalReply         Type = 44
-	TypeFuncParamLayout              Type = 45
-	TypeFuncParamLayoutReply         Type = 46
-	TypeFuncGetAttribute             Type = 47
-	TypeLaunchKernel                 Type = 48
-	TypeStreamCreate                 Type = 50
-	TypeStreamDestroy                Type = 51
-	TypeStreamSynchronize            Type = 52
-	TypeStreamQuery                  Type = 53
-	TypeStreamWaitEvent              Type = 54
-	TypeEventCreate                  Type = 60
-	TypeEventDestroy                 Type = 61
-	TypeEventRecord                  Type = 62
-	TypeEventSynchronize             Type = 63
-	TypeEventQuery                   Type = 64
-	TypeEventElapsedTime             Type = 65
-	TypeElapsedReply                 Type = 66
-	TypeLanesOpen                    Type = 70
-	TypeLanesOpenReply               Type = 71
-	TypeLaneHello                    Type = 72
-	TypeMemcpyHtoDStriped            Type = 73
-	TypeMemcpyDtoHStriped            Type = 74
-	TypeShmOpen                      Type = 80
-	TypeShmOpenReply                 Type = 81
-	TypeMemcpyHtoDShm                Type = 82
-	TypeMemcpyDtoHShm                Type = 83
-	TypeBlasCreate                   Type = 120
-	TypeBlasReply                    Type = 121
-	TypeBlasDestroy                  Type = 122
-	TypeBlasSetStream                Type = 123
-	TypeBlasSetMathMode              Type = 124
-	TypeBlasSetWorkspace             Type = 125
-	TypeBlasGemm                     Type = 126
-	TypeFuncSetAttribute             Type = 100
-	TypeOccupancyMaxActiveBlocks     Type = 101
-	TypeCtxSetLimit                  Type = 102
-	TypeCtxGetLimit                  Type = 103
-	TypeLimitReply                   Type = 104
-	TypeCtxSetCacheConfig            Type = 105
-	TypeCtxGetCacheConfig            Type = 106
-	TypeApiCall                      Type = 1000
-	TypeApiCallReply                 Type = 1001
-	TypeSizeReply                    Type = 3019
-	TypeMemAddressReserve            Type = 3000
-	TypeMemAddressFree               Type = 3001
-	TypeMemCreate                    Type = 3002
-	TypeMemRelease                   Type = 3003
-	TypeMemMap                       Type = 3004
-	TypeMemUnmap                     Type = 3005
-	TypeMemSetAccess                 Type = 3006
-	TypeMemGetAllocationGranularity  Type = 3007
-	TypeMemGetAllocationProperties   Type = 3008
-	TypeMemAllocationPropertiesReply Type = 3009
-	TypeMemRetainAllocationHandle    Type = 3010
-	TypeMemAllocAsync                Type = 3020
-	TypeMemFreeAsync                 Type = 3021
-	TypeMemPoolCreate                Type = 3022
-	TypeMemPoolDestroy               Type = 3023
-	TypeMemPoolSetAttribute          Type = 3024
-	TypeMemPoolGetAttribute          Type = 3025
-	TypeMemPoolTrimTo                Type = 3026
-	TypeDeviceGetMemPool             Type = 3027
-	TypeDeviceSetMemPool             Type = 3028
-	TypeArrayCreate                  Type = 3040
-	TypeArrayDestroy                 Type = 3041
-	TypeArrayGetDescriptor           Type = 3042
-	TypeArrayDescriptorReply         Type = 3043
-	TypeMemcpy3DHtoX                 Type = 3044
-	TypeMemcpy3DXtoH                 Type = 3045
-	TypeMemcpy3DData                 Type = 3046
-	TypeMemcpy3DXtoX                 Type = 3047
-	TypeTexObjectCreate              Type = 3060
-	TypeTexObjectDestroy             Type = 3061
-	TypeTexObjectGetResourceDesc     Type = 3062
-	TypeResourceDescReply            Type = 3063
-	TypeSurfObjectCreate             Type = 3064
-	TypeSurfObjectDestroy            Type = 3065
-	TypeStreamBeginCapture           Type = 3070
-	TypeStreamEndCapture             Type = 3071
-	TypeStreamGetCaptureInfo         Type = 3072
-	TypeCaptureInfoReply             Type = 3073
-	TypeGraphCreate                  Type = 3074
-	TypeGraphDestroy                 Type = 3075
-	TypeGraphAddKernelNode           Type = 3076
-	TypeGraphAddMemsetNode           Type = 3077
-	TypeGraphAddMemcpyNode           Type = 3078
-	TypeGraphAddEmptyNode            Type = 3079
-	TypeGraphInstantiate             Type = 3080
-	TypeGraphLaunch                  Type = 3081
-	TypeGraphExecDestroy             Type = 3082
-	TypeGraphGetNodes                Type = 3083
-	TypeGraphNodesReply              Type = 3084
-	TypeGraphExecUpdate              Type = 3085
-	TypeLaunchKernelEx               Type = 3100
-	TypeStreamMemOp                  Type = 3110
-	TypeTensorMapEncode              Type = 3120
-	TypeTensorMapReply               Type = 3121
-	TypeLinkCreate                   Type = 3130
-	TypeLinkAddData                  Type = 3131
-	TypeLinkComplete                 Type = 3132
-	TypeLinkCompleteReply            Type = 3133
-	TypeLinkDestroy                  Type = 3134
-	TypeNvmlHello                    Type = 13000
-	TypeNvmlHelloReply               Type = 13001
-	TypeNvmlDevice                   Type = 13002
-	TypeNvmlDeviceReply              Type = 13003
-	TypeNvmlProcesses                Type = 13004
-	TypeNvmlProcessesReply           Type = 13005
-	TypeNvmlSessionPid               Type = 13006
-	TypeDnnReply                     Type = 9000
-	TypeDnnCreate                    Type = 9001
-	TypeDnnDestroy                   Type = 9002
-	TypeDnnSetStream                 Type = 9003
-	TypeDnnDescCreate                Type = 9004
-	TypeDnnDescDestroy               Type = 9005
-	TypeDnnSetAttribute              Type = 9006
-	TypeDnnGetAttribute              Type = 9007
-	TypeDnnFinalize                  Type = 9008
-	TypeDnnExecute                   Type = 9009
-	TypeDnnLegacy                    Type = 9010
-	TypeLtCreate                     Type = 8000
-	TypeLtHeuristic                  Type = 8001
-	TypeLtHeuristicReply             Type = 8002
-	TypeLtMatmul                     Type = 8003
-	TypeLtGetAttribute               Type = 8004
-	TypeLtAttributeReply             Type = 8005
-	TypeResumeOpen                   Type = 900
-	TypeResumeOpenReply              Type = 901
-	TypeResume                       Type = 902
-	TypeResumeReply                  Type = 903
-	TypePeerAccess                   Type = 4500
-	TypeMemcpyPeer                   Type = 4501
-	TypeNcclGetUniqueId              Type = 14000
-	TypeNcclReply                    Type = 14001
-	TypeNcclCommInit                 Type = 14002
-	TypeNcclCommDestroy              Type = 14003
-	TypeNcclCollective               Type = 14004
-	TypeStreamWaitPeerEvent          Type = 4502
-	TypeMigrateRedirect              Type = 904
-	TypeMigrateIn                    Type = 905
-	TypeMigrateInReply               Type = 906
-	TypeMigrateReady                 Type = 907
-	TypeSolverCall                   Type = 11002
-	TypeSolverReply                  Type = 11003
-	TypeSparseCall                   Type = 10000
-	TypeSparseReply                  Type = 10001
-	TypeFftCall                      Type = 12000
-	TypeFftReply                     Type = 12001
-	TypeRandCall                     Type = 12500
-	TypeRandReply                    Type = 12501
-	TypeNcclGroup                    Type = 14005
-	TypeNcclCommQuery                Type = 14006
-	TypeNcclRedOp                    Type = 14007
-	TypeNcclCommSplit                Type = 14008
-	TypeDnnExecutePack               Type = 9011
-	TypeShmDevicePointer             Type = 3200
-	TypeBlasTrsm                     Type = 7100
-	TypeBlasGetrfBatched             Type = 7101
-	TypeBlasGetrsBatched             Type = 7102
-	TypeJpegCall                     Type = 15000
-	TypeJpegReply                    Type = 15001
+	TypeHello                           Type = 1
+	TypeHelloReply                      Type = 2
+	TypeStatus                          Type = 3
+	TypeHandleReply                     Type = 4
+	TypeValueReply                      Type = 5
+	TypeProtocolError                   Type = 6
+	TypeDriverVersion                   Type = 10
+	TypeDeviceInfo                      Type = 11
+	TypeDeviceInfoReply                 Type = 12
+	TypeDeviceAttribute                 Type = 13
+	TypeSetDevice                       Type = 20
+	TypeSynchronize                     Type = 21
+	TypeMemAlloc                        Type = 30
+	TypeMemFree                         Type = 31
+	TypeMemGetInfo                      Type = 32
+	TypeMemGetInfoReply                 Type = 33
+	TypeMemcpyHtoD                      Type = 34
+	TypeMemcpyDtoH                      Type = 35
+	TypeMemcpyDtoHData                  Type = 36
+	TypeMemcpyDtoD                      Type = 37
+	TypeMemset                          Type = 38
+	TypeModuleLoad                      Type = 40
+	TypeModuleUnload                    Type = 41
+	TypeModuleGetFunction               Type = 42
+	TypeModuleGetGlobal                 Type = 43
+	TypeModuleGetGlobalReply            Type = 44
+	TypeFuncParamLayout                 Type = 45
+	TypeFuncParamLayoutReply            Type = 46
+	TypeFuncGetAttribute                Type = 47
+	TypeLaunchKernel                    Type = 48
+	TypeStreamCreate                    Type = 50
+	TypeStreamDestroy                   Type = 51
+	TypeStreamSynchronize               Type = 52
+	TypeStreamQuery                     Type = 53
+	TypeStreamWaitEvent                 Type = 54
+	TypeEventCreate                     Type = 60
+	TypeEventDestroy                    Type = 61
+	TypeEventRecord                     Type = 62
+	TypeEventSynchronize                Type = 63
+	TypeEventQuery                      Type = 64
+	TypeEventElapsedTime                Type = 65
+	TypeElapsedReply                    Type = 66
+	TypeLanesOpen                       Type = 70
+	TypeLanesOpenReply                  Type = 71
+	TypeLaneHello                       Type = 72
+	TypeMemcpyHtoDStriped               Type = 73
+	TypeMemcpyDtoHStriped               Type = 74
+	TypeShmOpen                         Type = 80
+	TypeShmOpenReply                    Type = 81
+	TypeMemcpyHtoDShm                   Type = 82
+	TypeMemcpyDtoHShm                   Type = 83
+	TypeBlasCreate                      Type = 120
+	TypeBlasReply                       Type = 121
+	TypeBlasDestroy                     Type = 122
+	TypeBlasSetStream                   Type = 123
+	TypeBlasSetMathMode                 Type = 124
+	TypeBlasSetWorkspace                Type = 125
+	TypeBlasGemm                        Type = 126
+	TypeFuncSetAttribute                Type = 100
+	TypeOccupancyMaxActiveBlocks        Type = 101
+	TypeCtxSetLimit                     Type = 102
+	TypeCtxGetLimit                     Type = 103
+	TypeLimitReply                      Type = 104
+	TypeCtxSetCacheConfig               Type = 105
+	TypeCtxGetCacheConfig               Type = 106
+	TypeApiCall                         Type = 1000
+	TypeApiCallReply                    Type = 1001
+	TypeSizeReply                       Type = 3019
+	TypeMemAddressReserve               Type = 3000
+	TypeMemAddressFree                  Type = 3001
+	TypeMemCreate                       Type = 3002
+	TypeMemRelease                      Type = 3003
+	TypeMemMap                          Type = 3004
+	TypeMemUnmap                        Type = 3005
+	TypeMemSetAccess                    Type = 3006
+	TypeMemGetAllocationGranularity     Type = 3007
+	TypeMemGetAllocationProperties      Type = 3008
+	TypeMemAllocationPropertiesReply    Type = 3009
+	TypeMemRetainAllocationHandle       Type = 3010
+	TypeMemAllocAsync                   Type = 3020
+	TypeMemFreeAsync                    Type = 3021
+	TypeMemPoolCreate                   Type = 3022
+	TypeMemPoolDestroy                  Type = 3023
+	TypeMemPoolSetAttribute             Type = 3024
+	TypeMemPoolGetAttribute             Type = 3025
+	TypeMemPoolTrimTo                   Type = 3026
+	TypeDeviceGetMemPool                Type = 3027
+	TypeDeviceSetMemPool                Type = 3028
+	TypeArrayCreate                     Type = 3040
+	TypeArrayDestroy                    Type = 3041
+	TypeArrayGetDescriptor              Type = 3042
+	TypeArrayDescriptorReply            Type = 3043
+	TypeMemcpy3DHtoX                    Type = 3044
+	TypeMemcpy3DXtoH                    Type = 3045
+	TypeMemcpy3DData                    Type = 3046
+	TypeMemcpy3DXtoX                    Type = 3047
+	TypeTexObjectCreate                 Type = 3060
+	TypeTexObjectDestroy                Type = 3061
+	TypeTexObjectGetResourceDesc        Type = 3062
+	TypeResourceDescReply               Type = 3063
+	TypeSurfObjectCreate                Type = 3064
+	TypeSurfObjectDestroy               Type = 3065
+	TypeStreamBeginCapture              Type = 3070
+	TypeStreamEndCapture                Type = 3071
+	TypeStreamGetCaptureInfo            Type = 3072
+	TypeCaptureInfoReply                Type = 3073
+	TypeGraphCreate                     Type = 3074
+	TypeGraphDestroy                    Type = 3075
+	TypeGraphAddKernelNode              Type = 3076
+	TypeGraphAddMemsetNode              Type = 3077
+	TypeGraphAddMemcpyNode              Type = 3078
+	TypeGraphAddEmptyNode               Type = 3079
+	TypeGraphInstantiate                Type = 3080
+	TypeGraphLaunch                     Type = 3081
+	TypeGraphExecDestroy                Type = 3082
+	TypeGraphGetNodes                   Type = 3083
+	TypeGraphNodesReply                 Type = 3084
+	TypeGraphExecUpdate                 Type = 3085
+	TypeLaunchKernelEx                  Type = 3100
+	TypeStreamMemOp                     Type = 3110
+	TypeTensorMapEncode                 Type = 3120
+	TypeTensorMapReply                  Type = 3121
+	TypeLinkCreate                      Type = 3130
+	TypeLinkAddData                     Type = 3131
+	TypeLinkComplete                    Type = 3132
+	TypeLinkCompleteReply               Type = 3133
+	TypeLinkDestroy                     Type = 3134
+	TypeNvmlHello                       Type = 13000
+	TypeNvmlHelloReply                  Type = 13001
+	TypeNvmlDevice                      Type = 13002
+	TypeNvmlDeviceReply                 Type = 13003
+	TypeNvmlProcesses                   Type = 13004
+	TypeNvmlProcessesReply              Type = 13005
+	TypeNvmlSessionPid                  Type = 13006
+	TypeDnnReply                        Type = 9000
+	TypeDnnCreate                       Type = 9001
+	TypeDnnDestroy                      Type = 9002
+	TypeDnnSetStream                    Type = 9003
+	TypeDnnDescCreate                   Type = 9004
+	TypeDnnDescDestroy                  Type = 9005
+	TypeDnnSetAttribute                 Type = 9006
+	TypeDnnGetAttribute                 Type = 9007
+	TypeDnnFinalize                     Type = 9008
+	TypeDnnExecute                      Type = 9009
+	TypeDnnLegacy                       Type = 9010
+	TypeLtCreate                        Type = 8000
+	TypeLtHeuristic                     Type = 8001
+	TypeLtHeuristicReply                Type = 8002
+	TypeLtMatmul                        Type = 8003
+	TypeLtGetAttribute                  Type = 8004
+	TypeLtAttributeReply                Type = 8005
+	TypeResumeOpen                      Type = 900
+	TypeResumeOpenReply                 Type = 901
+	TypeResume                          Type = 902
+	TypeResumeReply                     Type = 903
+	TypePeerAccess                      Type = 4500
+	TypeMemcpyPeer                      Type = 4501
+	TypeNcclGetUniqueId                 Type = 14000
+	TypeNcclReply                       Type = 14001
+	TypeNcclCommInit                    Type = 14002
+	TypeNcclCommDestroy                 Type = 14003
+	TypeNcclCollective                  Type = 14004
+	TypeStreamWaitPeerEvent             Type = 4502
+	TypeMigrateRedirect                 Type = 904
+	TypeMigrateIn                       Type = 905
+	TypeMigrateInReply                  Type = 906
+	TypeMigrateReady                    Type = 907
+	TypeSolverCall                      Type = 11002
+	TypeSolverReply                     Type = 11003
+	TypeSparseCall                      Type = 10000
+	TypeSparseReply                     Type = 10001
+	TypeFftCall                         Type = 12000
+	TypeFftReply                        Type = 12001
+	TypeRandCall                        Type = 12500
+	TypeRandReply                       Type = 12501
+	TypeNcclGroup                       Type = 14005
+	TypeNcclCommQuery                   Type = 14006
+	TypeNcclRedOp                       Type = 14007
+	TypeNcclCommSplit                   Type = 14008
+	TypeDnnExecutePack                  Type = 9011
+	TypeShmDevicePointer                Type = 3200
+	TypeBlasTrsm                        Type = 7100
+	TypeBlasGetrfBatched                Type = 7101
+	TypeBlasGetrsBatched                Type = 7102
+	TypeJpegCall                        Type = 15000
+	TypeJpegReply                       Type = 15001
+	TypeGraphConditionalHandleCreate    Type = 3400
+	TypeGraphAddConditionalNode         Type = 3401
+	TypeGraphConditionalNodeReply       Type = 3402
+	TypeGraphAddMemAllocNode            Type = 3403
+	TypeGraphMemAllocNodeReply          Type = 3404
+	TypeGraphAddMemFreeNode             Type = 3405
+	TypeDeviceGraphMemTrim              Type = 3406
+	TypeDeviceGraphMemAttribute         Type = 3407
+	TypeDeviceSetGraphMemAttribute      Type = 3408
+	TypeStreamBeginCaptureToGraph       Type = 3409
+	TypeStreamCaptureGraph              Type = 3410
+	TypeCaptureGraphReply               Type = 3411
+	TypeStreamUpdateCaptureDependencies Type = 3412
 )
 
 var typeNames = map[Type]string{
-	TypeHello:                        "Hello",
-	TypeHelloReply:                   "HelloReply",
-	TypeStatus:                       "Status",
-	TypeHandleReply:                  "HandleReply",
-	TypeValueReply:                   "ValueReply",
-	TypeProtocolError:                "ProtocolError",
-	TypeDriverVersion:                "DriverVersion",
-	TypeDeviceInfo:                   "DeviceInfo",
-	TypeDeviceInfoReply:              "DeviceInfoReply",
-	TypeDeviceAttribute:              "DeviceAttribute",
-	TypeSetDevice:                    "SetDevice",
-	TypeSynchronize:                  "Synchronize",
-	TypeMemAlloc:                     "MemAlloc",
-	TypeMemFree:                      "MemFree",
-	TypeMemGetInfo:                   "MemGetInfo",
-	TypeMemGetInfoReply:              "MemGetInfoReply",
-	TypeMemcpyHtoD:                   "MemcpyHtoD",
-	TypeMemcpyDtoH:                   "MemcpyDtoH",
-	TypeMemcpyDtoHData:               "MemcpyDtoHData",
-	TypeMemcpyDtoD:                   "MemcpyDtoD",
-	TypeMemset:                       "Memset",
-	TypeModuleLoad:                   "ModuleLoad",
-	TypeModuleUnload:                 "ModuleUnload",
-	TypeModuleGetFunction:            "ModuleGetFunction",
-	TypeModuleGetGlobal:              "ModuleGetGlobal",
-	TypeModuleGetGlobalReply:         "ModuleGetGlobalReply",
-	TypeFuncParamLayout:              "FuncParamLayout",
-	TypeFuncParamLayoutReply:         "FuncParamLayoutReply",
-	TypeFuncGetAttribute:             "FuncGetAttribute",
-	TypeLaunchKernel:                 "LaunchKernel",
-	TypeStreamCreate:                 "StreamCreate",
-	TypeStreamDestroy:                "StreamDestroy",
-	TypeStreamSynchronize:            "StreamSynchronize",
-	TypeStreamQuery:                  "StreamQuery",
-	TypeStreamWaitEvent:              "StreamWaitEvent",
-	TypeEventCreate:                  "EventCreate",
-	TypeEventDestroy:                 "EventDestroy",
-	TypeEventRecord:                  "EventRecord",
-	TypeEventSynchronize:             "EventSynchronize",
-	TypeEventQuery:                   "EventQuery",
-	TypeEventElapsedTime:             "EventElapsedTime",
-	TypeElapsedReply:                 "ElapsedReply",
-	TypeLanesOpen:                    "LanesOpen",
-	TypeLanesOpenReply:               "LanesOpenReply",
-	TypeLaneHello:                    "LaneHello",
-	TypeMemcpyHtoDStriped:            "MemcpyHtoDStriped",
-	TypeMemcpyDtoHStriped:            "MemcpyDtoHStriped",
-	TypeShmOpen:                      "ShmOpen",
-	TypeShmOpenReply:                 "ShmOpenReply",
-	TypeMemcpyHtoDShm:                "MemcpyHtoDShm",
-	TypeMemcpyDtoHShm:                "MemcpyDtoHShm",
-	TypeBlasCreate:                   "BlasCreate",
-	TypeBlasReply:                    "BlasReply",
-	TypeBlasDestroy:                  "BlasDestroy",
-	TypeBlasSetStream:                "BlasSetStream",
-	TypeBlasSetMathMode:              "BlasSetMathMode",
-	TypeBlasSetWorkspace:             "BlasSetWorkspace",
-	TypeBlasGemm:                     "BlasGemm",
-	TypeFuncSetAttribute:             "FuncSetAttribute",
-	TypeOccupancyMaxActiveBlocks:     "OccupancyMaxActiveBlocks",
-	TypeCtxSetLimit:                  "CtxSetLimit",
-	TypeCtxGetLimit:                  "CtxGetLimit",
-	TypeLimitReply:                   "LimitReply",
-	TypeCtxSetCacheConfig:            "CtxSetCacheConfig",
-	TypeCtxGetCacheConfig:            "CtxGetCacheConfig",
-	TypeApiCall:                      "ApiCall",
-	TypeApiCallReply:                 "ApiCallReply",
-	TypeSizeReply:                    "SizeReply",
-	TypeMemAddressReserve:            "MemAddressReserve",
-	TypeMemAddressFree:               "MemAddressFree",
-	TypeMemCreate:                    "MemCreate",
-	TypeMemRelease:                   "MemRelease",
-	TypeMemMap:                       "MemMap",
-	TypeMemUnmap:                     "MemUnmap",
-	TypeMemSetAccess:                 "MemSetAccess",
-	TypeMemGetAllocationGranularity:  "MemGetAllocationGranularity",
-	TypeMemGetAllocationProperties:   "MemGetAllocationProperties",
-	TypeMemAllocationPropertiesReply: "MemAllocationPropertiesReply",
-	TypeMemRetainAllocationHandle:    "MemRetainAllocationHandle",
-	TypeMemAllocAsync:                "MemAllocAsync",
-	TypeMemFreeAsync:                 "MemFreeAsync",
-	TypeMemPoolCreate:                "MemPoolCreate",
-	TypeMemPoolDestroy:               "MemPoolDestroy",
-	TypeMemPoolSetAttribute:          "MemPoolSetAttribute",
-	TypeMemPoolGetAttribute:          "MemPoolGetAttribute",
-	TypeMemPoolTrimTo:                "MemPoolTrimTo",
-	TypeDeviceGetMemPool:             "DeviceGetMemPool",
-	TypeDeviceSetMemPool:             "DeviceSetMemPool",
-	TypeArrayCreate:                  "ArrayCreate",
-	TypeArrayDestroy:                 "ArrayDestroy",
-	TypeArrayGetDescriptor:           "ArrayGetDescriptor",
-	TypeArrayDescriptorReply:         "ArrayDescriptorReply",
-	TypeMemcpy3DHtoX:                 "Memcpy3DHtoX",
-	TypeMemcpy3DXtoH:                 "Memcpy3DXtoH",
-	TypeMemcpy3DData:                 "Memcpy3DData",
-	TypeMemcpy3DXtoX:                 "Memcpy3DXtoX",
-	TypeTexObjectCreate:              "TexObjectCreate",
-	TypeTexObjectDestroy:             "TexObjectDestroy",
-	TypeTexObjectGetResourceDesc:     "TexObjectGetResourceDesc",
-	TypeResourceDescReply:            "ResourceDescReply",
-	TypeSurfObjectCreate:             "SurfObjectCreate",
-	TypeSurfObjectDestroy:            "SurfObjectDestroy",
-	TypeStreamBeginCapture:           "StreamBeginCapture",
-	TypeStreamEndCapture:             "StreamEndCapture",
-	TypeStreamGetCaptureInfo:         "StreamGetCaptureInfo",
-	TypeCaptureInfoReply:             "CaptureInfoReply",
-	TypeGraphCreate:                  "GraphCreate",
-	TypeGraphDestroy:                 "GraphDestroy",
-	TypeGraphAddKernelNode:           "GraphAddKernelNode",
-	TypeGraphAddMemsetNode:           "GraphAddMemsetNode",
-	TypeGraphAddMemcpyNode:           "GraphAddMemcpyNode",
-	TypeGraphAddEmptyNode:            "GraphAddEmptyNode",
-	TypeGraphInstantiate:             "GraphInstantiate",
-	TypeGraphLaunch:                  "GraphLaunch",
-	TypeGraphExecDestroy:             "GraphExecDestroy",
-	TypeGraphGetNodes:                "GraphGetNodes",
-	TypeGraphNodesReply:              "GraphNodesReply",
-	TypeGraphExecUpdate:              "GraphExecUpdate",
-	TypeLaunchKernelEx:               "LaunchKernelEx",
-	TypeStreamMemOp:                  "StreamMemOp",
-	TypeTensorMapEncode:              "TensorMapEncode",
-	TypeTensorMapReply:               "TensorMapReply",
-	TypeLinkCreate:                   "LinkCreate",
-	TypeLinkAddData:                  "LinkAddData",
-	TypeLinkComplete:                 "LinkComplete",
-	TypeLinkCompleteReply:            "LinkCompleteReply",
-	TypeLinkDestroy:                  "LinkDestroy",
-	TypeNvmlHello:                    "NvmlHello",
-	TypeNvmlHelloReply:               "NvmlHelloReply",
-	TypeNvmlDevice:                   "NvmlDevice",
-	TypeNvmlDeviceReply:              "NvmlDeviceReply",
-	TypeNvmlProcesses:                "NvmlProcesses",
-	TypeNvmlProcessesReply:           "NvmlProcessesReply",
-	TypeNvmlSessionPid:               "NvmlSessionPid",
-	TypeDnnReply:                     "DnnReply",
-	TypeDnnCreate:                    "DnnCreate",
-	TypeDnnDestroy:                   "DnnDestroy",
-	TypeDnnSetStream:                 "DnnSetStream",
-	TypeDnnDescCreate:                "DnnDescCreate",
-	TypeDnnDescDestroy:               "DnnDescDestroy",
-	TypeDnnSetAttribute:              "DnnSetAttribute",
-	TypeDnnGetAttribute:              "DnnGetAttribute",
-	TypeDnnFinalize:                  "DnnFinalize",
-	TypeDnnExecute:                   "DnnExecute",
-	TypeDnnLegacy:                    "DnnLegacy",
-	TypeLtCreate:                     "LtCreate",
-	TypeLtHeuristic:                  "LtHeuristic",
-	TypeLtHeuristicReply:             "LtHeuristicReply",
-	TypeLtMatmul:                     "LtMatmul",
-	TypeLtGetAttribute:               "LtGetAttribute",
-	TypeLtAttributeReply:             "LtAttributeReply",
-	TypeResumeOpen:                   "ResumeOpen",
-	TypeResumeOpenReply:              "ResumeOpenReply",
-	TypeResume:                       "Resume",
-	TypeResumeReply:                  "ResumeReply",
-	TypePeerAccess:                   "PeerAccess",
-	TypeMemcpyPeer:                   "MemcpyPeer",
-	TypeNcclGetUniqueId:              "NcclGetUniqueId",
-	TypeNcclReply:                    "NcclReply",
-	TypeNcclCommInit:                 "NcclCommInit",
-	TypeNcclCommDestroy:              "NcclCommDestroy",
-	TypeNcclCollective:               "NcclCollective",
-	TypeStreamWaitPeerEvent:          "StreamWaitPeerEvent",
-	TypeMigrateRedirect:              "MigrateRedirect",
-	TypeMigrateIn:                    "MigrateIn",
-	TypeMigrateInReply:               "MigrateInReply",
-	TypeMigrateReady:                 "MigrateReady",
-	TypeSolverCall:                   "SolverCall",
-	TypeSolverReply:                  "SolverReply",
-	TypeSparseCall:                   "SparseCall",
-	TypeSparseReply:                  "SparseReply",
-	TypeFftCall:                      "FftCall",
-	TypeFftReply:                     "FftReply",
-	TypeRandCall:                     "RandCall",
-	TypeRandReply:                    "RandReply",
-	TypeNcclGroup:                    "NcclGroup",
-	TypeNcclCommQuery:                "NcclCommQuery",
-	TypeNcclRedOp:                    "NcclRedOp",
-	TypeNcclCommSplit:                "NcclCommSplit",
-	TypeDnnExecutePack:               "DnnExecutePack",
-	TypeShmDevicePointer:             "ShmDevicePointer",
-	TypeBlasTrsm:                     "BlasTrsm",
-	TypeBlasGetrfBatched:             "BlasGetrfBatched",
-	TypeBlasGetrsBatched:             "BlasGetrsBatched",
-	TypeJpegCall:                     "JpegCall",
-	TypeJpegReply:                    "JpegReply",
+	TypeHello:                           "Hello",
+	TypeHelloReply:                      "HelloReply",
+	TypeStatus:                          "Status",
+	TypeHandleReply:                     "HandleReply",
+	TypeValueReply:                      "ValueReply",
+	TypeProtocolError:                   "ProtocolError",
+	TypeDriverVersion:                   "DriverVersion",
+	TypeDeviceInfo:                      "DeviceInfo",
+	TypeDeviceInfoReply:                 "DeviceInfoReply",
+	TypeDeviceAttribute:                 "DeviceAttribute",
+	TypeSetDevice:                       "SetDevice",
+	TypeSynchronize:                     "Synchronize",
+	TypeMemAlloc:                        "MemAlloc",
+	TypeMemFree:                         "MemFree",
+	TypeMemGetInfo:                      "MemGetInfo",
+	TypeMemGetInfoReply:                 "MemGetInfoReply",
+	TypeMemcpyHtoD:                      "MemcpyHtoD",
+	TypeMemcpyDtoH:                      "MemcpyDtoH",
+	TypeMemcpyDtoHData:                  "MemcpyDtoHData",
+	TypeMemcpyDtoD:                      "MemcpyDtoD",
+	TypeMemset:                          "Memset",
+	TypeModuleLoad:                      "ModuleLoad",
+	TypeModuleUnload:                    "ModuleUnload",
+	TypeModuleGetFunction:               "ModuleGetFunction",
+	TypeModuleGetGlobal:                 "ModuleGetGlobal",
+	TypeModuleGetGlobalReply:            "ModuleGetGlobalReply",
+	TypeFuncParamLayout:                 "FuncParamLayout",
+	TypeFuncParamLayoutReply:            "FuncParamLayoutReply",
+	TypeFuncGetAttribute:                "FuncGetAttribute",
+	TypeLaunchKernel:                    "LaunchKernel",
+	TypeStreamCreate:                    "StreamCreate",
+	TypeStreamDestroy:                   "StreamDestroy",
+	TypeStreamSynchronize:               "StreamSynchronize",
+	TypeStreamQuery:                     "StreamQuery",
+	TypeStreamWaitEvent:                 "StreamWaitEvent",
+	TypeEventCreate:                     "EventCreate",
+	TypeEventDestroy:                    "EventDestroy",
+	TypeEventRecord:                     "EventRecord",
+	TypeEventSynchronize:                "EventSynchronize",
+	TypeEventQuery:                      "EventQuery",
+	TypeEventElapsedTime:                "EventElapsedTime",
+	TypeElapsedReply:                    "ElapsedReply",
+	TypeLanesOpen:                       "LanesOpen",
+	TypeLanesOpenReply:                  "LanesOpenReply",
+	TypeLaneHello:                       "LaneHello",
+	TypeMemcpyHtoDStriped:               "MemcpyHtoDStriped",
+	TypeMemcpyDtoHStriped:               "MemcpyDtoHStriped",
+	TypeShmOpen:                         "ShmOpen",
+	TypeShmOpenReply:                    "ShmOpenReply",
+	TypeMemcpyHtoDShm:                   "MemcpyHtoDShm",
+	TypeMemcpyDtoHShm:                   "MemcpyDtoHShm",
+	TypeBlasCreate:                      "BlasCreate",
+	TypeBlasReply:                       "BlasReply",
+	TypeBlasDestroy:                     "BlasDestroy",
+	TypeBlasSetStream:                   "BlasSetStream",
+	TypeBlasSetMathMode:                 "BlasSetMathMode",
+	TypeBlasSetWorkspace:                "BlasSetWorkspace",
+	TypeBlasGemm:                        "BlasGemm",
+	TypeFuncSetAttribute:                "FuncSetAttribute",
+	TypeOccupancyMaxActiveBlocks:        "OccupancyMaxActiveBlocks",
+	TypeCtxSetLimit:                     "CtxSetLimit",
+	TypeCtxGetLimit:                     "CtxGetLimit",
+	TypeLimitReply:                      "LimitReply",
+	TypeCtxSetCacheConfig:               "CtxSetCacheConfig",
+	TypeCtxGetCacheConfig:               "CtxGetCacheConfig",
+	TypeApiCall:                         "ApiCall",
+	TypeApiCallReply:                    "ApiCallReply",
+	TypeSizeReply:                       "SizeReply",
+	TypeMemAddressReserve:               "MemAddressReserve",
+	TypeMemAddressFree:                  "MemAddressFree",
+	TypeMemCreate:                       "MemCreate",
+	TypeMemRelease:                      "MemRelease",
+	TypeMemMap:                          "MemMap",
+	TypeMemUnmap:                        "MemUnmap",
+	TypeMemSetAccess:                    "MemSetAccess",
+	TypeMemGetAllocationGranularity:     "MemGetAllocationGranularity",
+	TypeMemGetAllocationProperties:      "MemGetAllocationProperties",
+	TypeMemAllocationPropertiesReply:    "MemAllocationPropertiesReply",
+	TypeMemRetainAllocationHandle:       "MemRetainAllocationHandle",
+	TypeMemAllocAsync:                   "MemAllocAsync",
+	TypeMemFreeAsync:                    "MemFreeAsync",
+	TypeMemPoolCreate:                   "MemPoolCreate",
+	TypeMemPoolDestroy:                  "MemPoolDestroy",
+	TypeMemPoolSetAttribute:             "MemPoolSetAttribute",
+	TypeMemPoolGetAttribute:             "MemPoolGetAttribute",
+	TypeMemPoolTrimTo:                   "MemPoolTrimTo",
+	TypeDeviceGetMemPool:                "DeviceGetMemPool",
+	TypeDeviceSetMemPool:                "DeviceSetMemPool",
+	TypeArrayCreate:                     "ArrayCreate",
+	TypeArrayDestroy:                    "ArrayDestroy",
+	TypeArrayGetDescriptor:              "ArrayGetDescriptor",
+	TypeArrayDescriptorReply:            "ArrayDescriptorReply",
+	TypeMemcpy3DHtoX:                    "Memcpy3DHtoX",
+	TypeMemcpy3DXtoH:                    "Memcpy3DXtoH",
+	TypeMemcpy3DData:                    "Memcpy3DData",
+	TypeMemcpy3DXtoX:                    "Memcpy3DXtoX",
+	TypeTexObjectCreate:                 "TexObjectCreate",
+	TypeTexObjectDestroy:                "TexObjectDestroy",
+	TypeTexObjectGetResourceDesc:        "TexObjectGetResourceDesc",
+	TypeResourceDescReply:               "ResourceDescReply",
+	TypeSurfObjectCreate:                "SurfObjectCreate",
+	TypeSurfObjectDestroy:               "SurfObjectDestroy",
+	TypeStreamBeginCapture:              "StreamBeginCapture",
+	TypeStreamEndCapture:                "StreamEndCapture",
+	TypeStreamGetCaptureInfo:            "StreamGetCaptureInfo",
+	TypeCaptureInfoReply:                "CaptureInfoReply",
+	TypeGraphCreate:                     "GraphCreate",
+	TypeGraphDestroy:                    "GraphDestroy",
+	TypeGraphAddKernelNode:              "GraphAddKernelNode",
+	TypeGraphAddMemsetNode:              "GraphAddMemsetNode",
+	TypeGraphAddMemcpyNode:              "GraphAddMemcpyNode",
+	TypeGraphAddEmptyNode:               "GraphAddEmptyNode",
+	TypeGraphInstantiate:                "GraphInstantiate",
+	TypeGraphLaunch:                     "GraphLaunch",
+	TypeGraphExecDestroy:                "GraphExecDestroy",
+	TypeGraphGetNodes:                   "GraphGetNodes",
+	TypeGraphNodesReply:                 "GraphNodesReply",
+	TypeGraphExecUpdate:                 "GraphExecUpdate",
+	TypeLaunchKernelEx:                  "LaunchKernelEx",
+	TypeStreamMemOp:                     "StreamMemOp",
+	TypeTensorMapEncode:                 "TensorMapEncode",
+	TypeTensorMapReply:                  "TensorMapReply",
+	TypeLinkCreate:                      "LinkCreate",
+	TypeLinkAddData:                     "LinkAddData",
+	TypeLinkComplete:                    "LinkComplete",
+	TypeLinkCompleteReply:               "LinkCompleteReply",
+	TypeLinkDestroy:                     "LinkDestroy",
+	TypeNvmlHello:                       "NvmlHello",
+	TypeNvmlHelloReply:                  "NvmlHelloReply",
+	TypeNvmlDevice:                      "NvmlDevice",
+	TypeNvmlDeviceReply:                 "NvmlDeviceReply",
+	TypeNvmlProcesses:                   "NvmlProcesses",
+	TypeNvmlProcessesReply:              "NvmlProcessesReply",
+	TypeNvmlSessionPid:                  "NvmlSessionPid",
+	TypeDnnReply:                        "DnnReply",
+	TypeDnnCreate:                       "DnnCreate",
+	TypeDnnDestroy:                      "DnnDestroy",
+	TypeDnnSetStream:                    "DnnSetStream",
+	TypeDnnDescCreate:                   "DnnDescCreate",
+	TypeDnnDescDestroy:                  "DnnDescDestroy",
+	TypeDnnSetAttribute:                 "DnnSetAttribute",
+	TypeDnnGetAttribute:                 "DnnGetAttribute",
+	TypeDnnFinalize:                     "DnnFinalize",
+	TypeDnnExecute:                      "DnnExecute",
+	TypeDnnLegacy:                       "DnnLegacy",
+	TypeLtCreate:                        "LtCreate",
+	TypeLtHeuristic:                     "LtHeuristic",
+	TypeLtHeuristicReply:                "LtHeuristicReply",
+	TypeLtMatmul:                        "LtMatmul",
+	TypeLtGetAttribute:                  "LtGetAttribute",
+	TypeLtAttributeReply:                "LtAttributeReply",
+	TypeResumeOpen:                      "ResumeOpen",
+	TypeResumeOpenReply:                 "ResumeOpenReply",
+	TypeResume:                          "Resume",
+	TypeResumeReply:                     "ResumeReply",
+	TypePeerAccess:                      "PeerAccess",
+	TypeMemcpyPeer:                      "MemcpyPeer",
+	TypeNcclGetUniqueId:                 "NcclGetUniqueId",
+	TypeNcclReply:                       "NcclReply",
+	TypeNcclCommInit:                    "NcclCommInit",
+	TypeNcclCommDestroy:                 "NcclCommDestroy",
+	TypeNcclCollective:                  "NcclCollective",
+	TypeStreamWaitPeerEvent:             "StreamWaitPeerEvent",
+	TypeMigrateRedirect:                 "MigrateRedirect",
+	TypeMigrateIn:                       "MigrateIn",
+	TypeMigrateInReply:                  "MigrateInReply",
+	TypeMigrateReady:                    "MigrateReady",
+	TypeSolverCall:                      "SolverCall",
+	TypeSolverReply:                     "SolverReply",
+	TypeSparseCall:                      "SparseCall",
+	TypeSparseReply:                     "SparseReply",
+	TypeFftCall:                         "FftCall",
+	TypeFftReply:                        "FftReply",
+	TypeRandCall:                        "RandCall",
+	TypeRandReply:                       "RandReply",
+	TypeNcclGroup:                       "NcclGroup",
+	TypeNcclCommQuery:                   "NcclCommQuery",
+	TypeNcclRedOp:                       "NcclRedOp",
+	TypeNcclCommSplit:                   "NcclCommSplit",
+	TypeDnnExecutePack:                  "DnnExecutePack",
+	TypeShmDevicePointer:                "ShmDevicePointer",
+	TypeBlasTrsm:                        "BlasTrsm",
+	TypeBlasGetrfBatched:                "BlasGetrfBatched",
+	TypeBlasGetrsBatched:                "BlasGetrsBatched",
+	TypeJpegCall:                        "JpegCall",
+	TypeJpegReply:                       "JpegReply",
+	TypeGraphConditionalHandleCreate:    "GraphConditionalHandleCreate",
+	TypeGraphAddConditionalNode:         "GraphAddConditionalNode",
+	TypeGraphConditionalNodeReply:       "GraphConditionalNodeReply",
+	TypeGraphAddMemAllocNode:            "GraphAddMemAllocNode",
+	TypeGraphMemAllocNodeReply:          "GraphMemAllocNodeReply",
+	TypeGraphAddMemFreeNode:             "GraphAddMemFreeNode",
+	TypeDeviceGraphMemTrim:              "DeviceGraphMemTrim",
+	TypeDeviceGraphMemAttribute:         "DeviceGraphMemAttribute",
+	TypeDeviceSetGraphMemAttribute:      "DeviceSetGraphMemAttribute",
+	TypeStreamBeginCaptureToGraph:       "StreamBeginCaptureToGraph",
+	TypeStreamCaptureGraph:              "StreamCaptureGraph",
+	TypeCaptureGraphReply:               "CaptureGraphReply",
+	TypeStreamUpdateCaptureDependencies: "StreamUpdateCaptureDependencies",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -783,6 +809,32 @@ func New(t Type) Message {
 		return new(JpegCall)
 	case TypeJpegReply:
 		return new(JpegReply)
+	case TypeGraphConditionalHandleCreate:
+		return new(GraphConditionalHandleCreate)
+	case TypeGraphAddConditionalNode:
+		return new(GraphAddConditionalNode)
+	case TypeGraphConditionalNodeReply:
+		return new(GraphConditionalNodeReply)
+	case TypeGraphAddMemAllocNode:
+		return new(GraphAddMemAllocNode)
+	case TypeGraphMemAllocNodeReply:
+		return new(GraphMemAllocNodeReply)
+	case TypeGraphAddMemFreeNode:
+		return new(GraphAddMemFreeNode)
+	case TypeDeviceGraphMemTrim:
+		return new(DeviceGraphMemTrim)
+	case TypeDeviceGraphMemAttribute:
+		return new(DeviceGraphMemAttribute)
+	case TypeDeviceSetGraphMemAttribute:
+		return new(DeviceSetGraphMemAttribute)
+	case TypeStreamBeginCaptureToGraph:
+		return new(StreamBeginCaptureToGraph)
+	case TypeStreamCaptureGraph:
+		return new(StreamCaptureGraph)
+	case TypeCaptureGraphReply:
+		return new(CaptureGraphReply)
+	case TypeStreamUpdateCaptureDependencies:
+		return new(StreamUpdateCaptureDependencies)
 	}
 	return nil
 }
@@ -7043,5 +7095,404 @@ func (m *JpegReply) Decode(p []byte) error {
 	m.O10 = d.u64("o10")
 	m.O11 = d.u64("o11")
 	m.Message = string(d.bytes("message", 1024))
+	return d.finish()
+}
+
+// GraphConditionalHandleCreate is message type 3400.
+type GraphConditionalHandleCreate struct {
+	Graph        uint64
+	DefaultValue uint32
+	Flags        uint32
+}
+
+// Type returns TypeGraphConditionalHandleCreate.
+func (*GraphConditionalHandleCreate) Type() Type { return TypeGraphConditionalHandleCreate }
+
+// Append appends the encoded payload to b.
+func (m *GraphConditionalHandleCreate) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, m.DefaultValue)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphConditionalHandleCreate) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphConditionalHandleCreate"}
+	m.Graph = d.u64("graph")
+	m.DefaultValue = d.u32("default_value")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// GraphAddConditionalNode is message type 3401.
+type GraphAddConditionalNode struct {
+	Graph    uint64
+	Deps     []byte
+	Handle   uint64
+	CondType uint32
+	Size     uint32
+}
+
+// Type returns TypeGraphAddConditionalNode.
+func (*GraphAddConditionalNode) Type() Type { return TypeGraphAddConditionalNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddConditionalNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Handle)
+	b = putU32(b, m.CondType)
+	b = putU32(b, m.Size)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddConditionalNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddConditionalNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Handle = d.u64("handle")
+	m.CondType = d.u32("cond_type")
+	m.Size = d.u32("size")
+	return d.finish()
+}
+
+// GraphConditionalNodeReply is message type 3402.
+type GraphConditionalNodeReply struct {
+	Result int32
+	Node   uint64
+	Bodies []byte
+}
+
+// Type returns TypeGraphConditionalNodeReply.
+func (*GraphConditionalNodeReply) Type() Type { return TypeGraphConditionalNodeReply }
+
+// Append appends the encoded payload to b.
+func (m *GraphConditionalNodeReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Node)
+	b = putU32(b, uint32(len(m.Bodies)))
+	b = append(b, m.Bodies...)
+	return b
+}
+
+// AppendHead appends the payload without Bodies's content (its length included), so a
+// large Bodies can be written from where it lies.
+func (m *GraphConditionalNodeReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Node)
+	b = putU32(b, uint32(len(m.Bodies)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphConditionalNodeReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphConditionalNodeReply"}
+	m.Result = int32(d.u32("result"))
+	m.Node = d.u64("node")
+	m.Bodies = d.bytes("bodies", 65536)
+	return d.finish()
+}
+
+// GraphAddMemAllocNode is message type 3403.
+type GraphAddMemAllocNode struct {
+	Graph        uint64
+	Deps         []byte
+	Bytes        uint64
+	AllocType    uint32
+	LocationType uint32
+	LocationID   int32
+	HandleTypes  uint32
+}
+
+// Type returns TypeGraphAddMemAllocNode.
+func (*GraphAddMemAllocNode) Type() Type { return TypeGraphAddMemAllocNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddMemAllocNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Bytes)
+	b = putU32(b, m.AllocType)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.HandleTypes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddMemAllocNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddMemAllocNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Bytes = d.u64("bytes")
+	m.AllocType = d.u32("alloc_type")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.HandleTypes = d.u32("handle_types")
+	return d.finish()
+}
+
+// GraphMemAllocNodeReply is message type 3404.
+type GraphMemAllocNodeReply struct {
+	Result int32
+	Node   uint64
+	Ptr    uint64
+}
+
+// Type returns TypeGraphMemAllocNodeReply.
+func (*GraphMemAllocNodeReply) Type() Type { return TypeGraphMemAllocNodeReply }
+
+// Append appends the encoded payload to b.
+func (m *GraphMemAllocNodeReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Node)
+	b = putU64(b, m.Ptr)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphMemAllocNodeReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphMemAllocNodeReply"}
+	m.Result = int32(d.u32("result"))
+	m.Node = d.u64("node")
+	m.Ptr = d.u64("ptr")
+	return d.finish()
+}
+
+// GraphAddMemFreeNode is message type 3405.
+type GraphAddMemFreeNode struct {
+	Graph uint64
+	Deps  []byte
+	Ptr   uint64
+}
+
+// Type returns TypeGraphAddMemFreeNode.
+func (*GraphAddMemFreeNode) Type() Type { return TypeGraphAddMemFreeNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddMemFreeNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Ptr)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddMemFreeNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddMemFreeNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Ptr = d.u64("ptr")
+	return d.finish()
+}
+
+// DeviceGraphMemTrim is message type 3406.
+type DeviceGraphMemTrim struct {
+	Ordinal uint32
+}
+
+// Type returns TypeDeviceGraphMemTrim.
+func (*DeviceGraphMemTrim) Type() Type { return TypeDeviceGraphMemTrim }
+
+// Append appends the encoded payload to b.
+func (m *DeviceGraphMemTrim) Append(b []byte) []byte {
+	b = putU32(b, m.Ordinal)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DeviceGraphMemTrim) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DeviceGraphMemTrim"}
+	m.Ordinal = d.u32("ordinal")
+	return d.finish()
+}
+
+// DeviceGraphMemAttribute is message type 3407.
+type DeviceGraphMemAttribute struct {
+	Ordinal   uint32
+	Attribute uint32
+}
+
+// Type returns TypeDeviceGraphMemAttribute.
+func (*DeviceGraphMemAttribute) Type() Type { return TypeDeviceGraphMemAttribute }
+
+// Append appends the encoded payload to b.
+func (m *DeviceGraphMemAttribute) Append(b []byte) []byte {
+	b = putU32(b, m.Ordinal)
+	b = putU32(b, m.Attribute)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DeviceGraphMemAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DeviceGraphMemAttribute"}
+	m.Ordinal = d.u32("ordinal")
+	m.Attribute = d.u32("attribute")
+	return d.finish()
+}
+
+// DeviceSetGraphMemAttribute is message type 3408.
+type DeviceSetGraphMemAttribute struct {
+	Ordinal   uint32
+	Attribute uint32
+	Value     uint64
+}
+
+// Type returns TypeDeviceSetGraphMemAttribute.
+func (*DeviceSetGraphMemAttribute) Type() Type { return TypeDeviceSetGraphMemAttribute }
+
+// Append appends the encoded payload to b.
+func (m *DeviceSetGraphMemAttribute) Append(b []byte) []byte {
+	b = putU32(b, m.Ordinal)
+	b = putU32(b, m.Attribute)
+	b = putU64(b, m.Value)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *DeviceSetGraphMemAttribute) Decode(p []byte) error {
+	d := decoder{p: p, msg: "DeviceSetGraphMemAttribute"}
+	m.Ordinal = d.u32("ordinal")
+	m.Attribute = d.u32("attribute")
+	m.Value = d.u64("value")
+	return d.finish()
+}
+
+// StreamBeginCaptureToGraph is message type 3409.
+type StreamBeginCaptureToGraph struct {
+	Stream uint64
+	Graph  uint64
+	Deps   []byte
+	Mode   uint32
+}
+
+// Type returns TypeStreamBeginCaptureToGraph.
+func (*StreamBeginCaptureToGraph) Type() Type { return TypeStreamBeginCaptureToGraph }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamBeginCaptureToGraph) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *StreamBeginCaptureToGraph) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU32(b, m.Mode)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamBeginCaptureToGraph) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamBeginCaptureToGraph"}
+	m.Stream = d.u64("stream")
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Mode = d.u32("mode")
+	return d.finish()
+}
+
+// StreamCaptureGraph is message type 3410.
+type StreamCaptureGraph struct {
+	Stream uint64
+}
+
+// Type returns TypeStreamCaptureGraph.
+func (*StreamCaptureGraph) Type() Type { return TypeStreamCaptureGraph }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamCaptureGraph) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *StreamCaptureGraph) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamCaptureGraph) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamCaptureGraph"}
+	m.Stream = d.u64("stream")
+	return d.finish()
+}
+
+// CaptureGraphReply is message type 3411.
+type CaptureGraphReply struct {
+	Result int32
+	Status uint32
+	ID     uint64
+	Graph  uint64
+	Deps   []byte
+}
+
+// Type returns TypeCaptureGraphReply.
+func (*CaptureGraphReply) Type() Type { return TypeCaptureGraphReply }
+
+// Append appends the encoded payload to b.
+func (m *CaptureGraphReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Status)
+	b = putU64(b, m.ID)
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	return b
+}
+
+// AppendHead appends the payload without Deps's content (its length included), so a
+// large Deps can be written from where it lies.
+func (m *CaptureGraphReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Status)
+	b = putU64(b, m.ID)
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CaptureGraphReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CaptureGraphReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = d.u32("status")
+	m.ID = d.u64("id")
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 65536)
+	return d.finish()
+}
+
+// StreamUpdateCaptureDependencies is message type 3412.
+type StreamUpdateCaptureDependencies struct {
+	Stream uint64
+	Deps   []byte
+	Flags  uint32
+}
+
+// Type returns TypeStreamUpdateCaptureDependencies.
+func (*StreamUpdateCaptureDependencies) Type() Type { return TypeStreamUpdateCaptureDependencies }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamUpdateCaptureDependencies) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *StreamUpdateCaptureDependencies) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamUpdateCaptureDependencies) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamUpdateCaptureDependencies"}
+	m.Stream = d.u64("stream")
+	m.Deps = d.bytes("deps", 8192)
+	m.Flags = d.u32("flags")
 	return d.finish()
 }

@@ -91,6 +91,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendFrame(nil, &LaunchKernel{Function: 1, GridX: 1, Params: []byte{1, 2}}, FlagNoReply, 7))
 	f.Add(AppendFrame(nil, &Resume{Version: 1, SessionID: "s", Secret: make([]byte, 32), Received: 1 << 40}, 0, 0))
 	f.Add(AppendFrame(nil, &ResumeOpenReply{WindowMs: 30000, Secret: make([]byte, 32)}, 0, 2))
+	f.Add(AppendFrame(nil, &GraphAddConditionalNode{Graph: 1, Deps: make([]byte, 16), Handle: 9, CondType: 2, Size: 4}, 0, 3))
+	f.Add(AppendFrame(nil, &GraphConditionalNodeReply{Node: 2, Bodies: make([]byte, 32)}, 0, 3))
+	f.Add(AppendFrame(nil, &CaptureGraphReply{Status: 1, ID: 4, Graph: 5, Deps: make([]byte, 8)}, 0, 4))
+	f.Add(AppendFrame(nil, &GraphAddMemAllocNode{Graph: 1, Bytes: 1 << 20, AllocType: 1, LocationType: 1}, 0, 5))
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		h, p, err := ReadFrame(bytes.NewReader(frame), nil)
 		if err != nil {

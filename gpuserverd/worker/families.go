@@ -15,6 +15,9 @@ type famState struct {
 	mappings  map[uint64]vmMapping        // mapped address -> what is mapped there
 	arrays    map[backend.Handle]uint64   // array -> bytes charged
 	capturing map[backend.Handle]bool     // streams in capture -> whether a call refused invalidated it
+	into      map[backend.Handle]bool     // streams capturing into an existing graph (theirs to keep)
+	graphMem  graphMemCharge              // graphs' allocation nodes (graphextras.go)
+	async     asyncCharges                // stream-ordered allocations charged
 }
 
 // mappedThrough returns the end of the mapping that holds address a, if one does.
@@ -133,7 +136,7 @@ func famReply(m wire.Message, err error) wire.Message {
 		*wire.LinkDestroy:
 		return status(err)
 	}
-	return nil
+	return extrasReply(m, err)
 }
 
 func handleReply[H ~uint64](h H, err error) wire.Message {
@@ -201,6 +204,9 @@ func (s *Session) familyOn(d *device, m wire.Message) wire.Message {
 			Stream: backend.Handle(m.Stream), Params: m.Params,
 		}, backend.LaunchEx{Cooperative: m.Cooperative != 0, Cluster: [3]uint32{m.ClusterX, m.ClusterY, m.ClusterZ},
 			Priority: m.Priority}))
+	}
+	if a, ok := s.graphExtras(d, m); ok {
+		return a
 	}
 	g, ok := d.ctx.(backend.Graphs)
 	if !ok {
@@ -294,17 +300,27 @@ func (s *Session) vmUnref(d *device, h backend.Handle) {
 func (s *Session) memPools(d *device, mp backend.MemPools, m wire.Message) wire.Message {
 	switch m := m.(type) {
 	case *wire.MemAllocAsync:
-		if err := s.charge(d, m.Bytes); err != nil {
+		var n uint64 // captured: an allocation node, charged with its graph
+		if !capturing(d, m.Stream) {
+			n = m.Bytes
+		}
+		if err := s.charge(d, n); err != nil {
 			return famReply(m, err)
 		}
 		p, err := mp.MemAllocAsync(m.Bytes, backend.Handle(m.Stream), backend.Handle(m.Pool))
 		if err != nil {
-			s.uncharge(d, m.Bytes)
+			s.uncharge(d, n)
+		} else if n > 0 {
+			if d.fam.async == nil {
+				d.fam.async = asyncCharges{}
+			}
+			d.fam.async[p] = n
 		}
 		return handleReply(p, err)
 	case *wire.MemFreeAsync:
-		n, err := mp.MemFreeAsync(m.Ptr, backend.Handle(m.Stream))
-		if err == nil {
+		_, err := mp.MemFreeAsync(m.Ptr, backend.Handle(m.Stream))
+		if n, ok := d.fam.async[m.Ptr]; err == nil && ok && !capturing(d, m.Stream) {
+			delete(d.fam.async, m.Ptr)
 			s.uncharge(d, n)
 		}
 		return status(err)
@@ -491,12 +507,15 @@ func (s *Session) graphs(d *device, g backend.Graphs, m wire.Message) wire.Messa
 		return status(err)
 	case *wire.StreamEndCapture:
 		h, err := g.StreamEndCapture(backend.Handle(m.Stream))
-		invalid := d.fam.capturing[backend.Handle(m.Stream)]
+		invalid, into := d.fam.capturing[backend.Handle(m.Stream)], d.fam.into[backend.Handle(m.Stream)]
 		if err == nil || !isIllegalState(err) {
 			delete(d.fam.capturing, backend.Handle(m.Stream))
+			delete(d.fam.into, backend.Handle(m.Stream))
 		}
 		if invalid && err == nil {
-			_ = g.GraphDestroy(h)
+			if !into { // a capture into the program's graph leaves the graph to the program
+				_ = g.GraphDestroy(h)
+			}
 			h, err = 0, fmt.Errorf("capture on stream %d: a copy with host memory was refused: %w", m.Stream, backend.ErrStreamCaptureInvalidated)
 		}
 		return handleReply(h, err)
@@ -518,14 +537,17 @@ func (s *Session) graphs(d *device, g backend.Graphs, m wire.Message) wire.Messa
 		}
 		return r
 	case *wire.GraphInstantiate:
-		return handleReply(g.GraphInstantiate(backend.Handle(m.Graph), m.Flags))
+		return s.instantiate(d, g, m)
 	case *wire.GraphLaunch:
 		return status(g.GraphLaunch(backend.Handle(m.Exec), backend.Handle(m.Stream)))
 	case *wire.GraphExecDestroy:
-		return status(g.GraphExecDestroy(backend.Handle(m.Exec)))
+		err := g.GraphExecDestroy(backend.Handle(m.Exec))
+		if err == nil {
+			s.execDestroyed(d, backend.Handle(m.Exec))
+		}
+		return status(err)
 	case *wire.GraphExecUpdate:
-		v, err := g.GraphExecUpdate(backend.Handle(m.Exec), backend.Handle(m.Graph))
-		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: int32(v)}
+		return s.execUpdate(d, g, m)
 	}
 	return s.graphNode(g, m)
 }

@@ -56,6 +56,17 @@ func FuzzSession(f *testing.F) {
 		BoxDim: []uint32{4, 4}, ElementStrides: []uint32{1, 1}}, &wire.LinkCreate{},
 		&wire.LinkAddData{Link: 1, Data: image}, &wire.LinkComplete{Link: 1}, &wire.LinkDestroy{Link: 1},
 		&wire.StreamMemOp{Op: 2, Addr: 0x7f2c00000000, Value: 1}))
+	// Conditional and memory nodes, capture into a graph (graphextras.go).
+	f.Add(seed(&wire.GraphCreate{}, &wire.GraphConditionalHandleCreate{Graph: 1, DefaultValue: 1, Flags: 1},
+		&wire.GraphAddConditionalNode{Graph: 1, Handle: 0xc0d0<<48 | 2, CondType: 1, Size: 1},
+		&wire.GraphAddMemAllocNode{Graph: 1, Bytes: 4096, AllocType: 1, LocationType: 1},
+		&wire.GraphAddMemFreeNode{Graph: 1, Deps: []byte{5, 0, 0, 0, 0, 0, 0, 0}, Ptr: 0x7f2c00000000},
+		&wire.GraphInstantiate{Graph: 1}, &wire.GraphLaunch{Exec: 7}, &wire.DeviceGraphMemAttribute{Attribute: 2},
+		&wire.DeviceGraphMemTrim{}, &wire.DeviceSetGraphMemAttribute{Attribute: 1}))
+	f.Add(seed(&wire.StreamCreate{}, &wire.GraphCreate{}, &wire.StreamBeginCaptureToGraph{Stream: 1, Graph: 2},
+		&wire.MemAllocAsync{Bytes: 64, Stream: 1}, &wire.StreamCaptureGraph{Stream: 1},
+		&wire.StreamUpdateCaptureDependencies{Stream: 1, Deps: []byte{3, 0, 0, 0, 0, 0, 0, 0}, Flags: 1},
+		&wire.StreamEndCapture{Stream: 1}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		serveBytes(t, Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), true, in)
 	})

@@ -27,6 +27,7 @@ type famTables struct {
 	asyncBytes map[uint64]uint64 // stream-ordered allocation -> size
 	links      handles[unsafe.Pointer]
 	linkData   map[backend.Handle][]unsafe.Pointer // inputs in C memory, kept until the link goes
+	ext        *graphExtras                        // conditional bodies, graph allocations (graphextras.go)
 }
 
 var (
@@ -216,6 +217,9 @@ func (c *Context) MemFreeAsync(ptr uint64, stream backend.Handle) (uint64, error
 		return 0, err
 	}
 	n, ok := t.asyncBytes[ptr]
+	if !ok && t.ext != nil && t.ext.allocs[ptr] { // a graph's allocation, freed outside its graph
+		return 0, check("cuMemFreeAsync", C.gc_free_async(c.ctx, C.CUdeviceptr(ptr), s))
+	}
 	if !ok {
 		return 0, fmt.Errorf("cuda: stream-ordered free of %#x, not a stream-ordered allocation: %w", ptr, backend.ErrInvalidValue)
 	}
@@ -523,7 +527,7 @@ func (c *Context) StreamEndCapture(stream backend.Handle) (backend.Handle, error
 	if err := check("cuStreamEndCapture", C.gc_capture_end(c.ctx, s, &g)); err != nil {
 		return 0, err
 	}
-	return t.graphs.add(g), nil
+	return t.graphHandle(g), nil
 }
 
 func (c *Context) StreamCaptureInfo(stream backend.Handle) (backend.CaptureInfo, error) {
@@ -554,9 +558,13 @@ func (c *Context) GraphDestroy(h backend.Handle) error {
 	if err != nil {
 		return err
 	}
+	if err := t.ownedBody(h); err != nil {
+		return err
+	}
 	if err := check("cuGraphDestroy", C.gc_graph_destroy(c.ctx, g)); err != nil {
 		return err
 	}
+	t.dropBodies(h)
 	t.graphs.remove(h)
 	return nil
 }

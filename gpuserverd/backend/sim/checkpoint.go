@@ -97,7 +97,7 @@ func (c *Context) unsavable() string {
 	if len(f.arrays)+len(f.textures) > 0 {
 		what = append(what, "arrays or textures")
 	}
-	if len(f.graphs)+len(f.execs)+len(f.captures) > 0 {
+	if len(f.graphs)+len(f.execs)+len(f.captures)+len(f.graphAllocs) > 0 {
 		what = append(what, "CUDA graphs or a stream capture")
 	}
 	if len(f.links) > 0 {

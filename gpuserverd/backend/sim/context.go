@@ -155,6 +155,9 @@ func (c *Context) MemAlloc(bytes uint64) (uint64, error) {
 }
 
 func (c *Context) MemFree(ptr uint64) error {
+	if ok, err := c.freeGraphAlloc(ptr, 0, true); ok {
+		return err
+	}
 	n, err := c.mem.remove(ptr)
 	if err != nil {
 		return err
@@ -248,18 +251,21 @@ func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, h
 	if count > math.MaxUint64/4 {
 		return fmt.Errorf("memset of %d elements: %w", count, backend.ErrInvalidValue)
 	}
-	d, err := c.mem.view(dst, count*uint64(elemSize))
+	fn, err := c.deferredWork(func() (func() error, error) {
+		d, err := c.mem.view(dst, count*uint64(elemSize))
+		return func() error {
+			var pat [4]byte
+			binary.LittleEndian.PutUint32(pat[:], value)
+			for i := 0; i < len(d); i += elemSize {
+				copy(d[i:i+elemSize], pat[:elemSize])
+			}
+			return nil
+		}, err
+	}, dst)
 	if err != nil {
 		return err
 	}
-	return c.runKind(nodeMemset, h, async, func() error {
-		var pat [4]byte
-		binary.LittleEndian.PutUint32(pat[:], value)
-		for i := 0; i < len(d); i += elemSize {
-			copy(d[i:i+elemSize], pat[:elemSize])
-		}
-		return nil
-	})
+	return c.runKind(nodeMemset, h, async, fn)
 }
 
 func (c *Context) StreamCreate(flags uint32) (backend.Handle, error) {

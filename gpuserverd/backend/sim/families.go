@@ -24,6 +24,9 @@ type families struct {
 	captures     map[backend.Handle]*capture // stream -> its capture
 	nextCapture  uint64
 	links        map[backend.Handle]*link
+	conds        map[uint64]*condHandle // conditional handle value -> handle
+	graphAllocs  map[uint64]*graphAlloc // allocation nodes' addresses
+	graphMem     graphMem
 }
 
 var (
@@ -46,6 +49,7 @@ func (c *Context) closeFamilies() {
 	for _, p := range c.fam.pools {
 		held += p.reserved
 	}
+	held += c.fam.graphMem.reserved
 	c.fam = families{}
 	c.b.release(c.ordinal, held)
 }

@@ -16,28 +16,37 @@ const (
 	nodeMemset   = 2
 	nodeGraph    = 4
 	nodeEmpty    = 5
+	nodeMemAlloc = 10
+	nodeMemFree  = 11
+	nodeCond     = 13
 )
 
 type graphNode struct {
-	id   backend.Handle
-	kind uint32
-	deps []backend.Handle
-	work func() error // nil for an empty node
+	id    backend.Handle
+	kind  uint32
+	deps  []backend.Handle
+	work  func() error // nil for an empty or conditional node
+	cond  *condNode    // a conditional node's handle and bodies
+	alloc *graphAlloc  // an allocation node's memory
 }
 
 // graph is a CUDA graph: nodes in the order added, which is a topological order (a node's
-// dependencies exist when it is added). An executable graph is a copy of one.
+// dependencies exist when it is added). An executable graph is a snapshot of one (snapshot).
 type graph struct {
-	nodes []*graphNode
+	nodes   []*graphNode
+	handles []*condHandle // conditional handles created on it
+	owned   bool          // a conditional node's body: it goes with the node, not by GraphDestroy
 }
 
 // capture is a stream's capture in progress: each captured call becomes a node depending on the
-// previous one (a stream is a chain).
+// capture's dependency set (deps), which then is that node alone (a stream is a chain).
 type capture struct {
 	id      uint64
 	mode    uint32 // CU_STREAM_CAPTURE_MODE_*: 0 global, 1 thread-local, 2 relaxed
 	g       *graph
-	last    backend.Handle
+	gh      backend.Handle // g's handle
+	toGraph bool           // captures into an existing graph (StreamBeginCaptureToGraph)
+	deps    []backend.Handle
 	invalid bool
 }
 
@@ -54,11 +63,7 @@ func (c *Context) captured(kind int, h backend.Handle, fn func() error) (bool, e
 		cp.invalid = true
 		return true, fmt.Errorf("stream %d is capturing: %w", h, backend.ErrStreamCaptureUnsupported)
 	}
-	var deps []backend.Handle
-	if cp.last != 0 {
-		deps = []backend.Handle{cp.last}
-	}
-	cp.last = c.addNode(cp.g, uint32(kind), deps, fn)
+	cp.deps = []backend.Handle{c.addNode(cp.g, uint32(kind), cp.deps, fn)}
 	return true, nil
 }
 
@@ -88,7 +93,8 @@ func (c *Context) StreamBeginCapture(h backend.Handle, mode uint32) error {
 		c.fam.captures = map[backend.Handle]*capture{}
 	}
 	c.fam.nextCapture++
-	c.fam.captures[h] = &capture{id: c.fam.nextCapture, mode: mode, g: &graph{}}
+	g := &graph{}
+	c.fam.captures[h] = &capture{id: c.fam.nextCapture, mode: mode, g: g, gh: c.keepGraph(g)}
 	return nil
 }
 
@@ -115,9 +121,12 @@ func (c *Context) StreamEndCapture(h backend.Handle) (backend.Handle, error) {
 	}
 	delete(c.fam.captures, h)
 	if cp.invalid {
+		if !cp.toGraph {
+			delete(c.fam.graphs, cp.gh)
+		}
 		return 0, fmt.Errorf("capture on stream %d: %w", h, backend.ErrStreamCaptureInvalidated)
 	}
-	return c.keepGraph(cp.g), nil
+	return cp.gh, nil
 }
 
 // keepGraph gives g a handle. c.mu held.
@@ -158,9 +167,19 @@ func (c *Context) GraphCreate(flags uint32) (backend.Handle, error) {
 func (c *Context) GraphDestroy(h backend.Handle) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.fam.graphs[h]; !ok {
+	g, ok := c.fam.graphs[h]
+	if !ok {
 		return fmt.Errorf("destroy of graph %d: %w", h, backend.ErrInvalidHandle)
 	}
+	if g.owned {
+		return fmt.Errorf("destroy of graph %d, a conditional node's body (it goes with its node): %w", h, backend.ErrInvalidValue)
+	}
+	for _, cp := range c.fam.captures {
+		if cp.gh == h {
+			return fmt.Errorf("destroy of graph %d while a stream captures into it: %w", h, backend.ErrIllegalState)
+		}
+	}
+	c.forgetGraph(g)
 	delete(c.fam.graphs, h)
 	return nil
 }
@@ -194,28 +213,31 @@ func (c *Context) GraphAddMemsetNode(h backend.Handle, deps []backend.Handle, p 
 		(p.Height > 1 && p.Pitch < p.Width*uint64(p.ElemSize)) {
 		return 0, fmt.Errorf("memset node %dx%d of %d-byte elements, pitch %d: %w", p.Width, p.Height, p.ElemSize, p.Pitch, backend.ErrInvalidValue)
 	}
-	rows, err := c.rows(backend.CopySide{Kind: backend.SideDevice, Ptr: p.Dst, Pitch: max(p.Pitch, p.Width*uint64(p.ElemSize))},
-		nil, p.Width*uint64(p.ElemSize), p.Height, 1)
+	var pat [4]byte
+	binary.LittleEndian.PutUint32(pat[:], p.Value)
+	fn, err := c.deferredWork(func() (func() error, error) {
+		rows, err := c.rows(backend.CopySide{Kind: backend.SideDevice, Ptr: p.Dst, Pitch: max(p.Pitch, p.Width*uint64(p.ElemSize))},
+			nil, p.Width*uint64(p.ElemSize), p.Height, 1)
+		return func() error {
+			for _, r := range rows {
+				for i := 0; i < len(r); i += int(p.ElemSize) {
+					copy(r[i:], pat[:p.ElemSize])
+				}
+			}
+			return nil
+		}, err
+	}, p.Dst)
 	if err != nil {
 		return 0, err
 	}
-	var pat [4]byte
-	binary.LittleEndian.PutUint32(pat[:], p.Value)
-	return c.addChecked(h, nodeMemset, deps, func() error {
-		for _, r := range rows {
-			for i := 0; i < len(r); i += int(p.ElemSize) {
-				copy(r[i:], pat[:p.ElemSize])
-			}
-		}
-		return nil
-	})
+	return c.addChecked(h, nodeMemset, deps, fn)
 }
 
 func (c *Context) GraphAddMemcpyNode(h backend.Handle, deps []backend.Handle, cp backend.Copy3D) (backend.Handle, error) {
 	if cp.Src.Kind == backend.SideHost || cp.Dst.Kind == backend.SideHost {
 		return 0, fmt.Errorf("memcpy node with host memory (it lies in the guest): %w", backend.ErrNotSupported)
 	}
-	fn, err := c.copyWork(cp)
+	fn, err := c.deferredWork(func() (func() error, error) { return c.copyWork(cp) }, cp.Src.Ptr, cp.Dst.Ptr)
 	if err != nil {
 		return 0, err
 	}
@@ -254,7 +276,7 @@ func (c *Context) GraphInstantiate(h backend.Handle, flags uint64) (backend.Hand
 		c.fam.execs = map[backend.Handle]*graph{}
 	}
 	e := c.handle()
-	c.fam.execs[e] = &graph{nodes: slices.Clone(g.nodes)}
+	c.fam.execs[e] = snapshot(g)
 	return e, nil
 }
 
@@ -262,25 +284,34 @@ func (c *Context) GraphInstantiate(h backend.Handle, flags uint64) (backend.Hand
 func (c *Context) GraphLaunch(e, h backend.Handle) error {
 	c.mu.Lock()
 	x, ok := c.fam.execs[e]
-	var nodes []*graphNode
-	if ok {
-		nodes = slices.Clone(x.nodes)
-	}
 	c.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("launch of executable graph %d: %w", e, backend.ErrInvalidHandle)
 	}
+	if err := c.allocsFreed(x); err != nil {
+		return err
+	}
 	return c.runKind(nodeGraph, h, true, func() error {
-		for _, n := range nodes {
-			if n.work == nil {
-				continue
-			}
-			if err := n.work(); err != nil {
-				return fmt.Errorf("graph node %d: %w", n.id, err)
-			}
-		}
-		return nil
+		c.assignDefaults(x)
+		return c.runGraph(x)
 	})
+}
+
+// runGraph runs g's nodes in their (topological) order; a conditional node runs its bodies.
+func (c *Context) runGraph(g *graph) error {
+	for _, n := range g.nodes {
+		var err error
+		switch {
+		case n.cond != nil:
+			err = c.runConditional(n.cond)
+		case n.work != nil:
+			err = n.work()
+		}
+		if err != nil {
+			return fmt.Errorf("graph node %d: %w", n.id, err)
+		}
+	}
+	return nil
 }
 
 func (c *Context) GraphExecDestroy(e backend.Handle) error {
@@ -324,7 +355,7 @@ func (c *Context) GraphExecUpdate(e, h backend.Handle) (uint32, error) {
 			}
 		}
 	}
-	x.nodes = slices.Clone(g.nodes)
+	x.nodes = snapshot(g).nodes
 	return 0, nil
 }
 

@@ -41,6 +41,8 @@ func layout(sizes ...uint32) []backend.Param {
 //	fill_u32(unsigned *p, unsigned v, int n)                          p[i] = v
 //	matmul_f32(const float *A, const float *B, float *C, int M, int N, int K)  C = A*B (row-major)
 //	spin(unsigned long long ns)                                       busy for ns nanoseconds
+//	cond_set(unsigned long long handle, const unsigned *p)            cudaGraphSetConditional(handle, *p)
+//	cond_countdown(unsigned *p, unsigned long long handle)            if (*p) --*p; cudaGraphSetConditional(handle, *p)
 //
 // Element-wise kernels cover i < min(n, threads launched), as a bounds-checked CUDA kernel does.
 var builtins = map[string]*kernel{
@@ -49,6 +51,8 @@ var builtins = map[string]*kernel{
 	"fill_u32":       {params: layout(8, 4, 4), run: fill},
 	"matmul_f32":     {params: layout(8, 8, 8, 4, 4, 4), run: matmul},
 	"spin":           {params: layout(8), run: spin},
+	"cond_set":       {params: layout(8, 8), run: condSet},
+	"cond_countdown": {params: layout(8, 8), run: condCountdown},
 }
 
 func init() {
@@ -118,6 +122,28 @@ func fill(c *Context, cfg backend.LaunchConfig, p args) error {
 		binary.LittleEndian.PutUint32(out[i:], p.u32(8))
 	}
 	return nil
+}
+
+func condSet(c *Context, _ backend.LaunchConfig, p args) error {
+	v, err := c.floats(p.u64(8), 1)
+	if err != nil {
+		return err
+	}
+	return c.setConditional(p.u64(0), binary.LittleEndian.Uint32(v))
+}
+
+// condCountdown is the body of a loop run *p times (graphConditionalNodes' capturedWhileKernel).
+func condCountdown(c *Context, _ backend.LaunchConfig, p args) error {
+	v, err := c.floats(p.u64(0), 1)
+	if err != nil {
+		return err
+	}
+	n := binary.LittleEndian.Uint32(v)
+	if n > 0 {
+		n--
+		binary.LittleEndian.PutUint32(v, n)
+	}
+	return c.setConditional(p.u64(8), n)
 }
 
 func matmul(c *Context, cfg backend.LaunchConfig, p args) error {

@@ -58,6 +58,22 @@ func (m *memory) place(a *allocation) uint64 {
 	return a.base
 }
 
+// placeRange gives a an address range of size bytes (its data may be shorter, even empty).
+func (m *memory) placeRange(a *allocation, size uint64) {
+	m.mu.Lock()
+	a.base = m.next
+	m.next += (max(size, 1) + alignment - 1) / alignment * alignment
+	m.mu.Unlock()
+	m.insert(a)
+}
+
+// setData puts memory behind (or takes it from) an allocation's range.
+func (m *memory) setData(a *allocation, data []byte) {
+	m.mu.Lock()
+	a.data = data
+	m.mu.Unlock()
+}
+
 func (m *memory) remove(ptr uint64) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -79,6 +79,9 @@ func (c *Context) MemAllocAsync(bytes uint64, stream, ph backend.Handle) (uint64
 	if _, err := c.stream(stream); err != nil {
 		return 0, err
 	}
+	if ptr, ok, err := c.captureAlloc(stream, bytes); ok {
+		return ptr, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ph, p, err := c.poolLocked(ph)
@@ -108,6 +111,9 @@ func (c *Context) MemAllocAsync(bytes uint64, stream, ph backend.Handle) (uint64
 func (c *Context) MemFreeAsync(ptr uint64, stream backend.Handle) (uint64, error) {
 	s, err := c.stream(stream)
 	if err != nil {
+		return 0, err
+	}
+	if ok, err := c.freeGraphAlloc(ptr, stream, false); ok {
 		return 0, err
 	}
 	c.mu.Lock()

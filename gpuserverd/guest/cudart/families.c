@@ -127,6 +127,151 @@ EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph, 
     return ret(cuGraphExecUpdate((CUgraphExec)exec, (CUgraph)graph, (CUgraphExecUpdateResultInfo *)info));
 }
 
+/* ---- conditional and memory nodes, cudaGraphAddNode, capture into a graph ---- */
+
+EXPORT cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *handle, cudaGraph_t graph,
+                                                    unsigned int defaultLaunchValue, unsigned int flags) {
+    READY();
+    CUcontext ctx;
+    CUresult rc = cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    return ret(cuGraphConditionalHandleCreate((CUgraphConditionalHandle *)handle, (CUgraph)graph, ctx,
+                                              defaultLaunchValue, flags));
+}
+
+/* cudaMemAllocNodeParams and its V2 are CUDA_MEM_ALLOC_NODE_PARAMS byte for byte (the pool
+ * properties and access descriptors are the driver's too). */
+static CUresult mem_alloc_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                               struct cudaMemAllocNodeParams *p) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEM_ALLOC_NODE_PARAMS d;
+    memset(&d, 0, sizeof d);
+    memcpy(&d.poolProps, &p->poolProps, sizeof d.poolProps);
+    d.accessDescs = (const CUmemAccessDesc *)p->accessDescs, d.accessDescCount = p->accessDescCount;
+    d.bytesize = p->bytesize;
+    CUresult rc = cuGraphAddMemAllocNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &d);
+    if (rc == CUDA_SUCCESS) p->dptr = (void *)(uintptr_t)d.dptr;
+    return rc;
+}
+
+EXPORT cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                            size_t n, struct cudaMemAllocNodeParams *p) {
+    READY();
+    return ret(mem_alloc_node(node, graph, deps, n, p));
+}
+
+EXPORT cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                           size_t n, void *dptr) {
+    READY();
+    return ret(cuGraphAddMemFreeNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n,
+                                     (CUdeviceptr)(uintptr_t)dptr));
+}
+
+/* A conditional node through the driver's cuGraphAddNode; its body graphs stay the driver
+ * library's (valid while the node lives). */
+static CUresult conditional_node(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                 struct cudaConditionalNodeParams *p) {
+    CUgraphNodeParams d;
+    memset(&d, 0, sizeof d);
+    d.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    CUresult rc = cuCtxGetCurrent(&d.conditional.ctx);
+    if (rc != CUDA_SUCCESS) return rc;
+    d.conditional.handle = p->handle, d.conditional.type = (CUgraphConditionalNodeType)p->type;
+    d.conditional.size = p->size;
+    rc = cuGraphAddNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, NULL, n, &d);
+    if (rc == CUDA_SUCCESS) p->phGraph_out = (cudaGraph_t *)d.conditional.phGraph_out;
+    return rc;
+}
+
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                   const struct cudaMemcpy3DParms *p); /* below, with the 3-D copies */
+
+/* Each node type through its own runtime call; edges beyond the default are not offered. */
+EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                    const cudaGraphEdgeData *edges, size_t n, struct cudaGraphNodeParams *p) {
+    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
+    static const unsigned char zero[8];
+    for (size_t i = 0; edges && i < n; i++)
+        if (memcmp((const unsigned char *)edges + 8 * i, zero, 8) != 0) return ret(CUDA_ERROR_NOT_SUPPORTED);
+    READY();
+    switch (p->type) {
+    case cudaGraphNodeTypeKernel: {
+        struct cudaKernelNodeParams k = {.func = p->kernel.func, .gridDim = p->kernel.gridDim,
+                                         .blockDim = p->kernel.blockDim, .sharedMemBytes = p->kernel.sharedMemBytes,
+                                         .kernelParams = p->kernel.kernelParams, .extra = p->kernel.extra};
+        return cudaGraphAddKernelNode(node, graph, deps, n, &k);
+    }
+    case cudaGraphNodeTypeMemset: {
+        struct cudaMemsetParams m = {.dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+                                     .elementSize = p->memset.elementSize, .width = p->memset.width,
+                                     .height = p->memset.height};
+        return cudaGraphAddMemsetNode(node, graph, deps, n, &m);
+    }
+    case cudaGraphNodeTypeMemcpy:
+        return cudaGraphAddMemcpyNode(node, graph, deps, n, &p->memcpy.copyParams);
+    case cudaGraphNodeTypeEmpty:
+        return cudaGraphAddEmptyNode(node, graph, deps, n);
+    case cudaGraphNodeTypeMemAlloc:
+        return ret(mem_alloc_node(node, graph, deps, n, (struct cudaMemAllocNodeParams *)&p->alloc));
+    case cudaGraphNodeTypeMemFree:
+        return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
+    case cudaGraphNodeTypeConditional:
+        return ret(conditional_node(node, graph, deps, n, &p->conditional));
+    default:
+        return ret(CUDA_ERROR_NOT_SUPPORTED);
+    }
+}
+
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                                 const cudaGraphEdgeData *edges, size_t n,
+                                                 enum cudaStreamCaptureMode mode) {
+    READY();
+    return ret(cuStreamBeginCaptureToGraph(STREAM(s), (CUgraph)graph, (const CUgraphNode *)deps,
+                                           (const CUgraphEdgeData *)edges, n, (CUstreamCaptureMode)mode));
+}
+
+EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t *deps,
+                                                       const cudaGraphEdgeData *edges, size_t n, unsigned int flags) {
+    READY();
+    return ret(cuStreamUpdateCaptureDependencies(STREAM(s), (CUgraphNode *)deps, (const CUgraphEdgeData *)edges, n,
+                                                 flags));
+}
+
+/* The _ptsz forms: a NULL stream is the thread's per-thread default stream. */
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGraph_t graph, const cudaGraphNode_t *deps,
+                                                      const cudaGraphEdgeData *edges, size_t n,
+                                                      enum cudaStreamCaptureMode mode) {
+    return cudaStreamBeginCaptureToGraph(s ? s : (cudaStream_t)CU_STREAM_PER_THREAD, graph, deps, edges, n, mode);
+}
+
+EXPORT cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t s, cudaGraphNode_t *deps,
+                                                            const cudaGraphEdgeData *edges, size_t n,
+                                                            unsigned int flags) {
+    return cudaStreamUpdateCaptureDependencies(s ? s : (cudaStream_t)CU_STREAM_PER_THREAD, deps, edges, n, flags);
+}
+
+/* The device's graph memory: its ordinal is the driver's device. */
+EXPORT cudaError_t cudaDeviceGraphMemTrim(int device) {
+    READY();
+    CUdevice d;
+    CUresult rc = cuDeviceGet(&d, device);
+    return ret(rc != CUDA_SUCCESS ? rc : cuDeviceGraphMemTrim(d));
+}
+
+EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value) {
+    READY();
+    CUdevice d;
+    CUresult rc = cuDeviceGet(&d, device);
+    return ret(rc != CUDA_SUCCESS ? rc : cuDeviceGetGraphMemAttribute(d, (CUgraphMem_attribute)attr, value));
+}
+
+EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void *value) {
+    READY();
+    CUdevice d;
+    CUresult rc = cuDeviceGet(&d, device);
+    return ret(rc != CUDA_SUCCESS ? rc : cuDeviceSetGraphMemAttribute(d, (CUgraphMem_attribute)attr, value));
+}
+
 /* ---- stream-ordered allocation and pools ---- */
 
 EXPORT cudaError_t cudaMallocFromPoolAsync(void **p, size_t n, cudaMemPool_t pool, cudaStream_t s) {

@@ -134,6 +134,97 @@ static void graphs(void) {
     RT(cudaStreamDestroy(s));
 }
 
+cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle *, cudaGraph_t, unsigned, unsigned);
+cudaError_t cudaGraphAddNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, const cudaGraphEdgeData *, size_t,
+                             struct cudaGraphNodeParams *);
+cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t,
+                                     struct cudaMemAllocNodeParams *);
+cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t *, cudaGraph_t, const cudaGraphNode_t *, size_t, void *);
+cudaError_t cudaDeviceGraphMemTrim(int);
+cudaError_t cudaDeviceGetGraphMemAttribute(int, enum cudaGraphMemAttributeType, void *);
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t, cudaGraph_t, const cudaGraphNode_t *, const cudaGraphEdgeData *,
+                                          size_t, enum cudaStreamCaptureMode);
+cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t, cudaGraphNode_t *, const cudaGraphEdgeData *, size_t,
+                                                unsigned);
+
+/* Conditional IF nodes on handles whose default applies at each launch (1 runs the body, 0 not),
+ * the body captured into; an allocation node's memory filled by cudaGraphAddNode's kernel node. */
+static void graph_nodes(void) {
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 1));
+    unsigned *out, h;
+    RT(cudaMalloc((void **)&out, 4));
+    for (unsigned def = 0; def < 2; def++) {
+        cudaGraph_t g;
+        RT(cudaGraphCreate(&g, 0));
+        cudaGraphConditionalHandle c;
+        RT(cudaGraphConditionalHandleCreate(&c, g, def, cudaGraphCondAssignDefault));
+        struct cudaGraphNodeParams p;
+        memset(&p, 0, sizeof p);
+        p.type = cudaGraphNodeTypeConditional;
+        p.conditional.handle = c, p.conditional.type = cudaGraphCondTypeIf, p.conditional.size = 1;
+        cudaGraphNode_t cn;
+        RT(cudaGraphAddNode(&cn, g, NULL, NULL, 0, &p));
+        EXPECT(p.conditional.phGraph_out != NULL);
+        RT(cudaStreamBeginCaptureToGraph(s, p.conditional.phGraph_out[0], NULL, NULL, 0, cudaStreamCaptureModeGlobal));
+        EXPECT(__cudaPushCallConfiguration((dim3){1, 1, 1}, (dim3){1, 1, 1}, 0, s) == 0);
+        fill_u32_stub(out, 41, 1);
+        RT(cudaStreamUpdateCaptureDependencies(s, NULL, NULL, 0, cudaStreamSetCaptureDependencies));
+        RT(cudaStreamEndCapture(s, NULL));
+        cudaGraphExec_t x;
+        RT(cudaGraphInstantiate(&x, g, 0));
+        RT(cudaMemset(out, 0, 4));
+        RT(cudaGraphLaunch(x, s));
+        RT(cudaStreamSynchronize(s));
+        RT(cudaMemcpy(&h, out, 4, cudaMemcpyDeviceToHost));
+        EXPECT(h == (def ? 41u : 0u));
+        RT(cudaGraphExecDestroy(x));
+        RT(cudaGraphDestroy(g));
+    }
+    cudaGraph_t g;
+    RT(cudaGraphCreate(&g, 0));
+    struct cudaMemAllocNodeParams ap;
+    memset(&ap, 0, sizeof ap);
+    ap.poolProps.allocType = cudaMemAllocationTypePinned;
+    ap.poolProps.location.type = cudaMemLocationTypeDevice;
+    ap.bytesize = 4096;
+    cudaGraphNode_t an, kn, fn;
+    RT(cudaGraphAddMemAllocNode(&an, g, NULL, 0, &ap));
+    EXPECT(ap.dptr != NULL);
+    unsigned v = 5;
+    int n = 1024;
+    void *args[] = {&ap.dptr, &v, &n};
+    struct cudaGraphNodeParams kp;
+    memset(&kp, 0, sizeof kp);
+    kp.type = cudaGraphNodeTypeKernel;
+    kp.kernel.func = (void *)fill_u32_stub, kp.kernel.gridDim = (dim3){4, 1, 1}, kp.kernel.blockDim = (dim3){256, 1, 1};
+    kp.kernel.kernelParams = args;
+    RT(cudaGraphAddNode(&kn, g, &an, NULL, 1, &kp));
+    cudaGraphExec_t x;
+    RT(cudaGraphInstantiate(&x, g, 0));
+    RT(cudaGraphLaunch(x, s));
+    RT(cudaStreamSynchronize(s));
+    unsigned back[1024];
+    RT(cudaMemcpy(back, ap.dptr, sizeof back, cudaMemcpyDeviceToHost));
+    EXPECT(back[0] == 5 && back[1023] == 5);
+    unsigned long long used = 0;
+    RT(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+    EXPECT(used == 4096);
+    RT(cudaFree(ap.dptr)); /* an allocation that outlives its graph, freed by cudaFree */
+    RT(cudaDeviceGraphMemTrim(0));
+    RT(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &used));
+    EXPECT(used == 0);
+    cudaGraph_t g2;
+    RT(cudaGraphCreate(&g2, 0));
+    EXPECT(cudaGraphAddMemFreeNode(&fn, g2, NULL, 0, out) == cudaErrorInvalidValue); /* no node allocated it */
+    (void)cudaGetLastError();
+    RT(cudaGraphExecDestroy(x));
+    RT(cudaGraphDestroy(g));
+    RT(cudaGraphDestroy(g2));
+    RT(cudaFree(out));
+    RT(cudaStreamDestroy(s));
+}
+
 static void pools(void) {
     cudaStream_t s;
     RT(cudaStreamCreateWithFlags(&s, 1));
@@ -333,6 +424,7 @@ static void per_thread_forms(void) {
 void more_families(void) {
     (void)errname; /* from check.h; this file checks runtime errors */
     graphs();
+    graph_nodes();
     pools();
     launches();
     arrays();

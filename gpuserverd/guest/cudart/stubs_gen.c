@@ -112,9 +112,6 @@ GC_WEAK(cudaDestroyExternalSemaphore, gc_stub_cudaDestroyExternalSemaphore);
 static int said_cudaDeviceGetByPCIBusId;
 static int gc_stub_cudaDeviceGetByPCIBusId(void) { return refused("cudaDeviceGetByPCIBusId", &said_cudaDeviceGetByPCIBusId); }
 GC_WEAK(cudaDeviceGetByPCIBusId, gc_stub_cudaDeviceGetByPCIBusId);
-static int said_cudaDeviceGetGraphMemAttribute;
-static int gc_stub_cudaDeviceGetGraphMemAttribute(void) { return refused("cudaDeviceGetGraphMemAttribute", &said_cudaDeviceGetGraphMemAttribute); }
-GC_WEAK(cudaDeviceGetGraphMemAttribute, gc_stub_cudaDeviceGetGraphMemAttribute);
 static int said_cudaDeviceGetHostAtomicCapabilities;
 static int gc_stub_cudaDeviceGetHostAtomicCapabilities(void) { return refused("cudaDeviceGetHostAtomicCapabilities", &said_cudaDeviceGetHostAtomicCapabilities); }
 GC_WEAK(cudaDeviceGetHostAtomicCapabilities, gc_stub_cudaDeviceGetHostAtomicCapabilities);
@@ -130,15 +127,9 @@ GC_WEAK(cudaDeviceGetSharedMemConfig, gc_stub_cudaDeviceGetSharedMemConfig);
 static int said_cudaDeviceGetTexture1DLinearMaxWidth;
 static int gc_stub_cudaDeviceGetTexture1DLinearMaxWidth(void) { return refused("cudaDeviceGetTexture1DLinearMaxWidth", &said_cudaDeviceGetTexture1DLinearMaxWidth); }
 GC_WEAK(cudaDeviceGetTexture1DLinearMaxWidth, gc_stub_cudaDeviceGetTexture1DLinearMaxWidth);
-static int said_cudaDeviceGraphMemTrim;
-static int gc_stub_cudaDeviceGraphMemTrim(void) { return refused("cudaDeviceGraphMemTrim", &said_cudaDeviceGraphMemTrim); }
-GC_WEAK(cudaDeviceGraphMemTrim, gc_stub_cudaDeviceGraphMemTrim);
 static int said_cudaDeviceRegisterAsyncNotification;
 static int gc_stub_cudaDeviceRegisterAsyncNotification(void) { return refused("cudaDeviceRegisterAsyncNotification", &said_cudaDeviceRegisterAsyncNotification); }
 GC_WEAK(cudaDeviceRegisterAsyncNotification, gc_stub_cudaDeviceRegisterAsyncNotification);
-static int said_cudaDeviceSetGraphMemAttribute;
-static int gc_stub_cudaDeviceSetGraphMemAttribute(void) { return refused("cudaDeviceSetGraphMemAttribute", &said_cudaDeviceSetGraphMemAttribute); }
-GC_WEAK(cudaDeviceSetGraphMemAttribute, gc_stub_cudaDeviceSetGraphMemAttribute);
 static int said_cudaDeviceSetSharedMemConfig;
 static int gc_stub_cudaDeviceSetSharedMemConfig(void) { return refused("cudaDeviceSetSharedMemConfig", &said_cudaDeviceSetSharedMemConfig); }
 GC_WEAK(cudaDeviceSetSharedMemConfig, gc_stub_cudaDeviceSetSharedMemConfig);
@@ -262,30 +253,18 @@ GC_WEAK(cudaGraphAddExternalSemaphoresWaitNode, gc_stub_cudaGraphAddExternalSema
 static int said_cudaGraphAddHostNode;
 static int gc_stub_cudaGraphAddHostNode(void) { return refused("cudaGraphAddHostNode", &said_cudaGraphAddHostNode); }
 GC_WEAK(cudaGraphAddHostNode, gc_stub_cudaGraphAddHostNode);
-static int said_cudaGraphAddMemAllocNode;
-static int gc_stub_cudaGraphAddMemAllocNode(void) { return refused("cudaGraphAddMemAllocNode", &said_cudaGraphAddMemAllocNode); }
-GC_WEAK(cudaGraphAddMemAllocNode, gc_stub_cudaGraphAddMemAllocNode);
-static int said_cudaGraphAddMemFreeNode;
-static int gc_stub_cudaGraphAddMemFreeNode(void) { return refused("cudaGraphAddMemFreeNode", &said_cudaGraphAddMemFreeNode); }
-GC_WEAK(cudaGraphAddMemFreeNode, gc_stub_cudaGraphAddMemFreeNode);
 static int said_cudaGraphAddMemcpyNodeFromSymbol;
 static int gc_stub_cudaGraphAddMemcpyNodeFromSymbol(void) { return refused("cudaGraphAddMemcpyNodeFromSymbol", &said_cudaGraphAddMemcpyNodeFromSymbol); }
 GC_WEAK(cudaGraphAddMemcpyNodeFromSymbol, gc_stub_cudaGraphAddMemcpyNodeFromSymbol);
 static int said_cudaGraphAddMemcpyNodeToSymbol;
 static int gc_stub_cudaGraphAddMemcpyNodeToSymbol(void) { return refused("cudaGraphAddMemcpyNodeToSymbol", &said_cudaGraphAddMemcpyNodeToSymbol); }
 GC_WEAK(cudaGraphAddMemcpyNodeToSymbol, gc_stub_cudaGraphAddMemcpyNodeToSymbol);
-static int said_cudaGraphAddNode;
-static int gc_stub_cudaGraphAddNode(void) { return refused("cudaGraphAddNode", &said_cudaGraphAddNode); }
-GC_WEAK(cudaGraphAddNode, gc_stub_cudaGraphAddNode);
 static int said_cudaGraphChildGraphNodeGetGraph;
 static int gc_stub_cudaGraphChildGraphNodeGetGraph(void) { return refused("cudaGraphChildGraphNodeGetGraph", &said_cudaGraphChildGraphNodeGetGraph); }
 GC_WEAK(cudaGraphChildGraphNodeGetGraph, gc_stub_cudaGraphChildGraphNodeGetGraph);
 static int said_cudaGraphClone;
 static int gc_stub_cudaGraphClone(void) { return refused("cudaGraphClone", &said_cudaGraphClone); }
 GC_WEAK(cudaGraphClone, gc_stub_cudaGraphClone);
-static int said_cudaGraphConditionalHandleCreate;
-static int gc_stub_cudaGraphConditionalHandleCreate(void) { return refused("cudaGraphConditionalHandleCreate", &said_cudaGraphConditionalHandleCreate); }
-GC_WEAK(cudaGraphConditionalHandleCreate, gc_stub_cudaGraphConditionalHandleCreate);
 static int said_cudaGraphDebugDotPrint;
 static int gc_stub_cudaGraphDebugDotPrint(void) { return refused("cudaGraphDebugDotPrint", &said_cudaGraphDebugDotPrint); }
 GC_WEAK(cudaGraphDebugDotPrint, gc_stub_cudaGraphDebugDotPrint);
@@ -718,24 +697,12 @@ GC_WEAK(cudaSignalExternalSemaphoresAsync_ptsz, gc_stub_cudaSignalExternalSemaph
 static int said_cudaStreamAttachMemAsync_ptsz;
 static int gc_stub_cudaStreamAttachMemAsync_ptsz(void) { return refused("cudaStreamAttachMemAsync_ptsz", &said_cudaStreamAttachMemAsync_ptsz); }
 GC_WEAK(cudaStreamAttachMemAsync_ptsz, gc_stub_cudaStreamAttachMemAsync_ptsz);
-static int said_cudaStreamBeginCaptureToGraph;
-static int gc_stub_cudaStreamBeginCaptureToGraph(void) { return refused("cudaStreamBeginCaptureToGraph", &said_cudaStreamBeginCaptureToGraph); }
-GC_WEAK(cudaStreamBeginCaptureToGraph, gc_stub_cudaStreamBeginCaptureToGraph);
-static int said_cudaStreamBeginCaptureToGraph_ptsz;
-static int gc_stub_cudaStreamBeginCaptureToGraph_ptsz(void) { return refused("cudaStreamBeginCaptureToGraph_ptsz", &said_cudaStreamBeginCaptureToGraph_ptsz); }
-GC_WEAK(cudaStreamBeginCaptureToGraph_ptsz, gc_stub_cudaStreamBeginCaptureToGraph_ptsz);
 static int said_cudaStreamGetDevice;
 static int gc_stub_cudaStreamGetDevice(void) { return refused("cudaStreamGetDevice", &said_cudaStreamGetDevice); }
 GC_WEAK(cudaStreamGetDevice, gc_stub_cudaStreamGetDevice);
 static int said_cudaStreamGetDevice_ptsz;
 static int gc_stub_cudaStreamGetDevice_ptsz(void) { return refused("cudaStreamGetDevice_ptsz", &said_cudaStreamGetDevice_ptsz); }
 GC_WEAK(cudaStreamGetDevice_ptsz, gc_stub_cudaStreamGetDevice_ptsz);
-static int said_cudaStreamUpdateCaptureDependencies;
-static int gc_stub_cudaStreamUpdateCaptureDependencies(void) { return refused("cudaStreamUpdateCaptureDependencies", &said_cudaStreamUpdateCaptureDependencies); }
-GC_WEAK(cudaStreamUpdateCaptureDependencies, gc_stub_cudaStreamUpdateCaptureDependencies);
-static int said_cudaStreamUpdateCaptureDependencies_ptsz;
-static int gc_stub_cudaStreamUpdateCaptureDependencies_ptsz(void) { return refused("cudaStreamUpdateCaptureDependencies_ptsz", &said_cudaStreamUpdateCaptureDependencies_ptsz); }
-GC_WEAK(cudaStreamUpdateCaptureDependencies_ptsz, gc_stub_cudaStreamUpdateCaptureDependencies_ptsz);
 static int said_cudaUserObjectCreate;
 static int gc_stub_cudaUserObjectCreate(void) { return refused("cudaUserObjectCreate", &said_cudaUserObjectCreate); }
 GC_WEAK(cudaUserObjectCreate, gc_stub_cudaUserObjectCreate);

@@ -463,9 +463,6 @@ GC_WEAK(cuDeviceGetByPCIBusId, gc_stub_cuDeviceGetByPCIBusId);
 static int said_cuDeviceGetDevResource;
 static int gc_stub_cuDeviceGetDevResource(void) { return gc_refused("cuDeviceGetDevResource", &said_cuDeviceGetDevResource); }
 GC_WEAK(cuDeviceGetDevResource, gc_stub_cuDeviceGetDevResource);
-static int said_cuDeviceGetGraphMemAttribute;
-static int gc_stub_cuDeviceGetGraphMemAttribute(void) { return gc_refused("cuDeviceGetGraphMemAttribute", &said_cuDeviceGetGraphMemAttribute); }
-GC_WEAK(cuDeviceGetGraphMemAttribute, gc_stub_cuDeviceGetGraphMemAttribute);
 static int said_cuDeviceGetHostAtomicCapabilities;
 static int gc_stub_cuDeviceGetHostAtomicCapabilities(void) { return gc_refused("cuDeviceGetHostAtomicCapabilities", &said_cuDeviceGetHostAtomicCapabilities); }
 GC_WEAK(cuDeviceGetHostAtomicCapabilities, gc_stub_cuDeviceGetHostAtomicCapabilities);
@@ -481,15 +478,9 @@ GC_WEAK(cuDeviceGetP2PAtomicCapabilities, gc_stub_cuDeviceGetP2PAtomicCapabiliti
 static int said_cuDeviceGetProperties;
 static int gc_stub_cuDeviceGetProperties(void) { return gc_refused("cuDeviceGetProperties", &said_cuDeviceGetProperties); }
 GC_WEAK(cuDeviceGetProperties, gc_stub_cuDeviceGetProperties);
-static int said_cuDeviceGraphMemTrim;
-static int gc_stub_cuDeviceGraphMemTrim(void) { return gc_refused("cuDeviceGraphMemTrim", &said_cuDeviceGraphMemTrim); }
-GC_WEAK(cuDeviceGraphMemTrim, gc_stub_cuDeviceGraphMemTrim);
 static int said_cuDeviceRegisterAsyncNotification;
 static int gc_stub_cuDeviceRegisterAsyncNotification(void) { return gc_refused("cuDeviceRegisterAsyncNotification", &said_cuDeviceRegisterAsyncNotification); }
 GC_WEAK(cuDeviceRegisterAsyncNotification, gc_stub_cuDeviceRegisterAsyncNotification);
-static int said_cuDeviceSetGraphMemAttribute;
-static int gc_stub_cuDeviceSetGraphMemAttribute(void) { return gc_refused("cuDeviceSetGraphMemAttribute", &said_cuDeviceSetGraphMemAttribute); }
-GC_WEAK(cuDeviceSetGraphMemAttribute, gc_stub_cuDeviceSetGraphMemAttribute);
 static int said_cuDeviceUnregisterAsyncNotification;
 static int gc_stub_cuDeviceUnregisterAsyncNotification(void) { return gc_refused("cuDeviceUnregisterAsyncNotification", &said_cuDeviceUnregisterAsyncNotification); }
 GC_WEAK(cuDeviceUnregisterAsyncNotification, gc_stub_cuDeviceUnregisterAsyncNotification);
@@ -613,18 +604,6 @@ GC_WEAK(cuGraphAddExternalSemaphoresSignalNode, gc_stub_cuGraphAddExternalSemaph
 static int said_cuGraphAddExternalSemaphoresWaitNode;
 static int gc_stub_cuGraphAddExternalSemaphoresWaitNode(void) { return gc_refused("cuGraphAddExternalSemaphoresWaitNode", &said_cuGraphAddExternalSemaphoresWaitNode); }
 GC_WEAK(cuGraphAddExternalSemaphoresWaitNode, gc_stub_cuGraphAddExternalSemaphoresWaitNode);
-static int said_cuGraphAddMemAllocNode;
-static int gc_stub_cuGraphAddMemAllocNode(void) { return gc_refused("cuGraphAddMemAllocNode", &said_cuGraphAddMemAllocNode); }
-GC_WEAK(cuGraphAddMemAllocNode, gc_stub_cuGraphAddMemAllocNode);
-static int said_cuGraphAddMemFreeNode;
-static int gc_stub_cuGraphAddMemFreeNode(void) { return gc_refused("cuGraphAddMemFreeNode", &said_cuGraphAddMemFreeNode); }
-GC_WEAK(cuGraphAddMemFreeNode, gc_stub_cuGraphAddMemFreeNode);
-static int said_cuGraphAddNode;
-static int gc_stub_cuGraphAddNode(void) { return gc_refused("cuGraphAddNode", &said_cuGraphAddNode); }
-GC_WEAK(cuGraphAddNode, gc_stub_cuGraphAddNode);
-static int said_cuGraphAddNode_v2;
-static int gc_stub_cuGraphAddNode_v2(void) { return gc_refused("cuGraphAddNode_v2", &said_cuGraphAddNode_v2); }
-GC_WEAK(cuGraphAddNode_v2, gc_stub_cuGraphAddNode_v2);
 static int said_cuGraphBatchMemOpNodeGetParams;
 static int gc_stub_cuGraphBatchMemOpNodeGetParams(void) { return gc_refused("cuGraphBatchMemOpNodeGetParams", &said_cuGraphBatchMemOpNodeGetParams); }
 GC_WEAK(cuGraphBatchMemOpNodeGetParams, gc_stub_cuGraphBatchMemOpNodeGetParams);
@@ -637,9 +616,6 @@ GC_WEAK(cuGraphChildGraphNodeGetGraph, gc_stub_cuGraphChildGraphNodeGetGraph);
 static int said_cuGraphClone;
 static int gc_stub_cuGraphClone(void) { return gc_refused("cuGraphClone", &said_cuGraphClone); }
 GC_WEAK(cuGraphClone, gc_stub_cuGraphClone);
-static int said_cuGraphConditionalHandleCreate;
-static int gc_stub_cuGraphConditionalHandleCreate(void) { return gc_refused("cuGraphConditionalHandleCreate", &said_cuGraphConditionalHandleCreate); }
-GC_WEAK(cuGraphConditionalHandleCreate, gc_stub_cuGraphConditionalHandleCreate);
 static int said_cuGraphDebugDotPrint;
 static int gc_stub_cuGraphDebugDotPrint(void) { return gc_refused("cuGraphDebugDotPrint", &said_cuGraphDebugDotPrint); }
 GC_WEAK(cuGraphDebugDotPrint, gc_stub_cuGraphDebugDotPrint);
@@ -1207,12 +1183,6 @@ GC_WEAK(cuStreamAddCallback, gc_stub_cuStreamAddCallback);
 static int said_cuStreamAddCallback_ptsz;
 static int gc_stub_cuStreamAddCallback_ptsz(void) { return gc_refused("cuStreamAddCallback_ptsz", &said_cuStreamAddCallback_ptsz); }
 GC_WEAK(cuStreamAddCallback_ptsz, gc_stub_cuStreamAddCallback_ptsz);
-static int said_cuStreamBeginCaptureToGraph;
-static int gc_stub_cuStreamBeginCaptureToGraph(void) { return gc_refused("cuStreamBeginCaptureToGraph", &said_cuStreamBeginCaptureToGraph); }
-GC_WEAK(cuStreamBeginCaptureToGraph, gc_stub_cuStreamBeginCaptureToGraph);
-static int said_cuStreamBeginCaptureToGraph_ptsz;
-static int gc_stub_cuStreamBeginCaptureToGraph_ptsz(void) { return gc_refused("cuStreamBeginCaptureToGraph_ptsz", &said_cuStreamBeginCaptureToGraph_ptsz); }
-GC_WEAK(cuStreamBeginCaptureToGraph_ptsz, gc_stub_cuStreamBeginCaptureToGraph_ptsz);
 static int said_cuStreamGetCtx;
 static int gc_stub_cuStreamGetCtx(void) { return gc_refused("cuStreamGetCtx", &said_cuStreamGetCtx); }
 GC_WEAK(cuStreamGetCtx, gc_stub_cuStreamGetCtx);
@@ -1234,18 +1204,6 @@ GC_WEAK(cuStreamGetDevice_ptsz, gc_stub_cuStreamGetDevice_ptsz);
 static int said_cuStreamGetGreenCtx;
 static int gc_stub_cuStreamGetGreenCtx(void) { return gc_refused("cuStreamGetGreenCtx", &said_cuStreamGetGreenCtx); }
 GC_WEAK(cuStreamGetGreenCtx, gc_stub_cuStreamGetGreenCtx);
-static int said_cuStreamUpdateCaptureDependencies;
-static int gc_stub_cuStreamUpdateCaptureDependencies(void) { return gc_refused("cuStreamUpdateCaptureDependencies", &said_cuStreamUpdateCaptureDependencies); }
-GC_WEAK(cuStreamUpdateCaptureDependencies, gc_stub_cuStreamUpdateCaptureDependencies);
-static int said_cuStreamUpdateCaptureDependencies_ptsz;
-static int gc_stub_cuStreamUpdateCaptureDependencies_ptsz(void) { return gc_refused("cuStreamUpdateCaptureDependencies_ptsz", &said_cuStreamUpdateCaptureDependencies_ptsz); }
-GC_WEAK(cuStreamUpdateCaptureDependencies_ptsz, gc_stub_cuStreamUpdateCaptureDependencies_ptsz);
-static int said_cuStreamUpdateCaptureDependencies_v2;
-static int gc_stub_cuStreamUpdateCaptureDependencies_v2(void) { return gc_refused("cuStreamUpdateCaptureDependencies_v2", &said_cuStreamUpdateCaptureDependencies_v2); }
-GC_WEAK(cuStreamUpdateCaptureDependencies_v2, gc_stub_cuStreamUpdateCaptureDependencies_v2);
-static int said_cuStreamUpdateCaptureDependencies_v2_ptsz;
-static int gc_stub_cuStreamUpdateCaptureDependencies_v2_ptsz(void) { return gc_refused("cuStreamUpdateCaptureDependencies_v2_ptsz", &said_cuStreamUpdateCaptureDependencies_v2_ptsz); }
-GC_WEAK(cuStreamUpdateCaptureDependencies_v2_ptsz, gc_stub_cuStreamUpdateCaptureDependencies_v2_ptsz);
 static int said_cuSurfObjectGetResourceDesc;
 static int gc_stub_cuSurfObjectGetResourceDesc(void) { return gc_refused("cuSurfObjectGetResourceDesc", &said_cuSurfObjectGetResourceDesc); }
 GC_WEAK(cuSurfObjectGetResourceDesc, gc_stub_cuSurfObjectGetResourceDesc);
@@ -1520,15 +1478,12 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuDevSmResourceSplitByCount,
         (const void *)gc_stub_cuDeviceGetByPCIBusId,
         (const void *)gc_stub_cuDeviceGetDevResource,
-        (const void *)gc_stub_cuDeviceGetGraphMemAttribute,
         (const void *)gc_stub_cuDeviceGetHostAtomicCapabilities,
         (const void *)gc_stub_cuDeviceGetLuid,
         (const void *)gc_stub_cuDeviceGetNvSciSyncAttributes,
         (const void *)gc_stub_cuDeviceGetP2PAtomicCapabilities,
         (const void *)gc_stub_cuDeviceGetProperties,
-        (const void *)gc_stub_cuDeviceGraphMemTrim,
         (const void *)gc_stub_cuDeviceRegisterAsyncNotification,
-        (const void *)gc_stub_cuDeviceSetGraphMemAttribute,
         (const void *)gc_stub_cuDeviceUnregisterAsyncNotification,
         (const void *)gc_stub_cuEGLApiInit,
         (const void *)gc_stub_cuEGLStreamConsumerAcquireFrame,
@@ -1570,15 +1525,10 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphAddEventWaitNode,
         (const void *)gc_stub_cuGraphAddExternalSemaphoresSignalNode,
         (const void *)gc_stub_cuGraphAddExternalSemaphoresWaitNode,
-        (const void *)gc_stub_cuGraphAddMemAllocNode,
-        (const void *)gc_stub_cuGraphAddMemFreeNode,
-        (const void *)gc_stub_cuGraphAddNode,
-        (const void *)gc_stub_cuGraphAddNode_v2,
         (const void *)gc_stub_cuGraphBatchMemOpNodeGetParams,
         (const void *)gc_stub_cuGraphBatchMemOpNodeSetParams,
         (const void *)gc_stub_cuGraphChildGraphNodeGetGraph,
         (const void *)gc_stub_cuGraphClone,
-        (const void *)gc_stub_cuGraphConditionalHandleCreate,
         (const void *)gc_stub_cuGraphDebugDotPrint,
         (const void *)gc_stub_cuGraphDestroyNode,
         (const void *)gc_stub_cuGraphEventRecordNodeGetEvent,
@@ -1768,8 +1718,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuSignalExternalSemaphoresAsync_ptsz,
         (const void *)gc_stub_cuStreamAddCallback,
         (const void *)gc_stub_cuStreamAddCallback_ptsz,
-        (const void *)gc_stub_cuStreamBeginCaptureToGraph,
-        (const void *)gc_stub_cuStreamBeginCaptureToGraph_ptsz,
         (const void *)gc_stub_cuStreamGetCtx,
         (const void *)gc_stub_cuStreamGetCtx_ptsz,
         (const void *)gc_stub_cuStreamGetCtx_v2,
@@ -1777,10 +1725,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuStreamGetDevice,
         (const void *)gc_stub_cuStreamGetDevice_ptsz,
         (const void *)gc_stub_cuStreamGetGreenCtx,
-        (const void *)gc_stub_cuStreamUpdateCaptureDependencies,
-        (const void *)gc_stub_cuStreamUpdateCaptureDependencies_ptsz,
-        (const void *)gc_stub_cuStreamUpdateCaptureDependencies_v2,
-        (const void *)gc_stub_cuStreamUpdateCaptureDependencies_v2_ptsz,
         (const void *)gc_stub_cuSurfObjectGetResourceDesc,
         (const void *)gc_stub_cuSurfRefGetArray,
         (const void *)gc_stub_cuSurfRefSetArray,

@@ -51,7 +51,7 @@ int gc_find_alloc(CUdeviceptr p, CUdeviceptr *base, size_t *size) {
             found = 1;
         }
     pthread_mutex_unlock(&ranges_mu);
-    return found;
+    return found || gc_graph_range(p, base, size); /* graph memory (graphextras.c) */
 }
 
 /* The per-thread default stream (CU_STREAM_PER_THREAD, and a NULL stream in the _ptsz calls) is

@@ -145,6 +145,26 @@ static void *lookup(const char *symbol, int version, int *too_new) {
     return exact ? exact->fn : NULL;
 }
 
+/* The exported _ptsz or _ptds form of fn, under any of the names fn is exported as (a legacy
+ * name may alias its versioned one), or fn itself when it has none. */
+static void *per_thread_form(void *fn) {
+    for (unsigned i = 0; i < gc_nprocs; i++) {
+        const struct gc_proc *p = &gc_procs[i];
+        size_t n = strlen(p->name);
+        if (p->version != 0 || p->fn != fn || n + 6 > 128) continue;
+        char name[128];
+        memcpy(name, p->name, n);
+        static const char *const forms[] = {"_ptsz", "_ptds"};
+        for (unsigned f = 0; f < 2; f++) {
+            memcpy(name + n, forms[f], 6);
+            int unused = 0;
+            void *pt = lookup(name, 0, &unused);
+            if (pt) return pt;
+        }
+    }
+    return fn;
+}
+
 /* Lookup flags: CU_GET_PROC_ADDRESS_DEFAULT (0) gives the build's default-stream flavour (legacy
  * here), LEGACY_STREAM (1) the legacy functions, PER_THREAD_DEFAULT_STREAM (2) the _ptsz/_ptds
  * forms where a name has them (whose NULL stream is the thread's per-thread default stream,
@@ -164,17 +184,11 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
     }
     memcpy(name, symbol, n + 1);
     int too_new = 0;
-    void *fn = NULL;
-    if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && n + 8 < sizeof name) {
-        /* The newest exported per-thread form: cuMemcpyHtoDAsync -> cuMemcpyHtoDAsync_v2_ptsz. */
-        static const char *const forms[] = {"_v3_ptsz", "_v3_ptds", "_v2_ptsz", "_v2_ptds", "_ptsz", "_ptds"};
-        for (unsigned i = 0; i < sizeof forms / sizeof *forms && !fn; i++) {
-            memcpy(name + n, forms[i], strlen(forms[i]) + 1);
-            fn = lookup(name, cudaVersion, &too_new);
-        }
-        name[n] = 0;
-    }
-    if (!fn) fn = lookup(name, cudaVersion, &too_new);
+    void *fn = lookup(name, cudaVersion, &too_new);
+    /* The per-thread form of the version's function: cuMemcpyHtoDAsync from CUDA 3.2 is
+     * cuMemcpyHtoDAsync_v2, so cuMemcpyHtoDAsync_v2_ptsz; cuStreamGetCaptureInfo for CUDA 11.3 is
+     * cuStreamGetCaptureInfo_v2_ptsz, not the newer _v3's (another ABI). */
+    if (fn && (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) fn = per_thread_form(fn);
     if (!fn && n > 5 && (!strcmp(name + n - 5, "_ptds") || !strcmp(name + n - 5, "_ptsz"))) {
         name[n - 5] = 0;
         fn = lookup(name, cudaVersion, &too_new);

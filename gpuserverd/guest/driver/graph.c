@@ -9,10 +9,16 @@
 
 /* The streams capturing now, and whether this library refused a call on one (which invalidates
  * the capture): the worker's stream never saw that call. */
+/* graphextras.c */
+void gc_graph_forget_bodies(uint64_t graph);
+CUresult gc_capture_graph(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                          const CUgraphNode **deps, size_t *ndeps);
+
 #define MAX_CAPTURES 64
 static struct {
     uint64_t stream;
     int invalid;
+    int to_graph; /* into an existing graph (cuStreamBeginCaptureToGraph): the graph out is optional */
 } captures[MAX_CAPTURES];
 static int ncaptures;
 static int captures_overflow; /* a capture went unrecorded: only the worker can tell who captures */
@@ -54,6 +60,23 @@ static int capture_done(uint64_t h) {
     return invalid;
 }
 
+/* Records a capture the worker began on stream h. */
+void gc_capture_started(uint64_t h, int to_graph) {
+    pthread_mutex_lock(&captures_mu);
+    int i = capture_slot(h);
+    if (i < 0 && ncaptures < MAX_CAPTURES) captures[ncaptures++] = (typeof(captures[0])){h, 0, to_graph};
+    else if (i < 0) captures_overflow = 1;
+    pthread_mutex_unlock(&captures_mu);
+}
+
+/* Whether stream h captures into an existing graph. */
+static int capture_to_graph(uint64_t h) {
+    pthread_mutex_lock(&captures_mu);
+    int i = capture_slot(h), to = i >= 0 && captures[i].to_graph;
+    pthread_mutex_unlock(&captures_mu);
+    return to;
+}
+
 /* A capture's mode says which potentially unsafe calls (cuMemAlloc, synchronous copies ...) the
  * driver refuses meanwhile, by the calling thread's own mode (cuThreadExchangeStreamCaptureMode).
  * The worker serves all this process's threads on its own, which know nothing of those modes: a
@@ -66,12 +89,7 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
     struct gw_stream_begin_capture m = {.stream = h, .mode = CU_STREAM_CAPTURE_MODE_RELAXED};
     GC_ENCODE(stream_begin_capture, m, b);
     CUresult rc = gc_call_status(GW_TYPE_STREAM_BEGIN_CAPTURE, 0, b, b_n);
-    if (rc == CUDA_SUCCESS) {
-        pthread_mutex_lock(&captures_mu);
-        if (capture_slot(h) < 0 && ncaptures < MAX_CAPTURES) captures[ncaptures++] = (typeof(captures[0])){h, 0};
-        else if (capture_slot(h) < 0) captures_overflow = 1;
-        pthread_mutex_unlock(&captures_mu);
-    }
+    if (rc == CUDA_SUCCESS) gc_capture_started(h, 0);
     return GC_T(rc);
 }
 
@@ -79,16 +97,17 @@ EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
 EXPORT CUresult cuStreamBeginCapture(CUstream s) { return cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL); }
 
 EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
-    if (!graph) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_stream_end_capture m = {.stream = gc_stream_handle(s)};
+    if (!graph && !capture_to_graph(m.stream)) return GC_T(CUDA_ERROR_INVALID_VALUE);
     GC_ENCODE(stream_end_capture, m, b);
     uint64_t h = 0;
     CUresult rc = gc_handle_call(GW_TYPE_STREAM_END_CAPTURE, b, b_n, &h);
+    int to_graph = capture_to_graph(m.stream);
     if (capture_done(m.stream)) { /* a call was refused here: the capture is void */
-        if (rc == CUDA_SUCCESS) cuGraphDestroy(GC_PTR(CUgraph, h));
+        if (rc == CUDA_SUCCESS && !to_graph) cuGraphDestroy(GC_PTR(CUgraph, h));
         h = 0, rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    *graph = GC_PTR(CUgraph, h);
+    if (graph) *graph = GC_PTR(CUgraph, h);
     return GC_T(rc);
 }
 
@@ -130,13 +149,20 @@ EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, CUstreamCaptureStatus *status
     return GC_T(capture_info(s, status, id));
 }
 
-/* The graph and dependency set of a capture in progress are not offered: NULL and none. */
+/* With the graph being captured into and the capture's dependencies (graphextras.c), asked of the
+ * worker only when wanted and a capture may be under way. */
 EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
                                           const CUgraphNode **deps, size_t *ndeps) {
     if (graph) *graph = NULL;
     if (deps) *deps = NULL;
     if (ndeps) *ndeps = 0;
-    return GC_T(capture_info(s, status, id));
+    if (!status || (!graph && !deps && !ndeps) || none_capturing()) return GC_T(capture_info(s, status, id));
+    CUresult rc = gc_capture_graph(s, status, id, graph, deps, ndeps);
+    pthread_mutex_lock(&captures_mu);
+    int i = capture_slot(gc_stream_handle(s));
+    if (rc == CUDA_SUCCESS && i >= 0 && captures[i].invalid) *status = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+    pthread_mutex_unlock(&captures_mu);
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
@@ -168,7 +194,9 @@ EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned flags) {
 EXPORT CUresult cuGraphDestroy(CUgraph graph) {
     struct gw_graph_destroy m = {.graph = GC_ID(graph)};
     GC_ENCODE(graph_destroy, m, b);
-    return GC_T(gc_call_status(GW_TYPE_GRAPH_DESTROY, 0, b, b_n));
+    CUresult rc = gc_call_status(GW_TYPE_GRAPH_DESTROY, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) gc_graph_forget_bodies(m.graph);
+    return GC_T(rc);
 }
 
 /* A node-adding call: sends the encoded message (b, n bytes), stores the node. */

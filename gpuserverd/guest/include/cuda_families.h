@@ -264,6 +264,80 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream s);
 CUresult cuGraphExecDestroy(CUgraphExec exec);
 CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
 
+/* Conditional nodes, graph memory nodes, capture into a graph (CUDA 12.3+; driver/graphextras.c). */
+#define CU_GRAPH_NODE_TYPE_MEM_ALLOC ((CUgraphNodeType)10)
+#define CU_GRAPH_NODE_TYPE_MEM_FREE ((CUgraphNodeType)11)
+#define CU_GRAPH_NODE_TYPE_CONDITIONAL ((CUgraphNodeType)13)
+typedef unsigned long long CUgraphConditionalHandle;
+#define CU_GRAPH_COND_ASSIGN_DEFAULT 0x1
+typedef enum CUgraphConditionalNodeType_enum {
+    CU_GRAPH_COND_TYPE_IF = 0, CU_GRAPH_COND_TYPE_WHILE = 1, CU_GRAPH_COND_TYPE_SWITCH = 2
+} CUgraphConditionalNodeType;
+typedef struct CUDA_CONDITIONAL_NODE_PARAMS {
+    CUgraphConditionalHandle handle;
+    CUgraphConditionalNodeType type;
+    unsigned int size;
+    CUgraph *phGraph_out; /* the library's array, valid while the node lives */
+    CUcontext ctx;
+} CUDA_CONDITIONAL_NODE_PARAMS;
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr; /* out */
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+typedef struct CUDA_MEM_FREE_NODE_PARAMS_st { CUdeviceptr dptr; } CUDA_MEM_FREE_NODE_PARAMS;
+typedef struct CUDA_MEMSET_NODE_PARAMS_v2_st {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned int value, elementSize;
+    size_t width, height;
+    CUcontext ctx;
+} CUDA_MEMSET_NODE_PARAMS_v2;
+typedef struct CUDA_MEMCPY_NODE_PARAMS_st {
+    int flags, reserved;
+    CUcontext copyCtx;
+    CUDA_MEMCPY3D copyParams;
+} CUDA_MEMCPY_NODE_PARAMS;
+/* cuGraphAddNode's parameters: 256 bytes, the union at offset 16. */
+typedef struct CUgraphNodeParams_st {
+    CUgraphNodeType type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        CUDA_KERNEL_NODE_PARAMS kernel; /* CUDA_KERNEL_NODE_PARAMS_v3's layout */
+        CUDA_MEMCPY_NODE_PARAMS memcpy;
+        CUDA_MEMSET_NODE_PARAMS_v2 memset;
+        CUDA_MEM_ALLOC_NODE_PARAMS alloc;
+        CUDA_MEM_FREE_NODE_PARAMS free;
+        CUDA_CONDITIONAL_NODE_PARAMS conditional;
+    };
+    long long reserved2;
+} CUgraphNodeParams;
+typedef enum CUgraphMem_attribute_enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3
+} CUgraphMem_attribute;
+typedef enum CUstreamUpdateCaptureDependencies_flags_enum {
+    CU_STREAM_ADD_CAPTURE_DEPENDENCIES = 0x0, CU_STREAM_SET_CAPTURE_DEPENDENCIES = 0x1
+} CUstreamUpdateCaptureDependencies_flags;
+
+CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *handle, CUgraph graph, CUcontext ctx,
+                                        unsigned int defaultLaunchValue, unsigned int flags);
+CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                           size_t ndeps, CUgraphNodeParams *params);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *params);
+CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, CUdeviceptr dptr);
+CUresult cuDeviceGraphMemTrim(CUdevice dev);
+CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value);
+CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void *value);
+CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+                                     size_t ndeps, CUstreamCaptureMode mode);
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps, const CUgraphEdgeData *edges, size_t ndeps,
+                                              unsigned int flags);
+
 /* ---- launches with attributes ---- */
 typedef enum CUlaunchAttributeID_enum {
     CU_LAUNCH_ATTRIBUTE_IGNORE = 0, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW = 1, CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2,
@@ -426,6 +500,8 @@ CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_
                        unsigned int numOptions, CUjit_option *options, void **optionValues);
 CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
                        CUjit_option *options, void **optionValues);
+CUresult cuGraphAddNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, CUgraphNodeParams *params);
+CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *deps, size_t ndeps, unsigned int flags);
 #endif
 
 /* The names programs call, mapped to the current ABI as NVIDIA's header maps them. */
@@ -448,6 +524,8 @@ CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char *path,
 #define cuGraphExecUpdate cuGraphExecUpdate_v2
 #define cuGraphAddKernelNode cuGraphAddKernelNode_v2
 #define cuGraphInstantiate cuGraphInstantiateWithFlags
+#define cuGraphAddNode cuGraphAddNode_v2
+#define cuStreamUpdateCaptureDependencies cuStreamUpdateCaptureDependencies_v2
 #define cuStreamWaitValue32 cuStreamWaitValue32_v2
 #define cuStreamWaitValue64 cuStreamWaitValue64_v2
 #define cuStreamWriteValue32 cuStreamWriteValue32_v2

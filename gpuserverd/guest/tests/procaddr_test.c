@@ -34,6 +34,38 @@ int main(void) {
     EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxGetDevice"));
     CHECK(cuGetProcAddress("cuCtxSynchronize", &fn, 13000, 0, NULL));
     EXPECT(fn == dlsym(RTLD_DEFAULT, "cuCtxSynchronize_v2"));
+    /* Graph calls versioned with edge data (12.3), and the per-thread form of the version's own
+     * function, not of a newer one with another ABI. */
+    const struct {
+        const char *name;
+        int version;
+        int per_thread;
+        const char *want;
+    } versioned[] = {
+        {"cuGraphAddNode", 12020, 0, "cuGraphAddNode"},
+        {"cuGraphAddNode", 12030, 0, "cuGraphAddNode_v2"},
+        {"cuStreamUpdateCaptureDependencies", 11030, 0, "cuStreamUpdateCaptureDependencies"},
+        {"cuStreamUpdateCaptureDependencies", 13000, 0, "cuStreamUpdateCaptureDependencies_v2"},
+        {"cuStreamUpdateCaptureDependencies", 11030, 1, "cuStreamUpdateCaptureDependencies_ptsz"},
+        {"cuStreamUpdateCaptureDependencies", 12030, 1, "cuStreamUpdateCaptureDependencies_v2_ptsz"},
+        {"cuStreamGetCaptureInfo", 11030, 1, "cuStreamGetCaptureInfo_v2_ptsz"},
+        {"cuStreamGetCaptureInfo", 13000, 1, "cuStreamGetCaptureInfo_v3_ptsz"},
+        {"cuStreamBeginCaptureToGraph", 12030, 1, "cuStreamBeginCaptureToGraph_ptsz"},
+        {"cuMemcpyHtoDAsync", 12000, 1, "cuMemcpyHtoDAsync_v2_ptsz"},
+        {"cuGraphKernelNodeGetParams", 12000, 0, "cuGraphKernelNodeGetParams_v2"},
+        {"cuTexRefSetAddress2D", 3020, 0, "cuTexRefSetAddress2D_v2"},
+        {"cuTexRefSetAddress2D", 13000, 0, "cuTexRefSetAddress2D_v3"},
+        {"cuDeviceGraphMemTrim", 13000, 1, "cuDeviceGraphMemTrim"}, /* no per-thread form: itself */
+    };
+    for (size_t i = 0; i < sizeof versioned / sizeof *versioned; i++) {
+        CHECK(cuGetProcAddress(versioned[i].name, &fn, versioned[i].version,
+                               versioned[i].per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0, NULL));
+        if (fn == NULL || fn != dlsym(RTLD_DEFAULT, versioned[i].want)) {
+            fprintf(stderr, "cuGetProcAddress(%s, %d, %d) is not %s\n", versioned[i].name, versioned[i].version,
+                    versioned[i].per_thread, versioned[i].want);
+            return 1;
+        }
+    }
     /* No session here (the token is refused): the version is what the library offers. */
     int version = 0;
     CHECK(cuDriverGetVersion(&version));
