@@ -28,6 +28,13 @@ const (
 type Limits struct {
 	MaxFrame int           // bytes in one frame from the user
 	Idle     time.Duration // no bytes either way this long ends the session
+	// SayWhy sends the user a last text frame, a Closing, before closing their side.
+	SayWhy bool
+}
+
+// Closing is the last text frame a user gets when Limits.SayWhy is set.
+type Closing struct {
+	Closed string `json:"closed"` // one of the End reasons
 }
 
 // Stats is what a relay moved, and why it ended.
@@ -55,6 +62,10 @@ func Pipe(ctx context.Context, user *websocket.Conn, console io.ReadWriteCloser,
 		endOnce.Do(func() {
 			st.Reason = reason
 			close(finished)
+			if lim.SayWhy && reason != EndUser {
+				user.SetWriteDeadline(time.Now().Add(2 * time.Second))
+				websocket.JSON.Send(user, Closing{Closed: reason})
+			}
 			user.Close()
 			console.Close()
 		})

@@ -76,10 +76,14 @@ func TestPipeEndsOnAnOversizedFrame(t *testing.T) {
 	}
 }
 
-func TestPipeEndsWhenIdle(t *testing.T) {
-	_, _, stats := relay(t, Limits{MaxFrame: 64, Idle: 200 * time.Millisecond})
+func TestPipeEndsWhenIdleAndSaysWhy(t *testing.T) {
+	ws, _, stats := relay(t, Limits{MaxFrame: 64, Idle: 200 * time.Millisecond, SayWhy: true})
 	if s := waitStats(t, stats); s.Reason != EndIdle {
 		t.Fatalf("stats %+v", s)
+	}
+	var bye Closing
+	if err := websocket.JSON.Receive(ws, &bye); err != nil || bye.Closed != EndIdle {
+		t.Fatalf("last frame: %+v %v", bye, err)
 	}
 }
 
