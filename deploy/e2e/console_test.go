@@ -10,9 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"gpucloud/cmd/gpuctl/cli"
 	"gpucloud/hostd/console"
 	"gpucloud/hostd/reconcile"
 	"gpucloud/internal/termrelay"
@@ -129,6 +132,60 @@ func TestInteractiveConsoleThroughTheAPI(t *testing.T) {
 			t.Fatalf("audit: %d sessions opened (want 3), the first's close %+v", opened, first)
 		}
 	}
+
+	// gpuctl's --interactive: keystrokes go to the guest until the escape ("~." at a line's
+	// start), the guest's output comes out.
+	keys, typing := io.Pipe()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- cli.Run(ctx, []string{"--endpoint", env.URL, "--api-key", env.A.AdminKey, "instances", "console", inst.ID, "--interactive"},
+			cli.IO{In: keys, Out: &out, Err: io.Discard, Getenv: func(string) string { return "" }})
+	}()
+	guest = <-guests
+	typing.Write([]byte("uptime\r"))
+	buf = make([]byte, 7)
+	if _, err := io.ReadFull(guest, buf); err != nil || string(buf) != "uptime\r" {
+		t.Fatalf("the guest got %q %v from gpuctl", buf, err)
+	}
+	guest.Write([]byte("up 3 days\r\n"))
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "up 3 days"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gpuctl printed %q", out.String())
+		}
+	}
+	typing.Write([]byte("~."))
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("gpuctl --interactive exited %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gpuctl did not leave on ~.")
+	}
+	// Leaving ends the session on the host too: the guest's end sees it close.
+	guest.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := guest.Read(buf); !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("the host's console stayed open after gpuctl left: %v", err)
+	}
+}
+
+// syncBuffer is a strings.Builder safe to write and read at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // consoleAudit counts the console sessions user opened on instance and finds the close of the
