@@ -23,7 +23,7 @@ run: deps web-vendor
 
 # Every test: Go packages (against real PostgreSQL and libvirt's test driver) and the C guest
 # library's tests (against a gpuserverd on its simulated backend).
-test: deps vet check-generated check-binaries check-guest-layers
+test: deps web-vendor vet check-generated check-binaries check-guest-layers
 	$(GO) test -count=1 -timeout 20m ./...
 	scripts/fuzz-short.sh
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -30,6 +31,7 @@ import (
 	"gpucloud/internal/pgtest"
 	"gpucloud/internal/sshtest"
 	"gpucloud/sdk/sdktest"
+	"gpucloud/web"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -131,6 +133,11 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	if _, err := os.Stat(chromium); err != nil {
 		t.Skipf("chromium is not installed at %s (make deps installs Debian's chromium)", chromium)
+	}
+	// xterm.js is embedded when the binary is built, so it must be installed before: the
+	// interactive console's steps need it.
+	if _, err := fs.Stat(web.Assets(), "vendor/xterm/xterm.js"); err != nil {
+		t.Fatal("xterm.js is not in the console's files: run scripts/web-vendor.sh (make test and make test-web do) before go test")
 	}
 	npmCI(t)
 
