@@ -97,8 +97,9 @@ func TestRealVMTenantJourney(t *testing.T) {
 	created := time.Now()
 	vm1, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "vm1", InstanceTypeID: typ, Image: vmtest.MiniImageName,
 		SSHKeyIDs: []string{k.ID}, UserData: "#!/bin/sh\necho \"user-data ran on $(hostname)\" >> /root/user-data-marker\n" +
-			// The image's root has no password (SSH keys only); the serial console's login needs one.
-			"echo 'root:" + consolePassword + "' | chpasswd\n"})
+			// The image's root has no password (SSH keys only); the serial console's login needs one
+			// (MD5-crypt: what busybox's login verifies; its chpasswd's default it calls a bad salt).
+			"echo 'root:" + consolePassword + "' | chpasswd -m\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
