@@ -113,6 +113,11 @@ func TestInteractiveConsoleThroughTheAPI(t *testing.T) {
 		(<-guests).Close()
 		c2.Close()
 	}
+	// A page of another site cannot use a ticket (it could not get one either: the POST needs
+	// the API key, or the session cookie with its CSRF header).
+	if status := wsStatus(t, env.URL+tk.URL, "http://evil.example"); status != http.StatusForbidden {
+		t.Fatalf("another origin: upgrade %d", status)
+	}
 	if status := wsStatus(t, env.URL+tk.URL); status != http.StatusSwitchingProtocols {
 		t.Fatalf("fresh ticket: upgrade %d", status)
 	}
@@ -212,8 +217,11 @@ func consoleAudit(ctx context.Context, t *testing.T, c *sdk.Client, instance, us
 }
 
 // wsStatus asks for a WebSocket upgrade at u and returns the answer's status.
-func wsStatus(t *testing.T, u string) int {
+func wsStatus(t *testing.T, u string, origin ...string) int {
 	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if len(origin) > 0 {
+		req.Header.Set("Origin", origin[0])
+	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", "websocket")
 	req.Header.Set("Sec-WebSocket-Version", "13")
