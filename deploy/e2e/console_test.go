@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"gpucloud/cmd/gpuctl/cli"
 	"gpucloud/hostd/console"
 	"gpucloud/hostd/reconcile"
@@ -125,6 +127,28 @@ func TestInteractiveConsoleThroughTheAPI(t *testing.T) {
 		t.Fatalf("used ticket: upgrade %d", status)
 	}
 	<-guests
+
+	// A ticket opens its own instance's console only (a try elsewhere uses it up), within 30 s.
+	tk2, err := tenant.CreateConsoleTicket(ctx, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status := wsStatus(t, env.URL+strings.Replace(tk2.URL, inst.ID, uuid.NewString(), 1)); status != http.StatusUnauthorized {
+		t.Fatalf("ticket for another instance: upgrade %d", status)
+	}
+	if status := wsStatus(t, env.URL+tk2.URL); status != http.StatusUnauthorized {
+		t.Fatalf("ticket after a try on another instance: upgrade %d", status)
+	}
+	tk3, err := tenant.CreateConsoleTicket(ctx, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Store.Pool.Exec(ctx, `UPDATE console_tickets SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if status := wsStatus(t, env.URL+tk3.URL); status != http.StatusUnauthorized {
+		t.Fatalf("expired ticket: upgrade %d", status)
+	}
 
 	// The audit log has who opened and closed it, with the bytes each way (the last session's
 	// opening is written just after its attach: wait for it).
