@@ -9,15 +9,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"golang.org/x/net/websocket"
 )
 
 // ConsoleTicket opens one interactive console session, once, before it expires.
 type ConsoleTicket struct {
-	Ticket    string `json:"ticket"`
-	ExpiresAt string `json:"expires_at"`
-	URL       string `json:"url"` // path and query of the WebSocket on the API's host
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+	URL       string    `json:"url"` // path and query of the WebSocket on the API's host
 }
 
 // CreateConsoleTicket asks for a ticket to instance id's interactive serial console.
