@@ -4,22 +4,26 @@ GO      ?= go
 BIN     := bin
 GOFLAGS ?=
 
-.PHONY: all deps build run test test-go test-c test-web generate check-generated check-binaries check-guest-layers vet fmt clean bench-api fuzz-short
+.PHONY: all deps web-vendor build run test test-go test-c test-web generate check-generated check-binaries check-guest-layers vet fmt clean bench-api fuzz-short
 
 all: build
 
 deps:
 	@./scripts/install-deps.sh
 
-build:
+# The console's third-party browser files (xterm.js), installed by npm into web/static/vendor/.
+web-vendor:
+	@./scripts/web-vendor.sh
+
+build: web-vendor
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-run: deps
+run: deps web-vendor
 	$(GO) run ./deploy/localstack
 
 # Every test: Go packages (against real PostgreSQL and libvirt's test driver) and the C guest
 # library's tests (against a gpuserverd on its simulated backend).
-test: deps vet check-generated check-binaries check-guest-layers
+test: deps web-vendor vet check-generated check-binaries check-guest-layers
 	$(GO) test -count=1 -timeout 20m ./...
 	scripts/fuzz-short.sh
 
@@ -29,7 +33,7 @@ fuzz-short:
 
 # The web console's end-to-end test in Debian's headless Chromium; npm ci installs the pinned
 # Playwright client (never a browser). Screenshots land in web/e2e/artifacts/.
-test-web: deps
+test-web: deps web-vendor
 	cd web/e2e && npm ci --no-audit --no-fund
 	$(GO) test -count=1 -run ConsoleEndToEnd -v ./web/
 

@@ -29,6 +29,9 @@ type HostReport struct {
 	Hypervisor string       `json:"hypervisor"` // libvirt URI in use, e.g. "qemu:///system"
 	Capacity   HostCapacity `json:"capacity"`
 	Version    string       `json:"version"`
+	// ConsoleURL is where the apiserver opens instances' serial consoles on this host
+	// (ws:// or wss://, see ConsolePath); empty when the host serves none.
+	ConsoleURL string `json:"console_url,omitempty"`
 }
 
 // HostAck answers a heartbeat.
@@ -36,6 +39,9 @@ type HostAck struct {
 	HostID          string        `json:"host_id"`
 	Cordoned        bool          `json:"cordoned"`
 	HeartbeatPeriod time.Duration `json:"heartbeat_period_ns"`
+	// ConsoleKey is the apiserver's Ed25519 public key (base64) that signs console grants
+	// (internal/consolegrant).
+	ConsoleKey string `json:"console_key,omitempty"`
 }
 
 // Desired states of an instance as the apiserver wants it on a host.

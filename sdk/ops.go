@@ -84,6 +84,8 @@ var (
 
 	opCreateInstance = op("POST", "/v1/instances")
 	opGetConsole     = op("GET", "/v1/instances/{id}/console")
+	opConsoleTicket  = op("POST", "/v1/instances/{id}/console/tickets")
+	opOpenConsole    = op("GET", "/v1/instances/{id}/console/ws")
 	opListInstances  = op("GET", "/v1/instances")
 	opGetInstance    = op("GET", "/v1/instances/{id}")
 	opInstanceEvents = op("GET", "/v1/instances/{id}/events")

@@ -3,15 +3,22 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +26,12 @@ import (
 	"gpucloud/apiserver/app"
 	"gpucloud/apiserver/server"
 	"gpucloud/apiserver/store"
+	"gpucloud/hostd/console"
 	"gpucloud/internal/authn"
 	"gpucloud/internal/pgtest"
 	"gpucloud/internal/sshtest"
 	"gpucloud/sdk/sdktest"
+	"gpucloud/web"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -125,6 +134,11 @@ func TestConsoleEndToEnd(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
 		t.Skipf("chromium is not installed at %s (make deps installs Debian's chromium)", chromium)
 	}
+	// xterm.js is embedded when the binary is built, so it must be installed before: the
+	// interactive console's steps need it.
+	if _, err := fs.Stat(web.Assets(), "vendor/xterm/xterm.js"); err != nil {
+		t.Fatal("xterm.js is not in the console's files: run scripts/web-vendor.sh (make test and make test-web do) before go test")
+	}
 	npmCI(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -193,8 +207,11 @@ func TestConsoleEndToEnd(t *testing.T) {
 	}
 	var host, gsrv server.NewDaemon
 	s.must(201, "POST", "/v1/hosts", opKey, map[string]string{"name": "host-1"}, &host)
+	consoleURL := echoConsoles(t)
+	var ack api.HostAck
 	s.must(200, "POST", "/v1/agent/host/heartbeat", host.Credential, api.HostReport{Hostname: "host-1.local", Hypervisor: "test:///default",
-		Capacity: api.HostCapacity{VCPUs: 64, MemoryMiB: 512 << 10, DiskGiB: 4000}}, nil)
+		Capacity: api.HostCapacity{VCPUs: 64, MemoryMiB: 512 << 10, DiskGiB: 4000}, ConsoleURL: consoleURL.url}, &ack)
+	consoleURL.registered(ack)
 	s.must(201, "POST", "/v1/gpu-servers", opKey, map[string]string{"name": "gpu-1"}, &gsrv)
 	rep := api.GPUServerReport{Hostname: "gpu-1.local", Endpoint: "gpu-1.local:7000", Backend: "simulated"}
 	for i := 0; i < 4; i++ {
@@ -302,4 +319,59 @@ func seedUsage(t *testing.T, s *stack, gsrv server.NewDaemon, key, tenant string
 	if res.Accepted != len(batch.Records) {
 		t.Fatalf("usage seed: %+v", res)
 	}
+}
+
+// hostConsoles is hostd's console server (hostd/console) for the fake host; each console is a
+// stand-in guest that prints a login prompt and echoes each line back as "typed: LINE".
+type hostConsoles struct {
+	url  string
+	auth atomic.Value // [2]any{host id, ed25519.PublicKey}
+}
+
+func echoConsoles(t *testing.T) *hostConsoles {
+	hc := &hostConsoles{}
+	hc.auth.Store([2]any{"", ed25519.PublicKey(nil)})
+	cs := &console.Server{
+		Auth: func() (string, ed25519.PublicKey) {
+			a := hc.auth.Load().([2]any)
+			return a[0].(string), a[1].(ed25519.PublicKey)
+		},
+		Open: func(string) (io.ReadWriteCloser, error) {
+			guest, con := net.Pipe()
+			go func() {
+				defer guest.Close()
+				guest.Write([]byte("\r\ne2e-vm login: "))
+				line := []byte{}
+				buf := make([]byte, 256)
+				for {
+					n, err := guest.Read(buf)
+					if err != nil {
+						return
+					}
+					for _, b := range buf[:n] {
+						if b == '\r' {
+							guest.Write([]byte("\r\ntyped: " + string(line) + "\r\n"))
+							line = line[:0]
+							continue
+						}
+						line = append(line, b)
+						guest.Write([]byte{b})
+					}
+				}
+			}()
+			return con, nil
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := httptest.NewServer(cs.Handler(ctx))
+	t.Cleanup(func() { cancel(); srv.Close() })
+	hc.url = "ws" + strings.TrimPrefix(srv.URL, "http")
+	return hc
+}
+
+// registered gives the console server the host id and grant key the heartbeat answered.
+func (hc *hostConsoles) registered(ack api.HostAck) {
+	key, _ := base64.StdEncoding.DecodeString(ack.ConsoleKey)
+	hc.auth.Store([2]any{ack.HostID, ed25519.PublicKey(key)})
 }

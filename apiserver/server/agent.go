@@ -38,6 +38,7 @@ func (s *Server) hostHeartbeat(c *gin.Context) error {
 	f.check(r.Capacity.MemoryMiB >= 0, "capacity.memory_mib", "must not be negative")
 	f.check(r.Capacity.DiskGiB >= 0, "capacity.disk_gib", "must not be negative")
 	f.check(r.Capacity.InfiniBandVFs >= 0, "capacity.infiniband_vfs", "must not be negative")
+	f.check(validConsoleURL(r.ConsoleURL), "console_url", "empty, or ws://host:port or wss://host:port (at most 512 characters)")
 	if err := f.err(); err != nil {
 		return err
 	}
@@ -49,7 +50,8 @@ func (s *Server) hostHeartbeat(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, api.HostAck{HostID: id.String(), Cordoned: cordoned, HeartbeatPeriod: s.opts.HeartbeatPeriod})
+	c.JSON(http.StatusOK, api.HostAck{HostID: id.String(), Cordoned: cordoned, HeartbeatPeriod: s.opts.HeartbeatPeriod,
+		ConsoleKey: base64.StdEncoding.EncodeToString(s.opts.TokenKey.Public().(ed25519.PublicKey))})
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -52,6 +53,8 @@ type Options struct {
 	// AdmitCreate, when set, may refuse a tenant's instance create with a problem (billing's
 	// hard stop when prepaid credit is exhausted).
 	AdmitCreate func(ctx context.Context, tenant uuid.UUID) *problem.Details
+	// Console bounds interactive serial consoles (console.go).
+	Console ConsoleLimits
 }
 
 // Server is the apiserver.
@@ -64,6 +67,8 @@ type Server struct {
 	metrics *metrics
 	touched touchCache
 	logins  loginLimiter // websession.go
+	// consoles counts the interactive console sessions open here (console.go).
+	consoles atomic.Int64
 }
 
 // New builds the server; it fails if mounted documentation collides with the apiserver's.
@@ -144,6 +149,7 @@ func (s *Server) routes() (*gin.Engine, error) {
 	s.sshKeyRoutes(v1)
 	s.volumeRoutes(v1)
 	s.instanceRoutes(v1)
+	s.consoleRoutes(r, v1)
 	s.fleetRoutes(v1)
 	s.agentRoutes(v1.Group("/agent", s.daemonOnly))
 	s.webRoutes(r, v1)

@@ -8,6 +8,7 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"database/sql"
 	"encoding/base64"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/spf13/cobra"
@@ -59,6 +61,8 @@ func newRoot(ctx context.Context) *cobra.Command {
 	var proxies []string
 	var metricsTokenFile string
 	var webhooksPrivate bool
+	var console server.ConsoleLimits
+	var consoleCA string
 	serve := &cobra.Command{Use: "serve", Short: "Serve the REST API", RunE: func(cmd *cobra.Command, _ []string) error {
 		if dbURL == "" {
 			return fmt.Errorf("--database-url (or GPUCLOUD_DATABASE_URL) is required")
@@ -87,9 +91,16 @@ func newRoot(ctx context.Context) *cobra.Command {
 		if ln, err = tlsconf.Listen(ln, tlsCert, tlsKey); err != nil {
 			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
+		if consoleCA != "" {
+			pool, err := tlsconf.Pool(consoleCA)
+			if err != nil {
+				return fmt.Errorf("--console-ca-file: %w", err)
+			}
+			console.HostTLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
 		slog.Info("apiserver listening", "addr", ln.Addr().String(), "tls", tlsCert != "")
 		return app.Serve(ctx, app.Config{Listener: ln, Store: st, TokenKey: key, Logger: slog.Default(), HTTP: limits,
-			Options: server.Options{TrustedProxies: proxies, MetricsToken: metricsToken},
+			Options: server.Options{TrustedProxies: proxies, MetricsToken: metricsToken, Console: console},
 			Billing: app.BillingConfig{WebhooksAllowPrivate: webhooksPrivate}})
 	}}
 	serve.Flags().StringVar(&listen, "listen", env("GPUCLOUD_LISTEN", ":8080"), "address to listen on (env GPUCLOUD_LISTEN)")
@@ -106,6 +117,11 @@ func newRoot(ctx context.Context) *cobra.Command {
 	serve.Flags().DurationVar(&limits.IdleTimeout, "idle-timeout", d.IdleTimeout, "close a keep-alive connection idle this long")
 	serve.Flags().IntVar(&limits.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request line and headers, in bytes")
 	serve.Flags().IntVar(&limits.MaxConns, "max-conns", 0, "connections served at once; more wait in the listen backlog (0: half the process's open-file limit, at most 100000)")
+	serve.Flags().IntVar(&console.MaxSessions, "console-max-sessions", 64, "interactive serial consoles open at once on this apiserver (hosts allow one per instance)")
+	serve.Flags().DurationVar(&console.Idle, "console-idle", 15*time.Minute, "close an interactive console with no traffic either way for this long")
+	serve.Flags().DurationVar(&console.MaxDuration, "console-max-duration", 8*time.Hour, "close an interactive console after this long, busy or not")
+	serve.Flags().IntVar(&console.MaxFrame, "console-max-frame", 16<<10, "largest WebSocket frame a console user may send, in bytes")
+	serve.Flags().StringVar(&consoleCA, "console-ca-file", env("GPUCLOUD_CONSOLE_CA_FILE", ""), "PEM CA certificates that hosts' wss:// console endpoints are verified with instead of the system roots (env GPUCLOUD_CONSOLE_CA_FILE)")
 	serve.Flags().BoolVar(&webhooksPrivate, "webhooks-allow-private", env("GPUCLOUD_WEBHOOKS_ALLOW_PRIVATE", "") == "true",
 		"let webhook deliveries reach loopback and private addresses (development; env GPUCLOUD_WEBHOOKS_ALLOW_PRIVATE=true)")
 

@@ -45,6 +45,9 @@ type options struct {
 	enableVFs                             bool
 	dataDir, imagesDir, guestLibrary      string
 	network, listen, logLevel             string
+	consoleListen, consoleURL             string
+	consoleCert, consoleKey               string
+	consoleIdle                           time.Duration
 	caFile                                string
 	interval                              time.Duration
 	ivshmemServer, ivshmemDir             string
@@ -84,6 +87,11 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.tenantInfra, "tenant-infra", env("HOSTD_TENANT_INFRA", ""), "with -network tenant: the platform's networks (apiserver, gpuserverd admin ports, hosts), comma-separated IPv4 CIDRs, that VMs reach nothing of but their GPU data ports; empty: every private, shared and link-local range ($HOSTD_TENANT_INFRA)")
 	fs.StringVar(&o.qemuUser, "qemu-user", env("HOSTD_QEMU_USER", ""), "with -network user: the user QEMU runs as (name or uid, never root, e.g. libvirt-qemu); hostd's nftables rules let its sockets, which carry the guests' connections, reach only GPU data ports and the internet; empty: guests reach all of the host's loopback ($HOSTD_QEMU_USER)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
+	fs.StringVar(&o.consoleListen, "console-listen", env("HOSTD_CONSOLE_LISTEN", ""), "address of the interactive serial console endpoint the apiserver connects to, e.g. 0.0.0.0:9103 (grants signed by the apiserver, one use each); empty: no interactive consoles ($HOSTD_CONSOLE_LISTEN)")
+	fs.StringVar(&o.consoleURL, "console-url", env("HOSTD_CONSOLE_URL", ""), "how the apiserver reaches -console-listen, ws:// or wss://; default ws(s)://<listen address> ($HOSTD_CONSOLE_URL)")
+	fs.StringVar(&o.consoleCert, "console-tls-cert", env("HOSTD_CONSOLE_TLS_CERT", ""), "PEM certificate of the console endpoint (wss://); empty: plain ws:// ($HOSTD_CONSOLE_TLS_CERT)")
+	fs.StringVar(&o.consoleKey, "console-tls-key", env("HOSTD_CONSOLE_TLS_KEY", ""), "PEM private key of -console-tls-cert ($HOSTD_CONSOLE_TLS_KEY)")
+	fs.DurationVar(&o.consoleIdle, "console-idle", 30*time.Minute, "an interactive console with no traffic either way this long is closed")
 	fs.StringVar(&o.logLevel, "log-level", env("HOSTD_LOG_LEVEL", "info"), "debug|info|warn|error ($HOSTD_LOG_LEVEL)")
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "time between reconcile passes")
 	fs.StringVar(&o.ivshmemServer, "ivshmem-gpu-server", env("HOSTD_IVSHMEM_GPU_SERVER", ""), "id of the gpuserverd on this host: its GPU instances get an ivshmem channel file it serves (gpuserverd --ivshmem-dir); empty: none ($HOSTD_IVSHMEM_GPU_SERVER)")
@@ -141,6 +149,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.publicHost == "" {
 		o.publicHost, _ = os.Hostname()
+	}
+	if err := checkConsoleFlags(o); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -264,11 +275,18 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		}
 		fw = &tenantfw.Firewall{Log: log}
 	}
+	consoleLn, consoleURL, err := listenConsole(o)
+	if err != nil {
+		return err
+	}
+	if consoleLn != nil {
+		defer consoleLn.Close()
+	}
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
-		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID,
+		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID, ConsoleURL: consoleURL,
 	})
 	if err != nil {
 		return err
@@ -311,5 +329,10 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
+	if consoleLn != nil {
+		stopConsole := serveConsole(ctx, o, consoleLn, r, hv, log)
+		defer stopConsole()
+		log.Info("interactive consoles served", "url", consoleURL)
+	}
 	return r.Run(ctx, o.interval, kick)
 }

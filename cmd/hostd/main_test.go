@@ -28,6 +28,10 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-credential", "x", "-qemu-user", "root"}, "-qemu-user"},
 		{[]string{"-credential", "x", "-qemu-user", "0"}, "-qemu-user"},
 		{[]string{"-credential", "x", "-qemu-user", "no-such-user-here"}, "-qemu-user"},
+		{[]string{"-credential", "x", "-console-url", "http://h:9103"}, "-console-url"},
+		{[]string{"-credential", "x", "-console-url", "ws://h:9103/v1/console/"}, "-console-url"},
+		{[]string{"-credential", "x", "-console-tls-cert", "/c.pem"}, "-console-tls-key"},
+		{[]string{"-credential", "x", "-console-idle", "5s"}, "-console-idle"},
 	} {
 		if _, err := parseFlags(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: error %v, want one naming %s", c.args, err, c.want)
@@ -45,5 +49,34 @@ func TestParseFlags(t *testing.T) {
 	o, err = parseFlags(nil)
 	if err != nil || o.credential != "from-env" || o.libvirtURI != "qemu:///system" {
 		t.Fatalf("env: %+v %v", o, err)
+	}
+}
+
+// The console endpoint tells the apiserver the address it really got, and the scheme its TLS says.
+func TestConsoleListenURL(t *testing.T) {
+	o, err := parseFlags([]string{"-credential", "x", "-console-listen", "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, u, err := listenConsole(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if u != "ws://"+ln.Addr().String() || strings.HasSuffix(u, ":0") {
+		t.Fatalf("console URL %q for %s", u, ln.Addr())
+	}
+	o.consoleCert, o.consoleURL = "/c.pem", ""
+	ln2, u, err := listenConsole(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln2.Close()
+	if !strings.HasPrefix(u, "wss://") {
+		t.Fatalf("with TLS the URL is %q", u)
+	}
+	o.consoleListen = ""
+	if ln, u, err := listenConsole(o); ln != nil || u != "" || err != nil {
+		t.Fatalf("no -console-listen: %v %q %v", ln, u, err)
 	}
 }

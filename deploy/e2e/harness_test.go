@@ -41,6 +41,12 @@ type host struct {
 // credential it got. lib is the guest library put into every seed.
 func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 	t.Helper()
+	return startHostWith(t, env, lib, vfs, nil)
+}
+
+// startHostWith is startHost with tweak applied to hostd's configuration.
+func startHostWith(t *testing.T, env *sdktest.Env, lib string, vfs int, tweak func(*reconcile.Config)) *host {
+	t.Helper()
 	ctx := context.Background()
 	d, cp := registerHost(t, env, "node-e2e")
 	hv, err := virt.Open("test:///default", "")
@@ -62,10 +68,14 @@ func startHost(t *testing.T, env *sdktest.Env, lib string, vfs int) *host {
 		t.Fatal(err)
 	}
 	h := &host{t: t, cp: cp, hv: hv, pool: pool, data: filepath.Join(dir, "data")}
-	h.r, err = reconcile.New(reconcile.Config{ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: h.data,
+	cfg := reconcile.Config{ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: h.data,
 		ImagesDir: images, GuestLibrary: lib, Network: virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "node-e2e",
 		Ports: reconcile.PortRange{First: 24000, Last: 24099}, PublicHost: "node-e2e.example",
-		Version: "e2e", StopGrace: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Version: "e2e", StopGrace: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	h.r, err = reconcile.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 
 	"gpucloud/apiserver/app"
 	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/hostd/console"
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/virt"
 	"gpucloud/hostd/vmtest"
@@ -32,7 +35,9 @@ import (
 // endpoint the API shows (hostd's forward on 127.0.0.1), finds the user-data's effect, runs a
 // CUDA program through the guest library against gpuserverd (simulated backend, reached from the
 // guest at QEMU's user-mode host address, which is the host's loopback), sees a program whose
-// RPATH names a decoy libcudart get gpucloud's runtime (gpucloud-info says so), writes a file to
+// RPATH names a decoy libcudart get gpucloud's runtime (gpucloud-info says so), logs in on the
+// serial console through the API's WebSocket (hostd attaching to the domain's console through
+// libvirt) and runs a command there, writes a file to
 // an attached volume, stops and starts the VM, detaches the volume and reads the file back from
 // a second VM. All traffic stays on loopback.
 func TestRealVMTenantJourney(t *testing.T) {
@@ -93,7 +98,10 @@ func TestRealVMTenantJourney(t *testing.T) {
 	}
 	created := time.Now()
 	vm1, err := tenant.CreateInstance(ctx, sdk.CreateInstanceRequest{Name: "vm1", InstanceTypeID: typ, Image: vmtest.MiniImageName,
-		SSHKeyIDs: []string{k.ID}, UserData: "#!/bin/sh\necho \"user-data ran on $(hostname)\" >> /root/user-data-marker\n"})
+		SSHKeyIDs: []string{k.ID}, UserData: "#!/bin/sh\necho \"user-data ran on $(hostname)\" >> /root/user-data-marker\n" +
+			// The image's root has no password (SSH keys only): its getty refuses every login. An
+			// empty one lets the serial console in (Dropbear still refuses blank passwords).
+			"sed -i 's/^root:[^:]*:/root::/' /etc/shadow\n"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +141,13 @@ func TestRealVMTenantJourney(t *testing.T) {
 	if _, err := env.Client(t, env.B.AdminKey).InstanceConsole(ctx, vm1.ID); !sdk.IsNotFound(err) {
 		t.Fatalf("another tenant reading vm1's console log: %v", err)
 	}
+	// The interactive serial console: log in on ttyS0 and run a command, through the API's
+	// WebSocket, hostd's console server and libvirt's console stream.
+	serialLogin(ctx, t, tenant, vm1.ID, func() string { return vm.run("grep ^root: /etc/shadow | cut -c1-12; cat /etc/inittab") })
+	if _, err := env.Client(t, env.B.AdminKey).OpenConsole(ctx, vm1.ID); !sdk.IsNotFound(err) {
+		t.Fatalf("another tenant opening vm1's console: %v", err)
+	}
+	step(t, &at, "logged in on the serial console through the API's WebSocket")
 
 	// A CUDA program through the guest library: its only configuration is the seed's guest.conf.
 	vm.upload(filepath.Join(bin, "golden"), "/root/golden", 0o755)
@@ -318,9 +333,13 @@ func startRealHost(ctx context.Context, t *testing.T, env *sdktest.Env, hv *virt
 	t.Cleanup(func() { hv.RemovePool(pool) })
 	first := freePortRange(t, 4)
 	h := &realHost{t: t, data: filepath.Join(dir, "data")}
-	var err error
+	consoleLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.r, err = reconcile.New(reconcile.Config{ControlPlane: cp, Hypervisor: hv, DataDir: h.data, ImagesDir: images,
-		Network: virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "node-vm",
+		ConsoleURL: "ws://" + consoleLn.Addr().String(),
+		Network:    virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "node-vm",
 		Ports: reconcile.PortRange{First: first, Last: first + 3}, PublicHost: "127.0.0.1",
 		VolumePool: pool, VolumeDir: filepath.Join(dir, "volumes"), Version: "e2e", StopGrace: 2 * time.Second,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -332,6 +351,13 @@ func startRealHost(ctx context.Context, t *testing.T, env *sdktest.Env, hv *virt
 	}
 	h.id = h.r.HostID()
 	runCtx, stop := context.WithCancel(ctx)
+	// hostd's console server, as cmd/hostd runs it: grants checked against the heartbeat's key,
+	// the domain's serial console opened through libvirt.
+	cs := &console.Server{Auth: h.r.ConsoleAuth, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Open: func(id string) (io.ReadWriteCloser, error) { return hv.OpenConsole(virt.DomainName(id)) }}
+	consoleSrv := &http.Server{Handler: cs.Handler(runCtx)}
+	go consoleSrv.Serve(consoleLn)
+	t.Cleanup(func() { consoleSrv.Close() })
 	done := make(chan struct{})
 	go func() { defer close(done); h.r.Run(runCtx, 500*time.Millisecond, nil) }()
 	t.Cleanup(func() { stop(); <-done })
@@ -453,3 +479,57 @@ func stopInstance(ctx context.Context, t *testing.T, c *sdk.Client, id string) {
 
 // undefine removes the instance's domain if a failed test left it.
 func undefine(hv *virt.Hypervisor, id string) { hv.Undefine(virt.DomainName(id)) }
+
+// serialLogin opens the instance's interactive console through the API, logs in as root on the
+// guest's getty and runs a command whose answer only the guest's shell can give.
+// diag, on failure, says what the guest has (through SSH).
+func serialLogin(ctx context.Context, t *testing.T, c *sdk.Client, id string, diag func() string) {
+	t.Helper()
+	con, err := c.OpenConsole(ctx, id)
+	if err != nil {
+		t.Fatalf("open the serial console: %v", err)
+	}
+	defer con.Close()
+	var (
+		mu  sync.Mutex
+		out strings.Builder
+	)
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := con.Read(buf)
+			mu.Lock()
+			out.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// expect writes send (again every 10 s when resend: TCG is slow) until the console's output
+	// since the last expect shows want.
+	seen := 0
+	expect := func(send string, resend bool, want string) {
+		t.Helper()
+		con.Write([]byte(send))
+		for deadline, next := time.Now().Add(60*time.Second), time.Now().Add(10*time.Second); ; time.Sleep(200 * time.Millisecond) {
+			mu.Lock()
+			got := out.String()
+			mu.Unlock()
+			if i := strings.Index(got[seen:], want); i >= 0 {
+				seen += i + len(want)
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serial console: no %q after sending %q; the console showed:\n%s\nthe guest (SSH):\n%s", want, send, got, diag())
+			}
+			if resend && time.Now().After(next) {
+				con.Write([]byte(send))
+				next = time.Now().Add(10 * time.Second)
+			}
+		}
+	}
+	expect("\r", true, "login:") // getty prints its prompt again for an empty line
+	expect("root\r", false, "#") // no password asked: root's is empty (user-data)
+	expect("echo serial-$((6*7))-$(id -u)\r", true, "serial-42-0")
+}

@@ -106,6 +106,8 @@ func startDaemons(ctx context.Context, dbURL, apiURL string, log *slog.Logger) (
 		"-network", envOr("GPUCLOUD_HOSTD_NETWORK", "user"), "-listen", d.hostdAddr, "-interval", "2s",
 		// VMs' SSH ports are forwarded on loopback only: the stack is for this machine.
 		"-forward-bind", "127.0.0.1", "-public-host", "127.0.0.1",
+		// Interactive serial consoles, for the apiserver on this machine (a free port each run).
+		"-console-listen", "127.0.0.1:0",
 		// A developer's machine keeps its own InfiniBand VFs: the stack never enables any.
 		"-enable-vfs=false"}, nil)
 	if err != nil {

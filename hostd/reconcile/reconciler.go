@@ -7,6 +7,8 @@ package reconcile
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +51,9 @@ type Config struct {
 	VolumeDir  string           // its directory (DataDir/volumes when empty)
 	Hostname   string
 	Version    string
+	// ConsoleURL is where the apiserver reaches this host's console server (hostd/console);
+	// "" when it runs none.
+	ConsoleURL string
 
 	TokenRenewBefore time.Duration // renew a session token this long before it expires (10m)
 	StopGrace        time.Duration // ACPI shutdown before a hard stop (60s)
@@ -66,6 +71,7 @@ type Reconciler struct {
 
 	mu            sync.Mutex
 	hostID        string
+	consoleKey    ed25519.PublicKey // signs console grants (from the heartbeat's answer)
 	period        time.Duration
 	stopRequested map[string]time.Time
 	usage         usageQueue
@@ -156,13 +162,17 @@ func (r *Reconciler) Heartbeat(ctx context.Context) error {
 	}
 	ack, err := r.cfg.ControlPlane.Heartbeat(ctx, api.HostReport{
 		Hostname: r.cfg.Hostname, Hypervisor: r.cfg.Hypervisor.URI(), Version: r.cfg.Version,
-		Capacity: api.HostCapacity{VCPUs: vcpus, MemoryMiB: mem, DiskGiB: disk, InfiniBandVFs: vfs},
+		Capacity:   api.HostCapacity{VCPUs: vcpus, MemoryMiB: mem, DiskGiB: disk, InfiniBandVFs: vfs},
+		ConsoleURL: r.cfg.ConsoleURL,
 	})
 	if err != nil {
 		return fmt.Errorf("reconcile: heartbeat: %w", err)
 	}
 	r.mu.Lock()
 	r.hostID = ack.HostID
+	if key, err := base64.StdEncoding.DecodeString(ack.ConsoleKey); err == nil && len(key) == ed25519.PublicKeySize {
+		r.consoleKey = key
+	}
 	if ack.HeartbeatPeriod > 0 {
 		r.period = ack.HeartbeatPeriod
 	}
@@ -175,6 +185,14 @@ func (r *Reconciler) HostID() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.hostID
+}
+
+// ConsoleAuth is what verifies console grants: this host's id and the apiserver's key (both
+// empty before the first heartbeat).
+func (r *Reconciler) ConsoleAuth() (hostID string, key ed25519.PublicKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hostID, r.consoleKey
 }
 
 // crash reports errKilled when a test asked to die at this point.

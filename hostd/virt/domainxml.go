@@ -255,10 +255,14 @@ func DomainXML(s DomainSpec) (string, error) {
 			{Value: "-device"}, {Value: "virtio-net-pci,netdev=gpcnet,bus=pcie.0,addr=0x10"},
 		}}
 	}
+	// The serial console is a pty (hostd attaches to it for interactive sessions, OpenConsole)
+	// whose output is also appended to the console log, which is read whether or not anyone is
+	// attached.
 	port := uint(0)
 	d.Devices.Serials = []libvirtxml.DomainSerial{{
-		Source: &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: s.ConsoleLog, Append: "on"}},
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
 		Target: &libvirtxml.DomainSerialTarget{Port: &port},
+		Log:    &libvirtxml.DomainChardevLog{File: s.ConsoleLog, Append: "on"},
 	}}
 	if s.VFPCIAddress != "" {
 		dom, bus, slot, fn, _ := sriov.PCIParts(s.VFPCIAddress)

@@ -31,7 +31,7 @@ func TestDomainXMLCarriesDevices(t *testing.T) {
 		`<source file="/d/disk.qcow2">`, `<target dev="vda" bus="virtio">`,
 		`device="cdrom"`, `<source file="/d/seed.iso">`,
 		`<hostdev mode="subsystem" type="pci" managed="no">`, `<address domain="0x0000" bus="0x3b" slot="0x00" function="0x2">`,
-		`<source path="/d/console.log"`, `<model type="virtio">`, `<source network="default">`,
+		`<serial type="pty">`, `<log file="/d/console.log" append="on">`, `<model type="virtio">`, `<source network="default">`,
 		`xmlns:gpucloud="` + virt.MetadataNS + `"`, `<id>abc</id>`,
 	} {
 		if !strings.Contains(x, want) {
@@ -155,5 +155,28 @@ func TestDomainXMLForwardsPorts(t *testing.T) {
 	s.Network.ForwardBind = "not-an-ip"
 	if _, err := virt.DomainXML(s); err == nil {
 		t.Fatal("bad bind address accepted")
+	}
+}
+
+// The test driver has no consoles: hostd must say so (the real attach is exercised on
+// qemu:///system by deploy/e2e's TestRealVMTenantJourney).
+func TestOpenConsoleOnTestDriver(t *testing.T) {
+	h, err := virt.Open("test:///default", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.OpenConsole("gpucloud-nosuch"); !errors.Is(err, virt.ErrNotFound) {
+		t.Fatalf("console of a missing domain: %v", err)
+	}
+	if err := h.Define(spec(t.TempDir(), "cons1")); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Undefine("gpucloud-cons1")
+	if err := h.Start("gpucloud-cons1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.OpenConsole("gpucloud-cons1"); !errors.Is(err, virt.ErrConsoleUnsupported) {
+		t.Fatalf("console on the test driver: %v", err)
 	}
 }

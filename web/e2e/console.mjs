@@ -120,6 +120,17 @@ try {
   await a.getByTestId('console-log').filter({ hasText: 'e2e-vm login:' }).waitFor();
   await shot(a, '04-instance-details');
 
+  log('the interactive console: xterm.js from this origin, keystrokes to the guest and its output back');
+  await a.getByTestId('terminal-open').click();
+  await a.getByTestId('terminal-status').filter({ hasText: 'Connected to the serial console' }).waitFor();
+  await a.getByTestId('terminal').filter({ hasText: 'e2e-vm login:' }).waitFor();
+  await a.keyboard.type('root');
+  await a.keyboard.press('Enter');
+  await a.getByTestId('terminal').filter({ hasText: 'typed: root' }).waitFor();
+  await shot(a, '04b-interactive-console');
+  await a.getByTestId('terminal-open').click(); // Disconnect
+  await a.getByTestId('terminal-status').filter({ hasText: 'Disconnected' }).waitFor();
+
   log('tenant A creates a volume (a size of 0 is refused by the field), attaches it to the VM, detaches and deletes it');
   await a.getByRole('link', { name: 'Volumes' }).click();
   await a.getByLabel('Name').fill('data');

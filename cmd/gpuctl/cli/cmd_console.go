@@ -15,13 +15,19 @@ import (
 // consoleCmd prints the tail of an instance's serial console; --follow keeps printing what
 // the guest adds until interrupted.
 func (a *app) consoleCmd() *cobra.Command {
-	var follow bool
+	var follow, interactive bool
 	var interval time.Duration
-	cmd := &cobra.Command{Use: "console INSTANCE_ID", Short: "Show the tail of an instance's serial console", Args: exactArgs(1, "an instance id"),
+	cmd := &cobra.Command{Use: "console INSTANCE_ID", Short: "Show the tail of an instance's serial console, or attach to it (--interactive)", Args: exactArgs(1, "an instance id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			id, err := instanceID(cmd.Context(), cl, args[0])
 			if err != nil {
 				return err
+			}
+			if interactive {
+				if follow {
+					return usagef(fmt.Errorf("--interactive and --follow: choose one"))
+				}
+				return a.interactiveConsole(cmd.Context(), cl, id)
 			}
 			log, err := cl.InstanceConsole(cmd.Context(), id)
 			if err != nil {
@@ -37,6 +43,7 @@ func (a *app) consoleCmd() *cobra.Command {
 			return followConsole(cmd.Context(), a.io.Out, cl, id, log.Log, interval)
 		})}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new console output until interrupted")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "attach the terminal to the serial console (raw mode; leave with "+escapeHelp+")")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "how often --follow asks")
 	return cmd
 }

@@ -20,6 +20,8 @@ import (
 
 // IO is what a run reads and writes besides its arguments.
 type IO struct {
+	// In is what interactive commands read (nil: standard input).
+	In       io.Reader
 	Out, Err io.Writer
 	Getenv   func(string) string
 	// Retry overrides the SDK's retry policy (tests make it quick).

@@ -1,4 +1,5 @@
 import { api, get, all } from '../api.js';
+import { terminalSection } from './terminal.js';
 import { h, flash, confirm, stateBadge, busyStates, poll, pageAlive, unhealthy, conditionBadges, conditionWarning } from '../ui.js';
 
 const actionsFor = {
@@ -89,6 +90,7 @@ export async function instanceDetails(main, session, id) {
     h('h2', {}, 'Serial console'),
     h('p', { class: 'muted' }, 'The last output of the guest\'s serial console, as its host last sent it (refreshed every few seconds; each read is audited).'),
     consoleLog);
+  main.append(terminalSection(id));
   const alive = pageAlive();
   const refresh = async () => {
     let cur;
