@@ -1,0 +1,401 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"gpucloud/api"
+	"gpucloud/apiserver/placement"
+)
+
+// A VM host's drain that moves work (issue 18, item 4; docs/hostd.md): DrainHostMove plans, in one
+// transaction, a move for each live instance on a host: a target host with room under the placement
+// rules, reserved at once, or the reason there is none. Both hostds learn their part from their
+// desired instances (api.DesiredInstance.Move): the source stops the VM and offers its disks on its
+// transfer endpoint, then says ready; the target pulls them, defines and starts the VM, and says done,
+// which gives the source's room back and places the instance on the target. The instance's state
+// does not change on the way, so billing's allocations run on without a gap or a second interval.
+
+// Move modes.
+const (
+	MoveRestart = "restart"
+	MoveLive    = "live"
+)
+
+// HostMove is one planned move off a host as operators see it.
+type HostMove struct {
+	ID          uuid.UUID  `json:"id"`
+	InstanceID  uuid.UUID  `json:"instance_id"`
+	Instance    string     `json:"instance_name"`
+	TenantID    uuid.UUID  `json:"tenant_id"`
+	SourceID    uuid.UUID  `json:"source_id"`
+	TargetID    *uuid.UUID `json:"target_id,omitempty"`
+	Mode        string     `json:"mode"`
+	State       string     `json:"state" doc:"unplaced, pending (the source stops the VM), copying (the target pulls its disks), done or failed"`
+	Reason      string     `json:"reason,omitempty"`
+	Note        string     `json:"note,omitempty"`
+	BytesCopied int64      `json:"bytes_copied"`
+	BytesTotal  int64      `json:"bytes_total"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+}
+
+// HostDrainStatus is a host's drain: its moves (each instance's newest), and the instances left.
+type HostDrainStatus struct {
+	HostID    uuid.UUID      `json:"host_id"`
+	Draining  bool           `json:"draining"`
+	Remaining int            `json:"remaining"` // live instances still placed here
+	Counts    map[string]int `json:"counts"`    // moves by state
+	Moves     []HostMove     `json:"moves"`
+}
+
+// Finished says whether no move is open.
+func (d HostDrainStatus) Finished() bool { return d.Counts["pending"]+d.Counts["copying"] == 0 }
+
+// liveOnHost selects the live instances placed on $1.
+const liveOnHost = `i.host_id = $1 AND i.state NOT IN ('deleting', 'deleted') AND i.released_at IS NULL`
+
+// openHostMove is the condition on a host move row (alias m) that it is open.
+const openHostMove = `m.state IN ('pending', 'copying')`
+
+// DrainHostMove cordons and drains a host and plans a move for each of its live instances that
+// has no open move (one whose last move failed or found no room is planned again), all in one
+// transaction. mode is restart or live; a live move the hosts cannot make is planned as a restart
+// when fallback is set, else recorded unplaced with the reason. It returns the drain's status.
+func (s *Store) DrainHostMove(ctx context.Context, host uuid.UUID, mode string, fallback bool) (HostDrainStatus, error) {
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		var hypervisor, name, endpoint string
+		err := tx.QueryRow(ctx, `UPDATE hosts SET cordoned = true, draining = true WHERE id = $1 AND deleted_at IS NULL
+			RETURNING hypervisor, name, transfer_endpoint`, host).Scan(&hypervisor, &name, &endpoint)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("drain host: %w", err)
+		}
+		rows, err := tx.Query(ctx, `SELECT i.id, i.state, i.vcpus, i.memory_mib, i.disk_gib FROM instances i
+			WHERE `+liveOnHost+` AND NOT EXISTS (SELECT 1 FROM host_moves m WHERE m.instance_id = i.id AND `+openHostMove+`)
+			ORDER BY i.id FOR UPDATE OF i`, host)
+		if err != nil {
+			return fmt.Errorf("drain host: instances to move: %w", err)
+		}
+		type candidate struct {
+			id    uuid.UUID
+			state string
+			req   placement.Request
+		}
+		var todo []candidate
+		for rows.Next() {
+			var c candidate
+			if err := rows.Scan(&c.id, &c.state, &c.req.VCPUs, &c.req.MemoryMiB, &c.req.DiskGiB); err != nil {
+				rows.Close()
+				return fmt.Errorf("drain host: instances to move: %w", err)
+			}
+			todo = append(todo, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("drain host: instances to move: %w", err)
+		}
+		plan := hostMovePlan{source: host, mode: mode}
+		if mode == MoveLive {
+			if why := liveRefusal(name, hypervisor); why != "" {
+				if !fallback {
+					plan.refusal = why
+				} else {
+					plan.mode, plan.note = MoveRestart, why+"; restarted on the target instead (fallback asked)"
+				}
+			}
+		}
+		if plan.refusal == "" && plan.mode == MoveRestart && endpoint == "" {
+			plan.refusal = fmt.Sprintf("host %s offers no transfer endpoint (hostd --transfer-listen): its VMs' disks cannot be copied", name)
+		}
+		planned := 0
+		for _, c := range todo {
+			if err := plan.move(ctx, tx, c.id, c.state, c.req); err != nil {
+				return err
+			}
+			planned++
+		}
+		return Audit(ctx, tx, uuid.Nil, "drain-move", "host", host.String(), map[string]any{"planned": planned, "mode": mode,
+			"fallback": fallback})
+	})
+	if err != nil {
+		return HostDrainStatus{}, err
+	}
+	return s.HostDrainStatus(ctx, host)
+}
+
+// liveRefusal says why a VM on this host cannot be live-migrated, or "" when it can. hostd moves
+// VMs by restarting them on the target; libvirt's peer-to-peer live migration (with the disks
+// copied over NBD) is not built into hostd, and the test driver cannot migrate at all.
+func liveRefusal(name, hypervisor string) string {
+	if strings.HasPrefix(hypervisor, "test:") {
+		return fmt.Sprintf("live migration not possible: host %s runs libvirt's test driver (%s), which cannot migrate a domain", name, hypervisor)
+	}
+	return fmt.Sprintf("live migration not possible: hostd on host %s (%s) does not do libvirt live migration yet", name, hypervisor)
+}
+
+// hostMovePlan is one drain's way of planning its moves.
+type hostMovePlan struct {
+	source  uuid.UUID
+	mode    string
+	note    string
+	refusal string // set: every move is recorded unplaced with this reason
+}
+
+// move reserves room for instance on another host (the source is draining, so placement does
+// not pick it) and records the move, or records it unplaced with the reason.
+func (p hostMovePlan) move(ctx context.Context, tx pgx.Tx, instance uuid.UUID, state string, req placement.Request) error {
+	id := NewID()
+	unplaced := func(reason string) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO host_moves (id, instance_id, source_id, mode, state, reason, finished_at)
+			VALUES ($1, $2, $3, $4, 'unplaced', $5, now())`, id, instance, p.source, p.mode, reason); err != nil {
+			return fmt.Errorf("drain host: record unplaced move of %s: %w", instance, err)
+		}
+		return nil
+	}
+	if p.refusal != "" {
+		return unplaced(p.refusal)
+	}
+	if state != StateRunning && state != StateStopped {
+		return unplaced(fmt.Sprintf("the instance is %s: only running or stopped instances move; drain again once it settles", state))
+	}
+	target, err := placement.PlaceHost(ctx, tx, req)
+	if placement.IsNoCapacity(err) {
+		return unplaced(err.Error())
+	}
+	if err != nil {
+		return fmt.Errorf("drain host: place %s: %w", instance, err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return fmt.Errorf("drain host: move secret: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO host_moves (id, instance_id, source_id, target_id, mode, state, note, vcpus, memory_mib,
+		disk_gib, secret) VALUES ($1, $2, $3, $4, $5, 'pending', $6, $7, $8, $9, $10)`,
+		id, instance, p.source, target, p.mode, p.note, req.VCPUs, req.MemoryMiB, req.DiskGiB, hex.EncodeToString(secret)); err != nil {
+		return fmt.Errorf("drain host: record move of %s: %w", instance, err)
+	}
+	return nil
+}
+
+// HostDrainStatus reads a host's drain.
+func (s *Store) HostDrainStatus(ctx context.Context, host uuid.UUID) (HostDrainStatus, error) {
+	d := HostDrainStatus{HostID: host, Counts: map[string]int{}, Moves: []HostMove{}}
+	err := s.Pool.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnHost+`)
+		FROM hosts WHERE id = $1 AND deleted_at IS NULL`, host).Scan(&d.Draining, &d.Remaining)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, ErrNotFound
+	}
+	if err != nil {
+		return d, fmt.Errorf("host drain status: %w", err)
+	}
+	rows, err := s.Pool.Query(ctx, `SELECT m.id, m.instance_id, i.name, i.tenant_id, m.source_id, m.target_id, m.mode, m.state,
+			m.reason, m.note, m.bytes_copied, m.bytes_total, m.created_at, m.updated_at, m.finished_at FROM (
+			SELECT DISTINCT ON (instance_id) * FROM host_moves WHERE source_id = $1
+			ORDER BY instance_id, created_at DESC, id DESC) m
+		JOIN instances i ON i.id = m.instance_id ORDER BY m.created_at DESC, m.id LIMIT $2`, host, maxMovesShown)
+	if err != nil {
+		return d, fmt.Errorf("host drain status: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m HostMove
+		if err := rows.Scan(&m.ID, &m.InstanceID, &m.Instance, &m.TenantID, &m.SourceID, &m.TargetID, &m.Mode, &m.State,
+			&m.Reason, &m.Note, &m.BytesCopied, &m.BytesTotal, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt); err != nil {
+			return d, fmt.Errorf("host drain status: %w", err)
+		}
+		d.Counts[m.State]++
+		d.Moves = append(d.Moves, m)
+	}
+	return d, rows.Err()
+}
+
+// HostMoveOrders are the open moves host takes part in, by instance id, as its hostd needs them:
+// as the source (pending or copying) or the target (copying: the source has offered the disks).
+// Moves whose instance is being deleted are failed first (the target's room given back).
+func (s *Store) HostMoveOrders(ctx context.Context, host uuid.UUID) (map[uuid.UUID]api.HostMove, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT m.id FROM host_moves m JOIN instances i ON i.id = m.instance_id
+		WHERE (m.source_id = $1 OR m.target_id = $1) AND `+openHostMove+`
+		  AND (i.desired_state = 'deleted' OR i.state IN ('deleting', 'deleted') OR i.released_at IS NOT NULL)`, host)
+	if err != nil {
+		return nil, fmt.Errorf("host moves: %w", err)
+	}
+	gone, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("host moves: %w", err)
+	}
+	for _, id := range gone {
+		if err := s.InTx(ctx, func(tx pgx.Tx) error {
+			return failHostMove(ctx, tx, id, "the instance was deleted while it moved")
+		}); err != nil {
+			return nil, err
+		}
+	}
+	rows, err = s.Pool.Query(ctx, `SELECT m.id, m.instance_id, m.source_id = $1, m.state, m.mode, m.secret, src.transfer_endpoint
+		FROM host_moves m JOIN hosts src ON src.id = m.source_id
+		WHERE (m.source_id = $1 OR (m.target_id = $1 AND m.state = 'copying')) AND `+openHostMove, host)
+	if err != nil {
+		return nil, fmt.Errorf("host moves: %w", err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]api.HostMove{}
+	for rows.Next() {
+		var id, instance uuid.UUID
+		var isSource bool
+		var m api.HostMove
+		if err := rows.Scan(&id, &instance, &isSource, &m.Phase, &m.Mode, &m.Secret, &m.Source); err != nil {
+			return nil, fmt.Errorf("host moves: %w", err)
+		}
+		m.ID, m.Role = id.String(), api.MoveIn
+		if isSource {
+			m.Role, m.Source = api.MoveOut, ""
+		}
+		out[instance] = m
+	}
+	return out, rows.Err()
+}
+
+// ErrMoveReport is a report a move cannot take now (the wrong host's turn, or an unknown state).
+type ErrMoveReport struct{ Msg string }
+
+func (e *ErrMoveReport) Error() string { return e.Msg }
+
+// ReportHostMove applies host's report on one of its moves and returns the move's state after it.
+// The source may say ready (while pending) or failed; the target copying, done or failed (while
+// copying). A report on a finished move changes nothing (retries are idempotent); one on a move
+// host is not part of is ErrNotYourMove and changes nothing.
+func (s *Store) ReportHostMove(ctx context.Context, host, id uuid.UUID, r api.HostMoveReport) (string, error) {
+	var state string
+	err := s.InTx(ctx, func(tx pgx.Tx) error {
+		var source uuid.UUID
+		var instance uuid.UUID
+		var target *uuid.UUID
+		err := tx.QueryRow(ctx, `SELECT state, instance_id, source_id, target_id FROM host_moves
+			WHERE id = $1 AND (source_id = $2 OR target_id = $2) FOR UPDATE`, id, host).Scan(&state, &instance, &source, &target)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("host move %s: %w", id, ErrNotYourMove)
+		}
+		if err != nil {
+			return fmt.Errorf("host move %s: %w", id, err)
+		}
+		if state != "pending" && state != "copying" {
+			return nil // finished: a retried report
+		}
+		role := "target"
+		if source == host {
+			role = "source"
+		}
+		switch {
+		case r.State == api.HostMoveFailed:
+			reason := r.Reason
+			if reason == "" {
+				reason = "reported a failure without a reason"
+			}
+			state = "failed"
+			return failHostMove(ctx, tx, id, "the "+role+" host: "+reason)
+		case role == "source" && r.State == api.HostMoveReady && state == "pending":
+			state = "copying"
+			_, err := tx.Exec(ctx, `UPDATE host_moves SET state = 'copying', bytes_total = $2, updated_at = now() WHERE id = $1`,
+				id, r.BytesTotal)
+			return wrap(err, "host move %s: ready", id)
+		case role == "target" && r.State == api.HostMoveCopying && state == "copying":
+			_, err := tx.Exec(ctx, `UPDATE host_moves SET bytes_copied = $2, bytes_total = greatest(bytes_total, $3), updated_at = now()
+				WHERE id = $1`, id, r.BytesCopied, r.BytesTotal)
+			return wrap(err, "host move %s: progress", id)
+		case role == "target" && r.State == api.HostMoveDone && state == "copying":
+			state = "done"
+			return finishHostMove(ctx, tx, id, instance, source, *target, r)
+		}
+		return &ErrMoveReport{Msg: fmt.Sprintf("host move %s is %s: the %s host cannot report %s now", id, state, role, r.State)}
+	})
+	return state, err
+}
+
+func wrap(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf(format+": %w", append(args, err)...)
+}
+
+// finishHostMove gives the source's room back and places the instance (and its volumes) on the
+// target, with what the target observed. The instance's state is left as it is: the move is not
+// a stop and a start, for the tenant or for billing.
+func finishHostMove(ctx context.Context, tx pgx.Tx, id, instance, source, target uuid.UUID, r api.HostMoveReport) error {
+	obs := api.InstanceObserved{}
+	if r.Observed != nil {
+		obs = *r.Observed
+	}
+	fw := obs.Forwards
+	if fw == nil {
+		fw = []api.PortForward{}
+	}
+	steps := []struct {
+		what string
+		sql  string
+		args []any
+	}{
+		{"give the source's room back", `UPDATE hosts SET used_vcpus = used_vcpus - i.vcpus, used_memory_mib = used_memory_mib - i.memory_mib,
+			used_disk_gib = used_disk_gib - i.disk_gib FROM instances i WHERE i.id = $1 AND hosts.id = $2`, []any{instance, source}},
+		{"place on the target", `UPDATE instances SET host_id = $2, port_forwards = $3, public_host = $4, vf_pci_address = $5,
+			private_address = CASE WHEN $6 = '' THEN private_address ELSE $6 END, updated_at = now() WHERE id = $1`,
+			[]any{instance, target, fw, obs.PublicHost, obs.VFPCIAddress, obs.PrivateAddress}},
+		{"move the volumes", `UPDATE volumes SET host_id = $2, updated_at = now() WHERE instance_id = $1 AND deleted_at IS NULL`,
+			[]any{instance, target}},
+		{"record", `UPDATE host_moves SET state = 'done', reason = '', bytes_copied = greatest(bytes_copied, $2),
+			updated_at = now(), finished_at = now() WHERE id = $1`, []any{id, r.BytesCopied}},
+	}
+	for _, st := range steps {
+		if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+			return fmt.Errorf("host move %s: %s: %w", id, st.what, err)
+		}
+	}
+	var tenant uuid.UUID
+	if err := tx.QueryRow(ctx, `SELECT tenant_id FROM instances WHERE id = $1`, instance).Scan(&tenant); err != nil {
+		return fmt.Errorf("host move %s: %w", id, err)
+	}
+	return Audit(ctx, tx, tenant, "moved", "instance", instance.String(), map[string]any{"move": id, "host": target})
+}
+
+// failHostMove gives the target's room back and records why; the instance stays on the source,
+// whose hostd starts it again if it is wanted running.
+func failHostMove(ctx context.Context, tx pgx.Tx, id uuid.UUID, reason string) error {
+	var instance uuid.UUID
+	err := tx.QueryRow(ctx, `UPDATE host_moves SET state = 'failed', reason = $2, updated_at = now(), finished_at = now()
+		WHERE id = $1 AND state IN ('pending', 'copying') RETURNING instance_id`, id, reason).Scan(&instance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // finished meanwhile
+	}
+	if err != nil {
+		return fmt.Errorf("host move %s: %w", id, err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE hosts SET used_vcpus = used_vcpus - m.vcpus, used_memory_mib = used_memory_mib - m.memory_mib,
+		used_disk_gib = used_disk_gib - m.disk_gib FROM host_moves m WHERE m.id = $1 AND hosts.id = m.target_id`, id); err != nil {
+		return fmt.Errorf("host move %s: give the target's room back: %w", id, err)
+	}
+	return Audit(ctx, tx, uuid.Nil, "move-failed", "instance", instance.String(), map[string]any{"move": id, "reason": reason})
+}
+
+// movingIn selects the instances whose move to host $1 is copying (the target defines them).
+const movingIn = `SELECT instance_id FROM host_moves WHERE target_id = $1 AND state = 'copying'`
+
+// hasOpenHostMove says whether instance is moving between hosts.
+func hasOpenHostMove(ctx context.Context, tx pgx.Tx, instance uuid.UUID) (bool, error) {
+	var open bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM host_moves m WHERE m.instance_id = $1 AND `+openHostMove+`)`, instance).Scan(&open)
+	if err != nil {
+		return false, fmt.Errorf("open host move of %s: %w", instance, err)
+	}
+	return open, nil
+}
