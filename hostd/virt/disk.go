@@ -34,6 +34,19 @@ func CreateOverlay(ctx context.Context, base, overlay string, sizeGiB int) error
 	return nil
 }
 
+// Rebase points an overlay copied from another host at this host's copy of its base image (the
+// same bytes under another path); only the header changes (qemu-img rebase -u).
+func Rebase(ctx context.Context, overlay, base string) error {
+	if _, err := os.Stat(base); err != nil {
+		return fmt.Errorf("virt: base image: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "qemu-img", "rebase", "-u", "-f", "qcow2", "-F", "qcow2", "-b", base, overlay)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("virt: qemu-img rebase %s onto %s: %w: %s", overlay, base, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
 // Tail returns up to n bytes from the end of a file (the console log); a missing file is empty.
 func Tail(path string, n int64) (string, error) {
 	f, err := os.Open(path)
