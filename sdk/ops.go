@@ -106,6 +106,7 @@ var (
 	opHostInstances      = op("GET", "/v1/agent/host/instances")
 	opHostReport         = op("PUT", "/v1/agent/host/instances/{id}/status")
 	opRenewToken         = op("POST", "/v1/agent/host/instances/{id}/token")
+	opHostReportMove     = op("PUT", "/v1/agent/host/moves/{id}")
 	opGPUServerHeartbeat = op("POST", "/v1/agent/gpu-server/heartbeat")
 	opRevocations        = op("GET", "/v1/agent/gpu-server/revocations")
 	opPostUsage          = op("POST", "/v1/agent/usage")
