@@ -147,6 +147,9 @@ type HostMove struct {
 	Secret string `json:"secret"`
 	// Source is the source's transfer endpoint (host:port), for the target.
 	Source string `json:"source,omitempty"`
+	// PrivateAddress is the VM's address on its tenant network at the source, which the target
+	// reserves for it where it is free ("" when unknown).
+	PrivateAddress string `json:"private_address,omitempty"`
 }
 
 // Host move reports: the source says ready (the VM is off, its disks offered) or failed; the

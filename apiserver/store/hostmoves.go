@@ -242,8 +242,9 @@ func (s *Store) HostMoveOrders(ctx context.Context, host uuid.UUID) (map[uuid.UU
 			return nil, err
 		}
 	}
-	rows, err = s.Pool.Query(ctx, `SELECT m.id, m.instance_id, m.source_id = $1, m.state, m.mode, m.secret, src.transfer_endpoint
-		FROM host_moves m JOIN hosts src ON src.id = m.source_id
+	rows, err = s.Pool.Query(ctx, `SELECT m.id, m.instance_id, m.source_id = $1, m.state, m.mode, m.secret, src.transfer_endpoint,
+			i.private_address
+		FROM host_moves m JOIN hosts src ON src.id = m.source_id JOIN instances i ON i.id = m.instance_id
 		WHERE (m.source_id = $1 OR (m.target_id = $1 AND m.state = 'copying')) AND `+openHostMove, host)
 	if err != nil {
 		return nil, fmt.Errorf("host moves: %w", err)
@@ -254,12 +255,12 @@ func (s *Store) HostMoveOrders(ctx context.Context, host uuid.UUID) (map[uuid.UU
 		var id, instance uuid.UUID
 		var isSource bool
 		var m api.HostMove
-		if err := rows.Scan(&id, &instance, &isSource, &m.Phase, &m.Mode, &m.Secret, &m.Source); err != nil {
+		if err := rows.Scan(&id, &instance, &isSource, &m.Phase, &m.Mode, &m.Secret, &m.Source, &m.PrivateAddress); err != nil {
 			return nil, fmt.Errorf("host moves: %w", err)
 		}
 		m.ID, m.Role = id.String(), api.MoveIn
 		if isSource {
-			m.Role, m.Source = api.MoveOut, ""
+			m.Role, m.Source, m.PrivateAddress = api.MoveOut, "", ""
 		}
 		out[instance] = m
 	}

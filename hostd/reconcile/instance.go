@@ -262,6 +262,14 @@ func (r *Reconciler) ensureBase(ctx context.Context, d api.DesiredInstance) (str
 // teardown removes an instance's domain, VF and files; each part already gone is skipped.
 func (r *Reconciler) teardown(id string) error {
 	name := virt.DomainName(id)
+	if r.cfg.Network.Kind == "tenant" {
+		// A moved-in VM's address reservation goes with its domain (moves.go, keepAddress).
+		if mac, err := r.cfg.Hypervisor.TenantMAC(name); err == nil && mac != "" {
+			if err := r.cfg.Hypervisor.ReleaseAddresses(mac); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.cfg.Hypervisor.Undefine(name); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -162,6 +163,27 @@ func (r *Reconciler) moveIn(ctx context.Context, d api.DesiredInstance, dom *vir
 			return err
 		}
 	}
+	if dom == nil && m.PrivateAddress != "" && r.cfg.Network.Kind == "tenant" {
+		// Defined first, not started: its first DHCP request must find its address reserved.
+		held := d
+		held.DesiredState = api.DesiredStopped
+		if _, err := r.instance(ctx, held, nil, volumes); err != nil {
+			if errors.Is(err, errKilled) {
+				return err
+			}
+			return r.failMove(ctx, m, err)
+		}
+		r.keepAddress(d, m.PrivateAddress)
+		doms, err := r.cfg.Hypervisor.List()
+		if err != nil {
+			return err
+		}
+		for i := range doms {
+			if doms[i].Meta.InstanceID == d.ID {
+				dom = &doms[i]
+			}
+		}
+	}
 	obs, err := r.instance(ctx, d, dom, volumes)
 	if err != nil {
 		if errors.Is(err, errKilled) {
@@ -178,6 +200,26 @@ func (r *Reconciler) moveIn(ctx context.Context, d api.DesiredInstance, dom *vir
 	}
 	actions.WithLabelValues("move-in").Inc()
 	return r.reportMove(ctx, m, api.HostMoveReport{State: api.HostMoveDone, Observed: &obs})
+}
+
+// keepAddress reserves the VM's address from the source on its tenant network here, for its
+// domain's MAC. Best effort: an address taken here (another VM of the tenant holds it) or a
+// network that refuses leaves the VM a fresh lease, which its instance then shows.
+func (r *Reconciler) keepAddress(d api.DesiredInstance, address string) {
+	ip, err := netip.ParseAddr(address)
+	n, nerr := virt.TenantNetwork(d.PartitionKey)
+	mac, merr := r.cfg.Hypervisor.TenantMAC(virt.DomainName(d.ID))
+	if err = errors.Join(err, nerr, merr); err == nil && mac == "" {
+		err = errors.New("the domain has no NIC on its tenant network")
+	}
+	if err == nil {
+		err = r.cfg.Hypervisor.ReserveAddress(n, mac, ip)
+	}
+	if err != nil {
+		r.log.Warn("a moved VM takes a fresh address", "instance", d.ID, "address", address, "err", err)
+		return
+	}
+	actions.WithLabelValues("keep-address").Inc()
 }
 
 // progressEvery is how often a copy's progress goes to the apiserver.
