@@ -221,24 +221,42 @@ func (s *Store) HostDrainStatus(ctx context.Context, host uuid.UUID) (HostDrainS
 	return d, rows.Err()
 }
 
+// MoveStall is how long a move may go without word from the host whose turn it is (the source
+// while pending, the target while copying: it reports progress about every second) before it
+// fails, so a dead target does not keep a stopped VM from starting again on its source.
+const MoveStall = 15 * time.Minute
+
 // HostMoveOrders are the open moves host takes part in, by instance id, as its hostd needs them:
 // as the source (pending or copying) or the target (copying: the source has offered the disks).
-// Moves whose instance is being deleted are failed first (the target's room given back).
+// Moves whose instance is being deleted, or that stalled (MoveStall), are failed first (the
+// target's room given back).
 func (s *Store) HostMoveOrders(ctx context.Context, host uuid.UUID) (map[uuid.UUID]api.HostMove, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT m.id FROM host_moves m JOIN instances i ON i.id = m.instance_id
+	rows, err := s.Pool.Query(ctx, `SELECT m.id, CASE
+			WHEN i.desired_state = 'deleted' OR i.state IN ('deleting', 'deleted') OR i.released_at IS NOT NULL
+			THEN 'the instance was deleted while it moved'
+			WHEN m.state = 'pending' THEN 'no word from the source host for ' || $2::text
+			ELSE 'no word from the target host for ' || $2::text END
+		FROM host_moves m JOIN instances i ON i.id = m.instance_id
 		WHERE (m.source_id = $1 OR m.target_id = $1) AND `+openHostMove+`
-		  AND (i.desired_state = 'deleted' OR i.state IN ('deleting', 'deleted') OR i.released_at IS NOT NULL)`, host)
+		  AND (i.desired_state = 'deleted' OR i.state IN ('deleting', 'deleted') OR i.released_at IS NOT NULL
+		       OR m.updated_at < now() - make_interval(secs => $3))`, host, MoveStall.String(), MoveStall.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("host moves: %w", err)
 	}
-	gone, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	type ended struct {
+		id     uuid.UUID
+		reason string
+	}
+	gone, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ended, error) {
+		var e ended
+		err := r.Scan(&e.id, &e.reason)
+		return e, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("host moves: %w", err)
 	}
-	for _, id := range gone {
-		if err := s.InTx(ctx, func(tx pgx.Tx) error {
-			return failHostMove(ctx, tx, id, "the instance was deleted while it moved")
-		}); err != nil {
+	for _, e := range gone {
+		if err := s.InTx(ctx, func(tx pgx.Tx) error { return failHostMove(ctx, tx, e.id, e.reason) }); err != nil {
 			return nil, err
 		}
 	}

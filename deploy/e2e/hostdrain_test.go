@@ -479,6 +479,24 @@ func TestHostDrainNamesWhatCannotMove(t *testing.T) {
 		t.Fatalf("states %q", got)
 	}
 
+	// Drained again, the target goes silent mid-copy (the test dates its last word back): after
+	// MoveStall the move fails with why, and the source starts the VM again.
+	if d, err = op.StartMoveDrainHost(ctx, src.id, sdk.HostDrainOptions{}); err != nil || d.Counts["pending"] != 1 {
+		t.Fatalf("drain again: %+v %v", d, err)
+	}
+	pass(t, src)
+	if _, err := env.Store.Pool.Exec(ctx, `UPDATE host_moves SET updated_at = now() - interval '16 minutes' WHERE state = 'copying'`); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, src, src)
+	d, _ = op.GetHostDrain(ctx, src.id)
+	if d.Counts["failed"] != 1 || !strings.Contains(d.Moves[0].Reason+d.Moves[1].Reason, "no word from the target host for 15m0s") {
+		t.Fatalf("after the target went silent: %+v", d)
+	}
+	if doms, _ := src.hv.List(); stateOf(doms, moving.InstanceID) != virt.Running {
+		t.Fatalf("the source did not start the VM again: %+v", doms)
+	}
+
 	// A drain again plans what is left: the move runs; the VM without room stays, running.
 	if d, err = op.StartMoveDrainHost(ctx, src.id, sdk.HostDrainOptions{}); err != nil || d.Counts["pending"] != 1 {
 		t.Fatalf("drain again: %+v %v", d, err)
