@@ -137,7 +137,7 @@ func observedOf(dom *virt.Domain) string {
 
 // moveIn is the target's part: pull the disks once (a marker names the move they came with),
 // then converge the instance as any other, and report done once it is as wanted.
-func (r *Reconciler) moveIn(ctx context.Context, d api.DesiredInstance, dom *virt.Domain, volumes map[string]string) error {
+func (r *Reconciler) moveIn(ctx context.Context, d api.DesiredInstance, dom *virt.Domain, volumes map[string]string, sizes []api.DesiredVolume) error {
 	m := d.Move
 	if err := errors.Join(r.validate(d), checkMove(m)); err != nil {
 		return err
@@ -147,7 +147,7 @@ func (r *Reconciler) moveIn(ctx context.Context, d api.DesiredInstance, dom *vir
 		if dom != nil {
 			return r.failMove(ctx, m, errors.New("a domain of this instance already exists on the target host"))
 		}
-		if err := r.importDisks(ctx, d, volumes); err != nil {
+		if err := r.importDisks(ctx, d, volumes, sizes); err != nil {
 			if errors.Is(err, errKilled) || ctx.Err() != nil {
 				return err
 			}
@@ -225,20 +225,28 @@ func (r *Reconciler) keepAddress(d api.DesiredInstance, address string) {
 // progressEvery is how often a copy's progress goes to the apiserver.
 const progressEvery = time.Second
 
-// importDisks pulls a move's files from the source into this host's places for them.
-func (r *Reconciler) importDisks(ctx context.Context, d api.DesiredInstance, volumes map[string]string) error {
+// importDisks pulls a move's files from the source into this host's places for them, and vets
+// each (virt.CheckImported: a compromised source must not hand this host a disk that reads its
+// other files, or grows past what the VM holds).
+func (r *Reconciler) importDisks(ctx context.Context, d api.DesiredInstance, volumes map[string]string, sizes []api.DesiredVolume) error {
 	m := d.Move
 	man, err := r.cfg.Transfer.Manifest(ctx, m.Source, m.ID, m.Secret)
 	if err != nil {
 		return err
 	}
 	dests := map[string]string{"disk": r.paths(d.ID).disk}
+	limits := map[string]int64{"disk": int64(d.Spec.DiskGiB) << 30}
 	for _, a := range d.Spec.Volumes {
 		p, ok := volumes[a.ID]
 		if !ok {
 			return fmt.Errorf("volume %s moves with the VM but this host's pool has no place for it", a.ID)
 		}
 		dests["volume-"+a.ID] = p
+		for _, v := range sizes {
+			if v.ID == a.ID {
+				limits["volume-"+a.ID] = int64(v.SizeGiB) << 30
+			}
+		}
 	}
 	if len(man.Files) != len(dests) {
 		return fmt.Errorf("the source offers %d file(s), the VM has %d disk(s)", len(man.Files), len(dests))
@@ -260,6 +268,10 @@ func (r *Reconciler) importDisks(ctx context.Context, d api.DesiredInstance, vol
 	}
 	for _, f := range man.Files {
 		if err := r.cfg.Transfer.Fetch(ctx, m.Source, m.ID, m.Secret, f, dests[f.Name], progress); err != nil {
+			return err
+		}
+		if err := virt.CheckImported(ctx, dests[f.Name], limits[f.Name], f.Name == "disk"); err != nil {
+			os.Remove(dests[f.Name])
 			return err
 		}
 		done += f.Size

@@ -231,7 +231,7 @@ func (r *Reconciler) Once(ctx context.Context) error {
 		}
 		if d.Move != nil && d.Move.Role == api.MoveIn {
 			// The target reports on the move, not the instance: it is not placed here until done.
-			if err := r.moveIn(ctx, d, dom, volumes); err != nil {
+			if err := r.moveIn(ctx, d, dom, volumes, all.Volumes); err != nil {
 				errs = append(errs, fmt.Errorf("move in %s: %w", d.ID, err))
 				if errors.Is(err, errKilled) {
 					return errors.Join(errs...)
