@@ -233,6 +233,12 @@ func TestHostDrainMovesVMs(t *testing.T) {
 	if len(billedBefore) != 1 || !strings.HasSuffix(billedBefore[0], "-open") {
 		t.Fatalf("vm allocations before the move: %v", billedBefore)
 	}
+	held := map[string][]string{} // the GPU VM's every allocation: GPU slice, VM, root disk
+	for _, kind := range []string{"gpu", "vm", "storage"} {
+		if held[kind] = vmAllocations(t, env, withGPU, kind); len(held[kind]) != 1 {
+			t.Fatalf("%s allocations of the GPU VM before the move: %v", kind, held[kind])
+		}
+	}
 	if _, err := op.UncordonHost(ctx, dst.id); err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +370,11 @@ func TestHostDrainMovesVMs(t *testing.T) {
 	// Billing: the same open interval before and after; no stop, no second start.
 	if got := vmAllocations(t, env, plain, "vm"); len(got) != 1 || got[0] != billedBefore[0] {
 		t.Fatalf("vm allocations after the move %v, before %v", got, billedBefore)
+	}
+	for kind, before := range held {
+		if got := vmAllocations(t, env, withGPU, kind); len(got) != 1 || got[0] != before[0] {
+			t.Fatalf("the GPU VM's %s allocations after the move %v, before %v", kind, got, before)
+		}
 	}
 	// A later pass on the target reports the instance as its own: nothing changes.
 	pass(t, dst, src)
