@@ -98,7 +98,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.volumePool, "volume-pool", env("HOSTD_VOLUME_POOL", "gpucloud-volumes"), "libvirt storage pool (a directory pool hostd makes) of tenants' volumes; empty: no volumes on this host ($HOSTD_VOLUME_POOL)")
 	fs.StringVar(&o.volumeDir, "volume-dir", env("HOSTD_VOLUME_DIR", ""), "directory of the volume pool; default <data-dir>/volumes ($HOSTD_VOLUME_DIR)")
 	fs.StringVar(&o.transferListen, "transfer-listen", env("HOSTD_TRANSFER_LISTEN", ""), "address where a host drain's target pulls the disks of VMs moving off this host (each move's own secret admits its target to its files only); empty: this host's VMs cannot be moved ($HOSTD_TRANSFER_LISTEN)")
-	fs.StringVar(&o.transferAdvertise, "transfer-advertise", env("HOSTD_TRANSFER_ADVERTISE", ""), "host:port other hosts reach -transfer-listen at; default its address ($HOSTD_TRANSFER_ADVERTISE)")
+	fs.StringVar(&o.transferAdvertise, "transfer-advertise", env("HOSTD_TRANSFER_ADVERTISE", ""), "host:port other hosts reach -transfer-listen at; default its address, or -public-host with its port when it names no host ($HOSTD_TRANSFER_ADVERTISE)")
 	fs.StringVar(&o.publicHost, "public-host", env("HOSTD_PUBLIC_HOST", ""), "host name or address tenants reach forwarded ports at; default the hostname ($HOSTD_PUBLIC_HOST)")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs
@@ -274,7 +274,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if o.transferListen != "" {
 		exports = &transfer.Exports{}
 		if advertise == "" {
-			advertise = o.transferListen
+			advertise = transferAdvertise(o.transferListen, o.publicHost)
 		}
 	}
 	r, err := reconcile.New(reconcile.Config{
@@ -333,6 +333,20 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		srv.Shutdown(sctx)
 	}()
 	return r.Run(ctx, o.interval, kick)
+}
+
+// transferAdvertise is where other hosts reach -transfer-listen when -transfer-advertise is not
+// set: the listen address, or, where it names no host (":9103", "0.0.0.0:9103"), this host's
+// public name with its port.
+func transferAdvertise(listen, publicHost string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip, perr := netip.ParseAddr(host); host == "" || (perr == nil && ip.IsUnspecified()) {
+		return net.JoinHostPort(publicHost, port)
+	}
+	return listen
 }
 
 // serveTransfers serves a drain's moves' disks to their targets. No write timeout: a disk of
