@@ -9,6 +9,7 @@
 //	GET  /v1/agent/host/instances              -                 -> DesiredInstances
 //	PUT  /v1/agent/host/instances/{id}/status  InstanceObserved  -> 204
 //	POST /v1/agent/host/instances/{id}/token   -                 -> SessionToken (renewal)
+//	PUT  /v1/agent/host/moves/{id}             HostMoveReport    -> 204
 //	POST /v1/agent/gpu-server/heartbeat        GPUServerReport   -> GPUServerAck
 package api
 
@@ -32,6 +33,9 @@ type HostReport struct {
 	// ConsoleURL is where the apiserver opens instances' serial consoles on this host
 	// (ws:// or wss://, see ConsolePath); empty when the host serves none.
 	ConsoleURL string `json:"console_url,omitempty"`
+	// TransferEndpoint is host:port where a drain's target hostd pulls the disks of a VM moving
+	// off this host (hostd --transfer-listen); "" when this host cannot be a move's source.
+	TransferEndpoint string `json:"transfer_endpoint,omitempty"`
 }
 
 // HostAck answers a heartbeat.
@@ -125,6 +129,52 @@ type DesiredInstance struct {
 	Token            SessionToken `json:"session_token"`
 	// PartitionKey is the InfiniBand partition of the tenant (0x0001-0x7fff).
 	PartitionKey uint16 `json:"partition_key"`
+	// Move, when set, is a host drain's open move of this instance (docs/hostd.md, "A drain that
+	// moves VMs"): this host is its source or its target.
+	Move *HostMove `json:"move,omitempty"`
+}
+
+// Roles of a host in a move, and the move's phases as the apiserver hands them out.
+const (
+	MoveOut = "out" // this host is the source
+	MoveIn  = "in"  // this host is the target
+
+	MovePending = "pending" // the source stops the VM and offers its disks
+	MoveCopying = "copying" // the target pulls the disks, defines and starts the VM
+)
+
+// HostMove is a host drain's open move as one of its two hosts needs it.
+type HostMove struct {
+	ID    string `json:"id"`
+	Role  string `json:"role"`  // out or in
+	Phase string `json:"phase"` // pending or copying
+	Mode  string `json:"mode"`  // restart (live moves are refused when planned; see the drain's reasons)
+	// Secret admits the target to the source's transfer endpoint for this move's files.
+	Secret string `json:"secret"`
+	// Source is the source's transfer endpoint (host:port), for the target.
+	Source string `json:"source,omitempty"`
+	// PrivateAddress is the VM's address on its tenant network at the source, which the target
+	// reserves for it where it is free ("" when unknown).
+	PrivateAddress string `json:"private_address,omitempty"`
+}
+
+// Host move reports: the source says ready (the VM is off, its disks offered) or failed; the
+// target says copying (with progress), done (the VM is defined, and started if wanted) or failed.
+const (
+	HostMoveReady   = "ready"
+	HostMoveCopying = "copying"
+	HostMoveDone    = "done"
+	HostMoveFailed  = "failed"
+)
+
+// HostMoveReport is one host's word on a move.
+type HostMoveReport struct {
+	State       string `json:"state"`
+	Reason      string `json:"reason,omitempty"`
+	BytesCopied int64  `json:"bytes_copied"`
+	BytesTotal  int64  `json:"bytes_total"`
+	// Observed is the VM as the target runs it (ports, address), with done.
+	Observed *InstanceObserved `json:"observed,omitempty"`
 }
 
 // DesiredInstances lists every instance placed on the host that is not yet deleted there.

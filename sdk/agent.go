@@ -26,6 +26,11 @@ func (c *Client) ReportInstance(ctx context.Context, id string, obs api.Instance
 	return c.call(ctx, request{op: opHostReport, args: []string{id}, body: obs})
 }
 
+// ReportHostMove is a host's word on a drain's move it is the source or target of.
+func (c *Client) ReportHostMove(ctx context.Context, id string, r api.HostMoveReport) error {
+	return c.call(ctx, request{op: opHostReportMove, args: []string{id}, body: r})
+}
+
 // RenewSessionToken gets a fresh session token for an instance with a GPU.
 func (c *Client) RenewSessionToken(ctx context.Context, id string) (api.SessionToken, error) {
 	return do[api.SessionToken](ctx, c, request{op: opRenewToken, args: []string{id}})

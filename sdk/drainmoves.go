@@ -54,17 +54,23 @@ func (c *Client) GetGPUServerDrain(ctx context.Context, id string) (GPUServerDra
 // failed or found no room are in it with their reasons (the instances stay on the server).
 func (c *Client) MoveDrainGPUServer(ctx context.Context, id string, interval time.Duration, progress func(GPUServerDrain)) (GPUServerDrain, error) {
 	d, err := c.StartMoveDrainGPUServer(ctx, id)
+	return waitDrain(ctx, interval, d, err, GPUServerDrain.Open, func() (GPUServerDrain, error) { return c.GetGPUServerDrain(ctx, id) }, progress)
+}
+
+// waitDrain polls a drain (first look d, err) every interval until open says no move is open.
+func waitDrain[D any](ctx context.Context, interval time.Duration, d D, err error, open func(D) int, look func() (D, error),
+	progress func(D)) (D, error) {
 	for err == nil {
 		if progress != nil {
 			progress(d)
 		}
-		if d.Open() == 0 {
+		if open(d) == 0 {
 			return d, nil
 		}
 		if err = sleep(ctx, interval); err != nil {
-			return d, fmt.Errorf("drain: %d moves open: %w", d.Open(), err)
+			return d, fmt.Errorf("drain: %d moves open: %w", open(d), err)
 		}
-		d, err = c.GetGPUServerDrain(ctx, id)
+		d, err = look()
 	}
 	return d, err
 }

@@ -100,11 +100,15 @@ var (
 	// opGPUServerDrain reads a GPU server's drain (its moves); a drain that moves work is
 	// gpuServerOps.drain with {"move": true}.
 	opGPUServerDrain = op("GET", "/v1/gpu-servers/{id}/drain")
+	// opHostDrain reads a host's drain (its moves); a drain that moves VMs is hostOps.drain with
+	// {"move": true}.
+	opHostDrain = op("GET", "/v1/hosts/{id}/drain")
 
 	opHostHeartbeat      = op("POST", "/v1/agent/host/heartbeat")
 	opHostInstances      = op("GET", "/v1/agent/host/instances")
 	opHostReport         = op("PUT", "/v1/agent/host/instances/{id}/status")
 	opRenewToken         = op("POST", "/v1/agent/host/instances/{id}/token")
+	opHostReportMove     = op("PUT", "/v1/agent/host/moves/{id}")
 	opGPUServerHeartbeat = op("POST", "/v1/agent/gpu-server/heartbeat")
 	opRevocations        = op("GET", "/v1/agent/gpu-server/revocations")
 	opPostUsage          = op("POST", "/v1/agent/usage")

@@ -242,3 +242,9 @@ func PlaceGPUs(ctx context.Context, tx pgx.Tx, req Request) (Result, error) {
 	err := placeGPUs(ctx, tx, req, &res)
 	return res, err
 }
+
+// PlaceHost reserves room for the VM alone in tx: a host drain's move keeps the instance's GPUs
+// and takes room on another host (the draining one is not eligible).
+func PlaceHost(ctx context.Context, tx pgx.Tx, req Request) (uuid.UUID, error) {
+	return placeHost(ctx, tx, req)
+}

@@ -23,6 +23,7 @@ func (s *Server) agentRoutes(g *gin.RouterGroup) {
 	g.GET("/host/instances", s.handle(s.hostInstances))
 	g.PUT("/host/instances/:id/status", s.handle(s.hostReport))
 	g.POST("/host/instances/:id/token", s.handle(s.renewToken))
+	g.PUT("/host/moves/:id", s.handle(s.hostMoveReport)) // hostdrain.go
 	g.POST("/gpu-server/heartbeat", s.handle(s.gpuServerHeartbeat))
 	g.GET("/gpu-server/revocations", s.handle(s.gpuServerRevocations)) // revocations.go
 }
@@ -72,6 +73,10 @@ func (s *Server) hostInstances(c *gin.Context) error {
 			attached[*v.InstanceID] = append(attached[*v.InstanceID], api.VolumeAttachment{ID: v.ID.String(), Device: v.Device})
 		}
 	}
+	moves, err := s.store.HostMoveOrders(c.Request.Context(), principal(c).DaemonID)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
 	for _, p := range list {
 		d, err := s.desired(p, now)
@@ -79,6 +84,9 @@ func (s *Server) hostInstances(c *gin.Context) error {
 			return err
 		}
 		d.Spec.Volumes = attached[p.ID]
+		if m, ok := moves[p.ID]; ok {
+			d.Move = &m
+		}
 		out.Instances = append(out.Instances, d)
 	}
 	c.JSON(http.StatusOK, out)
@@ -132,6 +140,18 @@ func (s *Server) hostReport(c *gin.Context) error {
 	if err := bind(c, &obs); err != nil {
 		return err
 	}
+	if err := checkObserved(obs); err != nil {
+		return err
+	}
+	if _, err := s.store.Observe(c.Request.Context(), principal(c).DaemonID, id, obs); err != nil {
+		return err
+	}
+	c.Status(http.StatusNoContent)
+	return nil
+}
+
+// checkObserved validates what a host says it observed of an instance.
+func checkObserved(obs api.InstanceObserved) error {
 	var f fields
 	f.check(store.ValidObserved(obs.State), "state", "must be provisioning, running, stopped, deleted or failed")
 	f.check(obs.RebootGeneration >= 0, "reboot_generation", "must not be negative")
@@ -145,14 +165,7 @@ func (s *Server) hostReport(c *gin.Context) error {
 		f.check(fw.GuestPort >= 1 && fw.GuestPort <= 65535 && fw.HostPort >= 1 && fw.HostPort <= 65535,
 			fmt.Sprintf("forwards[%d]", i), "ports must be 1-65535")
 	}
-	if err := f.err(); err != nil {
-		return err
-	}
-	if _, err := s.store.Observe(c.Request.Context(), principal(c).DaemonID, id, obs); err != nil {
-		return err
-	}
-	c.Status(http.StatusNoContent)
-	return nil
+	return f.err()
 }
 
 func (s *Server) renewToken(c *gin.Context) error {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -32,15 +33,9 @@ func (s *Server) drainGPUServer(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(c)
-	if err != nil {
-		return err
-	}
 	var req DrainRequest
-	if len(body) > 0 {
-		if err := decodeJSON(body, &req); err != nil {
-			return err
-		}
+	if err := bindOptional(c, &req); err != nil {
+		return err
 	}
 	ctx := c.Request.Context()
 	if !req.Move {
@@ -62,21 +57,32 @@ func (s *Server) drainGPUServer(c *gin.Context) error {
 	return nil
 }
 
-// gpuServerDrainStatus is GET /v1/gpu-servers/{id}/drain.
-func (s *Server) gpuServerDrainStatus(c *gin.Context) error {
-	if err := require(c, authn.RoleOperator); err != nil {
+// bindOptional decodes the request's body into v when there is one (a drain's body is optional).
+func bindOptional(c *gin.Context, v any) error {
+	body, err := readBody(c)
+	if err != nil || len(body) == 0 {
 		return err
 	}
-	id, err := pathID(c, "id")
-	if err != nil {
-		return err
+	return decodeJSON(body, v)
+}
+
+// drainStatus answers GET .../{id}/drain (operator) with what read finds for the id.
+func (s *Server) drainStatus(read func(context.Context, uuid.UUID) (any, error)) func(*gin.Context) error {
+	return func(c *gin.Context) error {
+		if err := require(c, authn.RoleOperator); err != nil {
+			return err
+		}
+		id, err := pathID(c, "id")
+		if err != nil {
+			return err
+		}
+		d, err := read(c.Request.Context(), id)
+		if err != nil {
+			return err
+		}
+		c.JSON(http.StatusOK, d)
+		return nil
 	}
-	d, err := s.store.DrainStatus(c.Request.Context(), id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, d)
-	return nil
 }
 
 // checkMoveReports validates the moves a heartbeat reports.

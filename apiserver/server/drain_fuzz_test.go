@@ -40,3 +40,31 @@ func FuzzMoveReports(f *testing.F) {
 		}
 	})
 }
+
+// A host's move reports are untrusted (a compromised hostd): checkHostMoveReport never panics,
+// and what it accepts is in a known state, with sane numbers, an observation only with done.
+func FuzzHostMoveReport(f *testing.F) {
+	for _, s := range []string{`{"state":"ready","bytes_total":1048576}`, `{"state":"copying","bytes_copied":-1}`,
+		`{"state":"done","observed":{"state":"running","forwards":[{"guest_port":22,"host_port":22001}],"public_host":"h2"}}`,
+		`{"state":"failed","observed":{"state":"running"}}`, `{"state":"done","observed":{"state":"flying","private_address":"8.8.8.8"}}`,
+		`{"state":"teleported"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var r api.HostMoveReport
+		if decodeJSON(body, &r) != nil || checkHostMoveReport(r) != nil {
+			return
+		}
+		switch r.State {
+		case api.HostMoveReady, api.HostMoveCopying, api.HostMoveDone, api.HostMoveFailed:
+		default:
+			t.Fatalf("accepted state %q", r.State)
+		}
+		if len(r.Reason) > 1024 || r.BytesCopied < 0 || r.BytesTotal < 0 || r.BytesCopied >= 1<<62 {
+			t.Fatalf("accepted %+v", r)
+		}
+		if o := r.Observed; o != nil && (r.State != api.HostMoveDone || checkObserved(*o) != nil || len(o.Forwards) > 1+maxForwardPorts) {
+			t.Fatalf("accepted observation %+v with %s", o, r.State)
+		}
+	})
+}

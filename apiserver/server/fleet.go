@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 
@@ -123,7 +124,16 @@ func (s *Server) daemonRoutes(v1 *gin.RouterGroup, base string, kind store.Kind,
 	for _, a := range []string{"cordon", "uncordon", "drain"} {
 		if a == "drain" && kind == store.KindGPUServer {
 			v1.POST(base+"/:id/drain", s.handle(s.drainGPUServer)) // drain.go: {"move": true} moves work
-			v1.GET(base+"/:id/drain", s.handle(s.gpuServerDrainStatus))
+			v1.GET(base+"/:id/drain", s.handle(s.drainStatus(func(ctx context.Context, id uuid.UUID) (any, error) {
+				return s.store.DrainStatus(ctx, id)
+			})))
+			continue
+		}
+		if a == "drain" && kind == store.KindHost {
+			v1.POST(base+"/:id/drain", s.handle(s.drainHost)) // hostdrain.go: {"move": true} moves VMs
+			v1.GET(base+"/:id/drain", s.handle(s.drainStatus(func(ctx context.Context, id uuid.UUID) (any, error) {
+				return s.store.HostDrainStatus(ctx, id)
+			})))
 			continue
 		}
 		v1.POST(base+"/:id/"+a, flag(a))

@@ -94,7 +94,7 @@ func Document() *openapi.Document {
 		op(get, k.base, "list"+k.name+"s", "List "+k.name+"s (operator)", "fleet", nil, k.list, ok)
 		op(get, k.base+"/{id}", "get"+k.name, "Get a "+k.name+" (operator)", "fleet", nil, k.v, ok)
 		for _, a := range []string{"cordon", "uncordon", "drain"} {
-			if a == "drain" && k.name == "GPUServer" {
+			if a == "drain" {
 				continue // below: it takes a body
 			}
 			op(post, k.base+"/{id}/"+a, a+k.name, strings.ToUpper(a[:1])+a[1:]+" a "+k.name+" (operator)", "fleet", nil, k.v, ok)
@@ -103,11 +103,14 @@ func Document() *openapi.Document {
 	}
 	op(post, "/v1/gpu-servers/{id}/drain", "drainGPUServer", "Drain a GPUServer (operator): without a body it answers the GPUServer; with {\"move\": true} it plans a move of each instance to another GPU server and answers the drain's status", "fleet", DrainRequest{}, store.DrainStatus{}, ok)
 	op(get, "/v1/gpu-servers/{id}/drain", "getGPUServerDrain", "A GPUServer's drain: its moves and what is left (operator)", "fleet", nil, store.DrainStatus{}, ok)
+	op(post, "/v1/hosts/{id}/drain", "drainHost", "Drain a Host (operator): without a body it answers the Host; with {\"move\": true} it plans a move of each VM to another host (mode restart, or live where the hosts allow it) and answers the drain's status", "fleet", HostDrainRequest{}, store.HostDrainStatus{}, ok)
+	op(get, "/v1/hosts/{id}/drain", "getHostDrain", "A Host's drain: its moves and what is left (operator)", "fleet", nil, store.HostDrainStatus{}, ok)
 	op(get, "/v1/audit-events", "listAuditEvents", "The audit log (operator, finance; tenant admins see their tenant)", "audit", nil, AuditPage{}, ok)
 
 	op(post, "/v1/agent/host/heartbeat", "hostHeartbeat", "Host registration and heartbeat", "agent", api.HostReport{}, api.HostAck{}, ok)
 	op(get, "/v1/agent/host/instances", "hostInstances", "Instances wanted on the calling host", "agent", nil, api.DesiredInstances{}, ok)
 	op(put, "/v1/agent/host/instances/{id}/status", "hostReportInstance", "Observed state of an instance", "agent", api.InstanceObserved{}, nil, noContent)
+	op(put, "/v1/agent/host/moves/{id}", "hostReportMove", "A host's report on a drain's move it is the source or target of", "agent", api.HostMoveReport{}, nil, noContent)
 	op(post, "/v1/agent/host/instances/{id}/token", "renewSessionToken", "Renew an instance's session token", "agent", nil, api.SessionToken{}, ok)
 	op(post, "/v1/agent/gpu-server/heartbeat", "gpuServerHeartbeat", "GPU server registration and heartbeat", "agent", api.GPUServerReport{}, api.GPUServerAck{}, ok)
 	op(get, "/v1/agent/gpu-server/revocations", "gpuServerRevocations", "Long-poll the calling GPU server's revoked instances (?known=version&wait=25s)", "agent", nil, api.Revocations{}, ok)

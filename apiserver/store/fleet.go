@@ -252,9 +252,9 @@ func (s *Store) HostHeartbeat(ctx context.Context, id uuid.UUID, r api.HostRepor
 			return fmt.Errorf("host heartbeat: %w", err)
 		}
 		if err := tx.QueryRow(ctx, `UPDATE hosts SET hostname = $2, hypervisor = $3, version = $4, vcpus = $5, memory_mib = $6,
-			disk_gib = $7, infiniband_vfs = $8, console_url = $9, status = 'ready', last_heartbeat_at = now() WHERE id = $1 RETURNING cordoned`,
+			disk_gib = $7, infiniband_vfs = $8, console_url = $9, transfer_endpoint = $10, status = 'ready', last_heartbeat_at = now() WHERE id = $1 RETURNING cordoned`,
 			id, r.Hostname, r.Hypervisor, r.Version, r.Capacity.VCPUs, r.Capacity.MemoryMiB, r.Capacity.DiskGiB,
-			r.Capacity.InfiniBandVFs, r.ConsoleURL).Scan(&cordoned); err != nil {
+			r.Capacity.InfiniBandVFs, r.ConsoleURL, r.TransferEndpoint).Scan(&cordoned); err != nil {
 			return fmt.Errorf("host heartbeat: %w", err)
 		}
 		if prev != "ready" {

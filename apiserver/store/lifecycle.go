@@ -195,6 +195,14 @@ func (s *Store) Observe(ctx context.Context, host, id uuid.UUID, obs api.Instanc
 		if inst.State == obs.State || (inst.State == StateDeleted && obs.State == api.ObservedDeleted) {
 			return nil
 		}
+		// A VM moving between hosts is stopped on its source for the move: that is not the
+		// tenant's stop, and neither its state nor billing's allocations change (hostmoves.go).
+		if inst.DesiredState != StateDeleted {
+			moving, err := hasOpenHostMove(ctx, tx, inst.ID)
+			if err != nil || moving {
+				return err
+			}
+		}
 		allowed := false
 		for _, from := range observedFrom[obs.State] {
 			allowed = allowed || from == inst.State
@@ -273,7 +281,8 @@ type Placed struct {
 }
 
 // HostInstances lists the instances placed on host that are not yet deleted and still hold
-// their room there (a released failed instance does not).
+// their room there (a released failed instance does not), and those a host drain is moving onto
+// host whose disks the source offers (hostmoves.go).
 func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, error) {
 	rows, err := s.Pool.Query(ctx, `SELECT `+prefixed("i.", instanceCols)+`, t.partition_key, coalesce(it.name, ''), coalesce(g.endpoint, ''),
 		coalesce((SELECT array_agg(u.uuid ORDER BY u.idx) FROM gpu_reservations r JOIN gpus u ON u.id = r.gpu_id
@@ -282,7 +291,7 @@ func (s *Store) HostInstances(ctx context.Context, host uuid.UUID) ([]Placed, er
 		LEFT JOIN gpu_servers g ON g.id = i.gpu_server_id
 		LEFT JOIN LATERAL (SELECT source, sha256 FROM images WHERE name = i.image
 		                   ORDER BY deleted_at DESC NULLS FIRST, id DESC LIMIT 1) im ON true
-		WHERE i.host_id = $1 AND i.state <> 'deleted' AND i.released_at IS NULL ORDER BY i.id`, host)
+		WHERE (i.host_id = $1 OR i.id IN (`+movingIn+`)) AND i.state <> 'deleted' AND i.released_at IS NULL ORDER BY i.id`, host)
 	if err != nil {
 		return nil, fmt.Errorf("host instances: %w", err)
 	}

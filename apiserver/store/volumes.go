@@ -249,13 +249,15 @@ type HostVolume struct {
 	Device     string
 }
 
-// HostVolumes lists the live volumes whose data lives on host.
+// HostVolumes lists the live volumes whose data lives on host, and those of instances a host
+// drain is moving onto host (their data is copied there).
 func (s *Store) HostVolumes(ctx context.Context, host uuid.UUID) ([]HostVolume, error) {
 	return queryAll(ctx, s, "host volumes", func(r pgx.Row) (HostVolume, error) {
 		var v HostVolume
 		err := r.Scan(&v.ID, &v.SizeGiB, &v.InstanceID, &v.Device)
 		return v, err
-	}, `SELECT id, size_gib, instance_id, device FROM volumes WHERE host_id = $1 AND deleted_at IS NULL ORDER BY id`, host)
+	}, `SELECT id, size_gib, instance_id, device FROM volumes
+		WHERE (host_id = $1 OR instance_id IN (`+movingIn+`)) AND deleted_at IS NULL ORDER BY id`, host)
 }
 
 // meterTime dates an allocation: the transaction's time, or the test clock when one is set.

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -31,6 +32,7 @@ import (
 	"gpucloud/hostd/reconcile"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/tenantfw"
+	"gpucloud/hostd/transfer"
 	"gpucloud/hostd/virt"
 	"gpucloud/internal/httplimits"
 	"gpucloud/internal/tlsconf"
@@ -54,6 +56,7 @@ type options struct {
 	ivshmemMiB, ivshmemGID                int
 	forwardPorts, forwardBind, publicHost string
 	volumePool, volumeDir                 string
+	transferListen, transferAdvertise     string
 	ports                                 reconcile.PortRange
 	tenantInfra, qemuUser                 string
 	qemuUID                               uint32
@@ -102,6 +105,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.forwardBind, "forward-bind", env("HOSTD_FORWARD_BIND", "0.0.0.0"), "address the forwarded ports listen on ($HOSTD_FORWARD_BIND)")
 	fs.StringVar(&o.volumePool, "volume-pool", env("HOSTD_VOLUME_POOL", "gpucloud-volumes"), "libvirt storage pool (a directory pool hostd makes) of tenants' volumes; empty: no volumes on this host ($HOSTD_VOLUME_POOL)")
 	fs.StringVar(&o.volumeDir, "volume-dir", env("HOSTD_VOLUME_DIR", ""), "directory of the volume pool; default <data-dir>/volumes ($HOSTD_VOLUME_DIR)")
+	fs.StringVar(&o.transferListen, "transfer-listen", env("HOSTD_TRANSFER_LISTEN", ""), "address where a host drain's target pulls the disks of VMs moving off this host (each move's own secret admits its target to its files only); empty: this host's VMs cannot be moved ($HOSTD_TRANSFER_LISTEN)")
+	fs.StringVar(&o.transferAdvertise, "transfer-advertise", env("HOSTD_TRANSFER_ADVERTISE", ""), "host:port other hosts reach -transfer-listen at; default its address, or -public-host with its port when it names no host ($HOSTD_TRANSFER_ADVERTISE)")
 	fs.StringVar(&o.publicHost, "public-host", env("HOSTD_PUBLIC_HOST", ""), "host name or address tenants reach forwarded ports at; default the hostname ($HOSTD_PUBLIC_HOST)")
 	fs.StringVar(&o.caFile, "ca-file", env("HOSTD_CA_FILE", ""), "PEM CA certificates to trust for an https apiserver instead of the system roots ($HOSTD_CA_FILE)")
 	return fs
@@ -282,14 +287,30 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 	if consoleLn != nil {
 		defer consoleLn.Close()
 	}
+	var exports *transfer.Exports
+	advertise := o.transferAdvertise
+	if o.transferListen != "" {
+		exports = &transfer.Exports{}
+		if advertise == "" {
+			advertise = transferAdvertise(o.transferListen, o.publicHost)
+		}
+	}
 	r, err := reconcile.New(reconcile.Config{
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
 		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID, ConsoleURL: consoleURL,
+		Exports: exports, TransferEndpoint: advertise,
 	})
 	if err != nil {
 		return err
+	}
+	if exports != nil {
+		stop, err := serveTransfers(o.transferListen, exports, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	log.Info("hostd starting", "libvirt", o.libvirtURI, "domain_type", hv.DomainType(), "infiniband_vfs", pool.Capacity(), "apiserver", o.apiserver)
 
@@ -335,4 +356,39 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		log.Info("interactive consoles served", "url", consoleURL)
 	}
 	return r.Run(ctx, o.interval, kick)
+}
+
+// transferAdvertise is where other hosts reach -transfer-listen when -transfer-advertise is not
+// set: the listen address, or, where it names no host (":9103", "0.0.0.0:9103"), this host's
+// public name with its port.
+func transferAdvertise(listen, publicHost string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip, perr := netip.ParseAddr(host); host == "" || (perr == nil && ip.IsUnspecified()) {
+		return net.JoinHostPort(publicHost, port)
+	}
+	return listen
+}
+
+// serveTransfers serves a drain's moves' disks to their targets. No write timeout: a disk of
+// many GiB takes what it takes; a stalled peer holds one connection, bounded by the header timeout.
+func serveTransfers(addr string, exports *transfer.Exports, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-transfer-listen %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: exports.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("transfer listener", "err", err)
+		}
+	}()
+	log.Info("offering moving VMs' disks", "listen", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}, nil
 }

@@ -80,3 +80,16 @@ func TestConsoleListenURL(t *testing.T) {
 		t.Fatalf("no -console-listen: %v %q %v", ln, u, err)
 	}
 }
+
+// Other hosts dial the transfer listener where it says, or at the public name when it listens on
+// every address.
+func TestTransferAdvertise(t *testing.T) {
+	for listen, want := range map[string]string{
+		"10.0.0.5:9103": "10.0.0.5:9103", "0.0.0.0:9103": "node-7.example:9103", ":9103": "node-7.example:9103",
+		"[::]:9103": "node-7.example:9103", "node-7.internal:9103": "node-7.internal:9103",
+	} {
+		if got := transferAdvertise(listen, "node-7.example"); got != want {
+			t.Errorf("listen %s: advertised %s, want %s", listen, got, want)
+		}
+	}
+}

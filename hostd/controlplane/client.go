@@ -25,6 +25,7 @@ type Client interface {
 	ReportInstance(ctx context.Context, id string, o api.InstanceObserved) error
 	RenewToken(ctx context.Context, id string) (api.SessionToken, error)
 	PushUsage(ctx context.Context, b api.UsageBatch) (api.UsageBatchResult, error)
+	ReportMove(ctx context.Context, id string, r api.HostMoveReport) error
 }
 
 // StatusError is a non-2xx answer; Body holds the problem document, if any.
@@ -137,4 +138,9 @@ func (c *HTTP) PushUsage(ctx context.Context, b api.UsageBatch) (api.UsageBatchR
 	var r api.UsageBatchResult
 	err := c.do(ctx, http.MethodPost, "/v1/agent/usage", b, &r)
 	return r, err
+}
+
+// ReportMove implements Client: this host's word on a drain's move it is the source or target of.
+func (c *HTTP) ReportMove(ctx context.Context, id string, r api.HostMoveReport) error {
+	return c.do(ctx, http.MethodPut, "/v1/agent/host/moves/"+url.PathEscape(id), r, nil)
 }

@@ -46,7 +46,7 @@ func (r *Reconciler) instance(ctx context.Context, d api.DesiredInstance, dom *v
 	if dom == nil {
 		// Provisioning (overlay, seed, VF) takes a while on a real host: say so first, so the
 		// API shows pending -> provisioning -> running. Best effort: the pass reports again.
-		if d.DesiredState == api.DesiredRunning {
+		if d.DesiredState == api.DesiredRunning && d.Move == nil { // a move's target reports on the move
 			if err := r.cfg.ControlPlane.ReportInstance(ctx, d.ID, api.InstanceObserved{State: api.ObservedProvisioning}); err != nil {
 				r.log.Warn("reporting provisioning", "instance", d.ID, "err", err)
 			}
@@ -209,11 +209,9 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	if err := os.MkdirAll(p.dir, 0o711); err != nil {
 		return m, fmt.Errorf("instance dir: %w", err)
 	}
-	base := r.baseImage(d.Spec.Image)
-	if d.Spec.ImageSource != "" {
-		if base, err = r.images.Ensure(ctx, d.Spec.Image, d.Spec.ImageSource, d.Spec.ImageSHA256); err != nil {
-			return m, err
-		}
+	base, err := r.ensureBase(ctx, d)
+	if err != nil {
+		return m, err
 	}
 	if err := virt.CreateOverlay(ctx, base, p.disk, d.Spec.DiskGiB); err != nil {
 		return m, err
@@ -252,9 +250,26 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 	return m, nil
 }
 
+// ensureBase returns the path of the instance's base image, fetched and verified first when it
+// has a source.
+func (r *Reconciler) ensureBase(ctx context.Context, d api.DesiredInstance) (string, error) {
+	if d.Spec.ImageSource == "" {
+		return r.baseImage(d.Spec.Image), nil
+	}
+	return r.images.Ensure(ctx, d.Spec.Image, d.Spec.ImageSource, d.Spec.ImageSHA256)
+}
+
 // teardown removes an instance's domain, VF and files; each part already gone is skipped.
 func (r *Reconciler) teardown(id string) error {
 	name := virt.DomainName(id)
+	if r.cfg.Network.Kind == "tenant" {
+		// A moved-in VM's address reservation goes with its domain (moves.go, keepAddress).
+		if mac, err := r.cfg.Hypervisor.TenantMAC(name); err == nil && mac != "" {
+			if err := r.cfg.Hypervisor.ReleaseAddresses(mac); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.cfg.Hypervisor.Undefine(name); err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"gpucloud/hostd/images"
 	"gpucloud/hostd/sriov"
 	"gpucloud/hostd/tenantfw"
+	"gpucloud/hostd/transfer"
 	"gpucloud/hostd/virt"
 )
 
@@ -54,6 +55,11 @@ type Config struct {
 	// ConsoleURL is where the apiserver reaches this host's console server (hostd/console);
 	// "" when it runs none.
 	ConsoleURL string
+	// Exports are the disks this host offers to a drain's targets (served by hostd's transfer
+	// listener at TransferEndpoint); nil: this host cannot be a move's source.
+	Exports          *transfer.Exports
+	TransferEndpoint string
+	Transfer         transfer.Client // how this host pulls a moving VM's disks from its source
 
 	TokenRenewBefore time.Duration // renew a session token this long before it expires (10m)
 	StopGrace        time.Duration // ACPI shutdown before a hard stop (60s)
@@ -162,8 +168,9 @@ func (r *Reconciler) Heartbeat(ctx context.Context) error {
 	}
 	ack, err := r.cfg.ControlPlane.Heartbeat(ctx, api.HostReport{
 		Hostname: r.cfg.Hostname, Hypervisor: r.cfg.Hypervisor.URI(), Version: r.cfg.Version,
-		Capacity:   api.HostCapacity{VCPUs: vcpus, MemoryMiB: mem, DiskGiB: disk, InfiniBandVFs: vfs},
-		ConsoleURL: r.cfg.ConsoleURL,
+		Capacity:         api.HostCapacity{VCPUs: vcpus, MemoryMiB: mem, DiskGiB: disk, InfiniBandVFs: vfs},
+		ConsoleURL:       r.cfg.ConsoleURL,
+		TransferEndpoint: r.cfg.TransferEndpoint,
 	})
 	if err != nil {
 		return fmt.Errorf("reconcile: heartbeat: %w", err)
@@ -233,13 +240,31 @@ func (r *Reconciler) Once(ctx context.Context) error {
 	}
 	var errs []error
 	wanted := map[string]bool{}
+	offered := map[string]bool{} // moves this host is the source of
 	for _, d := range desired {
 		wanted[d.ID] = true
 		var dom *virt.Domain
 		if a, ok := actual[d.ID]; ok {
 			dom = &a
 		}
-		obs, err := r.instance(ctx, d, dom, volumes)
+		if d.Move != nil && d.Move.Role == api.MoveIn {
+			// The target reports on the move, not the instance: it is not placed here until done.
+			if err := r.moveIn(ctx, d, dom, volumes, all.Volumes); err != nil {
+				errs = append(errs, fmt.Errorf("move in %s: %w", d.ID, err))
+				if errors.Is(err, errKilled) {
+					return errors.Join(errs...)
+				}
+			}
+			continue
+		}
+		var obs api.InstanceObserved
+		var err error
+		if d.Move != nil && d.Move.Role == api.MoveOut {
+			offered[d.Move.ID] = true
+			obs, err = r.moveOut(ctx, d, dom, volumes)
+		} else {
+			obs, err = r.instance(ctx, d, dom, volumes)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("instance %s: %w", d.ID, err))
 			if errors.Is(err, errKilled) {
@@ -249,6 +274,9 @@ func (r *Reconciler) Once(ctx context.Context) error {
 		if err := r.cfg.ControlPlane.ReportInstance(ctx, d.ID, obs); err != nil {
 			errs = append(errs, fmt.Errorf("report %s: %w", d.ID, err))
 		}
+	}
+	if r.cfg.Exports != nil {
+		r.cfg.Exports.Retain(offered) // a move finished or failed: its disks are no longer offered
 	}
 	// Domains of ours the apiserver no longer places here are removed, with all they hold.
 	for id := range actual {

@@ -3,12 +3,14 @@ package virt
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 )
 
 // CreateOverlay makes a copy-on-write qcow2 disk of sizeGiB over a qcow2 base image. The base is
@@ -30,6 +32,19 @@ func CreateOverlay(ctx context.Context, base, overlay string, sizeGiB int) error
 	}
 	if err := os.Rename(tmp, overlay); err != nil {
 		return fmt.Errorf("virt: install overlay: %w", err)
+	}
+	return nil
+}
+
+// Rebase points an overlay copied from another host at this host's copy of its base image (the
+// same bytes under another path); only the header changes (qemu-img rebase -u).
+func Rebase(ctx context.Context, overlay, base string) error {
+	if _, err := os.Stat(base); err != nil {
+		return fmt.Errorf("virt: base image: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "qemu-img", "rebase", "-u", "-f", "qcow2", "-F", "qcow2", "-b", base, overlay)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("virt: qemu-img rebase %s onto %s: %w: %s", overlay, base, err, bytes.TrimSpace(out))
 	}
 	return nil
 }
@@ -57,4 +72,40 @@ func Tail(path string, n int64) (string, error) {
 		return "", fmt.Errorf("virt: read %s: %w", path, err)
 	}
 	return string(b), nil
+}
+
+// CheckImported vets a disk that came from another host before anything opens it as a VM's: a
+// source hostd is not trusted with this host's files, so the file must be a plain qcow2 of at
+// most maxBytes of virtual size, without an external data file (which would read any file of this
+// host), and without a backing file unless backing is allowed (a root overlay, which Rebase then
+// points at this host's base image).
+func CheckImported(ctx context.Context, path string, maxBytes int64, backing bool) error {
+	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", "-f", "qcow2", path).Output()
+	if err != nil {
+		return fmt.Errorf("virt: %s is no qcow2 image: %w", filepath.Base(path), err)
+	}
+	var info struct {
+		Format         string `json:"format"`
+		VirtualSize    int64  `json:"virtual-size"`
+		Backing        string `json:"backing-filename"`
+		FormatSpecific struct {
+			Data struct {
+				DataFile string `json:"data-file"`
+			} `json:"data"`
+		} `json:"format-specific"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return fmt.Errorf("virt: qemu-img info %s: %w", filepath.Base(path), err)
+	}
+	switch {
+	case info.Format != "qcow2":
+		return fmt.Errorf("virt: %s is %q, not qcow2", filepath.Base(path), info.Format)
+	case info.FormatSpecific.Data.DataFile != "":
+		return fmt.Errorf("virt: %s names an external data file; refused", filepath.Base(path))
+	case info.Backing != "" && !backing:
+		return fmt.Errorf("virt: %s names a backing file; refused", filepath.Base(path))
+	case info.VirtualSize > maxBytes:
+		return fmt.Errorf("virt: %s is %d bytes, more than the %d its VM holds", filepath.Base(path), info.VirtualSize, maxBytes)
+	}
+	return nil
 }

@@ -127,6 +127,17 @@ func (h *Hypervisor) EnsureVolume(pool, id string, sizeGiB int) (string, error) 
 	return path, err
 }
 
+// RefreshPool makes libvirt read a pool's directory again (a volume's file was replaced by a
+// copy from another host).
+func (h *Hypervisor) RefreshPool(name string) error {
+	return h.withPool(name, func(p *libvirt.StoragePool) error {
+		if err := p.Refresh(0); err != nil {
+			return fmt.Errorf("virt: refresh pool %s: %w", name, err)
+		}
+		return nil
+	})
+}
+
 // Volumes lists the ids of hostd's volumes in pool, sorted.
 func (h *Hypervisor) Volumes(pool string) ([]string, error) {
 	var ids []string

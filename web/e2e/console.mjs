@@ -276,6 +276,14 @@ try {
   await op.locator('#confirm-ok').click();
   await op.locator('#flash').getByText('gpu-1: 0 move(s) planned.').waitFor();
   await op.locator('tr[data-name="gpu-1"] .badge', { hasText: 'draining' }).waitFor();
+  // A host's drain that moves VMs: host-2 offers no transfer endpoint (hostd --transfer-listen), so
+  // its VM is named in the VM moves table with the reason.
+  await op.getByRole('button', { name: 'move work off host-2' }).click();
+  await op.locator('#confirm-ok').click();
+  await op.locator('#flash').getByText('host-2: 1 move(s) planned.').waitFor();
+  const silentMove = op.locator('[data-testid="host-moves"] tr', { hasText: 'silent-vm' });
+  await silentMove.getByText('unplaced').waitFor();
+  await silentMove.getByText('offers no transfer endpoint').waitFor();
   await op.getByRole('link', { name: 'Tenants' }).click();
   await op.locator('tr[data-name="tenant-a"] button').click();
   await op.getByLabel('Instances').fill('-1');

@@ -122,7 +122,7 @@ func fleetCmd[T any](a *app, k fleetKind[T]) *cobra.Command {
 }
 
 func (a *app) hostsCmd() *cobra.Command {
-	return fleetCmd(a, fleetKind[sdk.Host]{
+	c := fleetCmd(a, fleetKind[sdk.Host]{
 		use: "hosts", noun: "host", cols: hostCols,
 		create: (*sdk.Client).CreateHost,
 		list:   collected((*sdk.Client).Hosts),
@@ -134,6 +134,8 @@ func (a *app) hostsCmd() *cobra.Command {
 		id:    func(h sdk.Host) string { return h.ID },
 		name:  func(h sdk.Host) string { return h.Name },
 	})
+	withMoveDrain(a, c, hostMoveDrain()) // cmd_drainmoves.go
+	return c
 }
 
 func (a *app) gpuServersCmd() *cobra.Command {
@@ -149,7 +151,7 @@ func (a *app) gpuServersCmd() *cobra.Command {
 		id:    func(g sdk.GPUServer) string { return g.ID },
 		name:  func(g sdk.GPUServer) string { return g.Name },
 	})
-	a.withMoveDrain(c) // cmd_drainmoves.go
+	withMoveDrain(a, c, gpuServerMoveDrain) // cmd_drainmoves.go
 	c.AddCommand(&cobra.Command{Use: "gpus ID", Short: "List a GPU server's GPUs", Args: exactArgs(1, "a GPU server id"),
 		RunE: a.with(func(cmd *cobra.Command, cl *sdk.Client, args []string) error {
 			g, err := cl.GetGPUServer(cmd.Context(), args[0])

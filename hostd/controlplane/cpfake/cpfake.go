@@ -32,6 +32,7 @@ type Server struct {
 	usage      map[string]api.UsageRecord
 	renewals   map[string]int
 	volumes    []api.DesiredVolume // nil: the answer has no volumes list (an older apiserver)
+	moves      map[string][]api.HostMoveReport
 }
 
 // New starts a fake control plane accepting credential; it stops with the test.
@@ -43,6 +44,7 @@ func New(t testing.TB, credential string) *Server {
 		history:    map[string][]string{},
 		usage:      map[string]api.UsageRecord{},
 		renewals:   map[string]int{},
+		moves:      map[string][]api.HostMoveReport{},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/agent/host/heartbeat", s.heartbeat)
@@ -50,6 +52,7 @@ func New(t testing.TB, credential string) *Server {
 	mux.HandleFunc("PUT /v1/agent/host/instances/{id}/status", s.status)
 	mux.HandleFunc("POST /v1/agent/host/instances/{id}/token", s.token)
 	mux.HandleFunc("POST /v1/agent/usage", s.pushUsage)
+	mux.HandleFunc("PUT /v1/agent/host/moves/{id}", s.moveReport)
 	s.srv = httptest.NewServer(s.auth(mux))
 	t.Cleanup(s.srv.Close)
 	return s
@@ -275,4 +278,31 @@ func (s *Server) SetVolumes(v []api.DesiredVolume) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.volumes = append([]api.DesiredVolume{}, v...)
+}
+
+func (s *Server) moveReport(w http.ResponseWriter, r *http.Request) {
+	var rep api.HostMoveReport
+	if !decode(w, r, &rep) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := r.PathValue("id")
+	known := false
+	for _, d := range s.instances {
+		known = known || (d.Move != nil && d.Move.ID == id)
+	}
+	if !known {
+		problem(w, http.StatusNotFound, "no such move of this host")
+		return
+	}
+	s.moves[id] = append(s.moves[id], rep)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// MoveReports are the reports the host sent on a move, in order.
+func (s *Server) MoveReports(id string) []api.HostMoveReport {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]api.HostMoveReport(nil), s.moves[id]...)
 }
