@@ -387,7 +387,11 @@ static void level12(cublasHandle_t h) {
     float fx[3] = {1, 2, 3}, fy[3] = {4, -5, 6}, fr = 0, *dfx = dalloc(12), *dfy = dalloc(12), *dfr = dalloc(4);
     BLAS(cublasSetVector(3, 4, fx, 1, dfx, 1));
     BLAS(cublasSetVector(3, 4, fy, 1, dfy, 1));
-    EXPECT_BLAS(cublasSdot(h, 3, dfx, 1, dfy, 1, &fr), CUBLAS_STATUS_NOT_SUPPORTED); /* a host result */
+    BLAS(cublasSdot(h, 3, dfx, 1, dfy, 1, &fr)); /* a host result: waits for it */
+    EXPECT(fr == 4 - 10 + 18);
+    double hd = 0;
+    BLAS(cublasDdot(h, M, dx, INC, dx, INC, &hd));
+    fr = 0;
     BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
     BLAS(cublasSdot(h, 3, dfx, 1, dfy, 1, dfr));
     double dres;
@@ -399,6 +403,7 @@ static void level12(cublasHandle_t h) {
     double xx = 0;
     for (int i = 0; i < M; i++) xx += x[i * INC] * x[i * INC];
     EXPECT(fabs(dres - xx) <= 1e-12 * (1 + xx));
+    EXPECT(hd == dres); /* host and device results alike */
     float three = 3;
     BLAS(cublasSscal(h, 2, &three, dfx, 2)); /* elements 0 and 2 */
     BLAS(cublasGetVector(3, 4, dfx, 1, fx, 1));

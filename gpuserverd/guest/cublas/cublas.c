@@ -69,8 +69,11 @@ struct cublasContext {
     cublasMath_t sent_math;
     void *sent_ws;
     size_t sent_ws_bytes;
-    CUdeviceptr ones; /* a float 1 at +0 and a double 1 at +8: axpy's and copy's unit matrix */
+    CUdeviceptr ones; /* a float 1 at +0 and a double 1 at +8 (axpy's and copy's unit matrix); a
+                       * host-mode dot's result at +16 (ONES_SCRATCH) */
 };
+
+enum { ONES_SCRATCH = 16 };
 
 static int is_live(cublasHandle_t h) { return session_live(h, HANDLE_MAGIC, NULL, NULL); }
 
@@ -580,22 +583,54 @@ EXPORT cublasStatus_t cublasDgemv_v2(cublasHandle_t h, cublasOperation_t t, int 
     return gemv(h, 1, t, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
-/* dot: result = x^T y, a 1 x 1 GEMM into the result, which must be device memory (the handle in
- * device pointer mode, as PyTorch sets it); a host result would need a round trip, not taken. */
+/* ones gives the handle's device unit scalars (and at ONES_SCRATCH a result's room), made at
+ * first use. Not while its stream is being captured: the copy that fills them would become part
+ * of the graph. */
+static cublasStatus_t ones(cublasHandle_t h, CUdeviceptr *p) {
+    if (!h->ones) {
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (cuStreamIsCapturing((CUstream)h->stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+            static atomic_int told;
+            if (!atomic_exchange(&told, 1))
+                fprintf(stderr, "gpucloud libcublas: the first axpy or copy of a handle during stream capture is not "
+                                "remoted (CUBLAS_STATUS_NOT_SUPPORTED); call one before capturing\n");
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+        }
+        const struct { float f; float pad; double d, scratch; } one = {1, 0, 1, 0};
+        CUdeviceptr d;
+        if (cuMemAlloc(&d, sizeof one) != CUDA_SUCCESS) return CUBLAS_STATUS_ALLOC_FAILED;
+        if (cuMemcpyHtoD(d, &one, sizeof one) != CUDA_SUCCESS) {
+            cuMemFree(d);
+            return CUBLAS_STATUS_INTERNAL_ERROR;
+        }
+        h->ones = d;
+    }
+    *p = h->ones;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* dot: result = x^T y, a 1 x 1 GEMM into the result: device memory in device pointer mode (as
+ * PyTorch sets it); in host mode a GEMM into the handle's scratch and a copy back, which waits for
+ * the handle's stream, as NVIDIA's host-mode dot does. */
 static cublasStatus_t dot(cublasHandle_t h, int dbl, int n, const void *x, int incx, const void *y, int incy,
                           void *result) {
     cublasStatus_t s = check(h);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (!result) return CUBLAS_STATUS_INVALID_VALUE;
-    if (h->pmode != CUBLAS_POINTER_MODE_DEVICE) {
-        static atomic_int told;
-        if (!atomic_exchange(&told, 1))
-            fprintf(stderr, "gpucloud libcublas: cublas%cdot_v2 into host memory is not remoted "
-                            "(CUBLAS_STATUS_NOT_SUPPORTED); device pointer mode is\n", dbl ? 'D' : 'S');
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    }
     if (incx < 0 || incy < 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (n < 0 || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
+    if (h->pmode != CUBLAS_POINTER_MODE_DEVICE) { /* into the handle's scratch, then here: waits, as NVIDIA's */
+        CUdeviceptr u;
+        if ((s = ones(h, &u)) != CUBLAS_STATUS_SUCCESS) return s;
+        CUdeviceptr scratch = u + ONES_SCRATCH;
+        h->pmode = CUBLAS_POINTER_MODE_DEVICE;
+        s = dot(h, dbl, n, x, incx, y, incy, (void *)(uintptr_t)scratch);
+        h->pmode = CUBLAS_POINTER_MODE_HOST;
+        if (s == CUBLAS_STATUS_SUCCESS && (cuMemcpyDtoHAsync(result, scratch, dbl ? 8 : 4, (CUstream)h->stream) != CUDA_SUCCESS ||
+                                           cuStreamSynchronize((CUstream)h->stream) != CUDA_SUCCESS))
+            s = CUBLAS_STATUS_EXECUTION_FAILED;
+        return s;
+    }
     static const float f1 = 1, f0 = 0;
     static const double d1 = 1, d0 = 0;
     /* n 0: K 0, so the result is beta * result = 0, as cuBLAS's */
@@ -626,31 +661,6 @@ EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t h, int n, const float *alpha
 EXPORT cublasStatus_t cublasDscal_v2(cublasHandle_t h, int n, const double *alpha, double *x, int incx) {
     if (n <= 0 || incx <= 0) return check(h);
     return gemm(h, D_TYPES, CUBLAS_OP_N, CUBLAS_OP_N, 1, n, 0, alpha, x, 1, 0, x, 1, 0, alpha, x, incx, 0, 1);
-}
-
-/* ones gives the handle's device unit scalars, made at first use. Not while its stream is being
- * captured: the copy that fills them would become part of the graph. */
-static cublasStatus_t ones(cublasHandle_t h, CUdeviceptr *p) {
-    if (!h->ones) {
-        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-        if (cuStreamIsCapturing((CUstream)h->stream, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
-            static atomic_int told;
-            if (!atomic_exchange(&told, 1))
-                fprintf(stderr, "gpucloud libcublas: the first axpy or copy of a handle during stream capture is not "
-                                "remoted (CUBLAS_STATUS_NOT_SUPPORTED); call one before capturing\n");
-            return CUBLAS_STATUS_NOT_SUPPORTED;
-        }
-        const struct { float f; float pad; double d; } one = {1, 0, 1};
-        CUdeviceptr d;
-        if (cuMemAlloc(&d, sizeof one) != CUDA_SUCCESS) return CUBLAS_STATUS_ALLOC_FAILED;
-        if (cuMemcpyHtoD(d, &one, sizeof one) != CUDA_SUCCESS) {
-            cuMemFree(d);
-            return CUBLAS_STATUS_INTERNAL_ERROR;
-        }
-        h->ones = d;
-    }
-    *p = h->ones;
-    return CUBLAS_STATUS_SUCCESS;
 }
 
 /* axpy (y = alpha x + y) and copy (y = x): a GEMM of the row vectors, 1 x 1 times 1 x n, with the
