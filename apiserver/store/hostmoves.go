@@ -188,10 +188,16 @@ func (p hostMovePlan) move(ctx context.Context, tx pgx.Tx, instance uuid.UUID, s
 	return nil
 }
 
-// HostDrainStatus reads a host's drain.
+// HostDrainStatus reads a host's drain: the instances left and the moves from one snapshot, so a
+// move read as done has its instance off the host (finishHostMove commits both at once).
 func (s *Store) HostDrainStatus(ctx context.Context, host uuid.UUID) (HostDrainStatus, error) {
 	d := HostDrainStatus{HostID: host, Counts: map[string]int{}, Moves: []HostMove{}}
-	err := s.Pool.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnHost+`)
+	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return d, fmt.Errorf("host drain status: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	err = tx.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnHost+`)
 		FROM hosts WHERE id = $1 AND deleted_at IS NULL`, host).Scan(&d.Draining, &d.Remaining)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
@@ -199,7 +205,7 @@ func (s *Store) HostDrainStatus(ctx context.Context, host uuid.UUID) (HostDrainS
 	if err != nil {
 		return d, fmt.Errorf("host drain status: %w", err)
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT m.id, m.instance_id, i.name, i.tenant_id, m.source_id, m.target_id, m.mode, m.state,
+	rows, err := tx.Query(ctx, `SELECT m.id, m.instance_id, i.name, i.tenant_id, m.source_id, m.target_id, m.mode, m.state,
 			m.reason, m.note, m.bytes_copied, m.bytes_total, m.created_at, m.updated_at, m.finished_at FROM (
 			SELECT DISTINCT ON (instance_id) * FROM host_moves WHERE source_id = $1
 			ORDER BY instance_id, created_at DESC, id DESC) m

@@ -149,10 +149,16 @@ func planMove(ctx context.Context, tx pgx.Tx, source, instance uuid.UUID, req pl
 const moveCols = `m.id, m.instance_id, i.tenant_id, m.source_id, m.target_id, m.state, m.reason, m.sessions_moved,
 	m.bytes_copied, m.bytes_total, m.pause_ms, m.created_at, m.updated_at, m.finished_at`
 
-// DrainStatus reads a GPU server's drain.
+// DrainStatus reads a GPU server's drain: the instances left and the moves from one snapshot (see
+// HostDrainStatus).
 func (s *Store) DrainStatus(ctx context.Context, gpuServer uuid.UUID) (DrainStatus, error) {
 	d := DrainStatus{GPUServerID: gpuServer, Counts: map[string]int{}, Moves: []Move{}}
-	err := s.Pool.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnServer+`)
+	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return d, fmt.Errorf("drain status: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	err = tx.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnServer+`)
 		FROM gpu_servers WHERE id = $1 AND deleted_at IS NULL`, gpuServer).Scan(&d.Draining, &d.Remaining)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
@@ -161,7 +167,7 @@ func (s *Store) DrainStatus(ctx context.Context, gpuServer uuid.UUID) (DrainStat
 		return d, fmt.Errorf("drain status: %w", err)
 	}
 	// Each instance's newest move: an instance planned again after a failure shows its retry.
-	rows, err := s.Pool.Query(ctx, `SELECT `+moveCols+` FROM (
+	rows, err := tx.Query(ctx, `SELECT `+moveCols+` FROM (
 			SELECT DISTINCT ON (instance_id) * FROM gpu_server_moves WHERE source_id = $1
 			ORDER BY instance_id, created_at DESC, id) m
 		JOIN instances i ON i.id = m.instance_id ORDER BY m.created_at DESC, m.id LIMIT $2`, gpuServer, maxMovesShown)

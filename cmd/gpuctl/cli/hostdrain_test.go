@@ -106,7 +106,8 @@ func TestHostDrainMoveShowsProgress(t *testing.T) {
 	r := h.as("", "hosts", "drain", h1, "--move", "--wait", "--poll-interval", "20ms", "--timeout", "30s")
 	if r.code != 0 || !strings.Contains(r.err, "copying") || !strings.Contains(r.err, "bytes copied") ||
 		!strings.Contains(r.err, "1 done") || !strings.Contains(r.err, "its VMs moved") || !strings.Contains(r.out, "done") {
-		t.Fatalf("drain --move --wait: exit %d\n%s%s", r.code, r.out, r.err)
+		moves, _ := op.GetHostDrain(ctx, h1)
+		t.Fatalf("drain --move --wait: exit %d\n%s%s\nmoves: %+v", r.code, r.out, r.err, moves)
 	}
 	got, err := owner.GetInstance(ctx, inst.ID)
 	if err != nil || got.HostID != h2 || got.State != sdk.StateRunning || got.SSH == nil || got.SSH.Command != "ssh -p 22001 root@h2.example" {
