@@ -4,6 +4,8 @@
  * record of the page-locked ranges it hands out). */
 #include "families.h"
 
+#include "driver/coherence.h"
+
 #include <stdbool.h>
 #include <string.h>
 
@@ -12,7 +14,11 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr p, int 
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = known ? CU_MEMORYTYPE_DEVICE : 0; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: { /* coherent managed memory (coherence.c) */
+        int kind = 0;
+        *(unsigned *)data = gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MANAGED;
+        return CUDA_SUCCESS;
+    }
     default: break;
     }
     if (!known) return CUDA_ERROR_INVALID_VALUE;
