@@ -60,11 +60,17 @@ static uint64_t epoch;            /* handings to the device so far: a fault wait
 static size_t page;
 static __thread int in_coherence; /* this thread is doing coherence work: its own calls skip the hook */
 static struct sigaction prev_segv;
+/* What coherence did, printed at exit with GPUCLOUD_COHERENCE_STATS=1 (benchmarks, tuning). */
+static struct {
+    uint64_t faults, waits, fetches, fetched, pushes, pushed, handings;
+} stats;
 static int handler_installed;
 
 static void on_fault(int sig, siginfo_t *si, void *uc);
 
-int gc_coh_transport(void) { return !gc_shm_on(); }
+/* An arena the program maps at its device address (unix: only; an ivshmem BAR cannot be mapped twice)
+ * serves managed memory itself; elsewhere coherence does. */
+int gc_coh_transport(void) { return !gc_shm_on() || gc_ivshmem_on(); }
 
 static struct coh *find_locked(uintptr_t p, size_t n) {
     for (struct coh *c = allocs; c; c = c->next)
@@ -72,8 +78,18 @@ static struct coh *find_locked(uintptr_t p, size_t n) {
     return NULL;
 }
 
+static void print_stats(void) {
+    fprintf(stderr, "gpucloud: coherence: %llu faults, %llu waits for the device, %llu fetches (%llu bytes), "
+                    "%llu handings to the device, %llu pushes (%llu bytes)\n",
+            (unsigned long long)stats.faults, (unsigned long long)stats.waits, (unsigned long long)stats.fetches,
+            (unsigned long long)stats.fetched, (unsigned long long)stats.handings, (unsigned long long)stats.pushes,
+            (unsigned long long)stats.pushed);
+}
+
 static CUresult install_handler_locked(void) {
     if (handler_installed) return CUDA_SUCCESS;
+    const char *st = getenv("GPUCLOUD_COHERENCE_STATS");
+    if (st && *st && *st != '0') atexit(print_stats);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
@@ -256,6 +272,7 @@ static CUresult each_run(struct coh *c, size_t lo, size_t hi, unsigned char st, 
 
 /* push_run sends DIRTY pages [a, b) to the device from the library's view. */
 static CUresult push_run(struct coh *c, size_t a, size_t b) {
+    stats.pushes++, stats.pushed += (b - a) * page;
     return cuMemcpyHtoD_v2(c->addr + a * page, c->lib + a * page, (b - a) * page);
 }
 
@@ -284,6 +301,7 @@ CUresult gc_coh_before(uint16_t type) {
     pthread_mutex_lock(&mu);
     in_coherence++;
     epoch++;
+    stats.handings++;
     for (struct coh *c = allocs; c; c = c->next) {
         if (!c->host_pages) continue;
         /* Closed first: a thread that writes from now on waits in the fault handler for this. */
@@ -328,6 +346,7 @@ static void wait_device(struct coh *c) {
 /* fetch_run brings DEVICE pages [a, b) into the host (CLEAN); a failure ends the program rather
  * than letting it read a stale page. */
 static CUresult fetch_run(struct coh *c, size_t a, size_t b) {
+    stats.fetches++, stats.fetched += (b - a) * page;
     CUresult rc = cuMemcpyDtoH_v2(c->lib + a * page, c->addr + a * page, (b - a) * page);
     if (rc != CUDA_SUCCESS) {
         const char *name = "?";
@@ -361,6 +380,7 @@ static void fetch_locked(struct coh *c, size_t i) {
     (void)cuCtxPushCurrent_v2(c->ctx);
     if (c->waited != epoch) { /* no work was handed to the device since the last wait */
         wait_device(c);
+        stats.waits++;
         c->waited = epoch;
     }
     (void)each_run(c, lo, hi, PAGE_DEVICE, fetch_run);
@@ -373,12 +393,31 @@ static void dirty_locked(struct coh *c, size_t i) {
     (void)each_run(c, lo, hi, PAGE_CLEAN, dirty_run);
 }
 
+/* holds_connection: whether this thread holds the connection (gc.mu), so that a fault here
+ * could not fetch (glibc records a mutex's owner). Where it can't tell, it says no. */
+static int holds_connection(void) {
+#ifdef __GLIBC__
+    return gc.mu.__data.__owner == gettid();
+#else
+    return 0;
+#endif
+}
+
 /* fault: whether the fault at p was one of ours (and is resolved: the access is retried). */
 static int fault(uintptr_t p) {
     if (!__atomic_load_n(&allocs, __ATOMIC_ACQUIRE)) return 0;
     pthread_mutex_lock(&mu);
     struct coh *c = find_locked(p, 1);
+    if (c && holds_connection()) {
+        /* The library itself read the program's memory mid-call (kernel parameters or a 2-D copy's
+         * rows kept in managed memory): the fetch would wait for the call. Named, not hung. */
+        fprintf(stderr, "gpucloud: managed or mapped host memory at %#lx was read by the guest library during a call "
+                        "while it was the device's (over this transport such memory cannot hold a call's host-side "
+                        "arguments); the program cannot go on\n", (unsigned long)p);
+        abort();
+    }
     if (c) {
+        stats.faults++;
         size_t i = (p - c->addr) / page;
         in_coherence++;
         if (c->state[i] == PAGE_DEVICE) fetch_locked(c, i); /* a write faults again, on the CLEAN page */

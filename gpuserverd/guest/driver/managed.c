@@ -105,6 +105,8 @@ EXPORT CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, int advice, CUmemLocatio
 }
 EXPORT CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t n, unsigned flags) {
     CUresult rc = hint(p, n); /* n 0: the whole allocation */
-    if (rc == CUDA_SUCCESS && gc_coh_find((void *)(uintptr_t)p, 0, NULL)) rc = gc_coh_attach((void *)(uintptr_t)p, s, flags);
+    /* flags 0: the runtime's prefetch and advice, checking only (driver/coherence.c keeps the stream) */
+    if (rc == CUDA_SUCCESS && flags && gc_coh_find((void *)(uintptr_t)p, 0, NULL))
+        rc = gc_coh_attach((void *)(uintptr_t)p, s, flags);
     return GC_T(rc);
 }

@@ -25,7 +25,10 @@ static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr p, int 
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: return cuCtxGetCurrent((CUcontext *)data);
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = p; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return CUDA_ERROR_INVALID_VALUE; /* device memory is not mapped here */
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: /* device memory is not mapped here, but coherent memory is, alike */
+        if (!gc_coh_find((void *)(uintptr_t)p, 0, NULL)) return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = (void *)(uintptr_t)p;
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(bool *)data = false; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = base; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return gc_current_device((int *)data);

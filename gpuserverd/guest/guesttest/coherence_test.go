@@ -28,7 +28,13 @@ func TestCoherenceFigures(t *testing.T) {
 		t.Skip("set GPUCLOUD_BENCH=1 to measure")
 	}
 	s := startServer(t)
-	t.Logf("TCP (loopback):\n%s", s.run(s.token("s-coh-bench", sessiontoken.TierShared, 1<<30), "coherence_bench"))
+	cmd := s.client(s.token("s-coh-bench", sessiontoken.TierShared, 1<<30), "coherence_bench")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_COHERENCE_STATS=1")
+	tcp, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("coherence_bench over TCP: %v\n%s", err, tcp)
+	}
+	t.Logf("TCP (loopback):\n%s", tcp)
 	out := s.shmRun(t, s.token("s-coh-bench-shm", sessiontoken.TierShared, 1<<30), "256", "coherence_bench")
 	t.Logf("shared memory (256 MiB arena):\n%s", out)
 }

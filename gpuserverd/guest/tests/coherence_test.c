@@ -117,6 +117,9 @@ int main(void) {
     unsigned is_managed = 0;
     CHECK(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, b + 8));
     EXPECT(is_managed == 1);
+    void *host_of = NULL;
+    CHECK(cuPointerGetAttribute(&host_of, CU_POINTER_ATTRIBUTE_HOST_POINTER, b + 8));
+    EXPECT(host_of == (void *)(uintptr_t)(b + 8));
     for (int i = 0; i < N; i++) ha[i] = (float)i, hb[i] = 2.0f * (float)i;
     EXPECT(hc[N - 1] == 0.0f); /* fresh managed memory reads as zero */
     int n = N;
