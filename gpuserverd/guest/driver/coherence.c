@@ -168,7 +168,7 @@ CUresult gc_coh_alloc(void **out, size_t bytes, int kind) {
         int err = errno;
         taken[ntaken++] = base;
         if (err != EEXIST) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY; /* no memfd or no room for the shadow */
+            rc = err == ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_OUT_OF_MEMORY; /* no memfd, or no room */
             break;
         }
     }
@@ -276,6 +276,12 @@ static CUresult push_run(struct coh *c, size_t a, size_t b) {
     return cuMemcpyHtoD_v2(c->addr + a * page, c->lib + a * page, (b - a) * page);
 }
 
+/* reopen_run gives pages [a, b) back the protection their state says. */
+static CUresult reopen_run(struct coh *c, size_t a, size_t b) {
+    mprotect((void *)(c->addr + a * page), (b - a) * page, c->state[a] == PAGE_DIRTY ? PROT_READ | PROT_WRITE : PROT_READ);
+    return CUDA_SUCCESS;
+}
+
 /* Calls that cannot let the device read or write memory: they leave the host's pages as they are. */
 static int touches_no_memory(uint16_t type) {
     switch (type) {
@@ -310,7 +316,12 @@ CUresult gc_coh_before(uint16_t type) {
         (void)cuCtxPushCurrent_v2(c->ctx);
         CUresult prc = each_run(c, 0, c->len / page, PAGE_DIRTY, push_run);
         (void)cuCtxPopCurrent_v2(&was);
-        if (prc != CUDA_SUCCESS && rc == CUDA_SUCCESS) rc = prc;
+        if (prc != CUDA_SUCCESS) { /* the host's copy stays the truth, open as it was; the call fails */
+            if (rc == CUDA_SUCCESS) rc = prc;
+            (void)each_run(c, 0, c->len / page, PAGE_CLEAN, reopen_run);
+            (void)each_run(c, 0, c->len / page, PAGE_DIRTY, reopen_run);
+            continue;
+        }
         memset(c->state, PAGE_DEVICE, c->len / page);
         __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
         c->host_pages = 0;
