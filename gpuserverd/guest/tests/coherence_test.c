@@ -2,7 +2,8 @@
  * with the program's pages at the same address by the guest library (driver/coherence.c). The
  * program's own SIGSEGV handler, installed first, still gets the faults that are not the
  * library's; several allocations are each kept; a CPU read waits for a kernel still running; a
- * freed allocation leaves nothing mapped; bad sizes are refused and leave the quota as it was.
+ * freed allocation leaves nothing mapped; bad sizes, and a device address taken in this process at
+ * every try, are refused and leave the quota as it was; a taken address is retried elsewhere.
  * Prints "coherence_test: OK". */
 #define _GNU_SOURCE
 #include "check.h"
@@ -110,6 +111,36 @@ int main(void) {
     EXPECT_RC(cuMemHostAlloc(&h, (size_t)1 << 40, CU_MEMHOSTALLOC_DEVICEMAP), CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemGetInfo(&free1, &total));
     EXPECT(free1 == free0);
+
+    /* The device's address taken in this process: the next allocation is tried (the simulated
+     * backend hands out addresses upwards); where every try is taken, refused, nothing charged. */
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    CUdeviceptr probe;
+    CHECK(cuMemAlloc(&probe, pg));
+    CHECK(cuMemFree(probe));
+    uintptr_t next = (probe + pg + pg - 1) / pg * pg; /* where the next shadow would go */
+    void *blk = mmap((void *)next, pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    EXPECT(blk == (void *)next);
+    CUdeviceptr moved;
+    CHECK(cuMemAllocManaged(&moved, pg, CU_MEM_ATTACH_GLOBAL));
+    EXPECT(moved != next && moved > next);
+    *(unsigned *)(uintptr_t)moved = 5;
+    unsigned five = 0;
+    CHECK(cuMemcpyDtoH(&five, moved, 4));
+    EXPECT(five == 5);
+    CHECK(cuMemFree(moved));
+    munmap(blk, pg);
+    CHECK(cuMemAlloc(&probe, pg));
+    CHECK(cuMemFree(probe));
+    size_t span = 64 << 20; /* four tries of 4 MiB and a page each fall in it */
+    next = (probe + pg + pg - 1) / pg * pg;
+    blk = mmap((void *)next, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    EXPECT(blk == (void *)next);
+    CHECK(cuMemGetInfo(&free0, &total));
+    EXPECT_RC(cuMemAllocManaged(&m, 4 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(cuMemGetInfo(&free1, &total));
+    EXPECT(free1 == free0);
+    munmap(blk, span);
 
     /* Three allocations: the program writes a and b, a kernel adds them into c. */
     CUdeviceptr a = managed(N * 4), b = managed(N * 4), c = managed(N * 4);
