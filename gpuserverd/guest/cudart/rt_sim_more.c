@@ -259,6 +259,8 @@ static void managed(void) {
     RT(cudaHostAlloc((void **)&h, N * 4, 0x02 /* cudaHostAllocMapped */));
     RT(cudaHostGetDevicePointer((void **)&dh, h, 0));
     EXPECT(dh == h); /* as on a unified address space */
+    RT(cudaPointerGetAttributes(&a, h + 5));
+    EXPECT(a.type == cudaMemoryTypeHost && a.devicePointer == h + 5 && a.hostPointer == h + 5);
     EXPECT(__cudaPushCallConfiguration((dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, 0, s) == 0);
     fill_u32_stub(dh, 0xcab, N);
     RT(cudaStreamSynchronize(s));

@@ -13,7 +13,13 @@
 static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr p, int known, CUdeviceptr base, size_t size) {
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = known ? CU_MEMORYTYPE_DEVICE : 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: { /* mapped host memory kept coherent (coherence.c) is host memory */
+        int kind = 0;
+        *(unsigned *)data = gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MAPPED_HOST ? CU_MEMORYTYPE_HOST
+                            : known                                                              ? CU_MEMORYTYPE_DEVICE
+                                                                                                 : 0;
+        return CUDA_SUCCESS;
+    }
     case CU_POINTER_ATTRIBUTE_IS_MANAGED: { /* coherent managed memory (coherence.c) */
         int kind = 0;
         *(unsigned *)data = gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MANAGED;
