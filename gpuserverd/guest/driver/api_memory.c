@@ -111,6 +111,8 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 ALIAS(cuMemAllocPitch, cuMemAllocPitch_v2);
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+    int kind = 0; /* mapped host memory kept coherent is freed by cuMemFreeHost, as it was allocated */
+    if (p && gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MAPPED_HOST) return GC_T(CUDA_ERROR_INVALID_VALUE);
     if (p == 0 || gc_managed_free(p)) return GC_T(CUDA_SUCCESS);
     struct gw_mem_free m = {.ptr = p};
     GC_ENCODE(mem_free, m, b);
@@ -160,6 +162,8 @@ EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAll
 ALIAS(cuMemAllocHost, cuMemAllocHost_v2);
 
 EXPORT CUresult cuMemFreeHost(void *p) {
+    int kind = 0; /* managed memory is freed by cuMemFree */
+    if (gc_coh_find(p, 0, &kind) && kind == GC_COH_MANAGED) return GC_T(CUDA_ERROR_INVALID_VALUE);
     if (!gc_shm_free(p) && !gc_coh_free(p, GC_COH_MAPPED_HOST)) free(p);
     return GC_T(CUDA_SUCCESS);
 }

@@ -218,6 +218,8 @@ int main(void) {
     CUdeviceptr dm;
     CHECK(cuMemHostGetDevicePointer(&dm, mh, 0));
     EXPECT(dm == (CUdeviceptr)(uintptr_t)mh);
+    EXPECT_RC(cuMemFree(dm), CUDA_ERROR_INVALID_VALUE);            /* host memory, freed by cuMemFreeHost */
+    EXPECT_RC(cuMemFreeHost((void *)(uintptr_t)a), CUDA_ERROR_INVALID_VALUE); /* managed, freed by cuMemFree */
     for (int i = 0; i < N; i++) mh[i] = (unsigned)i;
     unsigned seven = 7;
     void *fill_mh[] = {&dm, &seven, &half};
