@@ -256,6 +256,13 @@ CUresult gc_coh_attach(const void *p, CUstream s, unsigned flags) {
     return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+void gc_coh_prefault(const void *p, size_t n) {
+    if (!p || !n || (!gc_coh_find(p, 0, NULL) && !gc_coh_find((const char *)p + n - 1, 0, NULL))) return;
+    volatile const char *c = p;
+    for (size_t i = 0; i < n; i += page) (void)c[i];
+    (void)c[n - 1];
+}
+
 /* ---- handing the memory to the device ---- */
 
 /* each_run calls fn on every run [a, b) of pages in state st within [lo, hi), stopping at an error. */

@@ -21,6 +21,10 @@ CUresult gc_coh_attach(const void *p, CUstream s, unsigned flags);
 /* gc_coh_before runs before a call of message type that may let the device touch memory, outside
  * gc.mu: dirty pages go to the device and the host's pages to it. A failed push is returned. */
 CUresult gc_coh_before(uint16_t type);
+/* gc_coh_prefault reads [p, p+n) page by page where it is coherent memory, so that a call's
+ * host-side input kept there is fetched before the call takes the connection (a fault while it
+ * holds it could not be served). After gc_coh_before. */
+void gc_coh_prefault(const void *p, size_t n);
 /* gc_coh_active: whether managed and mapped host memory go through coherence on this transport. */
 int gc_coh_transport(void);
 
