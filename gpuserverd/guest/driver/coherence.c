@@ -357,7 +357,8 @@ static void wait_device(struct coh *c) {
     int armed = timer_create(CLOCK_MONOTONIC, &ev, &t) == 0;
     struct itimerspec when = {.it_value = {WAIT_WARN_S, 0}};
     if (armed) timer_settime(t, 0, &when, NULL);
-    (void)(c->attached ? cuStreamSynchronize(c->attached) : cuCtxSynchronize());
+    /* A stream that is gone (destroyed since the attachment) leaves the whole context to wait for. */
+    if (!c->attached || cuStreamSynchronize(c->attached) != CUDA_SUCCESS) (void)cuCtxSynchronize();
     if (armed) timer_delete(t);
 }
 
