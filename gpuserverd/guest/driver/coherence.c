@@ -68,9 +68,9 @@ static int handler_installed;
 
 static void on_fault(int sig, siginfo_t *si, void *uc);
 
-/* An arena the program maps at its device address (unix: only; an ivshmem BAR cannot be mapped twice)
- * serves managed memory itself; elsewhere coherence does. */
-int gc_coh_transport(void) { return !gc_shm_on() || gc_ivshmem_on(); }
+/* An arena (unix:, or a VM's ivshmem channel) mapped a second time at its device address serves
+ * managed memory itself; without one coherence does. */
+int gc_coh_transport(void) { return !gc_shm_on(); }
 
 static struct coh *find_locked(uintptr_t p, size_t n) {
     for (struct coh *c = allocs; c; c = c->next)

@@ -4,7 +4,7 @@
  * at exactly its device address (transport's gc_shm_alias_at), so the pointer handed out is the
  * program's and the device's alike. The memory stays in host RAM and the GPU reaches it over the
  * bus (as with zero-copy), so it is correct but not fast; it counts against the arena, not the
- * device quota. Elsewhere (TCP, an ivshmem channel, an arena that is full or whose device address
+ * device quota. Elsewhere (TCP, an arena that is full or whose device address
  * is taken here) it is device memory kept coherent with a host shadow at the same address by
  * software (coherence.c), charged to the device quota. Prefetches, advice and stream attachment
  * are hints and succeed for managed memory; attachment tells coherence which stream to wait for. */

@@ -38,3 +38,16 @@ func TestCoherenceFigures(t *testing.T) {
 	out := s.shmRun(t, s.token("s-coh-bench-shm", sessiontoken.TierShared, 1<<30), "256", "coherence_bench")
 	t.Logf("shared memory (256 MiB arena):\n%s", out)
 }
+
+// Over a VM's ivshmem channel the arena, mapped a second time at its device address, serves
+// managed memory as over unix: (one copy, no software coherence).
+func TestManagedMemoryIvshmem(t *testing.T) {
+	s, dir := startIvshmemServer(t)
+	path := channelFile(t, dir, "inst-managed")
+	waitFree(t, path, 0)
+	out, err := s.ivshmemClient(s.token("managed", sessiontoken.TierShared, 1<<30), path, "managed_test", "shm").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "managed_test: OK") || strings.Contains(string(out), "coherent ") ||
+		!strings.Contains(string(out), "ivshmem channel "+path) {
+		t.Fatalf("managed_test over ivshmem:%s: %v\n%s", path, err, tail(string(out)))
+	}
+}
