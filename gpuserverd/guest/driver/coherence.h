@@ -25,7 +25,7 @@ CUresult gc_coh_before(uint16_t type);
  * host-side input kept there is fetched before the call takes the connection (a fault while it
  * holds it could not be served). After gc_coh_before. */
 void gc_coh_prefault(const void *p, size_t n);
-/* gc_coh_active: whether managed and mapped host memory go through coherence on this transport. */
+/* gc_coh_transport: whether this session has no arena, so managed memory goes through coherence. */
 int gc_coh_transport(void);
 
 #endif
