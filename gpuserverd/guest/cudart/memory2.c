@@ -321,7 +321,8 @@ EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned flags) { return
 EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peer) { return peer_access(peer, 0, 0); }
 
 /* Managed memory: the driver's (driver/managed.c: one copy in the shared arena, addressed alike by
- * the program and the device; refused over TCP). Prefetches, advice and attachment are hints. */
+ * the program and the device; elsewhere kept coherent by software, driver/coherence.c).
+ * Prefetches, advice and attachment are hints. */
 EXPORT cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags) {
     if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
@@ -344,7 +345,9 @@ EXPORT cudaError_t cudaMemAdvise(const void *p, size_t n, enum cudaMemoryAdvise 
 }
 
 EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void *p, size_t n, unsigned flags) {
-    (void)flags;
     READY();
-    return ret(cuStreamAttachMemAsync((CUstream)s, (CUdeviceptr)(uintptr_t)p, n, 0)); /* the same check: a hint */
+    if (flags != 0x1 && flags != 0x2 && flags != 0x4) /* cudaMemAttachGlobal, Host, Single */
+        return ret(CUDA_ERROR_INVALID_VALUE);
+    /* A hint, but the stream tells software coherence which work a CPU access waits for. */
+    return ret(cuStreamAttachMemAsync((CUstream)s, (CUdeviceptr)(uintptr_t)p, n, flags));
 }

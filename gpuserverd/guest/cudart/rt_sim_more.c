@@ -228,12 +228,55 @@ static void peers(int ndev) {
     RT(cudaFree(a));
 }
 
+/* Managed and mapped host memory through the runtime, over TCP: kept coherent by the guest
+ * library (driver/coherence.c), with the device reporting no concurrent managed access. */
+cudaError_t cudaMallocManaged(void **, size_t, unsigned);
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void *, size_t, unsigned);
+static void managed(void) {
+    enum { N = 1 << 14 };
+    struct cudaDeviceProp p;
+    RT(cudaGetDeviceProperties(&p, 0));
+    EXPECT(p.concurrentManagedAccess == 0 && p.pageableMemoryAccess == 0);
+    unsigned *m;
+    RT(cudaMallocManaged((void **)&m, N * 4, 0x01 /* cudaMemAttachGlobal */));
+    for (int i = 0; i < N; i++) m[i] = (unsigned)i;
+    EXPECT(__cudaPushCallConfiguration((dim3){N / 2 / 256, 1, 1}, (dim3){256, 1, 1}, 0, NULL) == 0);
+    fill_u32_stub(m, 0xace, N / 2);
+    RT(cudaDeviceSynchronize());
+    for (int i = 0; i < N; i++) EXPECT(m[i] == (i < N / 2 ? 0xaceu : (unsigned)i));
+    struct cudaPointerAttributes a;
+    RT(cudaPointerGetAttributes(&a, m + 3));
+    EXPECT(a.type == cudaMemoryTypeManaged);
+    cudaStream_t s;
+    RT(cudaStreamCreateWithFlags(&s, 1));
+    EXPECT_ERR(cudaStreamAttachMemAsync(s, m, 0, 0x08), cudaErrorInvalidValue);
+    RT(cudaStreamAttachMemAsync(s, m, 0, 0x04 /* cudaMemAttachSingle */));
+    EXPECT(__cudaPushCallConfiguration((dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, 0, s) == 0);
+    fill_u32_stub(m, 0xbee, N);
+    RT(cudaStreamSynchronize(s));
+    EXPECT(m[0] == 0xbeeu && m[N - 1] == 0xbeeu);
+    unsigned *h, *dh;
+    RT(cudaHostAlloc((void **)&h, N * 4, 0x02 /* cudaHostAllocMapped */));
+    RT(cudaHostGetDevicePointer((void **)&dh, h, 0));
+    EXPECT(dh == h); /* as on a unified address space */
+    RT(cudaPointerGetAttributes(&a, h + 5));
+    EXPECT(a.type == cudaMemoryTypeHost && a.devicePointer == h + 5 && a.hostPointer == h + 5);
+    EXPECT(__cudaPushCallConfiguration((dim3){N / 256, 1, 1}, (dim3){256, 1, 1}, 0, s) == 0);
+    fill_u32_stub(dh, 0xcab, N);
+    RT(cudaStreamSynchronize(s));
+    EXPECT(h[0] == 0xcabu && h[N - 1] == 0xcabu);
+    RT(cudaFreeHost(h));
+    RT(cudaFree(m));
+    RT(cudaStreamDestroy(s));
+}
+
 void more_memory(int ndev) {
     (void)errname;
     pitched();
     host_memory();
     stream_ordered(ndev);
     peers(ndev);
+    managed();
 }
 
 /* ---- host callbacks in stream order ---- */

@@ -3,6 +3,8 @@
  * caller's buffer. */
 #include "guest.h"
 
+#include "driver/coherence.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +111,8 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 ALIAS(cuMemAllocPitch, cuMemAllocPitch_v2);
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
+    int kind = 0; /* mapped host memory kept coherent is freed by cuMemFreeHost, as it was allocated */
+    if (p && gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MAPPED_HOST) return GC_T(CUDA_ERROR_INVALID_VALUE);
     if (p == 0 || gc_managed_free(p)) return GC_T(CUDA_SUCCESS);
     struct gw_mem_free m = {.ptr = p};
     GC_ENCODE(mem_free, m, b);
@@ -142,13 +146,15 @@ ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 /* Host "pinned" memory comes from the shared arena when the session has one (the worker has
  * registered it with the driver: copies from and to it are one DMA). Otherwise, and when the
  * arena is full, it is ordinary page-aligned memory: over TCP every copy goes through the socket
- * anyway, and the server's staging buffers are the pinned ones. */
+ * anyway, and the server's staging buffers are the pinned ones; but memory the device must reach
+ * itself (CU_MEMHOSTALLOC_DEVICEMAP) is then device memory kept coherent with the program's pages
+ * at the same address (coherence.c), so that its device pointer is its host pointer, as on UVA. */
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
-    (void)flags;
     if (!pp || bytes == 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = gc_ensure_init();
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     if ((*pp = gc_shm_alloc(bytes)) != NULL) return GC_T(CUDA_SUCCESS);
+    if (flags & CU_MEMHOSTALLOC_DEVICEMAP) return GC_T(gc_coh_alloc(pp, bytes, GC_COH_MAPPED_HOST));
     return GC_T(posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
 }
 
@@ -156,17 +162,24 @@ EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) { return cuMemHostAll
 ALIAS(cuMemAllocHost, cuMemAllocHost_v2);
 
 EXPORT CUresult cuMemFreeHost(void *p) {
-    if (!gc_shm_free(p)) free(p);
+    int kind = 0; /* managed memory is freed by cuMemFree */
+    if (gc_coh_find(p, 0, &kind) && kind == GC_COH_MANAGED) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (!gc_shm_free(p) && !gc_coh_free(p, GC_COH_MAPPED_HOST)) free(p);
     return GC_T(CUDA_SUCCESS);
 }
 
 /* ---- copies ---- */
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s, int async);
 
 static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int async) {
     int dev;
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
+    /* Coherent memory's address is a device address: the device's copy, made current, is read. */
+    if (n > 0 && gc_coh_find(src, n, NULL)) return dtod(dst, (CUdeviceptr)(uintptr_t)src, n, s, async);
+    if ((rc = gc_coh_before(GW_TYPE_MEMCPY_HTO_D)) != CUDA_SUCCESS) return rc;
     uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
     if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
@@ -219,6 +232,8 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
     if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
+    if (n > 0 && gc_coh_find(dst, n, NULL)) return dtod((CUdeviceptr)(uintptr_t)dst, src, n, s, async);
+    if ((rc = gc_coh_before(GW_TYPE_MEMCPY_DTO_H)) != CUDA_SUCCESS) return rc;
     uint64_t a;
     if (gc_is_capturing(s) && gc_arena_device_addr(dst, n, &a)) return cuMemcpyDtoDAsync_v2(a, src, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */

@@ -1,6 +1,8 @@
 /* Modules, libraries, functions and launches. */
 #include "guest.h"
 
+#include "driver/coherence.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,6 +387,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     if (params && extra) return CUDA_ERROR_INVALID_VALUE;
     int dev;
     CUresult rc = gc_current_device(&dev);
+    if (rc == CUDA_SUCCESS) rc = gc_coh_before(GW_TYPE_LAUNCH_KERNEL); /* managed memory goes to the device */
     if (rc != CUDA_SUCCESS) return rc;
     uint8_t packed[32768];
     const void *pbuf = packed;

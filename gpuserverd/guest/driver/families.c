@@ -1,13 +1,17 @@
 /* Helpers of the hand-written driver-API families. */
 #include "families.h"
 
+#include "driver/coherence.h"
+
 #include <string.h>
 
 CUresult gc_request_keep(uint16_t type, uint16_t flags, const uint8_t *head, size_t n, const void *tail, size_t tail_n,
                          uint16_t want, void *reply, CUresult (*keep)(void *reply, void *arg), void *arg) {
     int dev;
     CUresult rc = gc_current_device(&dev);
+    if (rc == CUDA_SUCCESS) rc = gc_coh_before(type);
     if (rc != CUDA_SUCCESS) return rc;
+    gc_coh_prefault(tail, tail_n); /* an input kept in managed memory */
     struct gc_reply r;
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);

@@ -2,6 +2,8 @@
  * host ranges (transport/hostreg.c), which moves their pages into a shared arena where it can. */
 #include "guest.h"
 
+#include "driver/coherence.h"
+
 #include <stdint.h>
 #include <stdio.h>
 
@@ -32,8 +34,10 @@ EXPORT CUresult cuMemHostUnregister(void *p) {
 /* cuMemHostGetDevicePointer: mapped pinned memory (cuMemHostAlloc) and registered ranges lie in the
  * shared arena when the session has one (a process on the GPU's host, a VM's ivshmem channel),
  * which the worker registered device-mapped: the device address is the arena's (asked once) plus
- * the offset, and a kernel reads and writes the program's bytes there with no copy. Over TCP the
- * program's memory is in another machine: refused (CUDA_ERROR_NOT_SUPPORTED), saying so once. */
+ * the offset, and a kernel reads and writes the program's bytes there with no copy. Without an
+ * arena, cuMemHostAlloc's DEVICEMAP memory is device memory kept coherent with the program's
+ * pages (coherence.c) at the same address, which is then its device pointer; other host memory
+ * is in another machine: refused (CUDA_ERROR_NOT_SUPPORTED), saying so once. */
 static uint64_t arena_device_base;
 
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned flags) {
@@ -42,13 +46,21 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     uint64_t off;
+    int kind;
+    if (gc_coh_find(p, 0, &kind) && kind == GC_COH_MAPPED_HOST) { /* coherent: the same address, as on UVA */
+        *pdptr = (CUdeviceptr)(uintptr_t)p;
+        return GC_T(CUDA_SUCCESS);
+    }
     if (!gc_shm_offset(p, &off)) {
         static int said;
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             fprintf(stderr, "gpucloud: cuMemHostGetDevicePointer: mapped host memory is shared memory with gpuserverd "
                             "(a process on the GPU's host, a VM's ivshmem channel); %s\n",
                     gc_shm_on() || gc_ivshmem_on() ? "this memory is not in it (allocate it with cuMemHostAlloc)"
-                                                   : "over TCP it is not offered (CUDA_ERROR_NOT_SUPPORTED)");
+                                                   : "over TCP only memory from cuMemHostAlloc with "
+                                                     "CU_MEMHOSTALLOC_DEVICEMAP (cudaHostAllocMapped) has one, kept "
+                                                     "coherent by software; registered or plain pinned memory has none "
+                                                     "(CUDA_ERROR_NOT_SUPPORTED)");
         return GC_T(gc_shm_on() || gc_ivshmem_on() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED);
     }
     uint64_t base;

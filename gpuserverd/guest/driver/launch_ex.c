@@ -3,6 +3,8 @@
  * stream serialization, access policy, sync policy, memory-sync domain); others are refused. */
 #include "families.h"
 
+#include "driver/coherence.h"
+
 static CUresult launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                           unsigned shared, CUstream s, void **params, void **extra, const CUlaunchAttribute *attrs,
                           unsigned nattrs) {
@@ -37,6 +39,7 @@ static CUresult launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
     }
     int dev;
     CUresult rc = gc_current_device(&dev);
+    if (rc == CUDA_SUCCESS) rc = gc_coh_before(GW_TYPE_LAUNCH_KERNEL_EX); /* managed memory goes to the device */
     if (rc != CUDA_SUCCESS) return rc;
     uint8_t packed[32768];
     const void *pbuf = packed;

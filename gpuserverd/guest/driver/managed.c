@@ -1,32 +1,32 @@
-/* Managed memory (cuMemAllocManaged) over shared memory: one copy that the program and the device
+/* Managed memory (cuMemAllocManaged). Over shared memory: one copy that the program and the device
  * both address by the same pointer. It comes from the shared arena, which the worker registered
  * device-mapped (hostreg.c's ShmDevicePointer); the arena is mapped a second time in this process
  * at exactly its device address (transport's gc_shm_alias_at), so the pointer handed out is the
  * program's and the device's alike. The memory stays in host RAM and the GPU reaches it over the
  * bus (as with zero-copy), so it is correct but not fast; it counts against the arena, not the
- * device quota. Prefetches, advice and stream attachment are hints and succeed for it. Over TCP
- * (no common memory) and where the device's address is taken in this process, it is refused with
- * CUDA_ERROR_NOT_SUPPORTED, said once. */
+ * device quota. Elsewhere (TCP, an arena that is full or whose device address
+ * is taken here) it is device memory kept coherent with a host shadow at the same address by
+ * software (coherence.c), charged to the device quota. Prefetches, advice and stream attachment
+ * are hints and succeed for managed memory; attachment tells coherence which stream to wait for. */
 #include "guest.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
+#include "driver/coherence.h"
+
 static pthread_mutex_t alias_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t device_base; /* the arena's device address, once aliased */
 
 static CUresult refuse(const char *why) {
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-        fprintf(stderr, "gpucloud: cuMemAllocManaged: managed memory needs shared memory with gpuserverd (a process on the "
-                        "GPU's host); %s (CUDA_ERROR_NOT_SUPPORTED)\n", why);
+    if (gc_trace_on()) gc_trace("cuMemAllocManaged: not in the shared arena (%s): software coherence", why);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
 /* alias makes the arena addressable at its device address here; device_base is then set. */
 static CUresult alias(void) {
     if (__atomic_load_n(&device_base, __ATOMIC_ACQUIRE)) return CUDA_SUCCESS;
-    if (!gc_shm_on()) return refuse("over TCP it is not offered");
+    if (!gc_shm_on()) return refuse("no arena");
     uint64_t base;
     CUresult rc = gc_arena_device_base(&base);
     if (rc != CUDA_SUCCESS) return rc == CUDA_ERROR_NOT_SUPPORTED ? refuse("this server cannot map host memory") : rc;
@@ -55,19 +55,25 @@ EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flag
         return GC_T(CUDA_ERROR_INVALID_VALUE);
     int dev;
     CUresult rc = gc_current_device(&dev);
-    if (rc == CUDA_SUCCESS) rc = alias();
     if (rc != CUDA_SUCCESS) return GC_T(rc);
-    char *p = gc_shm_alloc(bytes);
-    if (!p) return GC_T(CUDA_ERROR_OUT_OF_MEMORY);
-    *dptr = device_base + (uint64_t)(p - gc_shm_base());
-    return GC_T(CUDA_SUCCESS);
+    if (gc_shm_on() && alias() == CUDA_SUCCESS) {
+        char *p = gc_shm_alloc(bytes);
+        if (p) {
+            *dptr = device_base + (uint64_t)(p - gc_shm_base());
+            return GC_T(CUDA_SUCCESS);
+        }
+    }
+    void *p;
+    rc = gc_coh_alloc(&p, bytes, GC_COH_MANAGED);
+    if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
+    return GC_T(rc);
 }
 
 /* gc_managed_free frees p if it is managed memory, after the context's work (a kernel may still
  * be using it, as cuMemFree waits for it): 1 if it was. */
 int gc_managed_free(CUdeviceptr p) {
     uint64_t off;
-    if (!managed_offset(p, 1, &off)) return 0;
+    if (!managed_offset(p, 1, &off)) return gc_coh_free((void *)(uintptr_t)p, GC_COH_MANAGED);
     (void)cuCtxSynchronize();
     return gc_shm_free(gc_shm_base() + off);
 }
@@ -75,7 +81,10 @@ int gc_managed_free(CUdeviceptr p) {
 /* Hints: the memory is where both sides reach it already. */
 static CUresult hint(CUdeviceptr p, size_t n) {
     uint64_t off;
-    return GC_T(managed_offset(p, n ? n : 1, &off) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+    int kind = 0;
+    if (managed_offset(p, n ? n : 1, &off)) return GC_T(CUDA_SUCCESS);
+    return GC_T(gc_coh_find((void *)(uintptr_t)p, n, &kind) && kind == GC_COH_MANAGED ? CUDA_SUCCESS
+                                                                                     : CUDA_ERROR_INVALID_VALUE);
 }
 
 EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr p, size_t n, CUdevice dst, CUstream s) {
@@ -95,6 +104,9 @@ EXPORT CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, int advice, CUmemLocatio
     return hint(p, n);
 }
 EXPORT CUresult cuStreamAttachMemAsync(CUstream s, CUdeviceptr p, size_t n, unsigned flags) {
-    (void)s, (void)flags;
-    return hint(p, n); /* n 0: the whole allocation */
+    CUresult rc = hint(p, n); /* n 0: the whole allocation */
+    /* flags 0: the runtime's prefetch and advice, checking only (driver/coherence.c keeps the stream) */
+    if (rc == CUDA_SUCCESS && flags && gc_coh_find((void *)(uintptr_t)p, 0, NULL))
+        rc = gc_coh_attach((void *)(uintptr_t)p, s, flags);
+    return GC_T(rc);
 }

@@ -4,6 +4,8 @@
  * record of the page-locked ranges it hands out). */
 #include "families.h"
 
+#include "driver/coherence.h"
+
 #include <stdbool.h>
 #include <string.h>
 
@@ -11,15 +13,28 @@
 static CUresult attribute(void *data, CUpointer_attribute a, CUdeviceptr p, int known, CUdeviceptr base, size_t size) {
     if (!data) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
-    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: *(unsigned *)data = known ? CU_MEMORYTYPE_DEVICE : 0; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED: *(unsigned *)data = 0; return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: { /* mapped host memory kept coherent (coherence.c) is host memory */
+        int kind = 0;
+        *(unsigned *)data = gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MAPPED_HOST ? CU_MEMORYTYPE_HOST
+                            : known                                                              ? CU_MEMORYTYPE_DEVICE
+                                                                                                 : 0;
+        return CUDA_SUCCESS;
+    }
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: { /* coherent managed memory (coherence.c) */
+        int kind = 0;
+        *(unsigned *)data = gc_coh_find((void *)(uintptr_t)p, 0, &kind) && kind == GC_COH_MANAGED;
+        return CUDA_SUCCESS;
+    }
     default: break;
     }
     if (!known) return CUDA_ERROR_INVALID_VALUE;
     switch (a) {
     case CU_POINTER_ATTRIBUTE_CONTEXT: return cuCtxGetCurrent((CUcontext *)data);
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: *(CUdeviceptr *)data = p; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return CUDA_ERROR_INVALID_VALUE; /* device memory is not mapped here */
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: /* device memory is not mapped here, but coherent memory is, alike */
+        if (!gc_coh_find((void *)(uintptr_t)p, 0, NULL)) return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = (void *)(uintptr_t)p;
+        return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS: *(bool *)data = false; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = base; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return gc_current_device((int *)data);

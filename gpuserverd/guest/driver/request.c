@@ -2,6 +2,8 @@
  * first makes that device the server's current one. */
 #include "guest.h"
 
+#include "driver/coherence.h"
+
 #include <stdlib.h>
 #include <stdio.h>
 
@@ -18,7 +20,9 @@ static CUresult request(int on, uint16_t type, uint16_t flags, const uint8_t *he
                         const void *tail, size_t tail_n, uint16_t want, void *reply) {
     int dev = on, on_device = on != ON_NONE;
     CUresult rc = on == ON_CURRENT ? gc_current_device(&dev) : gc_ensure_init();
+    if (rc == CUDA_SUCCESS && on_device) rc = gc_coh_before(type);
     if (rc != CUDA_SUCCESS) return rc;
+    gc_coh_prefault(tail, tail_n); /* an input kept in managed memory */
     struct gc_reply r;
     pthread_mutex_lock(&gc.mu);
     if (on_device) rc = gc_select_device_locked(dev);

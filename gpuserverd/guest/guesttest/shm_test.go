@@ -103,24 +103,27 @@ func TestSharedMemoryKilledWorker(t *testing.T) {
 }
 
 // Mapped pinned memory is reached by kernels with no copy over shared memory (the arena is
-// registered device-mapped); over TCP cuMemHostGetDevicePointer is refused.
-func TestZeroCopy(t *testing.T) { sharedOrRefused(t, "zerocopy_test") }
+// registered device-mapped); over TCP it is device memory the guest library keeps coherent.
+func TestZeroCopy(t *testing.T) { sharedAndCoherent(t, "zerocopy_test") }
 
 // Managed memory over shared memory is one copy at one pointer for the program and the device;
-// over TCP it is refused.
-func TestManagedMemory(t *testing.T) { sharedOrRefused(t, "managed_test") }
+// over TCP it is device memory the guest library keeps coherent with the program's pages.
+func TestManagedMemory(t *testing.T) { sharedAndCoherent(t, "managed_test") }
 
-// sharedOrRefused runs prog over shared memory ("shm": the feature works) and over TCP ("tcp": it
-// is refused, saying why).
-func sharedOrRefused(t *testing.T, prog string) {
+// sharedAndCoherent runs prog over shared memory ("shm": the arena's one copy) and over TCP
+// ("tcp": software coherence, coherence_test.go).
+func sharedAndCoherent(t *testing.T, prog string) {
 	s := startServer(t)
 	ok := prog + ": OK"
-	if out := s.shmRun(t, s.token("s-"+prog, sessiontoken.TierShared, 1<<30), "16", prog, "shm"); !strings.Contains(out, ok) {
-		t.Fatalf("%s over shared memory:\n%s", prog, tail(out))
+	if out := s.shmRun(t, s.token("s-"+prog, sessiontoken.TierShared, 1<<30), "16", prog, "shm"); !strings.Contains(out, ok) ||
+		strings.Contains(out, "coherent ") {
+		t.Fatalf("%s over shared memory (the arena, not coherence):\n%s", prog, tail(out))
 	}
-	if out := s.run(s.token("s-"+prog+"-tcp", sessiontoken.TierShared, 1<<30), prog, "tcp"); !strings.Contains(out, ok) ||
-		!strings.Contains(out, "over TCP it is not offered") {
-		t.Fatalf("%s over TCP:\n%s", prog, out)
+	cmd := s.client(s.token("s-"+prog+"-tcp", sessiontoken.TierShared, 1<<30), prog, "tcp")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_TRACE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ok) || !strings.Contains(string(out), "coherent ") {
+		t.Fatalf("%s over TCP: %v\n%s", prog, err, tail(string(out)))
 	}
 }
 

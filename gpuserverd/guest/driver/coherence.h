@@ -1,0 +1,31 @@
+/* Software coherence for managed and mapped host memory where there is no shared arena
+ * (driver/coherence.c). */
+#ifndef GPUCLOUD_COHERENCE_H
+#define GPUCLOUD_COHERENCE_H
+
+#include "guest.h"
+
+enum { GC_COH_MANAGED = 1, GC_COH_MAPPED_HOST = 2 };
+
+/* gc_coh_alloc gives bytes of coherent memory of kind at *out, an address that is the device's
+ * and the program's alike; charged to the device quota. CUDA_ERROR_NOT_SUPPORTED where the
+ * device's addresses are taken in this process. Needs a current context. */
+CUresult gc_coh_alloc(void **out, size_t bytes, int kind);
+/* gc_coh_free frees p if it is coherent memory of kind (waiting for the device's work): 1 if so. */
+int gc_coh_free(const void *p, int kind);
+/* gc_coh_find: whether [p, p+n) lies in one coherent allocation (n 0: p does); its kind. */
+int gc_coh_find(const void *p, size_t n, int *kind);
+/* gc_coh_attach records the stream whose work may use the allocation holding p (a hint, but it
+ * tells which work a CPU access waits for). */
+CUresult gc_coh_attach(const void *p, CUstream s, unsigned flags);
+/* gc_coh_before runs before a call of message type that may let the device touch memory, outside
+ * gc.mu: dirty pages go to the device and the host's pages to it. A failed push is returned. */
+CUresult gc_coh_before(uint16_t type);
+/* gc_coh_prefault reads [p, p+n) page by page where it is coherent memory, so that a call's
+ * host-side input kept there is fetched before the call takes the connection (a fault while it
+ * holds it could not be served). After gc_coh_before. */
+void gc_coh_prefault(const void *p, size_t n);
+/* gc_coh_transport: whether this session has no arena, so managed memory goes through coherence. */
+int gc_coh_transport(void);
+
+#endif
