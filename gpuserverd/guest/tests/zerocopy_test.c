@@ -21,7 +21,8 @@ int main(int argc, char **argv) {
     CHECK(cuMemHostGetDevicePointer(&d, h, 0));
     EXPECT(d != 0);
     /* Unified addressing: the pinned pointer is the device's too (the arena lies at its device
-     * address; over TCP the coherent copy does), and a kernel given the program's pointer itself reaches the same bytes. */
+     * address; over TCP the coherent copy does), and a kernel given the program's pointer itself
+     * reaches the same bytes. */
     EXPECT(d == (CUdeviceptr)(uintptr_t)h);
     {
         CUdeviceptr hp = (CUdeviceptr)(uintptr_t)(h + N / 2);
