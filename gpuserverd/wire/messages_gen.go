@@ -216,6 +216,10 @@ const (
 	TypeBlasTrsm                     Type = 7100
 	TypeBlasGetrfBatched             Type = 7101
 	TypeBlasGetrsBatched             Type = 7102
+	TypeIpcExport                    Type = 3300
+	TypeIpcKeyReply                  Type = 3301
+	TypeIpcImport                    Type = 3302
+	TypeIpcClose                     Type = 3303
 )
 
 var typeNames = map[Type]string{
@@ -403,6 +407,10 @@ var typeNames = map[Type]string{
 	TypeBlasTrsm:                     "BlasTrsm",
 	TypeBlasGetrfBatched:             "BlasGetrfBatched",
 	TypeBlasGetrsBatched:             "BlasGetrsBatched",
+	TypeIpcExport:                    "IpcExport",
+	TypeIpcKeyReply:                  "IpcKeyReply",
+	TypeIpcImport:                    "IpcImport",
+	TypeIpcClose:                     "IpcClose",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -776,6 +784,14 @@ func New(t Type) Message {
 		return new(BlasGetrfBatched)
 	case TypeBlasGetrsBatched:
 		return new(BlasGetrsBatched)
+	case TypeIpcExport:
+		return new(IpcExport)
+	case TypeIpcKeyReply:
+		return new(IpcKeyReply)
+	case TypeIpcImport:
+		return new(IpcImport)
+	case TypeIpcClose:
+		return new(IpcClose)
 	}
 	return nil
 }
@@ -6933,5 +6949,117 @@ func (m *BlasGetrsBatched) Decode(p []byte) error {
 	m.Barray = d.u64("barray")
 	m.Ldb = int32(d.u32("ldb"))
 	m.Batch = int32(d.u32("batch"))
+	return d.finish()
+}
+
+// IpcExport is message type 3300.
+type IpcExport struct {
+	Kind       uint32
+	Object     uint64
+	HandleType uint32
+}
+
+// Type returns TypeIpcExport.
+func (*IpcExport) Type() Type { return TypeIpcExport }
+
+// Append appends the encoded payload to b.
+func (m *IpcExport) Append(b []byte) []byte {
+	b = putU32(b, m.Kind)
+	b = putU64(b, m.Object)
+	b = putU32(b, m.HandleType)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcExport) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcExport"}
+	m.Kind = d.u32("kind")
+	m.Object = d.u64("object")
+	m.HandleType = d.u32("handle_type")
+	return d.finish()
+}
+
+// IpcKeyReply is message type 3301.
+type IpcKeyReply struct {
+	Result int32
+	Key    []byte
+}
+
+// Type returns TypeIpcKeyReply.
+func (*IpcKeyReply) Type() Type { return TypeIpcKeyReply }
+
+// Append appends the encoded payload to b.
+func (m *IpcKeyReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Key)))
+	b = append(b, m.Key...)
+	return b
+}
+
+// AppendHead appends the payload without Key's content (its length included), so a
+// large Key can be written from where it lies.
+func (m *IpcKeyReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Key)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcKeyReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcKeyReply"}
+	m.Result = int32(d.u32("result"))
+	m.Key = d.bytes("key", 32)
+	return d.finish()
+}
+
+// IpcImport is message type 3302.
+type IpcImport struct {
+	Kind  uint32
+	Key   []byte
+	Pool  uint64
+	Flags uint32
+}
+
+// Type returns TypeIpcImport.
+func (*IpcImport) Type() Type { return TypeIpcImport }
+
+// Append appends the encoded payload to b.
+func (m *IpcImport) Append(b []byte) []byte {
+	b = putU32(b, m.Kind)
+	b = putU32(b, uint32(len(m.Key)))
+	b = append(b, m.Key...)
+	b = putU64(b, m.Pool)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcImport) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcImport"}
+	m.Kind = d.u32("kind")
+	m.Key = d.bytes("key", 32)
+	m.Pool = d.u64("pool")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// IpcClose is message type 3303.
+type IpcClose struct {
+	Ptr uint64
+}
+
+// Type returns TypeIpcClose.
+func (*IpcClose) Type() Type { return TypeIpcClose }
+
+// Append appends the encoded payload to b.
+func (m *IpcClose) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcClose) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcClose"}
+	m.Ptr = d.u64("ptr")
 	return d.finish()
 }

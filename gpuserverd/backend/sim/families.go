@@ -24,6 +24,7 @@ type families struct {
 	captures     map[backend.Handle]*capture // stream -> its capture
 	nextCapture  uint64
 	links        map[backend.Handle]*link
+	ipc          ipcObjects // shared with other processes (ipc.go)
 }
 
 var (
@@ -41,7 +42,9 @@ func (c *Context) closeFamilies() {
 	defer c.mu.Unlock()
 	var held uint64
 	for _, p := range c.fam.physical {
-		held += uint64(len(p.data))
+		if !p.imported {
+			held += uint64(len(p.data))
+		}
 	}
 	for _, p := range c.fam.pools {
 		held += p.reserved
