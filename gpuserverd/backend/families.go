@@ -282,3 +282,10 @@ type IPC interface {
 	IpcImport(kind uint32, blob []byte, fd *os.File, pool Handle, flags uint32) (uint64, error)
 	IpcCloseMemory(ptr uint64) error
 }
+
+// PoolAccess is cuMemPoolGetAccess and cuMemPoolSetAccess: what a location (a CUmemLocation's
+// type and id) may do with a pool's memory (CUmemAccess_flags: 0 none, 1 read, 3 read-write).
+type PoolAccess interface {
+	MemPoolGetAccess(pool Handle, locType uint32, locID int32) (uint32, error)
+	MemPoolSetAccess(pool Handle, locType uint32, locID int32, flags uint32) error
+}

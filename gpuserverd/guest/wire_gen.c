@@ -234,6 +234,8 @@ const char *gw_type_name(uint16_t type) {
 	case 3301: return "IpcKeyReply";
 	case 3302: return "IpcImport";
 	case 3303: return "IpcClose";
+	case 3304: return "MemPoolGetAccess";
+	case 3305: return "MemPoolSetAccess";
 	}
 	return "unknown";
 }
@@ -6290,6 +6292,61 @@ int gw_ipc_close_decode(struct gw_ipc_close *m, const uint8_t *p, size_t n, char
 	return dfinish(&d);
 }
 
+size_t gw_mem_pool_get_access_size(const struct gw_mem_pool_get_access *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_pool_get_access_encode(const struct gw_mem_pool_get_access *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	return o;
+}
+
+int gw_mem_pool_get_access_decode(struct gw_mem_pool_get_access *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolGetAccess", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_set_access_size(const struct gw_mem_pool_set_access *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_pool_set_access_encode(const struct gw_mem_pool_set_access *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_mem_pool_set_access_decode(struct gw_mem_pool_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolSetAccess", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -6668,6 +6725,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_ipc_import_decode(m, p, n, err, errlen);
 	case 3303:
 		return gw_ipc_close_decode(m, p, n, err, errlen);
+	case 3304:
+		return gw_mem_pool_get_access_decode(m, p, n, err, errlen);
+	case 3305:
+		return gw_mem_pool_set_access_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -219,6 +219,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_IPC_KEY_REPLY 3301
 #define GW_TYPE_IPC_IMPORT 3302
 #define GW_TYPE_IPC_CLOSE 3303
+#define GW_TYPE_MEM_POOL_GET_ACCESS 3304
+#define GW_TYPE_MEM_POOL_SET_ACCESS 3305
 
 struct gw_hello {
 	uint32_t version;
@@ -2333,6 +2335,25 @@ struct gw_ipc_close {
 size_t gw_ipc_close_size(const struct gw_ipc_close *m);
 uint8_t *gw_ipc_close_encode(const struct gw_ipc_close *m, uint8_t *out);
 int gw_ipc_close_decode(struct gw_ipc_close *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_get_access {
+	uint64_t pool;
+	uint32_t location_type;
+	int32_t location_id;
+};
+size_t gw_mem_pool_get_access_size(const struct gw_mem_pool_get_access *m);
+uint8_t *gw_mem_pool_get_access_encode(const struct gw_mem_pool_get_access *m, uint8_t *out);
+int gw_mem_pool_get_access_decode(struct gw_mem_pool_get_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_set_access {
+	uint64_t pool;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t flags;
+};
+size_t gw_mem_pool_set_access_size(const struct gw_mem_pool_set_access *m);
+uint8_t *gw_mem_pool_set_access_encode(const struct gw_mem_pool_set_access *m, uint8_t *out);
+int gw_mem_pool_set_access_decode(struct gw_mem_pool_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

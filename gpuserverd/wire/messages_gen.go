@@ -220,6 +220,8 @@ const (
 	TypeIpcKeyReply                  Type = 3301
 	TypeIpcImport                    Type = 3302
 	TypeIpcClose                     Type = 3303
+	TypeMemPoolGetAccess             Type = 3304
+	TypeMemPoolSetAccess             Type = 3305
 )
 
 var typeNames = map[Type]string{
@@ -411,6 +413,8 @@ var typeNames = map[Type]string{
 	TypeIpcKeyReply:                  "IpcKeyReply",
 	TypeIpcImport:                    "IpcImport",
 	TypeIpcClose:                     "IpcClose",
+	TypeMemPoolGetAccess:             "MemPoolGetAccess",
+	TypeMemPoolSetAccess:             "MemPoolSetAccess",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -792,6 +796,10 @@ func New(t Type) Message {
 		return new(IpcImport)
 	case TypeIpcClose:
 		return new(IpcClose)
+	case TypeMemPoolGetAccess:
+		return new(MemPoolGetAccess)
+	case TypeMemPoolSetAccess:
+		return new(MemPoolSetAccess)
 	}
 	return nil
 }
@@ -7061,5 +7069,62 @@ func (m *IpcClose) Append(b []byte) []byte {
 func (m *IpcClose) Decode(p []byte) error {
 	d := decoder{p: p, msg: "IpcClose"}
 	m.Ptr = d.u64("ptr")
+	return d.finish()
+}
+
+// MemPoolGetAccess is message type 3304.
+type MemPoolGetAccess struct {
+	Pool         uint64
+	LocationType uint32
+	LocationID   int32
+}
+
+// Type returns TypeMemPoolGetAccess.
+func (*MemPoolGetAccess) Type() Type { return TypeMemPoolGetAccess }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolGetAccess) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolGetAccess) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolGetAccess"}
+	m.Pool = d.u64("pool")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	return d.finish()
+}
+
+// MemPoolSetAccess is message type 3305.
+type MemPoolSetAccess struct {
+	Pool         uint64
+	LocationType uint32
+	LocationID   int32
+	Flags        uint32
+}
+
+// Type returns TypeMemPoolSetAccess.
+func (*MemPoolSetAccess) Type() Type { return TypeMemPoolSetAccess }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolSetAccess) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolSetAccess) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolSetAccess"}
+	m.Pool = d.u64("pool")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	m.Flags = d.u32("flags")
 	return d.finish()
 }

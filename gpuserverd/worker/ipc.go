@@ -39,7 +39,7 @@ var errNoRegistry = fmt.Errorf("IPC needs the server's registry of the instance'
 // is false for any other message.
 func (s *Session) ipcCall(m wire.Message) (answer wire.Message, ok bool) {
 	switch m.(type) {
-	case *wire.IpcExport, *wire.IpcImport, *wire.IpcClose:
+	case *wire.IpcExport, *wire.IpcImport, *wire.IpcClose, *wire.MemPoolGetAccess, *wire.MemPoolSetAccess:
 	case *wire.MemFree, *wire.EventDestroy, *wire.MemRelease, *wire.MemUnmap, *wire.MemPoolDestroy, *wire.MemFreeAsync:
 		if len(s.ipc.exports)+len(s.ipc.imports) == 0 {
 			return nil, false
@@ -67,6 +67,19 @@ func (s *Session) ipcCall(m wire.Message) (answer wire.Message, ok bool) {
 			s.ipcForget(o, false)
 		}
 		return status(err), true
+	case *wire.MemPoolGetAccess:
+		pa, ok := d.ctx.(backend.PoolAccess)
+		if !ok {
+			return &wire.ValueReply{Result: int32(backend.ErrNotSupported)}, true
+		}
+		v, err := pa.MemPoolGetAccess(backend.Handle(m.Pool), m.LocationType, m.LocationID)
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: int32(v)}, true
+	case *wire.MemPoolSetAccess:
+		pa, ok := d.ctx.(backend.PoolAccess)
+		if !ok {
+			return status(errNoFamily), true
+		}
+		return status(pa.MemPoolSetAccess(backend.Handle(m.Pool), m.LocationType, m.LocationID, m.Flags)), true
 	}
 	return s.ipcEnd(d, m)
 }
@@ -78,6 +91,8 @@ func ipcReply(m wire.Message, err error) wire.Message {
 		return &wire.IpcKeyReply{Result: int32(backend.ResultOf(err))}
 	case *wire.IpcImport:
 		return &wire.HandleReply{Result: int32(backend.ResultOf(err))}
+	case *wire.MemPoolGetAccess:
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err))}
 	}
 	return status(err)
 }

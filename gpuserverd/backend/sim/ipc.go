@@ -33,9 +33,9 @@ const ipcMagic = "gcsimipc"
 
 // ipcObjects is a context's shared objects. Guarded by Context.mu.
 type ipcObjects struct {
-	files    map[uint64]*os.File         // exported memory (address or allocation handle) -> its memfd
-	poolIDs  map[backend.Handle][16]byte // exported or imported pools -> identity
-	ptrPools map[uint64][16]byte         // imported pool pointers -> their pool's identity
+	files   map[uint64]*os.File         // exported memory (address or allocation handle) -> its memfd
+	poolIDs map[backend.Handle][16]byte // exported or imported pools -> identity
+	access  map[poolLocation]uint32     // cuMemPoolSetAccess
 }
 
 func ipcBlob(kind uint32, size uint64, id [16]byte) []byte {
@@ -134,17 +134,23 @@ func (c *Context) IpcExport(kind uint32, object uint64, handleType uint32) ([]by
 		if p.props.HandleTypes&1 == 0 {
 			return nil, nil, fmt.Errorf("export of pool %d: not created exportable as a POSIX file descriptor: %w", object, backend.ErrInvalidValue)
 		}
-		id, ok := c.fam.ipc.poolIDs[backend.Handle(object)]
-		if !ok {
-			rand.Read(id[:])
-			if c.fam.ipc.poolIDs == nil {
-				c.fam.ipc.poolIDs = map[backend.Handle][16]byte{}
-			}
-			c.fam.ipc.poolIDs[backend.Handle(object)] = id
-		}
-		return ipcBlob(kind, 0, id), nil, nil
+		return ipcBlob(kind, 0, c.poolIdentityLocked(backend.Handle(object))), nil, nil
 	}
 	return nil, nil, fmt.Errorf("export of kind %d: %w", kind, backend.ErrInvalidValue)
+}
+
+// poolIdentityLocked is the identity of an exportable pool (made on first use), zero for a pool
+// not created exportable as a POSIX file descriptor. c.mu held.
+func (c *Context) poolIdentityLocked(ph backend.Handle) [16]byte {
+	id, ok := c.fam.ipc.poolIDs[ph]
+	if p := c.fam.pools[ph]; !ok && p != nil && p.props.HandleTypes&1 != 0 {
+		rand.Read(id[:])
+		if c.fam.ipc.poolIDs == nil {
+			c.fam.ipc.poolIDs = map[backend.Handle][16]byte{}
+		}
+		c.fam.ipc.poolIDs[ph] = id
+	}
+	return id
 }
 
 // exportMemory moves the allocation at ptr into a memfd (once) and gives a copy of it.
@@ -153,12 +159,12 @@ func (c *Context) exportMemory(kind uint32, ptr uint64) ([]byte, *os.File, error
 	c.mu.Lock()
 	a, isPool := c.fam.asyncAllocs[ptr]
 	if isPool {
-		id = c.fam.ipc.poolIDs[a.pool]
+		id = c.poolIdentityLocked(a.pool)
 	}
 	f := c.fam.ipc.files[ptr]
 	c.mu.Unlock()
 	if (kind == backend.IpcPoolPointer) != isPool || (isPool && id == [16]byte{}) {
-		return nil, nil, fmt.Errorf("export of %#x: not an allocation of this kind (%d) or its pool was not exported: %w", ptr, kind, backend.ErrInvalidValue)
+		return nil, nil, fmt.Errorf("export of %#x: not an allocation of this kind (%d), or its pool is not exportable: %w", ptr, kind, backend.ErrInvalidValue)
 	}
 	c.mem.mu.Lock()
 	al, ok := c.mem.alloc[ptr]
@@ -319,4 +325,45 @@ func (e *sharedEvent) wait(gen uint64) {
 	for d := 20 * time.Microsecond; !e.reached(gen); d = min(2*d, time.Millisecond) {
 		time.Sleep(d)
 	}
+}
+
+var _ backend.PoolAccess = (*Context)(nil)
+
+// MemPoolGetAccess: the simulated device (location 0) may always read and write its pools, an
+// imported one included; the host and other devices have what was set (none by default).
+func (c *Context) MemPoolGetAccess(ph backend.Handle, locType uint32, locID int32) (uint32, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.namedPoolLocked(ph); err != nil {
+		return 0, err
+	}
+	if locType == 1 && locID == 0 {
+		return 3, nil
+	}
+	return c.fam.ipc.access[poolLocation{ph, locType, locID}], nil
+}
+
+func (c *Context) MemPoolSetAccess(ph backend.Handle, locType uint32, locID int32, flags uint32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.namedPoolLocked(ph); err != nil {
+		return err
+	}
+	if flags == 2 || flags > 3 || locType != 1 || (locID == 0 && flags != 3) {
+		return fmt.Errorf("pool %d: access %d for location %d/%d: %w", ph, flags, locType, locID, backend.ErrInvalidValue)
+	}
+	if locID >= int32(len(c.b.devices)) || locID < 0 {
+		return fmt.Errorf("pool %d: access for device %d: %w", ph, locID, backend.ErrInvalidDevice)
+	}
+	if c.fam.ipc.access == nil {
+		c.fam.ipc.access = map[poolLocation]uint32{}
+	}
+	c.fam.ipc.access[poolLocation{ph, locType, locID}] = flags
+	return nil
+}
+
+type poolLocation struct {
+	pool    backend.Handle
+	locType uint32
+	locID   int32
 }
