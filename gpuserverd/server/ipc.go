@@ -132,6 +132,9 @@ func (r *ipcRegistry) release(owner uint64, instance string, kind byte, key [wor
 		}
 		e.unlist()
 	} else {
+		if e.charge == 0 {
+			return 0, true // an uncharged entry counts no holds
+		}
 		if e.holds[owner] == 0 {
 			return 0, false
 		}
