@@ -55,6 +55,12 @@ static void resolve(void) {
 		if (r_ != 0) return r_;                 \
 	} while (0)
 
+// copy_out hands back the driver's answer r after copying the handle it wrote.
+static CUresult copy_out(CUresult r, const struct ipc_handle *h, unsigned char out[GC_IPC_HANDLE_SIZE]) {
+	memcpy(out, h->reserved, sizeof h->reserved);
+	return r;
+}
+
 static struct ipc_handle handle_of(const unsigned char b[GC_IPC_HANDLE_SIZE]) {
 	struct ipc_handle h;
 	memcpy(h.reserved, b, sizeof h.reserved);
@@ -64,9 +70,7 @@ static struct ipc_handle handle_of(const unsigned char b[GC_IPC_HANDLE_SIZE]) {
 CUresult gc_ipc_get_mem(CUcontext ctx, unsigned char out[GC_IPC_HANDLE_SIZE], CUdeviceptr p) {
 	BIND(ctx, get_mem);
 	struct ipc_handle h;
-	CUresult r = f.get_mem(&h, p);
-	memcpy(out, h.reserved, sizeof h.reserved);
-	return r;
+	return copy_out(f.get_mem(&h, p), &h, out);
 }
 
 CUresult gc_ipc_open_mem(CUcontext ctx, CUdeviceptr *p, const unsigned char h[GC_IPC_HANDLE_SIZE], unsigned flags) {
@@ -82,9 +86,7 @@ CUresult gc_ipc_close_mem(CUcontext ctx, CUdeviceptr p) {
 CUresult gc_ipc_get_event(CUcontext ctx, unsigned char out[GC_IPC_HANDLE_SIZE], CUevent e) {
 	BIND(ctx, get_event);
 	struct ipc_handle h;
-	CUresult r = f.get_event(&h, e);
-	memcpy(out, h.reserved, sizeof h.reserved);
-	return r;
+	return copy_out(f.get_event(&h, e), &h, out);
 }
 
 CUresult gc_ipc_open_event(CUcontext ctx, CUevent *e, const unsigned char h[GC_IPC_HANDLE_SIZE]) {
@@ -116,9 +118,7 @@ CUresult gc_pool_import_fd(CUcontext ctx, CUmemoryPool *pool, int fd) {
 CUresult gc_pool_export_ptr(CUcontext ctx, unsigned char out[GC_IPC_HANDLE_SIZE], CUdeviceptr p) {
 	BIND(ctx, export_ptr);
 	struct ipc_handle h;
-	CUresult r = f.export_ptr(&h, p);
-	memcpy(out, h.reserved, sizeof h.reserved);
-	return r;
+	return copy_out(f.export_ptr(&h, p), &h, out);
 }
 
 CUresult gc_pool_import_ptr(CUcontext ctx, CUdeviceptr *p, CUmemoryPool pool, const unsigned char d[GC_IPC_HANDLE_SIZE]) {
