@@ -140,7 +140,7 @@ func (s *Session) ipcExport(d *device, m *wire.IpcExport) wire.Message {
 	}
 	key, err := s.ipc.reg.export(byte(m.Kind), uint32(d.index), charged, blob, fd)
 	if err != nil {
-		return ipcReply(m, fmt.Errorf("export: %w: %w", err, backend.ErrOutOfMemory))
+		return ipcReply(m, registryErr(err))
 	}
 	// The entry pays for the memory from now on: the allocation's free gives back nothing.
 	switch m.Kind {
@@ -176,11 +176,8 @@ func (s *Session) ipcImport(d *device, m *wire.IpcImport) wire.Message {
 	}
 	key := [IpcKeyLen]byte(m.Key)
 	blob, fd, err := s.ipc.reg.open(byte(m.Kind), key)
-	if errors.Is(err, errForeignHandle) {
-		return ipcReply(m, fmt.Errorf("%w: %w", err, backend.ErrInvalidHandle))
-	}
 	if err != nil {
-		return ipcReply(m, fmt.Errorf("%w: %w", err, backend.ErrUnknown))
+		return ipcReply(m, registryErr(err))
 	}
 	h, err := ipc.IpcImport(m.Kind, blob, fd, backend.Handle(m.Pool), m.Flags)
 	if fd != nil {
@@ -207,6 +204,19 @@ func (s *Session) ipcImport(d *device, m *wire.IpcImport) wire.Message {
 	}
 	s.ipc.imports[o] = key
 	return &wire.HandleReply{Handle: h}
+}
+
+// registryErr is the CUDA code of the registry's answer: a key this instance did not file is an
+// invalid handle, a full registry out of memory, and a registry gone (a later gpuserverd adopted
+// this worker: the registry lived in the one before) not supported any more.
+func registryErr(err error) error {
+	switch {
+	case errors.Is(err, errForeignHandle):
+		return fmt.Errorf("%w: %w", err, backend.ErrInvalidHandle)
+	case errors.Is(err, errRegistryRefused):
+		return fmt.Errorf("%w: %w", err, backend.ErrOutOfMemory)
+	}
+	return fmt.Errorf("%w: %w", err, backend.ErrNotSupported)
 }
 
 func (s *Session) imported(d *device, kind uint32, object uint64) bool {
