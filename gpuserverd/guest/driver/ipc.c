@@ -98,6 +98,28 @@ static uint64_t alloc_size(CUdeviceptr p) {
     return gc_find_alloc(p, &base, &n) && base == p ? n : 0;
 }
 
+/* NVIDIA's driver takes the virtual-memory calls without a current context (the allocation's
+ * location names the device): memMapIPCDrv creates, exports and releases its allocations after
+ * destroying its contexts. Such a call makes device dev's primary context current for its
+ * length (the session's device lives on whatever contexts the program holds). */
+int gc_ctx_fallback(int dev) {
+    int cur;
+    CUcontext c;
+    if (gc_current_device(&cur) == CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS) return 0;
+    if (cuCtxPushCurrent_v2(c) != CUDA_SUCCESS) {
+        cuDevicePrimaryCtxRelease_v2(dev);
+        return 0;
+    }
+    return 1;
+}
+
+void gc_ctx_restore(int pushed, int dev) {
+    if (!pushed) return;
+    CUcontext c;
+    cuCtxPopCurrent_v2(&c);
+    cuDevicePrimaryCtxRelease_v2(dev);
+}
+
 /* ---- legacy IPC: cuIpc* ---- */
 
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p) {
@@ -153,7 +175,9 @@ EXPORT CUresult cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHa
     if (!out || flags) return GC_T(CUDA_ERROR_INVALID_VALUE);
     if (type != POSIX_FD) return GC_T(CUDA_ERROR_NOT_SUPPORTED);
     struct ipc_handle h;
+    int pushed = gc_ctx_fallback(0);
     CUresult rc = export(IPC_ALLOCATION, handle, type, 0, &h);
+    gc_ctx_restore(pushed, 0);
     if (rc == CUDA_SUCCESS) rc = to_fd(&h, out);
     return GC_T(rc);
 }

@@ -253,17 +253,29 @@ static void parent_vmm(const char *self, int foreign) {
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    /* As memMapIPCDrv: granularity, create and export with no context current (NVIDIA's driver
+     * needs none for them), which leaves none current. */
+    CUcontext ctx, none;
+    CHECK(cuCtxGetCurrent(&ctx));
+    CHECK(cuCtxSetCurrent(NULL));
+    size_t gran = 0;
+    CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    EXPECT(gran > 0 && SIZE % gran == 0);
     CUmemGenericAllocationHandle a;
     CHECK(cuMemCreate(&a, SIZE, &prop, 0));
+    int fd = -1;
+    EXPECT_RC(cuMemExportToShareableHandle(&fd, a, CU_MEM_HANDLE_TYPE_FABRIC, 0), CUDA_ERROR_NOT_SUPPORTED);
+    CHECK(cuMemExportToShareableHandle(&fd, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CHECK(cuCtxGetCurrent(&none));
+    EXPECT(none == NULL);
+    EXPECT_RC(cuMemAlloc(&(CUdeviceptr){0}, 16), CUDA_ERROR_INVALID_CONTEXT); /* other calls still need one */
+    CHECK(cuCtxSetCurrent(ctx));
     CUdeviceptr p;
     CHECK(cuMemAddressReserve(&p, SIZE, 0, 0, 0));
     CHECK(cuMemMap(p, SIZE, 0, a, 0));
     CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CHECK(cuMemSetAccess(p, SIZE, &acc, 1));
     CHECK(cuMemsetD8(p, 0x33, SIZE));
-    int fd = -1;
-    EXPECT_RC(cuMemExportToShareableHandle(&fd, a, CU_MEM_HANDLE_TYPE_FABRIC, 0), CUDA_ERROR_NOT_SUPPORTED);
-    CHECK(cuMemExportToShareableHandle(&fd, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     int sv[2];
     EXPECT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
     pid_t pid = spawn(self, "vmm", sv[1], foreign);
@@ -277,8 +289,10 @@ static void parent_vmm(const char *self, int foreign) {
     CHECK(cuMemcpyDtoH(buf, p, SIZE));
     EXPECT(all(buf, SIZE, foreign ? 0x33 : 0x44));
     CHECK(cuMemUnmap(p, SIZE));
-    CHECK(cuMemRelease(a));
     CHECK(cuMemAddressFree(p, SIZE));
+    CHECK(cuCtxSetCurrent(NULL));
+    CHECK(cuMemRelease(a));
+    CHECK(cuCtxSetCurrent(ctx));
 }
 
 static void parent_pool(const char *self, int foreign) {
