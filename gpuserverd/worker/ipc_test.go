@@ -1,13 +1,19 @@
 package worker
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"gpucloud/gpuserverd/backend"
+	"gpucloud/gpuserverd/backend/sim"
 	"gpucloud/gpuserverd/wire"
 )
 
@@ -136,4 +142,48 @@ func joinOps(r *memRegistry) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return strings.Join(r.ops, " ")
+}
+
+// FuzzIpcSession: frames of IPC calls and of the calls that end exported or imported objects,
+// served by a session with a registry (its own exports are what it may import), never crash the
+// worker and the session ends when its client leaves.
+func FuzzIpcSession(f *testing.F) {
+	seed := func(msgs ...wire.Message) []byte {
+		var b []byte
+		for i, m := range msgs {
+			b = wire.AppendFrame(b, m, 0, uint32(i+1))
+		}
+		return b
+	}
+	key := []byte{1, backend.IpcMemory}
+	key = append(key, make([]byte, IpcKeyLen-2)...)
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.IpcExport{Kind: backend.IpcMemory, Object: 0x7f2c00000000},
+		&wire.IpcImport{Kind: backend.IpcMemory, Key: key}, &wire.IpcClose{Ptr: 0x7f2c00001000},
+		&wire.MemFree{Ptr: 0x7f2c00000000}))
+	f.Add(seed(&wire.EventCreate{Flags: 6}, &wire.IpcExport{Kind: backend.IpcEvent, Object: 1},
+		&wire.IpcImport{Kind: backend.IpcEvent, Key: key}, &wire.EventDestroy{Event: 1}))
+	f.Add(seed(&wire.MemCreate{Size: 2 << 20, AllocType: 1, LocationType: 1, HandleTypes: 1},
+		&wire.IpcExport{Kind: backend.IpcAllocation, Object: 1, HandleType: 1}, &wire.MemRelease{Handle: 1}))
+	f.Add(seed(&wire.MemPoolCreate{AllocType: 1, HandleTypes: 1, LocationType: 1},
+		&wire.MemAllocAsync{Bytes: 4096, Pool: 1}, &wire.IpcExport{Kind: backend.IpcPool, Object: 1, HandleType: 1},
+		&wire.IpcExport{Kind: backend.IpcPoolPointer, Object: 0x7f2c00000000},
+		&wire.MemPoolGetAccess{Pool: 1, LocationType: 1}, &wire.MemPoolSetAccess{Pool: 1, LocationType: 1, Flags: 3},
+		&wire.MemFreeAsync{Ptr: 0x7f2c00000000}, &wire.MemPoolDestroy{Pool: 1}))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		a, c := net.Pipe()
+		s := NewSession(Config{Tier: "shared", MemoryQuota: 1 << 24, Devices: []int{0}}, sim.New(1, 1<<26), c,
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.SetIpcRegistry(&memRegistry{entries: map[[IpcKeyLen]byte]memEntry{}})
+		done := make(chan struct{})
+		go func() { s.Serve(context.Background()); close(done) }()
+		go io.Copy(io.Discard, a)
+		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		a.Write(in)
+		a.Close()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Fatal("session did not end after its client left")
+		}
+	})
 }

@@ -442,6 +442,11 @@ func (c *Context) Close() error {
 	c.mu.Lock()
 	streams := c.streams
 	c.streams = map[backend.Handle]*stream{}
+	for _, e := range c.events {
+		if e.shared != nil {
+			e.shared.abandon() // a wait on another process's record ends with the context (ipc.go)
+		}
+	}
 	c.mu.Unlock()
 	for _, s := range streams {
 		s.stop()

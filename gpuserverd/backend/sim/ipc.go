@@ -288,9 +288,13 @@ func (c *Context) IpcCloseMemory(ptr uint64) error {
 // sharedEvent is an interprocess event's state in a page both processes map: the number of
 // records issued and the highest one completed.
 type sharedEvent struct {
-	mem  []byte
-	file *os.File // the exporter's memfd; nil in an importer
+	mem       []byte
+	file      *os.File    // the exporter's memfd; nil in an importer
+	abandoned atomic.Bool // the context is closing: waits end (a record another process
+	// issued may never complete: that process may have ended)
 }
+
+func (e *sharedEvent) abandon() { e.abandoned.Store(true) }
 
 func newSharedEvent() (*sharedEvent, error) {
 	f, mem, err := sharedBytes("gpucloud-sim-event", 4096)
@@ -322,7 +326,7 @@ func (e *sharedEvent) reached(gen uint64) bool { return atomic.LoadUint64(e.comp
 
 // wait polls until record gen has completed (in whichever process recorded it).
 func (e *sharedEvent) wait(gen uint64) {
-	for d := 20 * time.Microsecond; !e.reached(gen); d = min(2*d, time.Millisecond) {
+	for d := 20 * time.Microsecond; !e.reached(gen) && !e.abandoned.Load(); d = min(2*d, time.Millisecond) {
 		time.Sleep(d)
 	}
 }

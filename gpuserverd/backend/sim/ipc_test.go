@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"gpucloud/gpuserverd/backend"
 )
@@ -119,5 +120,38 @@ func TestIpcAllocationNeedsTheHandleType(t *testing.T) {
 	}
 	if _, err := b.(backend.IPC).IpcImport(backend.IpcAllocation, []byte("random bytes"), nil, 0, 0); !errors.Is(err, backend.ErrInvalidHandle) {
 		t.Fatalf("import of random bytes: %v", err)
+	}
+}
+
+// A stream waiting on another process's record that never completes (that process ended) does
+// not keep the context from closing.
+func TestIpcEventWaitEndsWithTheContext(t *testing.T) {
+	_, a := newCtx(t, 1<<30)
+	_, b := newCtx(t, 1<<30)
+	ev, _ := a.EventCreate(0x6)
+	blob, f, _ := a.(backend.IPC).IpcExport(backend.IpcEvent, uint64(ev), 0)
+	ev2, err := b.(backend.IPC).IpcImport(backend.IpcEvent, blob, f, 0, 0)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := a.StreamCreate(1)
+	gate := make(chan struct{})
+	defer close(gate)
+	a.(*Context).enqueue(s, a.(*Context).streams[s], func() { <-gate })
+	a.EventRecord(ev, s) // issued, held behind the gate: never completes while the test runs
+	bs, _ := b.StreamCreate(1)
+	if err := b.StreamWaitEvent(bs, backend.Handle(ev2)); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the importer's context did not close behind a wait on the exporter's record")
 	}
 }
