@@ -258,8 +258,8 @@ func (s *Session) ipcEnd(d *device, m wire.Message) (wire.Message, bool) {
 			return status(fmt.Errorf("free of %#x, opened with cuIpcOpenMemHandle (close it with cuIpcCloseMemHandle): %w",
 				m.Ptr, backend.ErrInvalidValue)), true
 		}
-		if s.imported(d, backend.IpcPoolPointer, m.Ptr) {
-			kind = backend.IpcPoolPointer
+		if _, exp := s.ipc.exports[ipcObj{d.index, backend.IpcPoolPointer, m.Ptr}]; exp || s.imported(d, backend.IpcPoolPointer, m.Ptr) {
+			kind = backend.IpcPoolPointer // a pool's allocation freed with cuMemFree
 		}
 	case *wire.EventDestroy:
 		kind, obj = backend.IpcEvent, m.Event
