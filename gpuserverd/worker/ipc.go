@@ -97,13 +97,22 @@ func ipcReply(m wire.Message, err error) wire.Message {
 	return status(err)
 }
 
-func (s *Session) ipcExport(d *device, m *wire.IpcExport) wire.Message {
+// ipcOf is the device's backend IPC, when it has one and the server keeps a registry.
+func (s *Session) ipcOf(d *device) (backend.IPC, error) {
 	ipc, ok := d.ctx.(backend.IPC)
 	if !ok {
-		return ipcReply(m, errNoFamily)
+		return nil, errNoFamily
 	}
 	if s.ipc.reg == nil {
-		return ipcReply(m, errNoRegistry)
+		return nil, errNoRegistry
+	}
+	return ipc, nil
+}
+
+func (s *Session) ipcExport(d *device, m *wire.IpcExport) wire.Message {
+	ipc, err := s.ipcOf(d)
+	if err != nil {
+		return ipcReply(m, err)
 	}
 	o := ipcObj{d.index, m.Kind, m.Object}
 	if key, ok := s.ipc.exports[o]; ok { // the driver gives one object the same handle
@@ -161,12 +170,9 @@ func (s *Session) ipcExport(d *device, m *wire.IpcExport) wire.Message {
 }
 
 func (s *Session) ipcImport(d *device, m *wire.IpcImport) wire.Message {
-	ipc, ok := d.ctx.(backend.IPC)
-	if !ok {
-		return ipcReply(m, errNoFamily)
-	}
-	if s.ipc.reg == nil {
-		return ipcReply(m, errNoRegistry)
+	ipc, err := s.ipcOf(d)
+	if err != nil {
+		return ipcReply(m, err)
 	}
 	if len(m.Key) != IpcKeyLen || m.Kind < backend.IpcMemory || m.Kind > backend.IpcPoolPointer {
 		return ipcReply(m, fmt.Errorf("a handle of kind %d with a %d-byte key: %w", m.Kind, len(m.Key), backend.ErrInvalidHandle))

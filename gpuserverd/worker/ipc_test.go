@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"gpucloud/gpuserverd/backend"
 	"gpucloud/gpuserverd/backend/sim"
@@ -174,16 +172,6 @@ func FuzzIpcSession(f *testing.F) {
 		s := NewSession(Config{Tier: "shared", MemoryQuota: 1 << 24, Devices: []int{0}}, sim.New(1, 1<<26), c,
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.SetIpcRegistry(&memRegistry{entries: map[[IpcKeyLen]byte]memEntry{}})
-		done := make(chan struct{})
-		go func() { s.Serve(context.Background()); close(done) }()
-		go io.Copy(io.Discard, a)
-		a.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		a.Write(in)
-		a.Close()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Fatal("session did not end after its client left")
-		}
+		feedSession(t, s, a, in)
 	})
 }
