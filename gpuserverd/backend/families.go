@@ -1,6 +1,9 @@
 package backend
 
-import "math/big"
+import (
+	"math/big"
+	"os"
+)
 
 // The hand-written driver-API families (issue 14): optional interfaces a Context implements when
 // its backend supports them. The worker asks for each by type assertion and answers
@@ -255,4 +258,34 @@ type Linker interface {
 // bytes through it, with no copy (zero-copy, the guest's shared arena).
 type HostMapper interface {
 	HostDevicePointer(registered []byte) (uint64, error)
+}
+
+// The kinds of objects IPC shares between the processes of one instance (the wire's
+// IpcExport.kind).
+const (
+	IpcMemory      = 1 // cuMemAlloc memory, by its address (cuIpcGetMemHandle)
+	IpcEvent       = 2 // an event created with CU_EVENT_INTERPROCESS (cuIpcGetEventHandle)
+	IpcAllocation  = 3 // a cuMemCreate allocation handle (cuMemExportToShareableHandle)
+	IpcPool        = 4 // a memory pool (cuMemPoolExportToShareableHandle)
+	IpcPoolPointer = 5 // a pool's allocation, by its address (cuMemPoolExportPointer)
+)
+
+// IPC shares objects with another process's context on the same server (issue 14). IpcExport
+// gives what that context needs to open the object: bytes (NVIDIA's handle, at most 256) and,
+// for a shareable handle, a file descriptor the caller then owns. IpcImport opens it there (fd
+// may be nil; the callee does not keep it): a device address, an event, an allocation handle
+// or a pool, which the context's ordinary calls use and end (EventDestroy, MemRelease,
+// MemPoolDestroy, MemFreeAsync), except imported memory (IpcMemory), which IpcCloseMemory ends.
+// pool is the imported pool an IpcPoolPointer belongs to; flags are cuIpcOpenMemHandle's.
+type IPC interface {
+	IpcExport(kind uint32, object uint64, handleType uint32) (blob []byte, fd *os.File, err error)
+	IpcImport(kind uint32, blob []byte, fd *os.File, pool Handle, flags uint32) (uint64, error)
+	IpcCloseMemory(ptr uint64) error
+}
+
+// PoolAccess is cuMemPoolGetAccess and cuMemPoolSetAccess: what a location (a CUmemLocation's
+// type and id) may do with a pool's memory (CUmemAccess_flags: 0 none, 1 read, 3 read-write).
+type PoolAccess interface {
+	MemPoolGetAccess(pool Handle, locType uint32, locID int32) (uint32, error)
+	MemPoolSetAccess(pool Handle, locType uint32, locID int32, flags uint32) error
 }

@@ -245,6 +245,12 @@ const char *gw_type_name(uint16_t type) {
 	case 3410: return "StreamCaptureGraph";
 	case 3411: return "CaptureGraphReply";
 	case 3412: return "StreamUpdateCaptureDependencies";
+	case 3300: return "IpcExport";
+	case 3301: return "IpcKeyReply";
+	case 3302: return "IpcImport";
+	case 3303: return "IpcClose";
+	case 3304: return "MemPoolGetAccess";
+	case 3305: return "MemPoolSetAccess";
 	}
 	return "unknown";
 }
@@ -6680,6 +6686,170 @@ int gw_stream_update_capture_dependencies_decode(struct gw_stream_update_capture
 	return dfinish(&d);
 }
 
+size_t gw_ipc_export_size(const struct gw_ipc_export *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_ipc_export_encode(const struct gw_ipc_export *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->kind);
+	o = put64(o, m->object);
+	o = put32(o, (uint32_t)m->handle_type);
+	return o;
+}
+
+int gw_ipc_export_decode(struct gw_ipc_export *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "IpcExport", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->kind = d32(&d, "kind");
+	m->object = d64(&d, "object");
+	m->handle_type = d32(&d, "handle_type");
+	return dfinish(&d);
+}
+
+size_t gw_ipc_key_reply_size(const struct gw_ipc_key_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->key_len;
+	return n;
+}
+
+uint8_t *gw_ipc_key_reply_encode(const struct gw_ipc_key_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->key_len);
+	if (m->key_len) memcpy(o, m->key, m->key_len);
+	o += m->key_len;
+	return o;
+}
+
+uint8_t *gw_ipc_key_reply_encode_head(const struct gw_ipc_key_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, m->key_len);
+	return o;
+}
+
+int gw_ipc_key_reply_decode(struct gw_ipc_key_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "IpcKeyReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->key = dvar(&d, "key", 32, 1, &m->key_len);
+	return dfinish(&d);
+}
+
+size_t gw_ipc_import_size(const struct gw_ipc_import *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->key_len;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_ipc_import_encode(const struct gw_ipc_import *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->kind);
+	o = put32(o, m->key_len);
+	if (m->key_len) memcpy(o, m->key, m->key_len);
+	o += m->key_len;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_ipc_import_decode(struct gw_ipc_import *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "IpcImport", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->kind = d32(&d, "kind");
+	m->key = dvar(&d, "key", 32, 1, &m->key_len);
+	m->pool = d64(&d, "pool");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
+size_t gw_ipc_close_size(const struct gw_ipc_close *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_ipc_close_encode(const struct gw_ipc_close *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->ptr);
+	return o;
+}
+
+int gw_ipc_close_decode(struct gw_ipc_close *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "IpcClose", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->ptr = d64(&d, "ptr");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_get_access_size(const struct gw_mem_pool_get_access *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_pool_get_access_encode(const struct gw_mem_pool_get_access *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	return o;
+}
+
+int gw_mem_pool_get_access_decode(struct gw_mem_pool_get_access *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolGetAccess", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	return dfinish(&d);
+}
+
+size_t gw_mem_pool_set_access_size(const struct gw_mem_pool_set_access *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_mem_pool_set_access_encode(const struct gw_mem_pool_set_access *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->pool);
+	o = put32(o, (uint32_t)m->location_type);
+	o = put32(o, (uint32_t)m->location_id);
+	o = put32(o, (uint32_t)m->flags);
+	return o;
+}
+
+int gw_mem_pool_set_access_decode(struct gw_mem_pool_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "MemPoolSetAccess", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->pool = d64(&d, "pool");
+	m->location_type = d32(&d, "location_type");
+	m->location_id = (int32_t)d32(&d, "location_id");
+	m->flags = d32(&d, "flags");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -7080,6 +7250,18 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_capture_graph_reply_decode(m, p, n, err, errlen);
 	case 3412:
 		return gw_stream_update_capture_dependencies_decode(m, p, n, err, errlen);
+	case 3300:
+		return gw_ipc_export_decode(m, p, n, err, errlen);
+	case 3301:
+		return gw_ipc_key_reply_decode(m, p, n, err, errlen);
+	case 3302:
+		return gw_ipc_import_decode(m, p, n, err, errlen);
+	case 3303:
+		return gw_ipc_close_decode(m, p, n, err, errlen);
+	case 3304:
+		return gw_mem_pool_get_access_decode(m, p, n, err, errlen);
+	case 3305:
+		return gw_mem_pool_set_access_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -229,6 +229,12 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_STREAM_CAPTURE_GRAPH 3410
 #define GW_TYPE_CAPTURE_GRAPH_REPLY 3411
 #define GW_TYPE_STREAM_UPDATE_CAPTURE_DEPENDENCIES 3412
+#define GW_TYPE_IPC_EXPORT 3300
+#define GW_TYPE_IPC_KEY_REPLY 3301
+#define GW_TYPE_IPC_IMPORT 3302
+#define GW_TYPE_IPC_CLOSE 3303
+#define GW_TYPE_MEM_POOL_GET_ACCESS 3304
+#define GW_TYPE_MEM_POOL_SET_ACCESS 3305
 
 struct gw_hello {
 	uint32_t version;
@@ -2474,6 +2480,64 @@ struct gw_stream_update_capture_dependencies {
 size_t gw_stream_update_capture_dependencies_size(const struct gw_stream_update_capture_dependencies *m);
 uint8_t *gw_stream_update_capture_dependencies_encode(const struct gw_stream_update_capture_dependencies *m, uint8_t *out);
 int gw_stream_update_capture_dependencies_decode(struct gw_stream_update_capture_dependencies *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ipc_export {
+	uint32_t kind;
+	uint64_t object;
+	uint32_t handle_type;
+};
+size_t gw_ipc_export_size(const struct gw_ipc_export *m);
+uint8_t *gw_ipc_export_encode(const struct gw_ipc_export *m, uint8_t *out);
+int gw_ipc_export_decode(struct gw_ipc_export *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ipc_key_reply {
+	int32_t result;
+	const void *key; /* limit 32 */
+	uint32_t key_len;
+};
+size_t gw_ipc_key_reply_size(const struct gw_ipc_key_reply *m);
+uint8_t *gw_ipc_key_reply_encode(const struct gw_ipc_key_reply *m, uint8_t *out);
+int gw_ipc_key_reply_decode(struct gw_ipc_key_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_ipc_key_reply_encode_head(const struct gw_ipc_key_reply *m, uint8_t *out);
+
+struct gw_ipc_import {
+	uint32_t kind;
+	const void *key; /* limit 32 */
+	uint32_t key_len;
+	uint64_t pool;
+	uint32_t flags;
+};
+size_t gw_ipc_import_size(const struct gw_ipc_import *m);
+uint8_t *gw_ipc_import_encode(const struct gw_ipc_import *m, uint8_t *out);
+int gw_ipc_import_decode(struct gw_ipc_import *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_ipc_close {
+	uint64_t ptr;
+};
+size_t gw_ipc_close_size(const struct gw_ipc_close *m);
+uint8_t *gw_ipc_close_encode(const struct gw_ipc_close *m, uint8_t *out);
+int gw_ipc_close_decode(struct gw_ipc_close *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_get_access {
+	uint64_t pool;
+	uint32_t location_type;
+	int32_t location_id;
+};
+size_t gw_mem_pool_get_access_size(const struct gw_mem_pool_get_access *m);
+uint8_t *gw_mem_pool_get_access_encode(const struct gw_mem_pool_get_access *m, uint8_t *out);
+int gw_mem_pool_get_access_decode(struct gw_mem_pool_get_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_mem_pool_set_access {
+	uint64_t pool;
+	uint32_t location_type;
+	int32_t location_id;
+	uint32_t flags;
+};
+size_t gw_mem_pool_set_access_size(const struct gw_mem_pool_set_access *m);
+uint8_t *gw_mem_pool_set_access_encode(const struct gw_mem_pool_set_access *m, uint8_t *out);
+int gw_mem_pool_set_access_decode(struct gw_mem_pool_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -111,3 +111,23 @@ func (s *Server) serveMemory(c *net.UnixConn, pid int, claims sessiontoken.Claim
 }
 
 var errBadDevice = errors.New("device index past the session's GPUs")
+
+// move hands up to n bytes pid's session holds on k to holder to (an exported object's entry in
+// the IPC registry, ipc.go): the instance's total is unchanged, and the bytes go when to is
+// dropped rather than with pid.
+func (l *memoryLedger) move(pid, to int, k memKey, n uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from := l.held[pid]
+	n = min(n, from[k])
+	if n == 0 {
+		return
+	}
+	if from[k] -= n; from[k] == 0 {
+		delete(from, k)
+	}
+	if l.held[to] == nil {
+		l.held[to] = map[memKey]uint64{}
+	}
+	l.held[to][k] += n
+}

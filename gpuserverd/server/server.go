@@ -98,6 +98,7 @@ type Server struct {
 	denied   *denyList             // instances whose tokens the apiserver has revoked
 	memory   *memoryLedger         // shared-tier GPU memory per instance and GPU
 	nccl     *ncclIDs              // NCCL unique ids per instance (ncclids.go)
+	ipc      *ipcRegistry          // objects exported between an instance's processes (ipc.go)
 	monitors map[*monitor]struct{} // open NVML connections (nvml.go)
 
 	ln      net.Listener
@@ -161,7 +162,7 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 		sessions: map[int]*session{}, gpus: map[string]*gpuUse{}, monitors: map[*monitor]struct{}{},
 		metrics: counters{refusedBy: map[string]uint64{}}, arenas: newArenaBudget(cfg.ShmTotalMax),
 		gate: newHandshakeGate(cfg.MaxPendingPerSource, cfg.MaxPending), admitted: admitted{byInstance: map[string]int{}},
-		denied: newDenyList(), memory: newMemoryLedger(), nccl: newNcclIDs()}
+		denied: newDenyList(), memory: newMemoryLedger(), nccl: newNcclIDs(), ipc: newIpcRegistry()}
 	if err := s.loadAdminToken(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)

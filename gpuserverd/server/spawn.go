@@ -125,10 +125,20 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 		memThere.Close()
 		return err
 	}
+	ipcHere, ipcThere, err := seqpacketPair("ipc")
+	if err != nil {
+		statsW.Close()
+		lanesThere.Close()
+		arenasThere.Close()
+		memThere.Close()
+		ncclHere.Close()
+		ncclThere.Close()
+		return err
+	}
 	cmd := exec.Command(s.cfg.WorkerCommand[0], s.cfg.WorkerCommand[1:]...)
 	cmd.Stdin = bytes.NewReader(cfg)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere, ncclThere} // fds 3-8 (worker.LanesFD, ArenaFD, MemoryFD, NcclFD)
+	cmd.ExtraFiles = []*os.File{connFile, statsW, lanesThere, arenasThere, memThere, ncclThere, ipcThere} // fds 3-9 (worker.LanesFD, ArenaFD, MemoryFD, NcclFD, IpcFD)
 	// A socket session's worker outlives gpuserverd (its own session, so neither the server's
 	// death nor a signal to the server's process group reaches it) and waits for a new server to
 	// adopt it (adopt.go); one that nobody adopts ends itself. An ivshmem worker cannot be
@@ -137,13 +147,14 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	if channel.kind != "" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
-	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere, ncclThere}
+	childEnds := []*os.File{statsW, lanesThere, arenasThere, memThere, ncclThere, ipcThere}
 	err = cmd.Start()
 	for _, f := range childEnds {
 		f.Close() // the child has its own copies
 	}
 	if err != nil {
 		ncclHere.Close()
+		ipcHere.Close()
 		return fmt.Errorf("starting worker: %w", err)
 	}
 	// The worker's NCCL ids (ncclids.go) live as long as it does: not an adoptable part of the
@@ -151,6 +162,10 @@ func (s *Server) startWorker(ctx context.Context, connFile *os.File, release fun
 	go func() {
 		defer ncclHere.Close()
 		s.serveNccl(ncclHere, c, log)
+	}()
+	go func() { // the worker's exported objects (ipc.go), likewise
+		defer ipcHere.Close()
+		s.serveIpc(ipcHere, cmd.Process.Pid, c, log)
 	}()
 	release() // the worker owns the connection now
 

@@ -230,6 +230,12 @@ const (
 	TypeStreamCaptureGraph              Type = 3410
 	TypeCaptureGraphReply               Type = 3411
 	TypeStreamUpdateCaptureDependencies Type = 3412
+	TypeIpcExport                       Type = 3300
+	TypeIpcKeyReply                     Type = 3301
+	TypeIpcImport                       Type = 3302
+	TypeIpcClose                        Type = 3303
+	TypeMemPoolGetAccess                Type = 3304
+	TypeMemPoolSetAccess                Type = 3305
 )
 
 var typeNames = map[Type]string{
@@ -432,6 +438,12 @@ var typeNames = map[Type]string{
 	TypeStreamCaptureGraph:              "StreamCaptureGraph",
 	TypeCaptureGraphReply:               "CaptureGraphReply",
 	TypeStreamUpdateCaptureDependencies: "StreamUpdateCaptureDependencies",
+	TypeIpcExport:                       "IpcExport",
+	TypeIpcKeyReply:                     "IpcKeyReply",
+	TypeIpcImport:                       "IpcImport",
+	TypeIpcClose:                        "IpcClose",
+	TypeMemPoolGetAccess:                "MemPoolGetAccess",
+	TypeMemPoolSetAccess:                "MemPoolSetAccess",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -835,6 +847,18 @@ func New(t Type) Message {
 		return new(CaptureGraphReply)
 	case TypeStreamUpdateCaptureDependencies:
 		return new(StreamUpdateCaptureDependencies)
+	case TypeIpcExport:
+		return new(IpcExport)
+	case TypeIpcKeyReply:
+		return new(IpcKeyReply)
+	case TypeIpcImport:
+		return new(IpcImport)
+	case TypeIpcClose:
+		return new(IpcClose)
+	case TypeMemPoolGetAccess:
+		return new(MemPoolGetAccess)
+	case TypeMemPoolSetAccess:
+		return new(MemPoolSetAccess)
 	}
 	return nil
 }
@@ -7493,6 +7517,175 @@ func (m *StreamUpdateCaptureDependencies) Decode(p []byte) error {
 	d := decoder{p: p, msg: "StreamUpdateCaptureDependencies"}
 	m.Stream = d.u64("stream")
 	m.Deps = d.bytes("deps", 8192)
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// IpcExport is message type 3300.
+type IpcExport struct {
+	Kind       uint32
+	Object     uint64
+	HandleType uint32
+}
+
+// Type returns TypeIpcExport.
+func (*IpcExport) Type() Type { return TypeIpcExport }
+
+// Append appends the encoded payload to b.
+func (m *IpcExport) Append(b []byte) []byte {
+	b = putU32(b, m.Kind)
+	b = putU64(b, m.Object)
+	b = putU32(b, m.HandleType)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcExport) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcExport"}
+	m.Kind = d.u32("kind")
+	m.Object = d.u64("object")
+	m.HandleType = d.u32("handle_type")
+	return d.finish()
+}
+
+// IpcKeyReply is message type 3301.
+type IpcKeyReply struct {
+	Result int32
+	Key    []byte
+}
+
+// Type returns TypeIpcKeyReply.
+func (*IpcKeyReply) Type() Type { return TypeIpcKeyReply }
+
+// Append appends the encoded payload to b.
+func (m *IpcKeyReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Key)))
+	b = append(b, m.Key...)
+	return b
+}
+
+// AppendHead appends the payload without Key's content (its length included), so a
+// large Key can be written from where it lies.
+func (m *IpcKeyReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(len(m.Key)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcKeyReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcKeyReply"}
+	m.Result = int32(d.u32("result"))
+	m.Key = d.bytes("key", 32)
+	return d.finish()
+}
+
+// IpcImport is message type 3302.
+type IpcImport struct {
+	Kind  uint32
+	Key   []byte
+	Pool  uint64
+	Flags uint32
+}
+
+// Type returns TypeIpcImport.
+func (*IpcImport) Type() Type { return TypeIpcImport }
+
+// Append appends the encoded payload to b.
+func (m *IpcImport) Append(b []byte) []byte {
+	b = putU32(b, m.Kind)
+	b = putU32(b, uint32(len(m.Key)))
+	b = append(b, m.Key...)
+	b = putU64(b, m.Pool)
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcImport) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcImport"}
+	m.Kind = d.u32("kind")
+	m.Key = d.bytes("key", 32)
+	m.Pool = d.u64("pool")
+	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// IpcClose is message type 3303.
+type IpcClose struct {
+	Ptr uint64
+}
+
+// Type returns TypeIpcClose.
+func (*IpcClose) Type() Type { return TypeIpcClose }
+
+// Append appends the encoded payload to b.
+func (m *IpcClose) Append(b []byte) []byte {
+	b = putU64(b, m.Ptr)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *IpcClose) Decode(p []byte) error {
+	d := decoder{p: p, msg: "IpcClose"}
+	m.Ptr = d.u64("ptr")
+	return d.finish()
+}
+
+// MemPoolGetAccess is message type 3304.
+type MemPoolGetAccess struct {
+	Pool         uint64
+	LocationType uint32
+	LocationID   int32
+}
+
+// Type returns TypeMemPoolGetAccess.
+func (*MemPoolGetAccess) Type() Type { return TypeMemPoolGetAccess }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolGetAccess) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolGetAccess) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolGetAccess"}
+	m.Pool = d.u64("pool")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
+	return d.finish()
+}
+
+// MemPoolSetAccess is message type 3305.
+type MemPoolSetAccess struct {
+	Pool         uint64
+	LocationType uint32
+	LocationID   int32
+	Flags        uint32
+}
+
+// Type returns TypeMemPoolSetAccess.
+func (*MemPoolSetAccess) Type() Type { return TypeMemPoolSetAccess }
+
+// Append appends the encoded payload to b.
+func (m *MemPoolSetAccess) Append(b []byte) []byte {
+	b = putU64(b, m.Pool)
+	b = putU32(b, m.LocationType)
+	b = putU32(b, uint32(m.LocationID))
+	b = putU32(b, m.Flags)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *MemPoolSetAccess) Decode(p []byte) error {
+	d := decoder{p: p, msg: "MemPoolSetAccess"}
+	m.Pool = d.u64("pool")
+	m.LocationType = d.u32("location_type")
+	m.LocationID = int32(d.u32("location_id"))
 	m.Flags = d.u32("flags")
 	return d.finish()
 }

@@ -27,6 +27,9 @@ func (s *Session) unmovable() string {
 	if len(s.comms.comms) > 0 {
 		why = append(why, "NCCL communicators")
 	}
+	if len(s.ipc.exports)+len(s.ipc.imports) > 0 {
+		why = append(why, "objects shared with its instance's other processes (IPC)")
+	}
 	return strings.Join(why, ", ")
 }
 

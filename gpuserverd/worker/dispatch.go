@@ -126,6 +126,9 @@ func messageOf(m wire.Message) string {
 
 func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message, error) {
 	s.resolvePerThread(m)
+	if answer, ok := s.ipcCall(m); ok { // IPC within the instance (ipc.go)
+		return answer, nil
+	}
 	if answer, ok := s.family(m); ok { // the hand-written driver-API families (families.go)
 		return answer, nil
 	}

@@ -79,6 +79,12 @@ func serveBytes(t *testing.T, cfg Config, b *sim.Backend, lanes bool, in []byte)
 	if lanes {
 		s.EnableLanes()
 	}
+	feedSession(t, s, a, in)
+}
+
+// feedSession serves s, writes in as its client (a, the other end of s's connection), leaves,
+// and waits for the session to end.
+func feedSession(t *testing.T, s *Session, a net.Conn, in []byte) {
 	done := make(chan struct{})
 	go func() { s.Serve(context.Background()); close(done) }()
 	go io.Copy(io.Discard, a) // replies

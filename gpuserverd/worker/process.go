@@ -96,6 +96,10 @@ func Main(ctx context.Context, log *slog.Logger) error {
 		defer nc.Close()
 		s.SetNcclIDs(socketIDs{nc})
 	}
+	if ic := openIpcSocket(); ic != nil {
+		defer ic.Close()
+		s.SetIpcRegistry(&socketRegistry{c: ic})
+	}
 	ctx, end := context.WithCancel(ctx)
 	defer end()
 	adoptTimeout := cmp.Or(cfg.AdoptTimeout, DefaultAdoptTimeout)

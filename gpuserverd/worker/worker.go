@@ -93,6 +93,7 @@ type Session struct {
 	Stats   *Stats
 	peers   map[[2]int]bool // (device, peer) pairs with peer access enabled
 	comms   ncclState       // NCCL communicators (nccl.go)
+	ipc     ipcState        // objects shared with the instance's other processes (ipc.go)
 
 	// exec is held while a frame is served, and by a checkpoint or migration between frames
 	// (migrate.go): what it holds, the session's GPU state stands still.

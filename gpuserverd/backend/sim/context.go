@@ -323,6 +323,11 @@ func (c *Context) StreamWaitEvent(h, ev backend.Handle) error {
 	if err != nil {
 		return err
 	}
+	if e.shared != nil {
+		gen := e.shared.target()
+		c.enqueue(h, s, func() { e.shared.wait(gen) })
+		return nil
+	}
 	if r := e.current(); r != nil {
 		c.enqueue(h, s, func() { <-r.done })
 	}
@@ -332,8 +337,19 @@ func (c *Context) StreamWaitEvent(h, ev backend.Handle) error {
 func (c *Context) EventCreate(flags uint32) (backend.Handle, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	e := &event{noTiming: flags&0x2 != 0}
+	if flags&0x4 != 0 { // CU_EVENT_INTERPROCESS
+		if !e.noTiming {
+			return 0, fmt.Errorf("an interprocess event must disable timing: %w", backend.ErrInvalidValue)
+		}
+		shared, err := newSharedEvent()
+		if err != nil {
+			return 0, err
+		}
+		e.shared = shared
+	}
 	h := c.handle()
-	c.events[h] = &event{noTiming: flags&0x2 != 0}
+	c.events[h] = e
 	return h, nil
 }
 
@@ -360,6 +376,11 @@ func (c *Context) EventRecord(ev, h backend.Handle) error {
 	e.mu.Lock()
 	e.last = r
 	e.mu.Unlock()
+	if e.shared != nil {
+		gen := e.shared.record()
+		c.enqueue(h, s, func() { close(r.done); e.shared.finish(gen) })
+		return nil
+	}
 	c.enqueue(h, s, func() { r.at = time.Now(); close(r.done) })
 	return nil
 }
@@ -369,7 +390,9 @@ func (c *Context) EventSynchronize(ev backend.Handle) error {
 	if err != nil {
 		return err
 	}
-	if r := e.current(); r != nil {
+	if e.shared != nil {
+		e.shared.wait(e.shared.target())
+	} else if r := e.current(); r != nil {
 		<-r.done
 	}
 	return c.stickyErr()
@@ -380,7 +403,7 @@ func (c *Context) EventQuery(ev backend.Handle) error {
 	if err != nil {
 		return err
 	}
-	if !e.current().complete() {
+	if e.shared != nil && !e.shared.reached(e.shared.target()) || e.shared == nil && !e.current().complete() {
 		return backend.ErrNotReady
 	}
 	return nil
@@ -424,6 +447,11 @@ func (c *Context) Close() error {
 	c.mu.Lock()
 	streams := c.streams
 	c.streams = map[backend.Handle]*stream{}
+	for _, e := range c.events {
+		if e.shared != nil {
+			e.shared.abandon() // a wait on another process's record ends with the context (ipc.go)
+		}
+	}
 	c.mu.Unlock()
 	for _, s := range streams {
 		s.stop()

@@ -27,6 +27,7 @@ type families struct {
 	conds        map[uint64]*condHandle // conditional handle value -> handle
 	graphAllocs  map[uint64]*graphAlloc // allocation nodes' addresses
 	graphMem     graphMem
+	ipc          ipcObjects // shared with other processes (ipc.go)
 }
 
 var (
@@ -44,7 +45,9 @@ func (c *Context) closeFamilies() {
 	defer c.mu.Unlock()
 	var held uint64
 	for _, p := range c.fam.physical {
-		held += uint64(len(p.data))
+		if !p.imported {
+			held += uint64(len(p.data))
+		}
 	}
 	for _, p := range c.fam.pools {
 		held += p.reserved

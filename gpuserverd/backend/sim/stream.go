@@ -60,6 +60,8 @@ type event struct {
 	noTiming bool // CU_EVENT_DISABLE_TIMING: cannot be timed
 	mu       sync.Mutex
 	last     *record // nil until first recorded
+	// shared: an interprocess event's state, which other processes see (ipc.go); nil otherwise.
+	shared *sharedEvent
 }
 
 func (e *event) current() *record {

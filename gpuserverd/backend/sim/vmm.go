@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"os"
 	"sort"
 
 	"gpucloud/gpuserverd/backend"
@@ -17,6 +18,8 @@ type physical struct {
 	props backend.AllocProps
 	data  []byte
 	refs  int
+	// imported: opened from another process's export (ipc.go), reserved on its device there.
+	imported bool
 }
 
 type mapping struct {
@@ -71,13 +74,29 @@ func (c *Context) MemCreate(p backend.AllocProps, flags uint64) (backend.Handle,
 	if err := c.b.reserve(c.ordinal, p.Size); err != nil {
 		return 0, fmt.Errorf("create %d bytes: %w", p.Size, err)
 	}
+	data := make([]byte, p.Size)
+	var shared *os.File
+	if p.HandleTypes&1 != 0 { // exportable as a POSIX file descriptor: its bytes live in a memfd (ipc.go)
+		f, b, err := sharedBytes("gpucloud-sim-vmm", p.Size)
+		if err != nil {
+			c.b.release(c.ordinal, p.Size)
+			return 0, err
+		}
+		data, shared = b, f
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.fam.physical == nil {
 		c.fam.physical = map[backend.Handle]*physical{}
 	}
 	h := c.handle()
-	c.fam.physical[h] = &physical{props: p, data: make([]byte, p.Size), refs: 1}
+	c.fam.physical[h] = &physical{props: p, data: data, refs: 1}
+	if shared != nil {
+		if c.fam.ipc.files == nil {
+			c.fam.ipc.files = map[uint64]*os.File{}
+		}
+		c.fam.ipc.files[uint64(h)] = shared
+	}
 	return h, nil
 }
 
@@ -86,7 +105,9 @@ func (c *Context) unref(h backend.Handle) {
 	p := c.fam.physical[h]
 	if p.refs--; p.refs == 0 {
 		delete(c.fam.physical, h)
-		c.b.release(c.ordinal, uint64(len(p.data)))
+		if !p.imported {
+			c.b.release(c.ordinal, uint64(len(p.data)))
+		}
 	}
 }
 

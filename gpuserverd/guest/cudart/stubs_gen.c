@@ -481,21 +481,6 @@ GC_WEAK(cudaImportExternalSemaphore, gc_stub_cudaImportExternalSemaphore);
 static int said_cudaInitDevice;
 static int gc_stub_cudaInitDevice(void) { return refused("cudaInitDevice", &said_cudaInitDevice); }
 GC_WEAK(cudaInitDevice, gc_stub_cudaInitDevice);
-static int said_cudaIpcCloseMemHandle;
-static int gc_stub_cudaIpcCloseMemHandle(void) { return refused("cudaIpcCloseMemHandle", &said_cudaIpcCloseMemHandle); }
-GC_WEAK(cudaIpcCloseMemHandle, gc_stub_cudaIpcCloseMemHandle);
-static int said_cudaIpcGetEventHandle;
-static int gc_stub_cudaIpcGetEventHandle(void) { return refused("cudaIpcGetEventHandle", &said_cudaIpcGetEventHandle); }
-GC_WEAK(cudaIpcGetEventHandle, gc_stub_cudaIpcGetEventHandle);
-static int said_cudaIpcGetMemHandle;
-static int gc_stub_cudaIpcGetMemHandle(void) { return refused("cudaIpcGetMemHandle", &said_cudaIpcGetMemHandle); }
-GC_WEAK(cudaIpcGetMemHandle, gc_stub_cudaIpcGetMemHandle);
-static int said_cudaIpcOpenEventHandle;
-static int gc_stub_cudaIpcOpenEventHandle(void) { return refused("cudaIpcOpenEventHandle", &said_cudaIpcOpenEventHandle); }
-GC_WEAK(cudaIpcOpenEventHandle, gc_stub_cudaIpcOpenEventHandle);
-static int said_cudaIpcOpenMemHandle;
-static int gc_stub_cudaIpcOpenMemHandle(void) { return refused("cudaIpcOpenMemHandle", &said_cudaIpcOpenMemHandle); }
-GC_WEAK(cudaIpcOpenMemHandle, gc_stub_cudaIpcOpenMemHandle);
 static int said_cudaKernelSetAttributeForDevice;
 static int gc_stub_cudaKernelSetAttributeForDevice(void) { return refused("cudaKernelSetAttributeForDevice", &said_cudaKernelSetAttributeForDevice); }
 GC_WEAK(cudaKernelSetAttributeForDevice, gc_stub_cudaKernelSetAttributeForDevice);
@@ -562,24 +547,6 @@ GC_WEAK(cudaMemGetDefaultMemPool, gc_stub_cudaMemGetDefaultMemPool);
 static int said_cudaMemGetMemPool;
 static int gc_stub_cudaMemGetMemPool(void) { return refused("cudaMemGetMemPool", &said_cudaMemGetMemPool); }
 GC_WEAK(cudaMemGetMemPool, gc_stub_cudaMemGetMemPool);
-static int said_cudaMemPoolExportPointer;
-static int gc_stub_cudaMemPoolExportPointer(void) { return refused("cudaMemPoolExportPointer", &said_cudaMemPoolExportPointer); }
-GC_WEAK(cudaMemPoolExportPointer, gc_stub_cudaMemPoolExportPointer);
-static int said_cudaMemPoolExportToShareableHandle;
-static int gc_stub_cudaMemPoolExportToShareableHandle(void) { return refused("cudaMemPoolExportToShareableHandle", &said_cudaMemPoolExportToShareableHandle); }
-GC_WEAK(cudaMemPoolExportToShareableHandle, gc_stub_cudaMemPoolExportToShareableHandle);
-static int said_cudaMemPoolGetAccess;
-static int gc_stub_cudaMemPoolGetAccess(void) { return refused("cudaMemPoolGetAccess", &said_cudaMemPoolGetAccess); }
-GC_WEAK(cudaMemPoolGetAccess, gc_stub_cudaMemPoolGetAccess);
-static int said_cudaMemPoolImportFromShareableHandle;
-static int gc_stub_cudaMemPoolImportFromShareableHandle(void) { return refused("cudaMemPoolImportFromShareableHandle", &said_cudaMemPoolImportFromShareableHandle); }
-GC_WEAK(cudaMemPoolImportFromShareableHandle, gc_stub_cudaMemPoolImportFromShareableHandle);
-static int said_cudaMemPoolImportPointer;
-static int gc_stub_cudaMemPoolImportPointer(void) { return refused("cudaMemPoolImportPointer", &said_cudaMemPoolImportPointer); }
-GC_WEAK(cudaMemPoolImportPointer, gc_stub_cudaMemPoolImportPointer);
-static int said_cudaMemPoolSetAccess;
-static int gc_stub_cudaMemPoolSetAccess(void) { return refused("cudaMemPoolSetAccess", &said_cudaMemPoolSetAccess); }
-GC_WEAK(cudaMemPoolSetAccess, gc_stub_cudaMemPoolSetAccess);
 static int said_cudaMemPrefetchAsync_ptsz;
 static int gc_stub_cudaMemPrefetchAsync_ptsz(void) { return refused("cudaMemPrefetchAsync_ptsz", &said_cudaMemPrefetchAsync_ptsz); }
 GC_WEAK(cudaMemPrefetchAsync_ptsz, gc_stub_cudaMemPrefetchAsync_ptsz);

@@ -34,6 +34,6 @@ void more_properties(struct cudaDeviceProp *p, CUdevice dev) {
     OPT(memoryPoolsSupported, 115);
     OPT(clusterLaunch, 120);
 #undef OPT
-    /* gpucloud shares no memory between processes' sessions (cudaIpc* are refused). */
-    p->ipcEventSupported = 0;
+    /* Interprocess events are shared between the processes of one instance (ipc.c). */
+    p->ipcEventSupported = 1;
 }

@@ -20,6 +20,7 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t, int *, unsigned long long *, 
 cudaError_t cudaThreadExchangeStreamCaptureMode(int *);
 cudaError_t cudaGraphLaunch(void *, cudaStream_t);
 cudaError_t cudaIpcGetMemHandle(void *, void *);
+cudaError_t cudaGLGetDevices(unsigned *, int *, unsigned, int);
 cudaError_t cudaDeviceEnablePeerAccess(int, unsigned);
 cudaError_t cudaDeviceDisablePeerAccess(int);
 cudaError_t cudaProfilerStart(void);
@@ -182,10 +183,15 @@ static void refused_and_switches(void) {
     /* Graphs are remoted now (families.c): a null graph is the caller's error, not a refusal. */
     EXPECT(cudaGraphLaunch(NULL, NULL) != cudaSuccess && cudaGraphLaunch(NULL, NULL) != ERR_NOT_SUPPORTED);
     cudaGetLastError();
-    char handle[64];
-    EXPECT(cudaIpcGetMemHandle(handle, NULL) == ERR_NOT_SUPPORTED);
+    unsigned gl_count = 0;
+    int gl_devices[1];
+    EXPECT(cudaGLGetDevices(&gl_count, gl_devices, 1, 1) == ERR_NOT_SUPPORTED); /* graphics interop: never */
     EXPECT(cudaGetLastError() == ERR_NOT_SUPPORTED && cudaGetLastError() == cudaSuccess);
-    EXPECT(cudaIpcGetMemHandle(handle, NULL) == ERR_NOT_SUPPORTED); /* told once on stderr, refused each time */
+    EXPECT(cudaGLGetDevices(&gl_count, gl_devices, 1, 1) == ERR_NOT_SUPPORTED); /* told once on stderr, refused each time */
+    cudaGetLastError();
+    /* IPC is remoted within an instance (ipc.c): a null pointer is the caller's error. */
+    char handle[64];
+    EXPECT(cudaIpcGetMemHandle(handle, NULL) == cudaErrorInvalidValue);
     cudaGetLastError();
     int n = 0;
     RT(cudaGetDeviceCount(&n));

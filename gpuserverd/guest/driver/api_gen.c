@@ -868,24 +868,6 @@ GC_WEAK(cuImportExternalMemory, gc_stub_cuImportExternalMemory);
 static int said_cuImportExternalSemaphore;
 static int gc_stub_cuImportExternalSemaphore(void) { return gc_refused("cuImportExternalSemaphore", &said_cuImportExternalSemaphore); }
 GC_WEAK(cuImportExternalSemaphore, gc_stub_cuImportExternalSemaphore);
-static int said_cuIpcCloseMemHandle;
-static int gc_stub_cuIpcCloseMemHandle(void) { return gc_refused("cuIpcCloseMemHandle", &said_cuIpcCloseMemHandle); }
-GC_WEAK(cuIpcCloseMemHandle, gc_stub_cuIpcCloseMemHandle);
-static int said_cuIpcGetEventHandle;
-static int gc_stub_cuIpcGetEventHandle(void) { return gc_refused("cuIpcGetEventHandle", &said_cuIpcGetEventHandle); }
-GC_WEAK(cuIpcGetEventHandle, gc_stub_cuIpcGetEventHandle);
-static int said_cuIpcGetMemHandle;
-static int gc_stub_cuIpcGetMemHandle(void) { return gc_refused("cuIpcGetMemHandle", &said_cuIpcGetMemHandle); }
-GC_WEAK(cuIpcGetMemHandle, gc_stub_cuIpcGetMemHandle);
-static int said_cuIpcOpenEventHandle;
-static int gc_stub_cuIpcOpenEventHandle(void) { return gc_refused("cuIpcOpenEventHandle", &said_cuIpcOpenEventHandle); }
-GC_WEAK(cuIpcOpenEventHandle, gc_stub_cuIpcOpenEventHandle);
-static int said_cuIpcOpenMemHandle;
-static int gc_stub_cuIpcOpenMemHandle(void) { return gc_refused("cuIpcOpenMemHandle", &said_cuIpcOpenMemHandle); }
-GC_WEAK(cuIpcOpenMemHandle, gc_stub_cuIpcOpenMemHandle);
-static int said_cuIpcOpenMemHandle_v2;
-static int gc_stub_cuIpcOpenMemHandle_v2(void) { return gc_refused("cuIpcOpenMemHandle_v2", &said_cuIpcOpenMemHandle_v2); }
-GC_WEAK(cuIpcOpenMemHandle_v2, gc_stub_cuIpcOpenMemHandle_v2);
 static int said_cuKernelGetAttribute;
 static int gc_stub_cuKernelGetAttribute(void) { return gc_refused("cuKernelGetAttribute", &said_cuKernelGetAttribute); }
 GC_WEAK(cuKernelGetAttribute, gc_stub_cuKernelGetAttribute);
@@ -970,9 +952,6 @@ GC_WEAK(cuMemDiscardBatchAsync, gc_stub_cuMemDiscardBatchAsync);
 static int said_cuMemDiscardBatchAsync_ptsz;
 static int gc_stub_cuMemDiscardBatchAsync_ptsz(void) { return gc_refused("cuMemDiscardBatchAsync_ptsz", &said_cuMemDiscardBatchAsync_ptsz); }
 GC_WEAK(cuMemDiscardBatchAsync_ptsz, gc_stub_cuMemDiscardBatchAsync_ptsz);
-static int said_cuMemExportToShareableHandle;
-static int gc_stub_cuMemExportToShareableHandle(void) { return gc_refused("cuMemExportToShareableHandle", &said_cuMemExportToShareableHandle); }
-GC_WEAK(cuMemExportToShareableHandle, gc_stub_cuMemExportToShareableHandle);
 static int said_cuMemGetAccess;
 static int gc_stub_cuMemGetAccess(void) { return gc_refused("cuMemGetAccess", &said_cuMemGetAccess); }
 GC_WEAK(cuMemGetAccess, gc_stub_cuMemGetAccess);
@@ -994,33 +973,12 @@ GC_WEAK(cuMemGetMemPool, gc_stub_cuMemGetMemPool);
 static int said_cuMemHostGetFlags;
 static int gc_stub_cuMemHostGetFlags(void) { return gc_refused("cuMemHostGetFlags", &said_cuMemHostGetFlags); }
 GC_WEAK(cuMemHostGetFlags, gc_stub_cuMemHostGetFlags);
-static int said_cuMemImportFromShareableHandle;
-static int gc_stub_cuMemImportFromShareableHandle(void) { return gc_refused("cuMemImportFromShareableHandle", &said_cuMemImportFromShareableHandle); }
-GC_WEAK(cuMemImportFromShareableHandle, gc_stub_cuMemImportFromShareableHandle);
 static int said_cuMemMapArrayAsync;
 static int gc_stub_cuMemMapArrayAsync(void) { return gc_refused("cuMemMapArrayAsync", &said_cuMemMapArrayAsync); }
 GC_WEAK(cuMemMapArrayAsync, gc_stub_cuMemMapArrayAsync);
 static int said_cuMemMapArrayAsync_ptsz;
 static int gc_stub_cuMemMapArrayAsync_ptsz(void) { return gc_refused("cuMemMapArrayAsync_ptsz", &said_cuMemMapArrayAsync_ptsz); }
 GC_WEAK(cuMemMapArrayAsync_ptsz, gc_stub_cuMemMapArrayAsync_ptsz);
-static int said_cuMemPoolExportPointer;
-static int gc_stub_cuMemPoolExportPointer(void) { return gc_refused("cuMemPoolExportPointer", &said_cuMemPoolExportPointer); }
-GC_WEAK(cuMemPoolExportPointer, gc_stub_cuMemPoolExportPointer);
-static int said_cuMemPoolExportToShareableHandle;
-static int gc_stub_cuMemPoolExportToShareableHandle(void) { return gc_refused("cuMemPoolExportToShareableHandle", &said_cuMemPoolExportToShareableHandle); }
-GC_WEAK(cuMemPoolExportToShareableHandle, gc_stub_cuMemPoolExportToShareableHandle);
-static int said_cuMemPoolGetAccess;
-static int gc_stub_cuMemPoolGetAccess(void) { return gc_refused("cuMemPoolGetAccess", &said_cuMemPoolGetAccess); }
-GC_WEAK(cuMemPoolGetAccess, gc_stub_cuMemPoolGetAccess);
-static int said_cuMemPoolImportFromShareableHandle;
-static int gc_stub_cuMemPoolImportFromShareableHandle(void) { return gc_refused("cuMemPoolImportFromShareableHandle", &said_cuMemPoolImportFromShareableHandle); }
-GC_WEAK(cuMemPoolImportFromShareableHandle, gc_stub_cuMemPoolImportFromShareableHandle);
-static int said_cuMemPoolImportPointer;
-static int gc_stub_cuMemPoolImportPointer(void) { return gc_refused("cuMemPoolImportPointer", &said_cuMemPoolImportPointer); }
-GC_WEAK(cuMemPoolImportPointer, gc_stub_cuMemPoolImportPointer);
-static int said_cuMemPoolSetAccess;
-static int gc_stub_cuMemPoolSetAccess(void) { return gc_refused("cuMemPoolSetAccess", &said_cuMemPoolSetAccess); }
-GC_WEAK(cuMemPoolSetAccess, gc_stub_cuMemPoolSetAccess);
 static int said_cuMemPrefetchBatchAsync;
 static int gc_stub_cuMemPrefetchBatchAsync(void) { return gc_refused("cuMemPrefetchBatchAsync", &said_cuMemPrefetchBatchAsync); }
 GC_WEAK(cuMemPrefetchBatchAsync, gc_stub_cuMemPrefetchBatchAsync);
@@ -1613,12 +1571,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGreenCtxWaitEvent,
         (const void *)gc_stub_cuImportExternalMemory,
         (const void *)gc_stub_cuImportExternalSemaphore,
-        (const void *)gc_stub_cuIpcCloseMemHandle,
-        (const void *)gc_stub_cuIpcGetEventHandle,
-        (const void *)gc_stub_cuIpcGetMemHandle,
-        (const void *)gc_stub_cuIpcOpenEventHandle,
-        (const void *)gc_stub_cuIpcOpenMemHandle,
-        (const void *)gc_stub_cuIpcOpenMemHandle_v2,
         (const void *)gc_stub_cuKernelGetAttribute,
         (const void *)gc_stub_cuKernelGetLibrary,
         (const void *)gc_stub_cuKernelGetName,
@@ -1647,7 +1599,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemDiscardAndPrefetchBatchAsync_ptsz,
         (const void *)gc_stub_cuMemDiscardBatchAsync,
         (const void *)gc_stub_cuMemDiscardBatchAsync_ptsz,
-        (const void *)gc_stub_cuMemExportToShareableHandle,
         (const void *)gc_stub_cuMemGetAccess,
         (const void *)gc_stub_cuMemGetAttribute,
         (const void *)gc_stub_cuMemGetAttribute_v2,
@@ -1655,15 +1606,8 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuMemGetHandleForAddressRange,
         (const void *)gc_stub_cuMemGetMemPool,
         (const void *)gc_stub_cuMemHostGetFlags,
-        (const void *)gc_stub_cuMemImportFromShareableHandle,
         (const void *)gc_stub_cuMemMapArrayAsync,
         (const void *)gc_stub_cuMemMapArrayAsync_ptsz,
-        (const void *)gc_stub_cuMemPoolExportPointer,
-        (const void *)gc_stub_cuMemPoolExportToShareableHandle,
-        (const void *)gc_stub_cuMemPoolGetAccess,
-        (const void *)gc_stub_cuMemPoolImportFromShareableHandle,
-        (const void *)gc_stub_cuMemPoolImportPointer,
-        (const void *)gc_stub_cuMemPoolSetAccess,
         (const void *)gc_stub_cuMemPrefetchBatchAsync,
         (const void *)gc_stub_cuMemPrefetchBatchAsync_ptsz,
         (const void *)gc_stub_cuMemRangeGetAttribute,

@@ -25,4 +25,9 @@ CUresult gc_copy3d(const struct gc_side *src, const struct gc_side *dst, size_t 
 /* A dependency list as the wire carries it: node ids, 8 bytes each, into buf (8 * n bytes). */
 CUresult gc_deps(const CUgraphNode *deps, size_t n, uint8_t *buf, size_t cap);
 
+/* For the calls NVIDIA's driver takes without a current context: device dev's primary context
+ * made current when the thread has none (returns whether it did), and undone (driver/ipc.c). */
+int gc_ctx_fallback(int dev);
+void gc_ctx_restore(int pushed, int dev);
+
 #endif

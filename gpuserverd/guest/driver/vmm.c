@@ -29,7 +29,10 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
                               .flags = flags};
     GC_ENCODE(mem_create, m, b);
     uint64_t h;
+    int dev = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : 0;
+    int pushed = gc_ctx_fallback(dev); /* none needed (driver/ipc.c) */
     CUresult rc = gc_handle_call(GW_TYPE_MEM_CREATE, b, b_n, &h);
+    gc_ctx_restore(pushed, dev);
     if (rc == CUDA_SUCCESS) *handle = h;
     return GC_T(rc);
 }
@@ -37,7 +40,10 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
 EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     struct gw_mem_release m = {.handle = handle};
     GC_ENCODE(mem_release, m, b);
-    return GC_T(gc_call_status(GW_TYPE_MEM_RELEASE, 0, b, b_n));
+    int pushed = gc_ctx_fallback(0); /* none needed (driver/ipc.c) */
+    CUresult rc = gc_call_status(GW_TYPE_MEM_RELEASE, 0, b, b_n);
+    gc_ctx_restore(pushed, 0);
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
@@ -80,7 +86,10 @@ EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAl
                                                   .location_id = prop->location.id, .option = option};
     GC_ENCODE(mem_get_allocation_granularity, m, b);
     struct gw_size_reply r;
+    int dev = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : 0;
+    int pushed = gc_ctx_fallback(dev); /* none needed (driver/ipc.c) */
     CUresult rc = gc_request(GW_TYPE_MEM_GET_ALLOCATION_GRANULARITY, 0, b, b_n, GW_TYPE_SIZE_REPLY, &r);
+    gc_ctx_restore(pushed, dev);
     if (rc == CUDA_SUCCESS) *granularity = r.value;
     return GC_T(rc);
 }

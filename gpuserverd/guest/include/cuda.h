@@ -326,6 +326,7 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult *symbolStatus);
 
 #include "cuda_families.h"
+#include "cuda_ipc.h"
 
 #ifdef __cplusplus
 }

@@ -103,6 +103,7 @@ enum cudaDriverEntryPointQueryResult {
 #define cudaEnablePerThreadDefaultStream 0x2
 
 #include "cuda_runtime_families.h"
+#include "cuda_runtime_ipc.h"
 
 /* The runtime's own calls that its other files use. */
 cudaError_t cudaMalloc(void **p, size_t n);
