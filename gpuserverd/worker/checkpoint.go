@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,22 @@ func (s *Session) unmovable() string {
 	if len(s.comms.comms) > 0 {
 		why = append(why, "NCCL communicators")
 	}
+	for _, d := range s.devs {
+		if d == nil {
+			continue
+		}
+		if len(d.fam.physical)+len(d.fam.mappings) > 0 {
+			why = append(why, "virtual memory mappings it made itself (cuMemCreate/cuMemMap)")
+		}
+		if len(d.fam.arrays) > 0 {
+			why = append(why, "arrays")
+		}
+		if d.lib.live() {
+			why = append(why, "cuSPARSE, cuFFT or cuRAND objects")
+		}
+	}
+	slices.Sort(why)
+	why = slices.Compact(why)
 	return strings.Join(why, ", ")
 }
 
