@@ -5,21 +5,23 @@
 #   bash DEST/scripts/gpu-migration.sh        results in $OUT (default ./migration-out)
 #
 # Two gpuserverd processes on the one GPU stand for two servers (A and B). A driver-API program
-# (gpuserverd/guest/gputests/migrate.c, built here with nvcc and cc) holding SIZES GiB of device
+# (gpuserverd/guest/gputests/migrate.c, built here with nvcc and cc) holding 1 to 32 GiB of device
 # memory checks every step's results against its own model while its session is moved A -> B
 # through A's admin API; then the same program is checkpointed (stopped), restored, and lives
 # through a SIGKILL and restart of gpuserverd. Each run's step count is replayed natively and the
-# checksums compared. With TORCH=1 (default) a PyTorch training loop is moved mid-run and its
+# checksums compared. A PyTorch training loop is moved mid-run too, and its
 # losses compared with a native run's. First the cuda backend's GPU tests (bin/cuda.test, built
 # by torch-prep.sh) run, checkpoint and restore among them. Prints a markdown table
-# ($OUT/migration.md). Environment: OUT, SIZES ("1 8 32"), TORCH (1), CP_SIZES ("1 8").
+# ($OUT/migration.md), a row as each case ends. Environment: OUT, PLAN (the cases in order; default
+# "mig:1 mig:8 cp:1 restart torch mig:32 cp:8": mig:G moves a G GiB session, cp:G checkpoints and
+# restores one, restart kills and restarts gpuserverd, torch moves a training loop), CASE_S (the
+# longest a case's program may run, s; default 120).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$PWD/migration-out}
-SIZES=${SIZES:-1 8 32}
-CP_SIZES=${CP_SIZES:-1 8}
-TORCH=${TORCH:-1}
+PLAN=${PLAN:-mig:1 mig:8 cp:1 restart torch mig:32 cp:8}
+CASE_S=${CASE_S:-120}
 W=$(mktemp -d /tmp/gpu-migration.XXXXXX)
 T=$ROOT/gpuserverd/guest/gputests
 A_ADDR=127.0.0.1:7270 A_ADMIN=127.0.0.1:7271 B_ADDR=127.0.0.1:7280 B_ADMIN=127.0.0.1:7281
@@ -66,7 +68,7 @@ tok = open(data + "/admin-token").read().strip()
 req = urllib.request.Request(f"http://{addr}{path}", data=body.encode() if body else None, method=method,
                              headers={"Authorization": "Bearer " + tok, "Content-Type": "application/json"})
 try:
-    with urllib.request.urlopen(req, timeout=280) as r:
+    with urllib.request.urlopen(req, timeout=150) as r:
         print(r.read().decode().strip())
 except urllib.error.HTTPError as e:
     print(e.read().decode().strip())
@@ -74,8 +76,9 @@ PY
 }
 field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); [d:=d.get(k, {}) for k in sys.argv[2].split('.')]; print(d if d != {} else '-')" "$1" "$2" 2>/dev/null || echo -; }
 prog() { # N(token index) GIB NAME: the program on A, in the background
-	env LD_LIBRARY_PATH="$ROOT/gpuserverd/guest/build" GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_ENDPOINT=$A_ADDR \
-		GPUCLOUD_TOKEN="${TA[$1]}" timeout 280 "$W/migrate" "$W/migkernels.ptx" "$2" 50 "$W/stop-$3" \
+	# a resume window long enough for an 8 GiB checkpoint and restore (the default is 30 s)
+	env LD_LIBRARY_PATH="$ROOT/gpuserverd/guest/build" GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_ENDPOINT=$A_ADDR GPUCLOUD_RESUME_S=120 \
+		GPUCLOUD_TOKEN="${TA[$1]}" timeout "$CASE_S" "$W/migrate" "$W/migkernels.ptx" "$2" 50 "$W/stop-$3" \
 		>"$OUT/$3.out" 2>"$OUT/$3.err" &
 	PROG=$!
 	for _ in $(seq 600); do grep -q READY "$OUT/$3.out" && return 0; kill -0 $PROG 2>/dev/null || break; sleep 0.1; done
@@ -84,7 +87,7 @@ prog() { # N(token index) GIB NAME: the program on A, in the background
 finish() { # NAME: stops the program, checks it and replays its steps natively
 	sleep 1
 	touch "$W/stop-$1"
-	wait $PROG
+	wait $PROG # the program's own timeout bounds it
 	local ok steps sum native
 	ok=$(grep -o 'MIGRATE OK.*' "$OUT/$1.out")
 	steps=$(sed -n 's/.*steps=\([0-9]*\).*/\1/p' <<<"$ok") sum=$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' <<<"$ok")
@@ -103,24 +106,22 @@ start b "$B_ADDR" "$B_ADMIN"
 row "| case | session memory | pause (ms) | total (ms) | copied (GiB) | rounds | longest step the program saw (ms) | result |"
 row "| --- | --- | --- | --- | --- | --- | --- | --- |"
 n=0
-for g in $SIZES; do
+mig_case() { # G
+	local g=$1 name=mig-$1 res moved copied
 	step "live migration A -> B, $g GiB"
-	name=mig-$g
-	prog $n "$g" "$name" || { row "| migrate A->B | $g GiB | | | | | | FAIL: did not start |"; n=$((n + 1)); continue; }
+	prog $n "$g" "$name" || { row "| migrate A->B | $g GiB | | | | | | FAIL: did not start |"; return; }
 	res=$(admin a "$A_ADMIN" POST "/admin/sessions/mig-$((n + 1))/migrate" "{\"target\":\"$B_ADDR\",\"token\":\"${TB[$n]}\"}")
 	echo "$res" | tee "$OUT/$name.json"
 	finish "$name"
 	moved=$(grep -c 'session moving to' "$OUT/$name.err")
 	copied=$(python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$(field "$res" migration.copied_bytes)" 2>/dev/null)
 	row "| migrate A->B | $g GiB | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | ${copied:--} | $(field "$res" migration.round) | ${GAP:--} | $RESULT; guest redirected: $moved; $(field "$res" error | cut -c1-200) |"
-	n=$((n + 1))
-done
+}
 
-for g in $CP_SIZES; do
+cp_case() { # G
+	local g=$1 name=cp-$1 sid=mig-$((n + 1)) t0 t1 t2 cp rs path st restore_ms
 	step "checkpoint (stop) and restore on A, $g GiB"
-	name=cp-$g
-	prog $n "$g" "$name" || { n=$((n + 1)); continue; }
-	sid=mig-$((n + 1))
+	prog $n "$g" "$name" || { row "| checkpoint+restore | $g GiB | | | | | | FAIL: did not start |"; return; }
 	t0=$(date +%s.%N)
 	cp=$(admin a "$A_ADMIN" POST "/admin/sessions/$sid/checkpoint" '{"stop":true}')
 	echo "$cp" | tee "$OUT/$name.json"
@@ -128,7 +129,7 @@ for g in $CP_SIZES; do
 	t1=$(date +%s.%N)
 	rs=$(admin a "$A_ADMIN" POST /admin/restore "{\"path\":\"$path\",\"token\":\"${TA[$n]}\"}")
 	echo "$rs" | tee -a "$OUT/$name.json"
-	for _ in $(seq 600); do
+	for _ in $(seq 1200); do
 		st=$(admin a "$A_ADMIN" GET /admin/sessions | python3 -c "import json,sys; print([s['state'] for s in json.load(sys.stdin)['sessions'] if s['session_id']=='$sid'])" 2>/dev/null)
 		[[ $st == "['running']" ]] && break
 		sleep 0.05
@@ -136,12 +137,14 @@ for g in $CP_SIZES; do
 	t2=$(date +%s.%N)
 	restore_ms=$(python3 -c "print(round(($t2-$t1)*1000))")
 	finish "$name"
-	row "| checkpoint+restore (stop) | $g GiB | checkpoint $(field "$cp" ms), restore $restore_ms | $(python3 -c "print(round(($t2-$t0)*1000))") | file $(python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$(field "$cp" bytes)" 2>/dev/null) | - | ${GAP:--} | $RESULT |"
-	n=$((n + 1))
-done
+	rm -f "$path"
+	row "| checkpoint (stop) + restore on A | $g GiB | checkpoint $(field "$cp" ms), restore $restore_ms | $(python3 -c "print(round(($t2-$t0)*1000))") | file $(python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$(field "$cp" bytes)" 2>/dev/null) | - | ${GAP:--} | $RESULT; $(field "$cp" error | cut -c1-200) |"
+}
 
-step "SIGKILL and restart of gpuserverd A under a running program (1 GiB)"
-if prog $n 1 restart; then
+restart_case() {
+	local t0 t1
+	step "SIGKILL and restart of gpuserverd A under a running program (1 GiB)"
+	prog $n 1 restart || { row "| gpuserverd SIGKILL + restart | 1 GiB | | | | | | FAIL: did not start |"; return; }
 	t0=$(date +%s.%N)
 	kill -9 "${PID[a]}"
 	wait "${PID[a]}" 2>/dev/null
@@ -149,19 +152,18 @@ if prog $n 1 restart; then
 	t1=$(date +%s.%N)
 	finish restart
 	row "| gpuserverd SIGKILL + restart | 1 GiB | - | $(python3 -c "print(round(($t1-$t0)*1000))") (server back) | - | - | ${GAP:--} | $RESULT |"
-fi
-n=$((n + 1))
+}
 
-if [[ $TORCH == 1 ]]; then
+torch_case() {
+	local sid=mig-$((n + 1)) tp res cmp
 	step "PyTorch training loop migrated mid-run"
 	GCLIB=$W/gpucloud-lib
-	guest_libdir "$ROOT" "$W" "$GCLIB" >/dev/null 2>&1
+	[[ -d $GCLIB ]] || guest_libdir "$ROOT" "$W" "$GCLIB" >"$OUT/guest-libdir.log" 2>&1
 	AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 	export CUBLAS_WORKSPACE_CONFIG=:4096:8
 	timeout 120 python3 "$T/torch/migrate_train.py" >"$OUT/torch-native.out" 2>&1
-	sid=mig-$((n + 1))
 	env LD_AUDIT="$AUDIT" GPUCLOUD_LIBDIR="$GCLIB" GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_ENDPOINT=$A_ADDR \
-		GPUCLOUD_TOKEN="${TA[$n]}" timeout 200 python3 "$T/torch/migrate_train.py" --pause-at 40 --go "$W/go" \
+		GPUCLOUD_TOKEN="${TA[$n]}" timeout "$CASE_S" python3 "$T/torch/migrate_train.py" --pause-at 40 --go "$W/go" \
 		>"$OUT/torch-migrated.out" 2>"$OUT/torch-migrated.err" &
 	tp=$!
 	for _ in $(seq 900); do grep -q MIDWAY "$OUT/torch-migrated.out" && break; kill -0 $tp 2>/dev/null || break; sleep 0.1; done
@@ -182,8 +184,19 @@ else:
     print(f"{'PASS' if worst < 1e-3 else 'FAIL'}: {len(a)} steps, {same} losses bit-equal to native, worst relative difference {worst:.2e}")
 PY
 )
-	row "| PyTorch MLP, migrate A->B at step 40 | $(field "$res" migration.total_bytes) bytes | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | - | $(field "$res" migration.round) | - | $cmp; $(field "$res" error | cut -c1-200) |"
-fi
+	row "| PyTorch MLP, moved A->B at step 40 | $(field "$res" migration.total_bytes) bytes | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | - | $(field "$res" migration.round) | - | $cmp; $(field "$res" error | cut -c1-200) |"
+}
+
+for c in $PLAN; do
+	case $c in
+	mig:*) mig_case "${c#mig:}" ;;
+	cp:*) cp_case "${c#cp:}" ;;
+	restart) restart_case ;;
+	torch) torch_case ;;
+	*) echo "unknown case $c" ;;
+	esac
+	n=$((n + 1))
+done
 
 step "results"
 cat "$OUT/migration.md"
