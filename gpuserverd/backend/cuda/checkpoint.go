@@ -32,7 +32,7 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	if what := c.unsavable(); what != "" {
 		return nil, fmt.Errorf("checkpoint: the session holds %s, which a checkpoint cannot rebuild yet: %w", what, backend.ErrNotSupported)
 	}
-	img := &backend.ContextImage{NextHandle: c.next}
+	img := &backend.ContextImage{NextHandle: c.next + 1} // c.next is the last handle given
 	if c.mem != nil {
 		img.Reserved = [2]uint64{c.mem.base, c.mem.size}
 		img.Regions = c.mem.regions()
@@ -109,11 +109,10 @@ func (c *Context) unsavable() string {
 // RestoreContext rebuilds a context from img on ordinal: same handles, same addresses, memory
 // undefined until the caller writes it.
 func (b *Backend) RestoreContext(ordinal int, img *backend.ContextImage) (backend.Context, error) {
-	cc, err := newDeviceContext(ordinal, false)
+	c, err := newDeviceContext(ordinal, false)
 	if err != nil {
 		return nil, err
 	}
-	c := cc.(*Context)
 	if err := c.restore(img); err != nil {
 		c.Close()
 		return nil, err
@@ -149,7 +148,10 @@ func (c *Context) restore(img *backend.ContextImage) error {
 		}
 	}
 	// Objects made during the replay take handles past the image's, then move to their own.
-	c.next = img.NextHandle
+	if img.NextHandle == 0 {
+		return fmt.Errorf("restore: next handle 0: %w", backend.ErrInvalidValue)
+	}
+	c.next = img.NextHandle - 1
 	var objs []object
 	for _, m := range img.Modules {
 		objs = append(objs, object{m.Handle, func(h backend.Handle) error { return c.restoreModule(h, m) }})

@@ -14,7 +14,7 @@ import (
 
 // The program's cuMemAlloc goes through the virtual memory management API rather than the
 // driver's cuMemAlloc, so its allocations can come back at the same addresses in another process
-// (checkpoint.go): the context reserves one range on its first allocation, at a fixed address
+// (checkpoint.go): the context reserves one range when it is made, at a fixed address
 // per device ordinal well away from where the host's libraries and the driver's own heaps live,
 // and vaSpace places allocations in it. A restore reserves the image's range (the driver takes
 // the address as a request; a restore that does not get it is refused). The cost: a large
@@ -49,7 +49,18 @@ func (c *Context) granularity() (uint64, error) {
 	return uint64(g), nil
 }
 
-// space is the context's reserved range, reserved on first use.
+// reserveFirst reserves the context's range as soon as the context exists, before any module
+// loads: the driver places what it maps itself (module code and globals) after the last range
+// reserved, so a restore, which reserves first too, finds the modules' globals where the source
+// had them (measured on the H100: a range reserved after the first module load moved the
+// module's globals in the restore). A failure is left for the first allocation to report.
+func (c *Context) reserveFirst() {
+	if _, err := c.space(); err != nil {
+		c.mem = nil
+	}
+}
+
+// space is the context's reserved range, reserved at creation (or, failing that, on first use).
 func (c *Context) space() (*vaSpace, error) {
 	if c.mem != nil {
 		return c.mem, nil
