@@ -25,9 +25,13 @@ CASE_S=${CASE_S:-120}
 W=$(mktemp -d /tmp/gpu-migration.XXXXXX)
 T=$ROOT/gpuserverd/guest/gputests
 A_ADDR=127.0.0.1:7270 A_ADMIN=127.0.0.1:7271 B_ADDR=127.0.0.1:7280 B_ADMIN=127.0.0.1:7281
-mkdir -p "$OUT"
+# Each case's output goes to $L, archived into $OUT/logs.tgz at the end (or when stopped): the GPU
+# machine's tool returns only a few files.
+L=$W/logs
+mkdir -p "$OUT" "$L"
 declare -A PID DATA
-trap 'for p in "${PID[@]}"; do kill "$p" 2>/dev/null; done; rm -rf "$W"' EXIT
+trap 'for p in "${PID[@]}"; do kill "$p" 2>/dev/null; done; tar -C "$W" -czf "$OUT/logs.tgz" logs; rm -rf "$W"' EXIT
+trap 'exit 124' TERM
 step() { printf '\n== %s (%s)\n' "$*" "$(date -u +%T)"; }
 row() { echo "$*" | tee -a "$OUT/migration.md"; }
 
@@ -52,7 +56,7 @@ mapfile -t TB < <("$ROOT/bin/gputoken" -public-key-out "$W/keyB" -server gs-b -g
 start() { # NAME ADDR ADMIN [DATA]
 	DATA[$1]=${4:-$(mktemp -d "$W/data-$1.XXXX")}
 	"$ROOT/bin/gpuserverd" --backend cuda --id "gs-$1" --listen "$2" --admin "$3" --public-key "$(cat "$W/key${1^^}")" \
-		--data-dir "${DATA[$1]}" >>"$OUT/gpuserverd-$1.log" 2>&1 &
+		--data-dir "${DATA[$1]}" >>"$L/gpuserverd-$1.log" 2>&1 &
 	PID[$1]=$!
 	for _ in $(seq 100); do
 		python3 -c "import urllib.request,sys; urllib.request.urlopen('http://$3/healthz', timeout=1)" 2>/dev/null && return
@@ -79,21 +83,21 @@ prog() { # N(token index) GIB NAME: the program on A, in the background
 	# a resume window long enough for an 8 GiB checkpoint and restore (the default is 30 s)
 	env LD_LIBRARY_PATH="$ROOT/gpuserverd/guest/build" GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_ENDPOINT=$A_ADDR GPUCLOUD_RESUME_S=120 \
 		GPUCLOUD_TOKEN="${TA[$1]}" timeout "$CASE_S" "$W/migrate" "$W/migkernels.ptx" "$2" 50 "$W/stop-$3" \
-		>"$OUT/$3.out" 2>"$OUT/$3.err" &
+		>"$L/$3.out" 2>"$L/$3.err" &
 	PROG=$!
-	for _ in $(seq 600); do grep -q READY "$OUT/$3.out" && return 0; kill -0 $PROG 2>/dev/null || break; sleep 0.1; done
-	echo "$3: the program never got ready"; cat "$OUT/$3.err"; return 1
+	for _ in $(seq 600); do grep -q READY "$L/$3.out" && return 0; kill -0 $PROG 2>/dev/null || break; sleep 0.1; done
+	echo "$3: the program never got ready"; cat "$L/$3.err"; return 1
 }
 finish() { # NAME: stops the program, checks it and replays its steps natively
 	sleep 1
 	touch "$W/stop-$1"
-	wait $PROG # the program's own timeout bounds it
+	wait $PROG # the program's own timeout (CASE_S) bounds it
 	local ok steps sum native
-	ok=$(grep -o 'MIGRATE OK.*' "$OUT/$1.out")
+	ok=$(grep -o 'MIGRATE OK.*' "$L/$1.out")
 	steps=$(sed -n 's/.*steps=\([0-9]*\).*/\1/p' <<<"$ok") sum=$(sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p' <<<"$ok")
 	GAP=$(sed -n 's/.*max_step_ms=\([0-9.]*\).*/\1/p' <<<"$ok")
 	if [[ -z $ok ]]; then
-		RESULT="FAIL: $(grep -m1 -E 'FAIL|failed' "$OUT/$1.err" | cut -c1-150)"
+		RESULT="FAIL: $(grep -m1 -E 'FAIL|failed' "$L/$1.err" | cut -c1-150)"
 		return
 	fi
 	native=$(timeout 120 "$W/migrate" "$W/migkernels.ptx" 0 "$steps" 2>/dev/null | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
@@ -111,9 +115,9 @@ mig_case() { # G
 	step "live migration A -> B, $g GiB"
 	prog $n "$g" "$name" || { row "| migrate A->B | $g GiB | | | | | | FAIL: did not start |"; return; }
 	res=$(admin a "$A_ADMIN" POST "/admin/sessions/mig-$((n + 1))/migrate" "{\"target\":\"$B_ADDR\",\"token\":\"${TB[$n]}\"}")
-	echo "$res" | tee "$OUT/$name.json"
+	echo "$res" | tee "$L/$name.json"
 	finish "$name"
-	moved=$(grep -c 'session moving to' "$OUT/$name.err")
+	moved=$(grep -c 'session moving to' "$L/$name.err")
 	copied=$(python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$(field "$res" migration.copied_bytes)" 2>/dev/null)
 	row "| migrate A->B | $g GiB | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | ${copied:--} | $(field "$res" migration.round) | ${GAP:--} | $RESULT; guest redirected: $moved; $(field "$res" error | cut -c1-200) |"
 }
@@ -124,14 +128,18 @@ cp_case() { # G
 	prog $n "$g" "$name" || { row "| checkpoint+restore | $g GiB | | | | | | FAIL: did not start |"; return; }
 	t0=$(date +%s.%N)
 	cp=$(admin a "$A_ADMIN" POST "/admin/sessions/$sid/checkpoint" '{"stop":true}')
-	echo "$cp" | tee "$OUT/$name.json"
+	echo "$cp" | tee "$L/$name.json"
 	path=$(field "$cp" path)
 	t1=$(date +%s.%N)
 	rs=$(admin a "$A_ADMIN" POST /admin/restore "{\"path\":\"$path\",\"token\":\"${TA[$n]}\"}")
-	echo "$rs" | tee -a "$OUT/$name.json"
-	for _ in $(seq 1200); do
+	echo "$rs" | tee -a "$L/$name.json"
+	# Until the restored session runs; a failed restore ends it (the H100 run of 21:46 waited
+	# here for minutes on one that had gone): gone twice in a row, or 60 s, ends the wait.
+	local gone=0 until=$((SECONDS + 60))
+	while ((SECONDS < until && gone < 2)); do
 		st=$(admin a "$A_ADMIN" GET /admin/sessions | python3 -c "import json,sys; print([s['state'] for s in json.load(sys.stdin)['sessions'] if s['session_id']=='$sid'])" 2>/dev/null)
 		[[ $st == "['running']" ]] && break
+		[[ $st == "[]" ]] && gone=$((gone + 1))
 		sleep 0.05
 	done
 	t2=$(date +%s.%N)
@@ -158,20 +166,20 @@ torch_case() {
 	local sid=mig-$((n + 1)) tp res cmp
 	step "PyTorch training loop migrated mid-run"
 	GCLIB=$W/gpucloud-lib
-	[[ -d $GCLIB ]] || guest_libdir "$ROOT" "$W" "$GCLIB" >"$OUT/guest-libdir.log" 2>&1
+	[[ -d $GCLIB ]] || guest_libdir "$ROOT" "$W" "$GCLIB" >"$L/guest-libdir.log" 2>&1
 	AUDIT=$ROOT/gpuserverd/guest/loader/build/libgpucloud-audit.so
 	export CUBLAS_WORKSPACE_CONFIG=:4096:8
-	timeout 120 python3 "$T/torch/migrate_train.py" >"$OUT/torch-native.out" 2>&1
+	timeout 120 python3 "$T/torch/migrate_train.py" >"$L/torch-native.out" 2>&1
 	env LD_AUDIT="$AUDIT" GPUCLOUD_LIBDIR="$GCLIB" GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_ENDPOINT=$A_ADDR \
 		GPUCLOUD_TOKEN="${TA[$n]}" timeout "$CASE_S" python3 "$T/torch/migrate_train.py" --pause-at 40 --go "$W/go" \
-		>"$OUT/torch-migrated.out" 2>"$OUT/torch-migrated.err" &
+		>"$L/torch-migrated.out" 2>"$L/torch-migrated.err" &
 	tp=$!
-	for _ in $(seq 900); do grep -q MIDWAY "$OUT/torch-migrated.out" && break; kill -0 $tp 2>/dev/null || break; sleep 0.1; done
+	for _ in $(seq 900); do grep -q MIDWAY "$L/torch-migrated.out" && break; kill -0 $tp 2>/dev/null || break; sleep 0.1; done
 	res=$(admin a "$A_ADMIN" POST "/admin/sessions/$sid/migrate" "{\"target\":\"$B_ADDR\",\"token\":\"${TB[$n]}\"}")
-	echo "$res" | tee "$OUT/torch-migrate.json"
+	echo "$res" | tee "$L/torch-migrate.json"
 	touch "$W/go"
 	wait $tp
-	cmp=$(python3 - "$OUT/torch-native.out" "$OUT/torch-migrated.out" <<'PY'
+	cmp=$(python3 - "$L/torch-native.out" "$L/torch-migrated.out" <<'PY'
 import json, sys
 def losses(p):
     return [json.loads(l)["loss"] for l in open(p) if l.startswith("{")]
@@ -200,4 +208,4 @@ done
 
 step "results"
 cat "$OUT/migration.md"
-grep -hE 'session moved|level=(WARN|ERROR)' "$OUT"/gpuserverd-*.log | tail -20
+grep -hE 'session moved|level=(WARN|ERROR)' "$L"/gpuserverd-*.log | tail -20
