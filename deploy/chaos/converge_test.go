@@ -149,14 +149,26 @@ func (p *platform) check(ctx context.Context, t *testing.T, keepers []string) []
 		}
 	}
 	// The same time of one instance billed under two ids is double billing too.
-	var overlaps int
-	if err := p.st.Pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_records a JOIN billing_usage_records b
+	var overlaps []string
+	rows, err = p.st.Pool.Query(ctx, `SELECT a.id || ' [' || a.start_at || ', ' || a.end_at || '] and ' || b.id || ' [' || b.start_at || ', ' || b.end_at || ']'
+		FROM billing_usage_records a JOIN billing_usage_records b
 		ON a.instance_id = b.instance_id AND a.kind = b.kind AND a.id < b.id
-		AND a.start_at < b.end_at AND b.start_at < a.end_at`).Scan(&overlaps); err != nil {
+		AND a.start_at < b.end_at AND b.start_at < a.end_at`)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if overlaps != 0 {
-		badf("%d pairs of usage records bill the same instance for the same time", overlaps)
+	for rows.Next() {
+		var pair string
+		if err := rows.Scan(&pair); err != nil {
+			t.Fatal(err)
+		}
+		overlaps = append(overlaps, pair)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(overlaps) != 0 {
+		badf("%d pairs of usage records bill the same instance for the same time: %v", len(overlaps), overlaps)
 	}
 	// Charges: held time equals the recorded running time, to the second, for every instance.
 	for _, m := range p.heldTimeMismatches(ctx, t) {
