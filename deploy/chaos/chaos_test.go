@@ -367,9 +367,12 @@ func (p *platform) wait(ctx context.Context, t *testing.T, id string, states ...
 }
 
 // gsServing waits (up to 10 s) until gpuserverd accepts guest connections.
-func (p *platform) gsServing() {
+func (p *platform) gsServing() { serving(p.gsEP) }
+
+// serving waits (up to 10 s) until endpoint accepts connections.
+func serving(endpoint string) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.DialTimeout("tcp", p.gsEP, time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", endpoint, time.Second); err == nil {
 			c.Close()
 			return
 		}

@@ -46,6 +46,7 @@ func (p *platform) mover(ctx context.Context, t *testing.T, keeper string, stop 
 			t.Logf("mover: %v (trying again)", err)
 			continue
 		}
+		serving(p.endpointOf(from)) // a just-restarted gpuserverd may not listen yet
 		epochs := p.gs.epoch.Load() + p.gs2.epoch.Load()
 		prog, out, err := p.startSteady(conf)
 		if err != nil {
