@@ -137,7 +137,13 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	<-exited
 	last := s.Stats.Snapshot()
 	link.writeStats(last)
-	if cfg.AdoptDir != "" && link.orphaned() {
+	switch {
+	case cfg.AdoptDir != "" && link.orphaned() && cfg.Restore != "" && last.BillFrom.IsZero():
+		// A restore that never went live was never this server's to bill (its source bills
+		// it): no end is left, so the next server closes it at its start (the chaos test's
+		// drains billed such a session twice).
+		log.Info("a restore that never went live ended while no gpuserverd ran")
+	case cfg.AdoptDir != "" && link.orphaned():
 		// No server hears this end: leave it where the next one looks (EndedFile). A session
 		// handed to another server ended here at its hand-off, which the other bills from (the
 		// chaos test's drains billed such a session twice when its server was killed mid-move).
