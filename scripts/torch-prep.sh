@@ -6,7 +6,8 @@
 # libnccl.so.2 (none needs
 # an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
 # (built there against the toolkit's headers, which check every signature), and the PyTorch cases.
-# Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh
+# Then, on the GPU machine: bash DEST/scripts/gpu-torch.sh (or gpu-samples.sh, gpu-linalg.sh,
+# gpu-migration.sh, which also runs bin/cuda.test)
 #
 # CUDA_HEADERS=DIR (a toolkit's include folder) also builds those three here against it first, so
 # a bundle that would not build there is refused here.
@@ -18,6 +19,7 @@ cd "$ROOT"
 export CGO_ENABLED=1
 mkdir -p bin
 go build -ldflags="-s -w" -o bin/ ./cmd/gputoken ./cmd/gpuserverd # no symbols: the bundle travels under a size limit
+go test -c -o bin/cuda.test ./gpuserverd/backend/cuda # the backend's GPU tests (gpu-migration.sh runs them)
 make -s -C gpuserverd/guest
 make -s -C gpuserverd/guest/loader
 make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
@@ -40,8 +42,8 @@ g=$dest/gpuserverd/guest
 mkdir -p "$dest/bin" "$dest/scripts" "$g"
 cp scripts/gpu-torch.sh scripts/gpu-samples.sh scripts/samples-runner.py "$dest/scripts/"
 mkdir -p "$dest/scripts/lib" && cp scripts/lib/gclib.sh "$dest/scripts/lib/"
-cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py "$dest/scripts/"
-cp bin/gpuserverd bin/gputoken "$dest/bin/"
+cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py scripts/gpu-migration.sh "$dest/scripts/"
+cp bin/gpuserverd bin/gputoken bin/cuda.test "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
 for d in . loader cudnn nvml nccl cusolver cusparse cufft curand nvjpeg; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done

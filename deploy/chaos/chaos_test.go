@@ -33,7 +33,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // VMs through the SDK, 4 at a time, while a seeded RNG (GPUCLOUD_CHAOS_SEED, else the clock;
 // printed) SIGKILLs and restarts `apiserver serve`, hostd and gpuserverd. Every fifth cycle runs
 // the guest program through the guest library against gpuserverd, using GPU memory. Two
-// "keeper" VMs live through the whole test.
+// "keeper" VMs live through the whole test; a second gpuserverd runs beside the first, and a
+// mover (move_test.go) drains, with move, the GPU server the first keeper is on, again and again,
+// while a guest program runs on the keeper: it must run on to a correct end on the other server.
 //
 // hostd runs on libvirt's test:///default driver, whose domains live in hostd's process: a
 // killed hostd loses them all. The test treats that, honestly, as the host rebooting with the
@@ -46,9 +48,9 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // name was created once (idempotent retries); no VM is known to hostd (its hostd_domain metric)
 // that the API does not list as live, and every live instance's API state is the state of its
 // domain; no seed directory, VF claim, GPU reservation or host room is held for a dead instance;
-// gpuserverd serves no session and runs no worker process (a killed gpuserverd's workers are
+// neither gpuserverd serves a session or runs a worker process (a killed gpuserverd's workers are
 // adopted by the next one, issue 18, and end with their sessions); billing holds every record in
-// gpuserverd's usage log exactly once and no other from it, and no instance is billed twice for the
+// each gpuserverd's usage log exactly once and no other from it, and no instance is billed twice for the
 // same time (GPU sessions or VM windows); every instance's billed held time (GPU, VM, root disk)
 // equals its recorded running time to the second.
 func TestChaos(t *testing.T) {
@@ -83,6 +85,9 @@ func TestChaos(t *testing.T) {
 	stopChaos := make(chan struct{})
 	chaosDone := make(chan struct{})
 	go func() { defer close(chaosDone); p.chaos(t, seed, stopChaos) }()
+	var moves moveStats
+	moverDone := make(chan struct{})
+	go func() { defer close(moverDone); moves = p.mover(ctx, t, keepers[0], stopChaos) }()
 
 	var next, guests, guestErrs, survived atomic.Int64
 	var sessMu sync.Mutex
@@ -139,6 +144,12 @@ func TestChaos(t *testing.T) {
 	wg.Wait()
 	close(stopChaos)
 	<-chaosDone
+	<-moverDone
+	t.Logf("drains that move work: %d drains of the keeper's GPU server, %d moved it, %d moves failed; its program ran on to a correct end %d times, cut by a gpuserverd kill %d times",
+		moves.drains, moves.moved, moves.failedMoves, moves.steadyOK, moves.steadyCut)
+	if moves.moved == 0 || moves.steadyOK == 0 {
+		t.Errorf("no drain moved the keeper with its program running to a correct end (%+v)", moves)
+	}
 	cyclesTook := time.Since(tCycles)
 	if t.Failed() {
 		p.dumpLogs(t)
@@ -180,6 +191,9 @@ type platform struct {
 	st                                                        *store.Store
 	op, tenant                                                *sdk.Client
 	typ, gsID, hostID                                         string
+	// The second GPU server, which drains move work to and from (never killed by the chaos).
+	gs2                             *daemon
+	gs2Data, gs2Admin, gs2EP, gs2ID string
 }
 
 func startPlatform(t *testing.T) *platform {
@@ -201,10 +215,11 @@ func startPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	addrs := freeAddrs(t, 4)
+	addrs := freeAddrs(t, 6)
 	apiAddr, gsEP := addrs[0], addrs[1]
 	p.gsEP = gsEP
 	p.gsAdmin, p.hostdMetrics = addrs[2], addrs[3]
+	p.gs2EP, p.gs2Admin = addrs[4], addrs[5]
 	url := "http://" + apiAddr
 	p.api = newDaemon(t, "apiserver", nil, filepath.Join(p.bin, "apiserver"), "serve", "--database-url", p.dbURL,
 		"--listen", apiAddr, "--token-key", filepath.Join(dir, "token.key"), "--generate-token-key", "--max-db-conns", "8")
@@ -240,11 +255,21 @@ func startPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	p.gsID, p.hostID = gsReg.ID, hostReg.ID
+	gs2Reg, err := p.op.CreateGPUServer(ctx, "gs-chaos-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.gs2ID = gs2Reg.ID
 
 	p.gsData = filepath.Join(dir, "gpuserverd")
 	p.gs = newDaemon(t, "gpuserverd", []string{"GPUSERVERD_SIM_DEVICES=2"}, filepath.Join(p.bin, "gpuserverd"),
 		"--apiserver", url, "--credential", gsReg.Credential, "--listen", gsEP, "--advertise", gsEP, "--admin", p.gsAdmin,
 		"--backend", "simulated", "--data-dir", p.gsData, "--usage-period", "200ms", "--max-heartbeat-period", "500ms",
+		"--checkpoint-period", checkpointPeriod.String(), "--keep-sessions-on-stop")
+	p.gs2Data = filepath.Join(dir, "gpuserverd-2")
+	p.gs2 = newDaemon(t, "gpuserverd-2", []string{"GPUSERVERD_SIM_DEVICES=2", "GPUSERVERD_SIM_UUID_OFFSET=16"}, filepath.Join(p.bin, "gpuserverd"),
+		"--apiserver", url, "--credential", gs2Reg.Credential, "--listen", p.gs2EP, "--advertise", p.gs2EP, "--admin", p.gs2Admin,
+		"--backend", "simulated", "--data-dir", p.gs2Data, "--usage-period", "200ms", "--max-heartbeat-period", "500ms",
 		"--checkpoint-period", checkpointPeriod.String(), "--keep-sessions-on-stop")
 
 	p.hostData = filepath.Join(dir, "hostd")
@@ -342,9 +367,12 @@ func (p *platform) wait(ctx context.Context, t *testing.T, id string, states ...
 }
 
 // gsServing waits (up to 10 s) until gpuserverd accepts guest connections.
-func (p *platform) gsServing() {
+func (p *platform) gsServing() { serving(p.gsEP) }
+
+// serving waits (up to 10 s) until endpoint accepts connections.
+func serving(endpoint string) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c, err := net.DialTimeout("tcp", p.gsEP, time.Second); err == nil {
+		if c, err := net.DialTimeout("tcp", endpoint, time.Second); err == nil {
 			c.Close()
 			return
 		}
@@ -379,7 +407,7 @@ func (p *platform) guest(id string) error {
 // the test's temp dir.
 func (p *platform) dumpLogs(t *testing.T) {
 	keep, err := os.MkdirTemp("", "gpucloud-chaos-logs-")
-	for _, d := range []*daemon{p.api, p.hostd, p.gs} {
+	for _, d := range []*daemon{p.api, p.hostd, p.gs, p.gs2} {
 		t.Log(d.tail())
 		if err == nil {
 			if b, rerr := os.ReadFile(d.log); rerr == nil {
@@ -392,9 +420,10 @@ func (p *platform) dumpLogs(t *testing.T) {
 	}
 }
 
-// usageLog reads gpuserverd's durable usage log (its file format: one JSON record a line).
-func (p *platform) usageLog(t *testing.T) []string {
-	raw, err := os.ReadFile(filepath.Join(p.gsData, "usage.jsonl"))
+// usageLog reads a gpuserverd's durable usage log in its data dir (its file format: one JSON
+// record a line).
+func (p *platform) usageLog(t *testing.T, data string) []string {
+	raw, err := os.ReadFile(filepath.Join(data, "usage.jsonl"))
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}

@@ -113,45 +113,62 @@ func (p *platform) check(ctx context.Context, t *testing.T, keepers []string) []
 		badf("host uses %d vCPUs, live instances hold %d (%v)", h.UsedVCPUs, liveVCPUs, err)
 	}
 
-	// gpuserverd: no session (no guest runs now), no worker process: none left unadopted by a kill.
-	if n, err := p.gsSessions(); err != nil || n != 0 {
-		badf("gpuserverd serves %d sessions (%v)", n, err)
+	// Each gpuserverd: no session (no guest runs now), no worker process: none left unadopted by
+	// a kill or behind a move.
+	for _, g := range []struct{ data, admin string }{{p.gsData, p.gsAdmin}, {p.gs2Data, p.gs2Admin}} {
+		if n, err := gsSessions(g.data, g.admin); err != nil || n != 0 {
+			badf("gpuserverd (%s) serves %d sessions (%v)", g.admin, n, err)
+		}
 	}
-	if pids := processesOf(filepath.Join(p.bin, "gpuserverd")); len(pids) != 1 || pids[0] != p.gs.pid() {
-		badf("gpuserverd processes %v, want only the daemon %d: a worker outlived its session or its gpuserverd", pids, p.gs.pid())
+	if pids, want := processesOf(filepath.Join(p.bin, "gpuserverd")), []int{p.gs.pid(), p.gs2.pid()}; !sameSet(pids, want) {
+		badf("gpuserverd processes %v, want only the daemons %v: a worker outlived its session or its gpuserverd", pids, want)
 	}
 
-	// Billing: every record gpuserverd logged, exactly once, and none it did not log.
-	logged := p.usageLog(t)
-	var billed []string
-	rows, err = p.st.Pool.Query(ctx, `SELECT id FROM billing_usage_records WHERE source = $1 ORDER BY id`, p.gsID)
+	// Billing: every record each gpuserverd logged, exactly once, and none it did not log.
+	for _, g := range []struct{ id, data string }{{p.gsID, p.gsData}, {p.gs2ID, p.gs2Data}} {
+		logged := p.usageLog(t, g.data)
+		var billed []string
+		rows, err = p.st.Pool.Query(ctx, `SELECT id FROM billing_usage_records WHERE source = $1 ORDER BY id`, g.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			billed = append(billed, id)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(logged)
+		if !slices.Equal(logged, billed) {
+			badf("gpuserverd %s logged %d usage records, billing holds %d of its: missing %v, unknown %v",
+				g.id, len(logged), len(billed), minus(logged, billed), minus(billed, logged))
+		}
+	}
+	// The same time of one instance billed under two ids is double billing too.
+	var overlaps []string
+	rows, err = p.st.Pool.Query(ctx, `SELECT a.id || ' [' || a.start_at || ', ' || a.end_at || '] and ' || b.id || ' [' || b.start_at || ', ' || b.end_at || ']'
+		FROM billing_usage_records a JOIN billing_usage_records b
+		ON a.instance_id = b.instance_id AND a.kind = b.kind AND a.id < b.id
+		AND a.start_at < b.end_at AND b.start_at < a.end_at`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var pair string
+		if err := rows.Scan(&pair); err != nil {
 			t.Fatal(err)
 		}
-		billed = append(billed, id)
+		overlaps = append(overlaps, pair)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(logged)
-	if !slices.Equal(logged, billed) {
-		badf("gpuserverd logged %d usage records, billing holds %d of its: missing %v, unknown %v",
-			len(logged), len(billed), minus(logged, billed), minus(billed, logged))
-	}
-	// The same time of one instance billed under two ids is double billing too.
-	var overlaps int
-	if err := p.st.Pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_records a JOIN billing_usage_records b
-		ON a.instance_id = b.instance_id AND a.kind = b.kind AND a.id < b.id
-		AND a.start_at < b.end_at AND b.start_at < a.end_at`).Scan(&overlaps); err != nil {
-		t.Fatal(err)
-	}
-	if overlaps != 0 {
-		badf("%d pairs of usage records bill the same instance for the same time", overlaps)
+	if len(overlaps) != 0 {
+		badf("%d pairs of usage records bill the same instance for the same time: %v", len(overlaps), overlaps)
 	}
 	// Charges: held time equals the recorded running time, to the second, for every instance.
 	for _, m := range p.heldTimeMismatches(ctx, t) {
@@ -177,6 +194,11 @@ func (p *platform) missingVMWindows(ctx context.Context, t *testing.T, keepers [
 		out[k] = missing
 	}
 	return out
+}
+
+// sameSet says whether a and b hold the same numbers, in any order.
+func sameSet(a, b []int) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x int) bool { return !slices.Contains(b, x) })
 }
 
 func minus(a, b []string) []string {
@@ -205,12 +227,12 @@ func (p *platform) hostdDomains() (map[string]string, error) {
 	return doms, nil
 }
 
-func (p *platform) gsSessions() (int, error) {
-	tok, err := os.ReadFile(filepath.Join(p.gsData, "admin-token")) // gpuserverd's generated admin token
+func gsSessions(data, admin string) (int, error) {
+	tok, err := os.ReadFile(filepath.Join(data, "admin-token")) // gpuserverd's generated admin token
 	if err != nil {
 		return -1, err
 	}
-	body, err := get("http://"+p.gsAdmin+"/metrics", "Bearer "+strings.TrimSpace(string(tok)))
+	body, err := get("http://"+admin+"/metrics", "Bearer "+strings.TrimSpace(string(tok)))
 	if err != nil {
 		return -1, err
 	}

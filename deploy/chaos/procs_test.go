@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// build compiles the three daemons, the guest library and the guest program into a temp dir.
+// build compiles the three daemons, the guest library and the guest programs into a temp dir.
 func build(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -23,6 +23,8 @@ func build(t *testing.T) string {
 		{"make", "-s", "-C", "../../gpuserverd/guest", "BUILD=" + dir},
 		{"gcc", "-Wall", "-Werror", "-I../../gpuserverd/guest/include", "-o", filepath.Join(dir, "golden"),
 			"../e2e/testdata/golden.c", "-L" + dir, "-lcuda"},
+		{"gcc", "-Wall", "-Werror", "-I../../gpuserverd/guest/include", "-I../../gpuserverd/guest/tests", "-o",
+			filepath.Join(dir, "steady"), "../../gpuserverd/guest/tests/steady.c", "-L" + dir, "-lcuda"},
 	} {
 		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v\n%s", s, err, out)

@@ -13,6 +13,9 @@ type ContextImage struct {
 	NextHandle Handle `json:"next_handle"`
 	// NextAddress is where the backend places its next allocation (0: the backend's choice).
 	NextAddress uint64 `json:"next_address,omitempty"`
+	// Reserved is the virtual address range the backend places allocations in (base, bytes; the
+	// cuda backend's): a restore reserves the same range first.
+	Reserved [2]uint64 `json:"reserved,omitzero"`
 	// Regions is the device memory whose contents the context needs back, at these addresses:
 	// allocations, module globals, library workspaces.
 	Regions     []Region         `json:"regions"`
@@ -27,11 +30,15 @@ type ContextImage struct {
 }
 
 // Region is device memory at Addr of Bytes; Global marks a module's global (made again by the
-// module's load, not by an allocation of the program's).
+// module's load, not by an allocation of the program's). Mapped, where set, is the bytes the
+// backend maps for the region (its size rounded to the mapping granularity); 0 is a region that
+// shares a mapping with others (the cuda backend's small allocations) or a backend without
+// mappings.
 type Region struct {
 	Addr   uint64 `json:"addr"`
 	Bytes  uint64 `json:"bytes"`
 	Global bool   `json:"global,omitempty"`
+	Mapped uint64 `json:"mapped,omitempty"`
 }
 
 // ModuleImage is a loaded module: the image the guest sent, kept, and where its globals live.

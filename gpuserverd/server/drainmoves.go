@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"gpucloud/api"
 )
@@ -25,6 +26,9 @@ type moveBook struct {
 	mu    sync.Mutex
 	moves map[string]*api.MoveReport
 	kick  chan struct{} // a move changed state: report it now
+	// away and following: late sessions of moved instances (follow.go).
+	away      map[string]awayMove
+	following map[string]bool
 }
 
 func (b *moveBook) init() {
@@ -83,6 +87,7 @@ func (b *moveBook) settle(sent []api.MoveReport, open []api.GPUServerMove) []api
 func (s *Server) startMoves(ctx context.Context, sent []api.MoveReport, open []api.GPUServerMove) {
 	for _, m := range s.moves.settle(sent, open) {
 		s.log.Info("drain: moving an instance's sessions", "move", m.MoveID, "instance", m.InstanceID, "target", m.Target)
+		s.moves.noteAway(m, time.Now())
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"syscall"
 
 	"gpucloud/internal/sessiontoken"
@@ -9,7 +10,8 @@ import (
 // EndSessions kills the workers of the named sessions, which the apiserver says no live instance
 // holds any more (the VM was deleted). The worker's death closes the guest's connection and
 // writes the session's usage record as any ending does. It returns how many it ended.
-func (s *Server) EndSessions(ids []string) int {
+func (s *Server) EndSessions(ctx context.Context, ids []string) int {
+	ids = s.followMoves(ctx, ids) // those of an instance moved from here follow it (follow.go)
 	if len(ids) == 0 {
 		return 0
 	}
@@ -23,6 +25,12 @@ func (s *Server) EndSessions(ids []string) int {
 
 // endWhere kills the workers of the sessions whose claims match, and closes the matching NVML
 // connections (nvml.go), logging why; it returns how many sessions it ended.
+// endWhereID ends the sessions with id sid.
+func (s *Server) endWhereID(sid string) int {
+	return s.endWhere(func(c sessiontoken.Claims) bool { return c.SessionID == sid },
+		"ending a session the apiserver no longer places here")
+}
+
 func (s *Server) endWhere(match func(sessiontoken.Claims) bool, why string) int {
 	s.endMonitors(match)
 	s.mu.Lock()

@@ -121,7 +121,7 @@ func (s *Server) RunHeartbeat(ctx context.Context, hb Heartbeat) {
 			if hb.MaxPeriod > 0 {
 				period = min(period, hb.MaxPeriod)
 			}
-			s.EndSessions(ack.EndSessions)
+			s.EndSessions(ctx, ack.EndSessions)
 			s.startMoves(ctx, rep.Moves, ack.Moves)
 			if ack.TokenPublicKey != "" && ack.TokenPublicKey != base64.StdEncoding.EncodeToString(s.cfg.PublicKey) {
 				s.log.Warn("the apiserver's session-token key differs from --public-key; tokens it signs will be refused")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,22 @@ func (s *Session) unmovable() string {
 	if len(s.ipc.exports)+len(s.ipc.imports) > 0 {
 		why = append(why, "objects shared with its instance's other processes (IPC)")
 	}
+	for _, d := range s.devs {
+		if d == nil {
+			continue
+		}
+		if len(d.fam.physical)+len(d.fam.mappings) > 0 {
+			why = append(why, "virtual memory mappings it made itself (cuMemCreate/cuMemMap)")
+		}
+		if len(d.fam.arrays) > 0 {
+			why = append(why, "arrays")
+		}
+		if d.lib.live() {
+			why = append(why, "math-library objects (cuSPARSE, cuSOLVER, cuFFT, cuRAND or nvJPEG)")
+		}
+	}
+	slices.Sort(why)
+	why = slices.Compact(why)
 	return strings.Join(why, ", ")
 }
 

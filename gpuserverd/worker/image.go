@@ -127,12 +127,20 @@ type imageChunkRec struct {
 	data []byte
 }
 
+// chunkKey is where a contents record writes.
+type chunkKey struct {
+	dev  int
+	addr uint64
+	n    uint32
+}
+
 // readImage reads an image's records to the end: the image and every contents record, in order.
 // A stream without exactly one image, or a record past its bounds, is refused naming it.
 func readImage(r io.Reader) (*SessionImage, []imageChunkRec, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var img *SessionImage
 	var chunks []imageChunkRec
+	seen := map[chunkKey]int{}
 	for {
 		kind, err := br.ReadByte()
 		if err != nil {
@@ -148,11 +156,18 @@ func readImage(r io.Reader) (*SessionImage, []imageChunkRec, error) {
 			if n == 0 || n > imageChunk {
 				return nil, nil, fmt.Errorf("session image: contents record of %d bytes (at most %d)", n, imageChunk)
 			}
-			c := imageChunkRec{dev: int(binary.LittleEndian.Uint32(h[0:])), addr: binary.LittleEndian.Uint64(h[4:]), data: make([]byte, n)}
-			if _, err := io.ReadFull(br, c.data); err != nil {
-				return nil, nil, fmt.Errorf("session image: contents of %#x: %w", c.addr, noEOF(err))
+			key := chunkKey{int(binary.LittleEndian.Uint32(h[0:])), binary.LittleEndian.Uint64(h[4:]), n}
+			// A piece sent again (a migration's later round) replaces the earlier one in place:
+			// the reader holds each byte once, however many rounds sent it.
+			i, again := seen[key]
+			if !again {
+				i = len(chunks)
+				seen[key] = i
+				chunks = append(chunks, imageChunkRec{dev: key.dev, addr: key.addr, data: make([]byte, n)})
 			}
-			chunks = append(chunks, c)
+			if _, err := io.ReadFull(br, chunks[i].data); err != nil {
+				return nil, nil, fmt.Errorf("session image: contents of %#x: %w", key.addr, noEOF(err))
+			}
 		case 'I':
 			var h [4]byte
 			if _, err := io.ReadFull(br, h[:]); err != nil {

@@ -77,7 +77,9 @@ func (s *Session) EnableLanes() {
 	s.lanes.mu.Unlock()
 }
 
-// open answers LanesOpen: a fresh key for n lanes. Lanes open once per session.
+// open answers LanesOpen: a fresh key for n lanes. A second LanesOpen (a guest that resumed its
+// stream after a cut, whose lanes broke with it) ends the lanes open and their key: only lanes
+// presenting the new key attach from then on.
 func (ls *lanes) open(n uint32) *wire.LanesOpenReply {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -86,13 +88,12 @@ func (ls *lanes) open(n uint32) *wire.LanesOpenReply {
 		return &wire.LanesOpenReply{Result: int32(backend.ErrNotSupported)}
 	case n == 0 || n > wire.MaxLanes:
 		return &wire.LanesOpenReply{Result: int32(backend.ErrInvalidValue)}
-	case ls.key != nil:
-		return &wire.LanesOpenReply{Result: int32(backend.ErrInvalidValue)} // already open
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return &wire.LanesOpenReply{Result: int32(backend.ErrUnknown)}
 	}
+	ls.closeLocked()
 	ls.key, ls.conns = key, make([]*lane, n)
 	return &wire.LanesOpenReply{Lanes: n, Key: key}
 }
@@ -189,6 +190,10 @@ func (ls *lanes) use(n uint32) ([]*lane, error) {
 func (ls *lanes) closeAll() {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.closeLocked()
+}
+
+func (ls *lanes) closeLocked() {
 	for i, l := range ls.conns {
 		if l != nil {
 			l.conn.Close()

@@ -136,10 +136,23 @@ func TestLaneRefusals(t *testing.T) {
 		t.Fatalf("lane before LanesOpen: %+v %v", st, err)
 	}
 	c.call(&wire.LanesOpen{Lanes: 2}, &lr)
-	key := lr.Key
+	old := lr.Key
+	// A second LanesOpen (a guest that resumed after a cut) gets a new key; lanes of the old
+	// one are closed and its key no longer attaches.
+	g, st, err := attachLane(t, s, laneHello("s1", old, 0))
+	if err != nil || st.Result != 0 {
+		t.Fatalf("lane 0 with the first key: %+v %v", st, err)
+	}
 	c.call(&wire.LanesOpen{Lanes: 2}, &lr)
-	if backend.Result(lr.Result) != backend.ErrInvalidValue {
+	key := lr.Key
+	if lr.Result != 0 || len(key) != 32 || bytes.Equal(key, old) {
 		t.Fatalf("second LanesOpen: %+v", lr)
+	}
+	if _, rerr := g.Read(make([]byte, 1)); rerr == nil {
+		t.Fatal("the first key's lane stayed open after a second LanesOpen")
+	}
+	if _, st, err := attachLane(t, s, laneHello("s1", old, 1)); err == nil || backend.Result(st.Result) != backend.ErrNotPermitted {
+		t.Fatalf("lane with the first key after a second LanesOpen: %+v %v", st, err)
 	}
 	bad := bytes.Clone(key)
 	bad[0] ^= 1

@@ -24,6 +24,16 @@ type libState struct {
 
 func (st *libState) has(kind string, id uint64) bool { return st.objs[kind][id] }
 
+// live says whether any object is held (a checkpoint cannot rebuild them).
+func (st *libState) live() bool {
+	for _, ids := range st.objs {
+		if len(ids) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (st *libState) add(kind string, id uint64) {
 	if st.objs == nil {
 		st.objs = map[string]map[uint64]bool{}

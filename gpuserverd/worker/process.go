@@ -139,10 +139,23 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	err = s.Serve(ctx)
 	close(done)
 	<-exited
-	link.writeStats(s.Stats.Snapshot())
-	if cfg.AdoptDir != "" && link.orphaned() {
-		// No server hears this end: leave it where the next one looks (EndedFile).
-		end := time.Now().UTC().Format(time.RFC3339Nano)
+	last := s.Stats.Snapshot()
+	link.writeStats(last)
+	switch {
+	case cfg.AdoptDir != "" && link.orphaned() && cfg.Restore != "" && last.BillFrom.IsZero():
+		// A restore that never went live was never this server's to bill (its source bills
+		// it): no end is left, so the next server closes it at its start (the chaos test's
+		// drains billed such a session twice).
+		log.Info("a restore that never went live ended while no gpuserverd ran")
+	case cfg.AdoptDir != "" && link.orphaned():
+		// No server hears this end: leave it where the next one looks (EndedFile). A session
+		// handed to another server ended here at its hand-off, which the other bills from (the
+		// chaos test's drains billed such a session twice when its server was killed mid-move).
+		endAt := time.Now().UTC()
+		if !last.HandedOff.IsZero() {
+			endAt = last.HandedOff
+		}
+		end := endAt.Format(time.RFC3339Nano)
 		if werr := os.WriteFile(EndedFile(cfg.AdoptDir, os.Getpid()), []byte(end), 0o600); werr != nil {
 			log.Error("recording the session's end for the next gpuserverd", "err", werr)
 		}

@@ -67,6 +67,9 @@ type blasHandle struct {
 	ptrMode   int
 	workspace [2]uint64
 	lt        bool // a cublasLtHandle_t (LtCreate's): cuBLAS calls refuse it
+	// streamH and mathMode are what a restore sets again.
+	streamH  backend.Handle
+	mathMode uint32
 }
 
 func blasCheck(op string, st C.int) error {
@@ -141,7 +144,7 @@ func (c *Context) BlasSetStream(h, stream backend.Handle) error {
 	if err := blasCheck("cublasSetStream", C.gc_blas_set_stream(c.ctx, bh.ptr, s)); err != nil {
 		return err
 	}
-	bh.stream = s
+	bh.stream, bh.streamH = s, stream
 	if ws := bh.workspace; ws[1] > 0 {
 		return blasCheck("cublasSetWorkspace", C.gc_blas_set_workspace(c.ctx, bh.ptr, C.CUdeviceptr(ws[0]), C.size_t(ws[1])))
 	}
@@ -153,7 +156,11 @@ func (c *Context) BlasSetMathMode(h backend.Handle, mode uint32) error {
 	if err != nil {
 		return err
 	}
-	return blasCheck("cublasSetMathMode", C.gc_blas_set_math_mode(c.ctx, bh.ptr, C.int(mode)))
+	if err := blasCheck("cublasSetMathMode", C.gc_blas_set_math_mode(c.ctx, bh.ptr, C.int(mode))); err != nil {
+		return err
+	}
+	bh.mathMode = mode
+	return nil
 }
 
 func (c *Context) BlasSetWorkspace(h backend.Handle, ptr, bytes uint64) error {

@@ -18,12 +18,20 @@ import (
 type module struct {
 	ptr   C.CUmodule
 	funcs []backend.Handle
+	// image is what the guest loaded and globals the variables it asked for (name -> address,
+	// bytes): a restore loads the image again and finds them at the same addresses.
+	image   []byte
+	globals map[string][2]uint64
 }
 
 type function struct {
 	ptr    C.CUfunction
 	layout []backend.Param // nil until ParamLayout or the first launch asks
 	known  bool            // layout was asked for (it may be legitimately empty)
+	// module and name find the function again in a restored context; attrs are those set.
+	module backend.Handle
+	name   string
+	attrs  map[int32]int32
 }
 
 // Context is one session's CUDA context. Like every backend.Context it is used by one goroutine at
@@ -46,12 +54,18 @@ type Context struct {
 	dnn       dnnObjects
 	lt        ltObjects   // NVIDIA's cuBLASLt objects, by attribute list
 	scratch   hostScratch // cuSOLVER's host workspaces (libcall.go)
+
+	mem        *vaSpace // the program's allocations (sessionmem.go), reserved on first use
+	streamFlag map[backend.Handle]uint32
+	eventFlag  map[backend.Handle]uint32
+	limits     map[int32]uint64 // limits the program set
+	cacheSet   *int32           // the cache preference the program set
 }
 
 var _ backend.Context = (*Context)(nil)
 
 func newContext() *Context {
-	c := &Context{host: map[unsafe.Pointer]int{}}
+	c := &Context{host: map[unsafe.Pointer]int{}, streamFlag: map[backend.Handle]uint32{}, eventFlag: map[backend.Handle]uint32{}}
 	c.modules = newHandles[*module]("module", &c.next)
 	c.functions = newHandles[*function]("function", &c.next)
 	c.streams = newHandles[C.CUstream]("stream", &c.next)
@@ -98,26 +112,6 @@ func (c *Context) live() error {
 		return errClosed
 	}
 	return nil
-}
-
-// MemAlloc is cuMemAlloc.
-func (c *Context) MemAlloc(bytes uint64) (uint64, error) {
-	if err := c.live(); err != nil {
-		return 0, err
-	}
-	var p C.CUdeviceptr
-	if err := check("cuMemAlloc", C.gc_mem_alloc(c.ctx, &p, C.size_t(bytes))); err != nil {
-		return 0, err
-	}
-	return uint64(p), nil
-}
-
-// MemFree is cuMemFree.
-func (c *Context) MemFree(ptr uint64) error {
-	if err := c.live(); err != nil {
-		return err
-	}
-	return check("cuMemFree", C.gc_mem_free(c.ctx, C.CUdeviceptr(ptr)))
 }
 
 // MemGetInfo is cuMemGetInfo.
@@ -267,7 +261,7 @@ func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
 	if err := check("cuModuleLoadData", C.gc_module_load_data(c.ctx, &m, img)); err != nil {
 		return 0, err
 	}
-	return c.modules.add(&module{ptr: m}), nil
+	return c.modules.add(&module{ptr: m, image: append([]byte(nil), image...)}), nil
 }
 
 // ModuleUnload is cuModuleUnload; the module's function handles go with it.
@@ -295,7 +289,7 @@ func (c *Context) ModuleGetFunction(h backend.Handle, name string) (backend.Hand
 	if err := check("cuModuleGetFunction "+name, C.gc_module_get_function(c.ctx, &f, m.ptr, cname)); err != nil {
 		return 0, err
 	}
-	id := c.functions.add(&function{ptr: f})
+	id := c.functions.add(&function{ptr: f, module: h, name: name})
 	m.funcs = append(m.funcs, id)
 	return id, nil
 }
@@ -313,6 +307,10 @@ func (c *Context) ModuleGetGlobal(h backend.Handle, name string) (ptr, bytes uin
 	if err := check("cuModuleGetGlobal "+name, C.gc_module_get_global(c.ctx, &p, &n, m.ptr, cname)); err != nil {
 		return 0, 0, err
 	}
+	if m.globals == nil {
+		m.globals = map[string][2]uint64{}
+	}
+	m.globals[name] = [2]uint64{uint64(p), uint64(n)}
 	return uint64(p), uint64(n), nil
 }
 
@@ -367,7 +365,14 @@ func (c *Context) FuncSetAttribute(h backend.Handle, attr, value int32) error {
 	if err != nil {
 		return err
 	}
-	return check("cuFuncSetAttribute", C.gc_func_set_attribute(c.ctx, f.ptr, C.int(attr), C.int(value)))
+	if err := check("cuFuncSetAttribute", C.gc_func_set_attribute(c.ctx, f.ptr, C.int(attr), C.int(value))); err != nil {
+		return err
+	}
+	if f.attrs == nil {
+		f.attrs = map[int32]int32{}
+	}
+	f.attrs[attr] = value
+	return nil
 }
 
 // OccupancyMaxActiveBlocks is cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags.
@@ -386,7 +391,14 @@ func (c *Context) OccupancyMaxActiveBlocks(h backend.Handle, blockSize int32, dy
 
 // SetLimit is cuCtxSetLimit.
 func (c *Context) SetLimit(limit int32, value uint64) error {
-	return check("cuCtxSetLimit", C.gc_ctx_set_limit(c.ctx, C.int(limit), C.size_t(value)))
+	if err := check("cuCtxSetLimit", C.gc_ctx_set_limit(c.ctx, C.int(limit), C.size_t(value))); err != nil {
+		return err
+	}
+	if c.limits == nil {
+		c.limits = map[int32]uint64{}
+	}
+	c.limits[limit] = value
+	return nil
 }
 
 // Limit is cuCtxGetLimit.
@@ -400,7 +412,11 @@ func (c *Context) Limit(limit int32) (uint64, error) {
 
 // SetCacheConfig is cuCtxSetCacheConfig.
 func (c *Context) SetCacheConfig(config int32) error {
-	return check("cuCtxSetCacheConfig", C.gc_ctx_set_cache_config(c.ctx, C.int(config)))
+	if err := check("cuCtxSetCacheConfig", C.gc_ctx_set_cache_config(c.ctx, C.int(config))); err != nil {
+		return err
+	}
+	c.cacheSet = &config
+	return nil
 }
 
 // CacheConfig is cuCtxGetCacheConfig.
@@ -452,7 +468,9 @@ func (c *Context) StreamCreate(flags uint32) (backend.Handle, error) {
 	if err := check("cuStreamCreate", C.gc_stream_create(c.ctx, &s, C.uint(flags))); err != nil {
 		return 0, err
 	}
-	return c.streams.add(s), nil
+	h := c.streams.add(s)
+	c.streamFlag[h] = flags
+	return h, nil
 }
 
 // StreamDestroy is cuStreamDestroy; the default stream cannot be destroyed.
@@ -465,6 +483,7 @@ func (c *Context) StreamDestroy(h backend.Handle) error {
 		return err
 	}
 	c.streams.remove(h)
+	delete(c.streamFlag, h)
 	return check("cuStreamDestroy", C.gc_stream_destroy(c.ctx, s))
 }
 
@@ -508,7 +527,9 @@ func (c *Context) EventCreate(flags uint32) (backend.Handle, error) {
 	if err := check("cuEventCreate", C.gc_event_create(c.ctx, &e, C.uint(flags))); err != nil {
 		return 0, err
 	}
-	return c.events.add(e), nil
+	h := c.events.add(e)
+	c.eventFlag[h] = flags
+	return h, nil
 }
 
 // EventDestroy is cuEventDestroy.
@@ -518,6 +539,7 @@ func (c *Context) EventDestroy(h backend.Handle) error {
 		return err
 	}
 	c.events.remove(h)
+	delete(c.eventFlag, h)
 	return check("cuEventDestroy", C.gc_event_destroy(c.ctx, e))
 }
 
@@ -593,6 +615,7 @@ func (c *Context) Close() error {
 		errs = append(errs, check("cuMemHostUnregister", C.gc_mem_host_unregister(c.ctx, p)))
 	}
 	c.reg = nil
+	errs = append(errs, c.releaseSpace()...)
 	c.closed = true
 	errs = append(errs, check("cuCtxDestroy", C.gc_ctx_destroy(c.ctx, c.dev, boolInt(c.primary))))
 	c.host = nil

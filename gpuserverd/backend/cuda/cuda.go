@@ -192,16 +192,26 @@ func (*Backend) DeviceAttribute(ordinal int, attr int32) (int32, error) {
 // NewContext creates a context on the device (cuCtxCreate, or its primary context on a driver
 // that no longer exports cuCtxCreate_v2).
 func (*Backend) NewContext(ordinal int) (backend.Context, error) {
-	return newDeviceContext(ordinal, false)
+	c, err := newDeviceContext(ordinal, false)
+	if err != nil {
+		return nil, err
+	}
+	c.reserveFirst()
+	return c, nil
 }
 
 // NewPrimaryContext retains the device's primary context (backend.PrimaryContexts): NVIDIA's NCCL
 // and its proxy threads work in it whatever context is current.
 func (*Backend) NewPrimaryContext(ordinal int) (backend.Context, error) {
-	return newDeviceContext(ordinal, true)
+	c, err := newDeviceContext(ordinal, true)
+	if err != nil {
+		return nil, err
+	}
+	c.reserveFirst()
+	return c, nil
 }
 
-func newDeviceContext(ordinal int, wantPrimary bool) (backend.Context, error) {
+func newDeviceContext(ordinal int, wantPrimary bool) (*Context, error) {
 	d, err := device(ordinal)
 	if err != nil {
 		return nil, err

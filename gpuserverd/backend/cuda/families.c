@@ -200,6 +200,30 @@ CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc
 	struct alloc_prop p = prop(type, loc_type, loc_id, 0);
 	CALL(ctx, granularity, g, &p, (int)option);
 }
+/* gc_vm_back backs [p, p+size) with device memory of dev in one call: create, map, grant read and
+ * write, then drop the handle (the mapping keeps the memory; cuMemUnmap frees it). The session's
+ * allocations go through it (vaspace.go). */
+CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev) {
+	pthread_once(&once, resolve);
+	if (f.create == NULL || f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
+	CUresult r = gc_bind(ctx);
+	if (r != 0) return r;
+	struct alloc_prop pr = prop(1 /* PINNED */, 1 /* DEVICE */, dev, 0);
+	unsigned long long h;
+	if ((r = f.create(&h, size, &pr, 0)) != 0) return r;
+	if ((r = f.map(p, size, 0, h, 0)) != 0) {
+		f.release(h);
+		return r;
+	}
+	struct access_desc a = {{1, dev}, 3 /* READWRITE */};
+	if ((r = f.set_access(p, size, &a, 1)) != 0) {
+		f.unmap(p, size);
+		f.release(h);
+		return r;
+	}
+	return f.release(h);
+}
+
 static CUresult vm_props(unsigned long long h, struct alloc_prop *p) { return f.props(p, h); }
 CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsigned *loc_type, int *loc_id,
                      unsigned *handle_types) {

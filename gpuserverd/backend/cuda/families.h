@@ -32,6 +32,7 @@ CUresult gc_vm_set_access(CUcontext ctx, CUdeviceptr p, size_t size, unsigned lo
 CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc_type, int loc_id, unsigned option);
 CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsigned *loc_type, int *loc_id,
                      unsigned *handle_types);
+CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev);
 CUresult gc_vm_retain(CUcontext ctx, unsigned long long *h, CUdeviceptr p);
 
 CUresult gc_alloc_async(CUcontext ctx, CUdeviceptr *p, size_t bytes, CUmemoryPool pool, CUstream s);

@@ -33,3 +33,7 @@ func (h *handles[T]) get(id backend.Handle) (T, error) {
 }
 
 func (h *handles[T]) remove(id backend.Handle) { delete(h.m, id) }
+
+// put sets id to v (a restore, which gives objects back their old ids); the caller sets next
+// past every id afterwards.
+func (h *handles[T]) put(id backend.Handle, v T) { h.m[id] = v }

@@ -136,14 +136,20 @@ func (b *Backend) RestoreContext(ordinal int, img *backend.ContextImage) (backen
 }
 
 func (c *Context) restore(img *backend.ContextImage) error {
-	base := addressBase + uint64(c.ordinal)*deviceStride
 	regions := append([]backend.Region(nil), img.Regions...)
 	sort.Slice(regions, func(i, j int) bool { return regions[i].Addr < regions[j].Addr })
+	// The memory stays in the address block of the device it was made on, whichever device it
+	// is restored on (a move to another GPU: addresses are the process's, as with the cuda
+	// backend's reserved range), so all of it must lie in one block.
+	base := addressBase + uint64(c.ordinal)*deviceStride
+	if len(regions) > 0 && regions[0].Addr >= addressBase {
+		base = addressBase + (regions[0].Addr-addressBase)/deviceStride*deviceStride
+	}
 	end := base
 	for _, r := range regions {
 		if r.Addr < end || r.Addr%alignment != 0 || r.Bytes > deviceStride || r.Addr+r.Bytes > base+deviceStride {
-			return fmt.Errorf("restore: region %#x of %d bytes overlaps another or lies outside device %d: %w",
-				r.Addr, r.Bytes, c.ordinal, backend.ErrInvalidValue)
+			return fmt.Errorf("restore: region %#x of %d bytes overlaps another or lies outside the image's device block at %#x: %w",
+				r.Addr, r.Bytes, base, backend.ErrInvalidValue)
 		}
 		c.mem.insert(&allocation{base: r.Addr, data: make([]byte, r.Bytes)})
 		c.mem.used += r.Bytes

@@ -89,11 +89,46 @@ func TestImageRefusesWhatItCannotRebuild(t *testing.T) {
 	}
 }
 
+// A context imaged on one device comes back on another (a move to another GPU of the same
+// model, as the chaos test's drains make): same addresses, its memory charged to the new device.
+func TestRestoreOnAnotherDevice(t *testing.T) {
+	b := New(2, 1<<20)
+	c, err := b.NewContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := c.MemAlloc(16)
+	c.MemcpyHtoD(p, []byte("moved to gpu one"), 0, false)
+	img, err := c.(backend.Checkpointer).Image()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.RestoreContext(1, img)
+	if err != nil {
+		t.Fatalf("restore on device 1: %v", err)
+	}
+	defer r.Close()
+	if err := r.MemcpyHtoD(p, []byte("moved to gpu one"), 0, false); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 16)
+	if err := r.MemcpyDtoH(got, p, 0, false); err != nil || string(got) != "moved to gpu one" {
+		t.Fatalf("at %#x on device 1: %q %v", p, got, err)
+	}
+	if q, err := r.MemAlloc(16); err != nil || q == p {
+		t.Fatalf("a new allocation after the restore: %#x %v", q, err)
+	}
+	if b.free(1) >= 1<<20 {
+		t.Fatal("the restored memory is not charged to device 1")
+	}
+}
+
 func TestRestoreRefusesBadImages(t *testing.T) {
 	b := New(1, 1<<20)
 	for name, img := range map[string]*backend.ContextImage{
 		"overlap":        {NextHandle: 1, Regions: []backend.Region{{Addr: addressBase, Bytes: 1024}, {Addr: addressBase + 512, Bytes: 8}}},
-		"other device":   {NextHandle: 1, Regions: []backend.Region{{Addr: addressBase + deviceStride, Bytes: 8}}},
+		"two devices":    {NextHandle: 1, Regions: []backend.Region{{Addr: addressBase, Bytes: 8}, {Addr: addressBase + deviceStride, Bytes: 8}}},
+		"below the base": {NextHandle: 1, Regions: []backend.Region{{Addr: addressBase - 1024, Bytes: 8}}},
 		"too big":        {NextHandle: 1, Regions: []backend.Region{{Addr: addressBase, Bytes: 2 << 20}}},
 		"stale handle":   {NextHandle: 1, Streams: []backend.StreamImage{{Handle: 5}}},
 		"no such kernel": {NextHandle: 9, Modules: []backend.ModuleImage{{Handle: 1, Image: []byte("GPUSIM-MODULE 1\n")}}, Functions: []backend.FunctionImage{{Handle: 2, Module: 1, Name: "spin"}}},

@@ -183,6 +183,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
     if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
+    if (n > GW_STRIPE_CHUNK) gc_lanes_reopen(); /* after a resume or a move */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
     if (rc == CUDA_SUCCESS && gc_shm_on()) {
@@ -239,6 +240,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);
+    if (n > GW_STRIPE_CHUNK) gc_lanes_reopen(); /* after a resume or a move */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
     if (rc == CUDA_SUCCESS && gc_shm_on()) {

@@ -54,6 +54,7 @@ func onServerB(c *sessiontoken.Claims) { c.GPUServer = "gs-b" }
 func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
 	a, b := twoServers(t)
 	prog := a.client(a.token("s-mig", sessiontoken.TierShared, 64<<20), "steady", "60", "30")
+	prog.Env = append(prog.Env, "GPUCLOUD_DEBUG=1", "GPUCLOUD_LANES=4") // says when lanes open
 	var stderr bytes.Buffer
 	out := startSteady(t, prog, &stderr)
 	running := time.Now()
@@ -84,8 +85,13 @@ func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
 	if err != nil || !strings.Contains(string(rest), "STEADY OK 60") {
 		t.Fatalf("steady across a migration: %v %q", err, rest)
 	}
-	if !strings.Contains(stderr.String(), "gpucloud: session moving to "+b.addr) {
+	moved := strings.Index(stderr.String(), "gpucloud: session moving to "+b.addr)
+	if moved < 0 {
 		t.Fatal("the guest never followed the redirect")
+	}
+	// Its striped copies go on over lanes to the new server, opened again after the move.
+	if !strings.Contains(stderr.String()[:moved], "gpucloud: 4 lanes open") || !strings.Contains(stderr.String()[moved:], "gpucloud: 4 lanes open") {
+		t.Fatal("the guest did not open its lanes again on the new server")
 	}
 	for _, s := range []*gpuserverd{a, b} {
 		waitFor(t, "the sessions' end", func() bool { return strings.Contains(s.get("/metrics"), "gpuserverd_sessions_active 0") })

@@ -16,23 +16,30 @@
 
 struct lane {
     int fd;
+    int idx;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int busy;   /* a job is posted and not finished */
     int failed; /* the job's transfer failed */
+    int quit;   /* the lane was given up: its thread closes it and ends once idle */
     char *base;
     size_t bytes;
     int read;
 };
-static struct lane lanes[GW_MAX_LANES];
+/* The lanes in use. Given-up lanes are not freed (their threads may still touch them); a
+ * session gives lanes up only when its stream is resumed, a handful of times at most. */
+static struct lane *lanes[GW_MAX_LANES];
 static int nlanes;
 static int dropped; /* the session moved to a server the lanes do not reach: copies go unstriped */
+static int reopen;  /* dropped after a resume: the next large copy opens lanes again */
+static char lane_sid[257];
+static struct gw_hello_reply lane_hr; /* the session's id, for LaneHello */
 
 /* Every lane and the session's connection end: a lane out of step cannot be resynchronised. */
 static void break_all(void) {
     gc_resume_disarm(); /* a stream whose lanes fell out of step must not be resumed */
-    for (int i = 0; i < nlanes; i++) shutdown(lanes[i].fd, SHUT_RDWR);
+    for (int i = 0; i < nlanes; i++) shutdown(lanes[i]->fd, SHUT_RDWR);
     shutdown(gc.fd, SHUT_RDWR);
 }
 
@@ -54,18 +61,20 @@ static int lane_io(struct lane *l, int idx) {
 
 static void *lane_main(void *arg) {
     struct lane *l = arg;
-    int idx = (int)(l - lanes);
     pthread_mutex_lock(&l->mu);
     for (;;) {
-        while (!l->busy) pthread_cond_wait(&l->cv, &l->mu);
+        while (!l->busy && !l->quit) pthread_cond_wait(&l->cv, &l->mu);
+        if (!l->busy) break; /* given up and idle */
         pthread_mutex_unlock(&l->mu);
-        int failed = lane_io(l, idx) != 0;
+        int failed = lane_io(l, l->idx) != 0;
         if (failed && !__atomic_load_n(&dropped, __ATOMIC_RELAXED)) break_all();
         pthread_mutex_lock(&l->mu);
         l->failed = failed;
         l->busy = 0;
         pthread_cond_broadcast(&l->cv);
     }
+    pthread_mutex_unlock(&l->mu);
+    close(l->fd);
     return NULL;
 }
 
@@ -92,9 +101,9 @@ static int lane_dial(const char *endpoint, const struct gw_hello_reply *hr, cons
     return fd;
 }
 
-/* gc_open_lanes asks the worker for lanes (GPUCLOUD_LANES, default 4; 0 or 1: none) and dials
- * them; copies use the lanes it could open. Caller holds no lock; runs once, after the handshake. */
-void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
+/* open_lanes asks the worker for lanes (GPUCLOUD_LANES, default 4; 0 or 1: none) and dials
+ * them; copies use the lanes it could open. Caller holds no lock. */
+static void open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
     const char *v = getenv("GPUCLOUD_LANES");
     int want = v && *v ? atoi(v) : LANES_DEFAULT;
     if (want > GW_MAX_LANES) want = GW_MAX_LANES;
@@ -114,12 +123,18 @@ void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
     if (ok) memcpy(key, lr.key, sizeof key);
     pthread_mutex_unlock(&gc.mu);
     if (!ok) return; /* an older or lane-less server: one connection carries everything */
+    struct lane *got_lanes[GW_MAX_LANES];
     int got = 0;
     for (uint32_t i = 0; i < lr.lanes; i++) {
         int fd = lane_dial(endpoint, hr, key, i);
         if (fd < 0) break;
-        struct lane *l = &lanes[got];
+        struct lane *l = calloc(1, sizeof *l);
+        if (!l) {
+            close(fd);
+            break;
+        }
         l->fd = fd;
+        l->idx = got;
         pthread_mutex_init(&l->mu, NULL);
         pthread_cond_init(&l->cv, NULL);
         pthread_attr_t a;
@@ -129,16 +144,49 @@ void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
         pthread_attr_destroy(&a);
         if (e != 0) {
             close(fd);
+            free(l);
             break;
         }
-        got++;
+        got_lanes[got++] = l;
     }
     if (got < 2) {
         if (getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud: lanes: %d of %u opened; not striping\n", got, lr.lanes);
         got = 0; /* the dialled lanes idle; the worker never waits on them */
     }
+    pthread_mutex_lock(&gc.mu); /* copies read the lanes under it */
+    memcpy(lanes, got_lanes, sizeof(struct lane *) * (size_t)got);
     nlanes = got;
+    __atomic_store_n(&dropped, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&gc.mu);
     if (got && getenv("GPUCLOUD_DEBUG")) fprintf(stderr, "gpucloud: %d lanes open\n", got);
+}
+
+/* gc_open_lanes opens the session's lanes after the handshake, keeping its id for reopening them
+ * after a resume. Caller holds no lock; runs once. */
+void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr) {
+    if (hr->session_id_len < sizeof lane_sid) {
+        memcpy(lane_sid, hr->session_id, hr->session_id_len);
+        lane_hr.session_id = lane_sid;
+        lane_hr.session_id_len = hr->session_id_len;
+    }
+    open_lanes(endpoint, hr);
+}
+
+/* gc_lanes_reopen opens lanes again on the server that now serves the session, after a resume
+ * or a move gave the old ones up (gc_lanes_resumed). The next large copy calls it, with no lock
+ * held; one caller does the work, the others copy unstriped meanwhile. */
+void gc_lanes_reopen(void) {
+    if (!__atomic_load_n(&reopen, __ATOMIC_RELAXED) || !__atomic_exchange_n(&reopen, 0, __ATOMIC_ACQ_REL)) return;
+    if (lane_hr.session_id == NULL) return;
+    open_lanes(gc_resume_endpoint(), &lane_hr);
+}
+
+/* gc_lanes_resumed gives the lanes up after the session's stream was resumed (the worker that
+ * serves it may be another, which the lanes do not reach) and asks for them to be opened again
+ * at the next large copy. Caller holds gc.mu. */
+void gc_lanes_resumed(void) {
+    gc_lanes_drop();
+    if (nlanes > 0) __atomic_store_n(&reopen, 1, __ATOMIC_RELEASE);
 }
 
 int gc_lanes(void) { return __atomic_load_n(&dropped, __ATOMIC_RELAXED) ? 0 : nlanes; }
@@ -149,7 +197,14 @@ int gc_lanes(void) { return __atomic_load_n(&dropped, __ATOMIC_RELAXED) ? 0 : nl
  * is made again unstriped. Caller holds gc.mu. */
 void gc_lanes_drop(void) {
     __atomic_store_n(&dropped, 1, __ATOMIC_RELAXED);
-    for (int i = 0; i < nlanes; i++) shutdown(lanes[i].fd, SHUT_RDWR);
+    for (int i = 0; i < nlanes; i++) {
+        struct lane *l = lanes[i];
+        shutdown(l->fd, SHUT_RDWR);
+        pthread_mutex_lock(&l->mu);
+        l->quit = 1;
+        pthread_cond_broadcast(&l->cv);
+        pthread_mutex_unlock(&l->mu);
+    }
 }
 
 /* gc_striped_locked moves n bytes at p over the lanes (read: into p) while the request goes out
@@ -157,7 +212,7 @@ void gc_lanes_drop(void) {
  * moved meanwhile and nothing was copied, make the copy unstriped. Caller holds gc.mu. */
 CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, char *p, size_t n, int read) {
     for (int i = 0; i < nlanes; i++) {
-        struct lane *l = &lanes[i];
+        struct lane *l = lanes[i];
         pthread_mutex_lock(&l->mu);
         l->base = p;
         l->bytes = n;
@@ -172,7 +227,7 @@ CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, ch
     if (rc != CUDA_SUCCESS) break_all(); /* lanes blocked on a dead session wake and fail */
     int failed = 0;
     for (int i = 0; i < nlanes; i++) {
-        struct lane *l = &lanes[i];
+        struct lane *l = lanes[i];
         pthread_mutex_lock(&l->mu);
         while (l->busy) pthread_cond_wait(&l->cv, &l->mu);
         failed |= l->failed;

@@ -49,6 +49,9 @@ static void resume_off(void) {
     rs.kept = NULL;
 }
 
+/* gc_resume_endpoint is where the session is served now (a move changes it). */
+const char *gc_resume_endpoint(void) { return rs.endpoint; }
+
 void gc_resume_disarm(void) { __atomic_store_n(&rs.armed, 0, __ATOMIC_RELAXED); } /* from a lane thread */
 
 void gc_resume_hello_sent(size_t hello_bytes) {
@@ -194,8 +197,9 @@ static int resume_loop(void) {
                 dup2(fd, gc.fd); /* the session keeps its descriptor number; the old socket goes */
                 close(fd);
                 /* The stream may now be served by another worker (a restored or moved session)
-                 * that the lanes do not reach: copies go on the session's connection. */
-                gc_lanes_drop();
+                 * that the lanes do not reach: they are given up, and opened again (to the
+                 * worker that serves the session now) at the next large copy. */
+                gc_lanes_resumed();
                 fprintf(stderr, "gpucloud: session resumed\n");
                 return 0;
             }

@@ -59,6 +59,7 @@ void gc_resume_open_locked(const char *session_id);
 void gc_resume_note_sent(const struct iovec *iov, int cnt);
 void gc_resume_note_received(size_t n);
 int gc_resume_locked(void);
+const char *gc_resume_endpoint(void);
 int gc_redirect_locked(const uint8_t *p, size_t n);
 void gc_lanes_drop(void);
 int gc_read_header_locked(uint8_t *h);
@@ -67,6 +68,8 @@ void gc_resume_disarm(void);
 /* Lanes (lanes.c): extra connections that large copies are striped over. */
 void gc_open_lanes(const char *endpoint, const struct gw_hello_reply *hr);
 int gc_lanes(void);
+void gc_lanes_reopen(void);
+void gc_lanes_resumed(void);
 CUresult gc_striped_locked(uint16_t type, const uint8_t *head, size_t head_n, char *p, size_t n, int read);
 /* Shared memory with a worker on this host (shm.c). */
 int gc_open_shm(void);

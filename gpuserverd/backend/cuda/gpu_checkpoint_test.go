@@ -1,0 +1,103 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// A context imaged, closed and restored on the GPU hands out the same handles and addresses:
+// its allocations (a large one with a mapping of its own, small ones sharing a slab) hold what
+// was written back, the module's function and global work through their old handle and address,
+// and a stream and event made before are usable. Needs a GPU (the GPU machine's cuda.test).
+func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
+	b := openGPU(t)
+	cc, err := b.NewContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*Context)
+	const n = 1 << 20 // 4 MiB of floats: its own mapping
+	x, y := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], y[i] = float32(i%1000), float32(3*(i%777))
+	}
+	dx := must(c.MemAlloc(4 * n))
+	dy := must(c.MemAlloc(4 * n))
+	small := must(c.MemAlloc(100))
+	ok(t, c.MemcpyHtoD(dx, floatBytes(x), 0, false))
+	ok(t, c.MemcpyHtoD(dy, floatBytes(y), 0, false))
+	ok(t, c.MemcpyHtoD(small, []byte("checkpointed"), 0, false))
+	m := must(c.ModuleLoadData(axpyPTX))
+	f := must(c.ModuleGetFunction(m, "axpy"))
+	s := must(c.StreamCreate(1))
+	e := must(c.EventCreate(2))
+	g, _ := must2(c.ModuleGetGlobal(m, "launches"))
+	ok(t, c.MemcpyHtoD(g, []byte{7, 0, 0, 0}, 0, false))
+
+	img := must(c.Image())
+	if img.Reserved[1] == 0 || len(img.Regions) != 4 || img.NextHandle < e {
+		t.Fatalf("image: reserved %v, %d regions, next handle %d", img.Reserved, len(img.Regions), img.NextHandle)
+	}
+	contents := map[uint64][]byte{}
+	for _, r := range img.Regions {
+		buf := make([]byte, r.Bytes)
+		ok(t, c.MemcpyDtoH(buf, r.Addr, 0, false))
+		contents[r.Addr] = buf
+	}
+	ok(t, c.Close()) // the range is free again in this process, as in a fresh one
+
+	rc, err := b.RestoreContext(0, img)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	r := rc.(*Context)
+	t.Cleanup(func() { r.Close() })
+	for a, buf := range contents {
+		ok(t, r.MemcpyHtoD(a, buf, 0, false))
+	}
+	cfg := backend.LaunchConfig{Function: f, Grid: [3]uint32{n / 256, 1, 1}, Block: [3]uint32{256, 1, 1},
+		Params: packAxpy(dy, dx, 2, n), Stream: s}
+	ok(t, r.LaunchKernel(cfg))
+	ok(t, r.EventRecord(e, s))
+	ok(t, r.EventSynchronize(e))
+	out := make([]byte, 4*n)
+	ok(t, r.MemcpyDtoH(out, dy, 0, false))
+	for i, v := range floats(out) {
+		if w := y[i] + 2*x[i]; v != w {
+			t.Fatalf("y[%d] = %v after the restore, want %v", i, v, w)
+		}
+	}
+	word := make([]byte, 12)
+	ok(t, r.MemcpyDtoH(word, small, 0, false))
+	cnt := make([]byte, 4)
+	ok(t, r.MemcpyDtoH(cnt, g, 0, false))
+	if string(word) != "checkpointed" || binary.LittleEndian.Uint32(cnt) != 8 {
+		t.Fatalf("small allocation %q, global %d (want 8)", word, binary.LittleEndian.Uint32(cnt))
+	}
+	// New objects take handles past the old ones; new memory lands where the source's would.
+	if h := must(r.StreamCreate(0)); h <= img.NextHandle-1 {
+		t.Fatalf("new stream handle %d, the image's next was %d", h, img.NextHandle)
+	}
+	ok(t, r.MemFree(small))
+	if p := must(r.MemAlloc(64)); p != small {
+		t.Errorf("a small allocation after a free lands at %#x, want %#x", p, small)
+	}
+}
+
+// State the driver cannot rebuild is refused by name, and the context goes on.
+func TestGPUCheckpointRefusesGraphs(t *testing.T) {
+	c := newCtx(t, openGPU(t))
+	g := must(c.GraphCreate(0))
+	_, err := c.Image()
+	if !errors.Is(err, backend.ErrNotSupported) || !strings.Contains(err.Error(), "CUDA graphs") {
+		t.Fatalf("image with a graph: %v", err)
+	}
+	ok(t, c.GraphDestroy(g))
+	if _, err := c.Image(); err != nil {
+		t.Fatalf("image after the graph went: %v", err)
+	}
+}
