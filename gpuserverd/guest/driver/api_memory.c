@@ -2,6 +2,7 @@
  * stages through pinned buffers; device-to-host data comes back the same way, straight into the
  * caller's buffer. */
 #include "guest.h"
+#include "graphhost.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -169,7 +170,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
     uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
     if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
-    if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
+    if (gc_is_capturing(s)) return gc_graphhost_capture_copy(1, s, dst, (void *)src, n); /* a bounce buffer */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
     if (rc == CUDA_SUCCESS && gc_shm_on()) {
@@ -221,7 +222,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
     uint64_t a;
     if (gc_is_capturing(s) && gc_arena_device_addr(dst, n, &a)) return cuMemcpyDtoDAsync_v2(a, src, n, s);
-    if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
+    if (gc_is_capturing(s)) return gc_graphhost_capture_copy(0, s, src, dst, n); /* a bounce buffer */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);
     pthread_mutex_lock(&gc.mu);

@@ -2,6 +2,7 @@
  * forwarded as usual and its stream there captures them. Graphs, nodes and executable graphs are
  * worker ids. Host nodes cannot run there (the function lies in this process): refused. */
 #include "families.h"
+#include "graphhost.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,7 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
         if (rc == CUDA_SUCCESS) cuGraphDestroy(GC_PTR(CUgraph, h));
         h = 0, rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
+    gc_graphhost_capture_end(s, rc == CUDA_SUCCESS ? GC_PTR(CUgraph, h) : NULL); /* graphhost.c */
     *graph = GC_PTR(CUgraph, h);
     return GC_T(rc);
 }
@@ -168,7 +170,9 @@ EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned flags) {
 EXPORT CUresult cuGraphDestroy(CUgraph graph) {
     struct gw_graph_destroy m = {.graph = GC_ID(graph)};
     GC_ENCODE(graph_destroy, m, b);
-    return GC_T(gc_call_status(GW_TYPE_GRAPH_DESTROY, 0, b, b_n));
+    CUresult rc = gc_call_status(GW_TYPE_GRAPH_DESTROY, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) gc_graphhost_graph_destroyed(graph);
+    return GC_T(rc);
 }
 
 /* A node-adding call: sends the encoded message (b, n bytes), stores the node. */
@@ -258,17 +262,11 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
         arena_side(&src, c->WidthInBytes, c->Height, c->Depth);
         arena_side(&dst, c->WidthInBytes, c->Height, c->Depth);
     }
-    if (rc == CUDA_SUCCESS && (src.kind == 1 || dst.kind == 1)) {
-        /* Host memory is in this VM and the graph runs on the server, at launches the guest does
-         * not see complete: copy with cuMemcpyAsync on the stream after cuGraphLaunch instead. */
-        static int said;
-        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-            fprintf(stderr, "gpucloud: cuGraphAddMemcpyNode: copies to or from host memory in a graph are not "
-                            "supported (CUDA_ERROR_NOT_SUPPORTED); device and array copies are\n");
-        rc = CUDA_ERROR_NOT_SUPPORTED;
-    }
     uint8_t dep[8 * MAX_DEPS];
     if (rc == CUDA_SUCCESS) rc = gc_deps(deps, ndeps, dep, sizeof dep);
+    /* Other host memory is in this VM, the graph runs on the server: a bounce buffer (graphhost.c). */
+    struct gc_hostcopy *hc = NULL;
+    if (rc == CUDA_SUCCESS) rc = gc_graphhost_node_prepare(&src, &dst, c->WidthInBytes, c->Height, c->Depth, &hc);
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     struct gw_graph_add_memcpy_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps),
                                          .src_kind = src.kind, .src = src.ptr, .src_pitch = src.pitch,
@@ -277,6 +275,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
                                          .dst_height = dst.height, .dst_x = dst.x, .dst_y = dst.y, .dst_z = dst.z,
                                          .width = c->WidthInBytes, .height = c->Height, .depth = c->Depth};
     rc = ADD_NODE(graph_add_memcpy_node, GRAPH_ADD_MEMCPY_NODE, m, node);
+    gc_graphhost_node_done(graph, hc, rc);
     return GC_T(rc);
 }
 
@@ -338,7 +337,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     GC_ENCODE(graph_instantiate, m, b);
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_GRAPH_INSTANTIATE, b, b_n, &h);
-    if (rc == CUDA_SUCCESS) *exec = GC_PTR(CUgraphExec, h);
+    if (rc == CUDA_SUCCESS) *exec = GC_PTR(CUgraphExec, h), gc_graphhost_instantiated(graph, *exec);
     return GC_T(rc);
 }
 
@@ -354,14 +353,19 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
     if (!exec) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_graph_launch m = {.exec = GC_ID(exec), .stream = gc_stream_handle(s)};
     GC_ENCODE(graph_launch, m, b);
+    CUresult rc = gc_graphhost_before_launch(exec, s); /* host copies' bytes: graphhost.c */
     /* Asynchronous, as a kernel launch. */
-    return GC_T(gc_call_status(GW_TYPE_GRAPH_LAUNCH, GW_FLAG_NO_REPLY, b, b_n));
+    if (rc == CUDA_SUCCESS) rc = gc_call_status(GW_TYPE_GRAPH_LAUNCH, GW_FLAG_NO_REPLY, b, b_n);
+    if (rc == CUDA_SUCCESS) rc = gc_graphhost_after_launch(exec, s);
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
     struct gw_graph_exec_destroy m = {.exec = GC_ID(exec)};
     GC_ENCODE(graph_exec_destroy, m, b);
-    return GC_T(gc_call_status(GW_TYPE_GRAPH_EXEC_DESTROY, 0, b, b_n));
+    CUresult rc = gc_call_status(GW_TYPE_GRAPH_EXEC_DESTROY, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) gc_graphhost_exec_destroyed(exec);
+    return GC_T(rc);
 }
 
 static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResult *result) {
@@ -369,6 +373,7 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
     GC_ENCODE(graph_exec_update, m, b);
     struct gw_value_reply r = {0};
     CUresult rc = gc_request(GW_TYPE_GRAPH_EXEC_UPDATE, 0, b, b_n, GW_TYPE_VALUE_REPLY, &r);
+    if (rc == CUDA_SUCCESS) gc_graphhost_exec_updated(exec, graph); /* its copies are now graph's */
     if (result) *result = (CUgraphExecUpdateResult)r.value;
     return rc;
 }
