@@ -170,7 +170,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     if (n > 0 && !src) return CUDA_ERROR_INVALID_VALUE;
     uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
     if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
-    if (gc_is_capturing(s)) return gc_graphhost_capture_copy(1, s, dst, (void *)src, n); /* a bounce buffer */
+    if (gc_graphhost_capturing(s, &a)) return gc_graphhost_capture_copy(1, s, a, dst, (void *)src, n); /* a bounce */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
     if (rc == CUDA_SUCCESS && gc_shm_on()) {
@@ -222,7 +222,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     if (n > 0 && !dst) return CUDA_ERROR_INVALID_VALUE;
     uint64_t a;
     if (gc_is_capturing(s) && gc_arena_device_addr(dst, n, &a)) return cuMemcpyDtoDAsync_v2(a, src, n, s);
-    if (gc_is_capturing(s)) return gc_graphhost_capture_copy(0, s, src, dst, n); /* a bounce buffer */
+    if (gc_graphhost_capturing(s, &a)) return gc_graphhost_capture_copy(0, s, a, src, dst, n); /* a bounce */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);
     pthread_mutex_lock(&gc.mu);

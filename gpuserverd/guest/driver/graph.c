@@ -83,13 +83,15 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
     if (!graph) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_stream_end_capture m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_end_capture, m, b);
-    uint64_t h = 0;
+    uint64_t h = 0, host_copies = gc_graphhost_capture_id(s); /* captured host copies: graphhost.c */
     CUresult rc = gc_handle_call(GW_TYPE_STREAM_END_CAPTURE, b, b_n, &h);
-    if (capture_done(m.stream)) { /* a call was refused here: the capture is void */
+    int refused = capture_done(m.stream); /* a call was refused here: the capture is void */
+    if (gc_graphhost_capture_end(host_copies, rc == CUDA_SUCCESS && !refused ? GC_PTR(CUgraph, h) : NULL))
+        refused = 1;
+    if (refused) {
         if (rc == CUDA_SUCCESS) cuGraphDestroy(GC_PTR(CUgraph, h));
         h = 0, rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    gc_graphhost_capture_end(s, rc == CUDA_SUCCESS ? GC_PTR(CUgraph, h) : NULL); /* graphhost.c */
     *graph = GC_PTR(CUgraph, h);
     return GC_T(rc);
 }

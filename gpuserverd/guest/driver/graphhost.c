@@ -13,7 +13,8 @@
  * different streams at once would share its bounce buffers; NVIDIA orders launches of one
  * executable graph, so only a program relying on that across streams could see it.
  *
- * Who holds which copies: the capture in progress on a stream, a graph, an executable graph. A
+ * Who holds which copies: a capture in progress (by its id, which the streams that joined it
+ * through events share with the one it began on), a graph, an executable graph. A
  * copy is shared by reference (an executable graph keeps its graph's copies after the graph is
  * destroyed); its bounce buffer is freed with the last reference. */
 #include "graphhost.h"
@@ -35,6 +36,7 @@ enum holder_kind { CAPTURE, GRAPH, EXEC };
 struct holder {
     enum holder_kind kind;
     uint64_t id;
+    int invalid; /* a capture that lacks a copy (it failed here) */
     struct gc_hostcopy **copies;
     size_t n, cap;
 };
@@ -140,7 +142,20 @@ static struct gc_side bounce_side(const struct gc_hostcopy *c) {
     return (struct gc_side){.kind = 2, .ptr = c->bounce, .pitch = c->w, .height = c->h};
 }
 
-CUresult gc_graphhost_capture_copy(int to_device, CUstream s, CUdeviceptr dev, void *host, size_t n) {
+/* The status of s's capture and its id (answered here, without a round trip, while no capture is
+ * under way). */
+static CUstreamCaptureStatus capture_of(CUstream s, uint64_t *id) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t cid = 0;
+    if (cuStreamGetCaptureInfo(s, &st, &cid) != CUDA_SUCCESS) return CU_STREAM_CAPTURE_STATUS_NONE;
+    *id = cid;
+    return st;
+}
+
+int gc_graphhost_capturing(CUstream s, uint64_t *id) { return capture_of(s, id) == CU_STREAM_CAPTURE_STATUS_ACTIVE; }
+
+CUresult gc_graphhost_capture_copy(int to_device, CUstream s, uint64_t capture, CUdeviceptr dev, void *host,
+                                   size_t n) {
     if (n == 0) return CUDA_SUCCESS;
     struct gc_side hs = {.kind = 1, .host = host};
     struct gc_hostcopy *c;
@@ -148,20 +163,40 @@ CUresult gc_graphhost_capture_copy(int to_device, CUstream s, CUdeviceptr dev, v
     if (rc == CUDA_SUCCESS) {
         rc = to_device ? cuMemcpyDtoDAsync_v2(dev, c->bounce, n, s) : cuMemcpyDtoDAsync_v2(c->bounce, dev, n, s);
         pthread_mutex_lock(&holders_mu);
-        struct holder *h = rc == CUDA_SUCCESS ? holder_locked(CAPTURE, gc_stream_handle(s), 1) : NULL;
+        struct holder *h = rc == CUDA_SUCCESS ? holder_locked(CAPTURE, capture, 1) : NULL;
         if (rc == CUDA_SUCCESS && !(h && hold_locked(h, c))) rc = CUDA_ERROR_OUT_OF_MEMORY;
         pthread_mutex_unlock(&holders_mu);
         release(&c, 1); /* the holder's reference remains, if any */
     }
-    if (rc != CUDA_SUCCESS && gc_capture_refuses(s)) /* the capture is void: it lacks this copy */
-        rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (rc != CUDA_SUCCESS) { /* the capture is void: it lacks this copy */
+        gc_capture_refuses(s); /* the stream it began on: graph.c */
+        pthread_mutex_lock(&holders_mu);
+        struct holder *h = holder_locked(CAPTURE, capture, 1);
+        if (h) h->invalid = 1;
+        pthread_mutex_unlock(&holders_mu);
+    }
     return rc;
 }
 
-void gc_graphhost_capture_end(CUstream s, CUgraph g) {
-    uint64_t h = gc_stream_handle(s);
-    if (g) share(CAPTURE, h, GRAPH, GC_ID(g));
-    drop(CAPTURE, h);
+uint64_t gc_graphhost_capture_id(CUstream s) {
+    int any = 0;
+    pthread_mutex_lock(&holders_mu);
+    for (size_t i = 0; i < nholders && !any; i++) any = holders[i].kind == CAPTURE;
+    pthread_mutex_unlock(&holders_mu);
+    uint64_t id = 0;
+    if (any && capture_of(s, &id) == CU_STREAM_CAPTURE_STATUS_NONE) id = 0; /* an invalidated one too */
+    return id;
+}
+
+CUresult gc_graphhost_capture_end(uint64_t capture, CUgraph g) {
+    if (!capture) return CUDA_SUCCESS;
+    pthread_mutex_lock(&holders_mu);
+    struct holder *h = holder_locked(CAPTURE, capture, 0);
+    int invalid = h && h->invalid;
+    pthread_mutex_unlock(&holders_mu);
+    if (g && !invalid) share(CAPTURE, capture, GRAPH, GC_ID(g));
+    drop(CAPTURE, capture);
+    return invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
 }
 
 CUresult gc_graphhost_node_prepare(struct gc_side *src, struct gc_side *dst, size_t w, size_t h, size_t d,

@@ -5,11 +5,18 @@
 
 struct gc_hostcopy;
 
+/* Whether stream s captures (the stream a capture began on, or one that joined it through an
+ * event), and the capture's id. */
+int gc_graphhost_capturing(CUstream s, uint64_t *id);
 /* A copy between host memory outside the arena and device address dev on stream s, which
  * captures (api_memory.c): captured as a device copy with a bounce buffer. */
-CUresult gc_graphhost_capture_copy(int to_device, CUstream s, CUdeviceptr dev, void *host, size_t n);
-/* The capture on s ended: its host copies go to graph g, or are dropped when g is NULL. */
-void gc_graphhost_capture_end(CUstream s, CUgraph g);
+CUresult gc_graphhost_capture_copy(int to_device, CUstream s, uint64_t capture, CUdeviceptr dev, void *host,
+                                   size_t n);
+/* The id of the capture on s when host copies were captured (asked before it ends), else 0. */
+uint64_t gc_graphhost_capture_id(CUstream s);
+/* That capture ended: its host copies go to graph g (NULL: the capture failed, they are dropped).
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when one of them failed: the graph lacks it. */
+CUresult gc_graphhost_capture_end(uint64_t capture, CUgraph g);
 
 /* cuGraphAddMemcpyNode: a host side of src or dst becomes a bounce buffer (*out, NULL when neither
  * side is host memory); node_done gives it to graph g once the node is added (rc success). */

@@ -3,8 +3,8 @@
  * empties after it, so each launch reads the host bytes as the program left them and its results
  * are there once the stream is synchronised. Also: a captured sequence ending in a small
  * device-to-host copy (as NVIDIA's conjugateGradientCudaGraphs reads its residual), pitched host
- * sides, an executable graph updated from another graph, the bounce memory given back on destroy,
- * bad parameters refused. Prints "graphpageable_test: OK". */
+ * sides, an executable graph updated from another graph, the bounce memory given back on destroy
+ * and when a capture is invalidated, bad parameters refused. Prints "graphpageable_test: OK". */
 #include "check.h"
 
 enum { N = 1 << 12 };
@@ -128,6 +128,17 @@ int main(void) {
     CHECK(cuGraphExecDestroy(cx));
     CHECK(cuGraphDestroy(cg));
     CHECK(cuMemFree(d2));
+    EXPECT(device_free() == free0);
+
+    /* A capture invalidated after a pageable copy (a 3-D host copy cannot be captured) ends with
+     * no graph and gives the copy's bounce buffer back. */
+    CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK(cuMemcpyHtoDAsync(d, in, N * 4, s));
+    EXPECT(device_free() < free0);
+    CUDA_MEMCPY3D host3d = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = in, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .dstDevice = d, .WidthInBytes = 16, .Height = 2, .Depth = 1};
+    EXPECT_RC(cuMemcpy3DAsync(&host3d, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    EXPECT_RC(cuStreamEndCapture(s, &cg), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     EXPECT(device_free() == free0);
 
     /* Bad parameters are still refused, and leave no bounce buffer behind. */
