@@ -117,16 +117,20 @@ int main(void) {
     CHECK(cuStreamEndCapture(s, &cg)); /* not invalidated */
     CUgraphExec cx;
     CHECK(cuGraphInstantiate(&cx, cg, 0));
+    CUstream other; /* the sample launches on a stream of its own, not the one it captured */
+    CHECK(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
     for (unsigned round = 1; round <= 3; round++) {
         for (int i = 0; i < N; i++) in[i] = round * 1000 + (unsigned)i, out[i] = 0;
         r1 = 0;
-        CHECK(cuGraphLaunch(cx, s));
-        CHECK(cuStreamSynchronize(s));
+        CUstream on = round == 2 ? other : s;
+        CHECK(cuGraphLaunch(cx, on));
+        CHECK(cuStreamSynchronize(on));
         EXPECT(r1 == round * 1000 + N - 1);
         for (int i = 0; i < N; i++) EXPECT(out[i] == (i < N / 2 ? v : round * 1000 + (unsigned)i));
     }
     CHECK(cuGraphExecDestroy(cx));
     CHECK(cuGraphDestroy(cg));
+    CHECK(cuStreamDestroy(other));
     CHECK(cuMemFree(d2));
     EXPECT(device_free() == free0);
 
