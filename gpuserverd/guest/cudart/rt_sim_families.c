@@ -124,6 +124,28 @@ static void graphs(void) {
     unsigned hb[N];
     RT(cudaMemcpy(hb, b, sizeof hb, cudaMemcpyDeviceToHost));
     EXPECT(memcmp(h, hb, sizeof h) == 0); /* the copy node ran after the kernel, not the memset's 1s */
+    /* As conjugateGradientCudaGraphs: a captured copy of one value into a local, read after each
+     * launch on another stream and its synchronisation. */
+    unsigned r1 = 0;
+    cudaStream_t s2;
+    RT(cudaStreamCreateWithFlags(&s2, 1));
+    RT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    RT(cudaMemsetAsync(b, 0, N * 4, s));
+    RT(cudaMemcpyAsync(b, h, 4, cudaMemcpyHostToDevice, s));
+    RT(cudaMemcpyAsync(&r1, b, 4, cudaMemcpyDeviceToHost, s));
+    cudaGraph_t g3;
+    RT(cudaStreamEndCapture(s, &g3));
+    cudaGraphExec_t x3;
+    RT(cudaGraphInstantiate(&x3, g3, 0));
+    for (unsigned round = 1; round <= 2; round++) {
+        h[0] = 500 + round;
+        RT(cudaGraphLaunch(x3, s2));
+        RT(cudaStreamSynchronize(s2));
+        EXPECT(r1 == 500 + round);
+    }
+    RT(cudaGraphExecDestroy(x3));
+    RT(cudaGraphDestroy(g3));
+    RT(cudaStreamDestroy(s2));
     enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     RT(cudaThreadExchangeStreamCaptureMode(&mode));
     EXPECT(mode == cudaStreamCaptureModeGlobal);
