@@ -106,6 +106,8 @@ static int none_capturing(void) {
     return none;
 }
 
+int gc_any_capturing(void) { return !none_capturing(); }
+
 static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
     if (!status) return CUDA_ERROR_INVALID_VALUE;
     if (none_capturing()) {

@@ -142,11 +142,12 @@ static struct gc_side bounce_side(const struct gc_hostcopy *c) {
     return (struct gc_side){.kind = 2, .ptr = c->bounce, .pitch = c->w, .height = c->h};
 }
 
-/* The status of s's capture and its id (answered here, without a round trip, while no capture is
- * under way). */
+/* The status of s's capture and its id: asked of the worker only while a capture is under way
+ * (every copy with host memory asks). */
 static CUstreamCaptureStatus capture_of(CUstream s, uint64_t *id) {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t cid = 0;
+    if (!gc_any_capturing()) return CU_STREAM_CAPTURE_STATUS_NONE;
     if (cuStreamGetCaptureInfo(s, &st, &cid) != CUDA_SUCCESS) return CU_STREAM_CAPTURE_STATUS_NONE;
     *id = cid;
     return st;

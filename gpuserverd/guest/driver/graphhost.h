@@ -5,6 +5,8 @@
 
 struct gc_hostcopy;
 
+/* Whether a capture begun in this process may be under way (graph.c). */
+int gc_any_capturing(void);
 /* Whether stream s captures (the stream a capture began on, or one that joined it through an
  * event), and the capture's id. */
 int gc_graphhost_capturing(CUstream s, uint64_t *id);
