@@ -479,8 +479,7 @@ static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int
     return ret(async ? cuMemcpy3DAsync(&c, STREAM(s)) : cuMemcpy3D(&c));
 }
 
-/* A graph's copy node: between device memory and arrays (the driver refuses host memory, which
- * lives in this VM while the graph runs on the server). */
+/* A graph's copy node: host sides go through bounce buffers (driver/graphhost.c). */
 EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                                           const struct cudaMemcpy3DParms *p) {
     READY();

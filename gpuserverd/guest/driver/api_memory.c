@@ -2,6 +2,7 @@
  * stages through pinned buffers; device-to-host data comes back the same way, straight into the
  * caller's buffer. */
 #include "guest.h"
+#include "graphhost.h"
 
 #include "driver/coherence.h"
 
@@ -182,7 +183,7 @@ static CUresult htod(CUdeviceptr dst, const void *src, size_t n, CUstream s, int
     if ((rc = gc_coh_before(GW_TYPE_MEMCPY_HTO_D)) != CUDA_SUCCESS) return rc;
     uint64_t a; /* captured: arena memory is a device side the graph reaches at replay */
     if (gc_is_capturing(s) && gc_arena_device_addr(src, n, &a)) return cuMemcpyDtoDAsync_v2(dst, a, n, s);
-    if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
+    if (gc_graphhost_capturing(s, &a)) return gc_graphhost_capture_copy(1, s, a, dst, (void *)src, n); /* a bounce */
     if (n > GW_STRIPE_CHUNK) gc_lanes_reopen(); /* after a resume or a move */
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
@@ -237,7 +238,7 @@ static CUresult dtoh(void *dst, CUdeviceptr src, size_t n, CUstream s, int async
     if ((rc = gc_coh_before(GW_TYPE_MEMCPY_DTO_H)) != CUDA_SUCCESS) return rc;
     uint64_t a;
     if (gc_is_capturing(s) && gc_arena_device_addr(dst, n, &a)) return cuMemcpyDtoDAsync_v2(a, src, n, s);
-    if (gc_capture_refuses(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* driver/graph.c */
+    if (gc_graphhost_capturing(s, &a)) return gc_graphhost_capture_copy(0, s, a, src, dst, n); /* a bounce */
     struct gw_memcpy_dto_h m = {.src = src, .bytes = n, .stream = gc_stream_handle(s), .async = (uint32_t)async};
     GC_ENCODE(memcpy_dto_h, m, b);
     if (n > GW_STRIPE_CHUNK) gc_lanes_reopen(); /* after a resume or a move */

@@ -16,7 +16,7 @@ CUresult gc_request_keep(uint16_t type, uint16_t flags, const uint8_t *head, siz
     pthread_mutex_lock(&gc.mu);
     rc = gc_select_device_locked(dev);
     if (rc == CUDA_SUCCESS) rc = gc_xfer_locked(type, flags, head, n, tail, tail_n, want, &r);
-    if (rc == CUDA_SUCCESS) {
+    if (rc == CUDA_SUCCESS && !(flags & GW_FLAG_NO_REPLY)) { /* sent without waiting: no reply to read */
         char err[160];
         if (gw_decode_any(want, reply, r.p, r.n, err, sizeof err) != 0) rc = gc_transport_error(err);
         else rc = (CUresult) * (const int32_t *)reply; /* every reply starts with its result */

@@ -2,6 +2,7 @@
  * forwarded as usual and its stream there captures them. Graphs, nodes and executable graphs are
  * worker ids. Host nodes cannot run there (the function lies in this process): refused. */
 #include "families.h"
+#include "graphhost.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,10 +101,13 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
     struct gw_stream_end_capture m = {.stream = gc_stream_handle(s)};
     if (!graph && !capture_to_graph(m.stream)) return GC_T(CUDA_ERROR_INVALID_VALUE);
     GC_ENCODE(stream_end_capture, m, b);
-    uint64_t h = 0;
+    uint64_t h = 0, host_copies = gc_graphhost_capture_id(s); /* captured host copies: graphhost.c */
     CUresult rc = gc_handle_call(GW_TYPE_STREAM_END_CAPTURE, b, b_n, &h);
     int to_graph = capture_to_graph(m.stream);
-    if (capture_done(m.stream)) { /* a call was refused here: the capture is void */
+    int refused = capture_done(m.stream); /* a call was refused here: the capture is void */
+    if (gc_graphhost_capture_end(host_copies, rc == CUDA_SUCCESS && !refused ? GC_PTR(CUgraph, h) : NULL))
+        refused = 1;
+    if (refused) {
         if (rc == CUDA_SUCCESS && !to_graph) cuGraphDestroy(GC_PTR(CUgraph, h));
         h = 0, rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
@@ -120,6 +124,8 @@ static int none_capturing(void) {
     pthread_mutex_unlock(&captures_mu);
     return none;
 }
+
+int gc_any_capturing(void) { return !none_capturing(); }
 
 static CUresult capture_info(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id) {
     if (!status) return CUDA_ERROR_INVALID_VALUE;
@@ -196,6 +202,7 @@ EXPORT CUresult cuGraphDestroy(CUgraph graph) {
     GC_ENCODE(graph_destroy, m, b);
     CUresult rc = gc_call_status(GW_TYPE_GRAPH_DESTROY, 0, b, b_n);
     if (rc == CUDA_SUCCESS) gc_graph_forget_bodies(m.graph);
+    if (rc == CUDA_SUCCESS) gc_graphhost_graph_destroyed(graph);
     return GC_T(rc);
 }
 
@@ -286,17 +293,11 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
         arena_side(&src, c->WidthInBytes, c->Height, c->Depth);
         arena_side(&dst, c->WidthInBytes, c->Height, c->Depth);
     }
-    if (rc == CUDA_SUCCESS && (src.kind == 1 || dst.kind == 1)) {
-        /* Host memory is in this VM and the graph runs on the server, at launches the guest does
-         * not see complete: copy with cuMemcpyAsync on the stream after cuGraphLaunch instead. */
-        static int said;
-        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-            fprintf(stderr, "gpucloud: cuGraphAddMemcpyNode: copies to or from host memory in a graph are not "
-                            "supported (CUDA_ERROR_NOT_SUPPORTED); device and array copies are\n");
-        rc = CUDA_ERROR_NOT_SUPPORTED;
-    }
     uint8_t dep[8 * MAX_DEPS];
     if (rc == CUDA_SUCCESS) rc = gc_deps(deps, ndeps, dep, sizeof dep);
+    /* Other host memory is in this VM, the graph runs on the server: a bounce buffer (graphhost.c). */
+    struct gc_hostcopy *hc = NULL;
+    if (rc == CUDA_SUCCESS) rc = gc_graphhost_node_prepare(&src, &dst, c->WidthInBytes, c->Height, c->Depth, &hc);
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     struct gw_graph_add_memcpy_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps),
                                          .src_kind = src.kind, .src = src.ptr, .src_pitch = src.pitch,
@@ -305,6 +306,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
                                          .dst_height = dst.height, .dst_x = dst.x, .dst_y = dst.y, .dst_z = dst.z,
                                          .width = c->WidthInBytes, .height = c->Height, .depth = c->Depth};
     rc = ADD_NODE(graph_add_memcpy_node, GRAPH_ADD_MEMCPY_NODE, m, node);
+    gc_graphhost_node_done(graph, hc, rc);
     return GC_T(rc);
 }
 
@@ -366,7 +368,7 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     GC_ENCODE(graph_instantiate, m, b);
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_GRAPH_INSTANTIATE, b, b_n, &h);
-    if (rc == CUDA_SUCCESS) *exec = GC_PTR(CUgraphExec, h);
+    if (rc == CUDA_SUCCESS) *exec = GC_PTR(CUgraphExec, h), gc_graphhost_instantiated(graph, *exec);
     return GC_T(rc);
 }
 
@@ -382,14 +384,19 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
     if (!exec) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_graph_launch m = {.exec = GC_ID(exec), .stream = gc_stream_handle(s)};
     GC_ENCODE(graph_launch, m, b);
+    CUresult rc = gc_graphhost_before_launch(exec, s); /* host copies' bytes: graphhost.c */
     /* Asynchronous, as a kernel launch. */
-    return GC_T(gc_call_status(GW_TYPE_GRAPH_LAUNCH, GW_FLAG_NO_REPLY, b, b_n));
+    if (rc == CUDA_SUCCESS) rc = gc_call_status(GW_TYPE_GRAPH_LAUNCH, GW_FLAG_NO_REPLY, b, b_n);
+    if (rc == CUDA_SUCCESS) rc = gc_graphhost_after_launch(exec, s);
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
     struct gw_graph_exec_destroy m = {.exec = GC_ID(exec)};
     GC_ENCODE(graph_exec_destroy, m, b);
-    return GC_T(gc_call_status(GW_TYPE_GRAPH_EXEC_DESTROY, 0, b, b_n));
+    CUresult rc = gc_call_status(GW_TYPE_GRAPH_EXEC_DESTROY, 0, b, b_n);
+    if (rc == CUDA_SUCCESS) gc_graphhost_exec_destroyed(exec);
+    return GC_T(rc);
 }
 
 static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResult *result) {
@@ -397,6 +404,7 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
     GC_ENCODE(graph_exec_update, m, b);
     struct gw_value_reply r = {0};
     CUresult rc = gc_request(GW_TYPE_GRAPH_EXEC_UPDATE, 0, b, b_n, GW_TYPE_VALUE_REPLY, &r);
+    if (rc == CUDA_SUCCESS) gc_graphhost_exec_updated(exec, graph); /* its copies are now graph's */
     if (result) *result = (CUgraphExecUpdateResult)r.value;
     return rc;
 }

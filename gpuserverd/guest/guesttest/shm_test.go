@@ -135,3 +135,15 @@ func TestGraphHostMemory(t *testing.T) {
 		t.Fatalf("graphhost_test over shared memory:\n%s", tail(out))
 	}
 }
+
+// Over TCP and over shared memory a graph may copy to and from the program's pageable memory:
+// memcpy nodes and captured copies go through bounce buffers refreshed around each launch.
+func TestGraphPageableMemory(t *testing.T) {
+	s := startServer(t)
+	if out := s.run(s.token("s-graphpageable-tcp", sessiontoken.TierShared, 1<<30), "graphpageable_test"); !strings.Contains(out, "graphpageable_test: OK") {
+		t.Fatalf("graphpageable_test over TCP:\n%s", tail(out))
+	}
+	if out := s.shmRun(t, s.token("s-graphpageable", sessiontoken.TierShared, 1<<30), "16", "graphpageable_test"); !strings.Contains(out, "graphpageable_test: OK") {
+		t.Fatalf("graphpageable_test over shared memory:\n%s", tail(out))
+	}
+}

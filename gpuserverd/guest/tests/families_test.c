@@ -273,9 +273,13 @@ static void graphs(void) {
         CHECK(cuMemcpyDtoH(out, b, sizeof out));
         EXPECT(out[0] == 9 && out[N - 1] == 9);
     }
-    /* A host copy cannot be captured: the capture is invalidated. */
+    /* A copy from pageable memory is captured through a bounce buffer (graphpageable_test); a 3-D
+     * copy with a host side cannot be captured: the capture is invalidated. */
     CHECK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-    EXPECT_RC(cuMemcpyHtoDAsync(a, out, 64, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK(cuMemcpyHtoDAsync(a, out, 64, s));
+    CUDA_MEMCPY3D host3d = {.srcMemoryType = CU_MEMORYTYPE_HOST, .srcHost = out, .dstMemoryType = CU_MEMORYTYPE_DEVICE,
+                            .dstDevice = a, .WidthInBytes = 16, .Height = 2, .Depth = 1};
+    EXPECT_RC(cuMemcpy3DAsync(&host3d, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
     CUgraph bad;
     EXPECT_RC(cuStreamEndCapture(s, &bad), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     /* Built by hand: memset -> kernel, and an empty node after both; then an update. */
