@@ -3,7 +3,8 @@ package ingest
 // insertSQL stores a sorted batch in one statement: it books each record (its month, or the first
 // open month after it when that month is closed for the tenant: an adjustment), inserts the raw
 // rows ignoring ids already present, and appends only the rows actually inserted, split at hour
-// boundaries and summed, to billing_usage_pending. It returns how many rows were inserted.
+// boundaries and summed, to billing_usage_pending, and their (tenant, booked period) pairs to
+// billing_usage_months. It returns how many rows were inserted.
 //
 // Months and hours are UTC. Times arrive truncated to milliseconds, so the per-hour pieces are
 // whole milliseconds and add up exactly to the record's duration.
@@ -75,6 +76,11 @@ grouped AS (
         count(*) FILTER (WHERE hour = date_trunc('hour', start_at, 'UTC'))
     FROM pieces
     GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
+),
+listed AS (
+    INSERT INTO billing_usage_months (tenant_id, booked_period)
+    SELECT DISTINCT tenant_id, booked_period FROM ins ORDER BY 1, 2
+    ON CONFLICT DO NOTHING
 )
 -- Data-modifying CTEs always run to completion, read or not.
 SELECT count(*)::int FROM ins`

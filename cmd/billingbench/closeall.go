@@ -31,7 +31,7 @@ func closeMonth(ctx context.Context, pool *pgxpool.Pool, month time.Time, worker
 	}
 	t0 := time.Now()
 	tag, err := pool.Exec(ctx, `
-		WITH t AS (SELECT DISTINCT tenant_id FROM billing_usage_hourly WHERE booked_period = $1),
+		WITH t AS (SELECT tenant_id FROM billing_usage_months WHERE booked_period = $1),
 		inst AS (SELECT tenant_id, gen_random_uuid() AS ded, gen_random_uuid() AS shr FROM t)
 		INSERT INTO billing_allocations (tenant_id, instance_id, kind, resource_id, tier, gpu_model, instance_type, quantity, started_at, ended_at)
 		SELECT tenant_id, x.inst, x.kind, x.inst::text || x.res, x.tier, 'H100', x.itype, x.q, x.s, x.e FROM inst,
@@ -95,6 +95,11 @@ func synthesize(ctx context.Context, pool *pgxpool.Pool, month time.Time, tenant
 		ON CONFLICT DO NOTHING`, month, tenants, perTenant)
 	if err != nil {
 		return fmt.Errorf("synthetic rollups: %w", err)
+	}
+	// As ingestion would have listed them.
+	if _, err := pool.Exec(ctx, `INSERT INTO billing_usage_months SELECT DISTINCT tenant_id, booked_period
+		FROM billing_usage_hourly ON CONFLICT DO NOTHING`); err != nil {
+		return fmt.Errorf("synthetic rollups: months: %w", err)
 	}
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly`); err != nil {
 		return fmt.Errorf("analyze: %w", err)
