@@ -196,8 +196,13 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&rollups); err != nil {
 		return fmt.Errorf("count rollups: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly, billing_usage_direct`); err != nil {
-		return fmt.Errorf("analyze: %w", err)
+	for _, t := range []string{"billing_usage_hourly", "billing_usage_direct", "billing_usage_fleet"} {
+		if !tableExists(ctx, pool, t) { // older code (scripts/bench-billing-ab.sh)
+			continue
+		}
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+t); err != nil {
+			return fmt.Errorf("analyze %s: %w", t, err)
+		}
 	}
 	fmt.Printf("rollup rows (hourly and direct): %d\n", rollups)
 	rep := report.New(pool)
@@ -225,6 +230,11 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		fmt.Printf("one-month report group_by=%s granularity=%s: %d rows, %s GPU-hours, revenue %s %s; first %s, median %s of %d runs\n",
 			q.GroupBy, q.Granularity, len(last.Rows), last.Total.GPUHours, last.Total.Revenue, last.Currency,
 			first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
+	}
+	if reports > 0 {
+		if err := timeTenantUsage(ctx, rep, tenants, seed, month, reports); err != nil {
+			return err
+		}
 	}
 	if closeAll {
 		return closeMonth(ctx, pool, month, workers)
@@ -257,5 +267,31 @@ func addPrices(ctx context.Context, pool *pgxpool.Pool, month time.Time) error {
 			}
 		}
 	}
+	return nil
+}
+
+// timeTenantUsage times one tenant's usage over the month by day (the console's usage page), for
+// the generator's first tenant.
+func timeTenantUsage(ctx context.Context, rep *report.Reporter, tenants int, seed uint64, month time.Time, runs int) error {
+	tenant := billingtest.NewGenerator(seed, tenants, month, "").Tenants[0]
+	var times []time.Duration
+	var rows []report.UsageRow
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		r, err := rep.TenantUsage(ctx, tenant, month, month.AddDate(0, 1, 0), "day")
+		if err != nil {
+			return err
+		}
+		times = append(times, time.Since(t0))
+		rows = r
+	}
+	var ms int64
+	for _, r := range rows {
+		ms += r.GPUMs
+	}
+	first := times[0]
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	fmt.Printf("one tenant's usage over the month by day: %d rows, %s GPU-hours; first %s, median %s of %d runs\n",
+		len(rows), report.Hours(ms), first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
 	return nil
 }
