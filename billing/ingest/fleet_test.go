@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"gpucloud/api"
 	"gpucloud/billing/billingtest"
@@ -43,16 +42,8 @@ func TestFleetRollupsSumTheTenants(t *testing.T) {
 	}
 	sums := func(from string) []string {
 		t.Helper()
-		rows, err := pool.Query(ctx, `SELECT concat_ws(' ', hour, kind, tier, gpu_model, instance_type, sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records))
+		return texts(t, pool, `SELECT concat_ws(' ', hour, kind, tier, gpu_model, instance_type, sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records))
 			FROM `+from+` GROUP BY hour, kind, tier, gpu_model, instance_type ORDER BY 1`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
 	}
 	tenants, fleet := sums("billing_usage_hourly"), sums("billing_usage_fleet")
 	if len(tenants) == 0 || !slices.Equal(tenants, fleet) {

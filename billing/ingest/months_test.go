@@ -19,13 +19,19 @@ import (
 // a month must be listed as soon as its usage is acknowledged.
 func usageMonths(t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT tenant_id::text || ' ' || to_char(booked_period, 'YYYY-MM') FROM billing_usage_months ORDER BY 1`)
+	return texts(t, pool, `SELECT tenant_id::text || ' ' || to_char(booked_period, 'YYYY-MM') FROM billing_usage_months ORDER BY 1`)
+}
+
+// texts runs q, which selects one text column.
+func texts(t *testing.T, pool *pgxpool.Pool, q string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", q, err)
 	}
 	return got
 }
