@@ -62,7 +62,7 @@ func (e *UsageDecodeError) Error() string { return e.Field + ": " + e.Reason }
 // DecodeUsageBatch reads a batch in the binary form. A body it cannot read whole is refused
 // whole: unlike JSON, whose records can be cut apart, one bad length shifts every field after it.
 func DecodeUsageBatch(body []byte) (UsageBatch, error) {
-	d := usageDecoder{b: body, field: "records"}
+	d := usageDecoder{b: body, index: -1}
 	if len(body) < len(usageMagic) || string(body[:len(usageMagic)]) != string(usageMagic) {
 		return UsageBatch{}, &UsageDecodeError{"records", "the body does not start with the binary usage form's mark GCU1"}
 	}
@@ -107,21 +107,25 @@ func DecodeUsageBatch(body []byte) (UsageBatch, error) {
 // later read is a no-op.
 type usageDecoder struct {
 	b     []byte
-	field string
+	index int    // the record being read, -1 before the first
+	name  string // its field being read
 	err   error
 }
 
 func (d *usageDecoder) at(i int, name string) *usageDecoder {
-	if d.err == nil {
-		d.field = fmt.Sprintf("records[%d].%s", i, name)
-	}
+	d.index, d.name = i, name
 	return d
 }
 
 func (d *usageDecoder) fail(reason string) {
-	if d.err == nil {
-		d.err = &UsageDecodeError{d.field, reason}
+	if d.err != nil {
+		return
 	}
+	field := "records"
+	if d.index >= 0 {
+		field = fmt.Sprintf("records[%d].%s", d.index, d.name) // only now: formatting every field cost more than reading it
+	}
+	d.err = &UsageDecodeError{field, reason}
 }
 
 const endsInside = "the body ends inside it"
