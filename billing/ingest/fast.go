@@ -16,10 +16,11 @@ import (
 // The fast path (every id new, the common case) in one transaction: the batch's stripe locks and
 // its tenants' closed months in one round trip, then the raw rows by binary COPY (booked in Go),
 // then the rollup pieces (summed in Go), then the pieces summed over tenants (the fleet rollups)
-// and the (tenant, month) pairs not yet listed in billing_usage_months (see months.go), then COMMIT. COPY into a table with a primary key still
-// checks every id: a batch holding a stored or repeated id fails whole with 23505, nothing lands,
-// and store runs it again on the duplicate path (insertSQL). Raw rows and pieces commit together,
-// so a record is in the rollups exactly once or not at all.
+// and the (tenant, month) pairs not yet listed in billing_usage_months (see months.go), then
+// COMMIT. COPY into a table with a primary key still checks every id: a batch holding a stored or
+// repeated id fails whole with 23505, nothing lands, and store runs it again on the duplicate path
+// (insertSQL). Raw rows and pieces commit together, so a record is in the rollups exactly once or
+// not at all.
 
 // copyRecordsSQL names the columns copyRecords writes, in its order.
 const copyRecordsSQL = `COPY billing_usage_records (id, kind, source, tenant_id, instance_id, session_id,

@@ -4,7 +4,8 @@ package ingest
 // open month after it when that month is closed for the tenant: an adjustment), inserts the raw
 // rows ignoring ids already present, and appends only the rows actually inserted, split at hour
 // boundaries and summed, to billing_usage_pending (and summed over tenants to
-// billing_usage_fleet_pending), and their (tenant, booked period) pairs to billing_usage_months. It returns how many rows were inserted.
+// billing_usage_fleet_pending), and their (tenant, booked period) pairs to billing_usage_months.
+// It returns how many rows were inserted.
 //
 // Months and hours are UTC. Times arrive truncated to milliseconds, so the per-hour pieces are
 // whole milliseconds and add up exactly to the record's duration.
