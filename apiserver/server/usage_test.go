@@ -87,6 +87,20 @@ func TestDaemonBillsOnlyItsOwnInstances(t *testing.T) {
 	if res.Accepted != 1 || res.Duplicates != 0 || len(res.Rejected) != 4 {
 		t.Fatalf("GPU server batch %+v, want its own record accepted (not a duplicate)", res)
 	}
+	// The same batch in the binary usage form (gpuserverd's), with new ids: the same checks.
+	var bin api.UsageBatchResult
+	recs := []api.UsageRecord{gpuRec(gpu, id+"/2"), gpuVM, otherTenant, bigger, cheaper}
+	for i := 1; i < len(recs); i++ {
+		recs[i].ID += "-bin"
+	}
+	e.must(200, "POST", "/v1/agent/usage", gpuKey, api.AppendUsageBatch(nil, recs), &bin, "Content-Type", api.UsageBatchBinary)
+	refused(bin, 1, "kind")
+	refused(bin, 2, "tenant_id")
+	refused(bin, 3, "gpu_count")
+	refused(bin, 4, "tier")
+	if bin.Accepted != 1 || len(bin.Rejected) != 4 {
+		t.Fatalf("GPU server batch in binary %+v, want its own record accepted only", bin)
+	}
 	res = post(otherGPUKey, gpuRec(otherGPU, "o"))
 	refused(res, 0, "instance_id")
 	unknown := gpuRec(gpu, "u")

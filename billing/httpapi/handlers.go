@@ -30,15 +30,17 @@ import (
 // maxUsageBody bounds a usage batch: 1,000 records of well under 2 KiB each.
 const maxUsageBody = 4 << 20
 
-// postUsage takes a daemon's usage batch: a record of the wrong JSON shape is refused with its
-// reason like any other malformed record while the rest of the batch lands (decodeUsage).
+// postUsage takes a daemon's usage batch, in JSON or in the binary form (api.UsageBatchBinary):
+// a record of the wrong JSON shape is refused with its reason like any other malformed record
+// while the rest of the batch lands (decodeUsage); a binary body that cannot be read whole is
+// refused whole. Either way the same checks follow.
 func (s *Service) postUsage(c *gin.Context) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxUsageBody))
 	if err != nil {
 		fail(c, badBody(err))
 		return
 	}
-	d, bad := decodeUsage(body)
+	d, bad := decodeUsageAs(c.ContentType(), body)
 	if bad != nil {
 		fail(c, bad)
 		return

@@ -47,7 +47,7 @@ func OpenAPIPaths() map[string]any {
 		"/v1/agent/usage": map[string]any{"post": map[string]any{
 			"operationId": "postUsage", "tags": []string{"billing"},
 			"summary":     "Push a batch of up to 1,000 usage records (daemons); each is stored exactly once by id",
-			"description": "A daemon may report only its own kind of usage (host: vm, GPU server: gpu), with ids in its namespace (\"<daemon id>/...\"), for instances placed on it, with the tenant, type, size, tier and GPU count the control plane holds. Other records are listed under rejected, naming the field; the rest of the batch is stored.",
+			"description": "A daemon may report only its own kind of usage (host: vm, GPU server: gpu), with ids in its namespace (\"<daemon id>/...\"), for instances placed on it, with the tenant, type, size, tier and GPU count the control plane holds. Other records are listed under rejected, naming the field; the rest of the batch is stored. The body may also be the binary form of api.UsageBatchBinary (Content-Type application/vnd.gpucloud.usage-batch, see api/usagebin.go), which is refused whole (400 naming where reading stopped) when it cannot be read whole.",
 			"requestBody": body(map[string]any{"type": "object", "required": []string{"records"},
 				"properties": map[string]any{"records": map[string]any{"type": "array", "maxItems": 1000, "items": usageRecord}}}),
 			"responses": errs(map[string]any{"200": jsonResp("accepted, duplicate and rejected counts", obj)}, "400", "401", "403", "413", "500", "503"),

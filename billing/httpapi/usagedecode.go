@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"gpucloud/api"
@@ -19,6 +20,31 @@ type decodedUsage struct {
 	undecodable []api.UsageRejection
 }
 
+// decodeUsageAs decodes a usage batch body of the given content type: the binary form, or JSON.
+func decodeUsageAs(contentType string, body []byte) (decodedUsage, *problem.Details) {
+	if contentType != api.UsageBatchBinary {
+		return decodeUsage(body)
+	}
+	b, err := api.DecodeUsageBatch(body)
+	if err != nil {
+		f := problem.FieldError{Field: "records", Reason: err.Error()}
+		if de := (*api.UsageDecodeError)(nil); errors.As(err, &de) {
+			f = problem.FieldError{Field: de.Field, Reason: de.Reason}
+		}
+		return decodedUsage{}, problem.Validation(f)
+	}
+	return wholeBatch(b), nil
+}
+
+// wholeBatch is a batch whose every record decoded, each at its own position.
+func wholeBatch(b api.UsageBatch) decodedUsage {
+	d := decodedUsage{batch: b, index: make([]int, len(b.Records))}
+	for i := range d.index {
+		d.index[i] = i
+	}
+	return d
+}
+
 // decodeUsage decodes a usage batch body. A well-formed batch (the common case) is decoded in
 // one pass; one that fails to decode whole is decoded again record by record (decodeEach), which
 // finds the records at fault and gives the same answer as if it had been decoded that way only.
@@ -29,11 +55,7 @@ func decodeUsage(body []byte) (decodedUsage, *problem.Details) {
 	if err := json.Unmarshal(body, &whole); err != nil || whole.Records == nil || len(whole.Records) > ingest.MaxBatch {
 		return decodeEach(body)
 	}
-	d := decodedUsage{batch: api.UsageBatch{Records: whole.Records}, index: make([]int, len(whole.Records))}
-	for i := range d.index {
-		d.index[i] = i
-	}
-	return d, nil
+	return wholeBatch(api.UsageBatch{Records: whole.Records}), nil
 }
 
 // decodeEach decodes the batch's records one by one.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"gpucloud/api"
 	"reflect"
 	"testing"
 	"time"
@@ -51,12 +52,15 @@ func FuzzDecodeUsageMatchesEach(f *testing.F) {
 //	go test ./billing/httpapi -run '^$' -bench DecodeUsage -benchtime 50x
 func BenchmarkDecodeUsage(b *testing.B) {
 	g := billingtest.NewGenerator(5, 10000, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), "bench")
-	body, err := json.Marshal(g.Batch(1000))
+	batch := g.Batch(1000)
+	body, err := json.Marshal(batch)
 	if err != nil {
 		b.Fatal(err)
 	}
+	bin := api.AppendUsageBatch(nil, batch.Records)
 	for name, decode := range map[string]func([]byte) (decodedUsage, *problem.Details){
 		"one-pass": decodeUsage, "record-by-record": decodeEach,
+		"binary": func([]byte) (decodedUsage, *problem.Details) { return decodeUsageAs(api.UsageBatchBinary, bin) },
 	} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -15,10 +15,12 @@ import (
 
 // The fast path (every id new, the common case) in one transaction: the batch's stripe locks and
 // its tenants' closed months in one round trip, then the raw rows by binary COPY (booked in Go),
-// then the rollup pieces (summed in Go), then COMMIT. COPY into a table with a primary key still
-// checks every id: a batch holding a stored or repeated id fails whole with 23505, nothing lands,
-// and store runs it again on the duplicate path (insertSQL). Raw rows and pieces commit together,
-// so a record is in the rollups exactly once or not at all.
+// then the rollup pieces (summed in Go), then the pieces summed over tenants (the fleet rollups)
+// and the (tenant, month) pairs not yet listed in billing_usage_months (see months.go), then
+// COMMIT. COPY into a table with a primary key still checks every id: a batch holding a stored or
+// repeated id fails whole with 23505, nothing lands, and store runs it again on the duplicate path
+// (insertSQL). Raw rows and pieces commit together, so a record is in the rollups exactly once or
+// not at all.
 
 // copyRecordsSQL names the columns copyRecords writes, in its order.
 const copyRecordsSQL = `COPY billing_usage_records (id, kind, source, tenant_id, instance_id, session_id,
@@ -98,9 +100,20 @@ func (in *Ingester) storeFast(ctx context.Context, recs []api.UsageRecord) (int,
 	if _, err := tx.Conn().PgConn().CopyFrom(ctx, buf.reader(), into); err != nil {
 		return 0, fmt.Errorf("ingest: copy %d rollup pieces: %w", len(pieces), err)
 	}
+	// The fleet's share and the months not yet listed, in one round trip.
+	adds := &pgx.Batch{}
+	adds.Queue(addFleetSQL, fleetArgs(pieces)...)
+	months := in.months.missing(recs, tenants, book)
+	if len(months) > 0 {
+		adds.Queue(addMonthsSQL, monthArgs(months)...)
+	}
+	if err := tx.SendBatch(ctx, adds).Close(); err != nil {
+		return 0, fmt.Errorf("ingest: fleet rollups and %d usage months: %w", len(months), err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("ingest: commit %d records: %w", len(recs), err)
 	}
+	in.months.committed(months)
 	return len(recs), nil
 }
 

@@ -19,9 +19,10 @@ import (
 
 // Ingester writes usage batches. It is safe for concurrent use.
 type Ingester struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	now    func() time.Time
+	log    *slog.Logger
+	months knownMonths
 }
 
 // New returns an ingester on pool.

@@ -23,7 +23,12 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 var march = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
 func newIngester(t *testing.T) (*ingest.Ingester, *pgxpool.Pool) {
-	pool := billingtest.Pool(t, pgtest.NewDatabase(t))
+	return newIngesterOn(t, billingtest.Pool(t, pgtest.NewDatabase(t)))
+}
+
+// newIngesterOn returns an ingester on pool, as another apiserver replica would have.
+func newIngesterOn(t *testing.T, pool *pgxpool.Pool) (*ingest.Ingester, *pgxpool.Pool) {
+	t.Helper()
 	in := ingest.New(pool, nil)
 	in.SetClock(func() time.Time { return time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC) })
 	return in, pool

@@ -78,3 +78,42 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// fleetKey is a fleet rollup row's key: a piece's key without its tenant and booking.
+type fleetKey struct {
+	hour                           time.Time
+	kind, tier, gpuModel, instType string
+}
+
+// addFleetSQL appends a batch's pieces summed over its tenants ($1-$9, one element per row).
+const addFleetSQL = `INSERT INTO billing_usage_fleet_pending (hour, kind, tier, gpu_model, instance_type,
+    gpu_ms, quota_mib_ms, vm_ms, records)
+SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
+    $7::bigint[], $8::bigint[], $9::bigint[])`
+
+// fleetArgs sums pieces over tenants (a batch's thousand pieces are a handful of fleet rows) and
+// returns them as addFleetSQL's arguments.
+func fleetArgs(pieces []piece) []any {
+	index := map[fleetKey]int{}
+	var (
+		hours                          []time.Time
+		kinds, tiers, models, types    []string
+		gpuMS, quotaMiBMS, vmMS, count []int64
+	)
+	for _, p := range pieces {
+		k := fleetKey{p.key.hour, p.key.kind, p.key.tier, p.key.gpuModel, p.key.instType}
+		j, ok := index[k]
+		if !ok {
+			j = len(hours)
+			index[k] = j
+			hours, kinds, tiers = append(hours, k.hour), append(kinds, k.kind), append(tiers, k.tier)
+			models, types = append(models, k.gpuModel), append(types, k.instType)
+			gpuMS, quotaMiBMS, vmMS, count = append(gpuMS, 0), append(quotaMiBMS, 0), append(vmMS, 0), append(count, 0)
+		}
+		gpuMS[j] += p.sum.gpuMS
+		quotaMiBMS[j] += p.sum.quotaMiBMS
+		vmMS[j] += p.sum.vmMS
+		count[j] += p.sum.records
+	}
+	return []any{hours, kinds, tiers, models, types, gpuMS, quotaMiBMS, vmMS, count}
+}

@@ -17,8 +17,9 @@ type Beginner interface {
 // deadlock; one after the other, the second finds little to do.
 const flushLockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('billing-rollup-flush', 0))`
 
-// Flush moves pending usage into the hourly rollups. Run it in a transaction (tx) when its result
-// must be seen together with other reads (closing a period); with a pool it runs on its own.
+// Flush moves pending usage into the hourly rollups, the tenants' and the fleet's. Run it in a
+// transaction (tx) when its result must be seen together with other reads (closing a period);
+// with a pool it runs on its own.
 func Flush(ctx context.Context, db Beginner) (int64, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -31,6 +32,9 @@ func Flush(ctx context.Context, db Beginner) (int64, error) {
 	tag, err := tx.Exec(ctx, flushSQL)
 	if err != nil {
 		return 0, fmt.Errorf("rollup flush: %w", err)
+	}
+	if _, err := tx.Exec(ctx, flushFleetSQL); err != nil {
+		return 0, fmt.Errorf("rollup flush: fleet: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("rollup flush: commit: %w", err)

@@ -3,7 +3,9 @@ package ingest
 // insertSQL stores a sorted batch in one statement: it books each record (its month, or the first
 // open month after it when that month is closed for the tenant: an adjustment), inserts the raw
 // rows ignoring ids already present, and appends only the rows actually inserted, split at hour
-// boundaries and summed, to billing_usage_pending. It returns how many rows were inserted.
+// boundaries and summed, to billing_usage_pending (and summed over tenants to
+// billing_usage_fleet_pending), and their (tenant, booked period) pairs to billing_usage_months.
+// It returns how many rows were inserted.
 //
 // Months and hours are UTC. Times arrive truncated to milliseconds, so the per-hour pieces are
 // whole milliseconds and add up exactly to the record's duration.
@@ -75,9 +77,42 @@ grouped AS (
         count(*) FILTER (WHERE hour = date_trunc('hour', start_at, 'UTC'))
     FROM pieces
     GROUP BY tenant_id, booked_period, adjustment, hour, kind, tier, gpu_model, instance_type
+),
+fleet AS (
+    INSERT INTO billing_usage_fleet_pending (hour, kind, tier, gpu_model, instance_type, gpu_ms,
+        quota_mib_ms, vm_ms, records)
+    SELECT hour, kind, tier, gpu_model, instance_type,
+        sum(CASE WHEN kind = 'gpu' THEN gpu_count * ms ELSE 0 END),
+        sum(CASE WHEN kind = 'gpu' THEN gpu_count * (memory_quota / 1048576) * ms ELSE 0 END),
+        sum(CASE WHEN kind = 'vm' THEN ms ELSE 0 END),
+        count(*) FILTER (WHERE hour = date_trunc('hour', start_at, 'UTC'))
+    FROM pieces
+    GROUP BY hour, kind, tier, gpu_model, instance_type
+),
+listed AS (
+    INSERT INTO billing_usage_months (tenant_id, booked_period)
+    SELECT DISTINCT tenant_id, booked_period FROM ins ORDER BY 1, 2
+    ON CONFLICT DO NOTHING
 )
 -- Data-modifying CTEs always run to completion, read or not.
 SELECT count(*)::int FROM ins`
+
+// flushFleetSQL does for the fleet rollups what flushSQL does for the tenants' (in the same
+// transaction, so a report never sees one without the other).
+const flushFleetSQL = `
+WITH moved AS (
+    DELETE FROM billing_usage_fleet_pending RETURNING *
+)
+INSERT INTO billing_usage_fleet AS r (hour, kind, tier, gpu_model, instance_type, gpu_ms,
+    quota_mib_ms, vm_ms, records)
+SELECT hour, kind, tier, gpu_model, instance_type, sum(gpu_ms), sum(quota_mib_ms), sum(vm_ms), sum(records)
+FROM moved
+GROUP BY hour, kind, tier, gpu_model, instance_type
+ON CONFLICT (hour, kind, tier, gpu_model, instance_type)
+DO UPDATE SET gpu_ms = r.gpu_ms + excluded.gpu_ms,
+    quota_mib_ms = r.quota_mib_ms + excluded.quota_mib_ms,
+    vm_ms = r.vm_ms + excluded.vm_ms,
+    records = r.records + excluded.records`
 
 // flushSQL moves every pending row into the hourly rollups. Rows committed while it runs are
 // not visible to it and stay for the next flush; a row is deleted (and so added) exactly once.

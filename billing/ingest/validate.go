@@ -17,7 +17,7 @@ import (
 // Limits on a record. They bound the arithmetic (no overflow of the bigint rollups) and catch
 // daemons sending nonsense, such as a zero time or a session billed for a year.
 const (
-	MaxBatch       = 1000
+	MaxBatch       = api.MaxUsageBatch
 	MaxIDLen       = 256
 	MaxFieldLen    = 128
 	MaxInterval    = 24 * time.Hour

@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"gpucloud/billing/ingest"
 	"gpucloud/billing/rating"
 )
 
@@ -109,22 +108,12 @@ func (r *JobRunner) RunOnce(ctx context.Context) (bool, error) {
 // work closes every tenant of the job's period that is still open.
 func (r *JobRunner) work(ctx context.Context, id uuid.UUID, period time.Time) error {
 	end := period.AddDate(0, 1, 0)
-	// Tenants with usage booked in the month are found by a loose index scan of the rollups'
-	// primary key (one probe per tenant, then one per tenant and month), not by reading the
-	// month's rollup rows: a month of 10,000 tenants is millions of them.
-	if _, err := ingest.Flush(ctx, r.svc.pool); err != nil {
-		return err
-	}
+	// Tenants with usage booked in the month are listed in billing_usage_months (written with
+	// the usage, so nothing needs flushing first); tenants that held something come from the
+	// allocations.
 	rows, err := r.svc.pool.Query(ctx, `
-		WITH RECURSIVE tenants AS (
-		    (SELECT tenant_id AS t FROM billing_usage_hourly ORDER BY tenant_id LIMIT 1)
-		    UNION ALL
-		    SELECT (SELECT h.tenant_id FROM billing_usage_hourly h WHERE h.tenant_id > tenants.t ORDER BY h.tenant_id LIMIT 1)
-		    FROM tenants WHERE tenants.t IS NOT NULL
-		)
 		SELECT t FROM (
-		    SELECT t FROM tenants WHERE t IS NOT NULL
-		        AND EXISTS (SELECT 1 FROM billing_usage_hourly h WHERE h.tenant_id = tenants.t AND h.booked_period = $1)
+		    SELECT tenant_id AS t FROM billing_usage_months WHERE booked_period = $1
 		    UNION SELECT tenant_id FROM billing_allocations WHERE started_at < $2 AND (ended_at IS NULL OR ended_at > $1)
 		) x WHERE NOT EXISTS (SELECT 1 FROM billing_invoices i WHERE i.tenant_id = x.t AND i.period = $1)
 		ORDER BY t`, period, end)

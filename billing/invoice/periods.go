@@ -7,8 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"gpucloud/billing/ingest"
 )
 
 // Period is a tenant's month as billing sees it: closed (it has its final invoice) or open with
@@ -33,8 +31,8 @@ type PeriodFilter struct {
 	After  *Cursor // resume after this month and tenant
 }
 
-// Periods lists months with usage or an invoice. It flushes pending usage first, so a month
-// whose only usage arrived a moment ago is listed.
+// Periods lists months with usage or an invoice. A month is listed from the moment its first
+// usage is acknowledged (billing_usage_months is written with the records).
 func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error) {
 	if f.Status != "" && f.Status != "open" && f.Status != "closed" {
 		return nil, fmt.Errorf("invoice: period status %q is neither open nor closed", f.Status)
@@ -42,13 +40,9 @@ func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error)
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 1000
 	}
-	if _, err := ingest.Flush(ctx, s.pool); err != nil {
-		return nil, err
-	}
-	// Booked months are distinct prefixes (tenant_id, booked_period) of the rollups' primary key,
-	// found by a loose index scan: one index probe per month instead of reading every hourly
-	// row (a year of 100 tenants: 1.75 million rows; docs/benchmarks/billing-periods.md). The
-	// tenant condition is written only when there is one, so the planner sees it as an index bound.
+	// Booked months are listed in billing_usage_months (one row per tenant and month, written
+	// with the usage). The tenant condition is written only when there is one, so the planner
+	// sees it as an index bound.
 	tenant := func(alias string) string { return "$3::uuid IS NULL" }
 	cp, ct := cursorArgs(f.After)
 	args := []any{f.Status, f.Limit, f.Tenant, s.now().UTC().Truncate(time.Second), cp, ct}
@@ -56,14 +50,8 @@ func (s *Service) Periods(ctx context.Context, f PeriodFilter) ([]Period, error)
 		tenant = func(alias string) string { return alias + ".tenant_id = $3::uuid" }
 	}
 	rows, err := s.pool.Query(ctx, `
-		WITH RECURSIVE booked AS (
-		    (SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h WHERE `+tenant("h")+`
-		     ORDER BY h.tenant_id, h.booked_period LIMIT 1)
-		    UNION ALL
-		    SELECT n.tenant_id, n.booked_period FROM booked b CROSS JOIN LATERAL (
-		        SELECT h.tenant_id, h.booked_period FROM billing_usage_hourly h
-		        WHERE `+tenant("h")+` AND (h.tenant_id, h.booked_period) > (b.tenant_id, b.booked_period)
-		        ORDER BY h.tenant_id, h.booked_period LIMIT 1) n
+		WITH booked AS (
+		    SELECT m.tenant_id, m.booked_period FROM billing_usage_months m WHERE `+tenant("m")+`
 		), held AS (
 		    -- Months something was held in (allocations are few per tenant: one per transition).
 		    SELECT DISTINCT a.tenant_id, m::date AS booked_period FROM billing_allocations a

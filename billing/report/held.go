@@ -100,7 +100,7 @@ SELECT ` + hs + `
     coalesce(round(sum((quantity * ms)::numeric * price / ` + rating.UnitMsHeld + `) / 10000), 0)::bigint,
     count(*) FILTER (WHERE price_id IS NULL)
 FROM all_pieces ` + hg
-	usedSQL := `SELECT ` + us + ` sum(h.gpu_ms)::bigint FROM billing_usage_hourly h
+	usedSQL := `SELECT ` + us + ` sum(h.gpu_ms)::bigint FROM ` + rollupsFor(slices.Contains(q.GroupBy, "tenant")) + ` h
 WHERE h.kind = 'gpu' AND h.hour >= $1 AND h.hour < $2 ` + ug
 	rows := map[string]*HeldRow{}
 	row := func(vals []string) *HeldRow {

@@ -1,6 +1,7 @@
 // Package report answers finance's GPU-hour and revenue questions, and a tenant's own usage,
 // from the hourly rollups only: a month is a few hundred thousand rollup rows however many raw
-// records it took.
+// records it took, and a few thousand of the fleet's (summed over tenants) for per-tier and
+// per-model reports.
 package report
 
 import (
@@ -56,6 +57,15 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 // groupColumns keep their own type (uuid for tenants) until the final select: hashing and
 // sorting a uuid is much cheaper than its text.
 var groupColumns = map[string]string{"tier": "h.tier", "gpu_model": "h.gpu_model", "tenant": "h.tenant_id"}
+
+// rollupsFor names the rollups a report reads: the tenants' when it needs tenants, else the
+// fleet's (the same sums without the tenant: a month is a few thousand rows, not millions).
+func rollupsFor(byTenant bool) string {
+	if byTenant {
+		return "billing_usage_hourly"
+	}
+	return "billing_usage_fleet"
+}
 
 // MaxRange bounds a report: ten years of hourly rollups is already a lot to read.
 const MaxRange = 10 * 366 * 24 * time.Hour
@@ -129,7 +139,7 @@ func (r *Reporter) GPUHours(ctx context.Context, q Query) (Report, error) {
 h AS (
     SELECT h.hour, h.kind, h.tier, h.gpu_model, h.instance_type, ` + groupColumns[q.GroupBy] + ` AS grp,
         sum(h.gpu_ms) AS gpu_ms, sum(h.quota_mib_ms) AS quota_mib_ms, 0::bigint AS vm_ms, sum(h.records) AS records
-    FROM billing_usage_hourly h
+    FROM ` + rollupsFor(q.GroupBy == "tenant") + ` h
     WHERE h.kind = 'gpu' AND h.hour >= $1 AND h.hour < $2
     GROUP BY h.hour, h.kind, h.tier, h.gpu_model, h.instance_type, grp
 ),

@@ -46,6 +46,7 @@ func main() {
 		flushEvery = flag.Duration("flush", time.Second, "rollup flush interval during ingestion")
 		cpuProfile = flag.String("cpuprofile", "", "write the bench's own CPU profile (pprof) to this file")
 		closeAll   = flag.Bool("close", false, "then close the month for every tenant (allocations written for each) and time it")
+		byTenant   = flag.Bool("tenant-report", true, "also time the per-tenant per-day report (at 10,000 tenants: ~300,000 rows, minutes on a loaded machine)")
 		synthetic  = flag.Int("synthetic-rollups", 0, "instead of ingesting, write this many hourly rollup rows straight (to time -close over a month of that size)")
 	)
 	flag.Parse()
@@ -63,14 +64,14 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery, *closeAll, *synthetic); err != nil {
+	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery, *closeAll, *synthetic, *byTenant); err != nil {
 		fmt.Fprintln(os.Stderr, "billingbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration, closeAll bool, synthetic int) error {
+func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration, closeAll bool, synthetic int, byTenant bool) error {
 	if synthetic > 0 {
 		count = 0
 	}
@@ -196,14 +197,22 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM billing_usage_hourly`).Scan(&rollups); err != nil {
 		return fmt.Errorf("count rollups: %w", err)
 	}
-	if _, err := pool.Exec(ctx, `VACUUM ANALYZE billing_usage_hourly, billing_usage_direct`); err != nil {
-		return fmt.Errorf("analyze: %w", err)
+	for _, t := range []string{"billing_usage_hourly", "billing_usage_direct", "billing_usage_fleet"} {
+		if !tableExists(ctx, pool, t) { // older code (scripts/bench-billing-ab.sh)
+			continue
+		}
+		if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+t); err != nil {
+			return fmt.Errorf("analyze %s: %w", t, err)
+		}
 	}
 	fmt.Printf("rollup rows (hourly and direct): %d\n", rollups)
 	rep := report.New(pool)
 	queries := []report.Query{
 		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tier", Granularity: "month"},
 		{From: month, To: month.AddDate(0, 1, 0), GroupBy: "tenant", Granularity: "day"},
+	}
+	if !byTenant {
+		queries = queries[:1]
 	}
 	if reports < 1 {
 		queries = nil // -reports 0: none
@@ -225,6 +234,11 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		fmt.Printf("one-month report group_by=%s granularity=%s: %d rows, %s GPU-hours, revenue %s %s; first %s, median %s of %d runs\n",
 			q.GroupBy, q.Granularity, len(last.Rows), last.Total.GPUHours, last.Total.Revenue, last.Currency,
 			first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
+	}
+	if reports > 0 {
+		if err := timeTenantUsage(ctx, rep, tenants, seed, month, reports); err != nil {
+			return err
+		}
 	}
 	if closeAll {
 		return closeMonth(ctx, pool, month, workers)
@@ -257,5 +271,31 @@ func addPrices(ctx context.Context, pool *pgxpool.Pool, month time.Time) error {
 			}
 		}
 	}
+	return nil
+}
+
+// timeTenantUsage times one tenant's usage over the month by day (the console's usage page), for
+// the generator's first tenant.
+func timeTenantUsage(ctx context.Context, rep *report.Reporter, tenants int, seed uint64, month time.Time, runs int) error {
+	tenant := billingtest.NewGenerator(seed, tenants, month, "").Tenants[0]
+	var times []time.Duration
+	var rows []report.UsageRow
+	for i := 0; i < runs; i++ {
+		t0 := time.Now()
+		r, err := rep.TenantUsage(ctx, tenant, month, month.AddDate(0, 1, 0), "day")
+		if err != nil {
+			return err
+		}
+		times = append(times, time.Since(t0))
+		rows = r
+	}
+	var ms int64
+	for _, r := range rows {
+		ms += r.GPUMs
+	}
+	first := times[0]
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	fmt.Printf("one tenant's usage over the month by day: %d rows, %s GPU-hours; first %s, median %s of %d runs\n",
+		len(rows), report.Hours(ms), first.Round(time.Millisecond), times[len(times)/2].Round(time.Millisecond), len(times))
 	return nil
 }

@@ -157,18 +157,24 @@ func postJSON(ctx context.Context, client *http.Client, hb Heartbeat, path strin
 	if err != nil {
 		return fmt.Errorf("%s: encode: %w", path, err)
 	}
-	return agentCall(ctx, client, hb, http.MethodPost, path, bytes.NewReader(body), out)
+	return postBody(ctx, client, hb, path, "application/json", body, out)
 }
 
-// agentCall makes one request of the agent API (body nil for none) and decodes a 200 answer.
-func agentCall(ctx context.Context, client *http.Client, hb Heartbeat, method, path string, body io.Reader, out any) error {
+// postBody posts body of contentType to the agent API and decodes a 200 answer (JSON) into out.
+func postBody(ctx context.Context, client *http.Client, hb Heartbeat, path, contentType string, body []byte, out any) error {
+	return agentCall(ctx, client, hb, http.MethodPost, path, contentType, bytes.NewReader(body), out)
+}
+
+// agentCall makes one request of the agent API (body nil for none, else of contentType) and
+// decodes a 200 answer.
+func agentCall(ctx context.Context, client *http.Client, hb Heartbeat, method, path, contentType string, body io.Reader, out any) error {
 	url := strings.TrimRight(hb.APIServer, "/") + path
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Authorization", "Bearer "+hb.Credential)
 	resp, err := client.Do(req)

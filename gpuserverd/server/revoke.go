@@ -73,7 +73,7 @@ func (s *Server) RunRevocations(ctx context.Context, hb Heartbeat) {
 	for ctx.Err() == nil {
 		var set api.Revocations
 		path := "/v1/agent/gpu-server/revocations?known=" + url.QueryEscape(known) + "&wait=" + revocationWait.String()
-		if err := agentCall(ctx, client, hb, http.MethodGet, path, nil, &set); err != nil {
+		if err := agentCall(ctx, client, hb, http.MethodGet, path, "", nil, &set); err != nil {
 			if ctx.Err() != nil {
 				return
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,10 +22,12 @@ import (
 // usageSink is an apiserver's POST /v1/agent/usage that keeps each id once, as billing does, and
 // can be told to fail.
 type usageSink struct {
-	mu      sync.Mutex
-	got     map[string]int // id -> times received
-	batches int
-	fail    bool
+	mu       sync.Mutex
+	got      map[string]int // id -> times received
+	batches  int
+	fail     bool
+	jsonOnly bool           // an apiserver from before the binary usage form
+	forms    map[string]int // Content-Type -> batches stored
 }
 
 func (u *usageSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,10 +42,21 @@ func (u *usageSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var b api.UsageBatch
-	if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+	var err error
+	if ct := r.Header.Get("Content-Type"); ct == api.UsageBatchBinary && !u.jsonOnly {
+		body, _ := io.ReadAll(r.Body)
+		b, err = api.DecodeUsageBatch(body)
+	} else {
+		err = json.NewDecoder(r.Body).Decode(&b)
+	}
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if u.forms == nil {
+		u.forms = map[string]int{}
+	}
+	u.forms[r.Header.Get("Content-Type")]++
 	u.batches++
 	res := api.UsageBatchResult{}
 	for _, rec := range b.Records {
@@ -178,5 +193,27 @@ func TestJoinRefusedCredentialFailsAtOnce(t *testing.T) {
 	_, err := Join(ctx, Heartbeat{APIServer: as.URL, Credential: "gcg_wrong"}, sim.New(1, 1<<30), s.log)
 	if err == nil || !strings.Contains(err.Error(), "refuses this GPU server's credential") || time.Since(start) > 5*time.Second {
 		t.Fatalf("join with a refused credential: %v after %v", err, time.Since(start))
+	}
+}
+
+// Batches go in the binary usage form; an apiserver that refuses it (from before it) gets them as
+// JSON, and every record arrives once either way.
+func TestShipUsageBinaryWithJSONFallback(t *testing.T) {
+	for _, jsonOnly := range []bool{false, true} {
+		s, _ := newServer(t)
+		sink := &usageSink{got: map[string]int{}, jsonOnly: jsonOnly}
+		srv := httptest.NewServer(sink)
+		appendRecords(t, s, 5)
+		if n, err := s.ShipOnce(context.Background(), srv.Client(), Heartbeat{APIServer: srv.URL, Credential: "cred-1"}); err != nil || n != 5 {
+			t.Fatalf("jsonOnly=%v: shipped %d, %v", jsonOnly, n, err)
+		}
+		srv.Close()
+		want := map[string]int{api.UsageBatchBinary: 1}
+		if jsonOnly {
+			want = map[string]int{"application/json": 1}
+		}
+		if len(sink.got) != 5 || !maps.Equal(sink.forms, want) {
+			t.Fatalf("jsonOnly=%v: %d records in %v, want 5 in %v", jsonOnly, len(sink.got), sink.forms, want)
+		}
 	}
 }
