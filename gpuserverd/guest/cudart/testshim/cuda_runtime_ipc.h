@@ -11,7 +11,6 @@
 typedef struct cudaIpcEventHandle_st { char reserved[CUDA_IPC_HANDLE_SIZE]; } cudaIpcEventHandle_t;
 typedef struct cudaIpcMemHandle_st { char reserved[CUDA_IPC_HANDLE_SIZE]; } cudaIpcMemHandle_t;
 struct cudaMemPoolPtrExportData { unsigned char reserved[64]; };
-enum cudaMemAccessFlags { cudaMemAccessFlagsProtNone = 0, cudaMemAccessFlagsProtRead = 1, cudaMemAccessFlagsProtReadWrite = 3 };
-struct cudaMemAccessDesc { struct cudaMemLocation location; enum cudaMemAccessFlags flags; };
+/* cudaMemAccessFlags and cudaMemAccessDesc: cuda_runtime_families.h. */
 
 #endif
