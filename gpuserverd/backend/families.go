@@ -29,6 +29,7 @@ type AllocProps struct {
 	LocationID   int32
 	HandleTypes  uint32
 	Size         uint64
+	Compression  uint32 // CUmemAllocationCompType: 1 generic (compressible memory); the driver may give less
 }
 
 // VirtualMemory is cuMemAddressReserve and friends. Physical allocations are Handles.

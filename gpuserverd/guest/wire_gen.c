@@ -2131,6 +2131,7 @@ size_t gw_mem_create_size(const struct gw_mem_create *m) {
 	n += 4;
 	n += 4;
 	n += 8;
+	n += 4;
 	return n;
 }
 
@@ -2142,6 +2143,7 @@ uint8_t *gw_mem_create_encode(const struct gw_mem_create *m, uint8_t *o) {
 	o = put32(o, (uint32_t)m->location_id);
 	o = put32(o, (uint32_t)m->handle_types);
 	o = put64(o, m->flags);
+	o = put32(o, (uint32_t)m->compression);
 	return o;
 }
 
@@ -2154,6 +2156,7 @@ int gw_mem_create_decode(struct gw_mem_create *m, const uint8_t *p, size_t n, ch
 	m->location_id = (int32_t)d32(&d, "location_id");
 	m->handle_types = d32(&d, "handle_types");
 	m->flags = d64(&d, "flags");
+	m->compression = d32(&d, "compression");
 	return dfinish(&d);
 }
 
@@ -2322,6 +2325,7 @@ size_t gw_mem_allocation_properties_reply_size(const struct gw_mem_allocation_pr
 	n += 4;
 	n += 4;
 	n += 8;
+	n += 4;
 	return n;
 }
 
@@ -2333,6 +2337,7 @@ uint8_t *gw_mem_allocation_properties_reply_encode(const struct gw_mem_allocatio
 	o = put32(o, (uint32_t)m->location_id);
 	o = put32(o, (uint32_t)m->handle_types);
 	o = put64(o, m->size);
+	o = put32(o, (uint32_t)m->compression);
 	return o;
 }
 
@@ -2345,6 +2350,7 @@ int gw_mem_allocation_properties_reply_decode(struct gw_mem_allocation_propertie
 	m->location_id = (int32_t)d32(&d, "location_id");
 	m->handle_types = d32(&d, "handle_types");
 	m->size = d64(&d, "size");
+	m->compression = d32(&d, "compression");
 	return dfinish(&d);
 }
 

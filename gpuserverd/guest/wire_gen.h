@@ -903,6 +903,7 @@ struct gw_mem_create {
 	int32_t location_id;
 	uint32_t handle_types;
 	uint64_t flags;
+	uint32_t compression;
 };
 size_t gw_mem_create_size(const struct gw_mem_create *m);
 uint8_t *gw_mem_create_encode(const struct gw_mem_create *m, uint8_t *out);
@@ -969,6 +970,7 @@ struct gw_mem_allocation_properties_reply {
 	int32_t location_id;
 	uint32_t handle_types;
 	uint64_t size;
+	uint32_t compression;
 };
 size_t gw_mem_allocation_properties_reply_size(const struct gw_mem_allocation_properties_reply *m);
 uint8_t *gw_mem_allocation_properties_reply_encode(const struct gw_mem_allocation_properties_reply *m, uint8_t *out);

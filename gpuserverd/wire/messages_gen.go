@@ -2840,6 +2840,7 @@ type MemCreate struct {
 	LocationID   int32
 	HandleTypes  uint32
 	Flags        uint64
+	Compression  uint32
 }
 
 // Type returns TypeMemCreate.
@@ -2853,6 +2854,7 @@ func (m *MemCreate) Append(b []byte) []byte {
 	b = putU32(b, uint32(m.LocationID))
 	b = putU32(b, m.HandleTypes)
 	b = putU64(b, m.Flags)
+	b = putU32(b, m.Compression)
 	return b
 }
 
@@ -2865,6 +2867,7 @@ func (m *MemCreate) Decode(p []byte) error {
 	m.LocationID = int32(d.u32("location_id"))
 	m.HandleTypes = d.u32("handle_types")
 	m.Flags = d.u64("flags")
+	m.Compression = d.u32("compression")
 	return d.finish()
 }
 
@@ -3038,6 +3041,7 @@ type MemAllocationPropertiesReply struct {
 	LocationID   int32
 	HandleTypes  uint32
 	Size         uint64
+	Compression  uint32
 }
 
 // Type returns TypeMemAllocationPropertiesReply.
@@ -3051,6 +3055,7 @@ func (m *MemAllocationPropertiesReply) Append(b []byte) []byte {
 	b = putU32(b, uint32(m.LocationID))
 	b = putU32(b, m.HandleTypes)
 	b = putU64(b, m.Size)
+	b = putU32(b, m.Compression)
 	return b
 }
 
@@ -3063,6 +3068,7 @@ func (m *MemAllocationPropertiesReply) Decode(p []byte) error {
 	m.LocationID = int32(d.u32("location_id"))
 	m.HandleTypes = d.u32("handle_types")
 	m.Size = d.u64("size")
+	m.Compression = d.u32("compression")
 	return d.finish()
 }
 

@@ -228,7 +228,7 @@ func (s *Session) virtualMemory(d *device, vm backend.VirtualMemory, m wire.Mess
 			return famReply(m, err)
 		}
 		h, err := vm.MemCreate(backend.AllocProps{Type: m.AllocType, LocationType: m.LocationType,
-			LocationID: m.LocationID, HandleTypes: m.HandleTypes, Size: m.Size}, m.Flags)
+			LocationID: m.LocationID, HandleTypes: m.HandleTypes, Size: m.Size, Compression: m.Compression}, m.Flags)
 		if err != nil {
 			s.uncharge(d, m.Size)
 			return famReply(m, err)
@@ -274,7 +274,8 @@ func (s *Session) virtualMemory(d *device, vm backend.VirtualMemory, m wire.Mess
 	case *wire.MemGetAllocationProperties:
 		p, err := vm.MemGetAllocationProperties(backend.Handle(m.Handle))
 		return &wire.MemAllocationPropertiesReply{Result: int32(backend.ResultOf(err)), AllocType: p.Type,
-			LocationType: p.LocationType, LocationID: p.LocationID, HandleTypes: p.HandleTypes, Size: p.Size}
+			LocationType: p.LocationType, LocationID: p.LocationID, HandleTypes: p.HandleTypes, Size: p.Size,
+			Compression: p.Compression}
 	case *wire.MemRetainAllocationHandle:
 		h, err := vm.MemRetainAllocationHandle(m.Ptr)
 		if a := f.physical[h]; err == nil && a != nil {

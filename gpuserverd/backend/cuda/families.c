@@ -183,8 +183,9 @@ CUresult gc_vm_reserve(CUcontext ctx, CUdeviceptr *p, size_t size, size_t align,
 }
 CUresult gc_vm_free(CUcontext ctx, CUdeviceptr p, size_t size) { CALL(ctx, addr_free, p, size); }
 CUresult gc_vm_create(CUcontext ctx, unsigned long long *h, size_t size, unsigned type, unsigned loc_type, int loc_id,
-                      unsigned handle_types, unsigned long long flags) {
+                      unsigned handle_types, unsigned compression, unsigned long long flags) {
 	struct alloc_prop p = prop(type, loc_type, loc_id, handle_types);
+	p.compression = (unsigned char)compression;
 	CALL(ctx, create, h, size, &p, flags);
 }
 CUresult gc_vm_release(CUcontext ctx, unsigned long long h) { CALL(ctx, release, h); }
@@ -226,7 +227,7 @@ CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev) {
 
 static CUresult vm_props(unsigned long long h, struct alloc_prop *p) { return f.props(p, h); }
 CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsigned *loc_type, int *loc_id,
-                     unsigned *handle_types) {
+                     unsigned *handle_types, unsigned *compression) {
 	pthread_once(&once, resolve);
 	if (f.props == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
@@ -235,6 +236,7 @@ CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsign
 	if (r == 0) r = vm_props(h, &p);
 	*type = (unsigned)p.type, *loc_type = (unsigned)p.location.type, *loc_id = p.location.id;
 	*handle_types = (unsigned)p.handle_types;
+	*compression = p.compression;
 	return r;
 }
 CUresult gc_vm_retain(CUcontext ctx, unsigned long long *h, CUdeviceptr p) { CALL(ctx, retain, h, (void *)(uintptr_t)p); }

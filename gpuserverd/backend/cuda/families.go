@@ -104,7 +104,7 @@ func (c *Context) MemCreate(p backend.AllocProps, flags uint64) (backend.Handle,
 	}
 	var h C.ulonglong
 	err := check("cuMemCreate", C.gc_vm_create(c.ctx, &h, C.size_t(p.Size), C.uint(p.Type), C.uint(p.LocationType),
-		locID, C.uint(p.HandleTypes), C.ulonglong(flags)))
+		locID, C.uint(p.HandleTypes), C.uint(p.Compression), C.ulonglong(flags)))
 	return backend.Handle(h), err
 }
 
@@ -152,10 +152,11 @@ func (c *Context) MemGetAllocationProperties(h backend.Handle) (backend.AllocPro
 	if err := c.live(); err != nil {
 		return backend.AllocProps{}, err
 	}
-	var typ, lt, ht C.uint
+	var typ, lt, ht, comp C.uint
 	var id C.int
-	err := check("cuMemGetAllocationPropertiesFromHandle", C.gc_vm_props(c.ctx, C.ulonglong(h), &typ, &lt, &id, &ht))
-	return backend.AllocProps{Type: uint32(typ), LocationType: uint32(lt), LocationID: 0, HandleTypes: uint32(ht)}, err
+	err := check("cuMemGetAllocationPropertiesFromHandle", C.gc_vm_props(c.ctx, C.ulonglong(h), &typ, &lt, &id, &ht, &comp))
+	return backend.AllocProps{Type: uint32(typ), LocationType: uint32(lt), LocationID: 0, HandleTypes: uint32(ht),
+		Compression: uint32(comp)}, err
 }
 
 func (c *Context) MemRetainAllocationHandle(ptr uint64) (backend.Handle, error) {

@@ -24,14 +24,14 @@ struct gc_side {
 CUresult gc_vm_reserve(CUcontext ctx, CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr, unsigned long long flags);
 CUresult gc_vm_free(CUcontext ctx, CUdeviceptr p, size_t size);
 CUresult gc_vm_create(CUcontext ctx, unsigned long long *h, size_t size, unsigned type, unsigned loc_type, int loc_id,
-                      unsigned handle_types, unsigned long long flags);
+                      unsigned handle_types, unsigned compression, unsigned long long flags);
 CUresult gc_vm_release(CUcontext ctx, unsigned long long h);
 CUresult gc_vm_map(CUcontext ctx, CUdeviceptr p, size_t size, size_t offset, unsigned long long h, unsigned long long flags);
 CUresult gc_vm_unmap(CUcontext ctx, CUdeviceptr p, size_t size);
 CUresult gc_vm_set_access(CUcontext ctx, CUdeviceptr p, size_t size, unsigned loc_type, int loc_id, unsigned flags);
 CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc_type, int loc_id, unsigned option);
 CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsigned *loc_type, int *loc_id,
-                     unsigned *handle_types);
+                     unsigned *handle_types, unsigned *compression);
 CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev);
 CUresult gc_vm_retain(CUcontext ctx, unsigned long long *h, CUdeviceptr p);
 

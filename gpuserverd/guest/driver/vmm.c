@@ -26,7 +26,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, c
     if (!handle || !prop) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gw_mem_create m = {.size = size, .alloc_type = prop->type, .location_type = prop->location.type,
                               .location_id = prop->location.id, .handle_types = prop->requestedHandleTypes,
-                              .flags = flags};
+                              .flags = flags, .compression = prop->allocFlags.compressionType};
     GC_ENCODE(mem_create, m, b);
     uint64_t h;
     int dev = prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : 0;
@@ -107,6 +107,7 @@ EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
         prop->requestedHandleTypes = (CUmemAllocationHandleType)r.handle_types;
         prop->location.type = (CUmemLocationType)r.location_type;
         prop->location.id = r.location_id;
+        prop->allocFlags.compressionType = (unsigned char)r.compression; /* what the driver gave */
     }
     return GC_T(rc);
 }

@@ -33,6 +33,18 @@ static void vmm(void) {
     CUmemAllocationProp got;
     CHECK(cuMemGetAllocationPropertiesFromHandle(&got, h));
     EXPECT(got.type == CU_MEM_ALLOCATION_TYPE_PINNED && got.location.type == CU_MEM_LOCATION_TYPE_DEVICE);
+    EXPECT(got.allocFlags.compressionType == 0);
+    {   /* Compressible memory asked for reaches the driver, and the properties say what it gave (the
+         * simulator, like a GPU that compresses, gives it). */
+        CUmemAllocationProp cp = prop;
+        cp.allocFlags.compressionType = 1; /* CU_MEM_ALLOCATION_COMP_GENERIC */
+        CUmemGenericAllocationHandle ch;
+        CHECK(cuMemCreate(&ch, gran, &cp, 0));
+        CUmemAllocationProp cgot;
+        CHECK(cuMemGetAllocationPropertiesFromHandle(&cgot, ch));
+        if (!real) EXPECT(cgot.allocFlags.compressionType == 1);
+        CHECK(cuMemRelease(ch));
+    }
     CHECK(cuMemMap(va, size, 0, h, 0));
     EXPECT_RC(cuMemMap(va, size, 0, h, 0), CUDA_ERROR_INVALID_VALUE); /* overlaps */
     /* Mapped without access: the device may not touch it. */
