@@ -141,8 +141,9 @@ func splitParam(p string) param {
 	if strings.Contains(p, "(") { // a function pointer: (*name)(...)
 		open := strings.Index(p, "(*")
 		if open >= 0 {
-			end := strings.IndexByte(p[open:], ')')
-			return param{ctype: p, name: strings.TrimSpace(p[open+2 : open+end])}
+			if end := strings.IndexByte(p[open:], ')'); end >= 2 {
+				return param{ctype: p, name: strings.TrimSpace(p[open+2 : open+end])}
+			}
 		}
 		return param{ctype: p}
 	}
