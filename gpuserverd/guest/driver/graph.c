@@ -12,6 +12,7 @@
  * the capture): the worker's stream never saw that call. */
 /* graphextras.c */
 void gc_graph_forget_bodies(uint64_t graph);
+int gc_graph_is_body(CUgraph g);
 CUresult gc_capture_graph(CUstream s, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
                           const CUgraphNode **deps, size_t *ndeps);
 
@@ -105,6 +106,8 @@ EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
     CUresult rc = gc_handle_call(GW_TYPE_STREAM_END_CAPTURE, b, b_n, &h);
     int to_graph = capture_to_graph(m.stream);
     int refused = capture_done(m.stream); /* a call was refused here: the capture is void */
+    if (to_graph && host_copies && rc == CUDA_SUCCESS && gc_graph_is_body(GC_PTR(CUgraph, h)))
+        refused = 1; /* host copies captured into a conditional body: never refreshed (see cuGraphAddMemcpyNode) */
     if (gc_graphhost_capture_end(host_copies, rc == CUDA_SUCCESS && !refused ? GC_PTR(CUgraph, h) : NULL))
         refused = 1;
     if (refused) {
@@ -298,6 +301,14 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
     /* Other host memory is in this VM, the graph runs on the server: a bounce buffer (graphhost.c). */
     struct gc_hostcopy *hc = NULL;
     if (rc == CUDA_SUCCESS) rc = gc_graphhost_node_prepare(&src, &dst, c->WidthInBytes, c->Height, c->Depth, &hc);
+    if (rc == CUDA_SUCCESS && hc && gc_graph_is_body(graph)) { /* its bounce buffers would never be refreshed */
+        gc_graphhost_node_done(graph, hc, CUDA_ERROR_NOT_SUPPORTED);
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "gpucloud: cuGraphAddMemcpyNode: copies to or from pageable host memory in a conditional "
+                            "node's body are not supported (CUDA_ERROR_NOT_SUPPORTED); device copies are\n");
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    }
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     struct gw_graph_add_memcpy_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps),
                                          .src_kind = src.kind, .src = src.ptr, .src_pitch = src.pitch,

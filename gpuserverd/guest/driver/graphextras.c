@@ -48,6 +48,7 @@ static struct bodies {
     uint64_t graph;
     CUgraph *arr;
     struct bodies *next;
+    unsigned size;
 } *bodies;
 static pthread_mutex_t bodies_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -64,6 +65,18 @@ void gc_graph_forget_bodies(uint64_t graph) {
         }
     }
     pthread_mutex_unlock(&bodies_mu);
+}
+
+/* gc_graph_is_body: whether g is a conditional node's body. Host copies in one are refused: the
+ * bounce buffers are refreshed at the launches of the graph they were added to (graphhost.c), and
+ * a body is launched only as part of its parent. */
+int gc_graph_is_body(CUgraph g) {
+    int found = 0;
+    pthread_mutex_lock(&bodies_mu);
+    for (struct bodies *b = bodies; b && !found; b = b->next)
+        for (unsigned i = 0; i < b->size && !found; i++) found = b->arr[i] == g;
+    pthread_mutex_unlock(&bodies_mu);
+    return found;
 }
 
 struct cond_out {
@@ -107,7 +120,7 @@ static CUresult add_conditional(CUgraphNode *node, CUgraph graph, const CUgraphN
         free(keep);
         return rc;
     }
-    *keep = (struct bodies){GC_ID(graph), o.arr, NULL};
+    *keep = (struct bodies){GC_ID(graph), o.arr, NULL, o.size};
     pthread_mutex_lock(&bodies_mu);
     keep->next = bodies, bodies = keep;
     pthread_mutex_unlock(&bodies_mu);

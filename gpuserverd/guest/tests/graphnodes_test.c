@@ -120,6 +120,17 @@ static void if_and_switch(CUstream s, CUdeviceptr flag, CUdeviceptr out) {
         args[i][0] = &out, args[i][1] = &vals[i], args[i][2] = &one;
         kernel_node(bodies[i], NULL, 0, fill, args[i]);
     }
+    {   /* A copy from the program's pageable memory in a body is refused: its bounce buffer would
+         * never be refreshed (only the parent is launched). */
+        static unsigned host_word = 5;
+        CUDA_MEMCPY3D c;
+        memset(&c, 0, sizeof c);
+        c.srcMemoryType = CU_MEMORYTYPE_HOST, c.srcHost = &host_word;
+        c.dstMemoryType = CU_MEMORYTYPE_DEVICE, c.dstDevice = out;
+        c.WidthInBytes = 4, c.Height = 1, c.Depth = 1;
+        CUgraphNode cn;
+        EXPECT_RC(cuGraphAddMemcpyNode(&cn, bodies[2], NULL, 0, &c, NULL), CUDA_ERROR_NOT_SUPPORTED);
+    }
     CUgraphExec x;
     CHECK(cuGraphInstantiate(&x, g, 0));
     for (unsigned v = 0; v < 5; v++) {
