@@ -192,36 +192,34 @@ func (p hostMovePlan) move(ctx context.Context, tx pgx.Tx, instance uuid.UUID, s
 // move read as done has its instance off the host (finishHostMove commits both at once).
 func (s *Store) HostDrainStatus(ctx context.Context, host uuid.UUID) (HostDrainStatus, error) {
 	d := HostDrainStatus{HostID: host, Counts: map[string]int{}, Moves: []HostMove{}}
-	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return d, fmt.Errorf("host drain status: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	err = tx.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnHost+`)
-		FROM hosts WHERE id = $1 AND deleted_at IS NULL`, host).Scan(&d.Draining, &d.Remaining)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return d, ErrNotFound
-	}
-	if err != nil {
-		return d, fmt.Errorf("host drain status: %w", err)
-	}
-	rows, err := tx.Query(ctx, `SELECT m.id, m.instance_id, i.name, i.tenant_id, m.source_id, m.target_id, m.mode, m.state,
-			m.reason, m.note, m.bytes_copied, m.bytes_total, m.created_at, m.updated_at, m.finished_at FROM (
-			SELECT DISTINCT ON (instance_id) * FROM host_moves WHERE source_id = $1
-			ORDER BY instance_id, created_at DESC, id DESC) m
-		JOIN instances i ON i.id = m.instance_id ORDER BY m.created_at DESC, m.id LIMIT $2`, host, maxMovesShown)
-	if err != nil {
-		return d, fmt.Errorf("host drain status: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var m HostMove
-		if err := rows.Scan(&m.ID, &m.InstanceID, &m.Instance, &m.TenantID, &m.SourceID, &m.TargetID, &m.Mode, &m.State,
-			&m.Reason, &m.Note, &m.BytesCopied, &m.BytesTotal, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt); err != nil {
-			return d, fmt.Errorf("host drain status: %w", err)
+	err := s.InSnapshot(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnHost+`)
+			FROM hosts WHERE id = $1 AND deleted_at IS NULL`, host).Scan(&d.Draining, &d.Remaining)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
 		}
-		d.Counts[m.State]++
-		d.Moves = append(d.Moves, m)
-	}
-	return d, rows.Err()
+		if err != nil {
+			return fmt.Errorf("host drain status: %w", err)
+		}
+		rows, err := tx.Query(ctx, `SELECT m.id, m.instance_id, i.name, i.tenant_id, m.source_id, m.target_id, m.mode, m.state,
+				m.reason, m.note, m.bytes_copied, m.bytes_total, m.created_at, m.updated_at, m.finished_at FROM (
+				SELECT DISTINCT ON (instance_id) * FROM host_moves WHERE source_id = $1
+				ORDER BY instance_id, created_at DESC, id DESC) m
+			JOIN instances i ON i.id = m.instance_id ORDER BY m.created_at DESC, m.id LIMIT $2`, host, maxMovesShown)
+		if err != nil {
+			return fmt.Errorf("host drain status: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m HostMove
+			if err := rows.Scan(&m.ID, &m.InstanceID, &m.Instance, &m.TenantID, &m.SourceID, &m.TargetID, &m.Mode, &m.State,
+				&m.Reason, &m.Note, &m.BytesCopied, &m.BytesTotal, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt); err != nil {
+				return fmt.Errorf("host drain status: %w", err)
+			}
+			d.Counts[m.State]++
+			d.Moves = append(d.Moves, m)
+		}
+		return rows.Err()
+	})
+	return d, err
 }

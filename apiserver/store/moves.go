@@ -153,38 +153,36 @@ const moveCols = `m.id, m.instance_id, i.tenant_id, m.source_id, m.target_id, m.
 // HostDrainStatus).
 func (s *Store) DrainStatus(ctx context.Context, gpuServer uuid.UUID) (DrainStatus, error) {
 	d := DrainStatus{GPUServerID: gpuServer, Counts: map[string]int{}, Moves: []Move{}}
-	tx, err := s.Pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return d, fmt.Errorf("drain status: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	err = tx.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnServer+`)
-		FROM gpu_servers WHERE id = $1 AND deleted_at IS NULL`, gpuServer).Scan(&d.Draining, &d.Remaining)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return d, ErrNotFound
-	}
-	if err != nil {
-		return d, fmt.Errorf("drain status: %w", err)
-	}
-	// Each instance's newest move: an instance planned again after a failure shows its retry.
-	rows, err := tx.Query(ctx, `SELECT `+moveCols+` FROM (
-			SELECT DISTINCT ON (instance_id) * FROM gpu_server_moves WHERE source_id = $1
-			ORDER BY instance_id, created_at DESC, id) m
-		JOIN instances i ON i.id = m.instance_id ORDER BY m.created_at DESC, m.id LIMIT $2`, gpuServer, maxMovesShown)
-	if err != nil {
-		return d, fmt.Errorf("drain status: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var m Move
-		if err := rows.Scan(&m.ID, &m.InstanceID, &m.TenantID, &m.SourceID, &m.TargetID, &m.State, &m.Reason, &m.SessionsMoved,
-			&m.BytesCopied, &m.BytesTotal, &m.PauseMs, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt); err != nil {
-			return d, fmt.Errorf("drain status: %w", err)
+	err := s.InSnapshot(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT draining, (SELECT count(*) FROM instances i WHERE `+liveOnServer+`)
+			FROM gpu_servers WHERE id = $1 AND deleted_at IS NULL`, gpuServer).Scan(&d.Draining, &d.Remaining)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
 		}
-		d.Counts[m.State]++
-		d.Moves = append(d.Moves, m)
-	}
-	return d, rows.Err()
+		if err != nil {
+			return fmt.Errorf("drain status: %w", err)
+		}
+		// Each instance's newest move: an instance planned again after a failure shows its retry.
+		rows, err := tx.Query(ctx, `SELECT `+moveCols+` FROM (
+				SELECT DISTINCT ON (instance_id) * FROM gpu_server_moves WHERE source_id = $1
+				ORDER BY instance_id, created_at DESC, id) m
+			JOIN instances i ON i.id = m.instance_id ORDER BY m.created_at DESC, m.id LIMIT $2`, gpuServer, maxMovesShown)
+		if err != nil {
+			return fmt.Errorf("drain status: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m Move
+			if err := rows.Scan(&m.ID, &m.InstanceID, &m.TenantID, &m.SourceID, &m.TargetID, &m.State, &m.Reason, &m.SessionsMoved,
+				&m.BytesCopied, &m.BytesTotal, &m.PauseMs, &m.CreatedAt, &m.UpdatedAt, &m.FinishedAt); err != nil {
+				return fmt.Errorf("drain status: %w", err)
+			}
+			d.Counts[m.State]++
+			d.Moves = append(d.Moves, m)
+		}
+		return rows.Err()
+	})
+	return d, err
 }
 
 // OpenMove is a move the source must make, with what its target's session token needs.

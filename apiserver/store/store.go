@@ -83,6 +83,12 @@ func (s *Store) InTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.Pool, fn)
 }
 
+// InSnapshot runs fn in a read-only transaction whose statements all see one snapshot (repeatable
+// read): a reader of related rows sees a writer's transaction whole or not at all.
+func (s *Store) InSnapshot(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
 // ErrNotFound is returned when a row does not exist (or is not visible to the caller).
 var ErrNotFound = errors.New("not found")
 
