@@ -28,8 +28,11 @@ var headers = []header{
 // it does for a program, and __CUDA_API_VERSION_INTERNAL keeps the legacy forms), then records each
 // prototype, the versioned aliases (#define cuFoo cuFoo_v2) and the class of each type they use.
 // Ids already in the description are kept, so the wire stays stable across toolkit versions.
-func extract(headersDir, descDir string) error {
-	for _, h := range headers {
+func extract(headersDir, descDir string) error { return extractAll(headersDir, descDir, headers) }
+
+// extractAll writes each header's description (desc/<h.desc>), keeping the ids it already has.
+func extractAll(headersDir, descDir string, hs []header) error {
+	for _, h := range hs {
 		old, _ := readDesc(filepath.Join(descDir, h.desc))
 		d, err := extractOne(headersDir, h, old)
 		if err != nil {

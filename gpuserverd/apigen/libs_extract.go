@@ -1,11 +1,5 @@
 package main
 
-import (
-	"fmt"
-	"os"
-	"path/filepath"
-)
-
 // The math libraries remoted at their own API (cuSPARSE, cuFFT, cuRAND, cuSOLVER): each carries
 // NVIDIA's runtime inside, so gpucloud's guest library answers for it and forwards its calls
 // through one generic message per library (wire spec: SparseCall, FftCall, RandCall, SolverCall). Ids inside a library's
@@ -44,16 +38,9 @@ var mathLibs = []mathLib{
 
 // extractLibs records the math libraries' prototypes (desc/<lib>.txt), keeping ids.
 func extractLibs(headersDir, descDir string) error {
+	var hs []header
 	for _, l := range mathLibs {
-		h := header{file: l.header, ret: l.ret, prefix: l.prefix, desc: l.name + ".txt", firstID: l.firstID, more: l.more}
-		old, _ := readDesc(filepath.Join(descDir, h.desc))
-		d, err := extractOne(headersDir, h, old)
-		if err != nil {
-			return fmt.Errorf("extract %s: %w", h.file, err)
-		}
-		if err := os.WriteFile(filepath.Join(descDir, h.desc), d.format(h.file), 0o644); err != nil {
-			return err
-		}
+		hs = append(hs, header{file: l.header, ret: l.ret, prefix: l.prefix, desc: l.name + ".txt", firstID: l.firstID, more: l.more})
 	}
-	return nil
+	return extractAll(headersDir, descDir, hs)
 }
