@@ -117,11 +117,8 @@ func (s *Session) makeArena(m *wire.ShmOpen, req uint32, snd fdSender) (wire.Mes
 	}
 	s.shm = &arena{mem: mem, reg: d.ctx}
 	reply := &wire.ShmOpenReply{Bytes: m.Bytes}
-	if hm, ok := d.ctx.(backend.HostMapper); ok {
-		if reply.DeviceAddress, err = hm.HostDevicePointer(mem); err != nil {
-			s.log.Warn("arena: no device address", "err", err)
-			reply.DeviceAddress = 0
-		}
+	if dp := s.shmDevicePointer().(*wire.HandleReply); dp.Result == 0 { // else none: not device-mapped
+		reply.DeviceAddress = dp.Handle
 	}
 	frame := wire.AppendFrame(nil, reply, 0, req)
 	if err := s.w.Flush(); err != nil {
