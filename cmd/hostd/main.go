@@ -102,7 +102,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.ivshmemMiB, "ivshmem-mib", 256, "size of each channel: a power of two, 16 to 16384 (gpuserverd splits it into slots, one per process of the VM: by default one per 64 MiB, at most 4)")
 	fs.IntVar(&o.ivshmemGID, "ivshmem-gid", -1, "group of the channel files, mode 0660 (the group QEMU and gpuserverd share); -1: mode 0600, owner only")
 	fs.StringVar(&o.forwardPorts, "forward-ports", env("HOSTD_FORWARD_PORTS", "22000-22999"), "host TCP ports hostd forwards to VMs' SSH (and extra) ports, FIRST-LAST; empty: none ($HOSTD_FORWARD_PORTS)")
-	fs.StringVar(&o.forwardBind, "forward-bind", env("HOSTD_FORWARD_BIND", "0.0.0.0"), "address the forwarded ports listen on ($HOSTD_FORWARD_BIND)")
+	fs.StringVar(&o.forwardBind, "forward-bind", env("HOSTD_FORWARD_BIND", "0.0.0.0"), "address the forwarded ports listen on (user networking) or are rewritten at (tenant networking; 0.0.0.0: every address but loopback) ($HOSTD_FORWARD_BIND)")
 	fs.StringVar(&o.volumePool, "volume-pool", env("HOSTD_VOLUME_POOL", "gpucloud-volumes"), "libvirt storage pool (a directory pool hostd makes) of tenants' volumes; empty: no volumes on this host ($HOSTD_VOLUME_POOL)")
 	fs.StringVar(&o.volumeDir, "volume-dir", env("HOSTD_VOLUME_DIR", ""), "directory of the volume pool; default <data-dir>/volumes ($HOSTD_VOLUME_DIR)")
 	fs.StringVar(&o.transferListen, "transfer-listen", env("HOSTD_TRANSFER_LISTEN", ""), "address where a host drain's target pulls the disks of VMs moving off this host (each move's own secret admits its target to its files only); empty: this host's VMs cannot be moved ($HOSTD_TRANSFER_LISTEN)")

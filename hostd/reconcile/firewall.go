@@ -11,9 +11,10 @@ import (
 )
 
 // tenantRuleset is the firewall's desired state: every tenant with an instance on this host
-// that is not being deleted, with the GPU server data ports its instances were granted. A
-// tenant whose last instance goes leaves the ruleset, and its rules go with it.
-func (r *Reconciler) tenantRuleset(desired []api.DesiredInstance) tenantfw.Ruleset {
+// that is not being deleted, with the GPU server data ports its instances were granted and the
+// host ports forwarded to them (forwards, by instance id). A tenant whose last instance goes
+// leaves the ruleset, and its rules go with it.
+func (r *Reconciler) tenantRuleset(desired []api.DesiredInstance, forwards map[string][]tenantfw.PortForward) tenantfw.Ruleset {
 	byKey := map[uint16]*tenantfw.Tenant{}
 	var order []uint16
 	for _, d := range desired {
@@ -30,6 +31,7 @@ func (r *Reconciler) tenantRuleset(desired []api.DesiredInstance) tenantfw.Rules
 			byKey[d.PartitionKey] = t
 			order = append(order, d.PartitionKey)
 		}
+		t.Forwards = append(t.Forwards, forwards[d.ID]...)
 		if d.GPU != nil {
 			for _, e := range d.GPU.Endpoints {
 				if ap, err := netip.ParseAddrPort(e); err == nil && ap.Addr().Is4() && ap.Port() != 0 {
@@ -39,6 +41,9 @@ func (r *Reconciler) tenantRuleset(desired []api.DesiredInstance) tenantfw.Rules
 		}
 	}
 	rs := tenantfw.Ruleset{Infra: r.cfg.FirewallInfra}
+	if a, err := netip.ParseAddr(r.cfg.Network.ForwardBind); err == nil {
+		rs.ForwardAddr = a
+	}
 	for _, k := range order {
 		rs.Tenants = append(rs.Tenants, *byKey[k])
 	}
@@ -65,6 +70,35 @@ func inTenantNet(ts []tenantfw.Tenant, a netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// tenantForwards are the host ports forwarded to running VMs on tenant networks, by instance id,
+// as the firewall's DNAT needs them: a VM's forwards (allocated when its domain was defined)
+// join the ruleset once its network has leased it an address, and leave with the lease.
+func (r *Reconciler) tenantForwards(desired []api.DesiredInstance) (map[string][]tenantfw.PortForward, error) {
+	doms, err := r.cfg.Hypervisor.List()
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]api.DesiredInstance{}
+	for _, d := range desired {
+		byID[d.ID] = d
+	}
+	out := map[string][]tenantfw.PortForward{}
+	for _, dom := range doms {
+		d, ok := byID[dom.Meta.InstanceID]
+		if !ok || d.DesiredState == api.DesiredDeleted || dom.State != virt.Running || len(dom.Meta.Forwards) == 0 {
+			continue
+		}
+		vm, err := netip.ParseAddr(r.privateAddress(d, dom.Name))
+		if err != nil {
+			continue // no lease yet
+		}
+		for _, f := range dom.Meta.Forwards {
+			out[d.ID] = append(out[d.ID], tenantfw.PortForward{HostPort: uint16(f.Host), VM: vm, GuestPort: uint16(f.Guest)})
+		}
+	}
+	return out, nil
 }
 
 // slirpHost is the address a user-mode guest reaches the host's loopback at.
@@ -102,7 +136,11 @@ func (r *Reconciler) reconcileFirewall(ctx context.Context, desired []api.Desire
 	var rs tenantfw.Ruleset
 	switch {
 	case r.cfg.Network.Kind == "tenant":
-		rs = r.tenantRuleset(desired)
+		forwards, err := r.tenantForwards(desired)
+		if err != nil {
+			return fmt.Errorf("reconcile: host firewall: %w", err)
+		}
+		rs = r.tenantRuleset(desired, forwards)
 	case r.cfg.Network.Kind == "user" && r.cfg.QEMUUID != 0:
 		rs = r.userModeRuleset(desired)
 	default:

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -121,5 +122,71 @@ func TestFirewallUserMode(t *testing.T) {
 	}
 	if strings.Contains(l, "chain forward") {
 		t.Errorf("tenant chains in user mode:\n%s", l)
+	}
+}
+
+// With tenant networking a VM's forwarded ports reach it by DNAT to its leased address: the
+// rule appears once the network leased the VM an address, names only that VM, and goes with
+// the VM. nft runs for real, in a network namespace of the test's own.
+func TestTenantForwardsFollowLeases(t *testing.T) {
+	netnstest.Require(t)
+	ctx := context.Background()
+	ns := netnstest.Add(t, "gpc-hostdfw")
+	e := newEnv(t, 0)
+	e.net = virt.Network{Kind: "tenant"}
+	e.fw = &tenantfw.Firewall{Command: []string{"ip", "netns", "exec", ns, "nft"}}
+	h := e.hostd()
+	h.cfg.Ports, h.cfg.PublicHost = PortRange{First: 23000, Last: 23010}, "node1.example"
+	leases := map[string]netip.Addr{}
+	h.leasedAddress = func(domain string, subnet netip.Prefix) (netip.Addr, error) {
+		if a, ok := leases[domain]; ok && subnet.Contains(a) {
+			return a, nil
+		}
+		return netip.Addr{}, nil
+	}
+	a1 := instance("a1", "tenantA", 0x11)
+	a1.Spec.ForwardPorts = []int{8888}
+	e.cp.Put(a1)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := e.observed("a1")
+	if len(o.Forwards) != 2 || o.Forwards[0] != (api.PortForward{GuestPort: 22, HostPort: 23000}) || o.PublicHost != "node1.example" {
+		t.Fatalf("a1 observed %+v", o)
+	}
+	listing := func() string {
+		t.Helper()
+		l, err := e.fw.Listing(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := listing(); strings.Contains(l, "dnat") {
+		t.Fatalf("a forward before the VM has an address:\n%s", l)
+	}
+	leases[e.domains()["a1"].Name] = netip.MustParseAddr("10.128.17.23")
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := listing()
+	for _, want := range []string{
+		"tcp dport 23000 dnat ip to 10.128.17.23:22",
+		"tcp dport 23001 dnat ip to 10.128.17.23:8888",
+		`oifname "gpcbr17" ip daddr 10.128.17.23 tcp dport 22 ct status dnat accept`,
+	} {
+		if !strings.Contains(l, want) {
+			t.Errorf("no %q in\n%s", want, l)
+		}
+	}
+	if o := e.observed("a1"); o.PrivateAddress != "10.128.17.23" {
+		t.Errorf("private address %q", o.PrivateAddress)
+	}
+	e.cp.SetDesired("a1", api.DesiredDeleted)
+	if err := h.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := listing(); strings.Contains(l, "dnat") {
+		t.Errorf("forward left after the VM went:\n%s", l)
 	}
 }

@@ -21,8 +21,8 @@ const sshPort = 22
 // restarted hostd never hands out a port twice.
 func (r *Reconciler) allocateForwards(d api.DesiredInstance) ([]virt.Forward, error) {
 	pr := r.cfg.Ports
-	if !pr.enabled() || r.cfg.Network.Kind != "user" {
-		return nil, nil // forwarding onto bridges and libvirt networks is not built yet
+	if !pr.enabled() || (r.cfg.Network.Kind != "user" && r.cfg.Network.Kind != "tenant") {
+		return nil, nil // a shared bridge or libvirt network: the operator's own routing
 	}
 	doms, err := r.cfg.Hypervisor.List()
 	if err != nil {

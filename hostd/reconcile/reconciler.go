@@ -86,6 +86,9 @@ type Reconciler struct {
 	// crashAt, when it returns true for a named point, makes the pass stop dead there, as a
 	// hostd killed at that moment would: tests use it to prove restarts converge.
 	crashAt func(point string) bool
+	// leasedAddress is the hypervisor's DHCP-lease lookup; tests of the test driver, which
+	// has no leases, replace it.
+	leasedAddress func(domain string, subnet netip.Prefix) (netip.Addr, error)
 }
 
 // New checks the configuration and returns a Reconciler.

@@ -38,7 +38,11 @@ func (r *Reconciler) privateAddress(d api.DesiredInstance, domain string) string
 	if err != nil {
 		return ""
 	}
-	a, err := r.cfg.Hypervisor.LeasedAddress(domain, n.Subnet)
+	lookup := r.cfg.Hypervisor.LeasedAddress
+	if r.leasedAddress != nil {
+		lookup = r.leasedAddress
+	}
+	a, err := lookup(domain, n.Subnet)
 	if err != nil || !a.IsValid() {
 		return ""
 	}

@@ -23,6 +23,7 @@ type Tenant struct {
 	DataPorts []netip.AddrPort
 	// DataPorts are the GPU servers' data ports this tenant's VMs may open TCP connections to
 	// (on this host or another); every other infrastructure address and port is dropped.
+	Forwards []PortForward // host ports forwarded to its VMs (SSH first)
 }
 
 // Ruleset is the desired state: every tenant with a VM on this host.
@@ -33,6 +34,9 @@ type Ruleset struct {
 	// Infra are the networks the platform's own services live in (apiserver, gpuserverd admin
 	// ports, other hosts); a VM reaches nothing in them but its data ports. Empty: DefaultInfra.
 	Infra []netip.Prefix
+	// ForwardAddr is the host address tenants' forwarded ports answer on; invalid or
+	// unspecified (0.0.0.0): every address of the host but loopback.
+	ForwardAddr netip.Addr
 }
 
 // DefaultInfra is every private, shared and link-local IPv4 range: a VM may reach the internet
@@ -85,6 +89,9 @@ func (rs Ruleset) Validate() error {
 			}
 		}
 	}
+	if err := rs.validateForwards(); err != nil {
+		return err
+	}
 	if u := rs.UserMode; u != nil {
 		if err := u.validate(); err != nil {
 			return err
@@ -117,7 +124,7 @@ func Render(rs Ruleset) (string, error) {
 		infra = DefaultInfra
 	}
 	if len(rs.Tenants) > 0 {
-		tenantChains(&b, line, rs.Tenants, infra)
+		tenantChains(&b, line, rs.Tenants, infra, rs.ForwardAddr)
 	}
 	if rs.UserMode != nil {
 		userModeChain(&b, line, *rs.UserMode, infra)
@@ -127,7 +134,7 @@ func Render(rs Ruleset) (string, error) {
 }
 
 // tenantChains filter what VMs on tenant bridges send; ts must be valid.
-func tenantChains(b *strings.Builder, line func(string, ...any), ts []Tenant, infra []netip.Prefix) {
+func tenantChains(b *strings.Builder, line func(string, ...any), ts []Tenant, infra []netip.Prefix, forwardAddr netip.Addr) {
 	tenants := slices.Clone(ts)
 	slices.SortFunc(tenants, func(a, b Tenant) int { return strings.Compare(a.Bridge, b.Bridge) })
 	var bridges []string
@@ -164,6 +171,7 @@ func tenantChains(b *strings.Builder, line func(string, ...any), ts []Tenant, in
 	// the platform's networks, only its own data ports and the internet (through NAT).
 	b.WriteString("\tchain forward {\n\t\ttype filter hook forward priority filter; policy accept;\n")
 	line("iifname != %s ct state established,related accept", all) // replies to VMs
+	forwardAccepts(line, tenants, all)                             // a tenant's forwarded ports
 	line("oifname %s iifname != %s drop", all, all)                // nothing opens a connection into a tenant network
 	line("iifname != %s accept", all)
 	line("meta nfproto ipv6 drop")
@@ -183,6 +191,7 @@ func tenantChains(b *strings.Builder, line func(string, ...any), ts []Tenant, in
 	}
 	line("accept")
 	b.WriteString("\t}\n")
+	forwardChains(b, line, tenants, all, forwardAddr)
 }
 
 // infraSet is the platform's networks as an nft set.

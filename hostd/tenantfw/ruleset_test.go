@@ -186,3 +186,61 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// A tenant's forwards become DNAT rules for connections from outside the tenant networks, and
+// the forward chain lets in only those rewritten connections, before it drops every other one
+// opened into a tenant network.
+func TestRenderForwards(t *testing.T) {
+	rs := twoTenants()
+	rs.Tenants[1].Forwards = []PortForward{{HostPort: 22001, VM: netip.MustParseAddr("10.128.17.5"), GuestPort: 22}}
+	s, err := Render(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pre, out, fwd := chain(t, s, "prerouting"), chain(t, s, "output_nat"), chain(t, s, "forward")
+	all := `{ "gpcbr17", "gpcbr34" }`
+	if index(pre, "iifname "+all+" return") != 1 || index(pre, "fib daddr type local tcp dport 22001 dnat ip to 10.128.17.5:22") != 2 {
+		t.Errorf("prerouting does not skip VMs before rewriting:\n%s", strings.Join(pre, "\n"))
+	}
+	if index(out, "ip daddr 127.0.0.0/8 return") < 0 || index(out, "fib daddr type local tcp dport 22001 dnat ip to 10.128.17.5:22") < 0 {
+		t.Errorf("output_nat:\n%s", strings.Join(out, "\n"))
+	}
+	accept := index(fwd, `iifname != `+all+` oifname "gpcbr17" ip daddr 10.128.17.5 tcp dport 22 ct status dnat accept`)
+	drop := index(fwd, `oifname `+all+` iifname != `+all+` drop`)
+	if accept < 0 || drop < 0 || accept > drop {
+		t.Errorf("forwarded connections must be accepted (at %d) before new connections into tenant networks are dropped (at %d):\n%s",
+			accept, drop, strings.Join(fwd, "\n"))
+	}
+	rs.ForwardAddr = netip.MustParseAddr("203.0.113.9")
+	if s, err := Render(rs); err != nil || index(chain(t, s, "prerouting"), "ip daddr 203.0.113.9 tcp dport 22001 dnat ip to 10.128.17.5:22") < 0 {
+		t.Errorf("with a forward address (err %v):\n%s", err, s)
+	}
+	if s, err := Render(twoTenants()); err != nil || strings.Contains(s, "prerouting") {
+		t.Errorf("without forwards (err %v), nat chains:\n%s", err, s)
+	}
+}
+
+func TestForwardsValidation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    PortForward
+		want string
+	}{
+		{"other tenant's VM", PortForward{HostPort: 22001, VM: netip.MustParseAddr("10.128.34.5"), GuestPort: 22}, "not a host address of 10.128.17.0/24"},
+		{"gateway", PortForward{HostPort: 22001, VM: netip.MustParseAddr("10.128.17.1"), GuestPort: 22}, "not a host address"},
+		{"infrastructure", PortForward{HostPort: 22001, VM: netip.MustParseAddr("10.1.0.1"), GuestPort: 7001}, "not a host address"},
+		{"no host port", PortForward{VM: netip.MustParseAddr("10.128.17.5"), GuestPort: 22}, "ports must be"},
+	} {
+		rs := twoTenants()
+		rs.Tenants[1].Forwards = []PortForward{c.f}
+		if _, err := Render(rs); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.name, err, c.want)
+		}
+	}
+	rs := twoTenants()
+	rs.Tenants[0].Forwards = []PortForward{{HostPort: 22001, VM: netip.MustParseAddr("10.128.34.5"), GuestPort: 22}}
+	rs.Tenants[1].Forwards = []PortForward{{HostPort: 22001, VM: netip.MustParseAddr("10.128.17.5"), GuestPort: 22}}
+	if _, err := Render(rs); err == nil || !strings.Contains(err.Error(), "forwarded twice") {
+		t.Errorf("one host port for two VMs: err %v", err)
+	}
+}
