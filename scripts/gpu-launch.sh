@@ -4,10 +4,13 @@
 # build's gpuserverd (cuda backend) and guest libcuda.so.1, ROUNDS times, interleaved, so that
 # machine noise hits every build alike; then the median of the rounds' medians per build.
 #
-# Usage, on the GPU machine:  BUNDLE=dir [ROUNDS=3] [OUT=dir] bash gpu-launch.sh NAME...
+# Usage, on the GPU machine:  BUNDLE=dir [ROUNDS=3] [OUT=dir] bash gpu-launch.sh NAME[,VAR=VALUE]...
 # BUNDLE holds gputoken, gputests/ (gpubench.c, common.h, kernels.cu, Makefile) and per NAME a
 # folder with gpuserverd and libcuda.so.1 (each optionally as NAME.tar.xz). Prepared here with
-# scripts/gpu-launch-prep.sh (docs/benchmarks/gpu-remote-h100.md, "Launch path").
+# scripts/gpu-launch-prep.sh (docs/benchmarks/gpu-remote-h100.md, "Launch path"). A VAR=VALUE
+# after the name is set in that gpuserverd's environment (a worker's switch, e.g.
+# new,GPUCLOUD_SHM_COPY=dtod): the same build measured several ways in one run. BACKEND=simulated (with
+# stand-ins for nvidia-smi and nvcc) tries the script on a machine without a GPU.
 set -uo pipefail
 BUNDLE=${BUNDLE:?BUNDLE: the prepared folder}
 BUNDLE=$(cd "$BUNDLE" && pwd)
@@ -18,7 +21,8 @@ SOCK=/tmp/gpu-launch.sock
 ADMIN=127.0.0.1:7171
 mkdir -p "$OUT" "$B"
 [[ $# -gt 0 ]] || { echo "usage: BUNDLE=dir bash gpu-launch.sh NAME..." >&2; exit 2; }
-for n in "$@"; do
+for arg in "$@"; do
+	n=${arg%%,*}
 	[[ -f $BUNDLE/$n.tar.xz && ! -d $BUNDLE/$n ]] && tar -xJf "$BUNDLE/$n.tar.xz" -C "$BUNDLE"
 	[[ -x $BUNDLE/$n/gpuserverd && -e $BUNDLE/$n/libcuda.so.1 ]] || { echo "no build $n in $BUNDLE" >&2; exit 2; }
 done
@@ -29,12 +33,14 @@ uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 key=$(mktemp)
 token=$("$BUNDLE/gputoken" -public-key-out "$key" -server gs-launch -gpus "$uuid") || exit 1
 
-# serve NAME: that build's gpuserverd on SOCK until stop; waits for its Unix socket.
+# serve NAME[,VAR=VALUE...]: that build's gpuserverd on SOCK until stop, with those variables set;
+# waits for its Unix socket.
 serve() {
-	local data
+	local data name=${1%%,*} vars=()
+	[[ $1 == *,* ]] && IFS=, read -r -a vars <<<"${1#*,}"
 	data=$(mktemp -d)
 	rm -f "$SOCK"
-	"$BUNDLE/$1/gpuserverd" --backend cuda --id gs-launch --listen 127.0.0.1:0 --listen-unix "$SOCK" \
+	env "${vars[@]}" "$BUNDLE/$name/gpuserverd" --backend "${BACKEND:-cuda}" --id gs-launch --listen 127.0.0.1:0 --listen-unix "$SOCK" \
 		--admin "$ADMIN" --public-key "$(cat "$key")" --data-dir "$data" >"$OUT/server-$1.log" 2>&1 &
 	server=$!
 	for _ in $(seq 100); do [[ -S $SOCK ]] && return 0; sleep 0.05; done
@@ -47,7 +53,7 @@ for r in $(seq "$ROUNDS"); do
 	(cd "$B" && ./gpubench kernels.ptx launch) >"$OUT/native-$r.txt" || { echo "native gpubench failed"; status=1; }
 	for n in "$@"; do
 		serve "$n" || { status=1; continue; }
-		(cd "$B" && env LD_LIBRARY_PATH="$BUNDLE/$n" GPUCLOUD_ENDPOINT="unix:$SOCK" GPUCLOUD_TOKEN="$token" \
+		(cd "$B" && env LD_LIBRARY_PATH="$BUNDLE/${n%%,*}" GPUCLOUD_ENDPOINT="unix:$SOCK" GPUCLOUD_TOKEN="$token" \
 			GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_SHM_MIB=256 timeout 60 ./gpubench kernels.ptx launch) >"$OUT/$n-$r.txt" ||
 			{ echo "gpubench through $n failed (round $r)"; status=1; }
 		stop
