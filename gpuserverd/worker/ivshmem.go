@@ -90,7 +90,7 @@ func (s *Session) adoptIvshmem(ch *ivshmem.Channel) error {
 	if err := d.ctx.HostRegister(ch.Mem); err != nil {
 		return s.refuseHello(backend.ResultOf(err), fmt.Errorf("registering the ivshmem region with the driver: %w", err))
 	}
-	s.shm = &arena{mem: ch.Mem, reg: d.ctx, way: shmWayFromEnv()}
+	s.shm = &arena{mem: ch.Mem, reg: d.ctx}
 	s.log.Info("ivshmem channel open", "path", ch.Path, "slot", ch.Index, "slots", ch.Count, "bytes", len(ch.Mem))
 	return nil
 }

@@ -21,10 +21,8 @@ import (
 
 // arena is the session's shared memory.
 type arena struct {
-	mem     []byte
-	reg     backend.Context // the context it is registered with (portable: every context sees it)
-	devAddr uint64          // the arena's device address (0: not device-mapped)
-	way     *shmWay
+	mem []byte
+	reg backend.Context // the context it is registered with (portable: every context sees it)
 }
 
 // fdSender is a connection that can pass a descriptor to its peer: a Unix socket.
@@ -117,11 +115,10 @@ func (s *Session) makeArena(m *wire.ShmOpen, req uint32, snd fdSender) (wire.Mes
 		unmapArena(mem)
 		return refuse(backend.ResultOf(err), "registering the arena with the driver: %v", err)
 	}
-	s.shm = &arena{mem: mem, reg: d.ctx, way: shmWayFromEnv()}
+	s.shm = &arena{mem: mem, reg: d.ctx}
 	reply := &wire.ShmOpenReply{Bytes: m.Bytes}
 	if dp := s.shmDevicePointer().(*wire.HandleReply); dp.Result == 0 { // else none: not device-mapped
 		reply.DeviceAddress = dp.Handle
-		s.shm.devAddr = dp.Handle
 	}
 	frame := wire.AppendFrame(nil, reply, 0, req)
 	if err := s.w.Flush(); err != nil {
@@ -185,7 +182,7 @@ func (s *Session) htodShm(d *device, m *wire.MemcpyHtoDShm, h wire.Header) wire.
 	src, err := s.shm.span(m.Offset, m.Bytes)
 	if err == nil {
 		s.Stats.moved(int(m.Bytes))
-		err = s.shmCopy(d, true, m.Dst, m.Offset, src, backend.Handle(m.Stream), m.Async != 0)
+		err = d.ctx.MemcpyHtoD(m.Dst, src, backend.Handle(m.Stream), m.Async != 0)
 	}
 	return s.shmStatus(d, err, m.Async != 0, m.Stream, h)
 }
@@ -194,7 +191,7 @@ func (s *Session) dtohShm(d *device, m *wire.MemcpyDtoHShm, h wire.Header) wire.
 	dst, err := s.shm.span(m.Offset, m.Bytes)
 	if err == nil {
 		s.Stats.moved(int(m.Bytes))
-		err = s.shmCopy(d, false, m.Src, m.Offset, dst, backend.Handle(m.Stream), m.Async != 0)
+		err = d.ctx.MemcpyDtoH(dst, m.Src, backend.Handle(m.Stream), m.Async != 0)
 	}
 	return s.shmStatus(d, err, m.Async != 0, m.Stream, h)
 }

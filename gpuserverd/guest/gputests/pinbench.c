@@ -7,8 +7,6 @@
 // Usage: pinbench [kernels.ptx] [MiB] [rounds] [reps per round]
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -45,31 +43,6 @@ static void *aligned_map(int fd, int flags) {
 	void *p = mmap(a, bytes, PROT_READ | PROT_WRITE, flags | MAP_FIXED, fd, 0);
 	if (p == MAP_FAILED) return NULL;
 	return p;
-}
-
-// contiguous_runs counts physically contiguous runs of the mapping's pages (/proc/self/pagemap;
-// root only, else -1): 4 KiB pages scattered give about bytes/4096 runs, huge pages bytes/2 MiB.
-static long contiguous_runs(const void *p) {
-	int fd = open("/proc/self/pagemap", O_RDONLY);
-	if (fd < 0) return -1;
-	long runs = 0;
-	uint64_t prev = 0;
-	for (size_t off = 0; off < bytes; off += 4096) {
-		uint64_t e;
-		if (pread(fd, &e, 8, (off_t)(((uintptr_t)p + off) / 4096 * 8)) != 8) {
-			runs = -1;
-			break;
-		}
-		uint64_t pfn = e & ((1ULL << 55) - 1);
-		if (!(e >> 63) || pfn == 0) {
-			runs = -1;
-			break;
-		}
-		if (off == 0 || pfn != prev + 1) runs++;
-		prev = pfn;
-	}
-	close(fd);
-	return runs;
 }
 
 static struct buf make(enum kind k) {
@@ -118,7 +91,7 @@ static struct buf make(enum kind k) {
 	if (cuMemHostGetDevicePointer(&b.devmap, b.host, 0) != CUDA_SUCCESS) b.devmap = 0;
 	b.ok = 1;
 	fprintf(stderr, "%-22s at %p, device address %#llx, physically contiguous runs %ld\n", kind_name[k], b.host,
-	        (unsigned long long)b.devmap, contiguous_runs(b.host));
+	        (unsigned long long)b.devmap, phys_runs(b.host, bytes));
 	return b;
 }
 
