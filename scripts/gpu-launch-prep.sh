@@ -12,8 +12,8 @@ DEST=$(cd "$DEST" && pwd)
 export CGO_ENABLED=1
 (cd "$ROOT" && go build -ldflags='-s -w' -o "$DEST/gputoken" ./cmd/gputoken)
 mkdir -p "$DEST/gputests"
-cp "$ROOT"/gpuserverd/guest/gputests/{Makefile,gpubench.c,common.h,kernels.cu} "$DEST/gputests/"
-cp "$ROOT/scripts/gpu-launch.sh" "$DEST/"
+cp "$ROOT"/gpuserverd/guest/gputests/{Makefile,gpubench.c,pinbench.c,common.h,kernels.cu} "$DEST/gputests/"
+cp "$ROOT"/scripts/{gpu-launch.sh,gpu-pinned.sh} "$DEST/"
 for spec in "$@"; do
 	name=${spec%%=*} commit=${spec#*=}
 	src=$ROOT

@@ -5,9 +5,12 @@
 #define GPUTESTS_COMMON_H
 
 #include <cuda.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CHECK(call)                                                                                \
 	do {                                                                                           \
@@ -62,6 +65,33 @@ static inline double now_s(void) {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// phys_runs counts the physically contiguous runs of the 4 KiB pages of [p, p+n) from
+// /proc/self/pagemap (-1 where it cannot tell: not root, pages not present): scattered pages give
+// about n/4096 runs, whole huge pages n/2 MiB. Pinned copies are timed against it (pinbench,
+// gpubench): whether the layout of host pages changes what the device's copy engine reads.
+static inline long phys_runs(const void *p, size_t n) {
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	if (fd < 0) return -1;
+	long runs = 0;
+	uint64_t prev = 0;
+	for (size_t off = 0; off < n; off += 4096) {
+		uint64_t e;
+		if (pread(fd, &e, 8, (off_t)(((uintptr_t)p + off) / 4096 * 8)) != 8) {
+			runs = -1;
+			break;
+		}
+		uint64_t pfn = e & ((1ULL << 55) - 1);
+		if (!(e >> 63) || pfn == 0) { /* not present, or the kernel hides frame numbers */
+			runs = -1;
+			break;
+		}
+		if (off == 0 || pfn != prev + 1) runs++;
+		prev = pfn;
+	}
+	close(fd);
+	return runs;
 }
 
 #endif

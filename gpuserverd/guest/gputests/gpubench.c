@@ -1,6 +1,7 @@
 // gpubench: driver-API micro-benchmarks. Prints one line per row:
 //   BENCH <row> <best> <median> <unit>
-// Copies are GB/s (1e9 bytes/s; best = highest), times are microseconds (best = lowest).
+// Copies are GB/s (1e9 bytes/s; best = highest), times are microseconds (best = lowest). A line
+// starting with "# " is a note: the physical layout of a 64 MiB pinned buffer's pages (root only).
 // Usage: gpubench [kernels.ptx] [quick|launch]. "quick" runs fewer repetitions (for smoke tests);
 // "launch" only the launch rows and the pinned 64 MiB copies, in full (scripts/gpu-launch.sh
 // runs it many times, interleaving builds).
@@ -46,6 +47,7 @@ static void bench_copy(int dir, int kind, size_t mib) {
 		if (!host) exit(2);
 	}
 	memset(host, 1, bytes); // fault the pages in before timing
+	if (kind == PINNED && mib >= 64) printf("# %s_pinned_%zuMiB: host pages in %ld physically contiguous runs\n", dir == H2D ? "h2d" : "d2h", mib, phys_runs(host, bytes));
 	if (kind == REGISTERED) CHECK(cuMemHostRegister(host, bytes, 0));
 	CUdeviceptr dev;
 	CHECK(cuMemAlloc(&dev, bytes));

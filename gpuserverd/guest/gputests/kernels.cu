@@ -35,3 +35,9 @@ extern "C" __global__ void spin(long long cycles) {
 	while (clock64() - start < cycles) {
 	}
 }
+
+// copy16 copies n 16-byte words with every thread of the grid (pinbench.c: a copy whose source
+// or destination is mapped host memory, read or written by the SMs instead of a copy engine).
+extern "C" __global__ void copy16(uint4 *dst, const uint4 *src, size_t n) {
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) dst[i] = src[i];
+}
