@@ -59,7 +59,7 @@ type options struct {
 	transferListen, transferAdvertise     string
 	ports                                 reconcile.PortRange
 	tenantInfra, qemuUser                 string
-	qemuUID                               uint32
+	qemuUID, qemuGID                      uint32
 	infraNets                             []netip.Prefix
 }
 
@@ -88,7 +88,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.guestLibrary, "guest-library", env("HOSTD_GUEST_LIBRARY", ""), "guest libcuda.so.1 put in every seed, e.g. gpuserverd/guest/build/libcuda.so.1 ($HOSTD_GUEST_LIBRARY)")
 	fs.StringVar(&o.network, "network", env("HOSTD_NETWORK", "network:default"), "VM NIC: network:<name>, bridge:<name>, user, or tenant (a filtered network per tenant that hostd makes) ($HOSTD_NETWORK)")
 	fs.StringVar(&o.tenantInfra, "tenant-infra", env("HOSTD_TENANT_INFRA", ""), "with -network tenant: the platform's networks (apiserver, gpuserverd admin ports, hosts), comma-separated IPv4 CIDRs, that VMs reach nothing of but their GPU data ports; empty: every private, shared and link-local range ($HOSTD_TENANT_INFRA)")
-	fs.StringVar(&o.qemuUser, "qemu-user", env("HOSTD_QEMU_USER", ""), "with -network user: the user QEMU runs as (name or uid, never root, e.g. libvirt-qemu); hostd's nftables rules let its sockets, which carry the guests' connections, reach only GPU data ports and the internet; empty: guests reach all of the host's loopback ($HOSTD_QEMU_USER)")
+	fs.StringVar(&o.qemuUser, "qemu-user", env("HOSTD_QEMU_USER", ""), "the user QEMU runs as (name or uid, never root, e.g. libvirt-qemu): hostd defines every domain with it (and its primary group), whatever qemu.conf says; with -network user, hostd's nftables rules let its sockets, which carry the guests' connections, reach only GPU data ports, DNS and the internet, nothing of the host's own addresses; empty: qemu.conf's user, and guests reach all of the host ($HOSTD_QEMU_USER)")
 	fs.StringVar(&o.listen, "listen", env("HOSTD_LISTEN", "127.0.0.1:9102"), "address of /healthz and /metrics ($HOSTD_LISTEN)")
 	fs.StringVar(&o.consoleListen, "console-listen", env("HOSTD_CONSOLE_LISTEN", ""), "address of the interactive serial console endpoint the apiserver connects to, e.g. 0.0.0.0:9103 (grants signed by the apiserver, one use each); empty: no interactive consoles ($HOSTD_CONSOLE_LISTEN)")
 	fs.StringVar(&o.consoleURL, "console-url", env("HOSTD_CONSOLE_URL", ""), "how the apiserver reaches -console-listen, ws:// or wss://; default ws(s)://<listen address> ($HOSTD_CONSOLE_URL)")
@@ -146,7 +146,7 @@ func parseFlags(args []string) (options, error) {
 	if o.infraNets, err = parseInfra(o.tenantInfra); err != nil {
 		return o, err
 	}
-	if o.qemuUID, err = parseQEMUUser(o.qemuUser); err != nil {
+	if o.qemuUID, o.qemuGID, err = parseQEMUUser(o.qemuUser); err != nil {
 		return o, err
 	}
 	if o.ports, err = parsePortRange(o.forwardPorts); err != nil {
@@ -191,25 +191,26 @@ func parseInfra(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// parseQEMUUser resolves -qemu-user to a uid ("" is 0: no filter); root is refused, since
-// filtering root's sockets would cut the host itself off.
-func parseQEMUUser(s string) (uint32, error) {
+// parseQEMUUser resolves -qemu-user, a name or uid, to the uid and primary group QEMU runs
+// as ("" is 0, 0: qemu.conf's user, no filter); root is refused, since filtering root's sockets
+// would cut the host itself off.
+func parseQEMUUser(s string) (uid, gid uint32, err error) {
 	if s == "" {
-		return 0, nil
+		return 0, 0, nil
 	}
-	id := s
-	if _, err := strconv.ParseUint(s, 10, 32); err != nil {
-		u, err := user.Lookup(s)
-		if err != nil {
-			return 0, fmt.Errorf("-qemu-user %q: %w", s, err)
-		}
-		id = u.Uid
+	u, err := user.Lookup(s)
+	if _, numeric := strconv.ParseUint(s, 10, 32); numeric == nil {
+		u, err = user.LookupId(s)
 	}
-	uid, err := strconv.ParseUint(id, 10, 32)
-	if err != nil || uid == 0 {
-		return 0, fmt.Errorf("-qemu-user %q: want a user other than root (QEMU's own, e.g. libvirt-qemu)", s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("-qemu-user %q: %w", s, err)
 	}
-	return uint32(uid), nil
+	id, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	group, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil || id == 0 || group == 0 {
+		return 0, 0, fmt.Errorf("-qemu-user %q: want a user and primary group other than root (QEMU's own, e.g. libvirt-qemu)", s)
+	}
+	return uint32(id), uint32(group), nil
 }
 
 func parseNetwork(s string) (virt.Network, error) {
@@ -299,7 +300,7 @@ func run(ctx context.Context, o options, log *slog.Logger) error {
 		ControlPlane: cp, Hypervisor: hv, VFs: pool, DataDir: o.dataDir, ImagesDir: o.imagesDir,
 		GuestLibrary: o.guestLibrary, Network: network, Version: version, Log: log, Ivshmem: shm,
 		Ports: o.ports, PublicHost: o.publicHost, VolumePool: o.volumePool, VolumeDir: o.volumeDir,
-		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID, ConsoleURL: consoleURL,
+		Firewall: fw, FirewallInfra: o.infraNets, QEMUUID: o.qemuUID, QEMUGID: o.qemuGID, ConsoleURL: consoleURL,
 		Exports: exports, TransferEndpoint: advertise,
 	})
 	if err != nil {

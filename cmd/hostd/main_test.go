@@ -28,6 +28,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-credential", "x", "-qemu-user", "root"}, "-qemu-user"},
 		{[]string{"-credential", "x", "-qemu-user", "0"}, "-qemu-user"},
 		{[]string{"-credential", "x", "-qemu-user", "no-such-user-here"}, "-qemu-user"},
+		{[]string{"-credential", "x", "-qemu-user", "3999999"}, "-qemu-user"}, // no such uid: no group to run QEMU with
 		{[]string{"-credential", "x", "-console-url", "http://h:9103"}, "-console-url"},
 		{[]string{"-credential", "x", "-console-url", "ws://h:9103/v1/console/"}, "-console-url"},
 		{[]string{"-credential", "x", "-console-tls-cert", "/c.pem"}, "-console-tls-key"},
@@ -41,8 +42,10 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || len(o.infraNets) != 2 || o.infraNets[1].String() != "192.0.2.0/24" {
 		t.Fatalf("-tenant-infra: %v %v", o.infraNets, err)
 	}
-	if o, err = parseFlags([]string{"-credential", "x", "-network", "user", "-qemu-user", "nobody"}); err != nil || o.qemuUID != 65534 {
-		t.Fatalf("-qemu-user nobody: uid %d %v", o.qemuUID, err)
+	for _, u := range []string{"nobody", "65534"} {
+		if o, err = parseFlags([]string{"-credential", "x", "-network", "user", "-qemu-user", u}); err != nil || o.qemuUID != 65534 || o.qemuGID != 65534 {
+			t.Fatalf("-qemu-user %s: %d:%d %v", u, o.qemuUID, o.qemuGID, err)
+		}
 	}
 	t.Setenv("HOSTD_CREDENTIAL", "from-env")
 	t.Setenv("HOSTD_LIBVIRT_URI", "qemu:///system")

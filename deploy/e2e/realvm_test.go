@@ -44,46 +44,9 @@ func TestRealVMTenantJourney(t *testing.T) {
 	ctx, hv := realLibvirt(t, 12*time.Minute)
 	t0 := time.Now()
 	at := t0
-	bin := buildGolden(t)
-	extras := buildVMExtras(t, bin)
-	repo, _ := filepath.Abs("../..")
-	cache := os.Getenv("GPUCLOUD_GUEST_IMAGE_CACHE") // CI may keep it outside the checkout
-	if cache == "" {
-		cache = filepath.Join(repo, ".data", "guest-image")
-	}
-	imgDir, err := vmtest.MiniImage(ctx, repo, cache,
-		vmtest.MiniLibs{Cuda: filepath.Join(bin, "libcuda.so.1"), Cudart: filepath.Join(bin, "libcudart.so.13"), Audit: filepath.Join(bin, "libgpucloud-audit.so")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	step(t, &at, "guest library, runtime, loader; the mini image (kept while its inputs are)")
-
-	env := sdktest.New(t)
-	gsReg, err := env.OperatorClient.CreateGPUServer(ctx, "gs-vm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The guest reaches 10.0.2.2, which QEMU's user-mode network maps to the host's loopback.
-	gsListen := freeAddr(t)
-	_, gsPort, _ := net.SplitHostPort(gsListen)
-	startGPUServerd(t, bin, env.URL, gsReg.Credential, t.TempDir(), gsListen, sim.Kind, "--advertise", "10.0.2.2:"+gsPort)
-	srv, err := env.OperatorClient.GetGPUServer(ctx, gsReg.ID)
-	if err != nil || len(srv.GPUs) == 0 {
-		t.Fatalf("GPU server after join: %+v %v", srv, err)
-	}
-	m, err := env.OperatorClient.CreateGPUModel(ctx, sdk.CreateGPUModelRequest{Name: srv.GPUs[0].Name, MemoryBytes: srv.GPUs[0].MemoryBytes, NVMLMatch: srv.GPUs[0].Name})
-	modelID := srv.GPUs[0].GPUModelID
-	if modelID == "" {
-		if err != nil {
-			t.Fatal(err)
-		}
-		modelID = m.ID
-	}
-	typ := sharedType(t, env, "vm-shared", modelID)
-	if _, err := app.EnsureImage(ctx, env.Store, vmtest.MiniImageName, filepath.Join(imgDir, vmtest.MiniImageName+".qcow2"), 1, true); err != nil {
-		t.Fatal(err)
-	}
-	h := startRealHost(ctx, t, env, hv, imgDir)
+	st := startVMStack(ctx, t, &at)
+	env, bin, extras, typ := st.env, st.bin, st.extras, st.gpuType
+	h := startRealHost(ctx, t, env, hv, st.imgDir, nil)
 	step(t, &at, "apiserver, gpuserverd (simulated) and hostd on qemu:///system")
 
 	tenant := env.Client(t, env.A.AdminKey)
@@ -237,6 +200,65 @@ func TestRealVMTenantJourney(t *testing.T) {
 	t.Logf("real-VM tenant journey total %.1f s", time.Since(t0).Seconds())
 }
 
+// vmStack is what the real-VM tests share: the guest binaries, the mini image, the apiserver
+// with that image registered, a gpuserverd on the simulated backend (advertised at 10.0.2.2, which
+// QEMU's user-mode network maps to the host's loopback, where it listens) and a shared GPU type.
+type vmStack struct {
+	env     *sdktest.Env
+	bin     string
+	extras  vmExtras
+	imgDir  string
+	gs      *gpuserverd
+	gpuType string
+}
+
+func startVMStack(ctx context.Context, t *testing.T, at *time.Time) *vmStack {
+	t.Helper()
+	st := &vmStack{bin: buildGolden(t)}
+	st.extras = buildVMExtras(t, st.bin)
+	repo, _ := filepath.Abs("../..")
+	cache := os.Getenv("GPUCLOUD_GUEST_IMAGE_CACHE") // CI may keep it outside the checkout
+	if cache == "" {
+		cache = filepath.Join(repo, ".data", "guest-image")
+	}
+	var err error
+	bin := st.bin
+	st.imgDir, err = vmtest.MiniImage(ctx, repo, cache,
+		vmtest.MiniLibs{Cuda: filepath.Join(bin, "libcuda.so.1"), Cudart: filepath.Join(bin, "libcudart.so.13"), Audit: filepath.Join(bin, "libgpucloud-audit.so")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step(t, at, "guest library, runtime, loader; the mini image (kept while its inputs are)")
+
+	env := sdktest.New(t)
+	st.env = env
+	gsReg, err := env.OperatorClient.CreateGPUServer(ctx, "gs-vm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The guest reaches 10.0.2.2, which QEMU's user-mode network maps to the host's loopback.
+	gsListen := freeAddr(t)
+	_, gsPort, _ := net.SplitHostPort(gsListen)
+	st.gs = startGPUServerd(t, bin, env.URL, gsReg.Credential, t.TempDir(), gsListen, sim.Kind, "--advertise", "10.0.2.2:"+gsPort)
+	srv, err := env.OperatorClient.GetGPUServer(ctx, gsReg.ID)
+	if err != nil || len(srv.GPUs) == 0 {
+		t.Fatalf("GPU server after join: %+v %v", srv, err)
+	}
+	m, err := env.OperatorClient.CreateGPUModel(ctx, sdk.CreateGPUModelRequest{Name: srv.GPUs[0].Name, MemoryBytes: srv.GPUs[0].MemoryBytes, NVMLMatch: srv.GPUs[0].Name})
+	modelID := srv.GPUs[0].GPUModelID
+	if modelID == "" {
+		if err != nil {
+			t.Fatal(err)
+		}
+		modelID = m.ID
+	}
+	st.gpuType = sharedType(t, env, "vm-shared", modelID)
+	if _, err := app.EnsureImage(ctx, env.Store, vmtest.MiniImageName, filepath.Join(st.imgDir, vmtest.MiniImageName+".qcow2"), 1, true); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 const vmWheelLib = "/opt/wheel/nvidia/cu13/lib"
 
 type vmExtras struct{ decoy, probe string }
@@ -269,21 +291,12 @@ func buildVMExtras(t *testing.T, bin string) vmExtras {
 // part is missing. Without root no libvirtd can be started and no QEMU run as the test needs.
 func realLibvirt(t *testing.T, limit time.Duration) (context.Context, *virt.Hypervisor) {
 	t.Helper()
-	// A skip is silent in a plain `go test ./...`: CI (.ci/run) sets GPUCLOUD_REQUIRE_REAL_VM=1,
-	// which makes a missing part fail the test instead.
-	skip := func(why string) {
-		t.Helper()
-		if os.Getenv("GPUCLOUD_REQUIRE_REAL_VM") == "1" {
-			t.Fatalf("real-VM test cannot run: %s (GPUCLOUD_REQUIRE_REAL_VM=1 requires it)", why)
-		}
-		t.Skipf("real-VM test skipped: %s", why)
-	}
 	if os.Geteuid() != 0 {
-		skip("needs root (it starts libvirtd and runs QEMU through qemu:///system)")
+		realVMSkip(t, "needs root (it starts libvirtd and runs QEMU through qemu:///system)")
 	}
 	for _, tool := range []string{"qemu-system-x86_64", "libvirtd", "apt-get", "dpkg-deb", "mke2fs", "qemu-img"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			skip(tool + " not installed (scripts/install-deps.sh installs it)")
+			realVMSkip(t, tool+" not installed (scripts/install-deps.sh installs it)")
 		}
 	}
 	vmtest.LockSystemLibvirt(t) // before the clock starts: another package's real-VM test may hold it
@@ -300,15 +313,27 @@ func realLibvirt(t *testing.T, limit time.Duration) (context.Context, *virt.Hype
 	return ctx, hv
 }
 
-// realHost is hostd on qemu:///system, registered through the API and running its loop.
-type realHost struct {
-	t    *testing.T
-	id   string
-	r    *reconcile.Reconciler
-	data string
+// realVMSkip skips a real-VM test that cannot run here, saying why. A skip is silent in a plain
+// `go test ./...`: CI (.ci/run) sets GPUCLOUD_REQUIRE_REAL_VM=1, which makes it a failure instead.
+func realVMSkip(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("GPUCLOUD_REQUIRE_REAL_VM") == "1" {
+		t.Fatalf("real-VM test cannot run: %s (GPUCLOUD_REQUIRE_REAL_VM=1 requires it)", why)
+	}
+	t.Skipf("real-VM test skipped: %s", why)
 }
 
-func startRealHost(ctx context.Context, t *testing.T, env *sdktest.Env, hv *virt.Hypervisor, imgDir string) *realHost {
+// realHost is hostd on qemu:///system, registered through the API and running its loop.
+type realHost struct {
+	t           *testing.T
+	id          string
+	r           *reconcile.Reconciler
+	data        string
+	consoleAddr string // hostd's interactive console listener (127.0.0.1)
+}
+
+// tweak, when not nil, changes hostd's configuration before it starts.
+func startRealHost(ctx context.Context, t *testing.T, env *sdktest.Env, hv *virt.Hypervisor, imgDir string, tweak func(*reconcile.Config)) *realHost {
 	t.Helper()
 	_, cp := registerHost(t, env, "node-vm")
 	dir := t.TempDir()
@@ -337,12 +362,17 @@ func startRealHost(ctx context.Context, t *testing.T, env *sdktest.Env, hv *virt
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.r, err = reconcile.New(reconcile.Config{ControlPlane: cp, Hypervisor: hv, DataDir: h.data, ImagesDir: images,
-		ConsoleURL: "ws://" + consoleLn.Addr().String(),
+	h.consoleAddr = consoleLn.Addr().String()
+	cfg := reconcile.Config{ControlPlane: cp, Hypervisor: hv, DataDir: h.data, ImagesDir: images,
+		ConsoleURL: "ws://" + h.consoleAddr,
 		Network:    virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}, Hostname: "node-vm",
 		Ports: reconcile.PortRange{First: first, Last: first + 3}, PublicHost: "127.0.0.1",
 		VolumePool: pool, VolumeDir: filepath.Join(dir, "volumes"), Version: "e2e", StopGrace: 2 * time.Second,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	h.r, err = reconcile.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ type env struct {
 	net     virt.Network   // the VMs' network; zero: QEMU user networking
 	fw      *tenantfw.Firewall
 	qemuUID uint32
+	qemuGID uint32
 }
 
 // foreignNode is the test driver's host: it already runs a domain that is not hostd's.
@@ -89,7 +90,7 @@ func (e *env) hostd() *Reconciler {
 		ControlPlane: e.cp.Client(e.t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
 		GuestLibrary: e.lib, Network: e.net, Hostname: "node1", Version: "test",
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Ivshmem: e.shm, VolumePool: "gpucloud-volumes",
-		Firewall: e.fw, QEMUUID: e.qemuUID,
+		Firewall: e.fw, QEMUUID: e.qemuUID, QEMUGID: e.qemuGID,
 	}
 	if cfg.Network.Kind == "" {
 		cfg.Network.Kind = "user"

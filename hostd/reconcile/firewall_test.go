@@ -103,7 +103,7 @@ func TestFirewallUserMode(t *testing.T) {
 	ns := netnstest.Add(t, "gpc-hostdu")
 	e := newEnv(t, 0)
 	e.fw = &tenantfw.Firewall{Command: []string{"ip", "netns", "exec", ns, "nft"}}
-	e.qemuUID = 64055
+	e.qemuUID, e.qemuGID = 64055, 64055
 	h := e.hostd()
 	a1 := instance("a1", "tenantA", 0x11)
 	a1.GPU.Endpoints = []string{"10.0.2.2:7000"}
@@ -188,5 +188,34 @@ func TestTenantForwardsFollowLeases(t *testing.T) {
 	}
 	if l := listing(); strings.Contains(l, "dnat") {
 		t.Errorf("forward left after the VM went:\n%s", l)
+	}
+}
+
+// hostd defines every domain to run as QEMU's user, so the filter above matches the sockets
+// that carry its guests' connections whatever qemu.conf says; without -qemu-user, qemu.conf's.
+func TestDomainsRunAsQEMUUser(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		uid, gid uint32
+		label    string
+	}{{64055, 64056, "<label>+64055:+64056</label>"}, {0, 0, ""}} {
+		e := newEnv(t, 0)
+		e.qemuUID, e.qemuGID = c.uid, c.gid
+		e.cp.Put(instance("a1", "tenantA", 0x11))
+		if err := e.hostd().Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		x, err := e.hv.XML(virt.DomainName("a1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(x, "<seclabel"); got != (c.label != "") || !strings.Contains(x, c.label) {
+			t.Errorf("QEMU user %d:%d: domain XML's label (want %q):\n%s", c.uid, c.gid, c.label, x)
+		}
+	}
+	e := newEnv(t, 0)
+	if _, err := New(Config{ControlPlane: e.cp.Client(t), Hypervisor: e.hv, DataDir: e.data, ImagesDir: e.images,
+		Network: virt.Network{Kind: "user"}, QEMUUID: 64055}); err == nil || !strings.Contains(err.Error(), "group") {
+		t.Errorf("QEMU user without a group: %v", err)
 	}
 }

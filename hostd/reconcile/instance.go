@@ -230,6 +230,9 @@ func (r *Reconciler) provision(ctx context.Context, d api.DesiredInstance) (m vi
 		Disk: p.disk, Seed: p.seed, ConsoleLog: p.console, VFPCIAddress: m.VFPCIAddress,
 		Network: r.cfg.Network, Kernel: r.cfg.Kernel, Shmem: r.channelFor(d),
 	}
+	if r.cfg.QEMUUID != 0 {
+		spec.RunAs = &virt.RunAs{UID: r.cfg.QEMUUID, GID: r.cfg.QEMUGID}
+	}
 	if spec.Shmem != nil { // before the domain exists: QEMU must open ours, not create its own
 		if err := r.createChannel(d.ID); err != nil {
 			return m, err

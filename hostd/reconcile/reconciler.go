@@ -41,17 +41,19 @@ type Config struct {
 	// there on a real hypervisor. FirewallInfra: the platform's networks (tenantfw.DefaultInfra).
 	Firewall      *tenantfw.Firewall
 	FirewallInfra []netip.Prefix
-	// QEMUUID is the user QEMU runs as: with user-mode networking (and Firewall) its sockets,
-	// which carry the guests' connections, reach only data ports and the internet. 0: unfiltered.
-	QEMUUID    uint32
-	Ports      PortRange        // host ports forwarded to VMs (SSH first); zero: none
-	PublicHost string           // how tenants reach this host's forwarded ports (shown in the API)
-	Kernel     *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
-	Ivshmem    *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
-	VolumePool string           // libvirt storage pool of tenants' volumes ("": no volumes here)
-	VolumeDir  string           // its directory (DataDir/volumes when empty)
-	Hostname   string
-	Version    string
+	// QEMUUID and QEMUGID are the user and group QEMU runs as: every domain is defined with
+	// them (a static DAC label, whatever qemu.conf says), and with user-mode networking (and
+	// Firewall) that user's sockets, which carry the guests' connections, reach only data ports
+	// and the internet. 0: qemu.conf's user, unfiltered.
+	QEMUUID, QEMUGID uint32
+	Ports            PortRange        // host ports forwarded to VMs (SSH first); zero: none
+	PublicHost       string           // how tenants reach this host's forwarded ports (shown in the API)
+	Kernel           *virt.KernelBoot // direct kernel boot for every VM (tests, appliance images)
+	Ivshmem          *IvshmemConfig   // ivshmem channels to a gpuserverd on this host; nil: none
+	VolumePool       string           // libvirt storage pool of tenants' volumes ("": no volumes here)
+	VolumeDir        string           // its directory (DataDir/volumes when empty)
+	Hostname         string
+	Version          string
 	// ConsoleURL is where the apiserver reaches this host's console server (hostd/console);
 	// "" when it runs none.
 	ConsoleURL string
@@ -101,6 +103,9 @@ func New(cfg Config) (*Reconciler, error) {
 	}
 	if cfg.Network.Kind == "tenant" && cfg.Firewall == nil && cfg.Hypervisor.DomainType() != "test" {
 		return nil, errors.New("reconcile: tenant networking needs the tenant firewall (nft)")
+	}
+	if cfg.QEMUUID != 0 && cfg.QEMUGID == 0 {
+		return nil, errors.New("reconcile: QEMU's user needs its group (not root's)")
 	}
 	if cfg.Ivshmem != nil {
 		if err := cfg.Ivshmem.validate(); err != nil {

@@ -9,7 +9,7 @@ import (
 // UserMode is QEMU user-mode networking (hostd --network user). QEMU opens every connection its
 // guest makes itself, as the QEMU user: 10.0.2.2 is the host's loopback, so without this a
 // guest reaches the apiserver, gpuserverd's admin port and other VMs' forwarded ports. The
-// output chain lets sockets of QEMU's user open nothing on the loopback or the platform's
+// output chain lets sockets of QEMU's user open nothing on the host's own addresses or the platform's
 // networks but the GPU servers' data ports (and DNS, which slirp forwards to the host's
 // resolver); the internet stays reachable. QEMU must run as a user of its own, never root.
 type UserMode struct {
@@ -40,6 +40,9 @@ func userModeChain(b *strings.Builder, line func(string, ...any), u UserMode, in
 		line("ip daddr %s tcp dport %d accept", dp.Addr(), dp.Port())
 	}
 	line("ip daddr 127.0.0.0/8 drop")
+	// Every other address of the host too: a public one is in no infra range, yet hostd's
+	// console and transfer ports, the apiserver or other VMs' forwards (bound to 0.0.0.0) listen there.
+	line("fib daddr type local drop")
 	line("ip daddr %s drop", infraSet(infra))
 	line("ip6 daddr { ::1, fc00::/7, fe80::/10 } drop")
 	line("accept")

@@ -20,13 +20,14 @@ func TestRenderUserMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := chain(t, s, "output")
-	for _, rule := range []string{"meta skuid != 64055 accept", "ip daddr 127.0.0.1 tcp dport 7000 accept", "ip daddr 127.0.0.0/8 drop"} {
+	for _, rule := range []string{"meta skuid != 64055 accept", "ip daddr 127.0.0.1 tcp dport 7000 accept", "ip daddr 127.0.0.0/8 drop", "fib daddr type local drop"} {
 		if index(out, rule) < 0 {
 			t.Errorf("no %q in\n%s", rule, s)
 		}
 	}
-	if index(out, "ip daddr 127.0.0.1 tcp dport 7000 accept") > index(out, "ip daddr 127.0.0.0/8 drop") {
-		t.Error("data port accepted after the loopback drop")
+	if index(out, "ip daddr 127.0.0.1 tcp dport 7000 accept") > index(out, "ip daddr 127.0.0.0/8 drop") ||
+		index(out, "ip daddr 127.0.0.1 tcp dport 7000 accept") > index(out, "fib daddr type local drop") {
+		t.Error("data port accepted after the loopback or host-address drop")
 	}
 	if strings.Contains(s, "chain input") || strings.Contains(s, "chain forward") {
 		t.Errorf("tenant chains without tenants:\n%s", s)
@@ -49,6 +50,7 @@ func TestUserModeFirewallTraffic(t *testing.T) {
 	host, remote := netnstest.Add(t, "gpc-uhost"), netnstest.Add(t, "gpc-uremote")
 	netnstest.Exec(t, host, "ip", "link", "add", "uplink", "type", "veth", "peer", "name", "eth0", "netns", remote)
 	netnstest.Exec(t, host, "ip", "addr", "add", "10.2.0.1/24", "dev", "uplink")
+	netnstest.Exec(t, host, "ip", "addr", "add", "203.0.113.7/32", "dev", "uplink") // the host's public address: in no infra range
 	netnstest.Exec(t, host, "ip", "link", "set", "uplink", "up")
 	netnstest.Exec(t, host, "ip", "route", "add", "198.51.100.0/24", "via", "10.2.0.2") // "the internet"
 	netnstest.Exec(t, remote, "ip", "addr", "add", "10.2.0.2/24", "dev", "eth0")
@@ -57,7 +59,7 @@ func TestUserModeFirewallTraffic(t *testing.T) {
 	for _, a := range []string{"127.0.0.1:7000", "0.0.0.0:7001", "127.0.0.1:8443", "127.0.0.1:22001"} {
 		netnstest.Listen(t, host, a)
 	}
-	netnstest.ListenAs(t, host, qemuUID, "127.0.0.1:22002") // a VM's forwarded SSH port, QEMU's socket
+	netnstest.ListenAs(t, host, qemuUID, "0.0.0.0:22002") // a VM's forwarded SSH port, QEMU's socket
 	netnstest.Listen(t, remote, "0.0.0.0:8443")
 	netnstest.Listen(t, remote, "0.0.0.0:443")
 	flows := []struct {
@@ -71,6 +73,9 @@ func TestUserModeFirewallTraffic(t *testing.T) {
 		{"guest to the apiserver", "127.0.0.1:8443", qemuUID, false},
 		{"guest to another VM's SSH forward", "127.0.0.1:22001", qemuUID, false},
 		{"guest to the host's uplink address", "10.2.0.1:7001", qemuUID, false},
+		{"guest to the host's public address", "203.0.113.7:7001", qemuUID, false},
+		{"guest to another VM's SSH forward on the public address", "203.0.113.7:22002", qemuUID, false},
+		{"host (root) to its public address", "203.0.113.7:7001", -1, true},
 		{"guest to a remote apiserver", "10.2.0.2:8443", qemuUID, false},
 		{"host (root) to the admin port", "127.0.0.1:7001", -1, true},
 		{"tenant to its VM's forwarded port (QEMU replies)", "127.0.0.1:22002", -1, true},

@@ -94,6 +94,19 @@ type DomainSpec struct {
 	// infrastructure endpoint its filter lets it reach (zero: none).
 	Tenant    *TenantNet
 	GPUServer netip.AddrPort
+	// RunAs is the user and group QEMU runs this domain as (a static DAC label, whatever
+	// qemu.conf says); nil: qemu.conf's. hostd's user-mode filter matches QEMU's sockets by
+	// this uid, so it must be the one QEMU really has.
+	RunAs *RunAs
+}
+
+// RunAs is a numeric user and group; never root (a filter on root's sockets would cut the host off).
+type RunAs struct{ UID, GID uint32 }
+
+// seclabel is libvirt's static DAC label for r: QEMU runs as +UID:+GID (numbers, not names, so
+// nothing is looked up again), and libvirt gives that user the domain's files while it runs.
+func (r RunAs) seclabel() libvirtxml.DomainSecLabel {
+	return libvirtxml.DomainSecLabel{Type: "static", Model: "dac", Relabel: "yes", Label: fmt.Sprintf("+%d:+%d", r.UID, r.GID)}
 }
 
 // Shmem is an ivshmem-plain PCI device whose BAR 2 is the host file /dev/shm/<Name>: libvirt puts
@@ -139,6 +152,9 @@ func (s DomainSpec) Validate() error {
 		if err := s.Shmem.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if s.RunAs != nil && (s.RunAs.UID == 0 || s.RunAs.GID == 0) {
+		errs = append(errs, fmt.Errorf("run-as %d:%d: want a user and group other than root", s.RunAs.UID, s.RunAs.GID))
 	}
 	switch s.Type {
 	case "kvm", "qemu", "test":
@@ -209,6 +225,9 @@ func DomainXML(s DomainSpec) (string, error) {
 	if s.Type != "test" {
 		d.OS.Type.Machine = "q35"
 		d.Features = &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}}
+	}
+	if s.RunAs != nil {
+		d.SecLabel = []libvirtxml.DomainSecLabel{s.RunAs.seclabel()}
 	}
 	if k := s.Kernel; k != nil {
 		d.OS.Kernel, d.OS.Initrd, d.OS.Cmdline = k.Kernel, k.Initrd, k.Cmdline

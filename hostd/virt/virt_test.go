@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"libvirt.org/go/libvirtxml"
+
 	"gpucloud/hostd/virt"
 )
 
@@ -155,6 +157,38 @@ func TestDomainXMLForwardsPorts(t *testing.T) {
 	s.Network.ForwardBind = "not-an-ip"
 	if _, err := virt.DomainXML(s); err == nil {
 		t.Fatal("bad bind address accepted")
+	}
+}
+
+// RunAs pins the user QEMU runs as with a static DAC label (hostd's user-mode filter matches
+// that uid), whatever qemu.conf says; without it the domain has no label of its own.
+func TestDomainXMLRunAs(t *testing.T) {
+	s := spec("/d", "abc")
+	s.Network = virt.Network{Kind: "user", ForwardBind: "127.0.0.1"}
+	s.Meta.Forwards = []virt.Forward{{Guest: 22, Host: 22001}}
+	x, err := virt.DomainXML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(x, "<seclabel") {
+		t.Fatalf("a label without RunAs:\n%s", x)
+	}
+	s.RunAs = &virt.RunAs{UID: 999, GID: 995}
+	if x, err = virt.DomainXML(s); err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	if want := (libvirtxml.DomainSecLabel{Type: "static", Model: "dac", Relabel: "yes", Label: "+999:+995"}); len(d.SecLabel) != 1 || d.SecLabel[0] != want {
+		t.Fatalf("labels %+v, want only %+v:\n%s", d.SecLabel, want, x)
+	}
+	for _, root := range []virt.RunAs{{UID: 0, GID: 995}, {UID: 999, GID: 0}} {
+		s.RunAs = &root
+		if _, err := virt.DomainXML(s); err == nil || !strings.Contains(err.Error(), "run-as") {
+			t.Errorf("run as %+v: %v, want an error naming run-as", root, err)
+		}
 	}
 }
 
