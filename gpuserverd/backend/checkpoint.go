@@ -42,10 +42,14 @@ type Region struct {
 }
 
 // ModuleImage is a loaded module: the image the guest sent, kept, and where its globals live.
+// Globals are those whose address the program asked for, which a restore must find there again;
+// Pinned (the cuda backend's) are globals the backend placed in the session's own memory (name ->
+// address, bytes), which a restore links the module to again: their memory is among the regions.
 type ModuleImage struct {
-	Handle  Handle            `json:"handle"`
-	Image   []byte            `json:"image"`
-	Globals map[string]uint64 `json:"globals,omitempty"`
+	Handle  Handle               `json:"handle"`
+	Image   []byte               `json:"image"`
+	Globals map[string]uint64    `json:"globals,omitempty"`
+	Pinned  map[string][2]uint64 `json:"pinned,omitempty"`
 }
 
 // FunctionImage is a function taken from a module by name.

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -381,5 +383,44 @@ func TestMigrateKeepsCublasHandles(t *testing.T) {
 	g.call(&wire.BlasDestroy{Handle: h}, &br)
 	if br.Result == 0 {
 		t.Fatal("a destroyed handle destroyed again")
+	}
+}
+
+// A session whose program asked the address of a global the driver placed (the simulated
+// backend's driverglobal stands for one) is refused before anything is sent, naming the global,
+// and serves on; a checkpoint of it is refused the same way, writing nothing.
+func TestMigrateRefusesAHeldDriverPlacedGlobalEarly(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	_, _, out, _ := setUp(g)
+	var hr wire.HandleReply
+	g.call(&wire.ModuleLoad{Image: []byte("GPUSIM-MODULE 1\ndriverglobal table 64\n")}, &hr)
+	var gr wire.ModuleGetGlobalReply
+	g.call(&wire.ModuleGetGlobal{Module: hr.Handle, Name: "table"}, &gr)
+	if gr.Result != 0 || gr.Bytes != 64 {
+		t.Fatalf("global: %+v", gr)
+	}
+	toB, fromA := tcpPair(t)
+	sent := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, fromA)
+		sent <- n
+	}()
+	err := a.Migrate(toB, "b:1")
+	toB.Close()
+	if !errors.Is(err, ErrNotMovable) || !strings.Contains(err.Error(), `global "table" of module`) {
+		t.Fatalf("migration of a session holding a driver-placed global: %v", err)
+	}
+	if n := <-sent; n != 0 {
+		t.Fatalf("%d bytes went to the target before the refusal", n)
+	}
+	if got := dtoh(g, out, 4); len(got) != 4 {
+		t.Fatal("the session stopped serving after the refusal")
+	}
+	var image bytes.Buffer
+	a.exec.Lock()
+	err = a.Checkpoint(&image)
+	a.exec.Unlock()
+	if !errors.Is(err, backend.ErrNotSupported) || !strings.Contains(err.Error(), `global "table"`) || image.Len() != 0 {
+		t.Fatalf("checkpoint: %v, %d bytes written", err, image.Len())
 	}
 }

@@ -38,6 +38,13 @@ func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
 	g, _ := must2(c.ModuleGetGlobal(m, "launches"))
 	ok(t, c.MemcpyHtoD(g, []byte{7, 0, 0, 0}, 0, false))
 
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	if in := g >= c.mem.base && g < c.mem.base+c.mem.size; !in || len(c.modules.m[m].pinned) != 1 {
+		t.Fatalf("global at %#x, not pinned in the session's range [%#x, +%d) (the driver placed it: %s)",
+			g, c.mem.base, c.mem.size, c.modules.m[m].placedBy)
+	}
 	img := must(c.Image())
 	if img.Reserved[1] == 0 || len(img.Regions) != 4 || img.NextHandle < e {
 		t.Fatalf("image: reserved %v, %d regions, next handle %d", img.Reserved, len(img.Regions), img.NextHandle)
@@ -85,6 +92,61 @@ func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
 	ok(t, r.MemFree(small))
 	if p := must(r.MemAlloc(64)); p != small {
 		t.Errorf("a small allocation after a free lands at %#x, want %#x", p, small)
+	}
+}
+
+// A PTX module's global pinned in the session's range starts with its initial value, is what its
+// kernels use (a launch counts in it), and goes back to the range with its unload.
+func TestGPUPinnedGlobalKeepsInitialValueAndIsTheKernels(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	c := newCtx(t, openGPU(t))
+	ptx := strings.Replace(string(axpyPTX), ".u32 launches;", ".u32 launches = 41;", 1)
+	m := must(c.ModuleLoadData([]byte(ptx)))
+	g, n := must2(c.ModuleGetGlobal(m, "launches"))
+	if p := c.modules.m[m].pinned; len(p) != 1 || p["launches"] != [2]uint64{g, n} {
+		t.Fatalf("pinned %v, global at %#x (%d bytes); the driver placed it: %s", p, g, n, c.modules.m[m].placedBy)
+	}
+	cnt := make([]byte, 4)
+	ok(t, c.MemcpyDtoH(cnt, g, 0, false))
+	if v := binary.LittleEndian.Uint32(cnt); v != 41 {
+		t.Fatalf("pinned global starts at %d, want its initializer 41", v)
+	}
+	f := must(c.ModuleGetFunction(m, "axpy"))
+	d := must(c.MemAlloc(4 * 256))
+	ok(t, c.LaunchKernel(backend.LaunchConfig{Function: f, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{256, 1, 1}, Params: packAxpy(d, d, 1, 256)}))
+	ok(t, c.Synchronize())
+	ok(t, c.MemcpyDtoH(cnt, g, 0, false))
+	if v := binary.LittleEndian.Uint32(cnt); v != 42 {
+		t.Fatalf("after a launch the pinned global holds %d, want 42: the kernel used another address", v)
+	}
+	if held := c.heldGlobals(); held != "" {
+		t.Fatalf("a pinned global counts as held: %s", held)
+	}
+	ok(t, c.ModuleUnload(m))
+	if _, ok := c.mem.sizes[g]; ok {
+		t.Fatalf("the pinned global %#x is still allocated after the unload", g)
+	}
+}
+
+// A global the driver placed (here: PTX the rewrite leaves alone) does not keep a session from
+// moving until the program asks for its address; then the image is refused, naming it and why.
+func TestGPUImageRefusesAHeldDriverPlacedGlobal(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	c := newCtx(t, openGPU(t))
+	ptx := strings.Replace(string(axpyPTX), ".visible .global .align 4 .u32 launches;", ".global .align 4 .u32 launches, spare;", 1)
+	m := must(c.ModuleLoadData([]byte(ptx)))
+	if _, err := c.Image(); err != nil {
+		t.Fatalf("image before the program asked for a global: %v", err)
+	}
+	must2(c.ModuleGetGlobal(m, "launches"))
+	_, err := c.Image()
+	if !errors.Is(err, backend.ErrNotSupported) || !strings.Contains(err.Error(), `global "launches" of module`) ||
+		!strings.Contains(err.Error(), "several variables") {
+		t.Fatalf("image with a held driver-placed global: %v", err)
 	}
 }
 

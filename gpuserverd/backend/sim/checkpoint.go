@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,6 +29,10 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	defer c.mu.Unlock()
 	if what := c.unsavable(); what != "" {
 		return nil, fmt.Errorf("checkpoint: the session holds %s, which a checkpoint cannot rebuild yet: %w", what, backend.ErrNotSupported)
+	}
+	if held := c.heldGlobals(); held != "" {
+		return nil, fmt.Errorf("checkpoint: the program holds the address of %s; the driver placed it, and a restore in another process "+
+			"cannot put it at the same address: %w", held, backend.ErrNotSupported)
 	}
 	img := &backend.ContextImage{NextHandle: c.nextH, CacheConfig: c.cacheConfig}
 	globals := map[uint64]bool{}
@@ -81,6 +87,18 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	}
 	c.mem.mu.Unlock()
 	return img, nil
+}
+
+// heldGlobals names the driverglobals whose address the program asked for ("" when none), as the
+// cuda backend names those its driver placed. Caller holds c.mu.
+func (c *Context) heldGlobals() string {
+	var held []string
+	for _, h := range sortedKeys(c.modules) {
+		for _, name := range slices.Sorted(maps.Keys(c.modules[h].held)) {
+			held = append(held, fmt.Sprintf("global %q of module %d (a simulated driver-placed global)", name, h))
+		}
+	}
+	return strings.Join(held, ", ")
 }
 
 // unsavable names the state a checkpoint cannot rebuild yet ("" when there is none). Caller
@@ -161,7 +179,7 @@ func (c *Context) restore(img *backend.ContextImage) error {
 		if err != nil {
 			return fmt.Errorf("restore: module %d: %w", m.Handle, err)
 		}
-		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes}
+		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes, placed: driverPlaced(m.Image)}
 		for _, k := range kernels {
 			mod.kernels[k] = true
 		}
