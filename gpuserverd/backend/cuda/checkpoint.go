@@ -130,6 +130,10 @@ func (c *Context) restore(img *backend.ContextImage) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
+	hm, err := c.sharedMapper(img.Shared)
+	if err != nil {
+		return err
+	}
 	for _, r := range img.Regions {
 		if r.Global {
 			continue
@@ -137,9 +141,12 @@ func (c *Context) restore(img *backend.ContextImage) error {
 		if c.mem == nil {
 			return fmt.Errorf("restore: allocation %#x without a reserved range: %w", r.Addr, backend.ErrInvalidValue)
 		}
-		if err := c.mem.place(c, r); err != nil {
+		if err := c.mem.place(hm, r); err != nil {
 			return err
 		}
+	}
+	if err := hm.unused(); err != nil {
+		return err
 	}
 	// Objects made during the replay take handles past the image's, then move to their own.
 	if img.NextHandle == 0 {

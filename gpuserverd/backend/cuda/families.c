@@ -204,15 +204,33 @@ CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc
 }
 /* gc_vm_back backs [p, p+size) with device memory of dev in one call: create, map, grant read and
  * write, then drop the handle (the mapping keeps the memory; cuMemUnmap frees it). The session's
- * allocations go through it (vaspace.go). */
+ * allocations go through it (vaspace.go). The memory is made exportable as a POSIX file descriptor
+ * (another worker on the same GPU takes a migrating session's memory over that way: handover.go),
+ * or, where the driver refuses that, plain. */
 CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev) {
 	pthread_once(&once, resolve);
 	if (f.create == NULL || f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	if (r != 0) return r;
-	struct alloc_prop pr = prop(1 /* PINNED */, 1 /* DEVICE */, dev, 0);
+	struct alloc_prop pr = prop(1 /* PINNED */, 1 /* DEVICE */, dev, 1 /* POSIX_FILE_DESCRIPTOR */);
 	unsigned long long h;
-	if ((r = f.create(&h, size, &pr, 0)) != 0) return r;
+	if ((r = f.create(&h, size, &pr, 0)) != 0) {
+		pr.handle_types = 0;
+		if ((r = f.create(&h, size, &pr, 0)) != 0) return r;
+	}
+	return gc_vm_map_handle(ctx, p, size, h, dev);
+}
+
+/* gc_vm_map_handle maps the physical memory h at [p, p+size) for dev's read and write, then drops
+ * the handle (the mapping keeps the memory), or on failure undoes what it did and drops it. */
+CUresult gc_vm_map_handle(CUcontext ctx, CUdeviceptr p, size_t size, unsigned long long h, int dev) {
+	pthread_once(&once, resolve);
+	if (f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
+	CUresult r = gc_bind(ctx);
+	if (r != 0) {
+		f.release(h);
+		return r;
+	}
 	if ((r = f.map(p, size, 0, h, 0)) != 0) {
 		f.release(h);
 		return r;

@@ -163,3 +163,34 @@ func TestGPUCheckpointRefusesGraphs(t *testing.T) {
 		t.Fatalf("image after the graph went: %v", err)
 	}
 }
+
+// Every mapping of the session's range is exported as a file (the memory a migration on the
+// same GPU hands over): a large allocation's own mapping and the slab of the small ones.
+func TestGPUExportMemoryCoversEveryMapping(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	c := newCtx(t, openGPU(t))
+	big := must(c.MemAlloc(4 << 20))
+	small := must(c.MemAlloc(100))
+	maps, err := c.ExportMemory()
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	defer func() {
+		for _, m := range maps {
+			m.File.Close()
+		}
+	}()
+	got := map[uint64]uint64{}
+	for _, m := range maps {
+		if m.File == nil || m.File.Fd() == ^uintptr(0) {
+			t.Fatalf("mapping %#x without a descriptor", m.Addr)
+		}
+		got[m.Addr] = m.Bytes
+	}
+	slab := small &^ (c.mem.gran - 1)
+	if len(got) != 2 || got[big] != 4<<20 || got[slab] != c.mem.gran {
+		t.Fatalf("exported %v; want %#x (4 MiB) and the slab %#x (%d bytes)", got, big, slab, c.mem.gran)
+	}
+}

@@ -1,0 +1,370 @@
+package worker
+
+import (
+	"cmp"
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"gpucloud/gpuserverd/backend"
+)
+
+// A migration between two servers on one GPU hands the session's memory over instead of copying
+// it (issue 18; backend.MemoryExporter). The old worker opens an abstract Unix socket with a
+// random name and offers it first in the image stream (an 'H' record: the socket, a secret, the
+// GPU of each device). A new worker on the same host whose devices are those GPUs connects and
+// proves it read the offer (the secret). The old worker pre-copies through the stream meanwhile
+// (the new worker answers once its backend is up, which on a GPU takes a moment); once the offer
+// is taken it stops copying, and at the pause passes every mapping of the session's memory as a
+// file descriptor on that socket: the new worker maps the same physical memory at the same
+// addresses and drops what was pre-copied into it. Anything else (another host, other GPUs, a
+// backend that cannot export, a migration asked to copy) copies through the stream as before, the
+// old worker having waited at most handoverWait past its pre-copy for the offer to be taken.
+// Until the new worker answers MigrateReady it only maps the memory, never writes it, so a failed
+// move leaves the session running on the old worker untouched.
+
+// memoryOffer is the 'H' record.
+type memoryOffer struct {
+	Socket  string   `json:"socket"` // an abstract Unix socket ("@...")
+	Secret  []byte   `json:"secret"`
+	Devices []string `json:"devices"` // each device index's GPU UUID ("": not in use)
+}
+
+const (
+	// handoverWait is how long the old worker waits, past its pre-copy, for the new one to take
+	// its offer before the pause copies through the stream instead.
+	handoverWait = time.Second
+	// maxHandoverFDs is the most descriptors one message carries.
+	maxHandoverFDs = 64
+	// handoverEnd marks the last message: no descriptors follow.
+	handoverEnd = ^uint32(0)
+	// maxHandedMappings bounds the mappings one device may hand over.
+	maxHandedMappings = 1 << 20
+)
+
+// deviceUUIDs is the GPU of each of the session's device indexes.
+func deviceUUIDs(b backend.Backend, ordinals []int) []string {
+	devs, err := b.Devices()
+	out := make([]string, len(ordinals))
+	if err != nil {
+		return out
+	}
+	for i, o := range ordinals {
+		for _, d := range devs {
+			if d.Ordinal == o {
+				out[i] = d.UUID
+			}
+		}
+	}
+	return out
+}
+
+// handoverSource is the old worker's side: the socket it offered, and the new worker once it
+// took the offer (or, past the wait, the old worker gave up on it).
+type handoverSource struct {
+	ln     *net.UnixListener
+	ready  chan struct{}
+	mu     sync.Mutex
+	conn   *net.UnixConn
+	gaveUp bool
+}
+
+// offerMemory offers the session's memory to the new worker: nil when its backend cannot hand
+// memory over (the migration then copies). The offer names the GPU of every device the session
+// is granted, used or not: whatever it maps by the pause must be on the same GPUs.
+func (s *Session) offerMemory(iw *imageWriter) (*handoverSource, error) {
+	s.exec.Lock()
+	exports := false
+	for _, d := range s.devs {
+		if d != nil {
+			_, exports = d.ctx.(backend.MemoryExporter)
+			break
+		}
+	}
+	s.exec.Unlock()
+	if !exports {
+		return nil, nil
+	}
+	name := "@gpucloud-handover-" + hex.EncodeToString(newSecret()[:16])
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
+	if err != nil {
+		s.log.Info("migration: no socket to hand memory over on; copying", "err", err)
+		return nil, nil
+	}
+	offer := memoryOffer{Socket: name, Secret: newSecret(), Devices: deviceUUIDs(s.b, s.cfg.Devices)}
+	h := &handoverSource{ln: ln, ready: make(chan struct{})}
+	go h.accept(offer.Secret)
+	if err := iw.offer(&offer); err == nil {
+		err = iw.flush()
+	}
+	if err != nil {
+		h.wait(0)
+		return nil, fmt.Errorf("sending to the new server: %w", err)
+	}
+	return h, nil
+}
+
+// accept takes the first connection that presents the secret.
+func (h *handoverSource) accept(secret []byte) {
+	for {
+		c, err := h.ln.AcceptUnix()
+		if err != nil {
+			return
+		}
+		got := make([]byte, len(secret))
+		c.SetReadDeadline(time.Now().Add(handoverWait))
+		_, err = io.ReadFull(c, got)
+		c.SetReadDeadline(time.Time{})
+		if err != nil || subtle.ConstantTimeCompare(got, secret) != 1 {
+			c.Close()
+			continue
+		}
+		h.mu.Lock()
+		if h.gaveUp {
+			c.Close()
+		} else {
+			h.conn = c
+			close(h.ready)
+		}
+		h.mu.Unlock()
+		return
+	}
+}
+
+// taken says whether the new worker has taken the offer (without waiting).
+func (h *handoverSource) taken() bool {
+	select {
+	case <-h.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait is the new worker's connection, or nil if it did not take the offer within d; the
+// socket is closed either way.
+func (h *handoverSource) wait(d time.Duration) *net.UnixConn {
+	select {
+	case <-h.ready:
+	case <-time.After(d):
+	}
+	h.ln.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gaveUp = true
+	return h.conn
+}
+
+// sendMemory passes device dev's mappings on c, up to maxHandoverFDs a message: u32 device, u32
+// count, then count (u64 address, u64 bytes), the descriptors in the same order.
+func sendMemory(c *net.UnixConn, dev int, maps []backend.SharedMapping) error {
+	for len(maps) > 0 {
+		n := min(len(maps), maxHandoverFDs)
+		msg := binary.LittleEndian.AppendUint32(nil, uint32(dev))
+		msg = binary.LittleEndian.AppendUint32(msg, uint32(n))
+		fds := make([]int, n)
+		for i, m := range maps[:n] {
+			msg = binary.LittleEndian.AppendUint64(msg, m.Addr)
+			msg = binary.LittleEndian.AppendUint64(msg, m.Bytes)
+			fds[i] = int(m.File.Fd())
+		}
+		if _, _, err := c.WriteMsgUnix(msg, syscall.UnixRights(fds...), nil); err != nil {
+			return fmt.Errorf("handing memory over: %w", err)
+		}
+		maps = maps[n:]
+	}
+	return nil
+}
+
+func endMemory(c *net.UnixConn) error {
+	msg := binary.LittleEndian.AppendUint32(nil, handoverEnd)
+	_, err := c.Write(binary.LittleEndian.AppendUint32(msg, 0))
+	return err
+}
+
+// handoverTarget is the new worker's side: the memory it was handed, by device index, once
+// done is closed.
+type handoverTarget struct {
+	done   chan struct{}
+	err    error
+	shared map[int][]backend.SharedMapping
+}
+
+// takeOffer connects to the old worker if the offer's GPUs are this worker's (uuids, by device
+// index); nil when they are not, or the socket cannot be reached (another host).
+func takeOffer(o *memoryOffer, uuids []string) *handoverTarget {
+	if len(o.Devices) != len(uuids) || len(o.Secret) != 32 || len(o.Socket) < 2 || o.Socket[0] != '@' {
+		return nil
+	}
+	for i, u := range o.Devices {
+		if u != "" && u != uuids[i] {
+			return nil
+		}
+	}
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: o.Socket, Net: "unix"})
+	if err != nil {
+		return nil
+	}
+	if _, err := c.Write(o.Secret); err != nil {
+		c.Close()
+		return nil
+	}
+	t := &handoverTarget{done: make(chan struct{}), shared: map[int][]backend.SharedMapping{}}
+	go func() {
+		defer close(t.done)
+		defer c.Close()
+		t.err = t.receive(c, len(uuids))
+		if t.err != nil {
+			t.close()
+		}
+	}()
+	return t
+}
+
+// receive reads the old worker's messages up to its end.
+func (t *handoverTarget) receive(c *net.UnixConn, devices int) error {
+	buf := make([]byte, 8+16*maxHandoverFDs)
+	oob := make([]byte, syscall.CmsgSpace(4*maxHandoverFDs))
+	seen := map[[2]uint64]bool{}
+	for {
+		n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
+		if err != nil {
+			return fmt.Errorf("memory handed over: %w", err)
+		}
+		files, ferr := rights(oob[:oobn])
+		if ferr != nil || n < 8 {
+			closeAll(files)
+			return errors.Join(errors.New("memory handed over: a short or malformed message"), ferr)
+		}
+		dev, count := binary.LittleEndian.Uint32(buf), int(binary.LittleEndian.Uint32(buf[4:]))
+		if dev == handoverEnd {
+			closeAll(files)
+			return nil
+		}
+		if int(dev) >= devices || count == 0 || count > maxHandoverFDs || n != 8+16*count || len(files) != count ||
+			len(t.shared[int(dev)])+count > maxHandedMappings {
+			closeAll(files)
+			return fmt.Errorf("memory handed over: a message for device %d with %d mappings, %d bytes and %d descriptors", dev, count, n, len(files))
+		}
+		for i, f := range files {
+			m := backend.SharedMapping{Addr: binary.LittleEndian.Uint64(buf[8+16*i:]), Bytes: binary.LittleEndian.Uint64(buf[16+16*i:]), File: f}
+			if key := [2]uint64{uint64(dev), m.Addr}; seen[key] || m.Bytes == 0 {
+				closeAll(files[i:])
+				return fmt.Errorf("memory handed over twice at %#x on device %d, or of 0 bytes", m.Addr, dev)
+			} else {
+				seen[key] = true
+			}
+			t.shared[int(dev)] = append(t.shared[int(dev)], m)
+		}
+	}
+}
+
+// rights is the descriptors a message carried, as files.
+func rights(oob []byte) ([]*os.File, error) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := syscall.ParseUnixRights(&m)
+		if err != nil {
+			closeAll(files)
+			return nil, err
+		}
+		for _, fd := range fds {
+			files = append(files, os.NewFile(uintptr(fd), "handed-memory"))
+		}
+	}
+	return files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// close closes every file handed over.
+func (t *handoverTarget) close() {
+	for _, maps := range t.shared {
+		for _, m := range maps {
+			m.File.Close()
+		}
+	}
+	t.shared = nil
+}
+
+// attach waits for the memory the old worker hands over and gives each device's image its part.
+func (t *handoverTarget) attach(img *SessionImage) error {
+	select {
+	case <-t.done:
+	case <-time.After(readyTimeout):
+		return errors.New("memory handed over: the old worker never finished")
+	}
+	if t.err != nil {
+		return t.err
+	}
+	for dev, maps := range t.shared {
+		if dev >= len(img.Devices) || img.Devices[dev] == nil {
+			t.close()
+			return fmt.Errorf("memory handed over for device %d, which the image does not hold", dev)
+		}
+		img.Devices[dev].Context.Shared = maps
+	}
+	return nil
+}
+
+// readMigration reads a migration's image (readImage), taking the old worker's memory offer when
+// this worker's GPUs (uuids, by device index) are the offer's; memory handed over is attached to
+// the image's devices (closeShared closes it once restored).
+func readMigration(r io.Reader, uuids []string) (*SessionImage, []imageChunkRec, error) {
+	var t *handoverTarget
+	img, chunks, err := readImageWith(r, func(o *memoryOffer) { t = takeOffer(o, uuids) })
+	switch {
+	case err != nil:
+	case img.Handed && t == nil:
+		err = errors.New("session image: its memory was handed over on a socket this worker could not reach")
+	case img.Handed:
+		err = t.attach(img)
+	}
+	// A target whose offer went unused ends when the old worker closes the socket.
+	return img, chunks, err
+}
+
+// handedSpans is the memory handed over for each device index, sorted by address, without files.
+func (img *SessionImage) handedSpans() map[int][]backend.SharedMapping {
+	out := map[int][]backend.SharedMapping{}
+	for i, d := range img.Devices {
+		if d == nil || d.Context == nil {
+			continue
+		}
+		for _, m := range d.Context.Shared {
+			out[i] = append(out[i], backend.SharedMapping{Addr: m.Addr, Bytes: m.Bytes})
+		}
+		slices.SortFunc(out[i], func(a, b backend.SharedMapping) int { return cmp.Compare(a.Addr, b.Addr) })
+	}
+	return out
+}
+
+// closeShared closes the files of the memory handed over for img (a restore's end: the mappings
+// hold the memory from then on).
+func (img *SessionImage) closeShared() {
+	for _, d := range img.Devices {
+		if d != nil && d.Context != nil {
+			for _, m := range d.Context.Shared {
+				m.File.Close()
+			}
+			d.Context.Shared = nil
+		}
+	}
+}
