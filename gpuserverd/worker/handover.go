@@ -20,7 +20,8 @@ import (
 
 // A migration between two servers on one GPU hands the session's memory over instead of copying
 // it (issue 18; backend.MemoryExporter). The old worker opens an abstract Unix socket with a
-// random name and offers it first in the image stream (an 'H' record: the socket, a secret, the
+// random name (a SOCK_SEQPACKET one: each message arrives whole, its descriptors with it) and
+// offers it first in the image stream (an 'H' record: the socket, a secret, the
 // GPU of each device). A new worker on the same host whose devices are those GPUs connects and
 // proves it read the offer (the secret). The old worker pre-copies through the stream meanwhile
 // (the new worker answers once its backend is up, which on a GPU takes a moment); once the offer
@@ -95,7 +96,7 @@ func (s *Session) offerMemory(iw *imageWriter) (*handoverSource, error) {
 		return nil, nil
 	}
 	name := "@gpucloud-handover-" + hex.EncodeToString(newSecret()[:16])
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
 	if err != nil {
 		s.log.Info("migration: no socket to hand memory over on; copying", "err", err)
 		return nil, nil
@@ -210,7 +211,7 @@ func takeOffer(o *memoryOffer, uuids []string) *handoverTarget {
 			return nil
 		}
 	}
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: o.Socket, Net: "unix"})
+	c, err := net.DialUnix("unixpacket", nil, &net.UnixAddr{Name: o.Socket, Net: "unixpacket"})
 	if err != nil {
 		return nil
 	}

@@ -475,7 +475,7 @@ func TestMigrateToAnotherGPUCopies(t *testing.T) {
 // An offer is taken only for the same GPUs and a well-formed socket; an image whose memory was
 // handed over on a socket the reader did not take is refused.
 func TestHandoverOfferChecks(t *testing.T) {
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: "@gpucloud-test-offer", Net: "unix"})
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: "@gpucloud-test-offer", Net: "unixpacket"})
 	if err != nil {
 		t.Fatal(err)
 	}
