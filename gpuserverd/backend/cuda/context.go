@@ -23,6 +23,7 @@ type module struct {
 	// address the program asked for, and placedBy why the driver placed them.
 	image    []byte
 	pinned   map[string]pin
+	pinnedBy string // how the module was loaded with them there
 	globals  map[string][2]uint64
 	placedBy string
 }

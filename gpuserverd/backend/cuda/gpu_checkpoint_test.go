@@ -108,6 +108,7 @@ func TestGPUPinnedGlobalKeepsInitialValueAndIsTheKernels(t *testing.T) {
 	if p := c.modules.m[m].pinned; len(p) != 1 || p["launches"] != [2]uint64{g, n} {
 		t.Fatalf("pinned %v, global at %#x (%d bytes); the driver placed it: %s", p, g, n, c.modules.m[m].placedBy)
 	}
+	t.Logf("global pinned at %#x: %s", g, c.modules.m[m].pinnedBy)
 	cnt := make([]byte, 4)
 	ok(t, c.MemcpyDtoH(cnt, g, 0, false))
 	if v := binary.LittleEndian.Uint32(cnt); v != 41 {

@@ -20,13 +20,15 @@ import (
 // Module globals at addresses gpuserverd chooses (issue 18). The driver places a module's
 // globals itself, wherever its own heap has room, and a restore in another process finds them
 // elsewhere (measured on the H100: 0x7fe3... on the source, 0x6027... on the restore); no driver
-// call places a module's globals in a given range. What the driver does offer is its JIT linker
-// resolving an *unresolved* global to an address given by name (CU_JIT_GLOBAL_SYMBOL_NAMES,
-// ..._ADDRESSES). So, with movable memory, a PTX module's .global definitions are made .extern
-// declarations (ptxglobals.go) and linked to allocations in the session's reserved range: kernels
-// and the guest then use the same address, which a restore maps again like any allocation and
-// links the module to once more. The initial values come from a plain load of the module, whose
-// globals are copied and which is then unloaded.
+// call places a module's globals in a given range. So, with movable memory, a PTX module's
+// .global variables are allocated in the session's reserved range and the module is loaded
+// without them: each definition removed and each use made to read the pinned address from a
+// register (pinnedPTX), or, where that rewrite fails to load, each made an .extern declaration
+// the driver resolves to the pinned address at load (CU_JIT_GLOBAL_SYMBOL_NAMES/ADDRESSES; its
+// JIT linker refused those as undefined references on the H100). Kernels and the guest then use
+// the same address, which a restore maps again like any allocation and loads the module against
+// once more. The initial values come from a plain load of the module, whose globals are copied
+// and which is then unloaded.
 //
 // A module this cannot pin (a cubin or fat binary, or PTX the rewrite refuses, or a linker that
 // says no) keeps the driver's placement; the program may use it, and the session moves as long
@@ -42,7 +44,7 @@ func (c *Context) pinGlobals(m *module) {
 		m.placedBy = "the module is a cubin or fat binary, whose globals only the driver places"
 		return
 	}
-	defs, why := ptxGlobalDefs(m.image)
+	defs, why := ptxGlobalDefs(ptxText(m.image))
 	if why != "" {
 		m.placedBy = "gpuserverd does not rewrite its PTX: " + why
 		return
@@ -80,9 +82,9 @@ func (c *Context) pinGlobals(m *module) {
 			return
 		}
 	}
-	pinned, err := c.loadPinned(externPTX(m.image, defs), pins)
+	pinned, how, err := c.placePinned(m.image, defs, pins)
 	if err != nil {
-		undo(fmt.Sprintf("the driver's linker does not place them: %v", err))
+		undo(fmt.Sprintf("the driver loads the module with its globals placed by gpucloud in neither way: %v", err))
 		return
 	}
 	for name, p := range pins {
@@ -94,7 +96,36 @@ func (c *Context) pinGlobals(m *module) {
 		}
 	}
 	C.gc_module_unload(c.ctx, m.ptr)
-	m.ptr, m.pinned = pinned, pins
+	m.ptr, m.pinned, m.pinnedBy = pinned, pins, how
+}
+
+// placePinned loads the module with its globals at pins: with their uses rewritten, else with
+// them made .extern and resolved by the driver at load. how says which.
+func (c *Context) placePinned(image []byte, defs []ptxGlobal, pins map[string]pin) (C.CUmodule, string, error) {
+	src, rerr := pinnedPTX(ptxText(image), defs, pins)
+	if rerr == nil {
+		m, err := c.loadPTX(src)
+		if err == nil {
+			return m, "uses rewritten to the pinned addresses", nil
+		}
+		rerr = err
+	}
+	m, err := c.loadPinned(externPTX(ptxText(image), defs), pins)
+	if err != nil {
+		return nil, "", fmt.Errorf("rewritten: %w; as .extern: %w", rerr, err)
+	}
+	return m, ".extern globals resolved by the driver at load", nil
+}
+
+// loadPTX is cuModuleLoadData of PTX text.
+func (c *Context) loadPTX(ptx []byte) (C.CUmodule, error) {
+	src := C.CBytes(append(ptx, 0))
+	defer C.free(src)
+	var m C.CUmodule
+	if err := check("cuModuleLoadData", C.gc_module_load_data(c.ctx, &m, src)); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // loadPinned links and loads PTX whose globals are .extern, each resolved to its pin.
@@ -117,7 +148,7 @@ func (c *Context) loadPinned(ptx []byte, pins map[string]pin) (C.CUmodule, error
 	var m C.CUmodule
 	r := C.gc_module_load_pinned(c.ctx, &m, (*C.char)(src), C.size_t(len(ptx)+1), (**C.char)(cnames), &addrs[0],
 		C.uint(len(names)), log, logN)
-	if err := check("cuLinkComplete/cuModuleLoadDataEx", r); err != nil {
+	if err := check("cuModuleLoadDataEx", r); err != nil {
 		if msg := strings.TrimSpace(C.GoString(log)); msg != "" {
 			return nil, fmt.Errorf("%w: %s", err, msg)
 		}
@@ -141,7 +172,7 @@ func (c *Context) rawGlobal(m C.CUmodule, name string) (uint64, uint64, error) {
 // restorePinned loads a module whose globals were pinned at the image's addresses, which the
 // restore mapped already; their contents come with the image's memory.
 func (c *Context) restorePinned(image []byte, pins map[string]pin) (C.CUmodule, error) {
-	defs, why := ptxGlobalDefs(image)
+	defs, why := ptxGlobalDefs(ptxText(image))
 	if why != "" || !isPTX(image) {
 		return nil, fmt.Errorf("restore: a module with pinned globals whose PTX does not rewrite (%s): %w", why, backend.ErrInvalidImage)
 	}
@@ -158,7 +189,8 @@ func (c *Context) restorePinned(image []byte, pins map[string]pin) (C.CUmodule, 
 			return nil, fmt.Errorf("restore: pinned global %q at %#x (%d bytes) is not one of the image's regions: %w", name, p[0], p[1], backend.ErrInvalidImage)
 		}
 	}
-	return c.loadPinned(externPTX(image, defs), pins)
+	m, _, err := c.placePinned(image, defs, pins)
+	return m, err
 }
 
 // unpin gives a module's pinned globals back to the session's range (its unload).

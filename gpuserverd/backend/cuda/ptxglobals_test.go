@@ -120,5 +120,83 @@ func FuzzPTXGlobalDefs(f *testing.F) {
 			}
 		}
 		externPTX(ptx, defs)
+		pins := map[string]pin{}
+		for _, d := range defs {
+			pins[d.name] = pin{0x600000000000, 4}
+		}
+		if out, err := pinnedPTX(ptx, defs, pins); err == nil {
+			if again, _ := ptxGlobalDefs(out); len(again) != 0 {
+				t.Fatalf("the pinned PTX still defines %v", again)
+			}
+		}
 	})
+}
+
+// The pinned rewrite removes each definition and reads each use from a register loaded with its
+// pin, declared in the function; registers, comments and other names are left alone.
+func TestPinnedPTXRewritesUses(t *testing.T) {
+	ptx := []byte(ptxWithGlobals + `
+.visible .entry more()
+{
+	.reg .b64 %rd<3>;
+	.reg .b32 %counter;
+	mov.u64 %rd1, $str; // counter in a comment
+	@%p1 ld.global.u32 %counter, [table+8];
+	atom.global.add.u32 %r1, [counter], 1; st.global.u32 [table], %r1;
+}
+`)
+	defs, why := ptxGlobalDefs(ptx)
+	if why != "" {
+		t.Fatal(why)
+	}
+	pins := map[string]pin{"counter": {0x600000000200, 4}, "table": {0x600000000400, 16}, "$str": {0x600000000600, 4}}
+	out, err := pinnedPTX(ptx, defs, pins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	for _, want := range []string{
+		"// counter: placed by gpucloud at 0x600000000200",
+		"\t.reg .b64 %gcpin<1>;\n\t.reg .b32 %r<3>;",
+		"\tmov.u64 %gcpin0, 0x600000000200; ld.global.u32 %r1, [%gcpin0];",
+		"\tmov.u64 %gcpin0, 0x600000000200; st.global.u32 [%gcpin0], %r2;",
+		"\t.reg .b64 %gcpin<2>;\n\t.reg .b64 %rd<3>;",
+		"\t.reg .b32 %counter;",
+		"\tmov.u64 %gcpin0, 0x600000000600; mov.u64 %rd1, %gcpin0; // counter in a comment",
+		"\tmov.u64 %gcpin0, 0x600000000400; @%p1 ld.global.u32 %counter, [%gcpin0+8];",
+		"\tmov.u64 %gcpin0, 0x600000000200; mov.u64 %gcpin1, 0x600000000400; atom.global.add.u32 %r1, [%gcpin0], 1; st.global.u32 [%gcpin1], %r1;",
+		"\t.global .u32 notmodulescope;",
+		".const .align 4 .u32 konst = 7;",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pinned PTX lacks %q:\n%s", want, got)
+		}
+	}
+	if again, _ := ptxGlobalDefs(out); len(again) != 0 {
+		t.Errorf("the pinned PTX still defines %v", again)
+	}
+	for _, bad := range []struct{ extra, why string }{
+		{".global .u64 ptr = generic(counter);\n", "module scope"},
+		{".entry f() {\n\tmov.u64 %rd1, counter+4;\n}\n", "offset outside an address"},
+	} {
+		p := []byte(ptxWithGlobals + bad.extra)
+		d, _ := ptxGlobalDefs(p)
+		pp := map[string]pin{"counter": {1, 4}, "table": {2, 16}, "$str": {3, 4}, "ptr": {4, 8}}
+		if _, err := pinnedPTX(p, d, pp); err == nil || !strings.Contains(err.Error(), bad.why) {
+			t.Errorf("%q: %v, want refused (%s)", bad.extra, err, bad.why)
+		}
+	}
+}
+
+// The tests' own PTX (testdata/axpy.ptx, which the GPU tests pin) rewrites cleanly.
+func TestPinnedPTXOfTheTestModule(t *testing.T) {
+	src := ptxText(append(append([]byte(nil), axpyPTX...), 0))
+	defs, why := ptxGlobalDefs(src)
+	if why != "" || len(defs) != 1 || defs[0].name != "launches" {
+		t.Fatalf("defs %v, why %q", defs, why)
+	}
+	out, err := pinnedPTX(src, defs, map[string]pin{"launches": {0x600000000000, 4}})
+	if err != nil || !strings.Contains(string(out), "mov.u64 %gcpin0, 0x600000000000; atom.global.add.u32 %r6, [%gcpin0], 1;") {
+		t.Fatalf("%v:\n%s", err, out)
+	}
 }
