@@ -149,6 +149,7 @@ func TestMigrateRefusals(t *testing.T) {
 	}{
 		{"/admin/sessions/s-none/migrate", map[string]string{"target": b.addr, "token": "x"}, "no such session"},
 		{"/admin/sessions/s-stay/migrate", map[string]string{"token": "x"}, "target"},
+		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr, "token": "x", "copy": "rdma"}, `copy \"rdma\"`},
 		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr, "token": "forged"}, "session token refused"},
 		// A token for the other server's id but another session: refused by the target.
 		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr,
