@@ -123,6 +123,14 @@ func (s *Session) Migrate(out net.Conn, address string, stream bool) (err error)
 			return err
 		}
 	}
+	if offer != nil {
+		// However the migration ends, the socket and any connection on it go with it.
+		defer func() {
+			if c := offer.wait(0); c != nil {
+				c.Close()
+			}
+		}()
+	}
 	taken := func() bool { return offer != nil && offer.taken() }
 	if err := s.precopyRounds(iw, buf, prog, taken); err != nil {
 		return err
