@@ -13,16 +13,19 @@
 # losses compared with a native run's. First the cuda backend's GPU tests (bin/cuda.test, built
 # by torch-prep.sh) run, checkpoint and restore among them. Prints a markdown table
 # ($OUT/migration.md), a row as each case ends. Environment: OUT, PLAN (the cases in order; default
-# "mig:1 mig:8 cp:1 restart torch mig:32 cp:8": mig:G moves a G GiB session, cp:G checkpoints and
-# restores one, restart kills and restarts gpuserverd, torch moves a training loop), CASE_S (the
-# longest a case's program may run, s; default 120).
+# "mig:1 mig:8 mig:32 migs:1 migs:8 cp:1 restart torch": mig:G moves a G GiB session (B on the
+# same GPU takes its memory over: handed over, not copied), migs:G moves one copying its memory
+# through the connection as between two hosts (copy=stream: pre-copied while the program runs,
+# the rest in the pause), cp:G checkpoints and restores one, restart kills and restarts
+# gpuserverd, torch moves a training loop), CASE_S (the longest a case's program may run, s;
+# default 120).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 # Allocations through the virtual memory API, so that sessions can move (backend/cuda/sessionmem.go).
 export GPUSERVERD_MOVABLE_MEMORY=1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$PWD/migration-out}
-PLAN=${PLAN:-mig:1 mig:8 cp:1 restart torch mig:32 cp:8}
+PLAN=${PLAN:-mig:1 mig:8 mig:32 migs:1 migs:8 cp:1 restart torch}
 CASE_S=${CASE_S:-120}
 W=$(mktemp -d /tmp/gpu-migration.XXXXXX)
 T=$ROOT/gpuserverd/guest/gputests
@@ -109,25 +112,26 @@ finish() { # NAME: stops the program, checks it and replays its steps natively
 start a "$A_ADDR" "$A_ADMIN"
 start b "$B_ADDR" "$B_ADMIN"
 : >"$OUT/migration.md"
-row "| case | session memory | pause (ms) | total (ms) | copied (GiB) | rounds | longest step the program saw (ms) | result |"
-row "| --- | --- | --- | --- | --- | --- | --- | --- |"
+row "| case | session memory | pause (ms) | total (ms) | copied (GiB) | handed over (GiB) | rounds | longest step the program saw (ms) | result |"
+row "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 n=0
-mig_case() { # G
-	local g=$1 name=mig-$1 res moved copied
-	step "live migration A -> B, $g GiB"
-	prog $n "$g" "$name" || { row "| migrate A->B | $g GiB | | | | | | FAIL: did not start |"; return; }
-	res=$(admin a "$A_ADMIN" POST "/admin/sessions/mig-$((n + 1))/migrate" "{\"target\":\"$B_ADDR\",\"token\":\"${TB[$n]}\"}")
+gib() { python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$1" 2>/dev/null || echo -; }
+mig_case() { # G [stream]
+	local g=$1 copy=${2:-} name=mig-$1${2:+-$2} res moved what="migrate A->B (same GPU: memory handed over)"
+	[[ -n $copy ]] && what="migrate A->B, memory copied through the connection (copy=stream)"
+	step "live migration A -> B, $g GiB ${copy:+(copy=$copy)}"
+	prog $n "$g" "$name" || { row "| $what | $g GiB | | | | | | | FAIL: did not start |"; return; }
+	res=$(admin a "$A_ADMIN" POST "/admin/sessions/mig-$((n + 1))/migrate" "{\"target\":\"$B_ADDR\",\"token\":\"${TB[$n]}\",\"copy\":\"$copy\"}")
 	echo "$res" | tee "$L/$name.json"
 	finish "$name"
 	moved=$(grep -c 'session moving to' "$L/$name.err")
-	copied=$(python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$(field "$res" migration.copied_bytes)" 2>/dev/null)
-	row "| migrate A->B | $g GiB | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | ${copied:--} | $(field "$res" migration.round) | ${GAP:--} | $RESULT; guest redirected: $moved; $(field "$res" error | cut -c1-200) |"
+	row "| $what | $g GiB | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | $(gib "$(field "$res" migration.copied_bytes)") | $(gib "$(field "$res" migration.handed_bytes)") | $(field "$res" migration.round) | ${GAP:--} | $RESULT; via $(field "$res" migration.via); guest redirected: $moved; $(field "$res" error | cut -c1-200) |"
 }
 
 cp_case() { # G
 	local g=$1 name=cp-$1 sid=mig-$((n + 1)) t0 t1 t2 cp rs path st restore_ms
 	step "checkpoint (stop) and restore on A, $g GiB"
-	prog $n "$g" "$name" || { row "| checkpoint+restore | $g GiB | | | | | | FAIL: did not start |"; return; }
+	prog $n "$g" "$name" || { row "| checkpoint+restore | $g GiB | | | | | | | FAIL: did not start |"; return; }
 	t0=$(date +%s.%N)
 	cp=$(admin a "$A_ADMIN" POST "/admin/sessions/$sid/checkpoint" '{"stop":true}')
 	echo "$cp" | tee "$L/$name.json"
@@ -148,20 +152,20 @@ cp_case() { # G
 	restore_ms=$(python3 -c "print(round(($t2-$t1)*1000))")
 	finish "$name"
 	rm -f "$path"
-	row "| checkpoint (stop) + restore on A | $g GiB | checkpoint $(field "$cp" ms), restore $restore_ms | $(python3 -c "print(round(($t2-$t0)*1000))") | file $(python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$(field "$cp" bytes)" 2>/dev/null) | - | ${GAP:--} | $RESULT; $(field "$cp" error | cut -c1-200) |"
+	row "| checkpoint (stop) + restore on A | $g GiB | checkpoint $(field "$cp" ms), restore $restore_ms | $(python3 -c "print(round(($t2-$t0)*1000))") | file $(gib "$(field "$cp" bytes)") | - | - | ${GAP:--} | $RESULT; $(field "$cp" error | cut -c1-200) |"
 }
 
 restart_case() {
 	local t0 t1
 	step "SIGKILL and restart of gpuserverd A under a running program (1 GiB)"
-	prog $n 1 restart || { row "| gpuserverd SIGKILL + restart | 1 GiB | | | | | | FAIL: did not start |"; return; }
+	prog $n 1 restart || { row "| gpuserverd SIGKILL + restart | 1 GiB | | | | | | | FAIL: did not start |"; return; }
 	t0=$(date +%s.%N)
 	kill -9 "${PID[a]}"
 	wait "${PID[a]}" 2>/dev/null
 	start a "$A_ADDR" "$A_ADMIN" "${DATA[a]}"
 	t1=$(date +%s.%N)
 	finish restart
-	row "| gpuserverd SIGKILL + restart | 1 GiB | - | $(python3 -c "print(round(($t1-$t0)*1000))") (server back) | - | - | ${GAP:--} | $RESULT |"
+	row "| gpuserverd SIGKILL + restart | 1 GiB | - | $(python3 -c "print(round(($t1-$t0)*1000))") (server back) | - | - | - | ${GAP:--} | $RESULT |"
 }
 
 torch_case() {
@@ -194,12 +198,13 @@ else:
     print(f"{'PASS' if worst < 1e-3 else 'FAIL'}: {len(a)} steps, {same} losses bit-equal to native, worst relative difference {worst:.2e}")
 PY
 )
-	row "| PyTorch MLP, moved A->B at step 40 | $(field "$res" migration.total_bytes) bytes | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | - | $(field "$res" migration.round) | - | $cmp; $(field "$res" error | cut -c1-200) |"
+	row "| PyTorch MLP, moved A->B at step 40 | $(field "$res" migration.total_bytes) bytes | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | $(gib "$(field "$res" migration.copied_bytes)") | $(gib "$(field "$res" migration.handed_bytes)") | $(field "$res" migration.round) | - | $cmp; via $(field "$res" migration.via); $(field "$res" error | cut -c1-200) |"
 }
 
 for c in $PLAN; do
 	case $c in
 	mig:*) mig_case "${c#mig:}" ;;
+	migs:*) mig_case "${c#migs:}" stream ;;
 	cp:*) cp_case "${c#cp:}" ;;
 	restart) restart_case ;;
 	torch) torch_case ;;

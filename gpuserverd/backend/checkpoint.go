@@ -1,5 +1,7 @@
 package backend
 
+import "os"
+
 // A session's context can be written out and rebuilt in a fresh process, on the same GPU or
 // another of the same model (issue 18): its objects keep their handles and its memory its device
 // addresses, so every id and pointer the guest holds stays valid. The image describes the
@@ -27,6 +29,24 @@ type ContextImage struct {
 	FuncAttrs   []FuncAttrImage  `json:"func_attrs,omitempty"`
 	Limits      map[int32]uint64 `json:"limits,omitempty"`
 	CacheConfig int32            `json:"cache_config,omitempty"`
+	// Shared is memory another process on the same GPU hands over (a migration between two
+	// servers on one GPU: MemoryExporter), mapped by the restore instead of fresh memory, its
+	// contents kept. Not part of the image's encoding: the files travel beside it.
+	Shared []SharedMapping `json:"-"`
+}
+
+// SharedMapping is physical device memory mapped at Addr for Bytes, as a file (a POSIX file
+// descriptor of the driver's shareable handle; the simulated backend's, a copy of the bytes).
+type SharedMapping struct {
+	Addr, Bytes uint64
+	File        *os.File
+}
+
+// MemoryExporter is a Checkpointer whose memory another process on the same GPU can take over
+// without a copy: every mapping that holds the image's regions, each as a file the caller closes.
+// The context must be idle (Image waits for it) and stay so until the other process has it.
+type MemoryExporter interface {
+	ExportMemory() ([]SharedMapping, error)
 }
 
 // Region is device memory at Addr of Bytes; Global marks a module's global (made again by the
@@ -42,10 +62,14 @@ type Region struct {
 }
 
 // ModuleImage is a loaded module: the image the guest sent, kept, and where its globals live.
+// Globals are those whose address the program asked for, which a restore must find there again;
+// Pinned (the cuda backend's) are globals the backend placed in the session's own memory (name ->
+// address, bytes), which a restore links the module to again: their memory is among the regions.
 type ModuleImage struct {
-	Handle  Handle            `json:"handle"`
-	Image   []byte            `json:"image"`
-	Globals map[string]uint64 `json:"globals,omitempty"`
+	Handle  Handle               `json:"handle"`
+	Image   []byte               `json:"image"`
+	Globals map[string]uint64    `json:"globals,omitempty"`
+	Pinned  map[string][2]uint64 `json:"pinned,omitempty"`
 }
 
 // FunctionImage is a function taken from a module by name.

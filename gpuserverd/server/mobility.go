@@ -164,6 +164,9 @@ type MigrateRequest struct {
 	// Token is a session token for the target server (its audience, its GPUs), the session's id,
 	// issued by the control plane that placed the session there.
 	Token string `json:"token"`
+	// Copy is how the memory goes: "" hands it over where the target serves the same GPU on this
+	// host and copies it through the connection elsewhere; "stream" always copies.
+	Copy string `json:"copy,omitempty"`
 }
 
 // MigrateSession moves session sid to the server at req.Target; it returns the migration's
@@ -174,6 +177,8 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 		return nil, errors.New("migrate: target: want the other server's host:port")
 	case req.Token == "":
 		return nil, errors.New("migrate: token: want a session token for the target server")
+	case req.Copy != "" && req.Copy != "stream":
+		return nil, fmt.Errorf("migrate: copy %q: want \"stream\" or nothing", req.Copy)
 	}
 	if _, _, err := net.SplitHostPort(req.Target); err != nil {
 		return nil, fmt.Errorf("migrate: target %q: %w", req.Target, err)
@@ -197,7 +202,7 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 	f, err := conn.(*net.TCPConn).File()
 	conn.Close()
 	if err == nil {
-		err = passFD(se.lanes, f.Fd(), worker.ControlPayload(worker.Control{ID: id, Op: "migrate", Address: req.GuestAddress}))
+		err = passFD(se.lanes, f.Fd(), worker.ControlPayload(worker.Control{ID: id, Op: "migrate", Address: req.GuestAddress, Stream: req.Copy == "stream"}))
 		f.Close()
 	}
 	var snap worker.Snapshot

@@ -154,6 +154,8 @@ func (s *Session) Restore(img *SessionImage, chunks []imageChunkRec, done func(e
 // applyImage rebuilds the session's contexts and writes their memory back.
 func (s *Session) applyImage() error {
 	img, rb := s.restoring.img, s.b.(backend.Restorer)
+	defer img.closeShared()     // the restored mappings hold the memory handed over
+	handed := img.handedSpans() // what was pre-copied into them is stale
 	for i, di := range img.Devices {
 		if di == nil {
 			continue
@@ -187,6 +189,9 @@ func (s *Session) applyImage() error {
 		s.Stats.memory(d.ordinal, int64(d.used))
 	}
 	for _, c := range s.restoring.chunks {
+		if within(handed[c.dev], c.addr, uint64(len(c.data))) {
+			continue
+		}
 		if err := s.devs[c.dev].ctx.MemcpyHtoD(c.addr, c.data, 0, false); err != nil {
 			return fmt.Errorf("restore: writing %#x of device %d: %w", c.addr, c.dev, err)
 		}

@@ -32,6 +32,9 @@ type Control struct {
 	// Stop, with "checkpoint", ends the session here once its image is written: it is to be
 	// restored (POST /admin/restore), and the guest resumes on the restored worker.
 	Stop bool `json:"stop,omitempty"`
+	// Stream, with "migrate", copies the memory through the connection even where the target
+	// could take it over on the same GPU (handover.go): for measuring the copy.
+	Stream bool `json:"stream,omitempty"`
 }
 
 // ControlPayload is the lane-socket message carrying c.
@@ -86,7 +89,7 @@ func (s *Session) control(c Control, fd int) {
 		conn, err = net.FileConn(f)
 		f.Close()
 		if err == nil {
-			err = s.Migrate(conn, c.Address)
+			err = s.Migrate(conn, c.Address, c.Stream)
 			conn.Close()
 		}
 	default:

@@ -22,6 +22,7 @@ import (
 //
 //	'D' u32 device index, u64 address, u32 n, n bytes   device memory contents
 //	'I' u32 n, n bytes                                  the SessionImage, JSON
+//	'H' u32 n, n bytes                                  a memory offer, JSON (handover.go); first, if at all
 //	'E'                                                 the end
 //
 // Contents may come before the image (a migration sends memory while the program still runs)
@@ -61,6 +62,9 @@ type SessionImage struct {
 	// HandOff is when a migrated session stopped being the old worker's: the old server bills
 	// the session to it and the new one from it.
 	HandOff time.Time `json:"hand_off,omitzero"`
+	// Handed says the memory came over the offer's socket (handover.go): the stream carries only
+	// the regions no mapping handed over holds.
+	Handed bool `json:"handed,omitempty"`
 }
 
 // DeviceImage is the session's state on one device.
@@ -111,6 +115,20 @@ func (iw *imageWriter) image(img *SessionImage) error {
 	return err
 }
 
+func (iw *imageWriter) offer(o *memoryOffer) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	iw.hdr[0] = 'H'
+	binary.LittleEndian.PutUint32(iw.hdr[1:], uint32(len(b)))
+	if _, err := iw.w.Write(iw.hdr[:5]); err != nil {
+		return err
+	}
+	_, err = iw.w.Write(b)
+	return err
+}
+
 func (iw *imageWriter) end() error {
 	if err := iw.w.WriteByte('E'); err != nil {
 		return err
@@ -137,7 +155,17 @@ type chunkKey struct {
 // readImage reads an image's records to the end: the image and every contents record, in order.
 // A stream without exactly one image, or a record past its bounds, is refused naming it.
 func readImage(r io.Reader) (*SessionImage, []imageChunkRec, error) {
+	return readImageWith(r, nil)
+}
+
+// maxOffer bounds a memory offer's record.
+const maxOffer = 64 << 10
+
+// readImageWith is readImage that hands a memory offer, if the stream starts with one, to
+// onOffer as soon as it is read (nil: ignored).
+func readImageWith(r io.Reader, onOffer func(*memoryOffer)) (*SessionImage, []imageChunkRec, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
+	first := true
 	var img *SessionImage
 	var chunks []imageChunkRec
 	seen := map[chunkKey]int{}
@@ -146,7 +174,29 @@ func readImage(r io.Reader) (*SessionImage, []imageChunkRec, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("session image: record kind: %w", noEOF(err))
 		}
+		wasFirst := first
+		first = false
 		switch kind {
+		case 'H':
+			var h [4]byte
+			if _, err := io.ReadFull(br, h[:]); err != nil {
+				return nil, nil, fmt.Errorf("session image: memory offer header: %w", noEOF(err))
+			}
+			n := binary.LittleEndian.Uint32(h[:])
+			if !wasFirst || n > maxOffer {
+				return nil, nil, fmt.Errorf("session image: a memory offer of %d bytes not first in the stream", n)
+			}
+			b := make([]byte, n)
+			if _, err := io.ReadFull(br, b); err != nil {
+				return nil, nil, fmt.Errorf("session image: memory offer: %w", noEOF(err))
+			}
+			var o memoryOffer
+			if err := json.Unmarshal(b, &o); err != nil {
+				return nil, nil, fmt.Errorf("session image: decoding the memory offer: %w", err)
+			}
+			if onOffer != nil {
+				onOffer(&o)
+			}
 		case 'D':
 			var h [16]byte
 			if _, err := io.ReadFull(br, h[:]); err != nil {

@@ -1,10 +1,13 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"sort"
 	"time"
 
 	"gpucloud/gpuserverd/backend"
@@ -24,10 +27,15 @@ import (
 type MigrationProgress struct {
 	Target string `json:"target"`
 	// State: "precopy", "paused", "done" or "failed".
-	State       string  `json:"state"`
-	Round       int     `json:"round"`
-	CopiedBytes uint64  `json:"copied_bytes"`
-	TotalBytes  uint64  `json:"total_bytes"` // the program's allocations when the migration began
+	State       string `json:"state"`
+	Round       int    `json:"round"`
+	CopiedBytes uint64 `json:"copied_bytes"`
+	TotalBytes  uint64 `json:"total_bytes"` // the program's allocations when the migration began
+	// Via is how the memory went: "stream" (copied through the connection, pre-copied while the
+	// program ran) or "handover" (the same physical memory mapped by the new worker on the same
+	// GPU: handover.go); HandedBytes is what the handover mapped.
+	Via         string  `json:"via,omitempty"`
+	HandedBytes uint64  `json:"handed_bytes,omitempty"`
 	PauseMs     float64 `json:"pause_ms,omitempty"`
 	TotalMs     float64 `json:"total_ms,omitempty"`
 	Error       string  `json:"error,omitempty"`
@@ -53,9 +61,11 @@ func redirectSize(address string) int {
 }
 
 // Migrate moves the session to the worker at the other end of out (a server's connection that
-// accepted MigrateIn); address is where the guest reaches that server. It returns once the
-// session has moved (the serving goroutine then drains and ends) or failed to.
-func (s *Session) Migrate(out net.Conn, address string) (err error) {
+// accepted MigrateIn); address is where the guest reaches that server. The memory is handed over
+// where the new worker is on the same GPU (handover.go), unless stream asks to copy it through
+// the connection. It returns once the session has moved (the serving goroutine then drains and
+// ends) or failed to.
+func (s *Session) Migrate(out net.Conn, address string, stream bool) (err error) {
 	if !s.migrating.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: a migration is already under way", ErrNotMovable)
 	}
@@ -107,8 +117,40 @@ func (s *Session) Migrate(out net.Conn, address string) (err error) {
 
 	iw := newImageWriter(out)
 	buf := make([]byte, copyBuf)
+	var offer *handoverSource
+	if !stream {
+		if offer, err = s.offerMemory(iw); err != nil {
+			return err
+		}
+	}
+	if offer != nil {
+		// However the migration ends, the socket and any connection on it go with it.
+		defer func() {
+			if c := offer.wait(0); c != nil {
+				c.Close()
+			}
+		}()
+	}
+	taken := func() bool { return offer != nil && offer.taken() }
+	if err := s.precopyRounds(iw, buf, prog, taken); err != nil {
+		return err
+	}
+	prog.Via = "stream"
+	var handed *net.UnixConn
+	if offer != nil {
+		if handed = offer.wait(handoverWait); handed != nil {
+			defer handed.Close()
+			prog.Via = "handover"
+		}
+	}
+	return s.handOff(iw, out, address, buf, prog, handed)
+}
+
+// precopyRounds sends the program's memory while it runs, each round what it wrote since the
+// last, until little is left, the rounds stop paying, or stop says the memory is to be handed over.
+func (s *Session) precopyRounds(iw *imageWriter, buf []byte, prog *MigrationProgress, stop func() bool) error {
 	var sent uint64
-	for round := 1; round <= maxPrecopyRounds; round++ {
+	for round := 1; round <= maxPrecopyRounds && !stop(); round++ {
 		todo, left := s.precopyList()
 		// Another round pays only while the dirty set at least halves: a program whose kernels
 		// dirty everything (the tracker cannot see what a kernel writes) would have its whole
@@ -119,7 +161,7 @@ func (s *Session) Migrate(out net.Conn, address string) (err error) {
 		sent = left
 		prog.Round = round
 		for _, r := range todo {
-			if err := s.precopy(iw, r, buf, prog); err != nil {
+			if err := s.precopy(iw, r, buf, prog, stop); err != nil {
 				return err
 			}
 		}
@@ -127,7 +169,7 @@ func (s *Session) Migrate(out net.Conn, address string) (err error) {
 			return fmt.Errorf("sending to the new server: %w", err)
 		}
 	}
-	return s.handOff(iw, out, address, buf, prog)
+	return nil
 }
 
 // allocRef is one allocation of device index dev.
@@ -159,8 +201,8 @@ func (s *Session) precopyList() ([]allocRef, uint64) {
 // precopy sends one allocation while the program runs: each piece read with the session held
 // still (after its GPU work), sent after letting it go. The allocation is marked clean before its
 // first piece; a write served meanwhile marks it dirty again, so the pause sends it once more.
-func (s *Session) precopy(iw *imageWriter, r allocRef, buf []byte, prog *MigrationProgress) error {
-	for off := uint64(0); off < r.size; {
+func (s *Session) precopy(iw *imageWriter, r allocRef, buf []byte, prog *MigrationProgress, stop func() bool) error {
+	for off := uint64(0); off < r.size && !stop(); {
 		k := min(r.size-off, uint64(len(buf)))
 		s.exec.Lock()
 		d := s.devs[r.dev]
@@ -189,9 +231,10 @@ func (s *Session) precopy(iw *imageWriter, r allocRef, buf []byte, prog *Migrati
 	return nil
 }
 
-// handOff pauses the session, sends the image and what is not clean, and on the new worker's
-// MigrateReady redirects the guest there.
-func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []byte, prog *MigrationProgress) error {
+// handOff pauses the session, hands its memory over on handed (if not nil), sends the image and
+// what is not clean nor handed over, and on the new worker's MigrateReady redirects the guest
+// there.
+func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []byte, prog *MigrationProgress, handed *net.UnixConn) error {
 	s.exec.Lock()
 	defer s.exec.Unlock()
 	paused := time.Now()
@@ -205,6 +248,14 @@ func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []b
 	img.Out += uint64(redirectSize(address))
 	img.Secret = nil // the new worker grants its own
 	img.HandOff = time.Now().UTC()
+	covered := make([][]backend.SharedMapping, len(img.Devices))
+	if handed != nil {
+		var err error
+		if covered, err = s.handMemory(handed, prog); err != nil {
+			return err
+		}
+		img.Handed = true
+	}
 	if err := iw.image(img); err != nil {
 		return fmt.Errorf("sending to the new server: %w", err)
 	}
@@ -213,7 +264,7 @@ func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []b
 			continue
 		}
 		for _, r := range di.Context.Regions {
-			if s.dirty.isClean(i, r.Addr, r.Bytes) {
+			if s.dirty.isClean(i, r.Addr, r.Bytes) || within(covered[i], r.Addr, r.Bytes) {
 				continue
 			}
 			if err := s.writeRegion(iw, i, r.Addr, r.Bytes, buf); err != nil {
@@ -239,8 +290,47 @@ func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []b
 	prog.State = "done"
 	prog.PauseMs = float64(time.Since(paused).Microseconds()) / 1000
 	s.Stats.handedOff(img.HandOff)
-	s.log.Info("session moved", "target", address, "pause_ms", prog.PauseMs, "copied_bytes", prog.CopiedBytes)
+	s.log.Info("session moved", "target", address, "via", prog.Via, "pause_ms", prog.PauseMs, "copied_bytes", prog.CopiedBytes, "handed_bytes", prog.HandedBytes)
 	return nil
+}
+
+// handMemory passes every device's memory to the new worker on c (the session is paused and
+// idle) and returns, by device index, the mappings it handed over.
+func (s *Session) handMemory(c *net.UnixConn, prog *MigrationProgress) ([][]backend.SharedMapping, error) {
+	covered := make([][]backend.SharedMapping, len(s.devs))
+	for i, d := range s.devs {
+		if d == nil {
+			continue
+		}
+		ex, ok := d.ctx.(backend.MemoryExporter)
+		if !ok {
+			return nil, fmt.Errorf("device %d's context cannot hand its memory over", i)
+		}
+		maps, err := ex.ExportMemory()
+		if err != nil {
+			return nil, fmt.Errorf("device %d: exporting its memory: %w", i, err)
+		}
+		err = sendMemory(c, i, maps)
+		for _, m := range maps {
+			m.File.Close() // the new worker holds its own descriptors now
+			prog.HandedBytes += m.Bytes
+		}
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(maps, func(a, b backend.SharedMapping) int { return cmp.Compare(a.Addr, b.Addr) })
+		covered[i] = maps
+	}
+	if err := endMemory(c); err != nil {
+		return nil, fmt.Errorf("handing memory over: %w", err)
+	}
+	return covered, nil
+}
+
+// within says whether [addr, addr+n) lies inside one of maps (sorted by address).
+func within(maps []backend.SharedMapping, addr, n uint64) bool {
+	i := sort.Search(len(maps), func(i int) bool { return maps[i].Addr > addr }) - 1
+	return i >= 0 && addr-maps[i].Addr <= maps[i].Bytes && n <= maps[i].Bytes-(addr-maps[i].Addr)
 }
 
 // readReady reads the new worker's MigrateReady.

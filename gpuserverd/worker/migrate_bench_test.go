@@ -40,7 +40,7 @@ func BenchmarkMigrate(b *testing.B) {
 					s.Restore(img, chunks, func(err error) { writeReady(fromA, secret, err); rc.Close() })
 					s.Serve(context.Background())
 				}()
-				if err := a.Migrate(toB, "b:1"); err != nil {
+				if err := a.Migrate(toB, "b:1", true); err != nil {
 					b.Fatal(err)
 				}
 				p := a.Stats.Snapshot().Migration

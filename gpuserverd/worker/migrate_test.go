@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,8 +117,15 @@ func serveTCP(t testing.TB, b backend.Backend) (*streamGuest, *Session, *resumeC
 // serveTarget is a migration's target worker on fromA: it reads the image, rebuilds the session
 // on a backend of its own (another server's), answers MigrateReady and serves; the session is sent
 // on ready once restored (nil when the image could not be read).
+// Its simulated GPU is the source's (sim.UUID(0)), so the source hands the memory over unless it
+// was asked to copy.
 func serveTarget(fromA net.Conn, cfg Config, log *slog.Logger, ready chan<- *Session) {
-	img, chunks, err := readImage(fromA)
+	serveTargetOn(fromA, cfg, sim.UUID(0), log, ready)
+}
+
+// serveTargetOn is serveTarget on the simulated GPU uuid.
+func serveTargetOn(fromA net.Conn, cfg Config, uuid string, log *slog.Logger, ready chan<- *Session) {
+	img, chunks, err := readMigration(fromA, []string{uuid})
 	if err != nil {
 		writeReady(fromA, nil, err)
 		if ready != nil {
@@ -176,8 +185,15 @@ func dtoh(g *streamGuest, src, n uint64) []byte {
 
 // A live migration moves a running session to another worker (here: another backend, standing
 // for another server): calls the guest sent after the old worker stopped are answered by the new
-// one exactly once, and handles, pointers and contents are what they were.
+// one exactly once, and handles, pointers and contents are what they were; whether the memory
+// was copied through the connection or handed over on the same GPU.
 func TestMigrateMovesARunningSession(t *testing.T) {
+	for _, via := range []string{"stream", "handover"} {
+		t.Run(via, func(t *testing.T) { testMigrateMoves(t, via) })
+	}
+}
+
+func testMigrateMoves(t *testing.T, via string) {
 	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
 	fn, buf, out, stream := setUp(g)
 	fill(g, fn, out, 16, 7, stream)
@@ -186,7 +202,7 @@ func TestMigrateMovesARunningSession(t *testing.T) {
 	toB, fromA := tcpPair(t)
 	bReady := make(chan *Session, 1)
 	go serveTarget(fromA, Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, slog.Default(), bReady)
-	if err := a.Migrate(toB, "b.example:7070"); err != nil {
+	if err := a.Migrate(toB, "b.example:7070", via == "stream"); err != nil {
 		t.Fatal(err)
 	}
 	b := <-bReady
@@ -224,8 +240,13 @@ func TestMigrateMovesARunningSession(t *testing.T) {
 	if hr.Result != 0 || hr.Handle <= out {
 		t.Fatalf("a new allocation on the target: %+v", hr)
 	}
-	if snap := a.Stats.Snapshot(); snap.Migration == nil || snap.Migration.State != "done" || snap.HandedOff.IsZero() {
+	snap := a.Stats.Snapshot()
+	if snap.Migration == nil || snap.Migration.State != "done" || snap.HandedOff.IsZero() || snap.Migration.Via != via {
 		t.Fatalf("the old worker's snapshot: %+v", snap.Migration)
+	}
+	if p := snap.Migration; via == "handover" && p.HandedBytes < 4096+64 ||
+		via == "stream" && (p.HandedBytes != 0 || p.CopiedBytes < 4096+64) {
+		t.Fatalf("via %s: %d bytes handed over, %d copied", via, p.HandedBytes, p.CopiedBytes)
 	}
 	if snap := b.Stats.Snapshot(); !snap.BillFrom.IsZero() {
 		// BillFrom is set by restoreSource's done in a worker process; here the test's own done
@@ -243,7 +264,7 @@ func TestMigrateRefusedByTargetLeavesTheSession(t *testing.T) {
 		readImage(fromA)
 		writeReady(fromA, nil, errors.New("no room"))
 	}()
-	err := a.Migrate(toB, "b:1")
+	err := a.Migrate(toB, "b:1", false)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("no room")) {
 		t.Fatalf("migration to a refusing target: %v", err)
 	}
@@ -331,7 +352,7 @@ func TestMigrateRespectsTheTargetsQuota(t *testing.T) {
 	_, _, out, _ := setUp(g) // 4096 + 64 bytes
 	toB, fromA := tcpPair(t)
 	go serveTarget(fromA, Config{SessionID: "s1", Devices: []int{0}, MemoryQuota: 1024}, slog.Default(), nil)
-	err := a.Migrate(toB, "b:1")
+	err := a.Migrate(toB, "b:1", false)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("past its quota of 1024")) {
 		t.Fatalf("migration past the target's quota: %v", err)
 	}
@@ -354,7 +375,7 @@ func TestMigrateKeepsCublasHandles(t *testing.T) {
 	toB, fromA := tcpPair(t)
 	bReady := make(chan *Session, 1)
 	go serveTarget(fromA, Config{SessionID: "s1", Devices: []int{0}}, slog.Default(), bReady)
-	if err := a.Migrate(toB, "b:1"); err != nil {
+	if err := a.Migrate(toB, "b:1", false); err != nil {
 		t.Fatal(err)
 	}
 	b := <-bReady
@@ -381,5 +402,104 @@ func TestMigrateKeepsCublasHandles(t *testing.T) {
 	g.call(&wire.BlasDestroy{Handle: h}, &br)
 	if br.Result == 0 {
 		t.Fatal("a destroyed handle destroyed again")
+	}
+}
+
+// A session whose program asked the address of a global the driver placed (the simulated
+// backend's driverglobal stands for one) is refused before anything is sent, naming the global,
+// and serves on; a checkpoint of it is refused the same way, writing nothing.
+func TestMigrateRefusesAHeldDriverPlacedGlobalEarly(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	_, _, out, _ := setUp(g)
+	var hr wire.HandleReply
+	g.call(&wire.ModuleLoad{Image: []byte("GPUSIM-MODULE 1\ndriverglobal table 64\n")}, &hr)
+	var gr wire.ModuleGetGlobalReply
+	g.call(&wire.ModuleGetGlobal{Module: hr.Handle, Name: "table"}, &gr)
+	if gr.Result != 0 || gr.Bytes != 64 {
+		t.Fatalf("global: %+v", gr)
+	}
+	toB, fromA := tcpPair(t)
+	sent := make(chan int64, 1)
+	go func() {
+		n, _ := io.Copy(io.Discard, fromA)
+		sent <- n
+	}()
+	err := a.Migrate(toB, "b:1", false)
+	toB.Close()
+	if !errors.Is(err, ErrNotMovable) || !strings.Contains(err.Error(), `global "table" of module`) {
+		t.Fatalf("migration of a session holding a driver-placed global: %v", err)
+	}
+	if n := <-sent; n != 0 {
+		t.Fatalf("%d bytes went to the target before the refusal", n)
+	}
+	if got := dtoh(g, out, 4); len(got) != 4 {
+		t.Fatal("the session stopped serving after the refusal")
+	}
+	var image bytes.Buffer
+	a.exec.Lock()
+	err = a.Checkpoint(&image)
+	a.exec.Unlock()
+	if !errors.Is(err, backend.ErrNotSupported) || !strings.Contains(err.Error(), `global "table"`) || image.Len() != 0 {
+		t.Fatalf("checkpoint: %v, %d bytes written", err, image.Len())
+	}
+}
+
+// A target on another GPU does not take the memory offer: the session's memory is copied through
+// the connection, and arrives whole.
+func TestMigrateToAnotherGPUCopies(t *testing.T) {
+	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	_, buf, _, _ := setUp(g)
+	toB, fromA := tcpPair(t)
+	bReady := make(chan *Session, 1)
+	go serveTargetOn(fromA, Config{SessionID: "s1", Devices: []int{0}}, sim.UUID(5), slog.Default(), bReady)
+	if err := a.Migrate(toB, "b:1", false); err != nil {
+		t.Fatal(err)
+	}
+	b := <-bReady
+	if p := a.Stats.Snapshot().Migration; p.Via != "stream" || p.HandedBytes != 0 || p.CopiedBytes < 4096 {
+		t.Fatalf("to another GPU: %+v", p)
+	}
+	h, p := g.next()
+	var redirect wire.MigrateRedirect
+	if h.Type != wire.TypeMigrateRedirect || redirect.Decode(p) != nil {
+		t.Fatalf("got %s, want MigrateRedirect", h.Type)
+	}
+	g.secret = redirect.Secret
+	guestB, workerB := tcpPair(t)
+	g.resumeOn(b.resume, guestB, workerB)
+	if got := dtoh(g, buf, 4096); !bytes.Equal(got, bytes.Repeat([]byte{0xab}, 4096)) {
+		t.Fatal("the copied allocation lost its contents")
+	}
+}
+
+// An offer is taken only for the same GPUs and a well-formed socket; an image whose memory was
+// handed over on a socket the reader did not take is refused.
+func TestHandoverOfferChecks(t *testing.T) {
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: "@gpucloud-test-offer", Net: "unixpacket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	good := memoryOffer{Socket: "@gpucloud-test-offer", Secret: newSecret(), Devices: []string{sim.UUID(0)}}
+	for name, o := range map[string]memoryOffer{
+		"another GPU":    {Socket: good.Socket, Secret: good.Secret, Devices: []string{sim.UUID(1)}},
+		"more devices":   {Socket: good.Socket, Secret: good.Secret, Devices: []string{sim.UUID(0), sim.UUID(1)}},
+		"a short secret": {Socket: good.Socket, Secret: good.Secret[:8], Devices: good.Devices},
+		"a path socket":  {Socket: "/tmp/x", Secret: good.Secret, Devices: good.Devices},
+		"no such socket": {Socket: "@gpucloud-test-none", Secret: good.Secret, Devices: good.Devices},
+	} {
+		if takeOffer(&o, []string{sim.UUID(0)}) != nil {
+			t.Errorf("%s: offer taken", name)
+		}
+	}
+	if takeOffer(&good, []string{sim.UUID(0)}) == nil {
+		t.Error("a good offer was not taken")
+	}
+	var b bytes.Buffer
+	iw := newImageWriter(&b)
+	iw.image(&SessionImage{Version: ImageVersion, SessionID: "s", Handed: true, Devices: []*DeviceImage{{Context: &backend.ContextImage{}}}})
+	iw.end()
+	if _, _, err := readMigration(&b, []string{sim.UUID(0)}); err == nil || !strings.Contains(err.Error(), "could not reach") {
+		t.Fatalf("an image handed over on no socket: %v", err)
 	}
 }

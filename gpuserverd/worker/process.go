@@ -42,8 +42,12 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	var rc *resumeConn
 	var restore func(*Session) error
 	var err error
+	b, err := backend.Open(cfg.Backend)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	if cfg.Restore != "" {
-		rc, restore, err = restoreSource(cfg)
+		rc, restore, err = restoreSource(cfg, deviceUUIDs(b, cfg.Devices))
 		conn = rc
 	} else if cfg.Channel == "ivshmem" {
 		if ch, err = ivshmem.AdoptSlot(os.NewFile(ConnFD, "ivshmem"), cfg.Slot, max(cfg.Slots, 1)); err == nil {
@@ -66,10 +70,6 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	statsOut := os.NewFile(StatsFD, "stats")
 	defer statsOut.Close()
 
-	b, err := backend.Open(cfg.Backend)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
 	s.resume = rc
@@ -172,8 +172,9 @@ func EndedFile(adoptDir string, pid int) string {
 }
 
 // restoreSource reads the image a restored worker starts from (Config.Restore) and makes the
-// stream the guest resumes on; restore hands the image to the session.
-func restoreSource(cfg Config) (*resumeConn, func(*Session) error, error) {
+// stream the guest resumes on; restore hands the image to the session. uuids are the GPUs of the
+// session's devices: a migration from a worker on the same GPUs hands its memory over.
+func restoreSource(cfg Config, uuids []string) (*resumeConn, func(*Session) error, error) {
 	var back net.Conn // the migrating server's connection, answered with MigrateReady
 	var src io.Reader
 	switch cfg.Restore {
@@ -191,7 +192,14 @@ func restoreSource(cfg Config) (*resumeConn, func(*Session) error, error) {
 	default:
 		return nil, nil, fmt.Errorf("restore %q: want file or migrate", cfg.Restore)
 	}
-	img, chunks, err := readImage(src)
+	var img *SessionImage
+	var chunks []imageChunkRec
+	var err error
+	if back != nil {
+		img, chunks, err = readMigration(src, uuids)
+	} else {
+		img, chunks, err = readImage(src)
+	}
 	secret, window := img.secretOrNew(cfg.Restore == "migrate")
 	if err == nil && (len(secret) != 32 || window == 0) {
 		err = errors.New("session image: the guest holds no resume grant to come back with")

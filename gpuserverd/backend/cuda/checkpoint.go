@@ -15,9 +15,10 @@ import (
 // a fresh worker on the same GPU or another of the same model, reserves the same address range
 // (sessionmem.go), maps the allocations at their addresses, loads the modules from the images
 // the guest sent, finds functions by name, and makes streams, events and cuBLAS/cuBLASLt handles
-// again, each under its old handle, in the order they were first made (so the driver places
-// module globals as it did). A global the guest asked for that comes back elsewhere fails the
-// restore, naming it. What the driver cannot rebuild is refused by name.
+// again, each under its old handle, in the order they were first made. A module's globals come
+// back at their addresses where gpuserverd placed them (pinned.go); a session whose program asked
+// the address of one the driver placed is refused at its image, naming it, before anything is
+// written or sent. What the driver cannot rebuild is refused by name.
 
 var (
 	_ backend.Checkpointer = (*Context)(nil)
@@ -35,6 +36,10 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	if what := c.unsavable(); what != "" {
 		return nil, fmt.Errorf("checkpoint: the session holds %s, which a checkpoint cannot rebuild yet: %w", what, backend.ErrNotSupported)
 	}
+	if held := c.heldGlobals(); held != "" {
+		return nil, fmt.Errorf("checkpoint: the program holds the address of %s; the driver placed it, and a restore in another process "+
+			"cannot put it at the same address: %w", held, backend.ErrNotSupported)
+	}
 	img := &backend.ContextImage{NextHandle: c.next + 1} // c.next is the last handle given
 	if c.mem != nil {
 		img.Reserved = [2]uint64{c.mem.base, c.mem.size}
@@ -42,18 +47,7 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	}
 	for _, h := range slices.Sorted(maps.Keys(c.modules.m)) {
 		m := c.modules.m[h]
-		mi := backend.ModuleImage{Handle: h, Image: m.image}
-		for _, name := range slices.Sorted(maps.Keys(m.globals)) {
-			g := m.globals[name]
-			if mi.Globals == nil {
-				mi.Globals = map[string]uint64{}
-			}
-			mi.Globals[name] = g[0]
-			if g[1] > 0 {
-				img.Regions = append(img.Regions, backend.Region{Addr: g[0], Bytes: g[1], Global: true})
-			}
-		}
-		img.Modules = append(img.Modules, mi)
+		img.Modules = append(img.Modules, backend.ModuleImage{Handle: h, Image: m.image, Pinned: maps.Clone(m.pinned)})
 	}
 	for _, h := range slices.Sorted(maps.Keys(c.functions.m)) {
 		f := c.functions.m[h]
@@ -136,6 +130,10 @@ func (c *Context) restore(img *backend.ContextImage) error {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
+	hm, err := c.sharedMapper(img.Shared)
+	if err != nil {
+		return err
+	}
 	for _, r := range img.Regions {
 		if r.Global {
 			continue
@@ -143,9 +141,12 @@ func (c *Context) restore(img *backend.ContextImage) error {
 		if c.mem == nil {
 			return fmt.Errorf("restore: allocation %#x without a reserved range: %w", r.Addr, backend.ErrInvalidValue)
 		}
-		if err := c.mem.place(c, r); err != nil {
+		if err := c.mem.place(hm, r); err != nil {
 			return err
 		}
+	}
+	if err := hm.unused(); err != nil {
+		return err
 	}
 	// Objects made during the replay take handles past the image's, then move to their own.
 	if img.NextHandle == 0 {
@@ -218,7 +219,18 @@ func flagged[T any](c *Context, kind string, h backend.Handle, t *handles[T], fl
 }
 
 func (c *Context) restoreModule(h backend.Handle, m backend.ModuleImage) error {
-	err := c.moved("module", h, func() (backend.Handle, error) { return c.ModuleLoadData(m.Image) }, func(tmp backend.Handle) {
+	// A module whose globals the driver placed on the source is left to the driver again.
+	load := func() (backend.Handle, error) { return c.loadModule(m.Image, false) }
+	if len(m.Pinned) > 0 {
+		load = func() (backend.Handle, error) {
+			ptr, err := c.restorePinned(m.Image, m.Pinned)
+			if err != nil {
+				return 0, err
+			}
+			return c.modules.add(&module{ptr: ptr, image: m.Image, pinned: maps.Clone(m.Pinned)}), nil
+		}
+	}
+	err := c.moved("module", h, load, func(tmp backend.Handle) {
 		c.modules.put(h, c.modules.m[tmp])
 		c.modules.remove(tmp)
 	})

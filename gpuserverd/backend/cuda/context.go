@@ -18,10 +18,14 @@ import (
 type module struct {
 	ptr   C.CUmodule
 	funcs []backend.Handle
-	// image is what the guest loaded and globals the variables it asked for (name -> address,
-	// bytes): a restore loads the image again and finds them at the same addresses.
-	image   []byte
-	globals map[string][2]uint64
+	// image is what the guest loaded, for a restore. pinned are its globals placed in the
+	// session's range (pinned.go; name -> address, bytes); globals those the driver placed whose
+	// address the program asked for, and placedBy why the driver placed them.
+	image    []byte
+	pinned   map[string]pin
+	pinnedBy string // how the module was loaded with them there
+	globals  map[string][2]uint64
+	placedBy string
 }
 
 type function struct {
@@ -243,8 +247,13 @@ func (c *Context) Memset(dst uint64, value uint32, elemSize int, count uint64, s
 		C.int(elemSize), C.size_t(count), s, asyncFlag(async)))
 }
 
-// ModuleLoadData is cuModuleLoadData on a cubin, fat binary or PTX image.
+// ModuleLoadData is cuModuleLoadData on a cubin, fat binary or PTX image; with movable memory,
+// a PTX module's globals are placed in the session's range (pinned.go).
 func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
+	return c.loadModule(image, Movable)
+}
+
+func (c *Context) loadModule(image []byte, pin bool) (backend.Handle, error) {
 	if err := c.live(); err != nil {
 		return 0, err
 	}
@@ -261,7 +270,11 @@ func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
 	if err := check("cuModuleLoadData", C.gc_module_load_data(c.ctx, &m, img)); err != nil {
 		return 0, err
 	}
-	return c.modules.add(&module{ptr: m, image: append([]byte(nil), image...)}), nil
+	mod := &module{ptr: m, image: append([]byte(nil), image...)}
+	if pin {
+		c.pinGlobals(mod)
+	}
+	return c.modules.add(mod), nil
 }
 
 // ModuleUnload is cuModuleUnload; the module's function handles go with it.
@@ -274,7 +287,10 @@ func (c *Context) ModuleUnload(h backend.Handle) error {
 	for _, f := range m.funcs {
 		c.functions.remove(f)
 	}
-	return check("cuModuleUnload", C.gc_module_unload(c.ctx, m.ptr))
+	if err := check("cuModuleUnload", C.gc_module_unload(c.ctx, m.ptr)); err != nil {
+		return err
+	}
+	return c.unpin(m)
 }
 
 // ModuleGetFunction is cuModuleGetFunction.
@@ -300,18 +316,18 @@ func (c *Context) ModuleGetGlobal(h backend.Handle, name string) (ptr, bytes uin
 	if err != nil {
 		return 0, 0, err
 	}
-	cname := C.CString(name)
-	defer C.free(unsafe.Pointer(cname))
-	var p C.CUdeviceptr
-	var n C.size_t
-	if err := check("cuModuleGetGlobal "+name, C.gc_module_get_global(c.ctx, &p, &n, m.ptr, cname)); err != nil {
+	if p, ok := m.pinned[name]; ok {
+		return p[0], p[1], nil
+	}
+	p, n, err := c.rawGlobal(m.ptr, name)
+	if err != nil {
 		return 0, 0, err
 	}
 	if m.globals == nil {
 		m.globals = map[string][2]uint64{}
 	}
-	m.globals[name] = [2]uint64{uint64(p), uint64(n)}
-	return uint64(p), uint64(n), nil
+	m.globals[name] = [2]uint64{p, n}
+	return p, n, nil
 }
 
 // maxParams bounds the cuFuncGetParamInfo walk; CUDA kernels have at most 32 KiB of parameters.

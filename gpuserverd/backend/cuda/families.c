@@ -140,6 +140,7 @@ struct launch_config {
 	  CUresult (*)(void *, int, void *, size_t, const char *, unsigned, void *, void **))             \
 	X(link_complete, "cuLinkComplete", CUresult (*)(void *, void **, size_t *))                        \
 	X(link_destroy, "cuLinkDestroy", CUresult (*)(void *))                                             \
+	X(load_ex, "cuModuleLoadDataEx", CUresult (*)(CUmodule *, const void *, unsigned, int *, void **)) \
 	X(tmap_tiled, "cuTensorMapEncodeTiled",                                                           \
 	  CUresult (*)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *, \
 	               const unsigned *, const unsigned *, int, int, int, int))                         \
@@ -203,15 +204,33 @@ CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc
 }
 /* gc_vm_back backs [p, p+size) with device memory of dev in one call: create, map, grant read and
  * write, then drop the handle (the mapping keeps the memory; cuMemUnmap frees it). The session's
- * allocations go through it (vaspace.go). */
+ * allocations go through it (vaspace.go). The memory is made exportable as a POSIX file descriptor
+ * (another worker on the same GPU takes a migrating session's memory over that way: handover.go),
+ * or, where the driver refuses that, plain. */
 CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev) {
 	pthread_once(&once, resolve);
 	if (f.create == NULL || f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	if (r != 0) return r;
-	struct alloc_prop pr = prop(1 /* PINNED */, 1 /* DEVICE */, dev, 0);
+	struct alloc_prop pr = prop(1 /* PINNED */, 1 /* DEVICE */, dev, 1 /* POSIX_FILE_DESCRIPTOR */);
 	unsigned long long h;
-	if ((r = f.create(&h, size, &pr, 0)) != 0) return r;
+	if ((r = f.create(&h, size, &pr, 0)) != 0) {
+		pr.handle_types = 0;
+		if ((r = f.create(&h, size, &pr, 0)) != 0) return r;
+	}
+	return gc_vm_map_handle(ctx, p, size, h, dev);
+}
+
+/* gc_vm_map_handle maps the physical memory h at [p, p+size) for dev's read and write, then drops
+ * the handle (the mapping keeps the memory), or on failure undoes what it did and drops it. */
+CUresult gc_vm_map_handle(CUcontext ctx, CUdeviceptr p, size_t size, unsigned long long h, int dev) {
+	pthread_once(&once, resolve);
+	if (f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
+	CUresult r = gc_bind(ctx);
+	if (r != 0) {
+		f.release(h);
+		return r;
+	}
 	if ((r = f.map(p, size, 0, h, 0)) != 0) {
 		f.release(h);
 		return r;
@@ -466,3 +485,20 @@ CUresult gc_link_add(CUcontext ctx, void *state, int type, void *data, size_t n,
 // The image stays the link's until gc_link_destroy.
 CUresult gc_link_complete(CUcontext ctx, void *state, void **image, size_t *n) { CALL(ctx, link_complete, state, image, n); }
 CUresult gc_link_destroy(CUcontext ctx, void *state) { CALL(ctx, link_destroy, state); }
+
+/* gc_module_load_pinned loads PTX whose module globals are .extern declarations, each resolved to
+ * the address given for its name (CU_JIT_GLOBAL_SYMBOL_NAMES/ADDRESSES/COUNT, which the driver
+ * applies "when loading a device module"; its JIT linker, cuLinkComplete, refuses them as
+ * undefined references, measured on the H100). The JIT's error log goes to log. */
+CUresult gc_module_load_pinned(CUcontext ctx, CUmodule *m, const char *ptx, size_t n, const char **names,
+                               unsigned long long *addrs, unsigned count, char *log, unsigned logn) {
+	(void)n;
+	pthread_once(&once, resolve);
+	if (!f.load_ex) return NOT_SUPPORTED;
+	CUresult r = gc_bind(ctx);
+	if (r != 0) return r;
+	int opts[5] = {17 /* GLOBAL_SYMBOL_NAMES */, 18 /* ADDRESSES */, 19 /* COUNT */, 5 /* ERROR_LOG_BUFFER */,
+	               6 /* ERROR_LOG_BUFFER_SIZE_BYTES */};
+	void *vals[5] = {(void *)names, (void *)addrs, (void *)(uintptr_t)count, log, (void *)(uintptr_t)logn};
+	return f.load_ex(m, ptx, 5, opts, vals);
+}

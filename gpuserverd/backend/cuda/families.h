@@ -33,6 +33,9 @@ CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc
 CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsigned *loc_type, int *loc_id,
                      unsigned *handle_types, unsigned *compression);
 CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev);
+CUresult gc_vm_map_handle(CUcontext ctx, CUdeviceptr p, size_t size, unsigned long long h, int dev);
+CUresult gc_module_load_pinned(CUcontext ctx, CUmodule *m, const char *ptx, size_t n, const char **names,
+                               unsigned long long *addrs, unsigned count, char *log, unsigned logn);
 CUresult gc_vm_retain(CUcontext ctx, unsigned long long *h, CUdeviceptr p);
 
 CUresult gc_alloc_async(CUcontext ctx, CUdeviceptr *p, size_t bytes, CUmemoryPool pool, CUstream s);

@@ -38,6 +38,13 @@ func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
 	g, _ := must2(c.ModuleGetGlobal(m, "launches"))
 	ok(t, c.MemcpyHtoD(g, []byte{7, 0, 0, 0}, 0, false))
 
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	if in := g >= c.mem.base && g < c.mem.base+c.mem.size; !in || len(c.modules.m[m].pinned) != 1 {
+		t.Fatalf("global at %#x, not pinned in the session's range [%#x, +%d) (the driver placed it: %s)",
+			g, c.mem.base, c.mem.size, c.modules.m[m].placedBy)
+	}
 	img := must(c.Image())
 	if img.Reserved[1] == 0 || len(img.Regions) != 4 || img.NextHandle < e {
 		t.Fatalf("image: reserved %v, %d regions, next handle %d", img.Reserved, len(img.Regions), img.NextHandle)
@@ -88,6 +95,62 @@ func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
 	}
 }
 
+// A PTX module's global pinned in the session's range starts with its initial value, is what its
+// kernels use (a launch counts in it), and goes back to the range with its unload.
+func TestGPUPinnedGlobalKeepsInitialValueAndIsTheKernels(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	c := newCtx(t, openGPU(t))
+	ptx := strings.Replace(string(axpyPTX), ".u32 launches;", ".u32 launches = 41;", 1)
+	m := must(c.ModuleLoadData([]byte(ptx)))
+	g, n := must2(c.ModuleGetGlobal(m, "launches"))
+	if p := c.modules.m[m].pinned; len(p) != 1 || p["launches"] != [2]uint64{g, n} {
+		t.Fatalf("pinned %v, global at %#x (%d bytes); the driver placed it: %s", p, g, n, c.modules.m[m].placedBy)
+	}
+	t.Logf("global pinned at %#x: %s", g, c.modules.m[m].pinnedBy)
+	cnt := make([]byte, 4)
+	ok(t, c.MemcpyDtoH(cnt, g, 0, false))
+	if v := binary.LittleEndian.Uint32(cnt); v != 41 {
+		t.Fatalf("pinned global starts at %d, want its initializer 41", v)
+	}
+	f := must(c.ModuleGetFunction(m, "axpy"))
+	d := must(c.MemAlloc(4 * 256))
+	ok(t, c.LaunchKernel(backend.LaunchConfig{Function: f, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{256, 1, 1}, Params: packAxpy(d, d, 1, 256)}))
+	ok(t, c.Synchronize())
+	ok(t, c.MemcpyDtoH(cnt, g, 0, false))
+	if v := binary.LittleEndian.Uint32(cnt); v != 42 {
+		t.Fatalf("after a launch the pinned global holds %d, want 42: the kernel used another address", v)
+	}
+	if held := c.heldGlobals(); held != "" {
+		t.Fatalf("a pinned global counts as held: %s", held)
+	}
+	ok(t, c.ModuleUnload(m))
+	if _, ok := c.mem.sizes[g]; ok {
+		t.Fatalf("the pinned global %#x is still allocated after the unload", g)
+	}
+}
+
+// A global the driver placed (here: PTX the rewrite leaves alone) does not keep a session from
+// moving until the program asks for its address; then the image is refused, naming it and why.
+func TestGPUImageRefusesAHeldDriverPlacedGlobal(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	c := newCtx(t, openGPU(t))
+	ptx := strings.Replace(string(axpyPTX), ".visible .global .align 4 .u32 launches;", ".global .align 4 .u32 launches, spare;", 1)
+	m := must(c.ModuleLoadData([]byte(ptx)))
+	if _, err := c.Image(); err != nil {
+		t.Fatalf("image before the program asked for a global: %v", err)
+	}
+	must2(c.ModuleGetGlobal(m, "launches"))
+	_, err := c.Image()
+	if !errors.Is(err, backend.ErrNotSupported) || !strings.Contains(err.Error(), `global "launches" of module`) ||
+		!strings.Contains(err.Error(), "several variables") {
+		t.Fatalf("image with a held driver-placed global: %v", err)
+	}
+}
+
 // State the driver cannot rebuild is refused by name, and the context goes on.
 func TestGPUCheckpointRefusesGraphs(t *testing.T) {
 	c := newCtx(t, openGPU(t))
@@ -99,5 +162,36 @@ func TestGPUCheckpointRefusesGraphs(t *testing.T) {
 	ok(t, c.GraphDestroy(g))
 	if _, err := c.Image(); err != nil {
 		t.Fatalf("image after the graph went: %v", err)
+	}
+}
+
+// Every mapping of the session's range is exported as a file (the memory a migration on the
+// same GPU hands over): a large allocation's own mapping and the slab of the small ones.
+func TestGPUExportMemoryCoversEveryMapping(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	c := newCtx(t, openGPU(t))
+	big := must(c.MemAlloc(4 << 20))
+	small := must(c.MemAlloc(100))
+	maps, err := c.ExportMemory()
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	defer func() {
+		for _, m := range maps {
+			m.File.Close()
+		}
+	}()
+	got := map[uint64]uint64{}
+	for _, m := range maps {
+		if m.File == nil || m.File.Fd() == ^uintptr(0) {
+			t.Fatalf("mapping %#x without a descriptor", m.Addr)
+		}
+		got[m.Addr] = m.Bytes
+	}
+	slab := small &^ (c.mem.gran - 1)
+	if len(got) != 2 || got[big] != 4<<20 || got[slab] != c.mem.gran {
+		t.Fatalf("exported %v; want %#x (4 MiB) and the slab %#x (%d bytes)", got, big, slab, c.mem.gran)
 	}
 }

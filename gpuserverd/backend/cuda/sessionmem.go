@@ -57,10 +57,11 @@ func (c *Context) granularity() (uint64, error) {
 }
 
 // reserveFirst reserves the context's range as soon as the context exists, before any module
-// loads: the driver places what it maps itself (module code and globals) after the last range
-// reserved, so a restore, which reserves first too, finds the modules' globals where the source
-// had them (measured on the H100: a range reserved after the first module load moved the
-// module's globals in the restore). A failure is left for the first allocation to report.
+// loads (a module's pinned globals are placed in it: pinned.go), so that source and restore make
+// their reservations in the same order. It does not make the driver place what it maps itself
+// (module code, the globals of modules it places) at the same address in two processes: the
+// H100 put a module's global at 0x7fe3... on the source and 0x6027... on the restore with it. A
+// failure is left for the first allocation to report.
 func (c *Context) reserveFirst() {
 	if !Movable {
 		return

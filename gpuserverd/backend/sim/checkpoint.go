@@ -1,7 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,6 +31,10 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	defer c.mu.Unlock()
 	if what := c.unsavable(); what != "" {
 		return nil, fmt.Errorf("checkpoint: the session holds %s, which a checkpoint cannot rebuild yet: %w", what, backend.ErrNotSupported)
+	}
+	if held := c.heldGlobals(); held != "" {
+		return nil, fmt.Errorf("checkpoint: the program holds the address of %s; the driver placed it, and a restore in another process "+
+			"cannot put it at the same address: %w", held, backend.ErrNotSupported)
 	}
 	img := &backend.ContextImage{NextHandle: c.nextH, CacheConfig: c.cacheConfig}
 	globals := map[uint64]bool{}
@@ -83,6 +91,18 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	return img, nil
 }
 
+// heldGlobals names the driverglobals whose address the program asked for ("" when none), as the
+// cuda backend names those its driver placed. Caller holds c.mu.
+func (c *Context) heldGlobals() string {
+	var held []string
+	for _, h := range sortedKeys(c.modules) {
+		for _, name := range slices.Sorted(maps.Keys(c.modules[h].held)) {
+			held = append(held, fmt.Sprintf("global %q of module %d (a simulated driver-placed global)", name, h))
+		}
+	}
+	return strings.Join(held, ", ")
+}
+
 // unsavable names the state a checkpoint cannot rebuild yet ("" when there is none). Caller
 // holds c.mu.
 func (c *Context) unsavable() string {
@@ -112,6 +132,49 @@ func (c *Context) unsavable() string {
 	return strings.Join(what, ", ")
 }
 
+var _ backend.MemoryExporter = (*Context)(nil)
+
+// ExportMemory hands the context's memory over as the cuda backend does, one allocation a
+// mapping. The test double cannot share memory between processes: each file holds a copy of its
+// allocation's bytes (an unlinked temporary file), which a restore reads back (takeShared).
+func (c *Context) ExportMemory() ([]backend.SharedMapping, error) {
+	c.mem.mu.Lock()
+	defer c.mem.mu.Unlock()
+	var out []backend.SharedMapping
+	for _, base := range c.mem.bases {
+		a := c.mem.alloc[base]
+		f, err := os.CreateTemp("", "gpusim-memory-*")
+		if err == nil {
+			os.Remove(f.Name())
+			_, err = f.Write(a.data)
+		}
+		if err != nil {
+			for _, m := range out {
+				m.File.Close()
+			}
+			return nil, fmt.Errorf("exporting %#x: %w", base, err)
+		}
+		out = append(out, backend.SharedMapping{Addr: base, Bytes: uint64(len(a.data)), File: f})
+	}
+	return out, nil
+}
+
+// takeShared fills a from the memory handed over at its address, if there is some.
+func takeShared(shared map[uint64]backend.SharedMapping, a *allocation) error {
+	m, ok := shared[a.base]
+	if !ok {
+		return nil
+	}
+	delete(shared, a.base)
+	if m.Bytes != uint64(len(a.data)) {
+		return fmt.Errorf("restore: memory handed over at %#x is %d bytes, the region %d: %w", a.base, m.Bytes, len(a.data), backend.ErrInvalidValue)
+	}
+	if _, err := m.File.ReadAt(a.data, 0); err != nil {
+		return fmt.Errorf("restore: memory handed over at %#x: %w", a.base, err)
+	}
+	return nil
+}
+
 // RestoreContext rebuilds a context from img on ordinal: same handles, same addresses, memory
 // zeroed until the caller writes it.
 func (b *Backend) RestoreContext(ordinal int, img *backend.ContextImage) (backend.Context, error) {
@@ -135,7 +198,19 @@ func (b *Backend) RestoreContext(ordinal int, img *backend.ContextImage) (backen
 	return c, nil
 }
 
-func (c *Context) restore(img *backend.ContextImage) error {
+func (c *Context) restore(img *backend.ContextImage) (err error) {
+	shared := map[uint64]backend.SharedMapping{}
+	for _, m := range img.Shared {
+		if _, dup := shared[m.Addr]; dup || m.File == nil {
+			return fmt.Errorf("restore: memory handed over twice at %#x, or without its file: %w", m.Addr, backend.ErrInvalidValue)
+		}
+		shared[m.Addr] = m
+	}
+	defer func() {
+		for a := range shared { // what no region took
+			err = errors.Join(err, fmt.Errorf("restore: memory handed over at %#x is none of the image's regions: %w", a, backend.ErrInvalidValue))
+		}
+	}()
 	regions := append([]backend.Region(nil), img.Regions...)
 	sort.Slice(regions, func(i, j int) bool { return regions[i].Addr < regions[j].Addr })
 	// The memory stays in the address block of the device it was made on, whichever device it
@@ -151,7 +226,11 @@ func (c *Context) restore(img *backend.ContextImage) error {
 			return fmt.Errorf("restore: region %#x of %d bytes overlaps another or lies outside the image's device block at %#x: %w",
 				r.Addr, r.Bytes, base, backend.ErrInvalidValue)
 		}
-		c.mem.insert(&allocation{base: r.Addr, data: make([]byte, r.Bytes)})
+		a := &allocation{base: r.Addr, data: make([]byte, r.Bytes)}
+		if err := takeShared(shared, a); err != nil {
+			return err
+		}
+		c.mem.insert(a)
 		c.mem.used += r.Bytes
 		end = r.Addr + max(r.Bytes, 1)
 	}
@@ -161,7 +240,7 @@ func (c *Context) restore(img *backend.ContextImage) error {
 		if err != nil {
 			return fmt.Errorf("restore: module %d: %w", m.Handle, err)
 		}
-		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes}
+		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes, placed: driverPlaced(m.Image)}
 		for _, k := range kernels {
 			mod.kernels[k] = true
 		}

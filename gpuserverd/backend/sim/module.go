@@ -16,6 +16,9 @@ import (
 //	GPUSIM-MODULE 1
 //	kernel vector_add_f32      a built-in kernel (see kernels.go) this module provides
 //	global counter 4           a device global of 4 bytes, zero-initialised
+//	driverglobal table 64      the same, standing for one NVIDIA's driver places itself (the cuda
+//	                           backend's cubin modules): once the program asks its address, a
+//	                           checkpoint of the session is refused, naming it
 //
 // A PTX image is accepted too: its ".entry <name>" directives name the kernels, so a test program
 // can load the same PTX it would give a real GPU; only built-in names can be launched. Inside a
@@ -30,6 +33,8 @@ type module struct {
 	kernels map[string]bool
 	globals map[string]uint64 // name -> device address
 	sizes   map[string]uint64
+	placed  map[string]bool // driverglobal names
+	held    map[string]bool // driverglobal names whose address the program asked for
 }
 
 var ptxEntry = regexp.MustCompile(`\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)`)
@@ -49,14 +54,14 @@ func parseImage(image []byte) (kernels []string, globals map[string]uint64, err 
 			case len(w) == 0 || strings.HasPrefix(w[0], "#"):
 			case w[0] == "kernel" && len(w) == 2:
 				kernels = append(kernels, w[1])
-			case w[0] == "global" && len(w) == 3:
+			case (w[0] == "global" || w[0] == "driverglobal") && len(w) == 3:
 				size, err := strconv.ParseUint(w[2], 10, 64)
 				if err != nil || size == 0 || size > MaxGlobal {
 					return nil, nil, fmt.Errorf("module image line %d: global size %q: %w", n, w[2], backend.ErrInvalidImage)
 				}
 				globals[w[1]] = size
 			default:
-				return nil, nil, fmt.Errorf("module image line %d: want \"kernel <name>\" or \"global <name> <bytes>\": %w", n, backend.ErrInvalidImage)
+				return nil, nil, fmt.Errorf("module image line %d: want \"kernel <name>\" or \"[driver]global <name> <bytes>\": %w", n, backend.ErrInvalidImage)
 			}
 		}
 	case bytes.Contains(image, []byte(".entry")) && bytes.Contains(image, []byte(".version")):
@@ -69,12 +74,24 @@ func parseImage(image []byte) (kernels []string, globals map[string]uint64, err 
 	return kernels, globals, nil
 }
 
+// driverPlaced is the names an image declares with driverglobal.
+func driverPlaced(image []byte) map[string]bool {
+	placed := map[string]bool{}
+	for _, line := range strings.Split(string(image), "\n") {
+		if w := strings.Fields(line); len(w) == 3 && w[0] == "driverglobal" {
+			placed[w[1]] = true
+		}
+	}
+	return placed
+}
+
 func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
 	kernels, globals, err := parseImage(image)
 	if err != nil {
 		return 0, err
 	}
-	m := &module{image: append([]byte(nil), image...), kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: globals}
+	m := &module{image: append([]byte(nil), image...), kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: globals,
+		placed: driverPlaced(image)}
 	for _, k := range kernels {
 		m.kernels[k] = true
 	}
@@ -149,6 +166,14 @@ func (c *Context) ModuleGetGlobal(h backend.Handle, name string) (uint64, uint64
 	ptr, ok := m.globals[name]
 	if !ok {
 		return 0, 0, fmt.Errorf("global %q in module %d: %w", name, h, backend.ErrNotFound)
+	}
+	if m.placed[name] {
+		c.mu.Lock()
+		if m.held == nil {
+			m.held = map[string]bool{}
+		}
+		m.held[name] = true
+		c.mu.Unlock()
 	}
 	return ptr, m.sizes[name], nil
 }

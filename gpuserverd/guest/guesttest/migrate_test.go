@@ -2,6 +2,7 @@ package guesttest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/ed25519"
 	"encoding/json"
 	"io"
@@ -50,8 +51,16 @@ func onServerB(c *sessiontoken.Claims) { c.GPUServer = "gs-b" }
 
 // Issue 18 (c): a program running through the guest library is moved, mid-run, from one
 // gpuserverd to another by the admin API: it finishes with correct results, and its usage is
-// billed once: the old server's records end where the new server's begin.
+// billed once: the old server's records end where the new server's begin. Both servers serve the
+// same simulated GPU on this host, so the memory is handed over between their workers (passed as
+// file descriptors), unless the request asks to copy it through the connection.
 func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
+	for _, copyVia := range []string{"stream", ""} {
+		t.Run("copy="+copyVia, func(t *testing.T) { testGuestAcrossAMigration(t, copyVia) })
+	}
+}
+
+func testGuestAcrossAMigration(t *testing.T, copyVia string) {
 	a, b := twoServers(t)
 	prog := a.client(a.token("s-mig", sessiontoken.TierShared, 64<<20), "steady", "60", "30")
 	prog.Env = append(prog.Env, "GPUCLOUD_DEBUG=1", "GPUCLOUD_LANES=4") // says when lanes open
@@ -61,19 +70,28 @@ func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 
 	code, body := a.post("/admin/sessions/s-mig/migrate", map[string]string{
-		"target": b.addr, "token": b.token("s-mig", sessiontoken.TierShared, 64<<20, onServerB)})
+		"target": b.addr, "token": b.token("s-mig", sessiontoken.TierShared, 64<<20, onServerB), "copy": copyVia})
 	if code != 200 {
 		t.Fatalf("migrate: %d %s", code, body)
 	}
 	var res struct {
 		Migration struct {
 			State       string  `json:"state"`
+			Via         string  `json:"via"`
 			CopiedBytes uint64  `json:"copied_bytes"`
+			HandedBytes uint64  `json:"handed_bytes"`
 			PauseMs     float64 `json:"pause_ms"`
 		} `json:"migration"`
 	}
 	json.Unmarshal([]byte(body), &res)
-	if res.Migration.State != "done" || res.Migration.CopiedBytes < 3*(2<<20) {
+	moved := res.Migration.CopiedBytes
+	if want := cmp.Or(copyVia, "handover"); res.Migration.Via != want {
+		t.Fatalf("migration went via %q, want %q: %s", res.Migration.Via, want, body)
+	}
+	if copyVia == "" {
+		moved = res.Migration.HandedBytes
+	}
+	if res.Migration.State != "done" || moved < 3*(2<<20) {
 		t.Fatalf("migration result %s", body)
 	}
 	t.Logf("migration: %s", body)
@@ -85,12 +103,12 @@ func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
 	if err != nil || !strings.Contains(string(rest), "STEADY OK 60") {
 		t.Fatalf("steady across a migration: %v %q", err, rest)
 	}
-	moved := strings.Index(stderr.String(), "gpucloud: session moving to "+b.addr)
-	if moved < 0 {
+	redirected := strings.Index(stderr.String(), "gpucloud: session moving to "+b.addr)
+	if redirected < 0 {
 		t.Fatal("the guest never followed the redirect")
 	}
 	// Its striped copies go on over lanes to the new server, opened again after the move.
-	if !strings.Contains(stderr.String()[:moved], "gpucloud: 4 lanes open") || !strings.Contains(stderr.String()[moved:], "gpucloud: 4 lanes open") {
+	if !strings.Contains(stderr.String()[:redirected], "gpucloud: 4 lanes open") || !strings.Contains(stderr.String()[redirected:], "gpucloud: 4 lanes open") {
 		t.Fatal("the guest did not open its lanes again on the new server")
 	}
 	for _, s := range []*gpuserverd{a, b} {
@@ -131,6 +149,7 @@ func TestMigrateRefusals(t *testing.T) {
 	}{
 		{"/admin/sessions/s-none/migrate", map[string]string{"target": b.addr, "token": "x"}, "no such session"},
 		{"/admin/sessions/s-stay/migrate", map[string]string{"token": "x"}, "target"},
+		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr, "token": "x", "copy": "rdma"}, `copy \"rdma\"`},
 		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr, "token": "forged"}, "session token refused"},
 		// A token for the other server's id but another session: refused by the target.
 		{"/admin/sessions/s-stay/migrate", map[string]string{"target": b.addr,
