@@ -236,6 +236,9 @@ const (
 	TypeIpcClose                        Type = 3303
 	TypeMemPoolGetAccess                Type = 3304
 	TypeMemPoolSetAccess                Type = 3305
+	TypeRandTable                       Type = 12502
+	TypeModuleGetGlobalManaged          Type = 3600
+	TypeModuleGlobalReply               Type = 3601
 )
 
 var typeNames = map[Type]string{
@@ -444,6 +447,9 @@ var typeNames = map[Type]string{
 	TypeIpcClose:                        "IpcClose",
 	TypeMemPoolGetAccess:                "MemPoolGetAccess",
 	TypeMemPoolSetAccess:                "MemPoolSetAccess",
+	TypeRandTable:                       "RandTable",
+	TypeModuleGetGlobalManaged:          "ModuleGetGlobalManaged",
+	TypeModuleGlobalReply:               "ModuleGlobalReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -859,6 +865,12 @@ func New(t Type) Message {
 		return new(MemPoolGetAccess)
 	case TypeMemPoolSetAccess:
 		return new(MemPoolSetAccess)
+	case TypeRandTable:
+		return new(RandTable)
+	case TypeModuleGetGlobalManaged:
+		return new(ModuleGetGlobalManaged)
+	case TypeModuleGlobalReply:
+		return new(ModuleGlobalReply)
 	}
 	return nil
 }
@@ -7693,5 +7705,87 @@ func (m *MemPoolSetAccess) Decode(p []byte) error {
 	m.LocationType = d.u32("location_type")
 	m.LocationID = int32(d.u32("location_id"))
 	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// RandTable is message type 12502.
+type RandTable struct {
+	Table uint32
+	Dst   uint64
+	Bytes uint64
+}
+
+// Type returns TypeRandTable.
+func (*RandTable) Type() Type { return TypeRandTable }
+
+// Append appends the encoded payload to b.
+func (m *RandTable) Append(b []byte) []byte {
+	b = putU32(b, m.Table)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Bytes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *RandTable) Decode(p []byte) error {
+	d := decoder{p: p, msg: "RandTable"}
+	m.Table = d.u32("table")
+	m.Dst = d.u64("dst")
+	m.Bytes = d.u64("bytes")
+	return d.finish()
+}
+
+// ModuleGetGlobalManaged is message type 3600.
+type ModuleGetGlobalManaged struct {
+	Module uint64
+	Name   string
+}
+
+// Type returns TypeModuleGetGlobalManaged.
+func (*ModuleGetGlobalManaged) Type() Type { return TypeModuleGetGlobalManaged }
+
+// Append appends the encoded payload to b.
+func (m *ModuleGetGlobalManaged) Append(b []byte) []byte {
+	b = putU64(b, m.Module)
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ModuleGetGlobalManaged) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ModuleGetGlobalManaged"}
+	m.Module = d.u64("module")
+	m.Name = string(d.bytes("name", 1024))
+	return d.finish()
+}
+
+// ModuleGlobalReply is message type 3601.
+type ModuleGlobalReply struct {
+	Result  int32
+	Ptr     uint64
+	Bytes   uint64
+	Managed uint32
+}
+
+// Type returns TypeModuleGlobalReply.
+func (*ModuleGlobalReply) Type() Type { return TypeModuleGlobalReply }
+
+// Append appends the encoded payload to b.
+func (m *ModuleGlobalReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Bytes)
+	b = putU32(b, m.Managed)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ModuleGlobalReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ModuleGlobalReply"}
+	m.Result = int32(d.u32("result"))
+	m.Ptr = d.u64("ptr")
+	m.Bytes = d.u64("bytes")
+	m.Managed = d.u32("managed")
 	return d.finish()
 }
