@@ -193,6 +193,15 @@ CUresult gc_mem_host_device_pointer(CUcontext ctx, CUdeviceptr *dp, void *p) {
 }
 CUresult gc_mem_host_unregister(CUcontext ctx, void *p) { BOUND(ctx, d.mem_host_unregister(p)); }
 
+// gc_pointer_is_managed is cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_IS_MANAGED), resolved on
+// first use.
+CUresult gc_pointer_is_managed(CUcontext ctx, unsigned *managed, CUdeviceptr p) {
+	static CUresult (*fn)(void *, int, CUdeviceptr);
+	if (!fn) fn = (CUresult(*)(void *, int, CUdeviceptr))gc_driver_sym("cuPointerGetAttribute");
+	if (!fn) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	BOUND(ctx, fn(managed, 8 /* CU_POINTER_ATTRIBUTE_IS_MANAGED */, p));
+}
+
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async) {
 	BOUND(ctx, async ? d.memcpy_htod_async(dst, src, n, s) : d.memcpy_htod(dst, src, n));
 }
