@@ -254,6 +254,7 @@ const char *gw_type_name(uint16_t type) {
 	case 12502: return "RandTable";
 	case 3600: return "ModuleGetGlobalManaged";
 	case 3601: return "ModuleGlobalReply";
+	case 3602: return "StreamSetAccessPolicy";
 	}
 	return "unknown";
 }
@@ -6939,6 +6940,41 @@ int gw_module_global_reply_decode(struct gw_module_global_reply *m, const uint8_
 	return dfinish(&d);
 }
 
+size_t gw_stream_set_access_policy_size(const struct gw_stream_set_access_policy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_set_access_policy_encode(const struct gw_stream_set_access_policy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put64(o, m->base);
+	o = put64(o, m->bytes);
+	o = put32(o, bitsof(m->hit_ratio));
+	o = put32(o, (uint32_t)m->hit_prop);
+	o = put32(o, (uint32_t)m->miss_prop);
+	return o;
+}
+
+int gw_stream_set_access_policy_decode(struct gw_stream_set_access_policy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamSetAccessPolicy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->base = d64(&d, "base");
+	m->bytes = d64(&d, "bytes");
+	m->hit_ratio = f32of(d32(&d, "hit_ratio"));
+	m->hit_prop = d32(&d, "hit_prop");
+	m->miss_prop = d32(&d, "miss_prop");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -7357,6 +7393,8 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_module_get_global_managed_decode(m, p, n, err, errlen);
 	case 3601:
 		return gw_module_global_reply_decode(m, p, n, err, errlen);
+	case 3602:
+		return gw_stream_set_access_policy_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

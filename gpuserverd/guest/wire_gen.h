@@ -238,6 +238,7 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_RAND_TABLE 12502
 #define GW_TYPE_MODULE_GET_GLOBAL_MANAGED 3600
 #define GW_TYPE_MODULE_GLOBAL_REPLY 3601
+#define GW_TYPE_STREAM_SET_ACCESS_POLICY 3602
 
 struct gw_hello {
 	uint32_t version;
@@ -2571,6 +2572,18 @@ struct gw_module_global_reply {
 size_t gw_module_global_reply_size(const struct gw_module_global_reply *m);
 uint8_t *gw_module_global_reply_encode(const struct gw_module_global_reply *m, uint8_t *out);
 int gw_module_global_reply_decode(struct gw_module_global_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_set_access_policy {
+	uint64_t stream;
+	uint64_t base;
+	uint64_t bytes;
+	float hit_ratio;
+	uint32_t hit_prop;
+	uint32_t miss_prop;
+};
+size_t gw_stream_set_access_policy_size(const struct gw_stream_set_access_policy *m);
+uint8_t *gw_stream_set_access_policy_encode(const struct gw_stream_set_access_policy *m, uint8_t *out);
+int gw_stream_set_access_policy_decode(struct gw_stream_set_access_policy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

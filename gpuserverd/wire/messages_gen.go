@@ -239,6 +239,7 @@ const (
 	TypeRandTable                       Type = 12502
 	TypeModuleGetGlobalManaged          Type = 3600
 	TypeModuleGlobalReply               Type = 3601
+	TypeStreamSetAccessPolicy           Type = 3602
 )
 
 var typeNames = map[Type]string{
@@ -450,6 +451,7 @@ var typeNames = map[Type]string{
 	TypeRandTable:                       "RandTable",
 	TypeModuleGetGlobalManaged:          "ModuleGetGlobalManaged",
 	TypeModuleGlobalReply:               "ModuleGlobalReply",
+	TypeStreamSetAccessPolicy:           "StreamSetAccessPolicy",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -871,6 +873,8 @@ func New(t Type) Message {
 		return new(ModuleGetGlobalManaged)
 	case TypeModuleGlobalReply:
 		return new(ModuleGlobalReply)
+	case TypeStreamSetAccessPolicy:
+		return new(StreamSetAccessPolicy)
 	}
 	return nil
 }
@@ -7787,5 +7791,44 @@ func (m *ModuleGlobalReply) Decode(p []byte) error {
 	m.Ptr = d.u64("ptr")
 	m.Bytes = d.u64("bytes")
 	m.Managed = d.u32("managed")
+	return d.finish()
+}
+
+// StreamSetAccessPolicy is message type 3602.
+type StreamSetAccessPolicy struct {
+	Stream   uint64
+	Base     uint64
+	Bytes    uint64
+	HitRatio float32
+	HitProp  uint32
+	MissProp uint32
+}
+
+// Type returns TypeStreamSetAccessPolicy.
+func (*StreamSetAccessPolicy) Type() Type { return TypeStreamSetAccessPolicy }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamSetAccessPolicy) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *StreamSetAccessPolicy) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Base)
+	b = putU64(b, m.Bytes)
+	b = putU32(b, math.Float32bits(m.HitRatio))
+	b = putU32(b, m.HitProp)
+	b = putU32(b, m.MissProp)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamSetAccessPolicy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamSetAccessPolicy"}
+	m.Stream = d.u64("stream")
+	m.Base = d.u64("base")
+	m.Bytes = d.u64("bytes")
+	m.HitRatio = math.Float32frombits(d.u32("hit_ratio"))
+	m.HitProp = d.u32("hit_prop")
+	m.MissProp = d.u32("miss_prop")
 	return d.finish()
 }

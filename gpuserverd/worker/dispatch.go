@@ -339,6 +339,8 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.randTable(d, m), nil
 	case *wire.ModuleGetGlobalManaged:
 		return moduleGlobalManaged(c, m), nil
+	case *wire.StreamSetAccessPolicy:
+		return status(streamAccessPolicy(c, m)), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil
