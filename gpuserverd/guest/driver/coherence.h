@@ -31,6 +31,10 @@ void gc_coh_prefault(const void *p, size_t n);
  * process. Needs a current context. gc_coh_disown undoes it (the module is unloaded). */
 CUresult gc_coh_adopt(CUdeviceptr p, size_t n);
 void gc_coh_disown(CUdeviceptr p, size_t n);
+/* gc_managed_coherent: whether managed memory on device dev goes through coherence (managed.c);
+ * gc_host_native_atomics: whether dev's atomics on host memory are the CPU's (api_device.c). */
+int gc_managed_coherent(int dev);
+int gc_host_native_atomics(int dev);
 /* gc_coh_transport: whether this session has no arena, so managed memory goes through coherence. */
 int gc_coh_transport(void);
 
