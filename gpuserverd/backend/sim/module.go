@@ -57,7 +57,7 @@ func parseImage(image []byte) (kernels []string, globals map[string]uint64, mana
 			case len(w) == 0 || strings.HasPrefix(w[0], "#"):
 			case w[0] == "kernel" && len(w) == 2:
 				kernels = append(kernels, w[1])
-			case w[0] == "global" && (len(w) == 3 || len(w) <= 5 && w[3] == "managed"):
+			case w[0] == "global" && (len(w) == 3 || (len(w) == 4 || len(w) == 5) && w[3] == "managed"):
 				size, err := strconv.ParseUint(w[2], 10, 64)
 				if err != nil || size == 0 || size > MaxGlobal {
 					return nil, nil, nil, fmt.Errorf("module image line %d: global size %q: %w", n, w[2], backend.ErrInvalidImage)
