@@ -576,6 +576,7 @@ CUresult gc_coh_adopt(CUdeviceptr dp, size_t n) {
     }
     in_coherence--;
     pthread_mutex_unlock(&mu);
+    if (rc != CUDA_SUCCESS) gc_coh_disown(dp, n); /* the pages adopted before the failure */
     if (rc == CUDA_SUCCESS && gc_trace_on()) gc_trace("managed variable: %zu bytes at %#lx", n, (unsigned long)p);
     return rc;
 }
