@@ -11,7 +11,8 @@
 # mechanism (LD_AUDIT + GPUCLOUD_LIBDIR). One gpuserverd on the cuda backend serves both remote
 # modes; one shared-tier token (the instance's) for every session.
 # Environment: ONLY (sample names: build and run only these), MODES ("native shm tcp"), T (seconds
-# per sample, default 30), JOBS (build parallelism), PREBUILT=1 (see scripts/lib/gclib.sh).
+# per sample, default 30), JOBS (build parallelism), PREBUILT=1 (see scripts/lib/gclib.sh), SEQ=1 (the
+# modes one after another, so that their times compare; each run's whole output in $OUT/logs).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -67,9 +68,11 @@ for m in $MODES; do
 	tcp) a="tcp=$remote GPUCLOUD_ENDPOINT=127.0.0.1:7270" ;;
 	*) echo "unknown mode $m" >&2 && continue ;;
 	esac
-	# The modes run at the same time: this records pass or fail, not time.
-	python3 "$ROOT/scripts/samples-runner.py" build src/test_args.json "$OUT/samples-$m.tsv" "$a" >"$OUT/samples-$m.log" 2>&1 &
+	# Unless SEQ=1 the modes run at the same time: this records pass or fail, not time.
+	mkdir -p "$OUT/logs"
+	LOGDIR=$OUT/logs python3 "$ROOT/scripts/samples-runner.py" build src/test_args.json "$OUT/samples-$m.tsv" "$a" >"$OUT/samples-$m.log" 2>&1 &
 	pids+=($!)
+	[[ ${SEQ:-} == 1 ]] && wait $!
 done
 wait "${pids[@]}"
 for m in $MODES; do

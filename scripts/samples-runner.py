@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Runs every built CUDA sample (or those ONLY names) once per mode; prints one line per sample and mode and writes a TSV.
-Modes come from argv: name=ENVSTRING ('native=' for none). Per-sample timeout: env T (default 40)."""
+Modes come from argv: name=ENVSTRING ('native=' for none). Per-sample timeout: env T (default 40).
+LOGDIR (env): each run's whole output is kept there as SAMPLE-MODE.log."""
 import json, os, subprocess, sys, time, pathlib
 build = pathlib.Path(sys.argv[1]); cfg = json.load(open(sys.argv[2])); out = sys.argv[3]
 modes = [m.split('=', 1) for m in sys.argv[4:]]
@@ -36,6 +37,8 @@ for p in exes:
         except subprocess.TimeoutExpired as e:
             rc, outp = 'timeout', (e.stdout or b'').decode(errors='replace')
         dt = time.time() - t0
+        if os.environ.get('LOGDIR'):
+            pathlib.Path(os.environ['LOGDIR'], f'{p.name}-{name}.log').write_text(outp)
         lines = [l.strip() for l in outp.strip().splitlines() if l.strip()]
         # the most telling line: an error/waived line if any, else the last
         tell = next((l for l in lines if any(w in l for w in ('error', 'Error', 'FAIL', 'WAIVED', 'gpucloud:', 'not supported', 'No CUDA', 'requires'))), lines[-1] if lines else '')

@@ -19,6 +19,12 @@ struct CUctx_st {
 
 struct CUmod_st {
     uint64_t handle;
+    /* Its managed variables the program has asked for, each adopted by coherence (api_module.c). */
+    struct gc_managed_var {
+        CUdeviceptr ptr;
+        size_t bytes;
+    } *managed;
+    int nmanaged;
 };
 
 /* A function and its parameter layout, fetched from the server on first launch. */

@@ -251,6 +251,10 @@ const char *gw_type_name(uint16_t type) {
 	case 3303: return "IpcClose";
 	case 3304: return "MemPoolGetAccess";
 	case 3305: return "MemPoolSetAccess";
+	case 12502: return "RandTable";
+	case 3600: return "ModuleGetGlobalManaged";
+	case 3601: return "ModuleGlobalReply";
+	case 3602: return "StreamSetAccessPolicy";
 	}
 	return "unknown";
 }
@@ -6856,6 +6860,121 @@ int gw_mem_pool_set_access_decode(struct gw_mem_pool_set_access *m, const uint8_
 	return dfinish(&d);
 }
 
+size_t gw_rand_table_size(const struct gw_rand_table *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_rand_table_encode(const struct gw_rand_table *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->table);
+	o = put64(o, m->dst);
+	o = put64(o, m->bytes);
+	return o;
+}
+
+int gw_rand_table_decode(struct gw_rand_table *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "RandTable", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->table = d32(&d, "table");
+	m->dst = d64(&d, "dst");
+	m->bytes = d64(&d, "bytes");
+	return dfinish(&d);
+}
+
+size_t gw_module_get_global_managed_size(const struct gw_module_get_global_managed *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->name_len;
+	return n;
+}
+
+uint8_t *gw_module_get_global_managed_encode(const struct gw_module_get_global_managed *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->module);
+	o = put32(o, m->name_len);
+	if (m->name_len) memcpy(o, m->name, m->name_len);
+	o += m->name_len;
+	return o;
+}
+
+int gw_module_get_global_managed_decode(struct gw_module_get_global_managed *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ModuleGetGlobalManaged", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->module = d64(&d, "module");
+	m->name = (const char *)dvar(&d, "name", 1024, 1, &m->name_len);
+	return dfinish(&d);
+}
+
+size_t gw_module_global_reply_size(const struct gw_module_global_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_module_global_reply_encode(const struct gw_module_global_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->ptr);
+	o = put64(o, m->bytes);
+	o = put32(o, (uint32_t)m->managed);
+	return o;
+}
+
+int gw_module_global_reply_decode(struct gw_module_global_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "ModuleGlobalReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->ptr = d64(&d, "ptr");
+	m->bytes = d64(&d, "bytes");
+	m->managed = d32(&d, "managed");
+	return dfinish(&d);
+}
+
+size_t gw_stream_set_access_policy_size(const struct gw_stream_set_access_policy *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_stream_set_access_policy_encode(const struct gw_stream_set_access_policy *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put64(o, m->base);
+	o = put64(o, m->bytes);
+	o = put32(o, bitsof(m->hit_ratio));
+	o = put32(o, (uint32_t)m->hit_prop);
+	o = put32(o, (uint32_t)m->miss_prop);
+	return o;
+}
+
+int gw_stream_set_access_policy_decode(struct gw_stream_set_access_policy *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "StreamSetAccessPolicy", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->base = d64(&d, "base");
+	m->bytes = d64(&d, "bytes");
+	m->hit_ratio = f32of(d32(&d, "hit_ratio"));
+	m->hit_prop = d32(&d, "hit_prop");
+	m->miss_prop = d32(&d, "miss_prop");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -7268,6 +7387,14 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_mem_pool_get_access_decode(m, p, n, err, errlen);
 	case 3305:
 		return gw_mem_pool_set_access_decode(m, p, n, err, errlen);
+	case 12502:
+		return gw_rand_table_decode(m, p, n, err, errlen);
+	case 3600:
+		return gw_module_get_global_managed_decode(m, p, n, err, errlen);
+	case 3601:
+		return gw_module_global_reply_decode(m, p, n, err, errlen);
+	case 3602:
+		return gw_stream_set_access_policy_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -235,6 +235,10 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_IPC_CLOSE 3303
 #define GW_TYPE_MEM_POOL_GET_ACCESS 3304
 #define GW_TYPE_MEM_POOL_SET_ACCESS 3305
+#define GW_TYPE_RAND_TABLE 12502
+#define GW_TYPE_MODULE_GET_GLOBAL_MANAGED 3600
+#define GW_TYPE_MODULE_GLOBAL_REPLY 3601
+#define GW_TYPE_STREAM_SET_ACCESS_POLICY 3602
 
 struct gw_hello {
 	uint32_t version;
@@ -2540,6 +2544,46 @@ struct gw_mem_pool_set_access {
 size_t gw_mem_pool_set_access_size(const struct gw_mem_pool_set_access *m);
 uint8_t *gw_mem_pool_set_access_encode(const struct gw_mem_pool_set_access *m, uint8_t *out);
 int gw_mem_pool_set_access_decode(struct gw_mem_pool_set_access *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_rand_table {
+	uint32_t table;
+	uint64_t dst;
+	uint64_t bytes;
+};
+size_t gw_rand_table_size(const struct gw_rand_table *m);
+uint8_t *gw_rand_table_encode(const struct gw_rand_table *m, uint8_t *out);
+int gw_rand_table_decode(struct gw_rand_table *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_module_get_global_managed {
+	uint64_t module;
+	const char *name; /* not NUL-terminated; limit 1024 */
+	uint32_t name_len;
+};
+size_t gw_module_get_global_managed_size(const struct gw_module_get_global_managed *m);
+uint8_t *gw_module_get_global_managed_encode(const struct gw_module_get_global_managed *m, uint8_t *out);
+int gw_module_get_global_managed_decode(struct gw_module_get_global_managed *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_module_global_reply {
+	int32_t result;
+	uint64_t ptr;
+	uint64_t bytes;
+	uint32_t managed;
+};
+size_t gw_module_global_reply_size(const struct gw_module_global_reply *m);
+uint8_t *gw_module_global_reply_encode(const struct gw_module_global_reply *m, uint8_t *out);
+int gw_module_global_reply_decode(struct gw_module_global_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_stream_set_access_policy {
+	uint64_t stream;
+	uint64_t base;
+	uint64_t bytes;
+	float hit_ratio;
+	uint32_t hit_prop;
+	uint32_t miss_prop;
+};
+size_t gw_stream_set_access_policy_size(const struct gw_stream_set_access_policy *m);
+uint8_t *gw_stream_set_access_policy_encode(const struct gw_stream_set_access_policy *m, uint8_t *out);
+int gw_stream_set_access_policy_decode(struct gw_stream_set_access_policy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

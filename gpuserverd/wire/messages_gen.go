@@ -236,6 +236,10 @@ const (
 	TypeIpcClose                        Type = 3303
 	TypeMemPoolGetAccess                Type = 3304
 	TypeMemPoolSetAccess                Type = 3305
+	TypeRandTable                       Type = 12502
+	TypeModuleGetGlobalManaged          Type = 3600
+	TypeModuleGlobalReply               Type = 3601
+	TypeStreamSetAccessPolicy           Type = 3602
 )
 
 var typeNames = map[Type]string{
@@ -444,6 +448,10 @@ var typeNames = map[Type]string{
 	TypeIpcClose:                        "IpcClose",
 	TypeMemPoolGetAccess:                "MemPoolGetAccess",
 	TypeMemPoolSetAccess:                "MemPoolSetAccess",
+	TypeRandTable:                       "RandTable",
+	TypeModuleGetGlobalManaged:          "ModuleGetGlobalManaged",
+	TypeModuleGlobalReply:               "ModuleGlobalReply",
+	TypeStreamSetAccessPolicy:           "StreamSetAccessPolicy",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -859,6 +867,14 @@ func New(t Type) Message {
 		return new(MemPoolGetAccess)
 	case TypeMemPoolSetAccess:
 		return new(MemPoolSetAccess)
+	case TypeRandTable:
+		return new(RandTable)
+	case TypeModuleGetGlobalManaged:
+		return new(ModuleGetGlobalManaged)
+	case TypeModuleGlobalReply:
+		return new(ModuleGlobalReply)
+	case TypeStreamSetAccessPolicy:
+		return new(StreamSetAccessPolicy)
 	}
 	return nil
 }
@@ -7693,5 +7709,126 @@ func (m *MemPoolSetAccess) Decode(p []byte) error {
 	m.LocationType = d.u32("location_type")
 	m.LocationID = int32(d.u32("location_id"))
 	m.Flags = d.u32("flags")
+	return d.finish()
+}
+
+// RandTable is message type 12502.
+type RandTable struct {
+	Table uint32
+	Dst   uint64
+	Bytes uint64
+}
+
+// Type returns TypeRandTable.
+func (*RandTable) Type() Type { return TypeRandTable }
+
+// Append appends the encoded payload to b.
+func (m *RandTable) Append(b []byte) []byte {
+	b = putU32(b, m.Table)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Bytes)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *RandTable) Decode(p []byte) error {
+	d := decoder{p: p, msg: "RandTable"}
+	m.Table = d.u32("table")
+	m.Dst = d.u64("dst")
+	m.Bytes = d.u64("bytes")
+	return d.finish()
+}
+
+// ModuleGetGlobalManaged is message type 3600.
+type ModuleGetGlobalManaged struct {
+	Module uint64
+	Name   string
+}
+
+// Type returns TypeModuleGetGlobalManaged.
+func (*ModuleGetGlobalManaged) Type() Type { return TypeModuleGetGlobalManaged }
+
+// Append appends the encoded payload to b.
+func (m *ModuleGetGlobalManaged) Append(b []byte) []byte {
+	b = putU64(b, m.Module)
+	b = putU32(b, uint32(len(m.Name)))
+	b = append(b, m.Name...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ModuleGetGlobalManaged) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ModuleGetGlobalManaged"}
+	m.Module = d.u64("module")
+	m.Name = string(d.bytes("name", 1024))
+	return d.finish()
+}
+
+// ModuleGlobalReply is message type 3601.
+type ModuleGlobalReply struct {
+	Result  int32
+	Ptr     uint64
+	Bytes   uint64
+	Managed uint32
+}
+
+// Type returns TypeModuleGlobalReply.
+func (*ModuleGlobalReply) Type() Type { return TypeModuleGlobalReply }
+
+// Append appends the encoded payload to b.
+func (m *ModuleGlobalReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Ptr)
+	b = putU64(b, m.Bytes)
+	b = putU32(b, m.Managed)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *ModuleGlobalReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "ModuleGlobalReply"}
+	m.Result = int32(d.u32("result"))
+	m.Ptr = d.u64("ptr")
+	m.Bytes = d.u64("bytes")
+	m.Managed = d.u32("managed")
+	return d.finish()
+}
+
+// StreamSetAccessPolicy is message type 3602.
+type StreamSetAccessPolicy struct {
+	Stream   uint64
+	Base     uint64
+	Bytes    uint64
+	HitRatio float32
+	HitProp  uint32
+	MissProp uint32
+}
+
+// Type returns TypeStreamSetAccessPolicy.
+func (*StreamSetAccessPolicy) Type() Type { return TypeStreamSetAccessPolicy }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *StreamSetAccessPolicy) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *StreamSetAccessPolicy) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Base)
+	b = putU64(b, m.Bytes)
+	b = putU32(b, math.Float32bits(m.HitRatio))
+	b = putU32(b, m.HitProp)
+	b = putU32(b, m.MissProp)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *StreamSetAccessPolicy) Decode(p []byte) error {
+	d := decoder{p: p, msg: "StreamSetAccessPolicy"}
+	m.Stream = d.u64("stream")
+	m.Base = d.u64("base")
+	m.Bytes = d.u64("bytes")
+	m.HitRatio = math.Float32frombits(d.u32("hit_ratio"))
+	m.HitProp = d.u32("hit_prop")
+	m.MissProp = d.u32("miss_prop")
 	return d.finish()
 }

@@ -22,7 +22,7 @@ func readOnly(m wire.Message) bool {
 		*wire.MemcpyDtoH, *wire.MemcpyDtoHStriped, *wire.Synchronize, *wire.StreamSynchronize, *wire.StreamQuery,
 		*wire.StreamCreate, *wire.StreamDestroy, *wire.StreamWaitEvent, *wire.EventCreate, *wire.EventDestroy,
 		*wire.EventRecord, *wire.EventSynchronize, *wire.EventQuery, *wire.EventElapsedTime, *wire.ModuleGetFunction,
-		*wire.ModuleGetGlobal, *wire.FuncParamLayout, *wire.FuncGetAttribute, *wire.FuncSetAttribute,
+		*wire.ModuleGetGlobal, *wire.ModuleGetGlobalManaged, *wire.StreamSetAccessPolicy, *wire.FuncParamLayout, *wire.FuncGetAttribute, *wire.FuncSetAttribute,
 		*wire.OccupancyMaxActiveBlocks, *wire.SetDevice, *wire.NvmlSessionPid, *wire.ResumeOpen, *wire.LanesOpen,
 		*wire.CtxSetLimit, *wire.CtxGetLimit, *wire.CtxSetCacheConfig, *wire.CtxGetCacheConfig,
 		*wire.BlasCreate, *wire.BlasSetStream, *wire.BlasSetMathMode:

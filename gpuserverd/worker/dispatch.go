@@ -216,6 +216,12 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		if lib, _, _, _, ok := libRequest(m); ok {
 			return libReply(lib, nil, err), nil
 		}
+		switch m.(type) {
+		case *wire.RandTable:
+			return libReply(backend.LibRand, nil, err), nil
+		case *wire.ModuleGetGlobalManaged:
+			return &wire.ModuleGlobalReply{Result: int32(backend.ResultOf(err))}, nil
+		}
 		return status(err), nil
 	}
 	c := d.ctx
@@ -329,6 +335,12 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.lt(d, m), nil
 	case *wire.SparseCall, *wire.FftCall, *wire.RandCall, *wire.SolverCall, *wire.JpegCall:
 		return s.libCall(d, m), nil
+	case *wire.RandTable:
+		return s.randTable(d, m), nil
+	case *wire.ModuleGetGlobalManaged:
+		return moduleGlobalManaged(c, m), nil
+	case *wire.StreamSetAccessPolicy:
+		return status(streamAccessPolicy(c, m)), nil
 	case *wire.EventElapsedTime:
 		ms, err := c.EventElapsedTime(backend.Handle(m.Start), backend.Handle(m.End))
 		return &wire.ElapsedReply{Result: int32(backend.ResultOf(err)), Milliseconds: ms}, nil

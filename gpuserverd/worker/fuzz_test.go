@@ -56,6 +56,10 @@ func FuzzSession(f *testing.F) {
 		BoxDim: []uint32{4, 4}, ElementStrides: []uint32{1, 1}}, &wire.LinkCreate{},
 		&wire.LinkAddData{Link: 1, Data: image}, &wire.LinkComplete{Link: 1}, &wire.LinkDestroy{Link: 1},
 		&wire.StreamMemOp{Op: 2, Addr: 0x7f2c00000000, Value: 1}))
+	// cuRAND's tables, managed module variables, a stream's access-policy window (s6-samples).
+	f.Add(seed(&wire.MemAlloc{Bytes: 4096}, &wire.RandTable{Table: 101}, &wire.RandTable{Table: 2, Dst: 0x7f2c00000000, Bytes: 4096},
+		&wire.ModuleLoad{Image: []byte("GPUSIM-MODULE 1\nglobal m 8 managed 9\n")}, &wire.ModuleGetGlobalManaged{Module: 2, Name: "m"},
+		&wire.StreamCreate{}, &wire.StreamSetAccessPolicy{Stream: 3, Base: 0x7f2c00000000, Bytes: 4096, HitRatio: 0.5, HitProp: 2}))
 	// Conditional and memory nodes, capture into a graph (graphextras.go).
 	f.Add(seed(&wire.GraphCreate{}, &wire.GraphConditionalHandleCreate{Graph: 1, DefaultValue: 1, Flags: 1},
 		&wire.GraphAddConditionalNode{Graph: 1, Handle: 0xc0d0<<48 | 2, CondType: 1, Size: 1},

@@ -193,6 +193,33 @@ CUresult gc_mem_host_device_pointer(CUcontext ctx, CUdeviceptr *dp, void *p) {
 }
 CUresult gc_mem_host_unregister(CUcontext ctx, void *p) { BOUND(ctx, d.mem_host_unregister(p)); }
 
+// gc_stream_set_access_policy is cuStreamSetAttribute(CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW),
+// resolved on first use. CUstreamAttrValue is a 64-byte union; its window is {void *base_ptr;
+// size_t num_bytes; float hitRatio; CUaccessProperty hitProp, missProp}.
+CUresult gc_stream_set_access_policy(CUcontext ctx, CUstream s, uint64_t base, uint64_t bytes, float ratio,
+                                     unsigned hit, unsigned miss) {
+	static CUresult (*fn)(CUstream, int, const void *);
+	if (!fn) fn = (CUresult(*)(CUstream, int, const void *))gc_driver_sym("cuStreamSetAttribute");
+	if (!fn) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	struct {
+		void *base;
+		size_t bytes;
+		float ratio;
+		unsigned hit, miss;
+		char pad[64 - 28];
+	} v = {(void *)(uintptr_t)base, bytes, ratio, hit, miss, {0}};
+	BOUND(ctx, fn(s, 1 /* CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW */, &v));
+}
+
+// gc_pointer_is_managed is cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_IS_MANAGED), resolved on
+// first use.
+CUresult gc_pointer_is_managed(CUcontext ctx, unsigned *managed, CUdeviceptr p) {
+	static CUresult (*fn)(void *, int, CUdeviceptr);
+	if (!fn) fn = (CUresult(*)(void *, int, CUdeviceptr))gc_driver_sym("cuPointerGetAttribute");
+	if (!fn) return 801; // CUDA_ERROR_NOT_SUPPORTED
+	BOUND(ctx, fn(managed, 8 /* CU_POINTER_ATTRIBUTE_IS_MANAGED */, p));
+}
+
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async) {
 	BOUND(ctx, async ? d.memcpy_htod_async(dst, src, n, s) : d.memcpy_htod(dst, src, n));
 }

@@ -51,6 +51,9 @@ CUresult gc_mem_host_free(CUcontext ctx, void *p);
 CUresult gc_mem_host_register(CUcontext ctx, void *p, size_t bytes);
 CUresult gc_mem_host_device_pointer(CUcontext ctx, CUdeviceptr *dp, void *p);
 CUresult gc_mem_host_unregister(CUcontext ctx, void *p);
+CUresult gc_stream_set_access_policy(CUcontext ctx, CUstream s, uint64_t base, uint64_t bytes, float ratio,
+                                     unsigned hit, unsigned miss);
+CUresult gc_pointer_is_managed(CUcontext ctx, unsigned *managed, CUdeviceptr p);
 
 CUresult gc_memcpy_htod(CUcontext ctx, CUdeviceptr dst, const void *src, size_t n, CUstream s, int async);
 CUresult gc_memcpy_dtoh(CUcontext ctx, void *dst, CUdeviceptr src, size_t n, CUstream s, int async);

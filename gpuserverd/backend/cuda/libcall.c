@@ -36,3 +36,19 @@ int gc_lib_call(CUcontext ctx, int lib, int fn, void *handle, int mode, const ui
 	}
 	return gc_lib_dispatch(lib, fn, a, p, o);
 }
+
+int gc_rand_table(unsigned table, const void **out) {
+    const char *name = table == 101 || table == 102   ? "curandGetDirectionVectors32"
+                       : table == 103 || table == 104 ? "curandGetDirectionVectors64"
+                       : table == 1                   ? "curandGetScrambleConstants32"
+                       : table == 2                   ? "curandGetScrambleConstants64"
+                                                      : NULL;
+    if (!name) return 104; /* CURAND_STATUS_OUT_OF_RANGE */
+    void *f = gc_lib_sym(2, name);
+    if (!f) return GC_LIB_MISSING;
+    void *p = NULL;
+    int st = table > 2 ? ((int (*)(void **, int))f)(&p, (int)table) : ((int (*)(void **))f)(&p);
+    if (st == 0 && !p) return 999; /* CURAND_STATUS_INTERNAL_ERROR: no table */
+    if (st == 0) *out = p;
+    return st;
+}

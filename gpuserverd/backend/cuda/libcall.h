@@ -21,6 +21,9 @@ void *gc_lib_sym(int lib, const char *name);
 int gc_lib_call(CUcontext ctx, int lib, int fn, void *handle, int mode, const uint64_t *a, void *const *p, uint64_t *o);
 // gc_addr is a device address or NVIDIA's handle as the pointer NVIDIA's functions take.
 static inline void *gc_addr(uint64_t a) { return (void *)(uintptr_t)a; }
+// gc_rand_table points *out at NVIDIA's cuRAND host table (backend.RandTable*: a direction-vector set
+// 101-104, or scramble constants 1 and 2); cuRAND's status, or GC_LIB_MISSING.
+int gc_rand_table(unsigned table, const void **out);
 int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t *o); // libcalls_gen.c
 
 #endif

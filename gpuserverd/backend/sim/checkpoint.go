@@ -236,11 +236,12 @@ func (c *Context) restore(img *backend.ContextImage) (err error) {
 	}
 	c.mem.next = max(img.NextAddress, end+(alignment-end%alignment)%alignment)
 	for _, m := range img.Modules {
-		kernels, sizes, err := parseImage(m.Image)
+		kernels, sizes, managed, err := parseImage(m.Image)
 		if err != nil {
 			return fmt.Errorf("restore: module %d: %w", m.Handle, err)
 		}
-		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes, placed: driverPlaced(m.Image)}
+		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes,
+			placed: driverPlaced(m.Image), managed: map[uint64]bool{}}
 		for _, k := range kernels {
 			mod.kernels[k] = true
 		}
@@ -250,6 +251,9 @@ func (c *Context) restore(img *backend.ContextImage) (err error) {
 				return fmt.Errorf("restore: module %d global %s has no region: %w", m.Handle, name, backend.ErrInvalidValue)
 			}
 			mod.globals[name] = p
+			if _, ok := managed[name]; ok {
+				mod.managed[p] = true
+			}
 		}
 		c.modules[m.Handle] = mod
 	}

@@ -45,7 +45,7 @@ func (c *Context) LinkAddData(h backend.Handle, typ uint32, name string, data []
 	if typ > 3 {
 		return fmt.Errorf("link input %q of type %d (cubin, PTX, fat binary or object): %w", name, typ, backend.ErrInvalidValue)
 	}
-	kernels, globals, err := parseImage(data)
+	kernels, globals, _, err := parseImage(data)
 	if err != nil {
 		return fmt.Errorf("link input %q: %w", name, err)
 	}

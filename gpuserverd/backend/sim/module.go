@@ -3,6 +3,7 @@ package sim
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -19,6 +20,8 @@ import (
 //	driverglobal table 64      the same, standing for one NVIDIA's driver places itself (the cuda
 //	                           backend's cubin modules): once the program asks its address, a
 //	                           checkpoint of the session is refused, naming it
+//	global xxx 4 managed 10    a managed variable (__managed__) of 4 bytes, its first 8 bytes
+//	                           little-endian 10 (the initial value is optional)
 //
 // A PTX image is accepted too: its ".entry <name>" directives name the kernels, so a test program
 // can load the same PTX it would give a real GPU; only built-in names can be launched. Inside a
@@ -35,13 +38,18 @@ type module struct {
 	sizes   map[string]uint64
 	placed  map[string]bool // driverglobal names
 	held    map[string]bool // driverglobal names whose address the program asked for
+	managed map[uint64]bool // the managed variables' addresses
 }
+
+// managedDecl is what a "global ... managed" line adds: the variable is managed, with an initial
+// value.
+type managedDecl struct{ init uint64 }
 
 var ptxEntry = regexp.MustCompile(`\.entry\s+([A-Za-z_$][A-Za-z0-9_$]*)`)
 
-func parseImage(image []byte) (kernels []string, globals map[string]uint64, err error) {
+func parseImage(image []byte) (kernels []string, globals map[string]uint64, managed map[string]managedDecl, err error) {
 	image = bytes.TrimRight(image, "\x00") // cuModuleLoadData images are often NUL-terminated
-	globals = map[string]uint64{}
+	globals, managed = map[string]uint64{}, map[string]managedDecl{}
 	// A fat binary or other container may carry the text after its own header.
 	at := bytes.Index(image, []byte(imageMagic))
 	switch {
@@ -54,14 +62,24 @@ func parseImage(image []byte) (kernels []string, globals map[string]uint64, err 
 			case len(w) == 0 || strings.HasPrefix(w[0], "#"):
 			case w[0] == "kernel" && len(w) == 2:
 				kernels = append(kernels, w[1])
-			case (w[0] == "global" || w[0] == "driverglobal") && len(w) == 3:
+			case (w[0] == "global" || w[0] == "driverglobal") && len(w) == 3,
+				w[0] == "global" && (len(w) == 4 || len(w) == 5) && w[3] == "managed":
 				size, err := strconv.ParseUint(w[2], 10, 64)
 				if err != nil || size == 0 || size > MaxGlobal {
-					return nil, nil, fmt.Errorf("module image line %d: global size %q: %w", n, w[2], backend.ErrInvalidImage)
+					return nil, nil, nil, fmt.Errorf("module image line %d: global size %q: %w", n, w[2], backend.ErrInvalidImage)
 				}
 				globals[w[1]] = size
+				if len(w) > 3 {
+					var d managedDecl
+					if len(w) == 5 {
+						if d.init, err = strconv.ParseUint(w[4], 10, 64); err != nil {
+							return nil, nil, nil, fmt.Errorf("module image line %d: initial value %q: %w", n, w[4], backend.ErrInvalidImage)
+						}
+					}
+					managed[w[1]] = d
+				}
 			default:
-				return nil, nil, fmt.Errorf("module image line %d: want \"kernel <name>\" or \"[driver]global <name> <bytes>\": %w", n, backend.ErrInvalidImage)
+				return nil, nil, nil, fmt.Errorf("module image line %d: want \"kernel <name>\", \"[driver]global <name> <bytes>\" or \"global <name> <bytes> managed [<init>]\": %w", n, backend.ErrInvalidImage)
 			}
 		}
 	case bytes.Contains(image, []byte(".entry")) && bytes.Contains(image, []byte(".version")):
@@ -69,9 +87,9 @@ func parseImage(image []byte) (kernels []string, globals map[string]uint64, err 
 			kernels = append(kernels, string(m[1]))
 		}
 	default:
-		return nil, nil, fmt.Errorf("module image is neither %q text nor PTX: %w", imageMagic, backend.ErrInvalidImage)
+		return nil, nil, nil, fmt.Errorf("module image is neither %q text nor PTX: %w", imageMagic, backend.ErrInvalidImage)
 	}
-	return kernels, globals, nil
+	return kernels, globals, managed, nil
 }
 
 // driverPlaced is the names an image declares with driverglobal.
@@ -86,12 +104,12 @@ func driverPlaced(image []byte) map[string]bool {
 }
 
 func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
-	kernels, globals, err := parseImage(image)
+	kernels, globals, managed, err := parseImage(image)
 	if err != nil {
 		return 0, err
 	}
 	m := &module{image: append([]byte(nil), image...), kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: globals,
-		placed: driverPlaced(image)}
+		placed: driverPlaced(image), managed: map[uint64]bool{}}
 	for _, k := range kernels {
 		m.kernels[k] = true
 	}
@@ -102,6 +120,15 @@ func (c *Context) ModuleLoadData(image []byte) (backend.Handle, error) {
 			return 0, fmt.Errorf("module global %s: %w", name, err)
 		}
 		m.globals[name] = ptr
+		if d, ok := managed[name]; ok {
+			m.managed[ptr] = true
+			var b [8]byte
+			binary.LittleEndian.PutUint64(b[:], d.init)
+			if err := c.MemcpyHtoD(ptr, b[:min(size, 8)], 0, false); err != nil {
+				c.freeGlobals(m)
+				return 0, fmt.Errorf("module global %s: %w", name, err)
+			}
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -215,4 +242,16 @@ func (c *Context) FuncGetAttribute(h backend.Handle, attr int32) (int32, error) 
 		return 0, fmt.Errorf("function attribute %d: %w", attr, backend.ErrInvalidValue)
 	}
 	return 0, nil
+}
+
+// IsManaged says whether ptr is a managed variable of one of the context's modules.
+func (c *Context) IsManaged(ptr uint64) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.modules {
+		if m.managed[ptr] {
+			return true, nil
+		}
+	}
+	return false, nil
 }

@@ -87,11 +87,13 @@ func (b *Backend) device(ordinal int) (backend.Device, error) {
 	return b.devices[ordinal], nil
 }
 
-// attributes modelled on an H100; attributes not listed read 0.
+// attributes modelled on an H100; attributes not listed read 0. Unlike an H100 on PCIe, the
+// simulated device's atomics on host memory are the CPU's (86, HOST_NATIVE_ATOMIC_SUPPORTED: its
+// kernels run on the worker's CPU), so a guest over shared memory keeps managed memory in the arena.
 var attributes = map[int32]int32{
 	1: 1024, 2: 1024, 3: 1024, 4: 64, 5: 2147483647, 6: 65535, 7: 65535, 8: 49152, 9: 65536,
 	10: 32, 11: 2147483647, 12: 65536, 13: 1980000, 14: 512, 15: 1, 16: 132, 31: 1, 36: 2619000,
-	37: 5120, 38: 52428800, 39: 2048, 40: 2, 41: 1, 75: 9, 76: 0, 81: 233472, 82: 65536, 97: 227328,
+	37: 5120, 38: 52428800, 39: 2048, 40: 2, 41: 1, 75: 9, 76: 0, 81: 233472, 82: 65536, 86: 1, 97: 227328,
 }
 
 // maxAttribute is one past the highest CUdevice_attribute the simulator accepts.

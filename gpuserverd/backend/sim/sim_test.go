@@ -156,9 +156,37 @@ func TestModuleImages(t *testing.T) {
 	if _, err := c.ModuleGetFunction(m, "saxpy_f32"); err != nil {
 		t.Fatalf("PTX entry: %v", err)
 	}
-	for _, bad := range []string{"\x7fELF garbage", "GPUSIM-MODULE 1\nglobal g -4\n", "GPUSIM-MODULE 1\nwhat\n"} {
+	for _, bad := range []string{"\x7fELF garbage", "GPUSIM-MODULE 1\nglobal g -4\n", "GPUSIM-MODULE 1\nwhat\n",
+		"GPUSIM-MODULE 1\nglobal g\n", "GPUSIM-MODULE 1\nglobal g 4 shared\n", "GPUSIM-MODULE 1\nglobal g 4 managed x\n",
+		"GPUSIM-MODULE 1\nglobal g 4 managed 1 2\n"} {
 		if _, err := c.ModuleLoadData([]byte(bad)); !errors.Is(err, backend.ErrInvalidImage) {
 			t.Errorf("image %q: %v", bad, err)
+		}
+	}
+}
+
+// A managed global starts with its initial value and says it is managed; a plain one does not.
+func TestManagedGlobals(t *testing.T) {
+	_, c := newCtx(t, 1<<20)
+	m, err := c.ModuleLoadData([]byte("GPUSIM-MODULE 1\nglobal v 4 managed 300\nglobal p 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg := c.(backend.ManagedGlobals)
+	for name, want := range map[string]bool{"v": true, "p": false} {
+		ptr, n, err := c.ModuleGetGlobal(m, name)
+		if err != nil || n != 4 {
+			t.Fatalf("%s: %d bytes, %v", name, n, err)
+		}
+		if managed, err := mg.IsManaged(ptr); err != nil || managed != want {
+			t.Errorf("%s managed: %v %v, want %v", name, managed, err, want)
+		}
+		b := make([]byte, 4)
+		if err := c.MemcpyDtoH(b, ptr, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if v := binary.LittleEndian.Uint32(b); want && v != 300 || !want && v != 0 {
+			t.Errorf("%s starts as %d", name, v)
 		}
 	}
 }

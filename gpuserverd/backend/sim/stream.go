@@ -4,11 +4,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gpucloud/gpuserverd/backend"
 )
 
 // stream runs its work in order on its own goroutine, as a GPU stream runs on the device.
 type stream struct {
-	blocking bool // synchronises with the legacy default stream
+	blocking bool                       // synchronises with the legacy default stream
+	window   backend.AccessPolicyWindow // its access-policy window (no cache here to keep it in)
 	work     chan func()
 	pending  atomic.Int64
 	closed   sync.Once

@@ -460,6 +460,9 @@ EXPORT void __cudaRegisterFunction(void **handle, const char *host, char *dev, c
  * cudaMemcpyToSymbol and friends: found in its module on the current device on first use. */
 struct var {
     const void *host;
+    /* A managed variable (__cudaRegisterManagedVar): where the program's code keeps the pointer it
+     * reads and writes the variable through, which __cudaInitModule sets to its unified address. */
+    void **managed_host;
     const char *name;
     struct fatbin *fb;
     CUdeviceptr ptr[MAX_DEVICES];
@@ -468,12 +471,13 @@ struct var {
 };
 static struct var *vars;
 
-EXPORT void __cudaRegisterVar(void **handle, char *host, char *dev, const char *name, int ext, size_t size,
-                              int constant, int global) {
-    (void)dev; (void)ext; (void)size; (void)constant; (void)global;
+/* register_var records a variable of the fat binary handle: a plain one by its host shadow, a
+ * managed one by where the program keeps its pointer. */
+static void register_var(void **handle, const void *host, void **managed_host, const char *name) {
     struct var *v = calloc(1, sizeof *v);
-    if (!v) abort();
+    if (!v) abort(); /* start-up, before main: nothing can be reported */
     v->host = host;
+    v->managed_host = managed_host;
     v->name = name;
     v->fb = (struct fatbin *)handle;
     pthread_mutex_lock(&mu);
@@ -481,13 +485,41 @@ EXPORT void __cudaRegisterVar(void **handle, char *host, char *dev, const char *
     vars = v;
     pthread_mutex_unlock(&mu);
 }
+
+EXPORT void __cudaRegisterVar(void **handle, char *host, char *dev, const char *name, int ext, size_t size,
+                              int constant, int global) {
+    (void)dev; (void)ext; (void)size; (void)constant; (void)global;
+    register_var(handle, host, NULL, name);
+}
 EXPORT void __cudaRegisterManagedVar(void **handle, void **host, char *dev, const char *name, int ext,
                                      size_t size, int constant, int global) {
-    (void)handle; (void)host; (void)dev; (void)name; (void)ext; (void)size; (void)constant; (void)global;
+    (void)dev; (void)ext; (void)size; (void)constant; (void)global;
+    register_var(handle, NULL, host, name);
 }
+
+static CUresult module_locked(struct fatbin *fb, CUmodule *out);
+
+/* __cudaInitModule runs before the program's host code first touches a managed variable of the
+ * fat binary: the module is loaded on the current device and each managed variable's pointer set
+ * to its address, which the driver makes the host's too (driver/api_module.c). 1: done. */
 EXPORT char __cudaInitModule(void **handle) {
-    (void)handle;
-    return 1;
+    if (ready() != CUDA_SUCCESS) return 0;
+    struct fatbin *fb = (struct fatbin *)handle;
+    pthread_mutex_lock(&mu);
+    CUmodule m;
+    CUresult rc = module_locked(fb, &m);
+    for (struct var *v = vars; v && rc == CUDA_SUCCESS; v = v->next) {
+        if (v->fb != fb || !v->managed_host) continue;
+        if (!v->ptr[cur_dev]) rc = cuModuleGetGlobal(&v->ptr[cur_dev], &v->size[cur_dev], m, v->name);
+        if (rc == CUDA_SUCCESS) *v->managed_host = (void *)(uintptr_t)v->ptr[cur_dev];
+    }
+    pthread_mutex_unlock(&mu);
+    if (rc != CUDA_SUCCESS) {
+        const char *e = "?";
+        cuGetErrorName(rc, &e);
+        fprintf(stderr, "gpucloud: the fat binary's managed variables could not be set up (%s)\n", e);
+    }
+    return rc == CUDA_SUCCESS;
 }
 
 /* The launch configuration a <<<...>>> pushes and the kernel's host stub pops. */
@@ -616,8 +648,8 @@ EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *a, const voi
 /* symbol finds a registered variable's address and size on the current device. */
 static cudaError_t symbol(const void *host, CUdeviceptr *ptr, size_t *size) {
     pthread_mutex_lock(&mu);
-    struct var *v = vars;
-    while (v && v->host != host) v = v->next;
+    struct var *v = vars; /* a managed variable's symbol is its unified address */
+    while (v && v->host != host && !(host && v->managed_host && *v->managed_host == host)) v = v->next;
     CUresult rc = CUDA_SUCCESS;
     if (v && !v->ptr[cur_dev]) {
         CUmodule m;

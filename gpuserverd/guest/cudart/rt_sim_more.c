@@ -270,6 +270,42 @@ static void managed(void) {
     RT(cudaStreamDestroy(s));
 }
 
+/* A fat binary's managed variable as nvcc registers it (`__managed__ unsigned counted = 5;`):
+ * the program's code reads and writes it through the pointer __cudaInitModule sets, which is the
+ * variable's device address, kept coherent by the guest library (driver/coherence.c). */
+void __cudaRegisterManagedVar(void **, void **, char *, const char *, int, size_t, int, int);
+char __cudaInitModule(void **);
+static const char managed_image[] = "GPUSIM-MODULE 1\nglobal counted 4 managed 5\n";
+static struct {
+    int magic, version;
+    const void *data, *filename;
+} managed_wrapper = {0x466243b1, 1, managed_image, NULL};
+static void **managed_fatbin;
+static unsigned *counted; /* nvcc's pointer to the variable */
+
+__attribute__((constructor)) static void register_managed(void) {
+    managed_fatbin = __cudaRegisterFatBinary(&managed_wrapper);
+    __cudaRegisterManagedVar(managed_fatbin, (void **)&counted, (char *)"counted", "counted", 0, 4, 0, 0);
+    __cudaRegisterFatBinaryEnd(managed_fatbin);
+}
+
+static void managed_variable(void) {
+    EXPECT(counted == NULL);
+    EXPECT(__cudaInitModule(managed_fatbin) == 1);
+    EXPECT(counted != NULL && *counted == 5); /* the module's initial value */
+    *counted += 2;
+    void *dev;
+    RT(cudaGetSymbolAddress(&dev, counted)); /* its symbol is its address */
+    EXPECT(dev == counted);
+    unsigned v = 0;
+    RT(cudaMemcpyFromSymbol(&v, counted, 4, 0, cudaMemcpyDeviceToHost));
+    EXPECT(v == 7); /* the host's write reached the device */
+    EXPECT(__cudaPushCallConfiguration((dim3){1, 1, 1}, (dim3){1, 1, 1}, 0, NULL) == 0);
+    fill_u32_stub(counted, 40, 1);
+    RT(cudaDeviceSynchronize());
+    EXPECT(*counted == 40);
+}
+
 void more_memory(int ndev) {
     (void)errname;
     pitched();
@@ -277,6 +313,7 @@ void more_memory(int ndev) {
     stream_ordered(ndev);
     peers(ndev);
     managed();
+    managed_variable();
 }
 
 /* ---- host callbacks in stream order ---- */

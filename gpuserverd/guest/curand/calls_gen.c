@@ -233,10 +233,6 @@ int gcr_curandGenerateUniformDouble(void * generator, void *outputPtr, uint64_t 
     if (st != 0) return st;
     return 0;
 }
-GC_NOT_REMOTED_AS(curandGetDirectionVectors32, 999)
-GC_NOT_REMOTED_AS(curandGetDirectionVectors64, 999)
-GC_NOT_REMOTED_AS(curandGetScrambleConstants32, 999)
-GC_NOT_REMOTED_AS(curandGetScrambleConstants64, 999)
 
 int gcr_curandSetGeneratorOffset(void * generator, uint64_t offset) {
     uint64_t w[2];

@@ -24,6 +24,9 @@
 #define GC_LIB_INVALID CURAND_STATUS_OUT_OF_RANGE
 #define GC_SCALAR(h, p, t, hb, w) (-1) /* cuRAND's host API has no scalars */
 
+/* RandTable (session.c): one of cuRAND's host tables, its size and, to dst, its first bytes. */
+int gc_rand_table_request(uint32_t table, uint64_t dst, uint64_t bytes, uint64_t *size);
+
 /* The remoting definitions (calls_gen.c) that host.c's hand-written ones call. */
 int gcr_curandCreateGenerator(void *generator, int rng_type);
 int gcr_curandDestroyGenerator(void *generator);

@@ -23,3 +23,21 @@ EXPORT int curandGetProperty(int type, int *value) {
     *value = v[type];
     return CURAND_STATUS_SUCCESS;
 }
+
+/* gc_rand_table_request sends RandTable (see tables.c): table's size into *size, and with dst its
+ * first bytes copied to device memory at dst. cuRAND's status. */
+int gc_rand_table_request(uint32_t table, uint64_t dst, uint64_t bytes, uint64_t *size) {
+    int st = gc_lib_ready();
+    if (st != 0) return st;
+    struct gw_rand_table m = {.table = table, .dst = dst, .bytes = bytes};
+    uint8_t b[32];
+    if (gw_rand_table_size(&m) > sizeof b) return CURAND_STATUS_INTERNAL_ERROR;
+    gw_rand_table_encode(&m, b);
+    struct gw_rand_reply r;
+    memset(&r, 0, sizeof r);
+    CUresult rc = gc_lib_table->request(GW_TYPE_RAND_TABLE, 0, b, gw_rand_table_size(&m), GW_TYPE_RAND_REPLY, &r);
+    if (r.status != 0) return r.status;
+    if (rc != CUDA_SUCCESS) return CURAND_STATUS_INTERNAL_ERROR;
+    *size = r.o0;
+    return CURAND_STATUS_SUCCESS;
+}

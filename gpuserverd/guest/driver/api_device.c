@@ -151,25 +151,35 @@ EXPORT CUresult cuDeviceGetPCIBusId(char *pci, int len, CUdevice d) {
 /* Without a shared arena the program and the device share no memory: managed and mapped host
  * memory are kept coherent by software (coherence.c), which gives CUDA's semantics for devices
  * without concurrent managed access; so the device says so, and programs take that path (CPU
- * access after synchronizing, no system-wide atomics while a kernel runs). */
+ * access after synchronizing, no system-wide atomics while a kernel runs). Over an arena whose
+ * managed memory is coherent too (managed.c: a GPU whose atomics on host memory are not the
+ * CPU's) the device says it has no concurrent managed access either. */
 enum { /* CUdevice_attribute's numbers (the guest's cuda.h does not name them) */
     ATTR_HOST_NATIVE_ATOMIC_SUPPORTED = 86, ATTR_PAGEABLE_MEMORY_ACCESS = 88, ATTR_CONCURRENT_MANAGED_ACCESS = 89,
     ATTR_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM = 91, ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES = 100,
     ATTR_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST = 101, ATTR_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED = 147,
 };
 
-static int coherence_attribute(int a, int v) {
-    if (!gc_coh_transport()) return v;
+static int coherence_attribute(int d, int a, int v) {
     switch (a) {
     case ATTR_HOST_NATIVE_ATOMIC_SUPPORTED:
+    case ATTR_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+    case ATTR_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: return gc_coh_transport() ? 0 : v;
     case ATTR_PAGEABLE_MEMORY_ACCESS:
     case ATTR_CONCURRENT_MANAGED_ACCESS:
-    case ATTR_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
     case ATTR_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES:
-    case ATTR_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST:
-    case ATTR_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED: return 0;
+    case ATTR_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: return gc_coh_transport() || gc_managed_coherent(d) ? 0 : v;
     default: return v;
     }
+}
+
+/* gc_host_native_atomics: whether device d's atomics on host memory are atomic with the CPU's
+ * (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, as the server's device has it). */
+int gc_host_native_atomics(int d) {
+    int v = 0;
+    struct gw_device_attribute m = {.ordinal = (uint32_t)d, .attribute = ATTR_HOST_NATIVE_ATOMIC_SUPPORTED};
+    GC_ENCODE(device_attribute, m, b);
+    return value_reply(GW_TYPE_DEVICE_ATTRIBUTE, b, b_n, &v) == CUDA_SUCCESS && v == 1;
 }
 
 /* Attributes do not change; frameworks ask for them often, so they are cached. */
@@ -189,7 +199,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attr, CUdevice 
     struct gw_device_attribute m = {.ordinal = (uint32_t)d, .attribute = a};
     GC_ENCODE(device_attribute, m, b);
     rc = value_reply(GW_TYPE_DEVICE_ATTRIBUTE, b, b_n, pi);
-    if (rc == CUDA_SUCCESS) *pi = coherence_attribute(a, *pi);
+    if (rc == CUDA_SUCCESS) *pi = coherence_attribute(d, a, *pi);
     if (rc == CUDA_SUCCESS && a > 0 && a < MAX_ATTR) {
         attr_val[d][a] = *pi;
         __atomic_store_n(&attr_ok[d][a], 1, __ATOMIC_RELEASE);

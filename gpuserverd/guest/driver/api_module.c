@@ -149,7 +149,11 @@ EXPORT CUresult cuModuleUnload(CUmodule mod) {
     struct gw_module_unload m = {.module = mod->handle};
     GC_ENCODE(module_unload, m, b);
     CUresult rc = gc_call_status(GW_TYPE_MODULE_UNLOAD, 0, b, b_n);
-    if (rc == CUDA_SUCCESS) free(mod);
+    if (rc == CUDA_SUCCESS) {
+        for (int i = 0; i < mod->nmanaged; i++) gc_coh_disown(mod->managed[i].ptr, mod->managed[i].bytes);
+        free(mod->managed);
+        free(mod);
+    }
     return GC_T(rc);
 }
 
@@ -176,14 +180,41 @@ EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule mod, const char 
     return GC_T(CUDA_SUCCESS);
 }
 
+/* managed_var makes a managed variable's address one the host dereferences too, as NVIDIA's
+ * unified memory does: a coherent shadow at the same address (driver/coherence.c), whatever the
+ * transport, since the variable lives in the server's memory. Where that address is taken in this
+ * process the variable stays the device's alone, and the program is told once. */
+static CUresult managed_var(struct CUmod_st *mod, CUdeviceptr p, size_t n) {
+    for (int i = 0; i < mod->nmanaged; i++)
+        if (mod->managed[i].ptr == p) return CUDA_SUCCESS;
+    CUresult rc = gc_coh_adopt(p, n);
+    if (rc == CUDA_ERROR_NOT_SUPPORTED) {
+        static int said;
+        if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+            fprintf(stderr, "gpucloud: a managed variable's address (%#llx) is taken in this process: its host "
+                            "pointer cannot be dereferenced here\n", (unsigned long long)p);
+        return CUDA_SUCCESS;
+    }
+    if (rc != CUDA_SUCCESS) return rc;
+    struct gc_managed_var *v = realloc(mod->managed, (mod->nmanaged + 1) * sizeof *v);
+    if (!v) {
+        gc_coh_disown(p, n);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    v[mod->nmanaged++] = (struct gc_managed_var){p, n};
+    mod->managed = v;
+    return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
     if (!name) return GC_T(CUDA_ERROR_INVALID_VALUE);
     if (!mod) return GC_T(CUDA_ERROR_INVALID_HANDLE);
-    struct gw_module_get_global m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
+    struct gw_module_get_global_managed m = {.module = mod->handle, .name = name, .name_len = (uint32_t)strlen(name)};
     if (m.name_len > 1024) return GC_T(CUDA_ERROR_INVALID_VALUE);
-    GC_ENCODE(module_get_global, m, b);
-    struct gw_module_get_global_reply gr;
-    CUresult rc = gc_request(GW_TYPE_MODULE_GET_GLOBAL, 0, b, b_n, GW_TYPE_MODULE_GET_GLOBAL_REPLY, &gr);
+    GC_ENCODE(module_get_global_managed, m, b);
+    struct gw_module_global_reply gr;
+    CUresult rc = gc_request(GW_TYPE_MODULE_GET_GLOBAL_MANAGED, 0, b, b_n, GW_TYPE_MODULE_GLOBAL_REPLY, &gr);
+    if (rc == CUDA_SUCCESS && gr.managed) rc = managed_var(mod, gr.ptr, gr.bytes);
     if (rc == CUDA_SUCCESS) {
         if (dptr) *dptr = gr.ptr;
         if (bytes) *bytes = gr.bytes;

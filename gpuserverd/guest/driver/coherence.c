@@ -19,7 +19,12 @@
  * devices without concurrentManagedAccess, which is what the guest reports over such transports
  * (api_device.c): the CPU may touch managed memory once the device's work on it is done. A CPU
  * that waits for a running kernel (a spin flag in mapped memory) would wait for ever: the fault
- * handler says so after a while (WAIT_WARN_S) so such a hang is named. */
+ * handler says so after a while (WAIT_WARN_S) so such a hang is named.
+ *
+ * A module's managed variables (__managed__, .attribute(.managed)) are adopted the same way
+ * (gc_coh_adopt): the device memory is the module's, not ours, and shares its pages with the
+ * module's other globals, so such a shadow copies only the variables' bytes (its segments) and
+ * starts as the device's (the module's initial values are fetched on the first CPU access). */
 #define _GNU_SOURCE
 #include "guest.h"
 
@@ -35,7 +40,12 @@
 #include "driver/coherence.h"
 
 enum { PAGE_DEVICE = 0, PAGE_CLEAN = 1, PAGE_DIRTY = 2 };
-enum { FETCH_MIN = 16, FETCH_MAX = 4096, DIRTY_CHUNK = 16, PLACE_TRIES = 4, WAIT_WARN_S = 10 };
+enum { FETCH_MIN = 16, FETCH_MAX = 4096, DIRTY_CHUNK = 16, PLACE_TRIES = 4, WAIT_WARN_S = 10, MAX_SEGS = 256 };
+
+/* A byte range of an adopted shadow that is a variable's: [off, off+n) from its addr. */
+struct seg {
+    size_t off, n;
+};
 
 struct coh {
     uintptr_t addr;       /* the program's view: the device address, page aligned */
@@ -50,6 +60,11 @@ struct coh {
     CUcontext ctx;
     CUstream attached; /* CU_MEM_ATTACH_SINGLE's stream; NULL: wait for the context */
     int kind;
+    /* Adopted (a module's managed variables): the device memory is not ours to free, and only the
+     * segments' bytes are copied either way. */
+    int adopted;
+    int nsegs;
+    struct seg segs[MAX_SEGS];
     struct coh *next;
 };
 
@@ -216,7 +231,7 @@ int gc_coh_free(const void *p, int kind) {
     pthread_mutex_lock(&mu);
     struct coh **pp = &allocs, *c = NULL;
     for (; *pp; pp = &(*pp)->next)
-        if ((*pp)->addr == (uintptr_t)p && (*pp)->kind == kind) {
+        if ((*pp)->addr == (uintptr_t)p && (*pp)->kind == kind && !(*pp)->adopted) {
             c = *pp;
             *pp = c->next;
             break;
@@ -238,11 +253,20 @@ int gc_coh_free(const void *p, int kind) {
     return 1;
 }
 
+/* in_segment: whether [off, off+n) (n 0: off) lies in one of an adopted shadow's variables. */
+static int in_segment(const struct coh *c, size_t off, size_t n) {
+    for (int i = 0; i < c->nsegs; i++)
+        if (off >= c->segs[i].off && off - c->segs[i].off < c->segs[i].n && (n == 0 || n <= c->segs[i].n - (off - c->segs[i].off)))
+            return 1;
+    return 0;
+}
+
 int gc_coh_find(const void *p, size_t n, int *kind) {
     /* The library's own copies (pushes and fetches, under mu) name only the library's view. */
     if (in_coherence || !__atomic_load_n(&allocs, __ATOMIC_ACQUIRE)) return 0;
     pthread_mutex_lock(&mu);
     struct coh *c = find_locked((uintptr_t)p, n);
+    if (c && c->adopted && !in_segment(c, (uintptr_t)p - c->addr, n)) c = NULL; /* a neighbouring global */
     if (c && kind) *kind = c->kind;
     pthread_mutex_unlock(&mu);
     return c != NULL;
@@ -277,10 +301,27 @@ static CUresult each_run(struct coh *c, size_t lo, size_t hi, unsigned char st, 
     return rc;
 }
 
+/* copy_pages copies pages [a, b) between the library's view and the device (to_device: that
+ * way); an adopted shadow only its segments' bytes within them. */
+static CUresult copy_pages(struct coh *c, size_t a, size_t b, int to_device) {
+    size_t lo = a * page, hi = b * page;
+    CUresult rc = CUDA_SUCCESS;
+    for (int i = 0; rc == CUDA_SUCCESS && i < (c->adopted ? c->nsegs : 1); i++) {
+        size_t x = lo, y = hi;
+        if (c->adopted) {
+            x = c->segs[i].off > lo ? c->segs[i].off : lo;
+            y = c->segs[i].off + c->segs[i].n < hi ? c->segs[i].off + c->segs[i].n : hi;
+            if (x >= y) continue;
+        }
+        rc = to_device ? cuMemcpyHtoD_v2(c->addr + x, c->lib + x, y - x) : cuMemcpyDtoH_v2(c->lib + x, c->addr + x, y - x);
+    }
+    return rc;
+}
+
 /* push_run sends DIRTY pages [a, b) to the device from the library's view. */
 static CUresult push_run(struct coh *c, size_t a, size_t b) {
     stats.pushes++, stats.pushed += (b - a) * page;
-    return cuMemcpyHtoD_v2(c->addr + a * page, c->lib + a * page, (b - a) * page);
+    return copy_pages(c, a, b, 1);
 }
 
 /* reopen_run gives pages [a, b) back the protection their state says. */
@@ -299,12 +340,35 @@ static int touches_no_memory(uint16_t type) {
     case GW_TYPE_DEVICE_ATTRIBUTE: case GW_TYPE_DEVICE_INFO: case GW_TYPE_DRIVER_VERSION:
     case GW_TYPE_MEM_GET_INFO: case GW_TYPE_MEM_ALLOC: case GW_TYPE_MEM_FREE: case GW_TYPE_SHM_DEVICE_POINTER:
     case GW_TYPE_MODULE_LOAD: case GW_TYPE_MODULE_UNLOAD: case GW_TYPE_MODULE_GET_FUNCTION:
-    case GW_TYPE_MODULE_GET_GLOBAL: case GW_TYPE_FUNC_GET_ATTRIBUTE: case GW_TYPE_FUNC_SET_ATTRIBUTE:
+    case GW_TYPE_MODULE_GET_GLOBAL: case GW_TYPE_MODULE_GET_GLOBAL_MANAGED: case GW_TYPE_FUNC_GET_ATTRIBUTE:
+    case GW_TYPE_FUNC_SET_ATTRIBUTE: case GW_TYPE_STREAM_SET_ACCESS_POLICY:
     case GW_TYPE_FUNC_PARAM_LAYOUT: case GW_TYPE_OCCUPANCY_MAX_ACTIVE_BLOCKS:
     case GW_TYPE_CTX_GET_LIMIT: case GW_TYPE_CTX_SET_LIMIT: case GW_TYPE_CTX_GET_CACHE_CONFIG:
     case GW_TYPE_CTX_SET_CACHE_CONFIG: return 1;
     default: return 0;
     }
+}
+
+/* hand_locked hands c's host pages to the device: the DIRTY ones pushed, all DEVICE. Caller holds
+ * mu and is in coherence. */
+static CUresult hand_locked(struct coh *c) {
+    if (!c->host_pages) return CUDA_SUCCESS;
+    /* Closed first: a thread that writes from now on waits in the fault handler for this. */
+    mprotect((void *)c->addr, c->len, PROT_NONE);
+    CUcontext was = NULL;
+    (void)cuCtxPushCurrent_v2(c->ctx);
+    CUresult rc = each_run(c, 0, c->len / page, PAGE_DIRTY, push_run);
+    (void)cuCtxPopCurrent_v2(&was);
+    if (rc != CUDA_SUCCESS) { /* the host's copy stays the truth, open as it was; the call fails */
+        (void)each_run(c, 0, c->len / page, PAGE_CLEAN, reopen_run);
+        (void)each_run(c, 0, c->len / page, PAGE_DIRTY, reopen_run);
+        return rc;
+    }
+    memset(c->state, PAGE_DEVICE, c->len / page);
+    __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+    c->host_pages = 0;
+    c->window = FETCH_MIN;
+    return CUDA_SUCCESS;
 }
 
 CUresult gc_coh_before(uint16_t type) {
@@ -316,23 +380,8 @@ CUresult gc_coh_before(uint16_t type) {
     epoch++;
     stats.handings++;
     for (struct coh *c = allocs; c; c = c->next) {
-        if (!c->host_pages) continue;
-        /* Closed first: a thread that writes from now on waits in the fault handler for this. */
-        mprotect((void *)c->addr, c->len, PROT_NONE);
-        CUcontext was = NULL;
-        (void)cuCtxPushCurrent_v2(c->ctx);
-        CUresult prc = each_run(c, 0, c->len / page, PAGE_DIRTY, push_run);
-        (void)cuCtxPopCurrent_v2(&was);
-        if (prc != CUDA_SUCCESS) { /* the host's copy stays the truth, open as it was; the call fails */
-            if (rc == CUDA_SUCCESS) rc = prc;
-            (void)each_run(c, 0, c->len / page, PAGE_CLEAN, reopen_run);
-            (void)each_run(c, 0, c->len / page, PAGE_DIRTY, reopen_run);
-            continue;
-        }
-        memset(c->state, PAGE_DEVICE, c->len / page);
-        __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
-        c->host_pages = 0;
-        c->window = FETCH_MIN;
+        CUresult hrc = hand_locked(c);
+        if (rc == CUDA_SUCCESS) rc = hrc;
     }
     in_coherence--;
     pthread_mutex_unlock(&mu);
@@ -366,7 +415,7 @@ static void wait_device(struct coh *c) {
  * than letting it read a stale page. */
 static CUresult fetch_run(struct coh *c, size_t a, size_t b) {
     stats.fetches++, stats.fetched += (b - a) * page;
-    CUresult rc = cuMemcpyDtoH_v2(c->lib + a * page, c->addr + a * page, (b - a) * page);
+    CUresult rc = copy_pages(c, a, b, 0);
     if (rc != CUDA_SUCCESS) {
         const char *name = "?";
         cuGetErrorName(rc, &name);
@@ -462,4 +511,94 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
     } else {
         signal(SIGSEGV, SIG_DFL); /* the access runs again and the default action ends the process */
     }
+}
+
+/* ---- a module's managed variables ---- */
+
+/* add_seg_locked adds [p, p+n), clipped to c, to c's segments; c's host pages go to the device
+ * first, so that the next CPU access fetches the new variable's bytes with the others'. */
+static CUresult add_seg_locked(struct coh *c, uintptr_t p, size_t n) {
+    uintptr_t x = p > c->addr ? p : c->addr, y = p + n < c->addr + c->len ? p + n : c->addr + c->len;
+    struct seg s = {x - c->addr, y - x};
+    for (int i = 0; i < c->nsegs; i++)
+        if (c->segs[i].off == s.off && c->segs[i].n == s.n) return CUDA_SUCCESS; /* adopted before */
+    if (c->nsegs == MAX_SEGS) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = hand_locked(c);
+    if (rc == CUDA_SUCCESS) c->segs[c->nsegs++] = s;
+    return rc;
+}
+
+/* adopt_run_locked places a shadow over pages [a, a+len) that no shadow covers, the device's
+ * (PROT_NONE), holding the part of [p, p+n) within them. */
+static CUresult adopt_run_locked(uintptr_t a, size_t len, CUcontext ctx, uintptr_t p, size_t n) {
+    struct coh *c = calloc(1, sizeof *c);
+    unsigned char *state = calloc(len / page, 1); /* PAGE_DEVICE */
+    if (!c || !state) {
+        free(c), free(state);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (place(a, len, &c->lib) != 0) {
+        int err = errno;
+        free(c), free(state);
+        return err == EEXIST || err == ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    mprotect((void *)a, len, PROT_NONE);
+    c->addr = a, c->len = len, c->bytes = len, c->state = state, c->ctx = ctx, c->kind = GC_COH_MANAGED;
+    c->adopted = 1, c->window = FETCH_MIN;
+    (void)add_seg_locked(c, p, n); /* no host pages to hand over: cannot fail */
+    c->next = allocs;
+    __atomic_store_n(&allocs, c, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+CUresult gc_coh_adopt(CUdeviceptr dp, size_t n) {
+    if (!dp || !n) return CUDA_ERROR_INVALID_VALUE;
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t p = (uintptr_t)dp, lo = p / page * page, hi = (p + n + page - 1) / page * page;
+    CUcontext ctx = NULL;
+    CUresult rc = cuCtxGetCurrent(&ctx);
+    if (rc == CUDA_SUCCESS && !ctx) rc = CUDA_ERROR_INVALID_CONTEXT;
+    if (rc != CUDA_SUCCESS) return rc;
+    pthread_mutex_lock(&mu);
+    in_coherence++;
+    rc = install_handler_locked();
+    for (uintptr_t a = lo; rc == CUDA_SUCCESS && a < hi;) {
+        struct coh *c = find_locked(a, 1);
+        if (c) { /* a neighbour adopted the page already (another variable of the module) */
+            rc = c->adopted ? add_seg_locked(c, p, n) : CUDA_ERROR_INVALID_VALUE;
+            a = c->addr + c->len;
+            continue;
+        }
+        uintptr_t b = a + page;
+        while (b < hi && !find_locked(b, 1)) b += page;
+        rc = adopt_run_locked(a, b - a, ctx, p, n);
+        a = b;
+    }
+    in_coherence--;
+    pthread_mutex_unlock(&mu);
+    if (rc != CUDA_SUCCESS) gc_coh_disown(dp, n); /* the pages adopted before the failure */
+    if (rc == CUDA_SUCCESS && gc_trace_on()) gc_trace("managed variable: %zu bytes at %#lx", n, (unsigned long)p);
+    return rc;
+}
+
+void gc_coh_disown(CUdeviceptr dp, size_t n) {
+    uintptr_t p = (uintptr_t)dp;
+    pthread_mutex_lock(&mu);
+    for (struct coh **pp = &allocs; *pp;) {
+        struct coh *c = *pp;
+        if (c->adopted && p < c->addr + c->len && p + n > c->addr) {
+            uintptr_t x = p > c->addr ? p : c->addr;
+            for (int i = 0; i < c->nsegs; i++)
+                if (c->segs[i].off == x - c->addr) c->segs[i--] = c->segs[--c->nsegs];
+            if (c->nsegs == 0) {
+                *pp = c->next;
+                __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+                munmap((void *)c->addr, c->len), munmap(c->lib, c->len);
+                free(c->state), free(c);
+                continue;
+            }
+        }
+        pp = &c->next;
+    }
+    pthread_mutex_unlock(&mu);
 }

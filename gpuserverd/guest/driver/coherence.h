@@ -25,6 +25,16 @@ CUresult gc_coh_before(uint16_t type);
  * host-side input kept there is fetched before the call takes the connection (a fault while it
  * holds it could not be served). After gc_coh_before. */
 void gc_coh_prefault(const void *p, size_t n);
+/* gc_coh_adopt makes the module's managed variable [p, p+n) coherent memory at its own address:
+ * the device's copy is the module's, the host's a shadow there (its pages may be shared with the
+ * module's other managed variables). CUDA_ERROR_NOT_SUPPORTED where the address is taken in this
+ * process. Needs a current context. gc_coh_disown undoes it (the module is unloaded). */
+CUresult gc_coh_adopt(CUdeviceptr p, size_t n);
+void gc_coh_disown(CUdeviceptr p, size_t n);
+/* gc_managed_coherent: whether managed memory on device dev goes through coherence (managed.c);
+ * gc_host_native_atomics: whether dev's atomics on host memory are the CPU's (api_device.c). */
+int gc_managed_coherent(int dev);
+int gc_host_native_atomics(int dev);
 /* gc_coh_transport: whether this session has no arena, so managed memory goes through coherence. */
 int gc_coh_transport(void);
 

@@ -1,17 +1,25 @@
-/* Managed memory (cuMemAllocManaged). Over shared memory: one copy that the program and the device
- * both address by the same pointer. It comes from the shared arena, which the worker registered
- * device-mapped (hostreg.c's ShmDevicePointer); the arena is mapped a second time in this process
- * at exactly its device address (transport's gc_shm_alias_at), so the pointer handed out is the
- * program's and the device's alike. The memory stays in host RAM and the GPU reaches it over the
- * bus (as with zero-copy), so it is correct but not fast; it counts against the arena, not the
- * device quota. Elsewhere (TCP, an arena that is full or whose device address
- * is taken here) it is device memory kept coherent with a host shadow at the same address by
- * software (coherence.c), charged to the device quota. Prefetches, advice and stream attachment
- * are hints and succeed for managed memory; attachment tells coherence which stream to wait for. */
+/* Managed memory (cuMemAllocManaged). Over shared memory, where the GPU's atomics on host memory
+ * are atomic with the CPU's (CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED): one copy that the
+ * program and the device both address by the same pointer. It comes from the shared arena, which
+ * the worker registered device-mapped (hostreg.c's ShmDevicePointer); the arena is mapped a
+ * second time in this process at exactly its device address (transport's gc_shm_alias_at), so the
+ * pointer handed out is the program's and the device's alike. The memory stays in host RAM and
+ * the GPU reaches it over the bus (as with zero-copy), so it is correct but not fast; it counts
+ * against the arena, not the device quota. Elsewhere (TCP; a GPU on PCIe whose system-scope
+ * atomics on mapped host memory are not atomic with the CPU's, as the CUDA guide warns, which is
+ * the H100's case and broke NVIDIA's systemWideAtomics; an arena that is full or whose device
+ * address is taken here) it is device memory kept coherent with a host shadow at the same
+ * address by software (coherence.c), charged to the device quota; the device then reports no
+ * concurrent managed access, so CPU and GPU take turns and their atomics never meet.
+ * GPUCLOUD_MANAGED=arena or =coherent chooses either over shared memory. Prefetches, advice and
+ * stream attachment are hints and succeed for managed memory; attachment tells coherence which
+ * stream to wait for. */
 #include "guest.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "driver/coherence.h"
 
@@ -50,13 +58,28 @@ static int managed_offset(CUdeviceptr p, size_t n, uint64_t *off) {
     return 1;
 }
 
+/* gc_managed_coherent: whether device dev's managed memory is kept by coherence over this session
+ * (decided once: the attribute does not change). */
+int gc_managed_coherent(int dev) {
+    static int decided = -1;
+    int v = __atomic_load_n(&decided, __ATOMIC_ACQUIRE);
+    if (v >= 0) return v;
+    const char *env = getenv("GPUCLOUD_MANAGED");
+    if (!gc_shm_on()) v = 1;
+    else if (env && !strcmp(env, "arena")) v = 0;
+    else if (env && !strcmp(env, "coherent")) v = 1;
+    else v = !gc_host_native_atomics(dev);
+    __atomic_store_n(&decided, v, __ATOMIC_RELEASE);
+    return v;
+}
+
 EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags) {
     if (!dptr || bytes == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
         return GC_T(CUDA_ERROR_INVALID_VALUE);
     int dev;
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return GC_T(rc);
-    if (gc_shm_on() && alias() == CUDA_SUCCESS) {
+    if (gc_shm_on() && !gc_managed_coherent(dev) && alias() == CUDA_SUCCESS) {
         char *p = gc_shm_alloc(bytes);
         if (p) {
             *dptr = device_base + (uint64_t)(p - gc_shm_base());

@@ -1,8 +1,42 @@
 /* Virtual memory management: address reservations, physical allocations and their mappings, all
- * kept by the worker (which charges physical allocations to the session's quota). */
+ * kept by the worker (which charges physical allocations to the session's quota). NVIDIA's
+ * reservations are the process's, not a context's: a program may unmap and free them with no
+ * context current (NVIDIA's memMapIPCDrv does, after cuCtxDestroy). The worker keeps them per
+ * device, so each reservation's device is kept here, and a call on its addresses made without a
+ * context goes to that device's primary context. */
 #include "families.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+struct reservation {
+    CUdeviceptr ptr;
+    size_t size;
+    int dev;
+    struct reservation *next;
+};
+static pthread_mutex_t res_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct reservation *reservations;
+
+/* device_of is the device whose reservation holds p (0 when none does). */
+static int device_of(CUdeviceptr p) {
+    int dev = 0;
+    pthread_mutex_lock(&res_mu);
+    for (struct reservation *r = reservations; r; r = r->next)
+        if (p >= r->ptr && p - r->ptr < r->size) dev = r->dev;
+    pthread_mutex_unlock(&res_mu);
+    return dev;
+}
+
+/* reserve_call runs a call on p's reservation, on its device's primary context when the thread
+ * has no context. */
+static CUresult reserve_call(CUdeviceptr p, uint16_t type, const uint8_t *b, size_t n) {
+    int dev = device_of(p);
+    int pushed = gc_ctx_fallback(dev);
+    CUresult rc = gc_call_status(type, 0, b, n);
+    gc_ctx_restore(pushed, dev);
+    return rc;
+}
 
 EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                     unsigned long long flags) {
@@ -11,6 +45,15 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     GC_ENCODE(mem_address_reserve, m, b);
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_MEM_ADDRESS_RESERVE, b, b_n, &h);
+    int dev = 0;
+    struct reservation *r = NULL;
+    if (rc == CUDA_SUCCESS && gc_current_device(&dev) == CUDA_SUCCESS && (r = malloc(sizeof *r))) {
+        *r = (struct reservation){.ptr = h, .size = size, .dev = dev};
+        pthread_mutex_lock(&res_mu);
+        r->next = reservations;
+        reservations = r;
+        pthread_mutex_unlock(&res_mu);
+    }
     if (rc == CUDA_SUCCESS) *ptr = h;
     return GC_T(rc);
 }
@@ -18,7 +61,19 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
 EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     struct gw_mem_address_free m = {.ptr = ptr, .size = size};
     GC_ENCODE(mem_address_free, m, b);
-    return GC_T(gc_call_status(GW_TYPE_MEM_ADDRESS_FREE, 0, b, b_n));
+    CUresult rc = reserve_call(ptr, GW_TYPE_MEM_ADDRESS_FREE, b, b_n);
+    if (rc == CUDA_SUCCESS) {
+        pthread_mutex_lock(&res_mu);
+        for (struct reservation **pp = &reservations; *pp; pp = &(*pp)->next)
+            if ((*pp)->ptr == ptr) {
+                struct reservation *r = *pp;
+                *pp = r->next;
+                free(r);
+                break;
+            }
+        pthread_mutex_unlock(&res_mu);
+    }
+    return GC_T(rc);
 }
 
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
@@ -50,7 +105,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
                          unsigned long long flags) {
     struct gw_mem_map m = {.ptr = ptr, .size = size, .offset = offset, .handle = handle, .flags = flags};
     GC_ENCODE(mem_map, m, b);
-    CUresult rc = gc_call_status(GW_TYPE_MEM_MAP, 0, b, b_n);
+    CUresult rc = reserve_call(ptr, GW_TYPE_MEM_MAP, b, b_n);
     if (rc == CUDA_SUCCESS) gc_track_alloc(ptr, size); /* cuMemcpy tells device from host memory by it */
     return GC_T(rc);
 }
@@ -58,7 +113,7 @@ EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
 EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
     struct gw_mem_unmap m = {.ptr = ptr, .size = size};
     GC_ENCODE(mem_unmap, m, b);
-    CUresult rc = gc_call_status(GW_TYPE_MEM_UNMAP, 0, b, b_n);
+    CUresult rc = reserve_call(ptr, GW_TYPE_MEM_UNMAP, b, b_n);
     if (rc == CUDA_SUCCESS) {
         CUdeviceptr base;
         size_t n;
@@ -74,7 +129,7 @@ EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
         struct gw_mem_set_access m = {.ptr = ptr, .size = size, .location_type = desc[i].location.type,
                                       .location_id = desc[i].location.id, .flags = desc[i].flags};
         GC_ENCODE(mem_set_access, m, b);
-        rc = gc_call_status(GW_TYPE_MEM_SET_ACCESS, 0, b, b_n);
+        rc = reserve_call(ptr, GW_TYPE_MEM_SET_ACCESS, b, b_n);
     }
     return GC_T(rc);
 }

@@ -14,7 +14,7 @@ func TestDriverFamilies(t *testing.T) {
 	s := startServer(t)
 	tok := s.token("s-families", sessiontoken.TierShared, 64<<20)
 	out := s.run(tok, "families_test", "64")
-	for _, want := range []string{"vmm ok", "pools ok", "arrays ok", "textures ok", "graphs ok", "launches ok", "pointers ok", "memops ok", "tensormaps ok", "linking ok", "families_test: OK"} {
+	for _, want := range []string{"vmm ok", "vmm without a context ok", "pools ok", "arrays ok", "textures ok", "graphs ok", "launches ok", "pointers ok", "memops ok", "tensormaps ok", "linking ok", "families_test: OK"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}

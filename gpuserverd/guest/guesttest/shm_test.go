@@ -110,6 +110,33 @@ func TestZeroCopy(t *testing.T) { sharedAndCoherent(t, "zerocopy_test") }
 // over TCP it is device memory the guest library keeps coherent with the program's pages.
 func TestManagedMemory(t *testing.T) { sharedAndCoherent(t, "managed_test") }
 
+// Over shared memory, where the GPU's atomics on host memory are not the CPU's (an H100 on PCIe;
+// GPUCLOUD_MANAGED=coherent here, the simulated device's being the CPU's), managed memory is
+// coherent device memory as over TCP, and the device reports no concurrent managed access.
+func TestManagedMemoryCoherentOverSharedMemory(t *testing.T) {
+	s := startServer(t)
+	cmd := s.client(s.token("s-managed-coherent", sessiontoken.TierShared, 1<<30), "managed_test", "coherent")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_ENDPOINT=unix:"+s.sock, "GPUCLOUD_SHM_MIB=16", "GPUCLOUD_TRACE=1", "GPUCLOUD_MANAGED=coherent")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "managed_test: OK") || !strings.Contains(string(out), "coherent ") ||
+		!strings.Contains(string(out), "ShmOpen") {
+		t.Fatalf("managed_test over shared memory, coherent: %v\n%s", err, tail(string(out)))
+	}
+}
+
+// A module's managed variables (NVIDIA's uvmlite) over both transports: the host pointer of each
+// reads the module's initial values and what kernels write, and its writes reach the device,
+// while a plain global on the same page keeps what the device wrote.
+func TestManagedVariables(t *testing.T) {
+	s := startServer(t)
+	if out := s.shmRun(t, s.token("s-managedvar", sessiontoken.TierShared, 1<<30), "16", "managedvar_test"); !strings.Contains(out, "managedvar_test: OK") {
+		t.Fatalf("managedvar_test over shared memory:\n%s", tail(out))
+	}
+	if out := s.run(s.token("s-managedvar-tcp", sessiontoken.TierShared, 1<<30), "managedvar_test"); !strings.Contains(out, "managedvar_test: OK") {
+		t.Fatalf("managedvar_test over TCP:\n%s", tail(out))
+	}
+}
+
 // sharedAndCoherent runs prog over shared memory ("shm": the arena's one copy) and over TCP
 // ("tcp": software coherence, coherence_test.go).
 func sharedAndCoherent(t *testing.T, prog string) {

@@ -87,6 +87,32 @@ static void vmm(void) {
     printf("vmm ok\n");
 }
 
+/* Reservations are the process's: mapped in a context that is then destroyed, they are unmapped
+ * and freed with no context current (NVIDIA's memMapIPCDrv). */
+static void vmm_without_context(void) {
+    CUcontext primary, own, none;
+    CHECK(cuCtxPopCurrent(&primary));
+    CHECK(cuCtxCreate(&own, 0, 0));
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    size_t size = 2 * MIB;
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle h;
+    CHECK(cuMemAddressReserve(&va, size, 0, 0, 0));
+    CHECK(cuMemCreate(&h, size, &prop, 0));
+    CHECK(cuMemMap(va, size, 0, h, 0));
+    CHECK(cuMemRelease(h));
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK(cuMemSetAccess(va, size, &acc, 1));
+    CHECK(cuCtxDestroy(own));
+    EXPECT(cuCtxGetCurrent(&none) == CUDA_SUCCESS && none == NULL);
+    CHECK(cuMemUnmap(va, size));
+    CHECK(cuMemAddressFree(va, size));
+    EXPECT(cuCtxGetCurrent(&none) == CUDA_SUCCESS && none == NULL); /* none left behind */
+    CHECK(cuCtxPushCurrent(primary));
+    printf("vmm without a context ok\n");
+}
+
 static void pools(void) {
     CUstream s;
     CHECK(cuStreamCreate(&s, 0));
@@ -525,6 +551,7 @@ int main(int argc, char **argv) {
     }
     CHECK(cuModuleGetFunction(&fill, mod, "fill_u32"));
     vmm();
+    vmm_without_context();
     pools();
     arrays();
     textures();

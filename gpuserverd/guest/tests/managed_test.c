@@ -2,8 +2,9 @@
  * is handed alike: what the kernel writes the program reads at the same pointer (after
  * synchronizing), what the program writes the device reads. Hints succeed for it and not for
  * other memory; it is freed by cuMemFree. Over shared memory ("shm") it is one copy in the arena;
- * over TCP ("tcp") device memory kept coherent with the program's pages by the guest library,
- * and the device reports no concurrent managed access. Prints "managed_test: OK". */
+ * over TCP ("tcp", or "coherent": over shared memory with GPUCLOUD_MANAGED=coherent) device
+ * memory kept coherent with the program's pages by the guest library, and the device reports no
+ * concurrent managed access. Prints "managed_test: OK". */
 #include "check.h"
 
 #include <stdint.h>

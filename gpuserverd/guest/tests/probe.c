@@ -5,7 +5,8 @@
  *                         and checks the memory still holds its pattern ("INTACT", or "LOST" with
  *                         the error and "AFTER" with the results of later calls)
  *   probe quota <MiB>     allocates MiB-sized blocks until one fails; prints "BLOCKS <n> <name>"
- *   probe peek <hex>      reads 4 bytes at a device address it never allocated; prints "PEEK <code>" */
+ *   probe peek <hex>      reads 4 bytes at a device address it never allocated; prints "PEEK <code>"
+ *   probe attr <n>...     prints "ATTR <n> <value>" for each device attribute n of device 0 */
 #include "check.h"
 
 #include <string.h>
@@ -22,6 +23,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     CHECK(rc);
+    if (!strcmp(argv[1], "attr")) {
+        for (int i = 2; i < argc; i++) {
+            int v = -1, a = atoi(argv[i]);
+            CHECK(cuDeviceGetAttribute(&v, (CUdevice_attribute)a, 0));
+            printf("ATTR %d %d\n", a, v);
+        }
+        return 0;
+    }
     CUcontext ctx;
     CHECK(cuDevicePrimaryCtxRetain(&ctx, 0));
     CHECK(cuCtxSetCurrent(ctx));
