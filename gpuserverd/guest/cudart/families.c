@@ -185,6 +185,8 @@ static CUresult conditional_node(cudaGraphNode_t *node, cudaGraph_t graph, const
 
 cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                                    const struct cudaMemcpy3DParms *p); /* below, with the 3-D copies */
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                 const struct cudaHostNodeParams *p); /* graphedits.c */
 
 /* Each node type through its own runtime call; edges beyond the default are not offered. */
 EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
@@ -217,6 +219,10 @@ EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, co
         return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
     case cudaGraphNodeTypeConditional:
         return ret(conditional_node(node, graph, deps, n, &p->conditional));
+    case cudaGraphNodeTypeHost: {
+        struct cudaHostNodeParams h = {.fn = p->host.fn, .userData = p->host.userData};
+        return cudaGraphAddHostNode(node, graph, deps, n, &h);
+    }
     default:
         return ret(CUDA_ERROR_NOT_SUPPORTED);
     }
@@ -489,6 +495,17 @@ EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t gra
     if (rc == CUDA_SUCCESS) rc = cuCtxGetCurrent(&ctx);
     if (rc != CUDA_SUCCESS) return ret(rc);
     return ret(cuGraphAddMemcpyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &c, ctx));
+}
+
+EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaMemcpy3DParms *p) {
+    READY();
+    CUDA_MEMCPY3D c;
+    CUcontext ctx;
+    CUresult rc = copy3d_params(p, &c);
+    if (rc == CUDA_SUCCESS) rc = cuCtxGetCurrent(&ctx);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    return ret(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &c, ctx));
 }
 
 /* The 1-D form: count bytes between device addresses (cudaMemcpyDefault or DeviceToDevice). */
