@@ -3,7 +3,6 @@
 #include "internal.h"
 
 #include <stdint.h>
-#include <string.h>
 
 /* cudaHostNodeParams is CUDA_HOST_NODE_PARAMS field for field. */
 EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
@@ -33,17 +32,10 @@ EXPORT cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t *node, cudaGraphNode
 
 EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
                                                     const struct cudaKernelNodeParams *p) {
-    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
-    CUfunction f;
-    CUresult rc = function(p->func, &f);
-    if (rc != CUDA_SUCCESS) return ret(rc);
     CUDA_KERNEL_NODE_PARAMS k;
-    memset(&k, 0, sizeof k);
-    k.func = f;
-    k.gridDimX = p->gridDim.x, k.gridDimY = p->gridDim.y, k.gridDimZ = p->gridDim.z;
-    k.blockDimX = p->blockDim.x, k.blockDimY = p->blockDim.y, k.blockDimZ = p->blockDim.z;
-    k.sharedMemBytes = p->sharedMemBytes, k.kernelParams = p->kernelParams, k.extra = p->extra;
+    CUresult rc = kernel_node_params(p, &k);
+    if (rc != CUDA_SUCCESS) return ret(rc);
     return ret(cuGraphExecKernelNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &k));
 }
 

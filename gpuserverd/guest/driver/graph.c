@@ -288,11 +288,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
     (void)ctx;
     if (!node || !c) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gc_side src, dst;
-    CUresult rc = gc_copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcHeight,
-                               c->srcXInBytes, c->srcY, c->srcZ, &src);
-    if (rc == CUDA_SUCCESS)
-        rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
-                          c->dstXInBytes, c->dstY, c->dstZ, &dst);
+    CUresult rc = gc_copy3d_sides(c, &src, &dst);
     if (rc == CUDA_SUCCESS) {
         gc_graph_arena_side(&src, c->WidthInBytes, c->Height, c->Depth);
         gc_graph_arena_side(&dst, c->WidthInBytes, c->Height, c->Depth);
