@@ -78,7 +78,7 @@ func (s *Session) execNodeSet(d *device, ge backend.GraphEdits, m wire.Message) 
 	case *wire.GraphExecMemcpyNodeSetParams:
 		exec, node = m.Exec, m.Node
 	}
-	x, n, err := s.execNode(d, ge, backend.Handle(exec), backend.Handle(node))
+	x, n, err := s.execNode(d, backend.Handle(exec), backend.Handle(node))
 	if err != nil {
 		return err
 	}

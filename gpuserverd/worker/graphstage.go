@@ -41,9 +41,12 @@ func (st *stagedExec) current(name backend.Handle) (backend.Handle, bool) {
 }
 
 // graphStage is one stage: its graph (a clone), instantiated; empty when it has no GPU node.
+// cloneOf names the clone's node of each node of the graph it keeps (found when the stage was
+// made: the program may destroy its graph, and its nodes, before changing a node's parameters).
 type graphStage struct {
 	graph, exec backend.Handle
 	empty       bool
+	cloneOf     map[backend.Handle]backend.Handle
 }
 
 type stagedHost struct {
@@ -127,28 +130,29 @@ func planGraph(gr backend.Graphs, ge backend.GraphEdits, g backend.Handle) (grap
 }
 
 // stageClone makes the graph of stage k: a clone of g without the nodes of other stages and
-// without host nodes. empty says it holds no node.
-func stageClone(gr backend.Graphs, ge backend.GraphEdits, g backend.Handle, p graphPlan, k int) (clone backend.Handle, empty bool, err error) {
+// without host nodes.
+func stageClone(gr backend.Graphs, ge backend.GraphEdits, g backend.Handle, p graphPlan, k int) (graphStage, error) {
 	cl, err := ge.GraphClone(g)
 	if err != nil {
-		return 0, false, err
+		return graphStage{}, err
 	}
-	kept := 0
+	sg := graphStage{graph: cl, cloneOf: map[backend.Handle]backend.Handle{}}
 	for _, n := range p.nodes {
-		if p.stageOf[n] == k && p.kinds[n] != backend.NodeHost {
-			kept++
+		c, err := ge.GraphNodeFindInClone(n, cl)
+		if err == nil && p.stageOf[n] == k && p.kinds[n] != backend.NodeHost {
+			sg.cloneOf[n] = c
 			continue
 		}
-		c, err := ge.GraphNodeFindInClone(n, cl)
 		if err == nil {
 			err = ge.GraphDestroyNode(c)
 		}
 		if err != nil {
 			_ = gr.GraphDestroy(cl)
-			return 0, false, err
+			return graphStage{}, err
 		}
 	}
-	return cl, kept == 0, nil
+	sg.empty = len(sg.cloneOf) == 0
+	return sg, nil
 }
 
 // instantiateStaged instantiates graph g by stages when it has host nodes (ok false when it has
@@ -172,12 +176,12 @@ func (s *Session) instantiateStaged(d *device, gr backend.Graphs, g backend.Hand
 		}
 	}()
 	for k := range p.stages {
-		cl, empty, err := stageClone(gr, ge, g, p, k)
+		sg, err := stageClone(gr, ge, g, p, k)
 		if err != nil {
 			return 0, true, err
 		}
-		st.stages = append(st.stages, graphStage{graph: cl, empty: empty})
-		if st.stages[k].exec, err = gr.GraphInstantiate(cl, flags); err != nil {
+		st.stages = append(st.stages, sg)
+		if st.stages[k].exec, err = gr.GraphInstantiate(sg.graph, flags); err != nil {
 			return 0, true, err
 		}
 	}
@@ -274,10 +278,10 @@ func (s *Session) updateStaged(d *device, gr backend.Graphs, x, g backend.Handle
 	}
 	clones := make([]graphStage, 0, p.stages)
 	for k := range p.stages {
-		cl, empty, err := stageClone(gr, ge, g, p, k)
+		sg, err := stageClone(gr, ge, g, p, k)
 		if err == nil {
-			clones = append(clones, graphStage{graph: cl, empty: empty})
-			if r, uerr := gr.GraphExecUpdate(st.stages[k].exec, cl); uerr != nil {
+			clones = append(clones, sg)
+			if r, uerr := gr.GraphExecUpdate(st.stages[k].exec, sg.graph); uerr != nil {
 				result, err = r, uerr
 			}
 		}
@@ -292,14 +296,15 @@ func (s *Session) updateStaged(d *device, gr backend.Graphs, x, g backend.Handle
 	}
 	for k := range st.stages {
 		_ = gr.GraphDestroy(st.stages[k].graph)
-		st.stages[k].graph, st.stages[k].empty = clones[k].graph, clones[k].empty
+		clones[k].exec = st.stages[k].exec
+		st.stages[k] = clones[k]
 	}
 	return 0, true, nil
 }
 
 // execNode is where a node of executable graph x's graph lives: in x itself, or in the stage
 // that holds it (its clone there).
-func (s *Session) execNode(d *device, ge backend.GraphEdits, x, node backend.Handle) (backend.Handle, backend.Handle, error) {
+func (s *Session) execNode(d *device, x, node backend.Handle) (backend.Handle, backend.Handle, error) {
 	st := d.fam.staged[x]
 	if st == nil {
 		return x, node, nil
@@ -308,9 +313,12 @@ func (s *Session) execNode(d *device, ge backend.GraphEdits, x, node backend.Han
 	if !ok {
 		return 0, 0, fmt.Errorf("node %d is not of executable graph %d: %w", node, x, backend.ErrInvalidValue)
 	}
-	k := st.stageOf[cur]
-	c, err := ge.GraphNodeFindInClone(cur, st.stages[k].graph)
-	return st.stages[k].exec, c, err
+	sg := st.stages[st.stageOf[cur]]
+	c, ok := sg.cloneOf[cur]
+	if !ok {
+		return 0, 0, fmt.Errorf("node %d of executable graph %d is a host node: %w", node, x, backend.ErrInvalidValue)
+	}
+	return sg.exec, c, nil
 }
 
 // setExecHost changes a host node of a staged executable graph.
