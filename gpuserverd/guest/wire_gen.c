@@ -255,6 +255,20 @@ const char *gw_type_name(uint16_t type) {
 	case 3600: return "ModuleGetGlobalManaged";
 	case 3601: return "ModuleGlobalReply";
 	case 3602: return "StreamSetAccessPolicy";
+	case 3500: return "GraphAddHostNode";
+	case 3501: return "CaptureHostFunc";
+	case 3502: return "GraphClone";
+	case 3503: return "GraphCloneReply";
+	case 3504: return "GraphExecPlan";
+	case 3505: return "GraphPlanReply";
+	case 3506: return "GraphLaunchStage";
+	case 3507: return "GraphExecKernelNodeSetParams";
+	case 3508: return "GraphExecMemsetNodeSetParams";
+	case 3509: return "GraphExecMemcpyNodeSetParams";
+	case 3510: return "GraphExecHostNodeSetParams";
+	case 3511: return "GraphNodeFindInClone";
+	case 3512: return "GraphHostNodeGetParams";
+	case 3513: return "GraphHostNodeReply";
 	}
 	return "unknown";
 }
@@ -6975,6 +6989,498 @@ int gw_stream_set_access_policy_decode(struct gw_stream_set_access_policy *m, co
 	return dfinish(&d);
 }
 
+size_t gw_graph_add_host_node_size(const struct gw_graph_add_host_node *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 4 + m->deps_len;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_add_host_node_encode(const struct gw_graph_add_host_node *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	o = put32(o, m->deps_len);
+	if (m->deps_len) memcpy(o, m->deps, m->deps_len);
+	o += m->deps_len;
+	o = put64(o, m->fn);
+	o = put64(o, m->data);
+	return o;
+}
+
+int gw_graph_add_host_node_decode(struct gw_graph_add_host_node *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphAddHostNode", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	m->deps = dvar(&d, "deps", 8192, 1, &m->deps_len);
+	m->fn = d64(&d, "fn");
+	m->data = d64(&d, "data");
+	return dfinish(&d);
+}
+
+size_t gw_capture_host_func_size(const struct gw_capture_host_func *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_capture_host_func_encode(const struct gw_capture_host_func *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->stream);
+	o = put64(o, m->fn);
+	o = put64(o, m->data);
+	return o;
+}
+
+int gw_capture_host_func_decode(struct gw_capture_host_func *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "CaptureHostFunc", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->stream = d64(&d, "stream");
+	m->fn = d64(&d, "fn");
+	m->data = d64(&d, "data");
+	return dfinish(&d);
+}
+
+size_t gw_graph_clone_size(const struct gw_graph_clone *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_clone_encode(const struct gw_graph_clone *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->graph);
+	return o;
+}
+
+int gw_graph_clone_decode(struct gw_graph_clone *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphClone", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->graph = d64(&d, "graph");
+	return dfinish(&d);
+}
+
+size_t gw_graph_clone_reply_size(const struct gw_graph_clone_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 4 + m->nodes_len;
+	return n;
+}
+
+uint8_t *gw_graph_clone_reply_encode(const struct gw_graph_clone_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->graph);
+	o = put32(o, m->nodes_len);
+	if (m->nodes_len) memcpy(o, m->nodes, m->nodes_len);
+	o += m->nodes_len;
+	return o;
+}
+
+uint8_t *gw_graph_clone_reply_encode_head(const struct gw_graph_clone_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->graph);
+	o = put32(o, m->nodes_len);
+	return o;
+}
+
+int gw_graph_clone_reply_decode(struct gw_graph_clone_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphCloneReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->graph = d64(&d, "graph");
+	m->nodes = dvar(&d, "nodes", 131072, 1, &m->nodes_len);
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_plan_size(const struct gw_graph_exec_plan *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_exec_plan_encode(const struct gw_graph_exec_plan *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	return o;
+}
+
+int gw_graph_exec_plan_decode(struct gw_graph_exec_plan *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecPlan", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	return dfinish(&d);
+}
+
+size_t gw_graph_plan_reply_size(const struct gw_graph_plan_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 4 + m->nodes_len;
+	n += 4 + 4 * (size_t)m->node_stages_count;
+	n += 4 + m->hosts_len;
+	return n;
+}
+
+uint8_t *gw_graph_plan_reply_encode(const struct gw_graph_plan_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->stages);
+	o = put32(o, m->nodes_len);
+	if (m->nodes_len) memcpy(o, m->nodes, m->nodes_len);
+	o += m->nodes_len;
+	o = put32(o, m->node_stages_count);
+	if (m->node_stages_count) memcpy(o, m->node_stages, 4 * (size_t)m->node_stages_count);
+	o += 4 * (size_t)m->node_stages_count;
+	o = put32(o, m->hosts_len);
+	if (m->hosts_len) memcpy(o, m->hosts, m->hosts_len);
+	o += m->hosts_len;
+	return o;
+}
+
+uint8_t *gw_graph_plan_reply_encode_head(const struct gw_graph_plan_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->stages);
+	o = put32(o, m->nodes_len);
+	if (m->nodes_len) memcpy(o, m->nodes, m->nodes_len);
+	o += m->nodes_len;
+	o = put32(o, m->node_stages_count);
+	if (m->node_stages_count) memcpy(o, m->node_stages, 4 * (size_t)m->node_stages_count);
+	o += 4 * (size_t)m->node_stages_count;
+	o = put32(o, m->hosts_len);
+	return o;
+}
+
+int gw_graph_plan_reply_decode(struct gw_graph_plan_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphPlanReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->stages = d32(&d, "stages");
+	m->nodes = dvar(&d, "nodes", 65536, 1, &m->nodes_len);
+	m->node_stages = dvar(&d, "node_stages", 8192, 4, &m->node_stages_count);
+	m->hosts = dvar(&d, "hosts", 262144, 1, &m->hosts_len);
+	return dfinish(&d);
+}
+
+size_t gw_graph_launch_stage_size(const struct gw_graph_launch_stage *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4;
+	return n;
+}
+
+uint8_t *gw_graph_launch_stage_encode(const struct gw_graph_launch_stage *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->stream);
+	o = put32(o, (uint32_t)m->stage);
+	return o;
+}
+
+int gw_graph_launch_stage_decode(struct gw_graph_launch_stage *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphLaunchStage", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->stream = d64(&d, "stream");
+	m->stage = d32(&d, "stage");
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_kernel_node_set_params_size(const struct gw_graph_exec_kernel_node_set_params *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4;
+	n += 4 + m->params_len;
+	return n;
+}
+
+uint8_t *gw_graph_exec_kernel_node_set_params_encode(const struct gw_graph_exec_kernel_node_set_params *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->node);
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->grid_x);
+	o = put32(o, (uint32_t)m->grid_y);
+	o = put32(o, (uint32_t)m->grid_z);
+	o = put32(o, (uint32_t)m->block_x);
+	o = put32(o, (uint32_t)m->block_y);
+	o = put32(o, (uint32_t)m->block_z);
+	o = put32(o, (uint32_t)m->shared_mem);
+	o = put32(o, m->params_len);
+	if (m->params_len) memcpy(o, m->params, m->params_len);
+	o += m->params_len;
+	return o;
+}
+
+uint8_t *gw_graph_exec_kernel_node_set_params_encode_head(const struct gw_graph_exec_kernel_node_set_params *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->node);
+	o = put64(o, m->function);
+	o = put32(o, (uint32_t)m->grid_x);
+	o = put32(o, (uint32_t)m->grid_y);
+	o = put32(o, (uint32_t)m->grid_z);
+	o = put32(o, (uint32_t)m->block_x);
+	o = put32(o, (uint32_t)m->block_y);
+	o = put32(o, (uint32_t)m->block_z);
+	o = put32(o, (uint32_t)m->shared_mem);
+	o = put32(o, m->params_len);
+	return o;
+}
+
+int gw_graph_exec_kernel_node_set_params_decode(struct gw_graph_exec_kernel_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecKernelNodeSetParams", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->node = d64(&d, "node");
+	m->function = d64(&d, "function");
+	m->grid_x = d32(&d, "grid_x");
+	m->grid_y = d32(&d, "grid_y");
+	m->grid_z = d32(&d, "grid_z");
+	m->block_x = d32(&d, "block_x");
+	m->block_y = d32(&d, "block_y");
+	m->block_z = d32(&d, "block_z");
+	m->shared_mem = d32(&d, "shared_mem");
+	m->params = dvar(&d, "params", 32768, 1, &m->params_len);
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_memset_node_set_params_size(const struct gw_graph_exec_memset_node_set_params *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_exec_memset_node_set_params_encode(const struct gw_graph_exec_memset_node_set_params *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->node);
+	o = put64(o, m->dst);
+	o = put64(o, m->pitch);
+	o = put32(o, (uint32_t)m->value);
+	o = put32(o, (uint32_t)m->elem_size);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	return o;
+}
+
+int gw_graph_exec_memset_node_set_params_decode(struct gw_graph_exec_memset_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecMemsetNodeSetParams", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->node = d64(&d, "node");
+	m->dst = d64(&d, "dst");
+	m->pitch = d64(&d, "pitch");
+	m->value = d32(&d, "value");
+	m->elem_size = d32(&d, "elem_size");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_memcpy_node_set_params_size(const struct gw_graph_exec_memcpy_node_set_params *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_exec_memcpy_node_set_params_encode(const struct gw_graph_exec_memcpy_node_set_params *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->node);
+	o = put32(o, (uint32_t)m->src_kind);
+	o = put64(o, m->src);
+	o = put64(o, m->src_pitch);
+	o = put64(o, m->src_height);
+	o = put64(o, m->src_x);
+	o = put64(o, m->src_y);
+	o = put64(o, m->src_z);
+	o = put32(o, (uint32_t)m->dst_kind);
+	o = put64(o, m->dst);
+	o = put64(o, m->dst_pitch);
+	o = put64(o, m->dst_height);
+	o = put64(o, m->dst_x);
+	o = put64(o, m->dst_y);
+	o = put64(o, m->dst_z);
+	o = put64(o, m->width);
+	o = put64(o, m->height);
+	o = put64(o, m->depth);
+	return o;
+}
+
+int gw_graph_exec_memcpy_node_set_params_decode(struct gw_graph_exec_memcpy_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecMemcpyNodeSetParams", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->node = d64(&d, "node");
+	m->src_kind = d32(&d, "src_kind");
+	m->src = d64(&d, "src");
+	m->src_pitch = d64(&d, "src_pitch");
+	m->src_height = d64(&d, "src_height");
+	m->src_x = d64(&d, "src_x");
+	m->src_y = d64(&d, "src_y");
+	m->src_z = d64(&d, "src_z");
+	m->dst_kind = d32(&d, "dst_kind");
+	m->dst = d64(&d, "dst");
+	m->dst_pitch = d64(&d, "dst_pitch");
+	m->dst_height = d64(&d, "dst_height");
+	m->dst_x = d64(&d, "dst_x");
+	m->dst_y = d64(&d, "dst_y");
+	m->dst_z = d64(&d, "dst_z");
+	m->width = d64(&d, "width");
+	m->height = d64(&d, "height");
+	m->depth = d64(&d, "depth");
+	return dfinish(&d);
+}
+
+size_t gw_graph_exec_host_node_set_params_size(const struct gw_graph_exec_host_node_set_params *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_exec_host_node_set_params_encode(const struct gw_graph_exec_host_node_set_params *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->exec);
+	o = put64(o, m->node);
+	o = put64(o, m->fn);
+	o = put64(o, m->data);
+	return o;
+}
+
+int gw_graph_exec_host_node_set_params_decode(struct gw_graph_exec_host_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphExecHostNodeSetParams", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->exec = d64(&d, "exec");
+	m->node = d64(&d, "node");
+	m->fn = d64(&d, "fn");
+	m->data = d64(&d, "data");
+	return dfinish(&d);
+}
+
+size_t gw_graph_node_find_in_clone_size(const struct gw_graph_node_find_in_clone *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_node_find_in_clone_encode(const struct gw_graph_node_find_in_clone *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->node);
+	o = put64(o, m->clone);
+	return o;
+}
+
+int gw_graph_node_find_in_clone_decode(struct gw_graph_node_find_in_clone *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphNodeFindInClone", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->node = d64(&d, "node");
+	m->clone = d64(&d, "clone");
+	return dfinish(&d);
+}
+
+size_t gw_graph_host_node_get_params_size(const struct gw_graph_host_node_get_params *m) {
+	(void)m;
+	size_t n = 0;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_host_node_get_params_encode(const struct gw_graph_host_node_get_params *m, uint8_t *o) {
+	(void)m;
+	o = put64(o, m->node);
+	return o;
+}
+
+int gw_graph_host_node_get_params_decode(struct gw_graph_host_node_get_params *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphHostNodeGetParams", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->node = d64(&d, "node");
+	return dfinish(&d);
+}
+
+size_t gw_graph_host_node_reply_size(const struct gw_graph_host_node_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 8;
+	n += 8;
+	return n;
+}
+
+uint8_t *gw_graph_host_node_reply_encode(const struct gw_graph_host_node_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put64(o, m->fn);
+	o = put64(o, m->data);
+	return o;
+}
+
+int gw_graph_host_node_reply_decode(struct gw_graph_host_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "GraphHostNodeReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->fn = d64(&d, "fn");
+	m->data = d64(&d, "data");
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -7395,6 +7901,34 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_module_global_reply_decode(m, p, n, err, errlen);
 	case 3602:
 		return gw_stream_set_access_policy_decode(m, p, n, err, errlen);
+	case 3500:
+		return gw_graph_add_host_node_decode(m, p, n, err, errlen);
+	case 3501:
+		return gw_capture_host_func_decode(m, p, n, err, errlen);
+	case 3502:
+		return gw_graph_clone_decode(m, p, n, err, errlen);
+	case 3503:
+		return gw_graph_clone_reply_decode(m, p, n, err, errlen);
+	case 3504:
+		return gw_graph_exec_plan_decode(m, p, n, err, errlen);
+	case 3505:
+		return gw_graph_plan_reply_decode(m, p, n, err, errlen);
+	case 3506:
+		return gw_graph_launch_stage_decode(m, p, n, err, errlen);
+	case 3507:
+		return gw_graph_exec_kernel_node_set_params_decode(m, p, n, err, errlen);
+	case 3508:
+		return gw_graph_exec_memset_node_set_params_decode(m, p, n, err, errlen);
+	case 3509:
+		return gw_graph_exec_memcpy_node_set_params_decode(m, p, n, err, errlen);
+	case 3510:
+		return gw_graph_exec_host_node_set_params_decode(m, p, n, err, errlen);
+	case 3511:
+		return gw_graph_node_find_in_clone_decode(m, p, n, err, errlen);
+	case 3512:
+		return gw_graph_host_node_get_params_decode(m, p, n, err, errlen);
+	case 3513:
+		return gw_graph_host_node_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

@@ -239,6 +239,20 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_MODULE_GET_GLOBAL_MANAGED 3600
 #define GW_TYPE_MODULE_GLOBAL_REPLY 3601
 #define GW_TYPE_STREAM_SET_ACCESS_POLICY 3602
+#define GW_TYPE_GRAPH_ADD_HOST_NODE 3500
+#define GW_TYPE_CAPTURE_HOST_FUNC 3501
+#define GW_TYPE_GRAPH_CLONE 3502
+#define GW_TYPE_GRAPH_CLONE_REPLY 3503
+#define GW_TYPE_GRAPH_EXEC_PLAN 3504
+#define GW_TYPE_GRAPH_PLAN_REPLY 3505
+#define GW_TYPE_GRAPH_LAUNCH_STAGE 3506
+#define GW_TYPE_GRAPH_EXEC_KERNEL_NODE_SET_PARAMS 3507
+#define GW_TYPE_GRAPH_EXEC_MEMSET_NODE_SET_PARAMS 3508
+#define GW_TYPE_GRAPH_EXEC_MEMCPY_NODE_SET_PARAMS 3509
+#define GW_TYPE_GRAPH_EXEC_HOST_NODE_SET_PARAMS 3510
+#define GW_TYPE_GRAPH_NODE_FIND_IN_CLONE 3511
+#define GW_TYPE_GRAPH_HOST_NODE_GET_PARAMS 3512
+#define GW_TYPE_GRAPH_HOST_NODE_REPLY 3513
 
 struct gw_hello {
 	uint32_t version;
@@ -2584,6 +2598,173 @@ struct gw_stream_set_access_policy {
 size_t gw_stream_set_access_policy_size(const struct gw_stream_set_access_policy *m);
 uint8_t *gw_stream_set_access_policy_encode(const struct gw_stream_set_access_policy *m, uint8_t *out);
 int gw_stream_set_access_policy_decode(struct gw_stream_set_access_policy *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_add_host_node {
+	uint64_t graph;
+	const void *deps; /* limit 8192 */
+	uint32_t deps_len;
+	uint64_t fn;
+	uint64_t data;
+};
+size_t gw_graph_add_host_node_size(const struct gw_graph_add_host_node *m);
+uint8_t *gw_graph_add_host_node_encode(const struct gw_graph_add_host_node *m, uint8_t *out);
+int gw_graph_add_host_node_decode(struct gw_graph_add_host_node *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_capture_host_func {
+	uint64_t stream;
+	uint64_t fn;
+	uint64_t data;
+};
+size_t gw_capture_host_func_size(const struct gw_capture_host_func *m);
+uint8_t *gw_capture_host_func_encode(const struct gw_capture_host_func *m, uint8_t *out);
+int gw_capture_host_func_decode(struct gw_capture_host_func *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_clone {
+	uint64_t graph;
+};
+size_t gw_graph_clone_size(const struct gw_graph_clone *m);
+uint8_t *gw_graph_clone_encode(const struct gw_graph_clone *m, uint8_t *out);
+int gw_graph_clone_decode(struct gw_graph_clone *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_clone_reply {
+	int32_t result;
+	uint64_t graph;
+	const void *nodes; /* limit 131072 */
+	uint32_t nodes_len;
+};
+size_t gw_graph_clone_reply_size(const struct gw_graph_clone_reply *m);
+uint8_t *gw_graph_clone_reply_encode(const struct gw_graph_clone_reply *m, uint8_t *out);
+int gw_graph_clone_reply_decode(struct gw_graph_clone_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_graph_clone_reply_encode_head(const struct gw_graph_clone_reply *m, uint8_t *out);
+
+struct gw_graph_exec_plan {
+	uint64_t exec;
+};
+size_t gw_graph_exec_plan_size(const struct gw_graph_exec_plan *m);
+uint8_t *gw_graph_exec_plan_encode(const struct gw_graph_exec_plan *m, uint8_t *out);
+int gw_graph_exec_plan_decode(struct gw_graph_exec_plan *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_plan_reply {
+	int32_t result;
+	uint32_t stages;
+	const void *nodes; /* limit 65536 */
+	uint32_t nodes_len;
+	const uint8_t *node_stages; /* little-endian u32s, limit 8192 */
+	uint32_t node_stages_count;
+	const void *hosts; /* limit 262144 */
+	uint32_t hosts_len;
+};
+size_t gw_graph_plan_reply_size(const struct gw_graph_plan_reply *m);
+uint8_t *gw_graph_plan_reply_encode(const struct gw_graph_plan_reply *m, uint8_t *out);
+int gw_graph_plan_reply_decode(struct gw_graph_plan_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_graph_plan_reply_encode_head(const struct gw_graph_plan_reply *m, uint8_t *out);
+
+struct gw_graph_launch_stage {
+	uint64_t exec;
+	uint64_t stream;
+	uint32_t stage;
+};
+size_t gw_graph_launch_stage_size(const struct gw_graph_launch_stage *m);
+uint8_t *gw_graph_launch_stage_encode(const struct gw_graph_launch_stage *m, uint8_t *out);
+int gw_graph_launch_stage_decode(struct gw_graph_launch_stage *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_exec_kernel_node_set_params {
+	uint64_t exec;
+	uint64_t node;
+	uint64_t function;
+	uint32_t grid_x;
+	uint32_t grid_y;
+	uint32_t grid_z;
+	uint32_t block_x;
+	uint32_t block_y;
+	uint32_t block_z;
+	uint32_t shared_mem;
+	const void *params; /* limit 32768 */
+	uint32_t params_len;
+};
+size_t gw_graph_exec_kernel_node_set_params_size(const struct gw_graph_exec_kernel_node_set_params *m);
+uint8_t *gw_graph_exec_kernel_node_set_params_encode(const struct gw_graph_exec_kernel_node_set_params *m, uint8_t *out);
+int gw_graph_exec_kernel_node_set_params_decode(struct gw_graph_exec_kernel_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_graph_exec_kernel_node_set_params_encode_head(const struct gw_graph_exec_kernel_node_set_params *m, uint8_t *out);
+
+struct gw_graph_exec_memset_node_set_params {
+	uint64_t exec;
+	uint64_t node;
+	uint64_t dst;
+	uint64_t pitch;
+	uint32_t value;
+	uint32_t elem_size;
+	uint64_t width;
+	uint64_t height;
+};
+size_t gw_graph_exec_memset_node_set_params_size(const struct gw_graph_exec_memset_node_set_params *m);
+uint8_t *gw_graph_exec_memset_node_set_params_encode(const struct gw_graph_exec_memset_node_set_params *m, uint8_t *out);
+int gw_graph_exec_memset_node_set_params_decode(struct gw_graph_exec_memset_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_exec_memcpy_node_set_params {
+	uint64_t exec;
+	uint64_t node;
+	uint32_t src_kind;
+	uint64_t src;
+	uint64_t src_pitch;
+	uint64_t src_height;
+	uint64_t src_x;
+	uint64_t src_y;
+	uint64_t src_z;
+	uint32_t dst_kind;
+	uint64_t dst;
+	uint64_t dst_pitch;
+	uint64_t dst_height;
+	uint64_t dst_x;
+	uint64_t dst_y;
+	uint64_t dst_z;
+	uint64_t width;
+	uint64_t height;
+	uint64_t depth;
+};
+size_t gw_graph_exec_memcpy_node_set_params_size(const struct gw_graph_exec_memcpy_node_set_params *m);
+uint8_t *gw_graph_exec_memcpy_node_set_params_encode(const struct gw_graph_exec_memcpy_node_set_params *m, uint8_t *out);
+int gw_graph_exec_memcpy_node_set_params_decode(struct gw_graph_exec_memcpy_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_exec_host_node_set_params {
+	uint64_t exec;
+	uint64_t node;
+	uint64_t fn;
+	uint64_t data;
+};
+size_t gw_graph_exec_host_node_set_params_size(const struct gw_graph_exec_host_node_set_params *m);
+uint8_t *gw_graph_exec_host_node_set_params_encode(const struct gw_graph_exec_host_node_set_params *m, uint8_t *out);
+int gw_graph_exec_host_node_set_params_decode(struct gw_graph_exec_host_node_set_params *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_node_find_in_clone {
+	uint64_t node;
+	uint64_t clone;
+};
+size_t gw_graph_node_find_in_clone_size(const struct gw_graph_node_find_in_clone *m);
+uint8_t *gw_graph_node_find_in_clone_encode(const struct gw_graph_node_find_in_clone *m, uint8_t *out);
+int gw_graph_node_find_in_clone_decode(struct gw_graph_node_find_in_clone *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_host_node_get_params {
+	uint64_t node;
+};
+size_t gw_graph_host_node_get_params_size(const struct gw_graph_host_node_get_params *m);
+uint8_t *gw_graph_host_node_get_params_encode(const struct gw_graph_host_node_get_params *m, uint8_t *out);
+int gw_graph_host_node_get_params_decode(struct gw_graph_host_node_get_params *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_graph_host_node_reply {
+	int32_t result;
+	uint64_t fn;
+	uint64_t data;
+};
+size_t gw_graph_host_node_reply_size(const struct gw_graph_host_node_reply *m);
+uint8_t *gw_graph_host_node_reply_encode(const struct gw_graph_host_node_reply *m, uint8_t *out);
+int gw_graph_host_node_reply_decode(struct gw_graph_host_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

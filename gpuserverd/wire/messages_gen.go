@@ -240,6 +240,20 @@ const (
 	TypeModuleGetGlobalManaged          Type = 3600
 	TypeModuleGlobalReply               Type = 3601
 	TypeStreamSetAccessPolicy           Type = 3602
+	TypeGraphAddHostNode                Type = 3500
+	TypeCaptureHostFunc                 Type = 3501
+	TypeGraphClone                      Type = 3502
+	TypeGraphCloneReply                 Type = 3503
+	TypeGraphExecPlan                   Type = 3504
+	TypeGraphPlanReply                  Type = 3505
+	TypeGraphLaunchStage                Type = 3506
+	TypeGraphExecKernelNodeSetParams    Type = 3507
+	TypeGraphExecMemsetNodeSetParams    Type = 3508
+	TypeGraphExecMemcpyNodeSetParams    Type = 3509
+	TypeGraphExecHostNodeSetParams      Type = 3510
+	TypeGraphNodeFindInClone            Type = 3511
+	TypeGraphHostNodeGetParams          Type = 3512
+	TypeGraphHostNodeReply              Type = 3513
 )
 
 var typeNames = map[Type]string{
@@ -452,6 +466,20 @@ var typeNames = map[Type]string{
 	TypeModuleGetGlobalManaged:          "ModuleGetGlobalManaged",
 	TypeModuleGlobalReply:               "ModuleGlobalReply",
 	TypeStreamSetAccessPolicy:           "StreamSetAccessPolicy",
+	TypeGraphAddHostNode:                "GraphAddHostNode",
+	TypeCaptureHostFunc:                 "CaptureHostFunc",
+	TypeGraphClone:                      "GraphClone",
+	TypeGraphCloneReply:                 "GraphCloneReply",
+	TypeGraphExecPlan:                   "GraphExecPlan",
+	TypeGraphPlanReply:                  "GraphPlanReply",
+	TypeGraphLaunchStage:                "GraphLaunchStage",
+	TypeGraphExecKernelNodeSetParams:    "GraphExecKernelNodeSetParams",
+	TypeGraphExecMemsetNodeSetParams:    "GraphExecMemsetNodeSetParams",
+	TypeGraphExecMemcpyNodeSetParams:    "GraphExecMemcpyNodeSetParams",
+	TypeGraphExecHostNodeSetParams:      "GraphExecHostNodeSetParams",
+	TypeGraphNodeFindInClone:            "GraphNodeFindInClone",
+	TypeGraphHostNodeGetParams:          "GraphHostNodeGetParams",
+	TypeGraphHostNodeReply:              "GraphHostNodeReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -875,6 +903,34 @@ func New(t Type) Message {
 		return new(ModuleGlobalReply)
 	case TypeStreamSetAccessPolicy:
 		return new(StreamSetAccessPolicy)
+	case TypeGraphAddHostNode:
+		return new(GraphAddHostNode)
+	case TypeCaptureHostFunc:
+		return new(CaptureHostFunc)
+	case TypeGraphClone:
+		return new(GraphClone)
+	case TypeGraphCloneReply:
+		return new(GraphCloneReply)
+	case TypeGraphExecPlan:
+		return new(GraphExecPlan)
+	case TypeGraphPlanReply:
+		return new(GraphPlanReply)
+	case TypeGraphLaunchStage:
+		return new(GraphLaunchStage)
+	case TypeGraphExecKernelNodeSetParams:
+		return new(GraphExecKernelNodeSetParams)
+	case TypeGraphExecMemsetNodeSetParams:
+		return new(GraphExecMemsetNodeSetParams)
+	case TypeGraphExecMemcpyNodeSetParams:
+		return new(GraphExecMemcpyNodeSetParams)
+	case TypeGraphExecHostNodeSetParams:
+		return new(GraphExecHostNodeSetParams)
+	case TypeGraphNodeFindInClone:
+		return new(GraphNodeFindInClone)
+	case TypeGraphHostNodeGetParams:
+		return new(GraphHostNodeGetParams)
+	case TypeGraphHostNodeReply:
+		return new(GraphHostNodeReply)
 	}
 	return nil
 }
@@ -7830,5 +7886,516 @@ func (m *StreamSetAccessPolicy) Decode(p []byte) error {
 	m.HitRatio = math.Float32frombits(d.u32("hit_ratio"))
 	m.HitProp = d.u32("hit_prop")
 	m.MissProp = d.u32("miss_prop")
+	return d.finish()
+}
+
+// GraphAddHostNode is message type 3500.
+type GraphAddHostNode struct {
+	Graph uint64
+	Deps  []byte
+	Fn    uint64
+	Data  uint64
+}
+
+// Type returns TypeGraphAddHostNode.
+func (*GraphAddHostNode) Type() Type { return TypeGraphAddHostNode }
+
+// Append appends the encoded payload to b.
+func (m *GraphAddHostNode) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Deps)))
+	b = append(b, m.Deps...)
+	b = putU64(b, m.Fn)
+	b = putU64(b, m.Data)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphAddHostNode) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphAddHostNode"}
+	m.Graph = d.u64("graph")
+	m.Deps = d.bytes("deps", 8192)
+	m.Fn = d.u64("fn")
+	m.Data = d.u64("data")
+	return d.finish()
+}
+
+// CaptureHostFunc is message type 3501.
+type CaptureHostFunc struct {
+	Stream uint64
+	Fn     uint64
+	Data   uint64
+}
+
+// Type returns TypeCaptureHostFunc.
+func (*CaptureHostFunc) Type() Type { return TypeCaptureHostFunc }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *CaptureHostFunc) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *CaptureHostFunc) Append(b []byte) []byte {
+	b = putU64(b, m.Stream)
+	b = putU64(b, m.Fn)
+	b = putU64(b, m.Data)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *CaptureHostFunc) Decode(p []byte) error {
+	d := decoder{p: p, msg: "CaptureHostFunc"}
+	m.Stream = d.u64("stream")
+	m.Fn = d.u64("fn")
+	m.Data = d.u64("data")
+	return d.finish()
+}
+
+// GraphClone is message type 3502.
+type GraphClone struct {
+	Graph uint64
+}
+
+// Type returns TypeGraphClone.
+func (*GraphClone) Type() Type { return TypeGraphClone }
+
+// Append appends the encoded payload to b.
+func (m *GraphClone) Append(b []byte) []byte {
+	b = putU64(b, m.Graph)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphClone) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphClone"}
+	m.Graph = d.u64("graph")
+	return d.finish()
+}
+
+// GraphCloneReply is message type 3503.
+type GraphCloneReply struct {
+	Result int32
+	Graph  uint64
+	Nodes  []byte
+}
+
+// Type returns TypeGraphCloneReply.
+func (*GraphCloneReply) Type() Type { return TypeGraphCloneReply }
+
+// Append appends the encoded payload to b.
+func (m *GraphCloneReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Nodes)))
+	b = append(b, m.Nodes...)
+	return b
+}
+
+// AppendHead appends the payload without Nodes's content (its length included), so a
+// large Nodes can be written from where it lies.
+func (m *GraphCloneReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Graph)
+	b = putU32(b, uint32(len(m.Nodes)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphCloneReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphCloneReply"}
+	m.Result = int32(d.u32("result"))
+	m.Graph = d.u64("graph")
+	m.Nodes = d.bytes("nodes", 131072)
+	return d.finish()
+}
+
+// GraphExecPlan is message type 3504.
+type GraphExecPlan struct {
+	Exec uint64
+}
+
+// Type returns TypeGraphExecPlan.
+func (*GraphExecPlan) Type() Type { return TypeGraphExecPlan }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecPlan) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecPlan) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecPlan"}
+	m.Exec = d.u64("exec")
+	return d.finish()
+}
+
+// GraphPlanReply is message type 3505.
+type GraphPlanReply struct {
+	Result     int32
+	Stages     uint32
+	Nodes      []byte
+	NodeStages []uint32
+	Hosts      []byte
+}
+
+// Type returns TypeGraphPlanReply.
+func (*GraphPlanReply) Type() Type { return TypeGraphPlanReply }
+
+// Append appends the encoded payload to b.
+func (m *GraphPlanReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Stages)
+	b = putU32(b, uint32(len(m.Nodes)))
+	b = append(b, m.Nodes...)
+	b = putU32(b, uint32(len(m.NodeStages)))
+	for _, v := range m.NodeStages {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.Hosts)))
+	b = append(b, m.Hosts...)
+	return b
+}
+
+// AppendHead appends the payload without Hosts's content (its length included), so a
+// large Hosts can be written from where it lies.
+func (m *GraphPlanReply) AppendHead(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, m.Stages)
+	b = putU32(b, uint32(len(m.Nodes)))
+	b = append(b, m.Nodes...)
+	b = putU32(b, uint32(len(m.NodeStages)))
+	for _, v := range m.NodeStages {
+		b = putU32(b, v)
+	}
+	b = putU32(b, uint32(len(m.Hosts)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphPlanReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphPlanReply"}
+	m.Result = int32(d.u32("result"))
+	m.Stages = d.u32("stages")
+	m.Nodes = d.bytes("nodes", 65536)
+	m.NodeStages = d.u32s("node_stages", 8192)
+	m.Hosts = d.bytes("hosts", 262144)
+	return d.finish()
+}
+
+// GraphLaunchStage is message type 3506.
+type GraphLaunchStage struct {
+	Exec   uint64
+	Stream uint64
+	Stage  uint32
+}
+
+// Type returns TypeGraphLaunchStage.
+func (*GraphLaunchStage) Type() Type { return TypeGraphLaunchStage }
+
+// StreamField is where the message names its stream (StreamNamer).
+func (m *GraphLaunchStage) StreamField() *uint64 { return &m.Stream }
+
+// Append appends the encoded payload to b.
+func (m *GraphLaunchStage) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Stream)
+	b = putU32(b, m.Stage)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphLaunchStage) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphLaunchStage"}
+	m.Exec = d.u64("exec")
+	m.Stream = d.u64("stream")
+	m.Stage = d.u32("stage")
+	return d.finish()
+}
+
+// GraphExecKernelNodeSetParams is message type 3507.
+type GraphExecKernelNodeSetParams struct {
+	Exec      uint64
+	Node      uint64
+	Function  uint64
+	GridX     uint32
+	GridY     uint32
+	GridZ     uint32
+	BlockX    uint32
+	BlockY    uint32
+	BlockZ    uint32
+	SharedMem uint32
+	Params    []byte
+}
+
+// Type returns TypeGraphExecKernelNodeSetParams.
+func (*GraphExecKernelNodeSetParams) Type() Type { return TypeGraphExecKernelNodeSetParams }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecKernelNodeSetParams) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Node)
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU32(b, uint32(len(m.Params)))
+	b = append(b, m.Params...)
+	return b
+}
+
+// AppendHead appends the payload without Params's content (its length included), so a
+// large Params can be written from where it lies.
+func (m *GraphExecKernelNodeSetParams) AppendHead(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Node)
+	b = putU64(b, m.Function)
+	b = putU32(b, m.GridX)
+	b = putU32(b, m.GridY)
+	b = putU32(b, m.GridZ)
+	b = putU32(b, m.BlockX)
+	b = putU32(b, m.BlockY)
+	b = putU32(b, m.BlockZ)
+	b = putU32(b, m.SharedMem)
+	b = putU32(b, uint32(len(m.Params)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecKernelNodeSetParams) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecKernelNodeSetParams"}
+	m.Exec = d.u64("exec")
+	m.Node = d.u64("node")
+	m.Function = d.u64("function")
+	m.GridX = d.u32("grid_x")
+	m.GridY = d.u32("grid_y")
+	m.GridZ = d.u32("grid_z")
+	m.BlockX = d.u32("block_x")
+	m.BlockY = d.u32("block_y")
+	m.BlockZ = d.u32("block_z")
+	m.SharedMem = d.u32("shared_mem")
+	m.Params = d.bytes("params", 32768)
+	return d.finish()
+}
+
+// GraphExecMemsetNodeSetParams is message type 3508.
+type GraphExecMemsetNodeSetParams struct {
+	Exec     uint64
+	Node     uint64
+	Dst      uint64
+	Pitch    uint64
+	Value    uint32
+	ElemSize uint32
+	Width    uint64
+	Height   uint64
+}
+
+// Type returns TypeGraphExecMemsetNodeSetParams.
+func (*GraphExecMemsetNodeSetParams) Type() Type { return TypeGraphExecMemsetNodeSetParams }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecMemsetNodeSetParams) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Node)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.Pitch)
+	b = putU32(b, m.Value)
+	b = putU32(b, m.ElemSize)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecMemsetNodeSetParams) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecMemsetNodeSetParams"}
+	m.Exec = d.u64("exec")
+	m.Node = d.u64("node")
+	m.Dst = d.u64("dst")
+	m.Pitch = d.u64("pitch")
+	m.Value = d.u32("value")
+	m.ElemSize = d.u32("elem_size")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	return d.finish()
+}
+
+// GraphExecMemcpyNodeSetParams is message type 3509.
+type GraphExecMemcpyNodeSetParams struct {
+	Exec      uint64
+	Node      uint64
+	SrcKind   uint32
+	Src       uint64
+	SrcPitch  uint64
+	SrcHeight uint64
+	SrcX      uint64
+	SrcY      uint64
+	SrcZ      uint64
+	DstKind   uint32
+	Dst       uint64
+	DstPitch  uint64
+	DstHeight uint64
+	DstX      uint64
+	DstY      uint64
+	DstZ      uint64
+	Width     uint64
+	Height    uint64
+	Depth     uint64
+}
+
+// Type returns TypeGraphExecMemcpyNodeSetParams.
+func (*GraphExecMemcpyNodeSetParams) Type() Type { return TypeGraphExecMemcpyNodeSetParams }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecMemcpyNodeSetParams) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Node)
+	b = putU32(b, m.SrcKind)
+	b = putU64(b, m.Src)
+	b = putU64(b, m.SrcPitch)
+	b = putU64(b, m.SrcHeight)
+	b = putU64(b, m.SrcX)
+	b = putU64(b, m.SrcY)
+	b = putU64(b, m.SrcZ)
+	b = putU32(b, m.DstKind)
+	b = putU64(b, m.Dst)
+	b = putU64(b, m.DstPitch)
+	b = putU64(b, m.DstHeight)
+	b = putU64(b, m.DstX)
+	b = putU64(b, m.DstY)
+	b = putU64(b, m.DstZ)
+	b = putU64(b, m.Width)
+	b = putU64(b, m.Height)
+	b = putU64(b, m.Depth)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecMemcpyNodeSetParams) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecMemcpyNodeSetParams"}
+	m.Exec = d.u64("exec")
+	m.Node = d.u64("node")
+	m.SrcKind = d.u32("src_kind")
+	m.Src = d.u64("src")
+	m.SrcPitch = d.u64("src_pitch")
+	m.SrcHeight = d.u64("src_height")
+	m.SrcX = d.u64("src_x")
+	m.SrcY = d.u64("src_y")
+	m.SrcZ = d.u64("src_z")
+	m.DstKind = d.u32("dst_kind")
+	m.Dst = d.u64("dst")
+	m.DstPitch = d.u64("dst_pitch")
+	m.DstHeight = d.u64("dst_height")
+	m.DstX = d.u64("dst_x")
+	m.DstY = d.u64("dst_y")
+	m.DstZ = d.u64("dst_z")
+	m.Width = d.u64("width")
+	m.Height = d.u64("height")
+	m.Depth = d.u64("depth")
+	return d.finish()
+}
+
+// GraphExecHostNodeSetParams is message type 3510.
+type GraphExecHostNodeSetParams struct {
+	Exec uint64
+	Node uint64
+	Fn   uint64
+	Data uint64
+}
+
+// Type returns TypeGraphExecHostNodeSetParams.
+func (*GraphExecHostNodeSetParams) Type() Type { return TypeGraphExecHostNodeSetParams }
+
+// Append appends the encoded payload to b.
+func (m *GraphExecHostNodeSetParams) Append(b []byte) []byte {
+	b = putU64(b, m.Exec)
+	b = putU64(b, m.Node)
+	b = putU64(b, m.Fn)
+	b = putU64(b, m.Data)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphExecHostNodeSetParams) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphExecHostNodeSetParams"}
+	m.Exec = d.u64("exec")
+	m.Node = d.u64("node")
+	m.Fn = d.u64("fn")
+	m.Data = d.u64("data")
+	return d.finish()
+}
+
+// GraphNodeFindInClone is message type 3511.
+type GraphNodeFindInClone struct {
+	Node  uint64
+	Clone uint64
+}
+
+// Type returns TypeGraphNodeFindInClone.
+func (*GraphNodeFindInClone) Type() Type { return TypeGraphNodeFindInClone }
+
+// Append appends the encoded payload to b.
+func (m *GraphNodeFindInClone) Append(b []byte) []byte {
+	b = putU64(b, m.Node)
+	b = putU64(b, m.Clone)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphNodeFindInClone) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphNodeFindInClone"}
+	m.Node = d.u64("node")
+	m.Clone = d.u64("clone")
+	return d.finish()
+}
+
+// GraphHostNodeGetParams is message type 3512.
+type GraphHostNodeGetParams struct {
+	Node uint64
+}
+
+// Type returns TypeGraphHostNodeGetParams.
+func (*GraphHostNodeGetParams) Type() Type { return TypeGraphHostNodeGetParams }
+
+// Append appends the encoded payload to b.
+func (m *GraphHostNodeGetParams) Append(b []byte) []byte {
+	b = putU64(b, m.Node)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphHostNodeGetParams) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphHostNodeGetParams"}
+	m.Node = d.u64("node")
+	return d.finish()
+}
+
+// GraphHostNodeReply is message type 3513.
+type GraphHostNodeReply struct {
+	Result int32
+	Fn     uint64
+	Data   uint64
+}
+
+// Type returns TypeGraphHostNodeReply.
+func (*GraphHostNodeReply) Type() Type { return TypeGraphHostNodeReply }
+
+// Append appends the encoded payload to b.
+func (m *GraphHostNodeReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU64(b, m.Fn)
+	b = putU64(b, m.Data)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *GraphHostNodeReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "GraphHostNodeReply"}
+	m.Result = int32(d.u32("result"))
+	m.Fn = d.u64("fn")
+	m.Data = d.u64("data")
 	return d.finish()
 }

@@ -11,13 +11,14 @@ import (
 // famState is what the worker keeps of the hand-written driver-API families (issue 14) to charge
 // device memory to the session's quota and to refuse what a capture cannot hold.
 type famState struct {
-	physical  map[backend.Handle]*vmAlloc // cuMemCreate allocations
-	mappings  map[uint64]vmMapping        // mapped address -> what is mapped there
-	arrays    map[backend.Handle]uint64   // array -> bytes charged
-	capturing map[backend.Handle]bool     // streams in capture -> whether a call refused invalidated it
-	into      map[backend.Handle]bool     // streams capturing into an existing graph (theirs to keep)
-	graphMem  graphMemCharge              // graphs' allocation nodes (graphextras.go)
-	async     asyncCharges                // stream-ordered allocations charged
+	physical  map[backend.Handle]*vmAlloc    // cuMemCreate allocations
+	mappings  map[uint64]vmMapping           // mapped address -> what is mapped there
+	arrays    map[backend.Handle]uint64      // array -> bytes charged
+	capturing map[backend.Handle]bool        // streams in capture -> whether a call refused invalidated it
+	into      map[backend.Handle]bool        // streams capturing into an existing graph (theirs to keep)
+	graphMem  graphMemCharge                 // graphs' allocation nodes (graphextras.go)
+	staged    map[backend.Handle]*stagedExec // executable graphs with host nodes (graphstage.go)
+	async     asyncCharges                   // stream-ordered allocations charged
 }
 
 // mappedThrough returns the end of the mapping that holds address a, if one does.
@@ -136,7 +137,10 @@ func famReply(m wire.Message, err error) wire.Message {
 		*wire.LinkDestroy:
 		return status(err)
 	}
-	return extrasReply(m, err)
+	if r := extrasReply(m, err); r != nil {
+		return r
+	}
+	return editsReply(m, err)
 }
 
 func handleReply[H ~uint64](h H, err error) wire.Message {
@@ -206,6 +210,9 @@ func (s *Session) familyOn(d *device, m wire.Message) wire.Message {
 			Priority: m.Priority}))
 	}
 	if a, ok := s.graphExtras(d, m); ok {
+		return a
+	}
+	if a, ok := s.graphEdits(d, m); ok {
 		return a
 	}
 	g, ok := d.ctx.(backend.Graphs)
@@ -540,8 +547,14 @@ func (s *Session) graphs(d *device, g backend.Graphs, m wire.Message) wire.Messa
 	case *wire.GraphInstantiate:
 		return s.instantiate(d, g, m)
 	case *wire.GraphLaunch:
+		if d.fam.staged[backend.Handle(m.Exec)] != nil {
+			return status(fmt.Errorf("executable graph %d has host nodes: it is launched by stages: %w", m.Exec, backend.ErrNotSupported))
+		}
 		return status(g.GraphLaunch(backend.Handle(m.Exec), backend.Handle(m.Stream)))
 	case *wire.GraphExecDestroy:
+		if s.destroyStaged(d, g, backend.Handle(m.Exec)) {
+			return status(nil)
+		}
 		err := g.GraphExecDestroy(backend.Handle(m.Exec))
 		if err == nil {
 			s.execDestroyed(d, backend.Handle(m.Exec))

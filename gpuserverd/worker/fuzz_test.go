@@ -71,6 +71,15 @@ func FuzzSession(f *testing.F) {
 		&wire.MemAllocAsync{Bytes: 64, Stream: 1}, &wire.StreamCaptureGraph{Stream: 1},
 		&wire.StreamUpdateCaptureDependencies{Stream: 1, Deps: []byte{3, 0, 0, 0, 0, 0, 0, 0}, Flags: 1},
 		&wire.StreamEndCapture{Stream: 1}))
+	// Host nodes, stages, clones and an executable graph's nodes (graphstage.go, graphedits.go).
+	f.Add(seed(&wire.GraphCreate{}, &wire.GraphAddEmptyNode{Graph: 1}, &wire.GraphAddHostNode{Graph: 1,
+		Deps: []byte{2, 0, 0, 0, 0, 0, 0, 0}, Fn: 0x401000, Data: 8}, &wire.GraphAddEmptyNode{Graph: 1,
+		Deps: []byte{3, 0, 0, 0, 0, 0, 0, 0}}, &wire.GraphClone{Graph: 1}, &wire.GraphInstantiate{Graph: 1},
+		&wire.GraphExecPlan{Exec: 9}, &wire.GraphLaunchStage{Exec: 9, Stage: 1}, &wire.GraphExecHostNodeSetParams{
+			Exec: 9, Node: 3, Fn: 0x402000}, &wire.GraphExecMemsetNodeSetParams{Exec: 9, Node: 2, ElemSize: 4, Width: 1,
+			Height: 1}, &wire.GraphExecUpdate{Exec: 9, Graph: 5}, &wire.GraphNodeFindInClone{Node: 2, Clone: 5},
+		&wire.StreamCreate{}, &wire.StreamBeginCapture{Stream: 14}, &wire.CaptureHostFunc{Stream: 14, Fn: 1},
+		&wire.StreamEndCapture{Stream: 14}, &wire.GraphExecDestroy{Exec: 9}))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		serveBytes(t, Config{Tier: "shared", MemoryQuota: 1 << 20, Devices: []int{0}}, sim.New(1, 1<<24), true, in)
 	})

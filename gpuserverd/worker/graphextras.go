@@ -167,6 +167,9 @@ func (s *Session) graphMemTrim(d *device, ge backend.GraphExtras) error {
 
 // instantiate charges what the graph's allocation nodes may hold, then instantiates it.
 func (s *Session) instantiate(d *device, g backend.Graphs, m *wire.GraphInstantiate) wire.Message {
+	if x, ok, err := s.instantiateStaged(d, g, backend.Handle(m.Graph), m.Flags); ok {
+		return handleReply(x, err)
+	}
 	var n uint64
 	if ge, ok := d.ctx.(backend.GraphExtras); ok {
 		var err error
@@ -195,6 +198,9 @@ func (s *Session) instantiate(d *device, g backend.Graphs, m *wire.GraphInstanti
 // graph's allocation nodes may hold past what the executable graph was charged.
 func (s *Session) execUpdate(d *device, g backend.Graphs, m *wire.GraphExecUpdate) wire.Message {
 	x, c := backend.Handle(m.Exec), &d.fam.graphMem
+	if v, ok, err := s.updateStaged(d, g, x, backend.Handle(m.Graph)); ok {
+		return &wire.ValueReply{Result: int32(backend.ResultOf(err)), Value: int32(v)}
+	}
 	var more uint64
 	if ge, ok := d.ctx.(backend.GraphExtras); ok {
 		n, err := ge.GraphAllocBytes(backend.Handle(m.Graph))

@@ -130,6 +130,12 @@ struct launch_config {
 	X(graph_launch, "cuGraphLaunch", CUresult (*)(CUgraphExec, CUstream))                              \
 	X(exec_destroy, "cuGraphExecDestroy", CUresult (*)(CUgraphExec))                                   \
 	X(exec_update, "cuGraphExecUpdate_v2", CUresult (*)(CUgraphExec, CUgraph, struct update_info *))  \
+	X(exec_kernel, "cuGraphExecKernelNodeSetParams_v2",                                               \
+	  CUresult (*)(CUgraphExec, CUgraphNode, const struct kernel_node *))                            \
+	X(exec_memset, "cuGraphExecMemsetNodeSetParams",                                                  \
+	  CUresult (*)(CUgraphExec, CUgraphNode, const struct memset_node *, CUcontext))                  \
+	X(exec_memcpy, "cuGraphExecMemcpyNodeSetParams",                                                  \
+	  CUresult (*)(CUgraphExec, CUgraphNode, const struct memcpy3d *, CUcontext))                     \
 	X(launch_ex, "cuLaunchKernelEx", CUresult (*)(const struct launch_config *, CUfunction, void **, void **)) \
 	X(wait32, "cuStreamWaitValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))       \
 	X(write32, "cuStreamWriteValue32_v2", CUresult (*)(CUstream, CUdeviceptr, unsigned, unsigned))     \
@@ -422,6 +428,22 @@ CUresult gc_graph_nodes(CUcontext ctx, CUgraph g, CUgraphNode *nodes, size_t *co
 CUresult gc_graph_node_type(CUcontext ctx, CUgraphNode n, unsigned *type) { CALL(ctx, node_type, n, (int *)type); }
 CUresult gc_graph_instantiate(CUcontext ctx, CUgraphExec *x, CUgraph g, unsigned long long flags) {
 	CALL(ctx, instantiate, x, g, flags);
+}
+CUresult gc_exec_kernel(CUcontext ctx, CUgraphExec x, CUgraphNode n, CUfunction fn, const unsigned dm[7], void *params,
+                        size_t size) {
+	void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+	struct kernel_node k = {fn, dm[0], dm[1], dm[2], dm[3], dm[4], dm[5], dm[6], NULL, size ? extra : NULL, NULL, NULL};
+	CALL(ctx, exec_kernel, x, n, &k);
+}
+CUresult gc_exec_memset(CUcontext ctx, CUgraphExec x, CUgraphNode n, CUdeviceptr dst, size_t pitch, unsigned value,
+                        unsigned elem, size_t w, size_t h) {
+	struct memset_node m = {dst, pitch, value, elem, w, h};
+	CALL(ctx, exec_memset, x, n, &m, ctx);
+}
+CUresult gc_exec_memcpy(CUcontext ctx, CUgraphExec x, CUgraphNode n, const struct gc_side *src, const struct gc_side *dst,
+                        size_t w, size_t h, size_t d) {
+	struct memcpy3d c = copy_desc(src, dst, w, h, d);
+	CALL(ctx, exec_memcpy, x, n, &c, ctx);
 }
 CUresult gc_graph_launch(CUcontext ctx, CUgraphExec x, CUstream s) { CALL(ctx, graph_launch, x, s); }
 CUresult gc_graph_exec_destroy(CUcontext ctx, CUgraphExec x) { CALL(ctx, exec_destroy, x); }

@@ -28,6 +28,7 @@ type famTables struct {
 	links      handles[unsafe.Pointer]
 	linkData   map[backend.Handle][]unsafe.Pointer // inputs in C memory, kept until the link goes
 	ext        *graphExtras                        // conditional bodies, graph allocations (graphextras.go)
+	hostFns    []backend.HostFn                    // host nodes' guest functions by token-1 (graphedits.go)
 }
 
 var (

@@ -85,6 +85,13 @@ CUresult gc_graph_instantiate(CUcontext ctx, CUgraphExec *x, CUgraph g, unsigned
 CUresult gc_graph_launch(CUcontext ctx, CUgraphExec x, CUstream s);
 CUresult gc_graph_exec_destroy(CUcontext ctx, CUgraphExec x);
 CUresult gc_graph_exec_update(CUcontext ctx, CUgraphExec x, CUgraph g, unsigned *result);
+// cuGraphExec{Kernel,Memset,Memcpy}NodeSetParams, with the parameters of the matching add calls.
+CUresult gc_exec_kernel(CUcontext ctx, CUgraphExec x, CUgraphNode n, CUfunction f, const unsigned dims[7], void *params,
+                        size_t size);
+CUresult gc_exec_memset(CUcontext ctx, CUgraphExec x, CUgraphNode n, CUdeviceptr dst, size_t pitch, unsigned value,
+                        unsigned elem, size_t w, size_t h);
+CUresult gc_exec_memcpy(CUcontext ctx, CUgraphExec x, CUgraphNode n, const struct gc_side *src, const struct gc_side *dst,
+                        size_t w, size_t h, size_t d);
 
 CUresult gc_launch_ex(CUcontext ctx, CUfunction f, const unsigned dims[7], CUstream s, int cooperative,
                       const unsigned cluster[3], int priority, void *params, size_t size);

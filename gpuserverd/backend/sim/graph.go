@@ -14,6 +14,7 @@ const (
 	nodeKernel   = 0
 	nodeMemcpy   = 1
 	nodeMemset   = 2
+	nodeHost     = 3
 	nodeGraph    = 4
 	nodeEmpty    = 5
 	nodeMemAlloc = 10
@@ -25,17 +26,19 @@ type graphNode struct {
 	id    backend.Handle
 	kind  uint32
 	deps  []backend.Handle
-	work  func() error // nil for an empty or conditional node
-	cond  *condNode    // a conditional node's handle and bodies
-	alloc *graphAlloc  // an allocation node's memory
+	work  func() error   // nil for an empty, host or conditional node
+	host  backend.HostFn // a host node's function (run by the guest)
+	cond  *condNode      // a conditional node's handle and bodies
+	alloc *graphAlloc    // an allocation node's memory
 }
 
 // graph is a CUDA graph: nodes in the order added, which is a topological order (a node's
 // dependencies exist when it is added). An executable graph is a snapshot of one (snapshot).
 type graph struct {
 	nodes   []*graphNode
-	handles []*condHandle // conditional handles created on it
-	owned   bool          // a conditional node's body: it goes with the node, not by GraphDestroy
+	handles []*condHandle                     // conditional handles created on it
+	owned   bool                              // a conditional node's body: it goes with the node, not by GraphDestroy
+	cloneOf map[backend.Handle]backend.Handle // a clone's: node of the cloned graph -> node here
 }
 
 // capture is a stream's capture in progress: each captured call becomes a node depending on the
@@ -209,13 +212,22 @@ func (c *Context) GraphAddKernelNode(h backend.Handle, deps []backend.Handle, cf
 }
 
 func (c *Context) GraphAddMemsetNode(h backend.Handle, deps []backend.Handle, p backend.MemsetNode) (backend.Handle, error) {
+	fn, err := c.memsetWork(p)
+	if err != nil {
+		return 0, err
+	}
+	return c.addChecked(h, nodeMemset, deps, fn)
+}
+
+// memsetWork checks a memset node's parameters and returns the work that does it.
+func (c *Context) memsetWork(p backend.MemsetNode) (func() error, error) {
 	if p.ElemSize != 1 && p.ElemSize != 2 && p.ElemSize != 4 || p.Width == 0 || p.Height == 0 ||
 		(p.Height > 1 && p.Pitch < p.Width*uint64(p.ElemSize)) {
-		return 0, fmt.Errorf("memset node %dx%d of %d-byte elements, pitch %d: %w", p.Width, p.Height, p.ElemSize, p.Pitch, backend.ErrInvalidValue)
+		return nil, fmt.Errorf("memset node %dx%d of %d-byte elements, pitch %d: %w", p.Width, p.Height, p.ElemSize, p.Pitch, backend.ErrInvalidValue)
 	}
 	var pat [4]byte
 	binary.LittleEndian.PutUint32(pat[:], p.Value)
-	fn, err := c.deferredWork(func() (func() error, error) {
+	return c.deferredWork(func() (func() error, error) {
 		rows, err := c.rows(backend.CopySide{Kind: backend.SideDevice, Ptr: p.Dst, Pitch: max(p.Pitch, p.Width*uint64(p.ElemSize))},
 			nil, p.Width*uint64(p.ElemSize), p.Height, 1)
 		return func() error {
@@ -227,21 +239,22 @@ func (c *Context) GraphAddMemsetNode(h backend.Handle, deps []backend.Handle, p 
 			return nil
 		}, err
 	}, p.Dst)
-	if err != nil {
-		return 0, err
-	}
-	return c.addChecked(h, nodeMemset, deps, fn)
 }
 
 func (c *Context) GraphAddMemcpyNode(h backend.Handle, deps []backend.Handle, cp backend.Copy3D) (backend.Handle, error) {
-	if cp.Src.Kind == backend.SideHost || cp.Dst.Kind == backend.SideHost {
-		return 0, fmt.Errorf("memcpy node with host memory (it lies in the guest): %w", backend.ErrNotSupported)
-	}
-	fn, err := c.deferredWork(func() (func() error, error) { return c.copyWork(cp) }, cp.Src.Ptr, cp.Dst.Ptr)
+	fn, err := c.memcpyNodeWork(cp)
 	if err != nil {
 		return 0, err
 	}
 	return c.addChecked(h, nodeMemcpy, deps, fn)
+}
+
+// memcpyNodeWork checks a memcpy node's copy (device and array sides) and returns its work.
+func (c *Context) memcpyNodeWork(cp backend.Copy3D) (func() error, error) {
+	if cp.Src.Kind == backend.SideHost || cp.Dst.Kind == backend.SideHost {
+		return nil, fmt.Errorf("memcpy node with host memory (it lies in the guest): %w", backend.ErrNotSupported)
+	}
+	return c.deferredWork(func() (func() error, error) { return c.copyWork(cp) }, cp.Src.Ptr, cp.Dst.Ptr)
 }
 
 func (c *Context) GraphAddEmptyNode(h backend.Handle, deps []backend.Handle) (backend.Handle, error) {

@@ -54,6 +54,9 @@ void *driver_fn(void **slot, const char *name) {
 EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data) {
     if (!fn) return ret(CUDA_ERROR_INVALID_VALUE);
     READY();
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cuStreamIsCapturing((CUstream)s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE)
+        return ret(cuLaunchHostFunc((CUstream)s, (CUhostFn)fn, data)); /* a host node of the capture */
     CUresult rc = drain((CUstream)s);
     if (rc != CUDA_SUCCESS) return ret(rc); /* as NVIDIA's: not called after an error */
     fn(data);

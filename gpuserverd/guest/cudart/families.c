@@ -75,19 +75,25 @@ EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t *node, cudaGraph_t grap
     return ret(cuGraphAddEmptyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n));
 }
 
-EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
-                                          const struct cudaKernelNodeParams *p) {
-    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
-    READY();
+CUresult kernel_node_params(const struct cudaKernelNodeParams *p, CUDA_KERNEL_NODE_PARAMS *k) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
     CUfunction f;
     CUresult rc = function(p->func, &f);
-    if (rc != CUDA_SUCCESS) return ret(rc);
+    if (rc != CUDA_SUCCESS) return rc;
+    memset(k, 0, sizeof *k);
+    k->func = f;
+    k->gridDimX = p->gridDim.x, k->gridDimY = p->gridDim.y, k->gridDimZ = p->gridDim.z;
+    k->blockDimX = p->blockDim.x, k->blockDimY = p->blockDim.y, k->blockDimZ = p->blockDim.z;
+    k->sharedMemBytes = p->sharedMemBytes, k->kernelParams = p->kernelParams, k->extra = p->extra;
+    return CUDA_SUCCESS;
+}
+
+EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                          const struct cudaKernelNodeParams *p) {
+    READY();
     CUDA_KERNEL_NODE_PARAMS k;
-    memset(&k, 0, sizeof k);
-    k.func = f;
-    k.gridDimX = p->gridDim.x, k.gridDimY = p->gridDim.y, k.gridDimZ = p->gridDim.z;
-    k.blockDimX = p->blockDim.x, k.blockDimY = p->blockDim.y, k.blockDimZ = p->blockDim.z;
-    k.sharedMemBytes = p->sharedMemBytes, k.kernelParams = p->kernelParams, k.extra = p->extra;
+    CUresult rc = kernel_node_params(p, &k);
+    if (rc != CUDA_SUCCESS) return ret(rc);
     return ret(cuGraphAddKernelNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &k));
 }
 
@@ -185,6 +191,8 @@ static CUresult conditional_node(cudaGraphNode_t *node, cudaGraph_t graph, const
 
 cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                                    const struct cudaMemcpy3DParms *p); /* below, with the 3-D copies */
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
+                                 const struct cudaHostNodeParams *p); /* graphedits.c */
 
 /* Each node type through its own runtime call; edges beyond the default are not offered. */
 EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps,
@@ -217,6 +225,10 @@ EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t *node, cudaGraph_t graph, co
         return cudaGraphAddMemFreeNode(node, graph, deps, n, p->free.dptr);
     case cudaGraphNodeTypeConditional:
         return ret(conditional_node(node, graph, deps, n, &p->conditional));
+    case cudaGraphNodeTypeHost: {
+        struct cudaHostNodeParams h = {.fn = p->host.fn, .userData = p->host.userData};
+        return cudaGraphAddHostNode(node, graph, deps, n, &h);
+    }
     default:
         return ret(CUDA_ERROR_NOT_SUPPORTED);
     }
@@ -480,15 +492,30 @@ static cudaError_t copy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int
 }
 
 /* A graph's copy node: host sides go through bounce buffers (driver/graphhost.c). */
+/* A copy node's parameters and the current context the driver's node calls take. */
+static CUresult node_copy(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c, CUcontext *ctx) {
+    CUresult rc = copy3d_params(p, c);
+    return rc == CUDA_SUCCESS ? cuCtxGetCurrent(ctx) : rc;
+}
+
 EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                                           const struct cudaMemcpy3DParms *p) {
     READY();
     CUDA_MEMCPY3D c;
     CUcontext ctx;
-    CUresult rc = copy3d_params(p, &c);
-    if (rc == CUDA_SUCCESS) rc = cuCtxGetCurrent(&ctx);
+    CUresult rc = node_copy(p, &c, &ctx);
     if (rc != CUDA_SUCCESS) return ret(rc);
     return ret(cuGraphAddMemcpyNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &c, ctx));
+}
+
+EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaMemcpy3DParms *p) {
+    READY();
+    CUDA_MEMCPY3D c;
+    CUcontext ctx;
+    CUresult rc = node_copy(p, &c, &ctx);
+    if (rc != CUDA_SUCCESS) return ret(rc);
+    return ret(cuGraphExecMemcpyNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &c, ctx));
 }
 
 /* The 1-D form: count bytes between device addresses (cudaMemcpyDefault or DeviceToDevice). */

@@ -26,6 +26,8 @@ CUresult ready(void);
 
 /* function is the driver function of the kernel whose host stub is host, on the current device. */
 CUresult function(const void *host, CUfunction *out);
+/* A runtime kernel node's parameters as the driver's (families.c). */
+CUresult kernel_node_params(const struct cudaKernelNodeParams *p, CUDA_KERNEL_NODE_PARAMS *k);
 
 /* driver_fn finds a driver entry point by name through cuGetProcAddress, caching it in *slot:
  * NULL when the driver in use (the guest library, say) does not offer it. Functions found this

@@ -111,4 +111,5 @@ void unregistered_stub(void);
 void more_memory(int ndev);
 void more_exec(void);
 void more_families(void); /* rt_sim_families.c */
+void graph_hosts(void);   /* rt_sim_graphs.c */
 #endif

@@ -456,5 +456,6 @@ void more_families(void) {
     textures();
     stream_attributes();
     per_thread_forms();
+    graph_hosts();
     printf("rt families ok\n");
 }

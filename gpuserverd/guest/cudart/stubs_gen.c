@@ -250,9 +250,6 @@ GC_WEAK(cudaGraphAddExternalSemaphoresSignalNode, gc_stub_cudaGraphAddExternalSe
 static int said_cudaGraphAddExternalSemaphoresWaitNode;
 static int gc_stub_cudaGraphAddExternalSemaphoresWaitNode(void) { return refused("cudaGraphAddExternalSemaphoresWaitNode", &said_cudaGraphAddExternalSemaphoresWaitNode); }
 GC_WEAK(cudaGraphAddExternalSemaphoresWaitNode, gc_stub_cudaGraphAddExternalSemaphoresWaitNode);
-static int said_cudaGraphAddHostNode;
-static int gc_stub_cudaGraphAddHostNode(void) { return refused("cudaGraphAddHostNode", &said_cudaGraphAddHostNode); }
-GC_WEAK(cudaGraphAddHostNode, gc_stub_cudaGraphAddHostNode);
 static int said_cudaGraphAddMemcpyNodeFromSymbol;
 static int gc_stub_cudaGraphAddMemcpyNodeFromSymbol(void) { return refused("cudaGraphAddMemcpyNodeFromSymbol", &said_cudaGraphAddMemcpyNodeFromSymbol); }
 GC_WEAK(cudaGraphAddMemcpyNodeFromSymbol, gc_stub_cudaGraphAddMemcpyNodeFromSymbol);
@@ -262,9 +259,6 @@ GC_WEAK(cudaGraphAddMemcpyNodeToSymbol, gc_stub_cudaGraphAddMemcpyNodeToSymbol);
 static int said_cudaGraphChildGraphNodeGetGraph;
 static int gc_stub_cudaGraphChildGraphNodeGetGraph(void) { return refused("cudaGraphChildGraphNodeGetGraph", &said_cudaGraphChildGraphNodeGetGraph); }
 GC_WEAK(cudaGraphChildGraphNodeGetGraph, gc_stub_cudaGraphChildGraphNodeGetGraph);
-static int said_cudaGraphClone;
-static int gc_stub_cudaGraphClone(void) { return refused("cudaGraphClone", &said_cudaGraphClone); }
-GC_WEAK(cudaGraphClone, gc_stub_cudaGraphClone);
 static int said_cudaGraphDebugDotPrint;
 static int gc_stub_cudaGraphDebugDotPrint(void) { return refused("cudaGraphDebugDotPrint", &said_cudaGraphDebugDotPrint); }
 GC_WEAK(cudaGraphDebugDotPrint, gc_stub_cudaGraphDebugDotPrint);
@@ -301,15 +295,6 @@ GC_WEAK(cudaGraphExecExternalSemaphoresWaitNodeSetParams, gc_stub_cudaGraphExecE
 static int said_cudaGraphExecGetFlags;
 static int gc_stub_cudaGraphExecGetFlags(void) { return refused("cudaGraphExecGetFlags", &said_cudaGraphExecGetFlags); }
 GC_WEAK(cudaGraphExecGetFlags, gc_stub_cudaGraphExecGetFlags);
-static int said_cudaGraphExecHostNodeSetParams;
-static int gc_stub_cudaGraphExecHostNodeSetParams(void) { return refused("cudaGraphExecHostNodeSetParams", &said_cudaGraphExecHostNodeSetParams); }
-GC_WEAK(cudaGraphExecHostNodeSetParams, gc_stub_cudaGraphExecHostNodeSetParams);
-static int said_cudaGraphExecKernelNodeSetParams;
-static int gc_stub_cudaGraphExecKernelNodeSetParams(void) { return refused("cudaGraphExecKernelNodeSetParams", &said_cudaGraphExecKernelNodeSetParams); }
-GC_WEAK(cudaGraphExecKernelNodeSetParams, gc_stub_cudaGraphExecKernelNodeSetParams);
-static int said_cudaGraphExecMemcpyNodeSetParams;
-static int gc_stub_cudaGraphExecMemcpyNodeSetParams(void) { return refused("cudaGraphExecMemcpyNodeSetParams", &said_cudaGraphExecMemcpyNodeSetParams); }
-GC_WEAK(cudaGraphExecMemcpyNodeSetParams, gc_stub_cudaGraphExecMemcpyNodeSetParams);
 static int said_cudaGraphExecMemcpyNodeSetParams1D;
 static int gc_stub_cudaGraphExecMemcpyNodeSetParams1D(void) { return refused("cudaGraphExecMemcpyNodeSetParams1D", &said_cudaGraphExecMemcpyNodeSetParams1D); }
 GC_WEAK(cudaGraphExecMemcpyNodeSetParams1D, gc_stub_cudaGraphExecMemcpyNodeSetParams1D);
@@ -319,9 +304,6 @@ GC_WEAK(cudaGraphExecMemcpyNodeSetParamsFromSymbol, gc_stub_cudaGraphExecMemcpyN
 static int said_cudaGraphExecMemcpyNodeSetParamsToSymbol;
 static int gc_stub_cudaGraphExecMemcpyNodeSetParamsToSymbol(void) { return refused("cudaGraphExecMemcpyNodeSetParamsToSymbol", &said_cudaGraphExecMemcpyNodeSetParamsToSymbol); }
 GC_WEAK(cudaGraphExecMemcpyNodeSetParamsToSymbol, gc_stub_cudaGraphExecMemcpyNodeSetParamsToSymbol);
-static int said_cudaGraphExecMemsetNodeSetParams;
-static int gc_stub_cudaGraphExecMemsetNodeSetParams(void) { return refused("cudaGraphExecMemsetNodeSetParams", &said_cudaGraphExecMemsetNodeSetParams); }
-GC_WEAK(cudaGraphExecMemsetNodeSetParams, gc_stub_cudaGraphExecMemsetNodeSetParams);
 static int said_cudaGraphExecNodeSetParams;
 static int gc_stub_cudaGraphExecNodeSetParams(void) { return refused("cudaGraphExecNodeSetParams", &said_cudaGraphExecNodeSetParams); }
 GC_WEAK(cudaGraphExecNodeSetParams, gc_stub_cudaGraphExecNodeSetParams);
@@ -343,9 +325,6 @@ GC_WEAK(cudaGraphGetEdges, gc_stub_cudaGraphGetEdges);
 static int said_cudaGraphGetRootNodes;
 static int gc_stub_cudaGraphGetRootNodes(void) { return refused("cudaGraphGetRootNodes", &said_cudaGraphGetRootNodes); }
 GC_WEAK(cudaGraphGetRootNodes, gc_stub_cudaGraphGetRootNodes);
-static int said_cudaGraphHostNodeGetParams;
-static int gc_stub_cudaGraphHostNodeGetParams(void) { return refused("cudaGraphHostNodeGetParams", &said_cudaGraphHostNodeGetParams); }
-GC_WEAK(cudaGraphHostNodeGetParams, gc_stub_cudaGraphHostNodeGetParams);
 static int said_cudaGraphHostNodeSetParams;
 static int gc_stub_cudaGraphHostNodeSetParams(void) { return refused("cudaGraphHostNodeSetParams", &said_cudaGraphHostNodeSetParams); }
 GC_WEAK(cudaGraphHostNodeSetParams, gc_stub_cudaGraphHostNodeSetParams);
@@ -397,9 +376,6 @@ GC_WEAK(cudaGraphMemsetNodeGetParams, gc_stub_cudaGraphMemsetNodeGetParams);
 static int said_cudaGraphMemsetNodeSetParams;
 static int gc_stub_cudaGraphMemsetNodeSetParams(void) { return refused("cudaGraphMemsetNodeSetParams", &said_cudaGraphMemsetNodeSetParams); }
 GC_WEAK(cudaGraphMemsetNodeSetParams, gc_stub_cudaGraphMemsetNodeSetParams);
-static int said_cudaGraphNodeFindInClone;
-static int gc_stub_cudaGraphNodeFindInClone(void) { return refused("cudaGraphNodeFindInClone", &said_cudaGraphNodeFindInClone); }
-GC_WEAK(cudaGraphNodeFindInClone, gc_stub_cudaGraphNodeFindInClone);
 static int said_cudaGraphNodeGetDependencies;
 static int gc_stub_cudaGraphNodeGetDependencies(void) { return refused("cudaGraphNodeGetDependencies", &said_cudaGraphNodeGetDependencies); }
 GC_WEAK(cudaGraphNodeGetDependencies, gc_stub_cudaGraphNodeGetDependencies);

@@ -613,9 +613,6 @@ GC_WEAK(cuGraphBatchMemOpNodeSetParams, gc_stub_cuGraphBatchMemOpNodeSetParams);
 static int said_cuGraphChildGraphNodeGetGraph;
 static int gc_stub_cuGraphChildGraphNodeGetGraph(void) { return gc_refused("cuGraphChildGraphNodeGetGraph", &said_cuGraphChildGraphNodeGetGraph); }
 GC_WEAK(cuGraphChildGraphNodeGetGraph, gc_stub_cuGraphChildGraphNodeGetGraph);
-static int said_cuGraphClone;
-static int gc_stub_cuGraphClone(void) { return gc_refused("cuGraphClone", &said_cuGraphClone); }
-GC_WEAK(cuGraphClone, gc_stub_cuGraphClone);
 static int said_cuGraphDebugDotPrint;
 static int gc_stub_cuGraphDebugDotPrint(void) { return gc_refused("cuGraphDebugDotPrint", &said_cuGraphDebugDotPrint); }
 GC_WEAK(cuGraphDebugDotPrint, gc_stub_cuGraphDebugDotPrint);
@@ -655,21 +652,6 @@ GC_WEAK(cuGraphExecExternalSemaphoresWaitNodeSetParams, gc_stub_cuGraphExecExter
 static int said_cuGraphExecGetFlags;
 static int gc_stub_cuGraphExecGetFlags(void) { return gc_refused("cuGraphExecGetFlags", &said_cuGraphExecGetFlags); }
 GC_WEAK(cuGraphExecGetFlags, gc_stub_cuGraphExecGetFlags);
-static int said_cuGraphExecHostNodeSetParams;
-static int gc_stub_cuGraphExecHostNodeSetParams(void) { return gc_refused("cuGraphExecHostNodeSetParams", &said_cuGraphExecHostNodeSetParams); }
-GC_WEAK(cuGraphExecHostNodeSetParams, gc_stub_cuGraphExecHostNodeSetParams);
-static int said_cuGraphExecKernelNodeSetParams;
-static int gc_stub_cuGraphExecKernelNodeSetParams(void) { return gc_refused("cuGraphExecKernelNodeSetParams", &said_cuGraphExecKernelNodeSetParams); }
-GC_WEAK(cuGraphExecKernelNodeSetParams, gc_stub_cuGraphExecKernelNodeSetParams);
-static int said_cuGraphExecKernelNodeSetParams_v2;
-static int gc_stub_cuGraphExecKernelNodeSetParams_v2(void) { return gc_refused("cuGraphExecKernelNodeSetParams_v2", &said_cuGraphExecKernelNodeSetParams_v2); }
-GC_WEAK(cuGraphExecKernelNodeSetParams_v2, gc_stub_cuGraphExecKernelNodeSetParams_v2);
-static int said_cuGraphExecMemcpyNodeSetParams;
-static int gc_stub_cuGraphExecMemcpyNodeSetParams(void) { return gc_refused("cuGraphExecMemcpyNodeSetParams", &said_cuGraphExecMemcpyNodeSetParams); }
-GC_WEAK(cuGraphExecMemcpyNodeSetParams, gc_stub_cuGraphExecMemcpyNodeSetParams);
-static int said_cuGraphExecMemsetNodeSetParams;
-static int gc_stub_cuGraphExecMemsetNodeSetParams(void) { return gc_refused("cuGraphExecMemsetNodeSetParams", &said_cuGraphExecMemsetNodeSetParams); }
-GC_WEAK(cuGraphExecMemsetNodeSetParams, gc_stub_cuGraphExecMemsetNodeSetParams);
 static int said_cuGraphExecNodeSetParams;
 static int gc_stub_cuGraphExecNodeSetParams(void) { return gc_refused("cuGraphExecNodeSetParams", &said_cuGraphExecNodeSetParams); }
 GC_WEAK(cuGraphExecNodeSetParams, gc_stub_cuGraphExecNodeSetParams);
@@ -694,9 +676,6 @@ GC_WEAK(cuGraphGetEdges_v2, gc_stub_cuGraphGetEdges_v2);
 static int said_cuGraphGetRootNodes;
 static int gc_stub_cuGraphGetRootNodes(void) { return gc_refused("cuGraphGetRootNodes", &said_cuGraphGetRootNodes); }
 GC_WEAK(cuGraphGetRootNodes, gc_stub_cuGraphGetRootNodes);
-static int said_cuGraphHostNodeGetParams;
-static int gc_stub_cuGraphHostNodeGetParams(void) { return gc_refused("cuGraphHostNodeGetParams", &said_cuGraphHostNodeGetParams); }
-GC_WEAK(cuGraphHostNodeGetParams, gc_stub_cuGraphHostNodeGetParams);
 static int said_cuGraphHostNodeSetParams;
 static int gc_stub_cuGraphHostNodeSetParams(void) { return gc_refused("cuGraphHostNodeSetParams", &said_cuGraphHostNodeSetParams); }
 GC_WEAK(cuGraphHostNodeSetParams, gc_stub_cuGraphHostNodeSetParams);
@@ -745,9 +724,6 @@ GC_WEAK(cuGraphMemsetNodeGetParams, gc_stub_cuGraphMemsetNodeGetParams);
 static int said_cuGraphMemsetNodeSetParams;
 static int gc_stub_cuGraphMemsetNodeSetParams(void) { return gc_refused("cuGraphMemsetNodeSetParams", &said_cuGraphMemsetNodeSetParams); }
 GC_WEAK(cuGraphMemsetNodeSetParams, gc_stub_cuGraphMemsetNodeSetParams);
-static int said_cuGraphNodeFindInClone;
-static int gc_stub_cuGraphNodeFindInClone(void) { return gc_refused("cuGraphNodeFindInClone", &said_cuGraphNodeFindInClone); }
-GC_WEAK(cuGraphNodeFindInClone, gc_stub_cuGraphNodeFindInClone);
 static int said_cuGraphNodeGetDependencies;
 static int gc_stub_cuGraphNodeGetDependencies(void) { return gc_refused("cuGraphNodeGetDependencies", &said_cuGraphNodeGetDependencies); }
 GC_WEAK(cuGraphNodeGetDependencies, gc_stub_cuGraphNodeGetDependencies);
@@ -898,12 +874,6 @@ GC_WEAK(cuLaunchGrid, gc_stub_cuLaunchGrid);
 static int said_cuLaunchGridAsync;
 static int gc_stub_cuLaunchGridAsync(void) { return gc_refused("cuLaunchGridAsync", &said_cuLaunchGridAsync); }
 GC_WEAK(cuLaunchGridAsync, gc_stub_cuLaunchGridAsync);
-static int said_cuLaunchHostFunc;
-static int gc_stub_cuLaunchHostFunc(void) { return gc_refused("cuLaunchHostFunc", &said_cuLaunchHostFunc); }
-GC_WEAK(cuLaunchHostFunc, gc_stub_cuLaunchHostFunc);
-static int said_cuLaunchHostFunc_ptsz;
-static int gc_stub_cuLaunchHostFunc_ptsz(void) { return gc_refused("cuLaunchHostFunc_ptsz", &said_cuLaunchHostFunc_ptsz); }
-GC_WEAK(cuLaunchHostFunc_ptsz, gc_stub_cuLaunchHostFunc_ptsz);
 static int said_cuLibraryEnumerateKernels;
 static int gc_stub_cuLibraryEnumerateKernels(void) { return gc_refused("cuLibraryEnumerateKernels", &said_cuLibraryEnumerateKernels); }
 GC_WEAK(cuLibraryEnumerateKernels, gc_stub_cuLibraryEnumerateKernels);
@@ -1135,12 +1105,6 @@ GC_WEAK(cuSignalExternalSemaphoresAsync, gc_stub_cuSignalExternalSemaphoresAsync
 static int said_cuSignalExternalSemaphoresAsync_ptsz;
 static int gc_stub_cuSignalExternalSemaphoresAsync_ptsz(void) { return gc_refused("cuSignalExternalSemaphoresAsync_ptsz", &said_cuSignalExternalSemaphoresAsync_ptsz); }
 GC_WEAK(cuSignalExternalSemaphoresAsync_ptsz, gc_stub_cuSignalExternalSemaphoresAsync_ptsz);
-static int said_cuStreamAddCallback;
-static int gc_stub_cuStreamAddCallback(void) { return gc_refused("cuStreamAddCallback", &said_cuStreamAddCallback); }
-GC_WEAK(cuStreamAddCallback, gc_stub_cuStreamAddCallback);
-static int said_cuStreamAddCallback_ptsz;
-static int gc_stub_cuStreamAddCallback_ptsz(void) { return gc_refused("cuStreamAddCallback_ptsz", &said_cuStreamAddCallback_ptsz); }
-GC_WEAK(cuStreamAddCallback_ptsz, gc_stub_cuStreamAddCallback_ptsz);
 static int said_cuStreamGetCtx;
 static int gc_stub_cuStreamGetCtx(void) { return gc_refused("cuStreamGetCtx", &said_cuStreamGetCtx); }
 GC_WEAK(cuStreamGetCtx, gc_stub_cuStreamGetCtx);
@@ -1486,7 +1450,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphBatchMemOpNodeGetParams,
         (const void *)gc_stub_cuGraphBatchMemOpNodeSetParams,
         (const void *)gc_stub_cuGraphChildGraphNodeGetGraph,
-        (const void *)gc_stub_cuGraphClone,
         (const void *)gc_stub_cuGraphDebugDotPrint,
         (const void *)gc_stub_cuGraphDestroyNode,
         (const void *)gc_stub_cuGraphEventRecordNodeGetEvent,
@@ -1500,11 +1463,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphExecExternalSemaphoresSignalNodeSetParams,
         (const void *)gc_stub_cuGraphExecExternalSemaphoresWaitNodeSetParams,
         (const void *)gc_stub_cuGraphExecGetFlags,
-        (const void *)gc_stub_cuGraphExecHostNodeSetParams,
-        (const void *)gc_stub_cuGraphExecKernelNodeSetParams,
-        (const void *)gc_stub_cuGraphExecKernelNodeSetParams_v2,
-        (const void *)gc_stub_cuGraphExecMemcpyNodeSetParams,
-        (const void *)gc_stub_cuGraphExecMemsetNodeSetParams,
         (const void *)gc_stub_cuGraphExecNodeSetParams,
         (const void *)gc_stub_cuGraphExternalSemaphoresSignalNodeGetParams,
         (const void *)gc_stub_cuGraphExternalSemaphoresSignalNodeSetParams,
@@ -1513,7 +1471,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphGetEdges,
         (const void *)gc_stub_cuGraphGetEdges_v2,
         (const void *)gc_stub_cuGraphGetRootNodes,
-        (const void *)gc_stub_cuGraphHostNodeGetParams,
         (const void *)gc_stub_cuGraphHostNodeSetParams,
         (const void *)gc_stub_cuGraphInstantiateWithParams,
         (const void *)gc_stub_cuGraphInstantiateWithParams_ptsz,
@@ -1530,7 +1487,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuGraphMemcpyNodeSetParams,
         (const void *)gc_stub_cuGraphMemsetNodeGetParams,
         (const void *)gc_stub_cuGraphMemsetNodeSetParams,
-        (const void *)gc_stub_cuGraphNodeFindInClone,
         (const void *)gc_stub_cuGraphNodeGetDependencies,
         (const void *)gc_stub_cuGraphNodeGetDependencies_v2,
         (const void *)gc_stub_cuGraphNodeGetDependentNodes,
@@ -1581,8 +1537,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuLaunchCooperativeKernelMultiDevice,
         (const void *)gc_stub_cuLaunchGrid,
         (const void *)gc_stub_cuLaunchGridAsync,
-        (const void *)gc_stub_cuLaunchHostFunc,
-        (const void *)gc_stub_cuLaunchHostFunc_ptsz,
         (const void *)gc_stub_cuLibraryEnumerateKernels,
         (const void *)gc_stub_cuLibraryGetGlobal,
         (const void *)gc_stub_cuLibraryGetKernelCount,
@@ -1660,8 +1614,6 @@ int gc_gen_refused(const void *fn) {
         (const void *)gc_stub_cuProfilerInitialize,
         (const void *)gc_stub_cuSignalExternalSemaphoresAsync,
         (const void *)gc_stub_cuSignalExternalSemaphoresAsync_ptsz,
-        (const void *)gc_stub_cuStreamAddCallback,
-        (const void *)gc_stub_cuStreamAddCallback_ptsz,
         (const void *)gc_stub_cuStreamGetCtx,
         (const void *)gc_stub_cuStreamGetCtx_ptsz,
         (const void *)gc_stub_cuStreamGetCtx_v2,

@@ -170,15 +170,20 @@ CUresult gc_copy3d(const struct gc_side *src, const struct gc_side *dst, size_t 
     return rc;
 }
 
+CUresult gc_copy3d_sides(const CUDA_MEMCPY3D *c, struct gc_side *src, struct gc_side *dst) {
+    CUresult rc = gc_copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcHeight,
+                               c->srcXInBytes, c->srcY, c->srcZ, src);
+    if (rc == CUDA_SUCCESS)
+        rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
+                          c->dstXInBytes, c->dstY, c->dstZ, dst);
+    return rc;
+}
+
 static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream s, int async) {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
     if (c->srcLOD || c->dstLOD) return CUDA_ERROR_INVALID_VALUE;
     struct gc_side src, dst;
-    CUresult rc = gc_copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcHeight,
-                               c->srcXInBytes, c->srcY, c->srcZ, &src);
-    if (rc == CUDA_SUCCESS)
-        rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
-                          c->dstXInBytes, c->dstY, c->dstZ, &dst);
+    CUresult rc = gc_copy3d_sides(c, &src, &dst);
     if (rc != CUDA_SUCCESS) return rc;
     /* A host side's height defaults to the copy's (a 2-D copy, or packed slices). */
     if (src.kind == 1 && !src.height) src.height = c->Height;

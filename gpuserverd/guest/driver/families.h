@@ -19,6 +19,8 @@ struct gc_side {
 /* Fills a side from a CUDA_MEMCPY3D's fields; unified memory resolves to device or host. */
 CUresult gc_copy_side(CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr, size_t pitch, size_t height,
                       size_t x, size_t y, size_t z, struct gc_side *out);
+/* Both sides of a CUDA_MEMCPY3D (array.c). */
+CUresult gc_copy3d_sides(const CUDA_MEMCPY3D *c, struct gc_side *src, struct gc_side *dst);
 /* A 3-D copy of w bytes x h rows x d slices between two sides (array.c). */
 CUresult gc_copy3d(const struct gc_side *src, const struct gc_side *dst, size_t w, size_t h, size_t d, CUstream s,
                    int async);

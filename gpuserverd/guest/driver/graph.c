@@ -1,8 +1,9 @@
 /* CUDA graphs and stream capture. Capture happens in the worker: calls on a capturing stream are
  * forwarded as usual and its stream there captures them. Graphs, nodes and executable graphs are
- * worker ids. Host nodes cannot run there (the function lies in this process): refused. */
+ * worker ids. Host nodes, clones and changes to executable graphs: graphstage.c. */
 #include "families.h"
 #include "graphhost.h"
+#include "graphstage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,10 +271,10 @@ EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *node, CUgraph graph, const CUg
     return GC_T(rc);
 }
 
-/* arena_side makes a host side in the shared arena a device side (the arena's device address):
+/* gc_graph_arena_side makes a host side in the shared arena a device side (the arena's device address):
  * the device reaches it when the graph replays, so the program's pinned memory may be a graph's
  * source or destination over shared memory. The whole w x h x d box must lie in the arena. */
-static void arena_side(struct gc_side *s, size_t w, size_t h, size_t d) {
+void gc_graph_arena_side(struct gc_side *s, size_t w, size_t h, size_t d) {
     if (s->kind != 1) return;
     size_t pitch = s->pitch ? s->pitch : w, rows = s->height ? s->height : h;
     size_t first = (s->z * rows + s->y) * pitch + s->x;
@@ -287,14 +288,10 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
     (void)ctx;
     if (!node || !c) return GC_T(CUDA_ERROR_INVALID_VALUE);
     struct gc_side src, dst;
-    CUresult rc = gc_copy_side(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcHeight,
-                               c->srcXInBytes, c->srcY, c->srcZ, &src);
-    if (rc == CUDA_SUCCESS)
-        rc = gc_copy_side(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstHeight,
-                          c->dstXInBytes, c->dstY, c->dstZ, &dst);
+    CUresult rc = gc_copy3d_sides(c, &src, &dst);
     if (rc == CUDA_SUCCESS) {
-        arena_side(&src, c->WidthInBytes, c->Height, c->Depth);
-        arena_side(&dst, c->WidthInBytes, c->Height, c->Depth);
+        gc_graph_arena_side(&src, c->WidthInBytes, c->Height, c->Depth);
+        gc_graph_arena_side(&dst, c->WidthInBytes, c->Height, c->Depth);
     }
     uint8_t dep[8 * MAX_DEPS];
     if (rc == CUDA_SUCCESS) rc = gc_deps(deps, ndeps, dep, sizeof dep);
@@ -302,7 +299,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
     struct gc_hostcopy *hc = NULL;
     if (rc == CUDA_SUCCESS) rc = gc_graphhost_node_prepare(&src, &dst, c->WidthInBytes, c->Height, c->Depth, &hc);
     if (rc == CUDA_SUCCESS && hc && gc_graph_is_body(graph)) { /* its bounce buffers would never be refreshed */
-        gc_graphhost_node_done(graph, hc, CUDA_ERROR_NOT_SUPPORTED);
+        gc_graphhost_node_done(graph, NULL, hc, CUDA_ERROR_NOT_SUPPORTED);
         static int said;
         if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
             fprintf(stderr, "gpucloud: cuGraphAddMemcpyNode: copies to or from pageable host memory in a conditional "
@@ -317,7 +314,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
                                          .dst_height = dst.height, .dst_x = dst.x, .dst_y = dst.y, .dst_z = dst.z,
                                          .width = c->WidthInBytes, .height = c->Height, .depth = c->Depth};
     rc = ADD_NODE(graph_add_memcpy_node, GRAPH_ADD_MEMCPY_NODE, m, node);
-    gc_graphhost_node_done(graph, hc, rc);
+    gc_graphhost_node_done(graph, rc == CUDA_SUCCESS ? *node : NULL, hc, rc);
     return GC_T(rc);
 }
 
@@ -329,13 +326,6 @@ EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode *node, CUgraph graph, const CUgr
     struct gw_graph_add_empty_node m = {.graph = GC_ID(graph), .deps = dep, .deps_len = (uint32_t)(8 * ndeps)};
     rc = ADD_NODE(graph_add_empty_node, GRAPH_ADD_EMPTY_NODE, m, node);
     return GC_T(rc);
-}
-
-EXPORT CUresult cuGraphAddHostNode(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps,
-                                   const CUDA_HOST_NODE_PARAMS *p) {
-    (void)node, (void)graph, (void)deps, (void)ndeps, (void)p;
-    if (gc_trace_on()) gc_trace("cuGraphAddHostNode: host nodes would run in the worker, not here: refused");
-    return GC_T(CUDA_ERROR_NOT_SUPPORTED);
 }
 
 /* The nodes of a graph and their types, as the worker lists them. */
@@ -380,6 +370,10 @@ EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph, un
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_GRAPH_INSTANTIATE, b, b_n, &h);
     if (rc == CUDA_SUCCESS) *exec = GC_PTR(CUgraphExec, h), gc_graphhost_instantiated(graph, *exec);
+    if (rc == CUDA_SUCCESS && (rc = gc_stage_instantiated(*exec)) != CUDA_SUCCESS) {
+        cuGraphExecDestroy(*exec);
+        *exec = NULL;
+    }
     return GC_T(rc);
 }
 
@@ -393,6 +387,7 @@ ALIAS(cuGraphInstantiate, cuGraphInstantiate_v2);
 
 EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
     if (!exec) return GC_T(CUDA_ERROR_INVALID_VALUE);
+    if (gc_stage_count(exec)) return GC_T(gc_stage_launch(exec, s)); /* host nodes: graphstage.c */
     struct gw_graph_launch m = {.exec = GC_ID(exec), .stream = gc_stream_handle(s)};
     GC_ENCODE(graph_launch, m, b);
     CUresult rc = gc_graphhost_before_launch(exec, s); /* host copies' bytes: graphhost.c */
@@ -406,7 +401,7 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
     struct gw_graph_exec_destroy m = {.exec = GC_ID(exec)};
     GC_ENCODE(graph_exec_destroy, m, b);
     CUresult rc = gc_call_status(GW_TYPE_GRAPH_EXEC_DESTROY, 0, b, b_n);
-    if (rc == CUDA_SUCCESS) gc_graphhost_exec_destroyed(exec);
+    if (rc == CUDA_SUCCESS) gc_graphhost_exec_destroyed(exec), gc_stage_forget(exec);
     return GC_T(rc);
 }
 
@@ -416,6 +411,7 @@ static CUresult exec_update(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateRe
     struct gw_value_reply r = {0};
     CUresult rc = gc_request(GW_TYPE_GRAPH_EXEC_UPDATE, 0, b, b_n, GW_TYPE_VALUE_REPLY, &r);
     if (rc == CUDA_SUCCESS) gc_graphhost_exec_updated(exec, graph); /* its copies are now graph's */
+    if (rc == CUDA_SUCCESS) rc = gc_stage_updated(exec);             /* and its stages */
     if (result) *result = (CUgraphExecUpdateResult)r.value;
     return rc;
 }

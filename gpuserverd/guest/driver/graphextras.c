@@ -251,7 +251,7 @@ EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph graph, const CUgrap
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
         return GC_T(add_conditional(node, graph, deps, ndeps, &p->conditional));
     case CU_GRAPH_NODE_TYPE_HOST:
-        return cuGraphAddHostNode(node, graph, deps, ndeps, NULL);
+        return cuGraphAddHostNode(node, graph, deps, ndeps, &p->host);
     }
     if (gc_trace_on()) gc_trace("cuGraphAddNode: node type %d is not offered", (int)p->type);
     return GC_T(CUDA_ERROR_NOT_SUPPORTED);

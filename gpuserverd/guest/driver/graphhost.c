@@ -33,11 +33,18 @@ struct gc_hostcopy {
 
 enum holder_kind { CAPTURE, GRAPH, EXEC };
 
+/* A copy as one holder has it: with its node in the holder's graph (0 when unknown: a launch
+ * by stages then moves its bytes before the first stage or after the last). */
+struct held {
+    struct gc_hostcopy *c;
+    uint64_t node;
+};
+
 struct holder {
     enum holder_kind kind;
     uint64_t id;
     int invalid; /* a capture that lacks a copy (it failed here) */
-    struct gc_hostcopy **copies;
+    struct held *copies;
     size_t n, cap;
 };
 
@@ -60,32 +67,34 @@ static struct holder *holder_locked(enum holder_kind kind, uint64_t id, int make
     return &holders[nholders++];
 }
 
-/* Adds c to h, taking a new reference. holders_mu held. */
-static int hold_locked(struct holder *h, struct gc_hostcopy *c) {
+/* Adds c (node: its node in h's graph) to h, taking a new reference. holders_mu held. */
+static int hold_locked(struct holder *h, struct gc_hostcopy *c, uint64_t node) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? 2 * h->cap : 4;
-        struct gc_hostcopy **p = realloc(h->copies, cap * sizeof *p);
+        struct held *p = realloc(h->copies, cap * sizeof *p);
         if (!p) return 0;
         h->copies = p, h->cap = cap;
     }
-    h->copies[h->n++] = c;
+    h->copies[h->n++] = (struct held){c, node};
     c->refs++;
     return 1;
 }
 
 /* Drops one reference to each of copies[0..n); frees those no one holds (outside holders_mu:
  * freeing is a round trip). */
-static void release(struct gc_hostcopy **copies, size_t n) {
+static void release(struct held *copies, size_t n) {
     for (size_t i = 0; i < n; i++) {
         pthread_mutex_lock(&holders_mu);
-        int last = --copies[i]->refs == 0;
+        int last = --copies[i].c->refs == 0;
         pthread_mutex_unlock(&holders_mu);
         if (last) {
-            cuMemFree_v2(copies[i]->bounce);
-            free(copies[i]);
+            cuMemFree_v2(copies[i].c->bounce);
+            free(copies[i].c);
         }
     }
 }
+
+static void release_one(struct gc_hostcopy *c) { release(&(struct held){c, 0}, 1); }
 
 /* Removes holder (kind, id) and releases what it held. */
 static void drop(enum holder_kind kind, uint64_t id) {
@@ -100,18 +109,29 @@ static void drop(enum holder_kind kind, uint64_t id) {
     free(gone.copies);
 }
 
-/* Gives what (from, fid) holds to (to, tid) as well, replacing what that held. */
-static void share(enum holder_kind from, uint64_t fid, enum holder_kind to, uint64_t tid) {
+/* Gives what (from, fid) holds to (to, tid) as well, replacing what that held; with pairs (npairs
+ * of them: a node of from's graph, then its clone's), nodes are renamed to to's. */
+static void share_renamed(enum holder_kind from, uint64_t fid, enum holder_kind to, uint64_t tid, const uint64_t *pairs,
+                          size_t npairs) {
     drop(to, tid);
     pthread_mutex_lock(&holders_mu);
     struct holder *f = holder_locked(from, fid, 0);
     size_t n = f ? f->n : 0;
-    struct gc_hostcopy **copies = n ? malloc(n * sizeof *copies) : NULL;
+    struct held *copies = n ? malloc(n * sizeof *copies) : NULL;
     if (copies) memcpy(copies, f->copies, n * sizeof *copies);
     struct holder *t = copies ? holder_locked(to, tid, 1) : NULL;
-    for (size_t i = 0; t && i < n; i++) hold_locked(t, copies[i]);
+    for (size_t i = 0; t && i < n; i++) {
+        uint64_t node = pairs ? 0 : copies[i].node;
+        for (size_t j = 0; pairs && j < npairs && copies[i].node; j++)
+            if (pairs[2 * j] == copies[i].node) node = pairs[2 * j + 1];
+        hold_locked(t, copies[i].c, node);
+    }
     pthread_mutex_unlock(&holders_mu);
     free(copies);
+}
+
+static void share(enum holder_kind from, uint64_t fid, enum holder_kind to, uint64_t tid) {
+    share_renamed(from, fid, to, tid, NULL, 0);
 }
 
 /* A new copy with its bounce buffer, one reference (the caller's). */
@@ -163,11 +183,20 @@ CUresult gc_graphhost_capture_copy(int to_device, CUstream s, uint64_t capture, 
     CUresult rc = hostcopy_new(to_device, &hs, n, 1, 1, &c);
     if (rc == CUDA_SUCCESS) {
         rc = to_device ? cuMemcpyDtoDAsync_v2(dev, c->bounce, n, s) : cuMemcpyDtoDAsync_v2(c->bounce, dev, n, s);
+        /* The copy's node is what the capture now depends on (a graph with host nodes launches by
+         * stages, and the bytes move with the copy's stage). */
+        CUstreamCaptureStatus st;
+        const CUgraphNode *deps = NULL;
+        size_t ndeps = 0;
+        uint64_t node = 0;
+        if (rc == CUDA_SUCCESS && cuStreamGetCaptureInfo_v2(s, &st, NULL, NULL, &deps, &ndeps) == CUDA_SUCCESS &&
+            ndeps == 1)
+            node = GC_ID(deps[0]);
         pthread_mutex_lock(&holders_mu);
         struct holder *h = rc == CUDA_SUCCESS ? holder_locked(CAPTURE, capture, 1) : NULL;
-        if (rc == CUDA_SUCCESS && !(h && hold_locked(h, c))) rc = CUDA_ERROR_OUT_OF_MEMORY;
+        if (rc == CUDA_SUCCESS && !(h && hold_locked(h, c, node))) rc = CUDA_ERROR_OUT_OF_MEMORY;
         pthread_mutex_unlock(&holders_mu);
-        release(&c, 1); /* the holder's reference remains, if any */
+        release_one(c); /* the holder's reference remains, if any */
     }
     if (rc != CUDA_SUCCESS) { /* the capture is void: it lacks this copy */
         gc_capture_refuses(s); /* the stream it began on: graph.c */
@@ -218,16 +247,20 @@ CUresult gc_graphhost_node_prepare(struct gc_side *src, struct gc_side *dst, siz
     return rc;
 }
 
-void gc_graphhost_node_done(CUgraph g, struct gc_hostcopy *c, CUresult rc) {
+void gc_graphhost_node_done(CUgraph g, CUgraphNode node, struct gc_hostcopy *c, CUresult rc) {
     if (!c) return;
     if (rc == CUDA_SUCCESS) {
         pthread_mutex_lock(&holders_mu);
         struct holder *h = holder_locked(GRAPH, GC_ID(g), 1);
-        if (h && !hold_locked(h, c)) h = NULL;
+        if (h && !hold_locked(h, c, GC_ID(node))) h = NULL;
         pthread_mutex_unlock(&holders_mu);
         if (!h) fprintf(stderr, "gpucloud: out of memory recording a graph's host copy: it will not be refreshed\n");
     }
-    release(&c, 1);
+    release_one(c);
+}
+
+void gc_graphhost_cloned(CUgraph g, CUgraph clone, const uint64_t *pairs, size_t npairs) {
+    share_renamed(GRAPH, GC_ID(g), GRAPH, GC_ID(clone), pairs, npairs);
 }
 
 void gc_graphhost_instantiated(CUgraph g, CUgraphExec x) { share(GRAPH, GC_ID(g), EXEC, GC_ID(x)); }
@@ -236,15 +269,24 @@ void gc_graphhost_graph_destroyed(CUgraph g) { drop(GRAPH, GC_ID(g)); }
 void gc_graphhost_exec_destroyed(CUgraphExec x) { drop(EXEC, GC_ID(x)); }
 
 /* The copies of exec x in one direction, each with a new reference (released by the caller), so a
- * concurrent destroy cannot free them mid-copy; *n of them. */
-static struct gc_hostcopy **exec_copies(CUgraphExec x, int to_device, size_t *n) {
+ * concurrent destroy cannot free them mid-copy; *n of them. stage >= 0: only those of that stage
+ * of a launch by stages (last: the last stage), a copy of an unknown node counting as stage 0
+ * into the device and as the last out of it. */
+static struct held *exec_copies(CUgraphExec x, int to_device, int stage, int last, size_t *n) {
     *n = 0;
     if (__atomic_load_n(&nholders, __ATOMIC_RELAXED) == 0) return NULL; /* no host copies at all */
     pthread_mutex_lock(&holders_mu);
     struct holder *h = holder_locked(EXEC, GC_ID(x), 0);
-    struct gc_hostcopy **out = h && h->n ? malloc(h->n * sizeof *out) : NULL;
-    for (size_t i = 0; out && i < h->n; i++)
-        if (h->copies[i]->to_device == to_device) out[(*n)++] = h->copies[i], h->copies[i]->refs++;
+    struct held *out = h && h->n ? malloc(h->n * sizeof *out) : NULL;
+    for (size_t i = 0; out && i < h->n; i++) {
+        struct held e = h->copies[i];
+        if (e.c->to_device != to_device) continue;
+        if (stage >= 0) {
+            int at = e.node ? gc_stage_of(x, e.node) : -1;
+            if ((at < 0 ? (to_device ? 0 : last) : at) != stage) continue;
+        }
+        out[(*n)++] = e, e.c->refs++;
+    }
     pthread_mutex_unlock(&holders_mu);
     return out;
 }
@@ -262,15 +304,18 @@ static CUresult move_bytes(const struct gc_hostcopy *c, CUstream s) {
     return c->to_device ? gc_copy3d(hs, &b, c->w, c->h, c->d, s, 1) : gc_copy3d(&b, hs, c->w, c->h, c->d, s, 1);
 }
 
-static CUresult move_all(CUgraphExec x, CUstream s, int to_device) {
+static CUresult move_all(CUgraphExec x, CUstream s, int to_device, int stage, int last) {
     size_t n;
-    struct gc_hostcopy **copies = exec_copies(x, to_device, &n);
+    struct held *copies = exec_copies(x, to_device, stage, last, &n);
     CUresult rc = CUDA_SUCCESS;
-    for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) rc = move_bytes(copies[i], s);
+    for (size_t i = 0; i < n && rc == CUDA_SUCCESS; i++) rc = move_bytes(copies[i].c, s);
     release(copies, n);
     free(copies);
     return rc;
 }
 
-CUresult gc_graphhost_before_launch(CUgraphExec x, CUstream s) { return move_all(x, s, 1); }
-CUresult gc_graphhost_after_launch(CUgraphExec x, CUstream s) { return move_all(x, s, 0); }
+CUresult gc_graphhost_before_launch(CUgraphExec x, CUstream s) { return move_all(x, s, 1, -1, 0); }
+CUresult gc_graphhost_after_launch(CUgraphExec x, CUstream s) { return move_all(x, s, 0, -1, 0); }
+CUresult gc_graphhost_move_stage(CUgraphExec x, CUstream s, int to_device, int stage, int last) {
+    return move_all(x, s, to_device, stage, last);
+}

@@ -24,7 +24,10 @@ CUresult gc_graphhost_capture_end(uint64_t capture, CUgraph g);
  * side is host memory); node_done gives it to graph g once the node is added (rc success). */
 CUresult gc_graphhost_node_prepare(struct gc_side *src, struct gc_side *dst, size_t w, size_t h, size_t d,
                                    struct gc_hostcopy **out);
-void gc_graphhost_node_done(CUgraph g, struct gc_hostcopy *c, CUresult rc);
+void gc_graphhost_node_done(CUgraph g, CUgraphNode node, struct gc_hostcopy *c, CUresult rc);
+/* cuGraphClone: clone holds g's copies too; pairs (npairs of them) name each node of g, then its
+ * clone's. */
+void gc_graphhost_cloned(CUgraph g, CUgraph clone, const uint64_t *pairs, size_t npairs);
 
 void gc_graphhost_instantiated(CUgraph g, CUgraphExec x);
 void gc_graphhost_exec_updated(CUgraphExec x, CUgraph g);
@@ -34,5 +37,13 @@ void gc_graphhost_exec_destroyed(CUgraphExec x);
 /* Around cuGraphLaunch(x, s): host bytes into the bounce buffers before, out of them after. */
 CUresult gc_graphhost_before_launch(CUgraphExec x, CUstream s);
 CUresult gc_graphhost_after_launch(CUgraphExec x, CUstream s);
+/* The same for one stage of a launch by stages (graphstage.c): the copies of that stage. */
+CUresult gc_graphhost_move_stage(CUgraphExec x, CUstream s, int to_device, int stage, int last);
+
+/* Executable graphs with host nodes (graphstage.c): the stage node (of x's graph) runs in, or -1
+ * when x is launched whole or node is not its. */
+int gc_stage_of(CUgraphExec x, uint64_t node);
+/* A host side in the shared arena as the arena's device address (graph.c). */
+void gc_graph_arena_side(struct gc_side *s, size_t w, size_t h, size_t d);
 
 #endif

@@ -24,9 +24,9 @@ func buildCudart(t *testing.T) string {
 			append(append([]string{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-fPIC", "-shared",
 				"-fvisibility=hidden", "-pthread"}, inc...), "-Wl,-soname,libcudart.so.13",
 				"-Wl,--version-script=../cudart/libcudart.map", "-o", lib, "../cudart/cudart.c", "../cudart/memory2.c",
-				"../cudart/exec.c", "../cudart/stubs_gen.c", "../cudart/families.c", "../cudart/torch_props.c", "../cudart/ptsz.c", "../cudart/ipc.c", "-L"+dir, "-lcuda", "-ldl"),
+				"../cudart/exec.c", "../cudart/stubs_gen.c", "../cudart/families.c", "../cudart/graphedits.c", "../cudart/torch_props.c", "../cudart/ptsz.c", "../cudart/ipc.c", "-L"+dir, "-lcuda", "-ldl"),
 			append(append([]string{"gcc", "-Wall", "-Wextra", "-Werror"}, inc...), "-o",
-				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", "../cudart/rt_sim_families.c", lib, "-L"+dir, "-lcuda"),
+				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", "../cudart/rt_sim_families.c", "../cudart/rt_sim_graphs.c", lib, "-L"+dir, "-lcuda"),
 		}
 		return runSteps(steps)
 	})

@@ -264,6 +264,19 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream s);
 CUresult cuGraphExecDestroy(CUgraphExec exec);
 CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info);
 
+/* Host functions and nodes, clones, changes to an executable graph's nodes (driver/graphstage.c). */
+typedef void (*CUstreamCallback)(CUstream hStream, CUresult status, void *userData);
+CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *userData);
+CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void *userData, unsigned int flags);
+CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS *params);
+CUresult cuGraphClone(CUgraph *clone, CUgraph graph);
+CUresult cuGraphNodeFindInClone(CUgraphNode *node, CUgraphNode orig, CUgraph clone);
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params);
+CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *params,
+                                        CUcontext ctx);
+CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *copy, CUcontext ctx);
+CUresult cuGraphExecHostNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_HOST_NODE_PARAMS *params);
+
 /* Conditional nodes, graph memory nodes, capture into a graph (CUDA 12.3+; driver/graphextras.c). */
 #define CU_GRAPH_NODE_TYPE_MEM_ALLOC ((CUgraphNodeType)10)
 #define CU_GRAPH_NODE_TYPE_MEM_FREE ((CUgraphNodeType)11)
@@ -312,6 +325,7 @@ typedef struct CUgraphNodeParams_st {
         CUDA_MEM_ALLOC_NODE_PARAMS alloc;
         CUDA_MEM_FREE_NODE_PARAMS free;
         CUDA_CONDITIONAL_NODE_PARAMS conditional;
+        CUDA_HOST_NODE_PARAMS host; /* CUDA_HOST_NODE_PARAMS_v2 begins so */
     };
     long long reserved2;
 } CUgraphNodeParams;
@@ -490,6 +504,7 @@ CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph graph, const CUgraphNod
 CUresult cuGraphInstantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t log_n);
 CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, CUgraphNode *err, char *log, size_t log_n);
 CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphNode *err, CUgraphExecUpdateResult *result);
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *params);
 CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
 CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags);
 CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags);
@@ -523,6 +538,7 @@ CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode *deps, size_t
 #define cuStreamGetCaptureInfo cuStreamGetCaptureInfo_v3
 #define cuGraphExecUpdate cuGraphExecUpdate_v2
 #define cuGraphAddKernelNode cuGraphAddKernelNode_v2
+#define cuGraphExecKernelNodeSetParams cuGraphExecKernelNodeSetParams_v2
 #define cuGraphInstantiate cuGraphInstantiateWithFlags
 #define cuGraphAddNode cuGraphAddNode_v2
 #define cuStreamUpdateCaptureDependencies cuStreamUpdateCaptureDependencies_v2

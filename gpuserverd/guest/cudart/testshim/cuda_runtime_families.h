@@ -49,6 +49,14 @@ struct cudaMemsetParams {
     unsigned int value, elementSize;
     size_t width, height;
 };
+struct cudaHostNodeParams {
+    cudaHostFn_t fn;
+    void *userData;
+};
+struct cudaHostNodeParamsV2 {
+    cudaHostFn_t fn;
+    void *userData;
+};
 
 enum cudaMemAllocationType { cudaMemAllocationTypeInvalid = 0, cudaMemAllocationTypePinned = 1 };
 enum cudaMemAllocationHandleType { cudaMemHandleTypeNone = 0 };
@@ -169,6 +177,7 @@ struct cudaGraphNodeParams {
         struct cudaMemAllocNodeParamsV2 alloc;
         struct cudaMemFreeNodeParams free;
         struct cudaConditionalNodeParams conditional;
+        struct cudaHostNodeParamsV2 host;
     };
     long long reserved2;
 };
