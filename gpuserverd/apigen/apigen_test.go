@@ -8,8 +8,8 @@ import (
 
 func TestSplitParams(t *testing.T) {
 	got := splitParams("int *minGridSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t (*cb)(int, int), const void *const *p, unsigned int flags")
-	want := []param{{"int *", "minGridSize"}, {"CUfunction", "func"}, {"CUoccupancyB2DSize", "blockSizeToDynamicSMemSize"},
-		{"size_t (*cb)(int, int)", "cb"}, {"const void * const *", "p"}, {"unsigned int", "flags"}}
+	want := []param{{"int *", "minGridSize", 0}, {"CUfunction", "func", 0}, {"CUoccupancyB2DSize", "blockSizeToDynamicSMemSize", 0},
+		{"size_t (*cb)(int, int)", "cb", 0}, {"const void * const *", "p", 0}, {"unsigned int", "flags", 0}}
 	if len(got) != len(want) {
 		t.Fatalf("got %d params %v, want %d", len(got), got, len(want))
 	}
@@ -87,10 +87,13 @@ func TestDescriptionRoundTrip(t *testing.T) {
 
 func TestAssignIDsKeepsOld(t *testing.T) {
 	old := &desc{fns: []fn{{id: 1002, name: "cuB"}, {id: 1005, name: "cuGone"}}}
-	d := &desc{fns: []fn{{name: "cuA"}, {name: "cuB"}}}
-	assignIDs(d, old, driverFirstFn)
+	d := &desc{fns: []fn{{name: "cuA", ret: "CUresult"}, {name: "cuB", ret: "CUresult"}, {name: "cuAlloc", ret: "void*"}}}
+	assignIDs(d, old, driverFirstFn, "CUresult")
 	if d.fns[1].id != 1002 || d.fns[0].id != 1006 {
 		t.Errorf("ids %d, %d: want a kept 1002 and a new 1006 (past every old id)", d.fns[0].id, d.fns[1].id)
+	}
+	if d.fns[2].id != 0 {
+		t.Errorf("a function returning no status got id %d, want none (hand-written)", d.fns[2].id)
 	}
 }
 

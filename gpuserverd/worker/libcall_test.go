@@ -91,6 +91,7 @@ func FuzzLibDecode(f *testing.F) {
 	f.Add(uint32(12035), words(7, 1, 8, 0, 1, 0, 0, 1, 0, 0x29, 1, 0), words(16))
 	f.Add(uint32(10327), words(1, 0, backend.ScalarHostBit|4, 2, 3, backend.ScalarHostBit|4, 3, 0, 0, 0), make([]byte, 8))
 	f.Add(uint32(12510), words(0, 100), []byte(nil))
+	f.Add(uint32(15530851), words(7, 0x1000, 64, 8, 40), make([]byte, 48)) // nppiSet_8u_C1R_Ctx: NppiSize, NppStreamContext
 	f.Fuzz(func(t *testing.T, fn uint32, args, host []byte) {
 		st := &libState{}
 		for _, k := range []string{"cuFFT plan", "cuSPARSE handle", "cuSPARSE spmat", "cuSPARSE dnvec", "cuSPARSE dnmat", "cuRAND gen",
@@ -100,7 +101,7 @@ func FuzzLibDecode(f *testing.F) {
 			st.add(k, 2)
 			st.add(k, 3)
 		}
-		for lib := backend.LibSparse; lib <= backend.LibJpeg; lib++ {
+		for lib := backend.LibSparse; lib <= backend.LibNpp; lib++ {
 			call, err := st.decode(lib, fn, args, host)
 			if err != nil {
 				continue
@@ -113,8 +114,16 @@ func FuzzLibDecode(f *testing.F) {
 						t.Fatalf("%s: accepted object %#x", call.Func.Name, call.Words[i])
 					}
 				case backend.PHost:
-					if want := call.Words[p.LenParam] * uint64(p.LenUnit); len(call.Host[i]) > 0 && uint64(len(call.Host[i])) != want {
+					n := uint64(p.LenAdd) // a fixed count
+					if p.LenParam >= 0 {
+						n = call.Words[p.LenParam]
+					}
+					if want := n * uint64(p.LenUnit); len(call.Host[i]) > 0 && uint64(len(call.Host[i])) != want {
 						t.Fatalf("%s: %d host bytes for %d", call.Func.Name, len(call.Host[i]), want)
+					}
+				case backend.PByValue, backend.PStreamCtx:
+					if len(call.Host[i]) != p.LenUnit {
+						t.Fatalf("%s: %s of %d bytes, want %d", call.Func.Name, p.Name, len(call.Host[i]), p.LenUnit)
 					}
 				case backend.PStaged:
 					if n := st.stagedElems(call, p) * int64(p.LenUnit); call.Words[i] != 0 && n > backend.MaxStaged {
