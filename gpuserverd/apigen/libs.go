@@ -500,6 +500,7 @@ func libDispatch(all map[string][]libFn, types map[string]map[string]string) []b
 // libCoverage is docs/cuda-coverage.md's part for the math libraries.
 func libCoverage(all map[string][]libFn) []byte {
 	var b bytes.Buffer
+	nppIntro := false
 	for _, lib := range mathLibs {
 		fns := all[lib.name]
 		r := 0
@@ -508,7 +509,15 @@ func libCoverage(all map[string][]libFn) []byte {
 				r++
 			}
 		}
-		fmt.Fprintf(&b, "## %s (%s)\n\n%d functions of NVIDIA's `%s`: %d remoted through the generic %s call, %d hand-written or refused. Every one is exported.\n\n",
+		heading := "##"
+		if lib.npp {
+			if !nppIntro {
+				b.Write(nppCoverageIntro(all))
+				nppIntro = true
+			}
+			heading = "###"
+		}
+		fmt.Fprintf(&b, heading+" %s (%s)\n\n%d functions of NVIDIA's `%s`: %d remoted through the generic %s call, %d hand-written or refused. Every one is exported.\n\n",
 			lib.name, lib.soname, len(fns), strings.Join(append([]string{lib.header}, lib.more...), "`, `"), r, strings.ToUpper(lib.message[:1])+lib.message[1:]+"Call", len(fns)-r)
 		b.WriteString("| Function | Status | Why |\n|---|---|---|\n")
 		for _, f := range fns {

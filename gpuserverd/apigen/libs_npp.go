@@ -385,3 +385,27 @@ func nppTable(all map[string][]libFn, sigOf map[string]int) ([]byte, error) {
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())
 }
+
+// nppCoverageIntro is docs/cuda-coverage.md's words on NPP before its libraries' tables.
+func nppCoverageIntro(all map[string][]libFn) []byte {
+	n, r := 0, 0
+	for _, lib := range mathLibs {
+		if lib.npp {
+			for _, f := range all[lib.name] {
+				n++
+				if f.remote {
+					r++
+				}
+			}
+		}
+	}
+	return []byte(fmt.Sprintf("## NPP (libnppc.so.13 ... libnpps.so.13)\n\n"+
+		"%d functions of NVIDIA's `npp.h` in its eleven libraries, each exported by gpucloud's library of the same soname "+
+		"under NVIDIA's version node: %d remoted through the generic NppCall, the rest hand-written (the version, "+
+		"the allocators) or refused with NPP_NOT_SUPPORTED_MODE_ERROR and a one-time notice. Most are decided by NPP's "+
+		"conventions (`apigen/libs_npp.go`): a pointer is a device address unless NVIDIA's documentation of the function "+
+		"says host; an `hp*Size` host pointer is one output value; a fixed-size array is a host input; a struct by value "+
+		"travels as its bytes, the `NppStreamContext` with its stream mapped to the worker's. Host pointers the "+
+		"conventions cannot size are remoted where `desc/npp.ann` says how, else refused (the reason below). "+
+		"Calls wait for their reply (NPP answers argument errors at once).\n\n", n, r))
+}
