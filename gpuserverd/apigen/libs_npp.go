@@ -47,6 +47,9 @@ func nppKinds(f libFn, d *desc) ([]string, string) {
 			}
 			kinds = append(kinds, fmt.Sprintf("h:%d*%d", p.array, unit))
 		case ptrs > 0:
+			if host["?"] { // extract found no documentation for the function
+				return nil, "pointer " + p.name + " of an undocumented function"
+			}
 			if !host[p.name] && !strings.HasPrefix(p.name, "hp") {
 				kinds = append(kinds, "d")
 				continue

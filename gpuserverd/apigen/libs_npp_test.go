@@ -17,6 +17,7 @@ fn 4 nppiD NppStatus (const Npp8u aValue[3], Npp8u * pDst[3], Npp32f nScale)
 fn 5 nppiE NppStatus (Npp64f aSum[3])
 fn 6 nppiF NppStatus (Npp32s * hpLevels, int nLevels)
 fn 7 nppiG NppStatus (NppiRect oRect, const double aCoeffs[2][3])
+fn 8 nppiH NppStatus (Npp8u * pDst, int n)
 type struct NppiSize
 type struct NppiRect
 type struct NppStreamContext
@@ -31,6 +32,7 @@ struct NppiSize i32:width i32:height
 struct NppiRect i32:x i32:y i32:width i32:height
 struct NppStreamContext ptr:hStream i32:a i32:b i32:c i32:d u64:e i32:f i32:g u32:h i32:i
 host nppiC pNewNumber
+host nppiH ?
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +48,7 @@ host nppiC pNewNumber
 		{4, "", "host output array aSum"},
 		{5, "", "host pointer hpLevels"},
 		{6, "b:16 h:6*8", ""},
+		{7, "", "pointer pDst of an undocumented function"},
 	} {
 		f := d.fns[c.i]
 		kinds, why := nppKinds(libFn{fn: f, params: splitParams(f.params)}, d)
