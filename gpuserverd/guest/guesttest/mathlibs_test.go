@@ -56,10 +56,7 @@ func TestMathLibsOnSim(t *testing.T) {
 	for _, l := range mathLibs {
 		t.Run(l.dir, func(t *testing.T) {
 			out := runOK(t, startServer(t), l.test) // a dedicated session holds the GPU until it ends
-			notice := "gpucloud lib" + l.dir + ": " + l.refused + " is not remoted"
-			if n := strings.Count(out, notice); n != 1 {
-				t.Errorf("the notice for %s came %d times, want once:\n%s", l.refused, n, out)
-			}
+			noticedOnce(t, out, "lib"+l.dir, l.refused)
 		})
 	}
 }
@@ -70,6 +67,14 @@ func TestMathLibsRefuseForeignDriver(t *testing.T) {
 	dir := buildMathLibs(t)
 	for _, l := range mathLibs {
 		refusesForeignDriver(t, dir, l.test, "s-foreign-"+l.dir)
+	}
+}
+
+// noticedOnce: a program's output names fn, a function lib does not remote, exactly once.
+func noticedOnce(t *testing.T, out, lib, fn string) {
+	t.Helper()
+	if n := strings.Count(out, "gpucloud "+lib+": "+fn+" is not remoted"); n != 1 {
+		t.Errorf("the notice for %s came %d times, want once:\n%s", fn, n, out)
 	}
 }
 

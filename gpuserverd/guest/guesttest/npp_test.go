@@ -36,11 +36,7 @@ func buildNpp(t *testing.T) string {
 // remoted, called twice, is named on stderr once.
 func TestNppOnSim(t *testing.T) {
 	buildNpp(t)
-	out := runOK(t, startServer(t), "npp_sim_test")
-	notice := "gpucloud libnpp: nppiFloodFill_8u_C1IR_Ctx is not remoted"
-	if n := strings.Count(out, notice); n != 1 {
-		t.Errorf("the notice for nppiFloodFill_8u_C1IR_Ctx came %d times, want once:\n%s", n, out)
-	}
+	noticedOnce(t, runOK(t, startServer(t), "npp_sim_test"), "libnpp", "nppiFloodFill_8u_C1IR_Ctx")
 }
 
 // TestNppRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, NPP's first call fails
