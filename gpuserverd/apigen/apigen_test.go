@@ -98,7 +98,7 @@ func TestAssignIDsKeepsOld(t *testing.T) {
 }
 
 func TestParseDescErrors(t *testing.T) {
-	for _, in := range []string{"fn x cuA CUresult ()", "fn 1002 cuA", "alias cuA", "type enum", "bogus 1"} {
+	for _, in := range []string{"fn x cuA CUresult ()", "fn 1002 cuA", "alias cuA", "type enum", "bogus 1", "struct S i32", "struct S i32:x:0", "host nppiA"} {
 		if _, err := parseDesc([]byte(in + "\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
 			t.Errorf("%q: got %v, want an error naming line 1", in, err)
 		}
@@ -108,13 +108,20 @@ func TestParseDescErrors(t *testing.T) {
 func FuzzParseDesc(f *testing.F) {
 	f.Add([]byte("fn 1002 cuA CUresult (int *a, CUdevice d)\nalias cuB cuB_v2\ntype i32 int\n"))
 	f.Add([]byte("fn 70000 cuA CUresult (\n"))
+	f.Add([]byte("fn 15500001 nppiA NppStatus (const Npp8u aV[3], NppiSize oSize, NppStreamContext c)\ntype struct NppiSize\n" +
+		"type struct NppStreamContext\ntype u8 Npp8u\nstruct NppiSize i32:width i32:height\nstruct NppStreamContext ptr:hStream i32:a:2\nhost nppiA aV\n"))
+	f.Add([]byte("struct A B:x\nstruct B A:y\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := parseDesc(data)
 		if err != nil {
 			return
 		}
 		for _, fn := range d.fns {
-			splitParams(fn.params) // must not panic on any accepted list
+			ps := splitParams(fn.params) // must not panic on any accepted list
+			nppKinds(libFn{fn: fn, params: ps}, d)
+		}
+		for name := range d.structs {
+			structLayout(d, name) // terminates: no struct contains itself
 		}
 	})
 }

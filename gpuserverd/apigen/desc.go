@@ -158,7 +158,45 @@ func parseDesc(data []byte) (*desc, error) {
 			return nil, bad("unknown kind " + f[0])
 		}
 	}
-	return d, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return d, checkStructs(d.structs)
+}
+
+// checkStructs refuses a struct member whose class is neither a scalar's, ptr, nor another
+// recorded struct, and structs that contain themselves.
+func checkStructs(structs map[string][]field) error {
+	state := map[string]int{} // 1 visiting, 2 done
+	var visit func(name string) error
+	visit = func(name string) error {
+		switch state[name] {
+		case 1:
+			return fmt.Errorf("description: struct %s contains itself", name)
+		case 2:
+			return nil
+		}
+		state[name] = 1
+		for _, f := range structs[name] {
+			switch {
+			case f.class == "ptr" || scalar(f.class):
+			case structs[f.class] != nil:
+				if err := visit(f.class); err != nil {
+					return err
+				}
+			default:
+				return fmt.Errorf("description: struct %s: member %s of unknown class %s", name, f.name, f.class)
+			}
+		}
+		state[name] = 2
+		return nil
+	}
+	for name := range structs {
+		if err := visit(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // param is one C parameter: its type as written and its name.
@@ -204,8 +242,7 @@ func splitParam(p string) param {
 		}
 		return param{ctype: p}
 	}
-	if strings.HasSuffix(p, "]") { // T a[], T a[3], T a[2][3]
-		open := strings.IndexByte(p, '[')
+	if open := strings.IndexByte(p, '['); open >= 0 && strings.HasSuffix(p, "]") { // T a[], T a[3], T a[2][3]
 		n := 1
 		for _, dim := range strings.Split(strings.Trim(p[open:], "[]"), "][") {
 			k, err := strconv.Atoi(strings.TrimSpace(dim))
