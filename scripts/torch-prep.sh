@@ -2,7 +2,8 @@
 # torch-prep.sh DEST: builds here (with Go) what scripts/gpu-torch.sh needs on the GPU machine and
 # copies a self-contained bundle to DEST: bin/gpuserverd, bin/gputoken, the guest library
 # (libcuda.so.1), the loader auditor, gpucloud's libcudnn.so.9, libcusolver.so.12,
-# libcusparse.so.12, libcufft.so.12, libcurand.so.10, libnvjpeg.so.13, libnvidia-ml.so.1 and
+# libcusparse.so.12, libcufft.so.12, libcurand.so.10, libnvjpeg.so.13, NPP's eleven libraries
+# (libnppc.so.13 ... libnpps.so.13), libnvidia-ml.so.1 and
 # libnccl.so.2 (none needs
 # an NVIDIA header: built here), the sources of gpucloud's libcudart, libcublas and libcublasLt
 # (built there against the toolkit's headers, which check every signature), and the PyTorch cases.
@@ -26,6 +27,7 @@ make -s -C gpuserverd/guest/cudnn LIBDIRS=-L"$ROOT/gpuserverd/guest/build"
 make -s -C gpuserverd/guest/nvml
 # The libraries over libcuda.so.1 that need no NVIDIA header (built here).
 for d in cusolver cusparse cufft curand nvjpeg nccl; do make -s -C gpuserverd/guest/$d LIBDIRS=-L"$ROOT/gpuserverd/guest/build"; done
+make -s -j2 -C gpuserverd/guest/npp LIBDIRS=-L"$ROOT/gpuserverd/guest/build" CFLAGS="-O2 -Wall -Wextra" # no -g: 11 libraries travel
 if [[ -n ${CUDA_HEADERS:-} ]]; then
 	chk=$(mktemp -d)
 	trap 'rm -rf "$chk"' EXIT
@@ -46,7 +48,7 @@ cp scripts/gpu-linalg.sh scripts/torch-linalg-check.py scripts/gpu-migration.sh 
 cp bin/gpuserverd bin/gputoken bin/cuda.test "$dest/bin/"
 # The whole guest tree (2 MB of sources), less its tests and build outputs; the prebuilt parts after.
 tar -C gpuserverd/guest --exclude=build --exclude=guesttest -cf - . | tar -C "$g" -xf -
-for d in . loader cudnn nvml nccl cusolver cusparse cufft curand nvjpeg; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
+for d in . loader cudnn nvml nccl cusolver cusparse cufft curand nvjpeg npp; do mkdir -p "$g/$d/build" && cp -a "gpuserverd/guest/$d/build/." "$g/$d/build/"; done
 # The three built here against CUDA_HEADERS: gpu-torch.sh takes them (PREBUILT=1) instead of
 # building them there, which saves the GPU machine's time.
 if [[ -n ${CUDA_HEADERS:-} ]]; then

@@ -24,8 +24,8 @@
 #            -d libcudnn.so.9 (make -C gpuserverd/guest/cudnn; needs no NVIDIA header)
 #            -x lib, repeatable: another of gpucloud's libraries that needs no runtime, installed
 #               under its file name: libcusparse.so.12, libcufft.so.12, libcurand.so.10,
-#               libcusolver.so.12, libnvjpeg.so.13 (make -C gpuserverd/guest/cusparse, cufft, curand,
-#               cusolver, nvjpeg; no NVIDIA header needed)
+#               libcusolver.so.12, libnvjpeg.so.13, NPP's libnppc.so.13 ... libnpps.so.13 (make -C
+#               gpuserverd/guest/cusparse, cufft, curand, cusolver, nvjpeg, npp; no NVIDIA header needed)
 #   env: DEBOOTSTRAP_CACHE=dir keeps downloaded packages between runs
 set -euo pipefail
 
@@ -48,7 +48,7 @@ die() { echo "guest-image: $*" >&2; exit 1; }
 [ -z "$cublas" ] || [ -n "$cudart" ] || die "-b needs -r: gpucloud's libcublas works with gpucloud's runtime"
 [ -z "$cudnn" ] || [ -f "$cudnn" ] || die "cuDNN $cudnn not found (build it: make -C gpuserverd/guest/cudnn)"
 for x in "${extra[@]}"; do
-  [[ "$(basename "$x")" =~ ^lib(cusparse|cufft|curand|cusolver|nvjpeg)\.so\.[0-9]+$ ]] || die "-x $x: not one of gpucloud's libraries (libcusparse.so.12, libcufft.so.12, libcurand.so.10 ...)"
+  [[ "$(basename "$x")" =~ ^lib(cusparse|cufft|curand|cusolver|nvjpeg|npp(c|ial|icc|idei|if|ig|im|ist|isu|itc|s))\.so\.[0-9]+$ ]] || die "-x $x: not one of gpucloud's libraries (libcusparse.so.12, libcufft.so.12, libcurand.so.10 ...)"
   [ -f "$x" ] || die "$x not found (build it: make -C gpuserverd/guest/<library>)"
 done
 [[ "$name" =~ ^[a-z0-9][a-z0-9._-]*$ ]] || die "name $name: lower-case letters, digits, '.', '_', '-' only"

@@ -8,8 +8,8 @@ import (
 
 func TestSplitParams(t *testing.T) {
 	got := splitParams("int *minGridSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t (*cb)(int, int), const void *const *p, unsigned int flags")
-	want := []param{{"int *", "minGridSize"}, {"CUfunction", "func"}, {"CUoccupancyB2DSize", "blockSizeToDynamicSMemSize"},
-		{"size_t (*cb)(int, int)", "cb"}, {"const void * const *", "p"}, {"unsigned int", "flags"}}
+	want := []param{{"int *", "minGridSize", 0}, {"CUfunction", "func", 0}, {"CUoccupancyB2DSize", "blockSizeToDynamicSMemSize", 0},
+		{"size_t (*cb)(int, int)", "cb", 0}, {"const void * const *", "p", 0}, {"unsigned int", "flags", 0}}
 	if len(got) != len(want) {
 		t.Fatalf("got %d params %v, want %d", len(got), got, len(want))
 	}
@@ -87,15 +87,18 @@ func TestDescriptionRoundTrip(t *testing.T) {
 
 func TestAssignIDsKeepsOld(t *testing.T) {
 	old := &desc{fns: []fn{{id: 1002, name: "cuB"}, {id: 1005, name: "cuGone"}}}
-	d := &desc{fns: []fn{{name: "cuA"}, {name: "cuB"}}}
-	assignIDs(d, old, driverFirstFn)
+	d := &desc{fns: []fn{{name: "cuA", ret: "CUresult"}, {name: "cuB", ret: "CUresult"}, {name: "cuAlloc", ret: "void*"}}}
+	assignIDs(d, old, driverFirstFn, "CUresult")
 	if d.fns[1].id != 1002 || d.fns[0].id != 1006 {
 		t.Errorf("ids %d, %d: want a kept 1002 and a new 1006 (past every old id)", d.fns[0].id, d.fns[1].id)
+	}
+	if d.fns[2].id != 0 {
+		t.Errorf("a function returning no status got id %d, want none (hand-written)", d.fns[2].id)
 	}
 }
 
 func TestParseDescErrors(t *testing.T) {
-	for _, in := range []string{"fn x cuA CUresult ()", "fn 1002 cuA", "alias cuA", "type enum", "bogus 1"} {
+	for _, in := range []string{"fn x cuA CUresult ()", "fn 1002 cuA", "alias cuA", "type enum", "bogus 1", "struct S i32", "struct S i32:x:0", "host nppiA"} {
 		if _, err := parseDesc([]byte(in + "\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
 			t.Errorf("%q: got %v, want an error naming line 1", in, err)
 		}
@@ -105,13 +108,20 @@ func TestParseDescErrors(t *testing.T) {
 func FuzzParseDesc(f *testing.F) {
 	f.Add([]byte("fn 1002 cuA CUresult (int *a, CUdevice d)\nalias cuB cuB_v2\ntype i32 int\n"))
 	f.Add([]byte("fn 70000 cuA CUresult (\n"))
+	f.Add([]byte("fn 15500001 nppiA NppStatus (const Npp8u aV[3], NppiSize oSize, NppStreamContext c)\ntype struct NppiSize\n" +
+		"type struct NppStreamContext\ntype u8 Npp8u\nstruct NppiSize i32:width i32:height\nstruct NppStreamContext ptr:hStream i32:a:2\nhost nppiA aV\n"))
+	f.Add([]byte("struct A B:x\nstruct B A:y\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := parseDesc(data)
 		if err != nil {
 			return
 		}
 		for _, fn := range d.fns {
-			splitParams(fn.params) // must not panic on any accepted list
+			ps := splitParams(fn.params) // must not panic on any accepted list
+			nppKinds(libFn{fn: fn, params: ps}, d)
+		}
+		for name := range d.structs {
+			structLayout(d, name) // terminates: no struct contains itself
 		}
 	})
 }

@@ -17,6 +17,9 @@ type header struct {
 	file, ret, prefix, desc string
 	firstID                 int      // wire ids of a new function start here (0: not remoted on the wire)
 	more                    []string // further headers of the same library, read with file
+	// others: also record the library's functions that return something else than ret (id 0:
+	// hand-written), and what NVIDIA's documentation says of each pointer parameter (NPP).
+	others bool
 }
 
 var headers = []header{
@@ -46,6 +49,12 @@ func extractAll(headersDir, descDir string, hs []header) error {
 }
 
 var (
+	otherRe     = regexp.MustCompile(`(?:const\s+)?(\w+)\s*(\*?)\s*\b(\w+)\s*\(([^;{()]*?)\)\s*;`)
+	docRe       = regexp.MustCompile(`(?s)/\*\*(.*?)\*/\s*([^;/{}]*?)\b(\w+)\s*\(`)
+	paramDocRe  = regexp.MustCompile(`(?s)\\param\s+(\w+)(.*?)(?:\\param|\\return|\\section|$)`)
+	sectionRe   = regexp.MustCompile(`(?s)\\section\s+(\w+)(.*?)(?:\\section|\*/)`)
+	sectionRef  = regexp.MustCompile(`\\ref\s+(\w+)`)
+	hostWordRe  = regexp.MustCompile(`(?i)\bhost\b`)
 	protoRe     = regexp.MustCompile(`(?s)(?:extern\s+)?(?:__host__\s+)?(?:__device__\s+)?(\w+)\s+(\w+)\s*\(([^;{]*?)\)\s*;`)
 	aliasRe     = regexp.MustCompile(`(?m)^\s*#define\s+(\w+)\s+(\w+_v\d+)\s*$`)
 	attributeRe = regexp.MustCompile(`__attribute__\s*\(\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)\)`)
@@ -85,7 +94,7 @@ func extractOne(dir string, h header, old *desc) (*desc, error) {
 		return nil, fmt.Errorf("preprocess: %w: %s", err, stderr.String())
 	}
 	src := string(pp)
-	d := &desc{types: map[string]string{}}
+	d := &desc{types: map[string]string{}, structs: map[string][]field{}, host: map[string][]string{}}
 	seen := map[string]bool{}
 	for _, m := range protoRe.FindAllStringSubmatch(src, -1) {
 		if m[1] != h.ret || !strings.HasPrefix(m[2], h.prefix) || seen[m[2]] {
@@ -94,6 +103,16 @@ func extractOne(dir string, h header, old *desc) (*desc, error) {
 		seen[m[2]] = true
 		d.fns = append(d.fns, fn{name: m[2], ret: m[1], params: normalize(m[3])})
 	}
+	if h.others {
+		for _, m := range otherRe.FindAllStringSubmatch(src, -1) {
+			if !strings.HasPrefix(m[3], h.prefix) || seen[m[3]] || m[1] == h.ret {
+				continue
+			}
+			seen[m[3]] = true
+			d.fns = append(d.fns, fn{name: m[3], ret: m[1] + m[2], params: normalize(m[4])})
+		}
+		hostParams(string(raw), d)
+	}
 	for _, m := range aliasRe.FindAllStringSubmatch(string(raw), -1) {
 		if strings.HasPrefix(m[1], h.prefix) && seen[m[2]] {
 			d.aliases = append(d.aliases, [2]string{m[1], m[2]})
@@ -101,9 +120,67 @@ func extractOne(dir string, h header, old *desc) (*desc, error) {
 	}
 	sort.Slice(d.fns, func(i, j int) bool { return d.fns[i].name < d.fns[j].name })
 	sort.Slice(d.aliases, func(i, j int) bool { return d.aliases[i][0] < d.aliases[j][0] })
-	classifyTypes(src, d)
-	assignIDs(d, old, h.firstID)
+	class := classifyTypes(src, d)
+	if h.others {
+		structLayouts(src, d, class)
+	}
+	assignIDs(d, old, h.firstID, h.ret)
 	return d, nil
+}
+
+// hostParams records, for each function of d with pointer or array parameters, those that NVIDIA's
+// documentation block before its prototype says are host memory ("?" for a function without one):
+// NPP's pointers are device addresses but for these.
+func hostParams(raw string, d *desc) {
+	docs := map[string]string{}
+	for _, m := range docRe.FindAllStringSubmatch(raw, -1) {
+		docs[m[3]] = m[1]
+	}
+	// A group's common parameters (\section CommonSumParameters) apply where a function's block
+	// refers to them.
+	sections := map[string]string{}
+	for _, m := range sectionRe.FindAllStringSubmatch(raw, -1) {
+		sections[m[1]] += m[2]
+	}
+	for name, doc := range docs {
+		for _, r := range sectionRef.FindAllStringSubmatch(doc, -1) {
+			docs[name] += "\n" + sections[r[1]]
+		}
+	}
+	for _, f := range d.fns {
+		var ptrs []string
+		for _, p := range splitParams(f.params) {
+			if pointers(p.ctype) > 0 {
+				ptrs = append(ptrs, p.name)
+			}
+		}
+		if len(ptrs) == 0 {
+			continue
+		}
+		doc, ok := docs[f.name]
+		if !ok {
+			d.host[f.name] = []string{"?"}
+			continue
+		}
+		said := map[string]string{}
+		for i := 0; i < len(doc); {
+			m := paramDocRe.FindStringSubmatchIndex(doc[i:])
+			if m == nil {
+				break
+			}
+			said[doc[i+m[2]:i+m[3]]] += doc[i+m[4] : i+m[5]]
+			i += m[5] // the next \param starts where this one's text ends
+		}
+		var host []string
+		for _, p := range ptrs {
+			if hostWordRe.MatchString(said[p]) || strings.HasPrefix(p, "hp") {
+				host = append(host, p)
+			}
+		}
+		if len(host) > 0 {
+			d.host[f.name] = host
+		}
+	}
 }
 
 // normalize puts a parameter list on one line with single spaces.
@@ -120,7 +197,7 @@ func normalize(p string) string {
 
 // classifyTypes records, for each type name the prototypes use, what it is: a scalar of a size, an
 // enum, an opaque handle (a pointer to an incomplete struct), a struct, or a function pointer.
-func classifyTypes(src string, d *desc) {
+func classifyTypes(src string, d *desc) map[string]string {
 	// An attribute after a typedef's name (cuSPARSE's "typedef struct csrilu02Info* csrilu02Info_t
 	// CUSPARSE_DEPRECATED_TYPE;", preprocessed to __attribute__((deprecated(...)))) hides the name.
 	src = attributeRe.ReplaceAllString(src, "")
@@ -192,11 +269,67 @@ func classifyTypes(src string, d *desc) {
 			}
 		}
 	}
+	return class
+}
+
+// structLayouts records the members of each struct a prototype of d takes by value (and of the
+// structs inside those), each as a class: a scalar's, an enum as i32, any pointer as ptr.
+func structLayouts(src string, d *desc, class map[string]string) {
+	var add func(name string) bool
+	add = func(name string) bool {
+		if _, ok := d.structs[name]; ok {
+			return true
+		}
+		m := regexp.MustCompile(`typedef\s+struct\s*\w*\s*\{([^{}]*)\}\s*` + regexp.QuoteMeta(name) + `\s*;`).FindStringSubmatch(src)
+		if m == nil {
+			return false
+		}
+		var fields []field
+		for _, decl := range strings.Split(m[1], ";") {
+			if strings.TrimSpace(decl) == "" {
+				continue
+			}
+			p := splitParam(strings.TrimSpace(decl))
+			f := field{name: p.name, count: max(p.array, 0)}
+			base := baseType(p.ctype)
+			if p.array != 0 { // a member array: splitParam made it a pointer
+				base = baseType(strings.TrimSuffix(p.ctype, " *"))
+			}
+			switch c := class[base]; {
+			case pointers(p.ctype) > 0 && p.array == 0 || pointers(p.ctype) > 1 || c == "handle":
+				f.class = "ptr"
+			case c == "enum":
+				f.class = "i32"
+			case c == "struct":
+				if !add(base) {
+					return false
+				}
+				f.class = base
+			case scalar(c):
+				f.class = c
+			default:
+				return false
+			}
+			if p.array < 0 || p.name == "" {
+				return false
+			}
+			fields = append(fields, f)
+		}
+		d.structs[name] = fields
+		return true
+	}
+	for _, f := range d.fns {
+		for _, p := range splitParams(f.params) {
+			if t := baseType(p.ctype); pointers(p.ctype) == 0 && class[t] == "struct" {
+				add(t)
+			}
+		}
+	}
 }
 
 // assignIDs keeps each function's id from the previous description and numbers new ones after the
 // highest, so an id never changes meaning.
-func assignIDs(d *desc, old *desc, first int) {
+func assignIDs(d *desc, old *desc, first int, ret string) {
 	if first == 0 {
 		return
 	}
@@ -211,6 +344,9 @@ func assignIDs(d *desc, old *desc, first int) {
 		}
 	}
 	for i := range d.fns {
+		if d.fns[i].ret != ret {
+			continue // hand-written: no wire id
+		}
 		if id, ok := prev[d.fns[i].name]; ok && id != 0 {
 			d.fns[i].id = id
 			continue

@@ -54,7 +54,7 @@ func readLibAnn(path string) (*libAnn, error) {
 // call (h); a host array staged through device memory, read (I) or read and written (H), of
 // count[+k]*unit bytes, the count a parameter, a remembered $name or a number; host scratch (w) of a
 // parameter's size, or of the largest R the session saw.
-var kindRe = regexp.MustCompile(`^(v|d|s|r|a|z|R|[vr]>\w+|(o\?|[onx]):[a-z.]+|h:\w+\*[1-9][0-9]*|[HI]:\$?\w+(\+[0-9]+)?\*[1-9][0-9]*|w(:\w+)?)$`)
+var kindRe = regexp.MustCompile(`^(v|d|s|r|a|z|R|[bc]:[1-9][0-9]*|[vr]>\w+|(o\?|[onx]):[a-z.]+|h:\w+\*[1-9][0-9]*|[HI]:\$?\w+(\+[0-9]+)?\*[1-9][0-9]*|w(:\w+)?)$`)
 
 // stagedLen splits a staged array's kind (H:count+k*unit) into the count's parameter, k and unit.
 func stagedLen(k string) (count, plus, unit string) {
@@ -75,11 +75,15 @@ func libFuncs(root string, lib mathLib) ([]libFn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ann, err := readLibAnn(filepath.Join(descDir, lib.name+".ann"))
+	annName := lib.name
+	if lib.npp {
+		annName = "npp" // one annotation file for NPP's libraries
+	}
+	ann, err := readLibAnn(filepath.Join(descDir, annName+".ann"))
 	if err != nil {
 		return nil, err
 	}
-	hand, err := handWritten(filepath.Join(root, "gpuserverd/guest", lib.name))
+	hand, err := handWritten(filepath.Join(root, "gpuserverd/guest", lib.dir()))
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +91,7 @@ func libFuncs(root string, lib mathLib) ([]libFn, error) {
 	var out []libFn
 	for _, f := range d.fns {
 		seen[f.name] = true
-		if f.id < lib.firstID || f.id > lib.lastID {
+		if (f.id < lib.firstID || f.id > lib.lastID) && f.ret == lib.ret {
 			return nil, fmt.Errorf("%s.txt: %s has id %d outside %d-%d", lib.name, f.name, f.id, lib.firstID, lib.lastID)
 		}
 		lf := libFn{fn: f, params: splitParams(f.params), hand: hand[f.name]}
@@ -96,32 +100,48 @@ func libFuncs(root string, lib mathLib) ([]libFn, error) {
 			lf.async, kinds = true, kinds[:n-1]
 		}
 		switch {
+		case f.ret != lib.ret: // NPP's allocators and version: no status to answer with
+			if lf.hand == "" {
+				return nil, fmt.Errorf("%s.txt: %s returns %s: hand-write it in guest/%s", lib.name, f.name, f.ret, lib.dir())
+			}
+			lf.reason = "hand-written"
 		case ok:
 			if len(kinds) != len(lf.params) {
-				return nil, fmt.Errorf("%s.ann: %s has %d kinds for %d parameters", lib.name, f.name, len(kinds), len(lf.params))
+				return nil, fmt.Errorf("%s.ann: %s has %d kinds for %d parameters", annName, f.name, len(kinds), len(lf.params))
 			}
 			for i, k := range kinds {
 				if !kindRe.MatchString(k) {
-					return nil, fmt.Errorf("%s.ann: %s: parameter %d: unknown kind %q", lib.name, f.name, i, k)
+					return nil, fmt.Errorf("%s.ann: %s: parameter %d: unknown kind %q", annName, f.name, i, k)
 				}
 				if err := checkKind(k, lf.params[i], lf.params, d.types); err != nil {
-					return nil, fmt.Errorf("%s.ann: %s: parameter %s: %w", lib.name, f.name, lf.params[i].name, err)
+					return nil, fmt.Errorf("%s.ann: %s: parameter %s: %w", annName, f.name, lf.params[i].name, err)
+				}
+				if k[0] == 'b' || k[0] == 'c' { // a struct's bytes: as many as its recorded layout
+					if n := structSize(d, baseType(lf.params[i].ctype)); k[2:] != strconv.Itoa(n) {
+						return nil, fmt.Errorf("%s.ann: %s: parameter %s: %s, but %s has %d bytes", annName, f.name, lf.params[i].name, k, baseType(lf.params[i].ctype), n)
+					}
 				}
 			}
 			if lf.async && (hasLibOut(kinds) || hasStaged(kinds)) {
-				return nil, fmt.Errorf("%s.ann: %s: async with outputs", lib.name, f.name)
+				return nil, fmt.Errorf("%s.ann: %s: async with outputs", annName, f.name)
 			}
 			lf.remote, lf.kinds = true, kinds
 		case ann.refuse[f.name] != "":
 			lf.reason = ann.refuse[f.name]
+		case lib.npp:
+			if kinds, why := nppKinds(lf, d); why != "" {
+				lf.reason = "not remoted: " + why
+			} else {
+				lf.remote, lf.kinds = true, kinds
+			}
 		default:
 			lf.reason = "not remoted yet"
 		}
 		out = append(out, lf)
 	}
 	for n := range ann.remote {
-		if !seen[n] {
-			return nil, fmt.Errorf("%s.ann: %s is not in %s.txt", lib.name, n, lib.name)
+		if !seen[n] && !lib.npp { // NPP's annotations are checked against all its libraries (generateLibs)
+			return nil, fmt.Errorf("%s.ann: %s is not in %s.txt", annName, n, lib.name)
 		}
 	}
 	return out, nil
@@ -152,7 +172,7 @@ func checkKind(k string, p param, all []param, types map[string]string) error {
 		if !ptr {
 			return fmt.Errorf("host input kind for %q", p.ctype)
 		}
-		if paramNamed(all, strings.SplitN(k[2:], "*", 2)[0]) < 0 {
+		if n := strings.SplitN(k[2:], "*", 2)[0]; !isNumber(n) && paramNamed(all, n) < 0 {
 			return fmt.Errorf("host length names no parameter")
 		}
 	case 'H', 'I':
@@ -171,6 +191,13 @@ func checkKind(k string, p param, all []param, types map[string]string) error {
 		}
 		if k[0] == 'w' && len(k) > 1 && paramNamed(all, k[2:]) < 0 {
 			return fmt.Errorf("host scratch size names no parameter")
+		}
+	case 'b', 'c':
+		if ptr || class != "struct" {
+			return fmt.Errorf("struct kind for %q", p.ctype)
+		}
+		if (k[0] == 'c') != (baseType(p.ctype) == "NppStreamContext") {
+			return fmt.Errorf("a stream context (c) is NppStreamContext, got %q", p.ctype)
 		}
 	case 's':
 		if baseType(p.ctype) != "cudaStream_t" {
@@ -241,18 +268,13 @@ func outWidth(p param, types map[string]string) int {
 	if pointers(p.ctype) > 1 {
 		return 8
 	}
-	switch types[baseType(p.ctype)] {
-	case "i8", "u8":
-		return 1
-	case "i16", "u16":
-		return 2
-	case "i32", "u32", "enum", "f32":
-		return 4
-	}
-	return 8
+	return classWidth(types[baseType(p.ctype)])
 }
 
 func guestLib(lib mathLib, fns []libFn, types map[string]string) []byte {
+	if lib.npp {
+		panic("NPP's guest files are nppGuestPart's")
+	}
 	var b bytes.Buffer
 	b.WriteString(cHeader)
 	fmt.Fprintf(&b, "/* gpucloud's %s: every function of NVIDIA's %s. A remoted one sends its words (backend.LibFunc's\n"+
@@ -396,6 +418,9 @@ func libTable(all map[string][]libFn) ([]byte, error) {
 	b.WriteString("// libFuncTable lists the remoted functions of the math libraries: their kinds as desc/<lib>.ann writes them.\n")
 	b.WriteString("var libFuncTable = []libFuncDesc{\n")
 	for _, lib := range mathLibs {
+		if lib.npp {
+			continue // nppTable
+		}
 		for _, f := range all[lib.name] {
 			if f.remote {
 				var names []string
@@ -421,6 +446,9 @@ func libDispatch(all map[string][]libFn, types map[string]map[string]string) []b
 	b.WriteString("static double f64(uint64_t w) { double d; memcpy(&d, &w, 8); return d; }\n\n")
 	b.WriteString("int gc_lib_dispatch(int lib, int fn, const uint64_t *a, void *const *p, uint64_t *o) {\n\t(void)f32; (void)f64;\n\tswitch (fn) {\n")
 	for li, lib := range mathLibs {
+		if lib.npp {
+			continue // nppDispatch, by signature
+		}
 		ty := types[lib.name]
 		for _, f := range all[lib.name] {
 			if !f.remote {
@@ -472,6 +500,7 @@ func libDispatch(all map[string][]libFn, types map[string]map[string]string) []b
 // libCoverage is docs/cuda-coverage.md's part for the math libraries.
 func libCoverage(all map[string][]libFn) []byte {
 	var b bytes.Buffer
+	nppIntro := false
 	for _, lib := range mathLibs {
 		fns := all[lib.name]
 		r := 0
@@ -480,8 +509,16 @@ func libCoverage(all map[string][]libFn) []byte {
 				r++
 			}
 		}
-		fmt.Fprintf(&b, "## %s (%s)\n\n%d functions of NVIDIA's `%s` returning its status: %d remoted through the generic %s call, %d hand-written or refused. Every one is exported.\n\n",
-			lib.name, lib.soname, len(fns), lib.header, r, strings.ToUpper(lib.message[:1])+lib.message[1:]+"Call", len(fns)-r)
+		heading := "##"
+		if lib.npp {
+			if !nppIntro {
+				b.Write(nppCoverageIntro(all))
+				nppIntro = true
+			}
+			heading = "###"
+		}
+		fmt.Fprintf(&b, heading+" %s (%s)\n\n%d functions of NVIDIA's `%s`: %d remoted through the generic %s call, %d hand-written or refused. Every one is exported.\n\n",
+			lib.name, lib.soname, len(fns), strings.Join(append([]string{lib.header}, lib.more...), "`, `"), r, strings.ToUpper(lib.message[:1])+lib.message[1:]+"Call", len(fns)-r)
 		b.WriteString("| Function | Status | Why |\n|---|---|---|\n")
 		for _, f := range fns {
 			status, why := "refused", f.reason
@@ -495,7 +532,7 @@ func libCoverage(all map[string][]libFn) []byte {
 					why += "; guest side in `" + f.hand + "`"
 				}
 			case f.hand != "":
-				status, why = "hand-written", "`guest/"+lib.name+"/"+f.hand+"`"
+				status, why = "hand-written", "`guest/"+lib.dir()+"/"+f.hand+"`"
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", f.name, status, why)
 		}
@@ -509,6 +546,7 @@ func generateLibs(root string) (map[string][]byte, error) {
 	all := map[string][]libFn{}
 	types := map[string]map[string]string{}
 	files := map[string][]byte{}
+	nppStructs := map[string][]field{}
 	for _, lib := range mathLibs {
 		fns, err := libFuncs(root, lib)
 		if err != nil {
@@ -519,8 +557,30 @@ func generateLibs(root string) (map[string][]byte, error) {
 			return nil, err
 		}
 		all[lib.name], types[lib.name] = fns, d.types
+		if lib.npp {
+			for n, fs := range d.structs {
+				nppStructs[n] = fs
+			}
+			continue
+		}
 		files["gpuserverd/guest/"+lib.name+"/calls_gen.c"] = guestLib(lib, fns, d.types)
 	}
+	if err := nppAnnotated(root, all); err != nil {
+		return nil, err
+	}
+	sigs, sigOf := nppSigs(all, types)
+	for _, lib := range mathLibs {
+		if lib.npp {
+			files["gpuserverd/guest/npp/"+lib.name+"_gen.c"] = nppGuestPart(lib, all[lib.name], sigOf)
+		}
+	}
+	files["gpuserverd/guest/npp/sigs_gen.h"] = nppGuestSigs(sigs, nppStructs)
+	files["gpuserverd/backend/cuda/nppcalls_gen.c"] = nppDispatch(sigs, nppStructs)
+	nppTab, err := nppTable(all, sigOf)
+	if err != nil {
+		return nil, err
+	}
+	files["gpuserverd/backend/nppcalls_gen.go"] = nppTab
 	table, err := libTable(all)
 	if err != nil {
 		return nil, err

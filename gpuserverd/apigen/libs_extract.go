@@ -17,6 +17,52 @@ type mathLib struct {
 	status     string // the library's not-supported status, as C
 	statusName string
 	message    string // the wire message's lower-case name (gw_<message>_call)
+	// npp: one of NPP's libraries (nppParts): its guest files are guest/npp/<name>_gen.c, one line
+	// per function over a signature's macro (NPP's 10,000 functions have some 300 signatures); its
+	// pointers are device addresses unless NVIDIA's documentation says host (nppKinds), and its
+	// few functions that return no NppStatus are hand-written.
+	npp bool
+}
+
+// dir is the guest folder of lib's sources.
+func (l mathLib) dir() string {
+	if l.npp {
+		return "npp"
+	}
+	return l.name
+}
+
+// NPP's libraries, each with the headers of its functions (NVIDIA splits npp.h's headers so) and a
+// range of function ids of its own inside NppCall: NPP has 10,428 functions, more than its wire
+// range (15500-16999) has ids, so its function ids are 15500 * 1000 + the library's 10,000s (u32,
+// unique among the libraries'; the messages' ids stay in the range).
+var nppParts = []struct {
+	name   string
+	header []string
+}{
+	{"nppc", []string{"nppcore.h"}},
+	{"nppial", []string{"nppi_arithmetic_and_logical_operations.h"}},
+	{"nppicc", []string{"nppi_color_conversion.h"}},
+	{"nppidei", []string{"nppi_data_exchange_and_initialization.h"}},
+	{"nppif", []string{"nppi_filtering_functions.h"}},
+	{"nppig", []string{"nppi_geometry_transforms.h"}},
+	{"nppim", []string{"nppi_morphological_operations.h"}},
+	{"nppist", []string{"nppi_statistics_functions.h", "nppi_linear_transforms.h"}},
+	{"nppisu", []string{"nppi_support_functions.h"}},
+	{"nppitc", []string{"nppi_threshold_and_compare_operations.h"}},
+	{"npps", []string{"npps_arithmetic_and_logical_operations.h", "npps_conversion_functions.h", "npps_filtering_functions.h",
+		"npps_initialization.h", "npps_statistics_functions.h", "npps_support_functions.h"}},
+}
+
+const nppFirstFn = 15500 * 1000
+
+func init() {
+	for i, p := range nppParts {
+		first := nppFirstFn + 10000*i
+		mathLibs = append(mathLibs, mathLib{name: p.name, header: p.header[0], more: p.header[1:], ret: "NppStatus", prefix: "npp",
+			firstID: first, lastID: first + 9999, goLib: "LibNpp", soname: "lib" + p.name + ".so.13", status: "-9999",
+			statusName: "NPP_NOT_SUPPORTED_MODE_ERROR", message: "npp", npp: true})
+	}
 }
 
 var mathLibs = []mathLib{
@@ -40,7 +86,7 @@ var mathLibs = []mathLib{
 func extractLibs(headersDir, descDir string) error {
 	var hs []header
 	for _, l := range mathLibs {
-		hs = append(hs, header{file: l.header, ret: l.ret, prefix: l.prefix, desc: l.name + ".txt", firstID: l.firstID, more: l.more})
+		hs = append(hs, header{file: l.header, ret: l.ret, prefix: l.prefix, desc: l.name + ".txt", firstID: l.firstID, more: l.more, others: l.npp})
 	}
 	return extractAll(headersDir, descDir, hs)
 }

@@ -1,7 +1,7 @@
 // Command apigen generates gpucloud's CUDA API surface from a description of NVIDIA's headers.
 //
 //	apigen extract -headers DIR   reads cuda.h and cuda_runtime_api.h under DIR into desc/*.txt
-//	apigen extract-libs -headers DIR  reads cusparse.h, cufftXt.h and curand.h into desc/*.txt
+//	apigen extract-libs -headers DIR  reads the math libraries' headers (cusparse.h ... nvjpeg.h, NPP's npp*.h) into desc/*.txt
 //	apigen gen                    turns desc/ (descriptions, annotations, export lists) into code
 //
 // NVIDIA's headers are not in the repository (nor in CI): `extract` runs where they are, and its

@@ -19,10 +19,11 @@ const (
 	LibRand
 	LibSolver
 	LibJpeg
+	LibNpp // NVIDIA's eleven NPP libraries, one library here (function ids tell them apart)
 	numLibs
 )
 
-var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND", "cuSOLVER", "nvJPEG"}
+var libNames = [numLibs]string{"cuSPARSE", "cuFFT", "cuRAND", "cuSOLVER", "nvJPEG", "NPP"}
 
 func (l Lib) String() string {
 	if l < numLibs {
@@ -35,13 +36,15 @@ func (l Lib) String() string {
 // error), a bad value, and an allocation failure.
 // cuSOLVER's: CUSOLVER_STATUS_NOT_SUPPORTED 9, INVALID_VALUE 3, NOT_INITIALIZED 1 (a handle that is
 // not one), ALLOC_FAILED 2, INTERNAL_ERROR 7. nvJPEG's: NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED
-// 9, INVALID_PARAMETER 2 (a bad value or object), ALLOCATOR_FAILURE 5, INTERNAL_ERROR 8.
+// 9, INVALID_PARAMETER 2 (a bad value or object), ALLOCATOR_FAILURE 5, INTERNAL_ERROR 8. NPP's:
+// NPP_NOT_SUPPORTED_MODE_ERROR -9999, NPP_BAD_ARGUMENT_ERROR -5 (NPP has no objects),
+// NPP_MEMORY_ALLOCATION_ERR -9, NPP_CUDA_KERNEL_EXECUTION_ERROR -1000.
 var (
-	libNotSupported = [numLibs]int32{10, 16, 999, 9, 9} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
-	libInvalid      = [numLibs]int32{3, 4, 104, 3, 2}   // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
-	libBadObject    = [numLibs]int32{3, 1, 101, 1, 2}   // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
-	libAllocFailed  = [numLibs]int32{2, 2, 102, 2, 5}   // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
-	libInternal     = [numLibs]int32{7, 5, 999, 7, 8}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
+	libNotSupported = [numLibs]int32{10, 16, 999, 9, 9, -9999} // CUSPARSE_STATUS_NOT_SUPPORTED, CUFFT_NOT_SUPPORTED, CURAND_STATUS_INTERNAL_ERROR
+	libInvalid      = [numLibs]int32{3, 4, 104, 3, 2, -5}      // CUSPARSE_STATUS_INVALID_VALUE, CUFFT_INVALID_VALUE, CURAND_STATUS_OUT_OF_RANGE
+	libBadObject    = [numLibs]int32{3, 1, 101, 1, 2, -5}      // ... CUFFT_INVALID_PLAN, CURAND_STATUS_NOT_INITIALIZED
+	libAllocFailed  = [numLibs]int32{2, 2, 102, 2, 5, -9}      // CUSPARSE_STATUS_ALLOC_FAILED, CUFFT_ALLOC_FAILED, CURAND_STATUS_ALLOCATION_FAILED
+	libInternal     = [numLibs]int32{7, 5, 999, 7, 8, -1000}   // CUSPARSE_STATUS_INTERNAL_ERROR, CUFFT_INTERNAL_ERROR, CURAND_STATUS_INTERNAL_ERROR
 )
 
 // LibError is a failed library call: the library's own status and what it stands for in CUDA
@@ -132,6 +135,10 @@ const (
 	PStaged
 	PHostWork // host scratch of LenParam's value bytes (LenParam -1: LibCall.Scratch), the worker's own (the word: 1, or 0 for NULL)
 	PNull     // a reserved host pointer that must be NULL
+	PByValue  // a struct passed by value (NPP's NppiSize ...): its LenUnit bytes in host (the word: their length)
+	// PStreamCtx is NPP's NppStreamContext by value: its LenUnit bytes in host, the first 8 the
+	// context's handle of the stream (a backend runs the function on that stream).
+	PStreamCtx
 )
 
 // MaxStaged bounds one staged host array (the guest's GC_STAGE_LIMIT).
@@ -181,6 +188,8 @@ type LibFunc struct {
 	// Handle is the parameter holding the cuSPARSE handle whose pointer mode the scalars follow
 	// (-1: none).
 	Handle int
+	// Sig is an NPP function's signature (backend/cuda's nppcalls_gen.c calls by it; 0: none).
+	Sig int
 }
 
 // Outputs counts f's outputs (POut and PNew).
@@ -221,15 +230,34 @@ type libFuncDesc struct {
 	async       bool
 }
 
+// nppFuncDesc is a line of NPP's generated table (nppcalls_gen.go).
+type nppFuncDesc struct {
+	id                 uint32
+	name, kinds, names string
+	sig                int
+}
+
 // LibFuncs are the remoted library functions by id.
 var LibFuncs = func() map[uint32]*LibFunc {
 	m := map[uint32]*LibFunc{}
-	for _, d := range libFuncTable {
-		f, err := parseLibFunc(d)
+	add := func(f *LibFunc, err error) {
 		if err != nil {
 			panic(err) // the generator checked the annotations: a bad table is a build error
 		}
+		if m[f.ID] != nil {
+			panic(fmt.Sprintf("%s and %s share id %d", m[f.ID].Name, f.Name, f.ID))
+		}
 		m[f.ID] = f
+	}
+	for _, d := range libFuncTable {
+		add(parseLibFunc(d))
+	}
+	for _, d := range nppFuncTable {
+		f, err := parseLibFunc(libFuncDesc{lib: LibNpp, id: d.id, name: d.name, kinds: d.kinds, names: d.names})
+		if f != nil {
+			f.Sig = d.sig
+		}
+		add(f, err)
 	}
 	return m
 }()
@@ -273,6 +301,13 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 			if arg == "handle" && kind == "o" && f.Handle < 0 {
 				f.Handle = i
 			}
+		case "b", "c":
+			p.Kind = map[string]ParamKind{"b": PByValue, "c": PStreamCtx}[kind]
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 || n > 256 || kind == "c" && n < 8 {
+				return nil, fmt.Errorf("%s: struct size %q", d.name, arg)
+			}
+			p.LenUnit = n
 		case "h", "H", "I":
 			p.Kind, p.Written = PHost, kind == "H"
 			if kind != "h" {
@@ -286,7 +321,7 @@ func parseLibFunc(d libFuncDesc) (*LibFunc, error) {
 			}
 			u, err := strconv.Atoi(unit)
 			a, aerr := strconv.Atoi(cmp.Or(add, "0"))
-			if n, nerr := strconv.Atoi(ln); nerr == nil && kind != "h" && n >= 0 { // a fixed count
+			if n, nerr := strconv.Atoi(ln); nerr == nil && n >= 0 { // a fixed count (PHost: LenParam -1, LenAdd elements)
 				p.LenParam, a = -1, a+n
 				p.LenVar = "#" // neither a parameter nor a remembered value
 			}

@@ -269,6 +269,8 @@ const char *gw_type_name(uint16_t type) {
 	case 3511: return "GraphNodeFindInClone";
 	case 3512: return "GraphHostNodeGetParams";
 	case 3513: return "GraphHostNodeReply";
+	case 15500: return "NppCall";
+	case 15501: return "NppReply";
 	}
 	return "unknown";
 }
@@ -7481,6 +7483,110 @@ int gw_graph_host_node_reply_decode(struct gw_graph_host_node_reply *m, const ui
 	return dfinish(&d);
 }
 
+size_t gw_npp_call_size(const struct gw_npp_call *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4 + m->args_len;
+	n += 4 + m->host_len;
+	return n;
+}
+
+uint8_t *gw_npp_call_encode(const struct gw_npp_call *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->fn);
+	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	o = put32(o, m->host_len);
+	if (m->host_len) memcpy(o, m->host, m->host_len);
+	o += m->host_len;
+	return o;
+}
+
+uint8_t *gw_npp_call_encode_head(const struct gw_npp_call *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->fn);
+	o = put32(o, m->args_len);
+	if (m->args_len) memcpy(o, m->args, m->args_len);
+	o += m->args_len;
+	o = put32(o, m->host_len);
+	return o;
+}
+
+int gw_npp_call_decode(struct gw_npp_call *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NppCall", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->fn = d32(&d, "fn");
+	m->args = dvar(&d, "args", 512, 1, &m->args_len);
+	m->host = dvar(&d, "host", 65536, 1, &m->host_len);
+	return dfinish(&d);
+}
+
+size_t gw_npp_reply_size(const struct gw_npp_reply *m) {
+	(void)m;
+	size_t n = 0;
+	n += 4;
+	n += 4;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 8;
+	n += 4 + m->message_len;
+	return n;
+}
+
+uint8_t *gw_npp_reply_encode(const struct gw_npp_reply *m, uint8_t *o) {
+	(void)m;
+	o = put32(o, (uint32_t)m->result);
+	o = put32(o, (uint32_t)m->status);
+	o = put64(o, m->o0);
+	o = put64(o, m->o1);
+	o = put64(o, m->o2);
+	o = put64(o, m->o3);
+	o = put64(o, m->o4);
+	o = put64(o, m->o5);
+	o = put64(o, m->o6);
+	o = put64(o, m->o7);
+	o = put64(o, m->o8);
+	o = put64(o, m->o9);
+	o = put64(o, m->o10);
+	o = put64(o, m->o11);
+	o = put32(o, m->message_len);
+	if (m->message_len) memcpy(o, m->message, m->message_len);
+	o += m->message_len;
+	return o;
+}
+
+int gw_npp_reply_decode(struct gw_npp_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
+	struct dec d = {p, n, "NppReply", err, errlen, 0};
+	memset(m, 0, sizeof *m);
+	m->result = (int32_t)d32(&d, "result");
+	m->status = (int32_t)d32(&d, "status");
+	m->o0 = d64(&d, "o0");
+	m->o1 = d64(&d, "o1");
+	m->o2 = d64(&d, "o2");
+	m->o3 = d64(&d, "o3");
+	m->o4 = d64(&d, "o4");
+	m->o5 = d64(&d, "o5");
+	m->o6 = d64(&d, "o6");
+	m->o7 = d64(&d, "o7");
+	m->o8 = d64(&d, "o8");
+	m->o9 = d64(&d, "o9");
+	m->o10 = d64(&d, "o10");
+	m->o11 = d64(&d, "o11");
+	m->message = (const char *)dvar(&d, "message", 1024, 1, &m->message_len);
+	return dfinish(&d);
+}
+
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen) {
 	switch (type) {
 	case 1:
@@ -7929,6 +8035,10 @@ int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err,
 		return gw_graph_host_node_get_params_decode(m, p, n, err, errlen);
 	case 3513:
 		return gw_graph_host_node_reply_decode(m, p, n, err, errlen);
+	case 15500:
+		return gw_npp_call_decode(m, p, n, err, errlen);
+	case 15501:
+		return gw_npp_reply_decode(m, p, n, err, errlen);
 	}
 	snprintf(err, errlen, "unknown message type %u", type);
 	return -1;

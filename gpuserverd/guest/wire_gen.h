@@ -253,6 +253,8 @@ const char *gw_type_name(uint16_t type);
 #define GW_TYPE_GRAPH_NODE_FIND_IN_CLONE 3511
 #define GW_TYPE_GRAPH_HOST_NODE_GET_PARAMS 3512
 #define GW_TYPE_GRAPH_HOST_NODE_REPLY 3513
+#define GW_TYPE_NPP_CALL 15500
+#define GW_TYPE_NPP_REPLY 15501
 
 struct gw_hello {
 	uint32_t version;
@@ -2765,6 +2767,42 @@ struct gw_graph_host_node_reply {
 size_t gw_graph_host_node_reply_size(const struct gw_graph_host_node_reply *m);
 uint8_t *gw_graph_host_node_reply_encode(const struct gw_graph_host_node_reply *m, uint8_t *out);
 int gw_graph_host_node_reply_decode(struct gw_graph_host_node_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+
+struct gw_npp_call {
+	uint32_t fn;
+	const void *args; /* limit 512 */
+	uint32_t args_len;
+	const void *host; /* limit 65536 */
+	uint32_t host_len;
+};
+size_t gw_npp_call_size(const struct gw_npp_call *m);
+uint8_t *gw_npp_call_encode(const struct gw_npp_call *m, uint8_t *out);
+int gw_npp_call_decode(struct gw_npp_call *m, const uint8_t *p, size_t n, char *err, size_t errlen);
+/* Encodes all but the content of the last field (its length included), so the caller can send
+   the content from where it lies. */
+uint8_t *gw_npp_call_encode_head(const struct gw_npp_call *m, uint8_t *out);
+
+struct gw_npp_reply {
+	int32_t result;
+	int32_t status;
+	uint64_t o0;
+	uint64_t o1;
+	uint64_t o2;
+	uint64_t o3;
+	uint64_t o4;
+	uint64_t o5;
+	uint64_t o6;
+	uint64_t o7;
+	uint64_t o8;
+	uint64_t o9;
+	uint64_t o10;
+	uint64_t o11;
+	const char *message; /* not NUL-terminated; limit 1024 */
+	uint32_t message_len;
+};
+size_t gw_npp_reply_size(const struct gw_npp_reply *m);
+uint8_t *gw_npp_reply_encode(const struct gw_npp_reply *m, uint8_t *out);
+int gw_npp_reply_decode(struct gw_npp_reply *m, const uint8_t *p, size_t n, char *err, size_t errlen);
 
 /* Decodes a payload of the given type into m, which must point to that type's struct. */
 int gw_decode_any(uint16_t type, void *m, const uint8_t *p, size_t n, char *err, size_t errlen);

@@ -254,6 +254,8 @@ const (
 	TypeGraphNodeFindInClone            Type = 3511
 	TypeGraphHostNodeGetParams          Type = 3512
 	TypeGraphHostNodeReply              Type = 3513
+	TypeNppCall                         Type = 15500
+	TypeNppReply                        Type = 15501
 )
 
 var typeNames = map[Type]string{
@@ -480,6 +482,8 @@ var typeNames = map[Type]string{
 	TypeGraphNodeFindInClone:            "GraphNodeFindInClone",
 	TypeGraphHostNodeGetParams:          "GraphHostNodeGetParams",
 	TypeGraphHostNodeReply:              "GraphHostNodeReply",
+	TypeNppCall:                         "NppCall",
+	TypeNppReply:                        "NppReply",
 }
 
 // New returns an empty message of type t, nil for an unknown type.
@@ -931,6 +935,10 @@ func New(t Type) Message {
 		return new(GraphHostNodeGetParams)
 	case TypeGraphHostNodeReply:
 		return new(GraphHostNodeReply)
+	case TypeNppCall:
+		return new(NppCall)
+	case TypeNppReply:
+		return new(NppReply)
 	}
 	return nil
 }
@@ -8397,5 +8405,108 @@ func (m *GraphHostNodeReply) Decode(p []byte) error {
 	m.Result = int32(d.u32("result"))
 	m.Fn = d.u64("fn")
 	m.Data = d.u64("data")
+	return d.finish()
+}
+
+// NppCall is message type 15500.
+type NppCall struct {
+	Fn   uint32
+	Args []byte
+	Host []byte
+}
+
+// Type returns TypeNppCall.
+func (*NppCall) Type() Type { return TypeNppCall }
+
+// Append appends the encoded payload to b.
+func (m *NppCall) Append(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	b = append(b, m.Host...)
+	return b
+}
+
+// AppendHead appends the payload without Host's content (its length included), so a
+// large Host can be written from where it lies.
+func (m *NppCall) AppendHead(b []byte) []byte {
+	b = putU32(b, m.Fn)
+	b = putU32(b, uint32(len(m.Args)))
+	b = append(b, m.Args...)
+	b = putU32(b, uint32(len(m.Host)))
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NppCall) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NppCall"}
+	m.Fn = d.u32("fn")
+	m.Args = d.bytes("args", 512)
+	m.Host = d.bytes("host", 65536)
+	return d.finish()
+}
+
+// NppReply is message type 15501.
+type NppReply struct {
+	Result  int32
+	Status  int32
+	O0      uint64
+	O1      uint64
+	O2      uint64
+	O3      uint64
+	O4      uint64
+	O5      uint64
+	O6      uint64
+	O7      uint64
+	O8      uint64
+	O9      uint64
+	O10     uint64
+	O11     uint64
+	Message string
+}
+
+// Type returns TypeNppReply.
+func (*NppReply) Type() Type { return TypeNppReply }
+
+// Append appends the encoded payload to b.
+func (m *NppReply) Append(b []byte) []byte {
+	b = putU32(b, uint32(m.Result))
+	b = putU32(b, uint32(m.Status))
+	b = putU64(b, m.O0)
+	b = putU64(b, m.O1)
+	b = putU64(b, m.O2)
+	b = putU64(b, m.O3)
+	b = putU64(b, m.O4)
+	b = putU64(b, m.O5)
+	b = putU64(b, m.O6)
+	b = putU64(b, m.O7)
+	b = putU64(b, m.O8)
+	b = putU64(b, m.O9)
+	b = putU64(b, m.O10)
+	b = putU64(b, m.O11)
+	b = putU32(b, uint32(len(m.Message)))
+	b = append(b, m.Message...)
+	return b
+}
+
+// Decode reads the payload p; bytes fields alias p.
+func (m *NppReply) Decode(p []byte) error {
+	d := decoder{p: p, msg: "NppReply"}
+	m.Result = int32(d.u32("result"))
+	m.Status = int32(d.u32("status"))
+	m.O0 = d.u64("o0")
+	m.O1 = d.u64("o1")
+	m.O2 = d.u64("o2")
+	m.O3 = d.u64("o3")
+	m.O4 = d.u64("o4")
+	m.O5 = d.u64("o5")
+	m.O6 = d.u64("o6")
+	m.O7 = d.u64("o7")
+	m.O8 = d.u64("o8")
+	m.O9 = d.u64("o9")
+	m.O10 = d.u64("o10")
+	m.O11 = d.u64("o11")
+	m.Message = string(d.bytes("message", 1024))
 	return d.finish()
 }

@@ -97,6 +97,8 @@ func resultOf(m wire.Message) int32 {
 		return r.Result
 	case *wire.JpegReply:
 		return r.Result
+	case *wire.NppReply:
+		return r.Result
 	}
 	return 0
 }
@@ -119,6 +121,8 @@ func messageOf(m wire.Message) string {
 	case *wire.RandReply:
 		return r.Message
 	case *wire.JpegReply:
+		return r.Message
+	case *wire.NppReply:
 		return r.Message
 	}
 	return ""
@@ -333,7 +337,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		return s.dnn(d, m), nil
 	case *wire.LtCreate, *wire.LtHeuristic, *wire.LtMatmul, *wire.LtGetAttribute:
 		return s.lt(d, m), nil
-	case *wire.SparseCall, *wire.FftCall, *wire.RandCall, *wire.SolverCall, *wire.JpegCall:
+	case *wire.SparseCall, *wire.FftCall, *wire.RandCall, *wire.SolverCall, *wire.JpegCall, *wire.NppCall:
 		return s.libCall(d, m), nil
 	case *wire.RandTable:
 		return s.randTable(d, m), nil

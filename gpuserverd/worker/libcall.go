@@ -71,7 +71,7 @@ func (st *libState) room(f *backend.LibFunc, kind string) error {
 // ("cuSOLVER handle"); a kind lib.kind is another library's ("cusparse.matdescr": cuSPARSE's).
 func objKind(f *backend.LibFunc, p backend.LibParam) string {
 	if lib, kind, ok := strings.Cut(p.Obj, "."); ok {
-		for l := backend.Lib(0); l <= backend.LibJpeg; l++ {
+		for l := backend.Lib(0); l <= backend.LibNpp; l++ {
 			if strings.EqualFold(l.String(), lib) {
 				return l.String() + " " + kind
 			}
@@ -82,7 +82,7 @@ func objKind(f *backend.LibFunc, p backend.LibParam) string {
 
 func varKey(f *backend.LibFunc, name string) string { return f.Lib.String() + " " + name }
 
-// libRequest is the fields SparseCall, FftCall, RandCall, SolverCall and JpegCall share, and the library of each.
+// libRequest is the fields SparseCall, FftCall, RandCall, SolverCall, JpegCall and NppCall share, and the library of each.
 func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, ok bool) {
 	switch m := m.(type) {
 	case *wire.SparseCall:
@@ -95,6 +95,8 @@ func libRequest(m wire.Message) (lib backend.Lib, fn uint32, args, host []byte, 
 		return backend.LibSolver, m.Fn, m.Args, m.Host, true
 	case *wire.JpegCall:
 		return backend.LibJpeg, m.Fn, m.Args, m.Host, true
+	case *wire.NppCall:
+		return backend.LibNpp, m.Fn, m.Args, m.Host, true
 	}
 	return 0, 0, nil, nil, false
 }
@@ -120,6 +122,9 @@ func libReply(lib backend.Lib, outs []uint64, err error) wire.Message {
 			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
 	case backend.LibJpeg:
 		return &wire.JpegReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
+			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
+	case backend.LibNpp:
+		return &wire.NppReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
 			O5: o[5], O6: o[6], O7: o[7], O8: o[8], O9: o[9], O10: o[10], O11: o[11]}
 	}
 	return &wire.RandReply{Result: res, Status: st, Message: msg, O0: o[0], O1: o[1], O2: o[2], O3: o[3], O4: o[4],
@@ -310,13 +315,23 @@ func (st *libState) decode(lib backend.Lib, fn uint32, args, host []byte) (backe
 				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d bytes of host scratch (at most %d)", p.Name, size, backend.MaxHostWork)
 			}
 			call.Scratch = st.scratch
+		case backend.PByValue, backend.PStreamCtx:
+			if w != uint64(p.LenUnit) {
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d bytes, want %d", p.Name, w, p.LenUnit)
+			}
+			if err := take(i, w); err != nil {
+				return backend.LibCall{}, err
+			}
 		case backend.PHost:
 			if w == 0 {
 				continue // NULL
 			}
-			elems := int64(call.Words[p.LenParam])
+			elems, counted := int64(p.LenAdd), p.Name // a fixed count
+			if p.LenParam >= 0 {
+				elems, counted = int64(call.Words[p.LenParam]), f.Params[p.LenParam].Name
+			}
 			if elems < 0 || elems > maxHostElems {
-				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d elements (at most %d)", f.Params[p.LenParam].Name, elems, maxHostElems)
+				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d elements (at most %d)", counted, elems, maxHostElems)
 			}
 			if w != uint64(elems)*uint64(p.LenUnit) {
 				return backend.LibCall{}, backend.LibInvalid(f, "%s: %d host bytes for %d elements of %d", p.Name, w, elems, p.LenUnit)

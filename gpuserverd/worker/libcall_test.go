@@ -38,6 +38,7 @@ func TestLibDecodeRefuses(t *testing.T) {
 	st.add("cuSPARSE dnvec", 0x3000)
 	makePlan := fnID(t, "cufftMakePlanMany64")
 	spmv := fnID(t, "cusparseSpMV")
+	nppSet := fnID(t, "nppiSet_8u_C1R_Ctx")
 	n3 := words(4, 4, 4)
 	plan := func(rank uint64, nBytes uint64) []byte { // plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, ws
 		return words(7, rank, nBytes, 0, 1, 0, 0, 1, 0, 0x29, 1, 0)
@@ -62,6 +63,11 @@ func TestLibDecodeRefuses(t *testing.T) {
 		{"host bytes left over", backend.LibFft, makePlan, plan(3, 24), append(n3, 1), 4, backend.ErrInvalidValue},
 		{"host and device scalars", backend.LibSparse, spmv, words(0x1000, 0, host(4), 0x2000, 0x3000, 0x7f00_0000_0000, 0x3000, 0, 0, 0), []byte{1, 2, 3, 4}, 3, backend.ErrInvalidValue},
 		{"a 17-byte scalar", backend.LibSparse, spmv, words(0x1000, 0, host(17), 0x2000, 0x3000, host(4), 0x3000, 0, 0, 0), make([]byte, 21), 3, backend.ErrInvalidValue},
+		// NPP: nValue, pDst, nDstStep, oSizeROI (NppiSize, 8 bytes), nppStreamCtx (48 bytes)
+		{"an NppiSize of 4 bytes", backend.LibNpp, nppSet, words(1, 0x1000, 64, 4, 48), make([]byte, 52), -5, backend.ErrInvalidValue},
+		{"a short stream context", backend.LibNpp, nppSet, words(1, 0x1000, 64, 8, 40), make([]byte, 48), -5, backend.ErrInvalidValue},
+		{"a stream context past the host bytes", backend.LibNpp, nppSet, words(1, 0x1000, 64, 8, 48), make([]byte, 50), -5, backend.ErrInvalidValue},
+		{"NPP's call as nvJPEG's", backend.LibJpeg, nppSet, words(1, 0x1000, 64, 8, 48), make([]byte, 56), 9, backend.ErrNotSupported},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -82,6 +88,10 @@ func TestLibDecodeRefuses(t *testing.T) {
 	if err != nil || string(call.Host[2]) != "\x01\x02\x03\x04" || string(call.Host[5]) != "\x05\x06\x07\x08" {
 		t.Errorf("host scalars: %v, host %v", err, call.Host)
 	}
+	call, err = st.decode(backend.LibNpp, nppSet, words(1, 0x1000, 64, 8, 48), make([]byte, 56))
+	if err != nil || len(call.Host[3]) != 8 || len(call.Host[4]) != 48 {
+		t.Errorf("an NPP call with its NppiSize and stream context: %v, host %v", err, call.Host)
+	}
 }
 
 // FuzzLibDecode: no call, however malformed, makes decode panic; one it accepts names only the
@@ -91,6 +101,7 @@ func FuzzLibDecode(f *testing.F) {
 	f.Add(uint32(12035), words(7, 1, 8, 0, 1, 0, 0, 1, 0, 0x29, 1, 0), words(16))
 	f.Add(uint32(10327), words(1, 0, backend.ScalarHostBit|4, 2, 3, backend.ScalarHostBit|4, 3, 0, 0, 0), make([]byte, 8))
 	f.Add(uint32(12510), words(0, 100), []byte(nil))
+	f.Add(uint32(15530851), words(7, 0x1000, 64, 8, 40), make([]byte, 48)) // nppiSet_8u_C1R_Ctx: NppiSize, NppStreamContext
 	f.Fuzz(func(t *testing.T, fn uint32, args, host []byte) {
 		st := &libState{}
 		for _, k := range []string{"cuFFT plan", "cuSPARSE handle", "cuSPARSE spmat", "cuSPARSE dnvec", "cuSPARSE dnmat", "cuRAND gen",
@@ -100,7 +111,7 @@ func FuzzLibDecode(f *testing.F) {
 			st.add(k, 2)
 			st.add(k, 3)
 		}
-		for lib := backend.LibSparse; lib <= backend.LibJpeg; lib++ {
+		for lib := backend.LibSparse; lib <= backend.LibNpp; lib++ {
 			call, err := st.decode(lib, fn, args, host)
 			if err != nil {
 				continue
@@ -113,8 +124,16 @@ func FuzzLibDecode(f *testing.F) {
 						t.Fatalf("%s: accepted object %#x", call.Func.Name, call.Words[i])
 					}
 				case backend.PHost:
-					if want := call.Words[p.LenParam] * uint64(p.LenUnit); len(call.Host[i]) > 0 && uint64(len(call.Host[i])) != want {
+					n := uint64(p.LenAdd) // a fixed count
+					if p.LenParam >= 0 {
+						n = call.Words[p.LenParam]
+					}
+					if want := n * uint64(p.LenUnit); len(call.Host[i]) > 0 && uint64(len(call.Host[i])) != want {
 						t.Fatalf("%s: %d host bytes for %d", call.Func.Name, len(call.Host[i]), want)
+					}
+				case backend.PByValue, backend.PStreamCtx:
+					if len(call.Host[i]) != p.LenUnit {
+						t.Fatalf("%s: %s of %d bytes, want %d", call.Func.Name, p.Name, len(call.Host[i]), p.LenUnit)
 					}
 				case backend.PStaged:
 					if n := st.stagedElems(call, p) * int64(p.LenUnit); call.Words[i] != 0 && n > backend.MaxStaged {

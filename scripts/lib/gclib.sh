@@ -15,6 +15,8 @@ worker_libraries() {
 		[[ -z ${!n:-} && -e $f ]] && export "$n=$f"
 		echo "worker: $n=${!n:-unset, the loader finds it}"
 	done
+	[[ -z ${GPUSERVERD_NPP:-} && -e /usr/local/cuda/lib64/libnppc.so.13 ]] && export GPUSERVERD_NPP=/usr/local/cuda/lib64
+	echo "worker: GPUSERVERD_NPP=${GPUSERVERD_NPP:-unset, the loader finds NPP}"
 }
 
 # guest_libdir ROOT WORK DEST: fills DEST with what /usr/lib/gpucloud holds in a VM. libcudart,
@@ -37,4 +39,5 @@ guest_libdir() {
 		nvjpeg:libnvjpeg.so.13; do
 		cp "$root/gpuserverd/guest/${lib%%:*}/build/${lib#*:}" "$dest/" || echo "FAILED: no prebuilt ${lib#*:}"
 	done
+	cp "$root"/gpuserverd/guest/npp/build/libnpp*.so.13 "$dest/" || echo "FAILED: no prebuilt NPP libraries"
 }

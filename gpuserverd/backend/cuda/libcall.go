@@ -7,6 +7,7 @@ package cuda
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,7 @@ import (
 // mathLibs are NVIDIA's libraries behind LibCall: the names tried, the variable naming another
 // (a PyTorch wheel's nvidia/cu13/lib, outside the loader's path) and the marker of gpucloud's own
 // guest library, which is refused.
-var mathLibs = [5]struct {
+var mathLibs = [6]struct {
 	names       []string
 	env, marker string
 	sync.Mutex  // guards the rest
@@ -31,6 +32,8 @@ var mathLibs = [5]struct {
 	{names: []string{"libcurand.so.10"}, env: "GPUSERVERD_CURAND", marker: "gpucloud_curand_guest"},
 	{names: []string{"libcusolver.so.12", "libcusolver.so.11"}, env: "GPUSERVERD_CUSOLVER", marker: "gpucloud_cusolver_guest"},
 	{names: []string{"libnvjpeg.so.13"}, env: "GPUSERVERD_NVJPEG", marker: "gpucloud_nvjpeg_guest"},
+	// NPP: eleven libraries (libcall.c's list), GPUSERVERD_NPP the folder holding them.
+	{env: "GPUSERVERD_NPP", marker: "gpucloud_npp_guest"},
 }
 
 // loadLib opens lib's library once per process (a worker serves one session).
@@ -42,6 +45,9 @@ func loadLib(lib backend.Lib, f *backend.LibFunc) error {
 		return l.err
 	}
 	l.done = true
+	if lib == backend.LibNpp {
+		return loadNpp(f, l.env, l.marker, &l.err)
+	}
 	names := l.names
 	if p := os.Getenv(l.env); p != "" {
 		names = []string{p}
@@ -61,6 +67,52 @@ func loadLib(lib backend.Lib, f *backend.LibFunc) error {
 	}
 	l.err = backend.LibNotSupported(f, "load %s: %v", lib, errors.Join(errs...))
 	return l.err
+}
+
+// loadNpp opens NVIDIA's NPP libraries from the folder $env names (else the loader's path).
+func loadNpp(f *backend.LibFunc, env, marker string, errp *error) error {
+	var dir *C.char
+	if d := os.Getenv(env); d != "" {
+		dir = C.CString(d)
+		defer C.free(unsafe.Pointer(dir))
+	}
+	cm := C.CString(marker)
+	defer C.free(unsafe.Pointer(cm))
+	var buf [512]C.char
+	if C.gc_npp_open(dir, cm, &buf[0], C.size_t(len(buf))) != 0 {
+		*errp = backend.LibNotSupported(f, "load NPP: %s", C.GoString(&buf[0]))
+	}
+	return *errp
+}
+
+// nppSyms caches NVIDIA's NPP functions by function id (a worker serves one session).
+var nppSyms sync.Map
+
+func nppSym(f *backend.LibFunc) (unsafe.Pointer, error) {
+	if p, ok := nppSyms.Load(f.ID); ok {
+		return p.(unsafe.Pointer), nil
+	}
+	cn := C.CString(f.Name)
+	defer C.free(unsafe.Pointer(cn))
+	p := C.gc_lib_sym(C.int(f.Lib), cn)
+	if p == nil {
+		return nil, backend.LibNotSupported(f, "NVIDIA's NPP has no %s", f.Name)
+	}
+	nppSyms.Store(f.ID, p)
+	return p, nil
+}
+
+// nppContext makes an NppStreamContext's bytes (in C memory) NVIDIA's: the context's stream of the
+// handle in its first 8 bytes, and this context's device as nCudaDeviceId.
+func (c *Context) nppContext(f *backend.LibFunc, b unsafe.Pointer) error {
+	bs := unsafe.Slice((*byte)(b), 16)
+	s, err := c.stream(backend.Handle(binary.LittleEndian.Uint64(bs)))
+	if err != nil {
+		return fmt.Errorf("%s: stream context: %w", f.Name, err)
+	}
+	binary.LittleEndian.PutUint64(bs, uint64(uintptr(unsafe.Pointer(s))))
+	binary.LittleEndian.PutUint32(bs[8:], uint32(c.dev))
+	return nil
 }
 
 // LibCall runs a remoted cuSPARSE, cuFFT, cuRAND, cuSOLVER or nvJPEG function in this context: streams
@@ -102,6 +154,14 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 				p[i] = C.CBytes(call.Host[i])
 				defer C.free(p[i])
 			}
+		case backend.PByValue, backend.PStreamCtx: // the worker checked their length
+			p[i] = C.CBytes(call.Host[i])
+			defer C.free(p[i])
+			if prm.Kind == backend.PStreamCtx {
+				if err := c.nppContext(f, p[i]); err != nil {
+					return nil, err
+				}
+			}
 		case backend.PHostWork:
 			size := call.Scratch // the largest host workspace the library reported
 			if prm.LenParam >= 0 {
@@ -133,8 +193,18 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 	} else {
 		mode = -1
 	}
-	st := C.gc_lib_call(c.ctx, C.int(f.Lib), C.int(f.ID), handle, C.int(mode), (*C.uint64_t)(unsafe.Pointer(&a[0])),
-		(*unsafe.Pointer)(unsafe.Pointer(&p[0])), (*C.uint64_t)(unsafe.Pointer(&o[0])))
+	var st C.int
+	if f.Lib == backend.LibNpp {
+		fp, err := nppSym(f)
+		if err != nil {
+			return nil, err
+		}
+		st = C.gc_npp_call(c.ctx, C.int(f.Sig), fp, (*C.uint64_t)(unsafe.Pointer(&a[0])),
+			(*unsafe.Pointer)(unsafe.Pointer(&p[0])), (*C.uint64_t)(unsafe.Pointer(&o[0])))
+	} else {
+		st = C.gc_lib_call(c.ctx, C.int(f.Lib), C.int(f.ID), handle, C.int(mode), (*C.uint64_t)(unsafe.Pointer(&a[0])),
+			(*unsafe.Pointer)(unsafe.Pointer(&p[0])), (*C.uint64_t)(unsafe.Pointer(&o[0])))
+	}
 	switch st {
 	case 0:
 	case C.GC_LIB_MISSING:

@@ -154,6 +154,8 @@ func (c *Context) LibCall(call backend.LibCall) ([]uint64, error) {
 		serve = solverCalls
 	case backend.LibJpeg:
 		serve = jpegCalls
+	case backend.LibNpp:
+		serve = nppCalls
 	}
 	fn, ok := serve[call.Func.Name]
 	if !ok {

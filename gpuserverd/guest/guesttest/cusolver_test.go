@@ -34,11 +34,7 @@ func buildCusolver(t *testing.T) string {
 // that is not remoted is named on stderr once.
 func TestCusolverOnSim(t *testing.T) {
 	buildCusolver(t)
-	out := runOK(t, startServer(t), "solver_sim_test")
-	notice := "gpucloud libcusolver: cusolverDnIRSParamsCreate is not remoted to gpuserverd"
-	if n := strings.Count(out, notice); n != 1 {
-		t.Errorf("the notice for cusolverDnIRSParamsCreate came %d times, want once:\n%s", n, out)
-	}
+	noticedOnce(t, runOK(t, startServer(t), "solver_sim_test"), "libcusolver", "cusolverDnIRSParamsCreate")
 }
 
 // TestCusolverRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cusolverDnCreate

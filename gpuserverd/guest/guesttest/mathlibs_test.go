@@ -56,10 +56,7 @@ func TestMathLibsOnSim(t *testing.T) {
 	for _, l := range mathLibs {
 		t.Run(l.dir, func(t *testing.T) {
 			out := runOK(t, startServer(t), l.test) // a dedicated session holds the GPU until it ends
-			notice := "gpucloud lib" + l.dir + ": " + l.refused + " is not remoted"
-			if n := strings.Count(out, notice); n != 1 {
-				t.Errorf("the notice for %s came %d times, want once:\n%s", l.refused, n, out)
-			}
+			noticedOnce(t, out, "lib"+l.dir, l.refused)
 		})
 	}
 }
@@ -69,13 +66,28 @@ func TestMathLibsOnSim(t *testing.T) {
 func TestMathLibsRefuseForeignDriver(t *testing.T) {
 	dir := buildMathLibs(t)
 	for _, l := range mathLibs {
-		s := startServer(t)
-		cmd := s.client(s.token("s-foreign-"+l.dir, sessiontoken.TierDedicated, 0), l.test, "foreign")
-		cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), l.test+" foreign: OK") || !strings.Contains(string(out), "is not gpucloud's guest library") {
-			t.Errorf("%s over a foreign libcuda: %v\n%s", l.dir, err, out)
-		}
+		refusesForeignDriver(t, dir, l.test, "s-foreign-"+l.dir)
+	}
+}
+
+// noticedOnce: a program's output names fn, a function lib does not remote, exactly once.
+func noticedOnce(t *testing.T, out, lib, fn string) {
+	t.Helper()
+	if n := strings.Count(out, "gpucloud "+lib+": "+fn+" is not remoted"); n != 1 {
+		t.Errorf("the notice for %s came %d times, want once:\n%s", fn, n, out)
+	}
+}
+
+// refusesForeignDriver runs prog foreign (built in dir) over the libcuda.so.1 of dir/foreign, which
+// is not gpucloud's: prog checks its first call fails; the library must say why.
+func refusesForeignDriver(t *testing.T, dir, prog, session string) {
+	t.Helper()
+	s := startServer(t)
+	cmd := s.client(s.token(session, sessiontoken.TierDedicated, 0), prog, "foreign")
+	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), prog+" foreign: OK") || !strings.Contains(string(out), "is not gpucloud's guest library") {
+		t.Errorf("%s over a foreign libcuda: %v\n%s", prog, err, out)
 	}
 }
 
@@ -89,21 +101,7 @@ func TestMathLibsExportTheirHeaders(t *testing.T) {
 			"cusparseGetMatDiagType", "cusparseGetMatIndexBase"},
 	}
 	for _, l := range mathLibs {
-		f, err := elf.Open(filepath.Join(dir, l.soname))
-		if err != nil {
-			t.Fatal(err)
-		}
-		syms, err := f.DynamicSymbols()
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		have := map[string]string{}
-		for _, s := range syms {
-			if s.Section != elf.SHN_UNDEF && (elf.ST_TYPE(s.Info) == elf.STT_FUNC || elf.ST_TYPE(s.Info) == elf.STT_OBJECT) {
-				have[s.Name] = s.Version
-			}
-		}
+		have := definedSymbols(t, filepath.Join(dir, l.soname))
 		want := append(readNames(t, "../../apigen/desc/"+l.dir+".txt", "fn "), noStatus[l.dir]...)
 		want = append(want, cplusplusOnly(t, l.dir)...)
 		if l.torch {
@@ -130,6 +128,27 @@ func TestMathLibsExportTheirHeaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// definedSymbols are the functions and objects a shared library defines, with their versions.
+func definedSymbols(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.DynamicSymbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]string{}
+	for _, s := range syms {
+		if s.Section != elf.SHN_UNDEF && (elf.ST_TYPE(s.Info) == elf.STT_FUNC || elf.ST_TYPE(s.Info) == elf.STT_OBJECT) {
+			have[s.Name] = s.Version
+		}
+	}
+	return have
 }
 
 // readNames reads a list of names (one a line); with prefix, the second field of lines that

@@ -36,7 +36,7 @@
 static const char *const cuda_prefixes[] = {
     "libcuda.so",      "libcudart.so",   "libcublas.so",  "libcublasLt.so", "libcudnn",
     "libcufft.so",     "libcusparse.so", "libcusolver.so", "libnccl.so",    "libnvidia-ml.so",
-    "libcupti.so",     "libcurand.so",   "libnvJitLink.so", "libnvjpeg.so",
+    "libcupti.so",     "libcurand.so",   "libnvJitLink.so", "libnvjpeg.so",   "libnpp",
 };
 
 static int native;
