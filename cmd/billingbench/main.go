@@ -28,7 +28,6 @@ import (
 	"gpucloud/billing/rating"
 	"gpucloud/billing/report"
 	"gpucloud/internal/cputime"
-	"gpucloud/internal/pglocal"
 	"gpucloud/migrations"
 )
 
@@ -48,6 +47,8 @@ func main() {
 		closeAll   = flag.Bool("close", false, "then close the month for every tenant (allocations written for each) and time it")
 		byTenant   = flag.Bool("tenant-report", true, "also time the per-tenant per-day report (at 10,000 tenants: ~300,000 rows, minutes on a loaded machine)")
 		synthetic  = flag.Int("synthetic-rollups", 0, "instead of ingesting, write this many hourly rollup rows straight (to time -close over a month of that size)")
+		wire       = flag.Bool("wire", true, "send each batch as daemons do, in the binary usage form (encoded before the clock starts, decoded in the timed part); false: generate the records in the timed part")
+		pgConf     = flag.String("pg-conf", "", "comma-separated name=value server settings for the private cluster (ALTER SYSTEM, then a restart), e.g. max_wal_size=4GB")
 	)
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -64,14 +65,14 @@ func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *reports, *ordered, *flushEvery, *closeAll, *synthetic, *byTenant); err != nil {
+	if err := run(ctx, *url, *count, *batch, *workers, *tenants, *seed, *ephemeral, *pgConf, *wire, *reports, *ordered, *flushEvery, *closeAll, *synthetic, *byTenant); err != nil {
 		fmt.Fprintln(os.Stderr, "billingbench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, reports int, ordered bool, flushEvery time.Duration, closeAll bool, synthetic int, byTenant bool) error {
+func run(ctx context.Context, url string, count, batch, workers, tenants int, seed uint64, ephemeral bool, pgConf string, wire bool, reports int, ordered bool, flushEvery time.Duration, closeAll bool, synthetic int, byTenant bool) error {
 	if synthetic > 0 {
 		count = 0
 	}
@@ -85,7 +86,7 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 			return err
 		}
 		defer os.RemoveAll(dir)
-		cluster, err := pglocal.Start(ctx, dir, pglocal.Options{Ephemeral: ephemeral})
+		cluster, err := startCluster(ctx, dir, ephemeral, pgConf)
 		if err != nil {
 			return err
 		}
@@ -126,6 +127,9 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	var done, dups atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
+	if wire {
+		encodeAll(seed, tenants, month, count, workers, batch, ordered)
+	}
 	start := time.Now()
 	cpuGo0, cpuPG0 := cputime.Self(), cputime.PostgresServer(dataDir)
 	progress := time.NewTicker(10 * time.Second)
@@ -137,22 +141,18 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 		}
 	}()
 	for w := 0; w < workers; w++ {
-		share := count / workers
-		if w < count%workers {
-			share++
-		}
+		share := shareOf(count, workers, w)
 		wg.Add(1)
 		go func(w, share int) {
 			defer wg.Done()
-			// Same tenants for every worker (same seed for the tenant list), own id prefix.
-			g := billingtest.NewGenerator(seed, tenants, month, fmt.Sprintf("bench-s%d-w%d", seed, w))
-			g.Reseed(seed*1000 + uint64(w) + 1)
-			if ordered {
-				g.Step = month.AddDate(0, 1, 0).Sub(month) / time.Duration(share+1)
-			}
+			next := records(seed, tenants, month, w, share, batch, ordered, wire)
 			for share > 0 && ctx.Err() == nil {
-				n := min(batch, share)
-				res, err := in.Ingest(ctx, g.Batch(n), nil)
+				b, err := next()
+				if err != nil {
+					errs <- err
+					return
+				}
+				res, err := in.Ingest(ctx, b, nil)
 				if err != nil {
 					errs <- err
 					return
@@ -163,7 +163,7 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 				}
 				done.Add(int64(res.Accepted))
 				dups.Add(int64(res.Duplicates))
-				share -= n
+				share -= len(b.Records)
 			}
 		}(w, share)
 	}
