@@ -5,10 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"gpucloud/api"
 )
 
 // billing_usage_months lists each (tenant, booked period) with usage. A batch adds the pairs it
@@ -38,13 +34,13 @@ type knownMonths struct {
 }
 
 // missing returns the batch's pairs not yet seen committed, sorted by tenant and period.
-func (k *knownMonths) missing(recs []api.UsageRecord, tenants []pgtype.UUID, book booking) []monthKey {
+func (k *knownMonths) missing(tenants [][16]byte, months []time.Time, book booking) []monthKey {
 	var out []monthKey
 	var picked map[monthKey]bool
 	k.mu.Lock()
-	for i, r := range recs {
-		p, _ := book.period(tenants[i].Bytes, monthOf(r.Start))
-		m := monthKey{tenants[i].Bytes, p}
+	for i, t := range tenants {
+		p, _ := book.period(t, months[i])
+		m := monthKey{t, p}
 		if _, ok := k.seen[m]; ok || picked[m] {
 			continue
 		}
@@ -76,13 +72,12 @@ func (k *knownMonths) committed(ms []monthKey) {
 	}
 }
 
-// monthArgs are addMonthsSQL's arguments for ms.
-func monthArgs(ms []monthKey) []any {
-	tenants := make([]pgtype.UUID, len(ms))
-	periods := make([]pgtype.Date, len(ms))
+// monthParams are addMonthsSQL's parameters for ms, binary.
+func monthParams(ms []monthKey) [][]byte {
+	tenants := make([][16]byte, len(ms))
+	periods := make([]time.Time, len(ms))
 	for i, m := range ms {
-		tenants[i] = pgtype.UUID{Bytes: m.tenant, Valid: true}
-		periods[i] = pgtype.Date{Time: m.period, Valid: true}
+		tenants[i], periods[i] = m.tenant, m.period
 	}
-	return []any{tenants, periods}
+	return [][]byte{uuidArray(tenants), dateArray(periods)}
 }

@@ -1,0 +1,150 @@
+package ingest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// pipeline writes several statements of one transaction to the server at once and reads their
+// results after, so the fast path pays one round trip where one per statement (each COPY too)
+// cost the client and the server a wakeup, a write and a read each. pgx offers no pipeline that
+// holds COPY, so this speaks the protocol: simple queries (BEGIN, COPY ... FROM STDIN with its
+// data, COMMIT) and extended ones with binary parameters and results, each followed by Sync. Every
+// statement thus ends with a ReadyForQuery. After an error the server skips the rest of that
+// statement (and drops the COPY data already sent), and the statements after it fail in the
+// aborted transaction, so the first error is the one to report.
+type pipeline struct {
+	pg    *pgconn.PgConn
+	steps []pipelineStep
+}
+
+type pipelineStep struct {
+	name string
+	row  func(values [][]byte) error // each result row, when the statement returns rows
+}
+
+// Parameter and array element types (pg_type oids).
+const (
+	oidUUID      = 2950
+	oidDate      = 1082
+	oidUUIDArray = 2951
+	oidDateArray = 1182
+)
+
+var binaryFormat = []int16{1}
+
+// query queues a statement without parameters.
+func (p *pipeline) query(name, sql string) {
+	p.pg.Frontend().Send(&pgproto3.Query{String: sql})
+	p.steps = append(p.steps, pipelineStep{name: name})
+}
+
+// copyIn queues COPY ... FROM STDIN and its data (copied: data may be reused after).
+func (p *pipeline) copyIn(name, sql string, data []byte) {
+	f := p.pg.Frontend()
+	f.Send(&pgproto3.Query{String: sql})
+	f.Send(&pgproto3.CopyData{Data: data})
+	f.Send(&pgproto3.CopyDone{})
+	p.steps = append(p.steps, pipelineStep{name: name})
+}
+
+// exec queues a statement with binary parameters of the given types; row, when not nil, gets
+// each result row's values (binary; valid only during the call).
+func (p *pipeline) exec(name, sql string, oids []uint32, params [][]byte, row func([][]byte) error) {
+	f := p.pg.Frontend()
+	f.Send(&pgproto3.Parse{Query: sql, ParameterOIDs: oids})
+	f.Send(&pgproto3.Bind{ParameterFormatCodes: binaryFormat, Parameters: params, ResultFormatCodes: binaryFormat})
+	f.Send(&pgproto3.Execute{})
+	f.Send(&pgproto3.Sync{})
+	p.steps = append(p.steps, pipelineStep{name: name, row: row})
+}
+
+// run sends what was queued and reads every statement's results. It returns the first
+// statement's error (a *pgconn.PgError inside, for errors.As); a connection that failed to write
+// or read is closed, its state unknown.
+func (p *pipeline) run(ctx context.Context) error {
+	steps := p.steps
+	p.steps = nil
+	if dl, ok := ctx.Deadline(); ok {
+		p.pg.Conn().SetWriteDeadline(dl)                //nolint:errcheck // a failed write reports it
+		defer p.pg.Conn().SetWriteDeadline(time.Time{}) //nolint:errcheck // as above
+	}
+	if err := p.pg.Frontend().Flush(); err != nil {
+		p.pg.Close(context.WithoutCancel(ctx)) //nolint:errcheck // broken already
+		return fmt.Errorf("send: %w", err)
+	}
+	var first error
+	for i := 0; i < len(steps); {
+		msg, err := p.pg.ReceiveMessage(ctx)
+		if err != nil {
+			p.pg.Close(context.WithoutCancel(ctx)) //nolint:errcheck // mid-protocol: unusable
+			return fmt.Errorf("%s: %w", steps[i].name, err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			if first == nil {
+				first = fmt.Errorf("%s: %w", steps[i].name, pgconn.ErrorResponseToPgError(m))
+			}
+		case *pgproto3.DataRow:
+			if first == nil && steps[i].row != nil {
+				if err := steps[i].row(m.Values); err != nil {
+					first = fmt.Errorf("%s: %w", steps[i].name, err)
+				}
+			}
+		case *pgproto3.ReadyForQuery:
+			i++
+		}
+	}
+	return first
+}
+
+// binaryArray encodes a one-dimensional array without nulls of n elements of type oid, each
+// written by elem, in PostgreSQL's binary array format.
+func binaryArray(oid uint32, n int, elem func(b []byte, i int) []byte) []byte {
+	b := make([]byte, 0, 20+n*20)
+	b = binary.BigEndian.AppendUint32(b, 1) // dimensions
+	b = binary.BigEndian.AppendUint32(b, 0) // no nulls
+	b = binary.BigEndian.AppendUint32(b, oid)
+	b = binary.BigEndian.AppendUint32(b, uint32(n))
+	b = binary.BigEndian.AppendUint32(b, 1) // lower bound
+	for i := 0; i < n; i++ {
+		b = elem(b, i)
+	}
+	return b
+}
+
+func uuidArray(ids [][16]byte) []byte {
+	return binaryArray(oidUUID, len(ids), func(b []byte, i int) []byte {
+		b = binary.BigEndian.AppendUint32(b, 16)
+		return append(b, ids[i][:]...)
+	})
+}
+
+// pgDays is t's UTC day as PostgreSQL's binary date: days since 2000-01-01.
+func pgDays(t time.Time) int32 {
+	d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	return int32(d.Sub(pgEpoch) / (24 * time.Hour))
+}
+
+func binaryDate(t time.Time) []byte { return binary.BigEndian.AppendUint32(nil, uint32(pgDays(t))) }
+
+func dateArray(ts []time.Time) []byte {
+	return binaryArray(oidDate, len(ts), func(b []byte, i int) []byte {
+		b = binary.BigEndian.AppendUint32(b, 4)
+		return binary.BigEndian.AppendUint32(b, uint32(pgDays(ts[i])))
+	})
+}
+
+// readDate reads a binary date value.
+func readDate(v []byte) (time.Time, error) {
+	if len(v) != 4 {
+		return time.Time{}, errors.New("a date of other than 4 bytes")
+	}
+	return pgEpoch.AddDate(0, 0, int(int32(binary.BigEndian.Uint32(v)))), nil
+}
