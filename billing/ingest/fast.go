@@ -46,6 +46,19 @@ var (
 const closedMonthsSQL = `SELECT tenant_id, period FROM billing_invoices
 WHERE tenant_id = ANY ($1::uuid[]) AND period >= $2 AND status = 'closed'`
 
+// The fast path's prepared statements, by name.
+const (
+	lockTenantsStmt  = "billing_ingest_lock_tenants"
+	closedMonthsStmt = "billing_ingest_closed_months"
+	addMonthsStmt    = "billing_ingest_add_months"
+)
+
+var fastStatements = map[string]string{
+	lockTenantsStmt:  lockTenantsSQL,
+	closedMonthsStmt: closedMonthsSQL,
+	addMonthsStmt:    addMonthsSQL,
+}
+
 var copyBufs = sync.Pool{New: func() any { return &copyBuf{} }}
 
 // storeFast stores a sorted batch of new ids (tenants: their tenants' bytes). It returns the
@@ -78,6 +91,13 @@ func (in *Ingester) storeFast(ctx context.Context, recs []api.UsageRecord, tenan
 		}
 		conn.Release()
 	}()
+	// The statements with parameters are prepared once per connection (pgx remembers them), so
+	// each batch spares their parsing and planning.
+	for name, sql := range fastStatements {
+		if _, err := conn.Conn().Prepare(ctx, name, sql); err != nil {
+			return 0, fmt.Errorf("ingest: prepare %s: %w", name, err)
+		}
+	}
 	b := fastBatch{recs: recs, tenants: tenants, months: months, distinct: distinct, first: first, book: booking{}}
 	for attempt := 1; ; attempt++ {
 		closed, missing, err := b.write(ctx, conn.Conn().PgConn(), &in.months)
@@ -125,9 +145,9 @@ func (b *fastBatch) write(ctx context.Context, pg *pgconn.PgConn, known *knownMo
 	// them: closing a tenant's period takes the same lock exclusively, so a record is either booked
 	// before the invoice is computed or sees the period closed.
 	tenantsParam := uuidArray(b.distinct)
-	p.exec("lock tenants", lockTenantsSQL, []uint32{oidUUIDArray}, [][]byte{tenantsParam}, nil)
+	p.exec(lockTenantsStmt, [][]byte{tenantsParam}, nil)
 	closed := booking{}
-	p.exec("closed months", closedMonthsSQL, []uint32{oidUUIDArray, oidDate}, [][]byte{tenantsParam, binaryDate(b.first)},
+	p.exec(closedMonthsStmt, [][]byte{tenantsParam, binaryDate(b.first)},
 		func(v [][]byte) error {
 			if len(v) != 2 || len(v[0]) != 16 {
 				return errors.New("unexpected row")
@@ -159,7 +179,7 @@ func (b *fastBatch) write(ctx context.Context, pg *pgconn.PgConn, known *knownMo
 	p.copyIn("fleet rollups", copyFleetSQL, buf.bytes())
 	missing := known.missing(b.tenants, b.months, b.book)
 	if len(missing) > 0 {
-		p.exec("usage months", addMonthsSQL, []uint32{oidUUIDArray, oidDateArray}, monthParams(missing), nil)
+		p.exec(addMonthsStmt, monthParams(missing), nil)
 	}
 	if err := p.run(ctx); err != nil {
 		return nil, nil, err
@@ -252,13 +272,6 @@ func copyPieces(buf *copyBuf, pieces []piece, book booking) {
 		buf.date(booked)
 		buf.bool(adj)
 		buf.timestamptz(p.key.hour)
-		buf.text(p.key.kind)
-		buf.text(p.key.tier)
-		buf.text(p.key.gpuModel)
-		buf.text(p.key.instType)
-		buf.int64(p.sum.gpuMS)
-		buf.int64(p.sum.quotaMiBMS)
-		buf.int64(p.sum.vmMS)
-		buf.int64(p.sum.records)
+		copyDimsAndSums(buf, p.key.kind, p.key.tier, p.key.gpuModel, p.key.instType, p.sum)
 	}
 }

@@ -118,13 +118,19 @@ func copyFleet(buf *copyBuf, rows []fleetRow) {
 	for _, r := range rows {
 		buf.row(9)
 		buf.timestamptz(r.key.hour)
-		buf.text(r.key.kind)
-		buf.text(r.key.tier)
-		buf.text(r.key.gpuModel)
-		buf.text(r.key.instType)
-		buf.int64(r.sum.gpuMS)
-		buf.int64(r.sum.quotaMiBMS)
-		buf.int64(r.sum.vmMS)
-		buf.int64(r.sum.records)
+		copyDimsAndSums(buf, r.key.kind, r.key.tier, r.key.gpuModel, r.key.instType, r.sum)
 	}
+}
+
+// copyDimsAndSums writes the columns rollup rows share, in their order: kind, tier, gpu_model,
+// instance_type, gpu_ms, quota_mib_ms, vm_ms, records.
+func copyDimsAndSums(buf *copyBuf, kind, tier, gpuModel, instType string, s pieceSum) {
+	buf.text(kind)
+	buf.text(tier)
+	buf.text(gpuModel)
+	buf.text(instType)
+	buf.int64(s.gpuMS)
+	buf.int64(s.quotaMiBMS)
+	buf.int64(s.vmMS)
+	buf.int64(s.records)
 }

@@ -29,12 +29,10 @@ type pipelineStep struct {
 	row  func(values [][]byte) error // each result row, when the statement returns rows
 }
 
-// Parameter and array element types (pg_type oids).
+// Array element types (pg_type oids).
 const (
-	oidUUID      = 2950
-	oidDate      = 1082
-	oidUUIDArray = 2951
-	oidDateArray = 1182
+	oidUUID = 2950
+	oidDate = 1082
 )
 
 var binaryFormat = []int16{1}
@@ -54,12 +52,11 @@ func (p *pipeline) copyIn(name, sql string, data []byte) {
 	p.steps = append(p.steps, pipelineStep{name: name})
 }
 
-// exec queues a statement with binary parameters of the given types; row, when not nil, gets
-// each result row's values (binary; valid only during the call).
-func (p *pipeline) exec(name, sql string, oids []uint32, params [][]byte, row func([][]byte) error) {
+// exec queues the prepared statement name with binary parameters; row, when not nil, gets each
+// result row's values (binary; valid only during the call).
+func (p *pipeline) exec(name string, params [][]byte, row func([][]byte) error) {
 	f := p.pg.Frontend()
-	f.Send(&pgproto3.Parse{Query: sql, ParameterOIDs: oids})
-	f.Send(&pgproto3.Bind{ParameterFormatCodes: binaryFormat, Parameters: params, ResultFormatCodes: binaryFormat})
+	f.Send(&pgproto3.Bind{PreparedStatement: name, ParameterFormatCodes: binaryFormat, Parameters: params, ResultFormatCodes: binaryFormat})
 	f.Send(&pgproto3.Execute{})
 	f.Send(&pgproto3.Sync{})
 	p.steps = append(p.steps, pipelineStep{name: name, row: row})
@@ -71,19 +68,30 @@ func (p *pipeline) exec(name, sql string, oids []uint32, params [][]byte, row fu
 func (p *pipeline) run(ctx context.Context) error {
 	steps := p.steps
 	p.steps = nil
+	// ctx bounds the whole exchange through the connection's deadline, set once: pgconn's own
+	// context watching costs a goroutine per message read.
+	conn := p.pg.Conn()
 	if dl, ok := ctx.Deadline(); ok {
-		p.pg.Conn().SetWriteDeadline(dl)                //nolint:errcheck // a failed write reports it
-		defer p.pg.Conn().SetWriteDeadline(time.Time{}) //nolint:errcheck // as above
+		conn.SetDeadline(dl) //nolint:errcheck // a failed read or write reports it
 	}
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) }) //nolint:errcheck // as above
+	defer func() {
+		if stop() {
+			conn.SetDeadline(time.Time{}) //nolint:errcheck // as above
+		}
+	}()
 	if err := p.pg.Frontend().Flush(); err != nil {
 		p.pg.Close(context.WithoutCancel(ctx)) //nolint:errcheck // broken already
 		return fmt.Errorf("send: %w", err)
 	}
 	var first error
 	for i := 0; i < len(steps); {
-		msg, err := p.pg.ReceiveMessage(ctx)
+		msg, err := p.pg.ReceiveMessage(context.Background()) //nolint:contextcheck // ctx is watched above
 		if err != nil {
 			p.pg.Close(context.WithoutCancel(ctx)) //nolint:errcheck // mid-protocol: unusable
+			if ctx.Err() != nil {
+				err = ctx.Err() // the deadline set above, not the network
+			}
 			return fmt.Errorf("%s: %w", steps[i].name, err)
 		}
 		switch m := msg.(type) {
