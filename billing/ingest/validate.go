@@ -150,6 +150,11 @@ func checkText(field, s string, max int) error {
 	if s != "" && len(s) <= max && plainASCII(s) {
 		return nil // the common case, without decoding runes
 	}
+	return checkTextRunes(field, s, max)
+}
+
+// checkTextRunes is checkText for any text.
+func checkTextRunes(field, s string, max int) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("%s: is empty", field)
