@@ -82,17 +82,14 @@ func (p *pipeline) run(ctx context.Context) error {
 	}()
 	if err := p.pg.Frontend().Flush(); err != nil {
 		p.pg.Close(context.WithoutCancel(ctx)) //nolint:errcheck // broken already
-		return fmt.Errorf("send: %w", err)
+		return fmt.Errorf("send: %w", deadlineErr(ctx, err))
 	}
 	var first error
 	for i := 0; i < len(steps); {
 		msg, err := p.pg.ReceiveMessage(context.Background()) //nolint:contextcheck // ctx is watched above
 		if err != nil {
 			p.pg.Close(context.WithoutCancel(ctx)) //nolint:errcheck // mid-protocol: unusable
-			if ctx.Err() != nil {
-				err = ctx.Err() // the deadline set above, not the network
-			}
-			return fmt.Errorf("%s: %w", steps[i].name, err)
+			return fmt.Errorf("%s: %w", steps[i].name, deadlineErr(ctx, err))
 		}
 		switch m := msg.(type) {
 		case *pgproto3.ErrorResponse:
@@ -110,6 +107,18 @@ func (p *pipeline) run(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// deadlineErr is ctx's error when the connection's deadline set from it ended err's read or
+// write (the socket's deadline may pass before ctx notices its own), else err.
+func deadlineErr(ctx context.Context, err error) error {
+	if dl, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(dl) {
+		if cause := context.Cause(ctx); cause != nil {
+			return cause
+		}
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 // binaryArray encodes a one-dimensional array without nulls of n elements of type oid, each
