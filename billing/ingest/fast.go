@@ -139,7 +139,8 @@ type fastBatch struct {
 // write sends the batch's transaction up to COMMIT in one round trip and returns the closed
 // months it read after the locks, and the usage months it added.
 func (b *fastBatch) write(ctx context.Context, pg *pgconn.PgConn, known *knownMonths) (booking, []monthKey, error) {
-	p := pipeline{pg: pg}
+	p := newPipeline(pg)
+	defer p.release()
 	p.query("begin", "BEGIN")
 	// The shared stripe locks first, in their own statement, so the closed months are read after
 	// them: closing a tenant's period takes the same lock exclusively, so a record is either booked
@@ -166,7 +167,8 @@ func (b *fastBatch) write(ctx context.Context, pg *pgconn.PgConn, known *knownMo
 		copyRecords(buf, b.recs[lo:hi], b.tenants[lo:hi], b.months[lo:hi], b.book)
 		p.copyIn("copy records", copyRecordsSQL, buf.bytes())
 	}
-	pieces := splitPieces(b.recs, b.tenants, b.months)
+	pieces, release := splitPieces(b.recs, b.tenants, b.months)
+	defer release()
 	into := copyPendingSQL
 	if spread(len(pieces), len(b.recs)) {
 		into = copyDirectSQL

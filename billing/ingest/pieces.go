@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"sync"
 	"time"
 
 	"gpucloud/api"
@@ -22,13 +23,24 @@ type piece struct {
 	sum pieceSum
 }
 
+// splitter splits records into pieces; reused from batch to batch (its map and slice are most
+// of the ingester's own garbage otherwise).
+type splitter struct {
+	index  map[pieceKey]int
+	pieces []piece
+}
+
+var splitters = sync.Pool{New: func() any { return &splitter{index: map[pieceKey]int{}} }}
+
 // splitPieces cuts the batch's records at UTC hour boundaries and sums them per key, in the order
 // keys first appear (deterministic). These are the sums insertSQL computes in SQL for the rows it
 // inserted; computing them here spares the server a RETURNING store, a function scan and an
-// aggregate per batch. Only valid when every record is inserted (the fast path).
-func splitPieces(recs []api.UsageRecord, tenants [][16]byte, months []time.Time) []piece {
-	index := make(map[pieceKey]int, len(recs))
-	pieces := make([]piece, 0, len(recs))
+// aggregate per batch. Only valid when every record is inserted (the fast path). The pieces are
+// valid until release.
+func splitPieces(recs []api.UsageRecord, tenants [][16]byte, months []time.Time) (pieces []piece, release func()) {
+	sp := splitters.Get().(*splitter)
+	clear(sp.index)
+	pieces = sp.pieces[:0]
 	for i, r := range recs {
 		// Validate made times UTC and whole milliseconds, so every piece is whole milliseconds
 		// and the pieces add up to the record's duration.
@@ -38,10 +50,10 @@ func splitPieces(recs []api.UsageRecord, tenants [][16]byte, months []time.Time)
 		for h := first; h.Before(r.End); h = h.Add(time.Hour) {
 			ms := minTime(r.End, h.Add(time.Hour)).Sub(maxTime(r.Start, h)).Milliseconds()
 			k.hour = h
-			j, ok := index[k]
+			j, ok := sp.index[k]
 			if !ok {
 				j = len(pieces)
-				index[k] = j
+				sp.index[k] = j
 				pieces = append(pieces, piece{key: k})
 			}
 			s := &pieces[j].sum
@@ -57,7 +69,11 @@ func splitPieces(recs []api.UsageRecord, tenants [][16]byte, months []time.Time)
 			}
 		}
 	}
-	return pieces
+	return pieces, func() {
+		clear(pieces) // no strings kept alive from the pool
+		sp.pieces = pieces[:0]
+		splitters.Put(sp)
+	}
 }
 
 // monthOf is the first instant of t's UTC month.

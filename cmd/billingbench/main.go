@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"sync"
@@ -44,6 +45,7 @@ func main() {
 		ordered    = flag.Bool("ordered", true, "records in time order, as daemons send them (false: anywhere in the month)")
 		flushEvery = flag.Duration("flush", time.Second, "rollup flush interval during ingestion")
 		cpuProfile = flag.String("cpuprofile", "", "write the bench's own CPU profile (pprof) to this file")
+		memProfile = flag.String("memprofile", "", "write the bench's allocation profile (pprof) to this file at the end")
 		closeAll   = flag.Bool("close", false, "then close the month for every tenant (allocations written for each) and time it")
 		byTenant   = flag.Bool("tenant-report", true, "also time the per-tenant per-day report (at 10,000 tenants: ~300,000 rows, minutes on a loaded machine)")
 		synthetic  = flag.Int("synthetic-rollups", 0, "instead of ingesting, write this many hourly rollup rows straight (to time -close over a month of that size)")
@@ -61,6 +63,18 @@ func main() {
 			os.Exit(2)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			f, err := os.Create(*memProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "billingbench: -memprofile:", err)
+			}
+		}()
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -132,6 +146,8 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	}
 	start := time.Now()
 	cpuGo0, cpuPG0 := cputime.Self(), cputime.PostgresServer(dataDir)
+	var mem0 runtime.MemStats
+	runtime.ReadMemStats(&mem0)
 	progress := time.NewTicker(10 * time.Second)
 	defer progress.Stop()
 	go func() {
@@ -177,6 +193,8 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	}
 	elapsed := time.Since(start)
 	cpuGo, cpuPG := cputime.Self()-cpuGo0, cputime.PostgresServer(dataDir)-cpuPG0
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -186,6 +204,8 @@ func run(ctx context.Context, url string, count, batch, workers, tenants int, se
 	}
 	n := done.Load()
 	fmt.Printf("ingested %d records (%d duplicates) in %s: %.0f records/s\n", n, dups.Load(), elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
+	fmt.Printf("Go heap per record: %.0f bytes in %.1f allocations; %d GCs\n", float64(mem.TotalAlloc-mem0.TotalAlloc)/float64(n),
+		float64(mem.Mallocs-mem0.Mallocs)/float64(n), mem.NumGC-mem0.NumGC)
 	if cpuPG > 0 {
 		cpu := cpuGo + cpuPG
 		fmt.Printf("CPU: bench %s + postgres %s = %s; %.0f records per CPU-second, so %.0f records/s on 2 idle cores\n",
