@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -22,9 +23,11 @@ SELECT * FROM unnest($1::uuid[], $2::date[]) ON CONFLICT DO NOTHING`
 // the memory starts over, and the next batches re-add pairs that are already there (harmless).
 const maxKnownMonths = 1 << 20
 
+// monthKey is a (tenant, booked period) pair; the period as PostgreSQL's day number (pgDays),
+// a small key to hash once per record.
 type monthKey struct {
 	tenant [16]byte
-	period time.Time
+	period int32
 }
 
 // knownMonths is the set of pairs seen committed, shared by the ingester's batches.
@@ -40,7 +43,7 @@ func (k *knownMonths) missing(tenants [][16]byte, months []time.Time, book booki
 	k.mu.Lock()
 	for i, t := range tenants {
 		p, _ := book.period(t, months[i])
-		m := monthKey{t, p}
+		m := monthKey{t, pgDays(p)}
 		if _, ok := k.seen[m]; ok || picked[m] {
 			continue
 		}
@@ -55,7 +58,7 @@ func (k *knownMonths) missing(tenants [][16]byte, months []time.Time, book booki
 		if c := bytes.Compare(a.tenant[:], b.tenant[:]); c != 0 {
 			return c
 		}
-		return a.period.Compare(b.period)
+		return cmp.Compare(a.period, b.period)
 	})
 	return out
 }
@@ -75,9 +78,8 @@ func (k *knownMonths) committed(ms []monthKey) {
 // monthParams are addMonthsSQL's parameters for ms, binary.
 func monthParams(ms []monthKey) [][]byte {
 	tenants := make([][16]byte, len(ms))
-	periods := make([]time.Time, len(ms))
 	for i, m := range ms {
-		tenants[i], periods[i] = m.tenant, m.period
+		tenants[i] = m.tenant
 	}
-	return [][]byte{uuidArray(tenants), dateArray(periods)}
+	return [][]byte{uuidArray(tenants), dateArray(len(ms), func(i int) int32 { return ms[i].period })}
 }

@@ -172,10 +172,11 @@ func pgDays(t time.Time) int32 {
 
 func binaryDate(t time.Time) []byte { return binary.BigEndian.AppendUint32(nil, uint32(pgDays(t))) }
 
-func dateArray(ts []time.Time) []byte {
-	return binaryArray(oidDate, len(ts), func(b []byte, i int) []byte {
+// dateArray is a date[] of n days, day(i) each (pgDays).
+func dateArray(n int, day func(i int) int32) []byte {
+	return binaryArray(oidDate, n, func(b []byte, i int) []byte {
 		b = binary.BigEndian.AppendUint32(b, 4)
-		return binary.BigEndian.AppendUint32(b, uint32(pgDays(ts[i])))
+		return binary.BigEndian.AppendUint32(b, uint32(day(i)))
 	})
 }
 
