@@ -72,27 +72,29 @@ func DecodeUsageBatch(body []byte) (UsageBatch, error) {
 		return UsageBatch{}, &UsageDecodeError{"records", fmt.Sprintf("holds %d records, at most %d per batch", n, MaxUsageBatch)}
 	}
 	recs := make([]UsageRecord, 0, n)
+	var prev UsageRecord // fields that repeat from record to record reuse its strings
 	for i := 0; d.err == nil && i < int(n); i++ {
 		var r UsageRecord
 		d.at(i, "id").text(&r.ID)
-		d.at(i, "kind").text(&r.Kind)
-		d.at(i, "source").text(&r.Source)
+		d.at(i, "kind").textReusing(&r.Kind, prev.Kind)
+		d.at(i, "source").textReusing(&r.Source, prev.Source)
 		d.at(i, "tenant_id").text(&r.TenantID)
 		d.at(i, "instance_id").text(&r.InstanceID)
 		d.at(i, "session_id").text(&r.SessionID)
 		r.Start = time.Unix(0, d.at(i, "start").varint()).UTC()
 		r.End = time.Unix(0, d.at(i, "end").varint()).UTC()
-		d.at(i, "gpu_model").text(&r.GPUModel)
-		d.at(i, "tier").text(&r.Tier)
+		d.at(i, "gpu_model").textReusing(&r.GPUModel, prev.GPUModel)
+		d.at(i, "tier").textReusing(&r.Tier, prev.Tier)
 		r.GPUCount = d.at(i, "gpu_count").int()
 		r.MemoryQuota = d.at(i, "memory_quota").uvarint()
 		r.MemoryPeakBytes = d.at(i, "memory_peak_bytes").uvarint()
 		r.MemoryAvgBytes = d.at(i, "memory_avg_bytes").uvarint()
 		r.BytesMoved = d.at(i, "bytes_moved").uvarint()
-		d.at(i, "instance_type").text(&r.InstanceType)
+		d.at(i, "instance_type").textReusing(&r.InstanceType, prev.InstanceType)
 		r.VCPUs = d.at(i, "vcpus").int()
 		r.MemoryMiB = d.at(i, "memory_mib").int()
 		recs = append(recs, r)
+		prev = r
 	}
 	if d.err != nil {
 		return UsageBatch{}, d.err
@@ -178,8 +180,22 @@ func (d *usageDecoder) int() int {
 	return int(v)
 }
 
-func (d *usageDecoder) text(s *string) {
+// textReusing is text, but when the field's bytes equal was it stores was instead of allocating a
+// copy: a daemon's records share their kind, source, model, tier and type.
+func (d *usageDecoder) textReusing(s *string, was string) {
 	n := d.uvarint()
+	if d.err == nil && n == uint64(len(was)) && n <= uint64(len(d.b)) && string(d.b[:n]) == was {
+		*s = was
+		d.b = d.b[n:]
+		return
+	}
+	d.textOf(n, s)
+}
+
+func (d *usageDecoder) text(s *string) { d.textOf(d.uvarint(), s) }
+
+// textOf reads the n bytes of a string field whose length was read.
+func (d *usageDecoder) textOf(n uint64, s *string) {
 	switch {
 	case d.err != nil:
 	case n > maxUsageText:

@@ -36,6 +36,23 @@ func TestUsageBatchBinaryRoundTrip(t *testing.T) {
 	}
 }
 
+// The decoder reuses a field's string from the record before when the bytes are equal: fields of
+// the same length with other bytes, or equal after a different one, still read as sent.
+func TestUsageBatchBinaryRepeatedFields(t *testing.T) {
+	r := sampleUsage()[0]
+	recs := []api.UsageRecord{r, r, r, r}
+	recs[1].GPUModel, recs[1].Source, recs[1].Tier = "NVIDIA A100 80GB HBM3", "gt", "sharex"
+	recs[2].Kind = api.UsageVM
+	recs[3].Source, recs[3].InstanceType = "", "g1.large"
+	got, err := api.DecodeUsageBatch(api.AppendUsageBatch(nil, recs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Records, recs) {
+		t.Fatalf("decoded\n%+v\nwant\n%+v", got.Records, recs)
+	}
+}
+
 // A body the decoder cannot read whole is refused with the field where reading stopped.
 func TestUsageBatchBinaryNamesTheField(t *testing.T) {
 	good := api.AppendUsageBatch(nil, sampleUsage())

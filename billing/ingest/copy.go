@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/binary"
 	"time"
 )
@@ -55,13 +54,10 @@ func (c *copyBuf) bool(v bool) {
 func (c *copyBuf) timestamptz(t time.Time) { c.int64(t.Sub(pgEpoch).Microseconds()) }
 
 // date writes the UTC day of t as days since 2000-01-01.
-func (c *copyBuf) date(t time.Time) {
-	d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	c.int32(int32(d.Sub(pgEpoch) / (24 * time.Hour)))
-}
+func (c *copyBuf) date(t time.Time) { c.int32(pgDays(t)) }
 
-// reader ends the data (the -1 trailer) and returns it for pgconn's CopyFrom.
-func (c *copyBuf) reader() *bytes.Reader {
+// bytes ends the data (the -1 trailer) and returns it, valid until the next reset.
+func (c *copyBuf) bytes() []byte {
 	c.b = binary.BigEndian.AppendUint16(c.b, 0xffff)
-	return bytes.NewReader(c.b)
+	return c.b
 }

@@ -51,8 +51,9 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(in
 	}
 	now := in.now()
 	valid := make([]api.UsageRecord, 0, len(b.Records))
+	tenants := make([][16]byte, 0, len(b.Records))
 	for i, r := range b.Records {
-		n, err := Validate(r, now)
+		n, tenant, err := validate(r, now)
 		if err == nil && accept != nil {
 			if reason := accept(i, n); reason != "" {
 				err = errors.New(reason)
@@ -63,14 +64,18 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(in
 			continue
 		}
 		valid = append(valid, n)
+		tenants = append(tenants, tenant)
 	}
 	if len(valid) == 0 {
 		return res, nil
 	}
 	// One order for every batch: two batches sharing ids then wait on each other instead of
-	// deadlocking on the primary key.
-	sort.Slice(valid, func(i, j int) bool { return valid[i].ID < valid[j].ID })
-	inserted, err := in.store(ctx, valid)
+	// deadlocking on the primary key. Daemons number their records in order, so a batch usually
+	// comes sorted.
+	if !sort.SliceIsSorted(valid, func(i, j int) bool { return valid[i].ID < valid[j].ID }) {
+		sort.Sort(byID{valid, tenants})
+	}
+	inserted, err := in.store(ctx, valid, tenants)
 	if err != nil {
 		return res, err
 	}
@@ -79,16 +84,29 @@ func (in *Ingester) Ingest(ctx context.Context, b api.UsageBatch, accept func(in
 	return res, nil
 }
 
+// byID sorts records by id, and their tenants' bytes with them.
+type byID struct {
+	recs    []api.UsageRecord
+	tenants [][16]byte
+}
+
+func (b byID) Len() int           { return len(b.recs) }
+func (b byID) Less(i, j int) bool { return b.recs[i].ID < b.recs[j].ID }
+func (b byID) Swap(i, j int) {
+	b.recs[i], b.recs[j] = b.recs[j], b.recs[i]
+	b.tenants[i], b.tenants[j] = b.tenants[j], b.tenants[i]
+}
+
 // store runs the batch, retrying the rare deadlock between rollup upserts. It first tries the fast
 // path (every id new, the common case); a batch holding an id already stored or repeated fails
 // whole, nothing of it lands, and runs again on the duplicate path (ON CONFLICT DO NOTHING).
-func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord) (int, error) {
+func (in *Ingester) store(ctx context.Context, recs []api.UsageRecord, tenants [][16]byte) (int, error) {
 	fast := true
 	for attempt := 1; ; attempt++ {
 		var n int
 		var err error
 		if fast {
-			n, err = in.storeFast(ctx, recs)
+			n, err = in.storeFast(ctx, recs, tenants)
 		} else {
 			n, err = in.storeDuplicates(ctx, recs)
 		}

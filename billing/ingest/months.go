@@ -2,13 +2,10 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"gpucloud/api"
 )
 
 // billing_usage_months lists each (tenant, booked period) with usage. A batch adds the pairs it
@@ -26,9 +23,11 @@ SELECT * FROM unnest($1::uuid[], $2::date[]) ON CONFLICT DO NOTHING`
 // the memory starts over, and the next batches re-add pairs that are already there (harmless).
 const maxKnownMonths = 1 << 20
 
+// monthKey is a (tenant, booked period) pair; the period as PostgreSQL's day number (pgDays),
+// a small key to hash once per record.
 type monthKey struct {
 	tenant [16]byte
-	period time.Time
+	period int32
 }
 
 // knownMonths is the set of pairs seen committed, shared by the ingester's batches.
@@ -38,13 +37,13 @@ type knownMonths struct {
 }
 
 // missing returns the batch's pairs not yet seen committed, sorted by tenant and period.
-func (k *knownMonths) missing(recs []api.UsageRecord, tenants []pgtype.UUID, book booking) []monthKey {
+func (k *knownMonths) missing(tenants [][16]byte, months []time.Time, book booking) []monthKey {
 	var out []monthKey
 	var picked map[monthKey]bool
 	k.mu.Lock()
-	for i, r := range recs {
-		p, _ := book.period(tenants[i].Bytes, monthOf(r.Start))
-		m := monthKey{tenants[i].Bytes, p}
+	for i, t := range tenants {
+		p, _ := book.period(t, months[i])
+		m := monthKey{t, pgDays(p)}
 		if _, ok := k.seen[m]; ok || picked[m] {
 			continue
 		}
@@ -59,7 +58,7 @@ func (k *knownMonths) missing(recs []api.UsageRecord, tenants []pgtype.UUID, boo
 		if c := bytes.Compare(a.tenant[:], b.tenant[:]); c != 0 {
 			return c
 		}
-		return a.period.Compare(b.period)
+		return cmp.Compare(a.period, b.period)
 	})
 	return out
 }
@@ -76,13 +75,11 @@ func (k *knownMonths) committed(ms []monthKey) {
 	}
 }
 
-// monthArgs are addMonthsSQL's arguments for ms.
-func monthArgs(ms []monthKey) []any {
-	tenants := make([]pgtype.UUID, len(ms))
-	periods := make([]pgtype.Date, len(ms))
+// monthParams are addMonthsSQL's parameters for ms, binary.
+func monthParams(ms []monthKey) [][]byte {
+	tenants := make([][16]byte, len(ms))
 	for i, m := range ms {
-		tenants[i] = pgtype.UUID{Bytes: m.tenant, Valid: true}
-		periods[i] = pgtype.Date{Time: m.period, Valid: true}
+		tenants[i] = m.tenant
 	}
-	return []any{tenants, periods}
+	return [][]byte{uuidArray(tenants), dateArray(len(ms), func(i int) int32 { return ms[i].period })}
 }

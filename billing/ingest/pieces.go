@@ -1,9 +1,8 @@
 package ingest
 
 import (
+	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"gpucloud/api"
 )
@@ -24,26 +23,37 @@ type piece struct {
 	sum pieceSum
 }
 
+// splitter splits records into pieces; reused from batch to batch (its map and slice are most
+// of the ingester's own garbage otherwise).
+type splitter struct {
+	index  map[pieceKey]int
+	pieces []piece
+}
+
+var splitters = sync.Pool{New: func() any { return &splitter{index: map[pieceKey]int{}} }}
+
 // splitPieces cuts the batch's records at UTC hour boundaries and sums them per key, in the order
 // keys first appear (deterministic). These are the sums insertSQL computes in SQL for the rows it
 // inserted; computing them here spares the server a RETURNING store, a function scan and an
-// aggregate per batch. Only valid when every record is inserted (the fast path).
-func splitPieces(recs []api.UsageRecord, tenants []pgtype.UUID) []piece {
-	index := make(map[pieceKey]int, len(recs))
-	pieces := make([]piece, 0, len(recs))
+// aggregate per batch. Only valid when every record is inserted (the fast path). The pieces are
+// valid until release.
+func splitPieces(recs []api.UsageRecord, tenants [][16]byte, months []time.Time) (pieces []piece, release func()) {
+	sp := splitters.Get().(*splitter)
+	clear(sp.index)
+	pieces = sp.pieces[:0]
 	for i, r := range recs {
 		// Validate made times UTC and whole milliseconds, so every piece is whole milliseconds
 		// and the pieces add up to the record's duration.
-		k := pieceKey{tenant: tenants[i].Bytes, month: monthOf(r.Start),
+		k := pieceKey{tenant: tenants[i], month: months[i],
 			kind: r.Kind, tier: r.Tier, gpuModel: r.GPUModel, instType: r.InstanceType}
 		first := r.Start.Truncate(time.Hour)
 		for h := first; h.Before(r.End); h = h.Add(time.Hour) {
 			ms := minTime(r.End, h.Add(time.Hour)).Sub(maxTime(r.Start, h)).Milliseconds()
 			k.hour = h
-			j, ok := index[k]
+			j, ok := sp.index[k]
 			if !ok {
 				j = len(pieces)
-				index[k] = j
+				sp.index[k] = j
 				pieces = append(pieces, piece{key: k})
 			}
 			s := &pieces[j].sum
@@ -59,7 +69,11 @@ func splitPieces(recs []api.UsageRecord, tenants []pgtype.UUID) []piece {
 			}
 		}
 	}
-	return pieces
+	return pieces, func() {
+		clear(pieces) // no strings kept alive from the pool
+		sp.pieces = pieces[:0]
+		splitters.Put(sp)
+	}
 }
 
 // monthOf is the first instant of t's UTC month.
@@ -85,35 +99,54 @@ type fleetKey struct {
 	kind, tier, gpuModel, instType string
 }
 
-// addFleetSQL appends a batch's pieces summed over its tenants ($1-$9, one element per row).
-const addFleetSQL = `INSERT INTO billing_usage_fleet_pending (hour, kind, tier, gpu_model, instance_type,
-    gpu_ms, quota_mib_ms, vm_ms, records)
-SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[],
-    $7::bigint[], $8::bigint[], $9::bigint[])`
+// copyFleetSQL appends a batch's pieces summed over its tenants, as copyFleet writes them.
+const copyFleetSQL = `COPY billing_usage_fleet_pending (hour, kind, tier, gpu_model, instance_type,
+    gpu_ms, quota_mib_ms, vm_ms, records) FROM STDIN (FORMAT binary)`
 
-// fleetArgs sums pieces over tenants (a batch's thousand pieces are a handful of fleet rows) and
-// returns them as addFleetSQL's arguments.
-func fleetArgs(pieces []piece) []any {
+type fleetRow struct {
+	key fleetKey
+	sum pieceSum
+}
+
+// fleetRows sums pieces over tenants: a batch's thousand pieces are a handful of fleet rows.
+func fleetRows(pieces []piece) []fleetRow {
 	index := map[fleetKey]int{}
-	var (
-		hours                          []time.Time
-		kinds, tiers, models, types    []string
-		gpuMS, quotaMiBMS, vmMS, count []int64
-	)
+	var rows []fleetRow
 	for _, p := range pieces {
 		k := fleetKey{p.key.hour, p.key.kind, p.key.tier, p.key.gpuModel, p.key.instType}
 		j, ok := index[k]
 		if !ok {
-			j = len(hours)
+			j = len(rows)
 			index[k] = j
-			hours, kinds, tiers = append(hours, k.hour), append(kinds, k.kind), append(tiers, k.tier)
-			models, types = append(models, k.gpuModel), append(types, k.instType)
-			gpuMS, quotaMiBMS, vmMS, count = append(gpuMS, 0), append(quotaMiBMS, 0), append(vmMS, 0), append(count, 0)
+			rows = append(rows, fleetRow{key: k})
 		}
-		gpuMS[j] += p.sum.gpuMS
-		quotaMiBMS[j] += p.sum.quotaMiBMS
-		vmMS[j] += p.sum.vmMS
-		count[j] += p.sum.records
+		s := &rows[j].sum
+		s.gpuMS += p.sum.gpuMS
+		s.quotaMiBMS += p.sum.quotaMiBMS
+		s.vmMS += p.sum.vmMS
+		s.records += p.sum.records
 	}
-	return []any{hours, kinds, tiers, models, types, gpuMS, quotaMiBMS, vmMS, count}
+	return rows
+}
+
+func copyFleet(buf *copyBuf, rows []fleetRow) {
+	buf.reset()
+	for _, r := range rows {
+		buf.row(9)
+		buf.timestamptz(r.key.hour)
+		copyDimsAndSums(buf, r.key.kind, r.key.tier, r.key.gpuModel, r.key.instType, r.sum)
+	}
+}
+
+// copyDimsAndSums writes the columns rollup rows share, in their order: kind, tier, gpu_model,
+// instance_type, gpu_ms, quota_mib_ms, vm_ms, records.
+func copyDimsAndSums(buf *copyBuf, kind, tier, gpuModel, instType string, s pieceSum) {
+	buf.text(kind)
+	buf.text(tier)
+	buf.text(gpuModel)
+	buf.text(instType)
+	buf.int64(s.gpuMS)
+	buf.int64(s.quotaMiBMS)
+	buf.int64(s.vmMS)
+	buf.int64(s.records)
 }

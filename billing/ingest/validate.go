@@ -3,6 +3,7 @@
 package ingest
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -40,6 +41,20 @@ var earliest = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // usage is measured in) and the fields of the other kind cleared. now bounds how far in the future
 // an interval may end. The error names the first field that is wrong.
 func Validate(r api.UsageRecord, now time.Time) (api.UsageRecord, error) {
+	r, _, err := validate(r, now)
+	return r, err
+}
+
+// validate is Validate, also returning the tenant id's bytes (so the ingester parses it once).
+func validate(r api.UsageRecord, now time.Time) (api.UsageRecord, [16]byte, error) {
+	r, err := validateAll(r, now)
+	if err != nil {
+		return r, [16]byte{}, err
+	}
+	return r, uuid.Must(uuid.Parse(r.TenantID)), nil
+}
+
+func validateAll(r api.UsageRecord, now time.Time) (api.UsageRecord, error) {
 	if err := checkText("id", r.ID, MaxIDLen); err != nil {
 		return r, err
 	}
@@ -50,7 +65,7 @@ func Validate(r api.UsageRecord, now time.Time) (api.UsageRecord, error) {
 	if err != nil || tid == uuid.Nil {
 		return r, fmt.Errorf("tenant_id: %q is not a tenant uuid", r.TenantID)
 	}
-	r.TenantID = tid.String()
+	r.TenantID = canonicalUUID(r.TenantID, tid)
 	if err := checkText("instance_id", r.InstanceID, MaxFieldLen); err != nil {
 		return r, err
 	}
@@ -132,6 +147,14 @@ func validateVM(r api.UsageRecord) (api.UsageRecord, error) {
 // checkText refuses empty, over-long, invalid UTF-8 and control characters: ids end up in CSV
 // exports and logs.
 func checkText(field, s string, max int) error {
+	if s != "" && len(s) <= max && plainASCII(s) {
+		return nil // the common case, without decoding runes
+	}
+	return checkTextRunes(field, s, max)
+}
+
+// checkTextRunes is checkText for any text.
+func checkTextRunes(field, s string, max int) error {
 	switch {
 	case s == "":
 		return fmt.Errorf("%s: is empty", field)
@@ -145,4 +168,34 @@ func checkText(field, s string, max int) error {
 		return fmt.Errorf("%s: has leading or trailing space", field)
 	}
 	return nil
+}
+
+// plainASCII says s is printable ASCII (space included) that neither starts nor ends with a space:
+// what checkText accepts, checked a byte at a time.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return s[0] != ' ' && s[len(s)-1] != ' '
+}
+
+// canonicalUUID returns s, the text of u, in u's canonical form (lower case, hyphenated): s
+// itself when it already is (no allocation, the common case).
+func canonicalUUID(s string, u uuid.UUID) string {
+	var buf [36]byte
+	hex.Encode(buf[0:8], u[0:4])
+	buf[8] = '-'
+	hex.Encode(buf[9:13], u[4:6])
+	buf[13] = '-'
+	hex.Encode(buf[14:18], u[6:8])
+	buf[18] = '-'
+	hex.Encode(buf[19:23], u[8:10])
+	buf[23] = '-'
+	hex.Encode(buf[24:], u[10:])
+	if string(buf[:]) == s {
+		return s
+	}
+	return string(buf[:])
 }
