@@ -40,6 +40,17 @@ func laneDial(t *testing.T, s *Server, frame []byte) net.Conn {
 	return c
 }
 
+// lanePair is a lane socket pair (laneSocket), closed when the test ends.
+func lanePair(t *testing.T) (here *net.UnixConn, there *os.File) {
+	t.Helper()
+	here, there, err := laneSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { here.Close(); there.Close() })
+	return here, there
+}
+
 func TestLaneHelloRefusals(t *testing.T) {
 	s, _ := newServer(t)
 	for _, tc := range []struct {
@@ -71,12 +82,7 @@ func TestLaneHelloRefusals(t *testing.T) {
 // A lane for a running session goes, descriptor and LaneHello, to that session's worker.
 func TestLaneIsPassedToItsWorker(t *testing.T) {
 	s, _ := newServer(t)
-	here, there, err := laneSocket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer here.Close()
-	defer there.Close()
+	here, there := lanePair(t)
 	s.mu.Lock()
 	s.sessions[1] = &session{claims: sessiontoken.Claims{SessionID: "other"}}
 	s.sessions[2] = &session{claims: sessiontoken.Claims{SessionID: "s1"}, lanes: here}
@@ -128,11 +134,7 @@ func TestLaneGoesToTheWorkerThatIssuedItsKey(t *testing.T) {
 	var theres []*os.File
 	s.mu.Lock()
 	for i := range 2 {
-		here, there, err := laneSocket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { here.Close(); there.Close() })
+		here, there := lanePair(t)
 		theres = append(theres, there)
 		s.sessions[10+i] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: here}
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -170,6 +171,14 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	if err := s.recoverSessions(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.DataDir != "" {
+		n, err := s.moves.loadAway(filepath.Join(cfg.DataDir, awayFile), time.Now())
+		if err != nil {
+			s.log.Error("late sessions of moves made before this start will be ended, not moved", "err", err)
+		} else if n > 0 {
+			s.log.Info("late sessions of moves made before this start will follow them", "moves", n)
+		}
 	}
 	return s, nil
 }
