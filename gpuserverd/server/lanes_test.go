@@ -165,3 +165,43 @@ func TestLaneGoesToTheWorkerThatIssuedItsKey(t *testing.T) {
 		}
 	}
 }
+
+// A session that moved here may report its resume key only after its old server redirected the
+// guest (the worker answers MigrateReady, then sends its snapshot): the guest's Resume, come
+// first, waits for that report instead of going to another session of the instance, whose worker
+// would refuse it and so end the guest's session. The report is made as the Resume begins to
+// wait; without the wait the Resume goes to either session (the map's order), so each of the
+// rounds would send it to the other one half the time.
+func TestResumeWaitsForTheKeyOfASessionThatMovedHere(t *testing.T) {
+	sibling, moved := make([]byte, 32), make([]byte, 32)
+	sibling[0], moved[0] = 1, 2
+	for round := range 10 {
+		s, _ := newServer(t)
+		sibHere, _ := lanePair(t)
+		movedHere, movedThere := lanePair(t)
+		s.mu.Lock()
+		s.sessions[10] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: sibHere,
+			last: worker.Snapshot{ResumeKey: worker.ResumeKeyOf(sibling)}}
+		s.sessions[11] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: movedHere}
+		s.mu.Unlock()
+		sessionAwaited = func(sid string) {
+			se := s.sessions[11]
+			se.mu.Lock()
+			se.last = worker.Snapshot{ResumeKey: worker.ResumeKeyOf(moved)}
+			se.mu.Unlock()
+		}
+		laneDial(t, s, wire.AppendFrame(nil, &wire.Resume{Version: wire.Version, SessionID: "inst", Secret: moved}, 0, 0))
+
+		wc, err := net.FileConn(movedThere)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _, _, _, err = wc.(*net.UnixConn).ReadMsgUnix(make([]byte, 1024), make([]byte, syscall.CmsgSpace(4)))
+		wc.Close()
+		if err != nil {
+			t.Fatalf("round %d: the resume never reached the session that moved here (%v): its sibling got it", round, err)
+		}
+	}
+	sessionAwaited = nil
+}
