@@ -46,9 +46,6 @@ func reported(key string, keyOf func(*worker.Snapshot) string) func(*session) bo
 // sessions.
 const laneKeyWait = 250 * time.Millisecond
 
-// sessionAwaited, when set (tests), is told each time a lane or resume begins to wait for its key.
-var sessionAwaited func(sid string)
-
 // awaitSession waits until a session of id sid satisfies ok, or for d.
 func (s *Server) awaitSession(sid string, ok func(*session) bool, d time.Duration) {
 	for deadline, first := time.Now().Add(d), true; time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
@@ -64,8 +61,8 @@ func (s *Server) awaitSession(sid string, ok func(*session) bool, d time.Duratio
 		if found {
 			return
 		}
-		if first && sessionAwaited != nil {
-			sessionAwaited(sid)
+		if first && s.keyAwaited != nil {
+			s.keyAwaited(sid)
 		}
 		first = false
 	}

@@ -178,17 +178,17 @@ func TestResumeWaitsForTheKeyOfASessionThatMovedHere(t *testing.T) {
 	for round := range 10 {
 		s, _ := newServer(t)
 		sibHere, _ := lanePair(t)
-		movedHere, movedThere := lanePair(t)
+		movedLanes, movedThere := lanePair(t)
 		s.mu.Lock()
 		s.sessions[10] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: sibHere,
 			last: worker.Snapshot{ResumeKey: worker.ResumeKeyOf(sibling)}}
-		s.sessions[11] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: movedHere}
+		movedHere := &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: movedLanes}
+		s.sessions[11] = movedHere
 		s.mu.Unlock()
-		sessionAwaited = func(sid string) {
-			se := s.sessions[11]
-			se.mu.Lock()
-			se.last = worker.Snapshot{ResumeKey: worker.ResumeKeyOf(moved)}
-			se.mu.Unlock()
+		s.keyAwaited = func(string) { // the moved session's worker reports its key now
+			movedHere.mu.Lock()
+			movedHere.last = worker.Snapshot{ResumeKey: worker.ResumeKeyOf(moved)}
+			movedHere.mu.Unlock()
 		}
 		laneDial(t, s, wire.AppendFrame(nil, &wire.Resume{Version: wire.Version, SessionID: "inst", Secret: moved}, 0, 0))
 
@@ -203,5 +203,4 @@ func TestResumeWaitsForTheKeyOfASessionThatMovedHere(t *testing.T) {
 			t.Fatalf("round %d: the resume never reached the session that moved here (%v): its sibling got it", round, err)
 		}
 	}
-	sessionAwaited = nil
 }

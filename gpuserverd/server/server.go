@@ -112,6 +112,9 @@ type Server struct {
 	// parked are sessions a checkpoint stopped for a restore, until when (mobility.go); s.mu.
 	parked map[string]time.Time
 	moves  moveBook // a drain's moves off this server (drainmoves.go)
+	// keyAwaited, when set (tests), is told each time a lane or resume begins to wait for the
+	// report of its key (awaitSession).
+	keyAwaited func(sid string)
 }
 
 type counters struct {
