@@ -199,3 +199,28 @@ func TestMovesOffThisServerAreKeptOnDisk(t *testing.T) {
 		}
 	}
 }
+
+// Whatever is in the book's file, reading it either keeps only well-formed moves whose window is
+// open, or refuses it whole and keeps none.
+func FuzzLoadAway(f *testing.F) {
+	f.Add([]byte(`[{"move":{"move_id":"m1","instance_id":"i1","target":"gs-b:7070","token":{"token":"t"}},"until":"2999-01-01T00:00:00Z"}]`))
+	f.Add([]byte(`[{"move":{"instance_id":"i1"},"until":"2000-01-01T00:00:00Z"}]`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), awayFile)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		var b moveBook
+		n, err := b.loadAway(path, now)
+		if n != len(b.away) || err != nil && n != 0 {
+			t.Fatalf("kept %d (book %d) with error %v", n, len(b.away), err)
+		}
+		for id, a := range b.away {
+			if id != a.Move.InstanceID || a.Move.Target == "" || a.Move.Token.Token == "" || !now.Before(a.Until) {
+				t.Fatalf("kept %q: %+v", id, a)
+			}
+		}
+	})
+}
