@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"gpucloud/internal/authn"
@@ -21,6 +22,10 @@ import (
 // the same method, path and body gets the stored answer back, one with anything else a 422, and
 // one arriving while the first still runs a retryable 409. Server errors (5xx) and requests
 // abandoned by their client (499) are not stored, so the client can retry them with the same key.
+// A claim is leased (Options.IdempotencyLease) and renewed while its request runs: one whose
+// lease ran out was left by an apiserver that died mid-request, and a repeat takes it over and
+// runs the request (before, the key answered "still being served" for ever: the chaos test's
+// uncordon, retried across an apiserver kill, never went through).
 func (s *Server) idempotent(c *gin.Context) {
 	key := c.GetHeader("Idempotency-Key")
 	if c.Request.Method != http.MethodPost || key == "" {
@@ -52,33 +57,70 @@ func (s *Server) idempotent(c *gin.Context) {
 		return
 	}
 
-	tag, err := s.store.Pool.Exec(ctx, `INSERT INTO idempotency_keys (principal, key, request_hash) VALUES ($1, $2, $3)
-		ON CONFLICT DO NOTHING`, owner, key, sum)
+	claim, lease := uuid.New(), s.opts.IdempotencyLease.Milliseconds()
+	tag, err := s.store.Pool.Exec(ctx, `INSERT INTO idempotency_keys (principal, key, request_hash, claim_id, lease_until)
+		VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond') ON CONFLICT DO NOTHING`, owner, key, sum, claim, lease)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	if tag.RowsAffected() == 0 {
-		s.replay(c, owner, key, sum)
-		return
+		// Taken: by a request still served, one answered, or one whose apiserver died while
+		// serving it (its lease ran out), whose claim this request takes over.
+		tag, err = s.store.Pool.Exec(ctx, `UPDATE idempotency_keys SET claim_id = $4, lease_until = now() + $5 * interval '1 millisecond'
+			WHERE principal = $1 AND key = $2 AND request_hash = $3 AND status = 0 AND lease_until < now()`, owner, key, sum, claim, lease)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		if tag.RowsAffected() == 0 {
+			s.replay(c, owner, key, sum)
+			return
+		}
+		s.log.Warn("idempotency: taking over a claim whose apiserver stopped renewing it (it died mid-request)", "key", key)
 	}
+	stopRenewing := s.renewClaim(owner, key, claim)
 	rec := &recorder{ResponseWriter: c.Writer}
 	c.Writer = rec
 	c.Next()
+	stopRenewing()
 	// Store with a fresh context: the answer was sent, the client may already be gone.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	// 5xx and 499 (the client left and the handler's context was cancelled) are not answers to
-	// keep: the work did not complete, and a retry with this key must run it again.
+	// keep: the work did not complete, and a retry with this key must run it again. Either is
+	// done only while the claim is still this request's.
 	if rec.Status() >= 500 || rec.Status() == 499 {
-		_, err = s.store.Pool.Exec(sctx, `DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2`, owner, key)
+		tag, err = s.store.Pool.Exec(sctx, `DELETE FROM idempotency_keys WHERE principal = $1 AND key = $2 AND claim_id = $3`, owner, key, claim)
 	} else {
-		_, err = s.store.Pool.Exec(sctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, body = $5
-			WHERE principal = $1 AND key = $2`, owner, key, rec.Status(), rec.Header().Get("Content-Type"), redact(rec.buf.Bytes()))
+		tag, err = s.store.Pool.Exec(sctx, `UPDATE idempotency_keys SET status = $4, content_type = $5, body = $6
+			WHERE principal = $1 AND key = $2 AND claim_id = $3`, owner, key, claim, rec.Status(), rec.Header().Get("Content-Type"), redact(rec.buf.Bytes()))
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		s.log.Error("store idempotent response", "key", key, "err", err)
+	case tag.RowsAffected() == 0:
+		s.log.Warn("idempotency: the claim was taken over while its request ran (its lease was not renewed); this answer is not kept", "key", key)
 	}
+}
+
+// renewClaim renews the lease of claim on (owner, key) every third of a lease until the returned
+// function is called (the request is done).
+func (s *Server) renewClaim(owner, key string, claim uuid.UUID) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	lease := s.opts.IdempotencyLease
+	go func() {
+		defer close(done)
+		every(ctx, lease/3, func() {
+			_, err := s.store.Pool.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() + $4 * interval '1 millisecond'
+				WHERE principal = $1 AND key = $2 AND claim_id = $3 AND status = 0`, owner, key, claim, lease.Milliseconds())
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("idempotency: renewing a claim's lease", "key", key, "err", err)
+			}
+		})
+	}()
+	return func() { cancel(); <-done }
 }
 
 const idemKey = "idempotency"

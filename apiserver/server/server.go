@@ -55,6 +55,10 @@ type Options struct {
 	AdmitCreate func(ctx context.Context, tenant uuid.UUID) *problem.Details
 	// Console bounds interactive serial consoles (console.go).
 	Console ConsoleLimits
+	// IdempotencyLease is how long an Idempotency-Key's claim outlives its apiserver's last
+	// renewal (default 10s; renewed every third of it while the request runs): a retry after an
+	// apiserver died mid-request waits that long at most, then runs the request.
+	IdempotencyLease time.Duration
 }
 
 // Server is the apiserver.
@@ -81,6 +85,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.HeartbeatPeriod == 0 {
 		opts.HeartbeatPeriod = 10 * time.Second
+	}
+	if opts.IdempotencyLease <= 0 {
+		opts.IdempotencyLease = 10 * time.Second
 	}
 	if opts.UnreachableAfter == 0 {
 		opts.UnreachableAfter = 3 * opts.HeartbeatPeriod
@@ -173,6 +180,18 @@ func (s *Server) readyz(c *gin.Context) {
 
 // RunSweeper marks silent daemons unreachable every period until ctx ends.
 func (s *Server) RunSweeper(ctx context.Context, period time.Duration) {
+	every(ctx, period, func() {
+		n, err := s.store.MarkUnreachable(ctx, s.opts.UnreachableAfter)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("sweeper failed", "err", err)
+		} else if n > 0 {
+			s.log.Info("daemons marked unreachable", "count", n)
+		}
+	})
+}
+
+// every calls fn every period until ctx ends.
+func every(ctx context.Context, period time.Duration, fn func()) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
@@ -180,12 +199,7 @@ func (s *Server) RunSweeper(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n, err := s.store.MarkUnreachable(ctx, s.opts.UnreachableAfter)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("sweeper failed", "err", err)
-			} else if n > 0 {
-				s.log.Info("daemons marked unreachable", "count", n)
-			}
+			fn()
 		}
 	}
 }

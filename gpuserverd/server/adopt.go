@@ -60,15 +60,9 @@ func (s *Server) recoverSessions() error {
 	// The usage log, not the state file, says where each session's billing stands: a server
 	// killed between a checkpoint's records and its rewrite of the state file left billed_to
 	// behind them, and billing from there would bill that piece twice.
-	recs, err := s.usage.After("")
+	lastEnd, err := s.recordedEnds()
 	if err != nil {
-		return fmt.Errorf("reading the usage log: %w", err)
-	}
-	lastEnd := map[string]time.Time{}
-	for _, r := range recs {
-		if r.Source == s.cfg.ServerID && r.End.After(lastEnd[r.SessionID]) {
-			lastEnd[r.SessionID] = r.End
-		}
+		return err
 	}
 	var cut []openSession
 	for _, o := range list {
@@ -90,6 +84,29 @@ func (s *Server) recoverSessions() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	return s.writeOpen()
+}
+
+// recordedEnds reads the whole usage log, page after page (a long-lived server's log holds many
+// more than one page; the first page alone missed the records of the sessions still open, which
+// the chaos test caught billed twice), and returns where each of this server's sessions' records
+// end.
+func (s *Server) recordedEnds() (map[string]time.Time, error) {
+	lastEnd := map[string]time.Time{}
+	for after := ""; ; {
+		recs, err := s.usage.After(after)
+		if err != nil {
+			return nil, fmt.Errorf("reading the usage log: %w", err)
+		}
+		if len(recs) == 0 {
+			return lastEnd, nil
+		}
+		for _, r := range recs {
+			if r.Source == s.cfg.ServerID && r.End.After(lastEnd[r.SessionID]) {
+				lastEnd[r.SessionID] = r.End
+			}
+		}
+		after = recs[len(recs)-1].ID
+	}
 }
 
 // adoptWorker connects to o's worker, hands it this server's sockets and puts its session on the

@@ -87,8 +87,8 @@ func (s *Server) Checkpoint(now time.Time) error {
 // from s.sessions.
 func (s *Server) forgetOpen(*session) error { return s.writeOpen() }
 
-// writeOpen rewrites openFile from the sessions running now. It is written aside, fsync'd and
-// renamed, so a crash leaves the old list or the new, never half. The caller holds s.ckptMu.
+// writeOpen rewrites openFile from the sessions running now, whole (replaceFile): a crash leaves
+// the old list or the new, never half. The caller holds s.ckptMu.
 func (s *Server) writeOpen() error {
 	s.mu.Lock()
 	list := []openSession{}
@@ -99,26 +99,11 @@ func (s *Server) writeOpen() error {
 			Ordinals: se.ordinals, Start: se.start.UTC(), Incoming: se.incoming})
 	}
 	s.mu.Unlock()
-	path := filepath.Join(s.cfg.DataDir, openFile)
 	b, err := json.Marshal(list)
 	if err != nil {
 		return fmt.Errorf("open sessions: %w", err)
 	}
-	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("open sessions: %w", err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(path+".tmp", path)
-	}
-	if err != nil {
+	if err := replaceFile(filepath.Join(s.cfg.DataDir, openFile), b); err != nil {
 		return fmt.Errorf("open sessions: %w", err)
 	}
 	return nil

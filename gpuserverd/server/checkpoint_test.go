@@ -1,15 +1,21 @@
 package server
 
 import (
+	"bytes"
 	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"gpucloud/api"
 	"gpucloud/gpuserverd/backend/sim"
+	"gpucloud/gpuserverd/usage"
 	"gpucloud/gpuserverd/worker"
 	"gpucloud/internal/sessiontoken"
 )
@@ -213,5 +219,81 @@ func TestRestartBillsSessionsToTheirRecordedEnd(t *testing.T) {
 		if _, err := os.Stat(worker.EndedFile(workers, pid)); !os.IsNotExist(err) {
 			t.Fatalf("end file of %d left behind: %v", pid, err)
 		}
+	}
+}
+
+// A server killed between a checkpoint's record and its rewrite of the state file left billed_to
+// behind the record; the next server bills on from where the usage log says the session's
+// records end. That record may lie past the log's first page (a long-lived server logs many
+// records; the chaos test's server had 1157): the next server reads the whole log, and bills
+// nothing twice.
+func TestRestartReadsTheWholeUsageLog(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	dir := t.TempDir()
+	cfg := Config{ServerID: "gs1", PublicKey: pub, WorkerCommand: []string{"/bin/false"}, DataDir: dir, BackendKind: sim.Kind}
+	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
+	// A full page of records of earlier sessions.
+	var earlier bytes.Buffer
+	for i := range usage.MaxPage {
+		json.NewEncoder(&earlier).Encode(api.UsageRecord{ID: fmt.Sprintf("gs1/old/%d", i+1), Kind: api.UsageGPU, Source: "gs1",
+			SessionID: "old", TenantID: "t-old", Start: t0.Add(-time.Hour), End: t0.Add(-time.Hour + time.Millisecond)})
+	}
+	if err := os.WriteFile(filepath.Join(dir, "usage.jsonl"), earlier.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, sim.New(2, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.usage.Len() != usage.MaxPage {
+		t.Fatalf("the log holds %d records, want the %d written", s.usage.Len(), usage.MaxPage)
+	}
+	se := openTestSession(s, 101, "a", t0)
+	if err := s.Checkpoint(t0.Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// The next checkpoint's record is written; the server is killed before the state file is.
+	s.ckptMu.Lock()
+	err = s.record(se, t0.Add(12*time.Second))
+	s.ckptMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.usage.Close()
+	// The worker ends with no server attached, leaving its end time.
+	if err := os.WriteFile(worker.EndedFile(s.adoptDir(workerChannel{}), 101), []byte(t0.Add(15*time.Second).Format(time.RFC3339Nano)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := New(cfg, sim.New(2, 1<<30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.usage.Close()
+	var recs []api.UsageRecord
+	for after := ""; ; {
+		page, err := s2.usage.After(after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, r := range page {
+			if r.SessionID == "a" {
+				recs = append(recs, r)
+			}
+		}
+		after = page[len(page)-1].ID
+	}
+	var sum time.Duration
+	for i, r := range recs {
+		if i > 0 && !r.Start.Equal(recs[i-1].End) {
+			t.Fatalf("record %s starts %v, the one before ended %v: billed twice or not at all", r.ID, r.Start, recs[i-1].End)
+		}
+		sum += r.End.Sub(r.Start)
+	}
+	if sum != 15*time.Second {
+		t.Fatalf("session billed %v in %d records, want the 15 s it ran", sum, len(recs))
 	}
 }

@@ -26,8 +26,10 @@ type moveBook struct {
 	mu    sync.Mutex
 	moves map[string]*api.MoveReport
 	kick  chan struct{} // a move changed state: report it now
-	// away and following: late sessions of moved instances (follow.go).
+	// away and following: late sessions of moved instances (follow.go); away is kept in
+	// awayPath ("": in memory only).
 	away      map[string]awayMove
+	awayPath  string
 	following map[string]bool
 }
 
@@ -87,7 +89,9 @@ func (b *moveBook) settle(sent []api.MoveReport, open []api.GPUServerMove) []api
 func (s *Server) startMoves(ctx context.Context, sent []api.MoveReport, open []api.GPUServerMove) {
 	for _, m := range s.moves.settle(sent, open) {
 		s.log.Info("drain: moving an instance's sessions", "move", m.MoveID, "instance", m.InstanceID, "target", m.Target)
-		s.moves.noteAway(m, time.Now())
+		if err := s.moves.noteAway(m, time.Now()); err != nil {
+			s.log.Warn("drain: the move's late sessions will not follow it after a restart", "move", m.MoveID, "err", err)
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()

@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"gpucloud/api"
@@ -23,25 +26,91 @@ const (
 	followPause = 50 * time.Millisecond
 )
 
+// awayFile keeps the book of moves off this server across its restarts: the apiserver names a
+// move only while it is open, so a gpuserverd killed or restarted after a move took its
+// instance's sessions would otherwise end the instance's late sessions instead of sending them
+// after it (the chaos test's guest, started with the old guest.conf just after such a restart,
+// saw its session ended and its next call fail).
+const awayFile = "moves.away"
+
 // awayMove is an instance's move from here and until when its late sessions follow it.
 type awayMove struct {
-	move  api.GPUServerMove
-	until time.Time
+	Move  api.GPUServerMove `json:"move"`
+	Until time.Time         `json:"until"`
 }
 
-// noteAway remembers m, started now, for the instance's late sessions.
-func (b *moveBook) noteAway(m api.GPUServerMove, now time.Time) {
+// noteAway remembers m, started now, for the instance's late sessions, on disk before the move
+// runs: a restart at any point of the move finds it.
+func (b *moveBook) noteAway(m api.GPUServerMove, now time.Time) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.away == nil {
 		b.away = map[string]awayMove{}
 	}
 	for id, a := range b.away {
-		if now.After(a.until) {
+		if now.After(a.Until) {
 			delete(b.away, id)
 		}
 	}
-	b.away[m.InstanceID] = awayMove{move: m, until: now.Add(followWindow)}
+	until := now.Add(followWindow)
+	if exp := m.Token.ExpiresAt; !exp.IsZero() && exp.Before(until) {
+		until = exp // past it the target refuses the move's token
+	}
+	b.away[m.InstanceID] = awayMove{Move: m, Until: until}
+	return b.saveAway()
+}
+
+// saveAway replaces awayFile with the book (b.mu held); without a data dir it lives in memory.
+func (b *moveBook) saveAway() error {
+	if b.awayPath == "" {
+		return nil
+	}
+	list := make([]awayMove, 0, len(b.away))
+	for _, a := range b.away {
+		list = append(list, a)
+	}
+	data, err := json.Marshal(list)
+	if err == nil {
+		err = replaceFile(b.awayPath, data)
+	}
+	if err != nil {
+		return fmt.Errorf("moves off this server: %w", err)
+	}
+	return nil
+}
+
+// loadAway reads the book an earlier gpuserverd left at path, keeping the moves whose window
+// is still open at now, and keeps the book there from now on. It returns how many it kept. A
+// file that is not a book is an error and leaves the book empty.
+func (b *moveBook) loadAway(path string, now time.Time) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.awayPath = path
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("moves off this server: %w", err)
+	}
+	var list []awayMove
+	if err := json.Unmarshal(data, &list); err != nil {
+		return 0, fmt.Errorf("moves off this server: %s: %w", path, err)
+	}
+	for i, a := range list {
+		if m := a.Move; m.InstanceID == "" || m.Target == "" || m.Token.Token == "" {
+			return 0, fmt.Errorf("moves off this server: %s: entry %d: move.instance_id, move.target and move.token are required", path, i)
+		}
+	}
+	if b.away == nil {
+		b.away = map[string]awayMove{}
+	}
+	for _, a := range list {
+		if now.Before(a.Until) {
+			b.away[a.Move.InstanceID] = a
+		}
+	}
+	return len(b.away), nil
 }
 
 // follow claims sid for a follow-up migration: its move, and whether the caller runs it (false:
@@ -50,14 +119,14 @@ func (b *moveBook) follow(sid string, now time.Time) (api.GPUServerMove, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	a, ok := b.away[sid]
-	if !ok || now.After(a.until) || b.following[sid] {
+	if !ok || now.After(a.Until) || b.following[sid] {
 		return api.GPUServerMove{}, false
 	}
 	if b.following == nil {
 		b.following = map[string]bool{}
 	}
 	b.following[sid] = true
-	return a.move, true
+	return a.Move, true
 }
 
 func (b *moveBook) followed(sid string) {

@@ -25,25 +25,30 @@ func laneSocket() (*net.UnixConn, *os.File, error) { return seqpacketPair("lanes
 func (s *Server) attachLane(conn net.Conn, payload []byte, log *slog.Logger) {
 	var h wire.LaneHello
 	err := h.Decode(payload)
-	key := worker.ResumeKeyOf(h.Key)
-	issued := func(se *session) bool {
-		se.mu.Lock()
-		defer se.mu.Unlock()
-		return se.last.LaneKey == key
-	}
+	issued := reported(worker.ResumeKeyOf(h.Key), func(sn *worker.Snapshot) string { return sn.LaneKey })
 	if err == nil {
 		s.awaitSession(h.SessionID, issued, laneKeyWait)
 	}
 	s.routeTo(conn, h.SessionID, issued, payload, err, func(st *wire.Status) wire.Message { return st }, log)
 }
 
-// laneKeyWait bounds how long a lane waits for its worker's report of the key. A lane no worker
-// issued waits it out as well, whether or not its session exists: no oracle of live sessions.
+// reported picks the session whose worker's last snapshot names key in the field that keyOf reads.
+func reported(key string, keyOf func(*worker.Snapshot) string) func(*session) bool {
+	return func(se *session) bool {
+		se.mu.Lock()
+		defer se.mu.Unlock()
+		return keyOf(&se.last) == key
+	}
+}
+
+// laneKeyWait bounds how long a lane or a resume waits for its worker's report of the key. One no
+// worker issued waits it out as well, whether or not its session exists: no oracle of live
+// sessions.
 const laneKeyWait = 250 * time.Millisecond
 
 // awaitSession waits until a session of id sid satisfies ok, or for d.
 func (s *Server) awaitSession(sid string, ok func(*session) bool, d time.Duration) {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+	for deadline, first := time.Now().Add(d), true; time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		s.mu.Lock()
 		found := false
 		for _, x := range s.sessions {
@@ -56,22 +61,27 @@ func (s *Server) awaitSession(sid string, ok func(*session) bool, d time.Duratio
 		if found {
 			return
 		}
+		if first && s.keyAwaited != nil {
+			s.keyAwaited(sid)
+		}
+		first = false
 	}
 }
 
 // attachResume hands a connection that opened with Resume to its session's worker, which checks
 // the secret and goes on with the session's stream on it (worker/resume.go).
 // Among sessions sharing the id (an instance's several processes), the one whose worker reported
-// the secret's key (worker.ResumeKeyOf) gets it.
+// the secret's key (worker.ResumeKeyOf) gets it; the resume waits a moment for that report, as a
+// lane does: a session that moved here may report its key only after its old server redirected the
+// guest, and a sibling given the resume meanwhile would refuse it, ending the guest's session.
 func (s *Server) attachResume(conn net.Conn, payload []byte, log *slog.Logger) {
 	var m wire.Resume
 	err := m.Decode(payload)
-	key := worker.ResumeKeyOf(m.Secret)
-	s.routeTo(conn, m.SessionID, func(se *session) bool {
-		se.mu.Lock()
-		defer se.mu.Unlock()
-		return se.last.ResumeKey == key
-	}, worker.ResumePayload(payload), err, func(st *wire.Status) wire.Message {
+	keyed := reported(worker.ResumeKeyOf(m.Secret), func(sn *worker.Snapshot) string { return sn.ResumeKey })
+	if err == nil {
+		s.awaitSession(m.SessionID, keyed, laneKeyWait)
+	}
+	s.routeTo(conn, m.SessionID, keyed, worker.ResumePayload(payload), err, func(st *wire.Status) wire.Message {
 		return &wire.ResumeReply{Result: st.Result, Message: st.Message}
 	}, log)
 }

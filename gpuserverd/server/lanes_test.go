@@ -40,6 +40,17 @@ func laneDial(t *testing.T, s *Server, frame []byte) net.Conn {
 	return c
 }
 
+// lanePair is a lane socket pair (laneSocket), closed when the test ends.
+func lanePair(t *testing.T) (here *net.UnixConn, there *os.File) {
+	t.Helper()
+	here, there, err := laneSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { here.Close(); there.Close() })
+	return here, there
+}
+
 func TestLaneHelloRefusals(t *testing.T) {
 	s, _ := newServer(t)
 	for _, tc := range []struct {
@@ -71,12 +82,7 @@ func TestLaneHelloRefusals(t *testing.T) {
 // A lane for a running session goes, descriptor and LaneHello, to that session's worker.
 func TestLaneIsPassedToItsWorker(t *testing.T) {
 	s, _ := newServer(t)
-	here, there, err := laneSocket()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer here.Close()
-	defer there.Close()
+	here, there := lanePair(t)
 	s.mu.Lock()
 	s.sessions[1] = &session{claims: sessiontoken.Claims{SessionID: "other"}}
 	s.sessions[2] = &session{claims: sessiontoken.Claims{SessionID: "s1"}, lanes: here}
@@ -128,11 +134,7 @@ func TestLaneGoesToTheWorkerThatIssuedItsKey(t *testing.T) {
 	var theres []*os.File
 	s.mu.Lock()
 	for i := range 2 {
-		here, there, err := laneSocket()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { here.Close(); there.Close() })
+		here, there := lanePair(t)
 		theres = append(theres, there)
 		s.sessions[10+i] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: here}
 	}
@@ -160,6 +162,45 @@ func TestLaneGoesToTheWorkerThatIssuedItsKey(t *testing.T) {
 		var got wire.LaneHello
 		if err != nil || got.Decode(buf[:n]) != nil || got.Lane != uint32(i) {
 			t.Fatalf("worker %d got %+v %v", i, got, err)
+		}
+	}
+}
+
+// A session that moved here may report its resume key only after its old server redirected the
+// guest (the worker answers MigrateReady, then sends its snapshot): the guest's Resume, come
+// first, waits for that report instead of going to another session of the instance, whose worker
+// would refuse it and so end the guest's session. The report is made as the Resume begins to
+// wait; without the wait the Resume goes to either session (the map's order), so each of the
+// rounds would send it to the other one half the time.
+func TestResumeWaitsForTheKeyOfASessionThatMovedHere(t *testing.T) {
+	sibling, moved := make([]byte, 32), make([]byte, 32)
+	sibling[0], moved[0] = 1, 2
+	for round := range 10 {
+		s, _ := newServer(t)
+		sibHere, _ := lanePair(t)
+		movedLanes, movedThere := lanePair(t)
+		s.mu.Lock()
+		s.sessions[10] = &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: sibHere,
+			last: worker.Snapshot{ResumeKey: worker.ResumeKeyOf(sibling)}}
+		movedHere := &session{claims: sessiontoken.Claims{SessionID: "inst"}, lanes: movedLanes}
+		s.sessions[11] = movedHere
+		s.mu.Unlock()
+		s.keyAwaited = func(string) { // the moved session's worker reports its key now
+			movedHere.mu.Lock()
+			movedHere.last = worker.Snapshot{ResumeKey: worker.ResumeKeyOf(moved)}
+			movedHere.mu.Unlock()
+		}
+		laneDial(t, s, wire.AppendFrame(nil, &wire.Resume{Version: wire.Version, SessionID: "inst", Secret: moved}, 0, 0))
+
+		wc, err := net.FileConn(movedThere)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _, _, _, err = wc.(*net.UnixConn).ReadMsgUnix(make([]byte, 1024), make([]byte, syscall.CmsgSpace(4)))
+		wc.Close()
+		if err != nil {
+			t.Fatalf("round %d: the resume never reached the session that moved here (%v): its sibling got it", round, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -111,6 +112,9 @@ type Server struct {
 	// parked are sessions a checkpoint stopped for a restore, until when (mobility.go); s.mu.
 	parked map[string]time.Time
 	moves  moveBook // a drain's moves off this server (drainmoves.go)
+	// keyAwaited, when set (tests), is told each time a lane or resume begins to wait for the
+	// report of its key (awaitSession).
+	keyAwaited func(sid string)
 }
 
 type counters struct {
@@ -170,6 +174,14 @@ func New(cfg Config, b backend.Backend) (*Server, error) {
 	if err := s.recoverSessions(); err != nil {
 		ul.Close()
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.DataDir != "" {
+		n, err := s.moves.loadAway(filepath.Join(cfg.DataDir, awayFile), time.Now())
+		if err != nil {
+			s.log.Error("late sessions of moves made before this start will be ended, not moved", "err", err)
+		} else if n > 0 {
+			s.log.Info("late sessions of moves made before this start will follow them", "moves", n)
+		}
 	}
 	return s, nil
 }
