@@ -154,28 +154,13 @@ struct launch_config {
 	  CUresult (*)(void *, int, unsigned, void *, const unsigned long long *, const unsigned long long *, \
 	               const int *, const int *, unsigned, unsigned, const unsigned *, int, int, int, int))
 
-static struct {
-	FAMILY_SYMBOLS(GC_DL_DECLARE)
-} f;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-// Each symbol on its own: a driver lacking one still offers the others.
-#define RESOLVE_OPTIONAL(field, sym, type) f.field = (__typeof__(type))dlsym(h, sym);
-
-static void resolve(void) {
-	void *h = gc_driver_lib();
-	if (h == NULL) return;
-	FAMILY_SYMBOLS(RESOLVE_OPTIONAL)
-}
+GC_DL_OPTIONAL_TABLE(f, FAMILY_SYMBOLS)
 
 // CALL makes ctx current and calls the driver's fn, or answers NOT_SUPPORTED without it.
-#define CALL(ctx, fn, ...)                                \
-	do {                                                  \
-		pthread_once(&once, resolve);                     \
-		if (f.fn == NULL) return NOT_SUPPORTED;           \
-		CUresult r_ = gc_bind(ctx);                       \
-		if (r_ != 0) return r_;                           \
-		return f.fn(__VA_ARGS__);                         \
+#define CALL(ctx, fn, ...)              \
+	do {                                \
+		GC_DL_BIND(f, ctx, fn);         \
+		return f.fn(__VA_ARGS__);       \
 	} while (0)
 
 static struct alloc_prop prop(unsigned type, unsigned loc_type, int loc_id, unsigned handle_types) {
@@ -214,7 +199,7 @@ CUresult gc_vm_granularity(CUcontext ctx, size_t *g, unsigned type, unsigned loc
  * (another worker on the same GPU takes a migrating session's memory over that way: handover.go),
  * or, where the driver refuses that, plain. */
 CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.create == NULL || f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	if (r != 0) return r;
@@ -230,7 +215,7 @@ CUresult gc_vm_back(CUcontext ctx, CUdeviceptr p, size_t size, int dev) {
 /* gc_vm_map_handle maps the physical memory h at [p, p+size) for dev's read and write, then drops
  * the handle (the mapping keeps the memory), or on failure undoes what it did and drops it. */
 CUresult gc_vm_map_handle(CUcontext ctx, CUdeviceptr p, size_t size, unsigned long long h, int dev) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.map == NULL || f.set_access == NULL || f.release == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	if (r != 0) {
@@ -253,7 +238,7 @@ CUresult gc_vm_map_handle(CUcontext ctx, CUdeviceptr p, size_t size, unsigned lo
 static CUresult vm_props(unsigned long long h, struct alloc_prop *p) { return f.props(p, h); }
 CUresult gc_vm_props(CUcontext ctx, unsigned long long h, unsigned *type, unsigned *loc_type, int *loc_id,
                      unsigned *handle_types, unsigned *compression) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.props == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	struct alloc_prop p;
@@ -294,7 +279,7 @@ static CUresult pool_get(CUmemoryPool pool, int attr, unsigned long long *v) {
 	return r;
 }
 CUresult gc_pool_get(CUcontext ctx, CUmemoryPool pool, int attr, unsigned long long *v) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.pool_get == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	return r != 0 ? r : pool_get(pool, attr, v);
@@ -314,7 +299,7 @@ CUresult gc_array_create(CUcontext ctx, CUarray *a, size_t w, size_t h, size_t d
 CUresult gc_array_destroy(CUcontext ctx, CUarray a) { CALL(ctx, array_destroy, a); }
 CUresult gc_array_desc(CUcontext ctx, CUarray a, size_t *w, size_t *h, size_t *d, unsigned *format, unsigned *channels,
                        unsigned *flags) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.array_desc == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	struct array3d_desc ad;
@@ -345,7 +330,7 @@ CUresult gc_copy3d(CUcontext ctx, const struct gc_side *src, const struct gc_sid
                    CUstream s, int async) {
 	struct memcpy3d c = copy_desc(src, dst, w, h, d);
 	int wait = !async || src->kind == 1 || dst->kind == 1;
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.copy3d_async == NULL || f.stream_sync == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	return r != 0 ? r : copy(&c, s, wait);
@@ -377,7 +362,7 @@ CUresult gc_tex_destroy(CUcontext ctx, unsigned long long obj) { CALL(ctx, tex_d
 CUresult gc_tex_resource(CUcontext ctx, unsigned long long obj, unsigned *res_type, CUdeviceptr *ptr, CUarray *arr,
                          unsigned *format, unsigned *channels, size_t *w, size_t *h, size_t *pitch, size_t *size,
                          unsigned *res_flags) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.tex_resource == NULL) return NOT_SUPPORTED;
 	CUresult e = gc_bind(ctx);
 	struct resource_desc r;
@@ -455,7 +440,7 @@ static CUresult exec_update(CUgraphExec x, CUgraph g, unsigned *result) {
 	return r;
 }
 CUresult gc_graph_exec_update(CUcontext ctx, CUgraphExec x, CUgraph g, unsigned *result) {
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (f.exec_update == NULL) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	return r != 0 ? r : exec_update(x, g, result);
@@ -515,7 +500,7 @@ CUresult gc_link_destroy(CUcontext ctx, void *state) { CALL(ctx, link_destroy, s
 CUresult gc_module_load_pinned(CUcontext ctx, CUmodule *m, const char *ptx, size_t n, const char **names,
                                unsigned long long *addrs, unsigned count, char *log, unsigned logn) {
 	(void)n;
-	pthread_once(&once, resolve);
+	pthread_once(&f_once, f_resolve);
 	if (!f.load_ex) return NOT_SUPPORTED;
 	CUresult r = gc_bind(ctx);
 	if (r != 0) return r;

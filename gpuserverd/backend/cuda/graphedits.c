@@ -27,26 +27,9 @@ struct host_params {
 	X(find, "cuGraphNodeFindInClone", CUresult (*)(CUgraphNode *, CUgraphNode, CUgraph))               \
 	X(destroy_node, "cuGraphDestroyNode", CUresult (*)(CUgraphNode))
 
-static struct {
-	EDIT_SYMBOLS(GC_DL_DECLARE)
-} x;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+GC_DL_OPTIONAL_TABLE(x, EDIT_SYMBOLS)
 
-#define RESOLVE_OPTIONAL(field, sym, type) x.field = (__typeof__(type))dlsym(h, sym);
-
-static void resolve(void) {
-	void *h = gc_driver_lib();
-	if (h == NULL) return;
-	EDIT_SYMBOLS(RESOLVE_OPTIONAL)
-}
-
-#define READY(ctx, fn)                                    \
-	do {                                                  \
-		pthread_once(&once, resolve);                     \
-		if (x.fn == NULL) return NOT_SUPPORTED;           \
-		CUresult r_ = gc_bind(ctx);                       \
-		if (r_ != 0) return r_;                           \
-	} while (0)
+#define READY(ctx, fn) GC_DL_BIND(x, ctx, fn)
 
 // The function of every host node made here: never run (stages leave host nodes out), and
 // harmless if it were.

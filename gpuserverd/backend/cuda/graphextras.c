@@ -69,27 +69,10 @@ struct alloc_params {
 	  CUresult (*)(CUstream, int *, unsigned long long *, CUgraph *, const CUgraphNode **, size_t *))   \
 	X(update_deps, "cuStreamUpdateCaptureDependencies", CUresult (*)(CUstream, CUgraphNode *, size_t, unsigned))
 
-static struct {
-	EXTRA_SYMBOLS(GC_DL_DECLARE)
-} x;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-#define RESOLVE_OPTIONAL(field, sym, type) x.field = (__typeof__(type))dlsym(h, sym);
-
-static void resolve(void) {
-	void *h = gc_driver_lib();
-	if (h == NULL) return;
-	EXTRA_SYMBOLS(RESOLVE_OPTIONAL)
-}
+GC_DL_OPTIONAL_TABLE(x, EXTRA_SYMBOLS)
 
 // READY binds ctx, or returns NOT_SUPPORTED without the driver's fn.
-#define READY(ctx, fn)                                    \
-	do {                                                  \
-		pthread_once(&once, resolve);                     \
-		if (x.fn == NULL) return NOT_SUPPORTED;           \
-		CUresult r_ = gc_bind(ctx);                       \
-		if (r_ != 0) return r_;                           \
-	} while (0)
+#define READY(ctx, fn) GC_DL_BIND(x, ctx, fn)
 
 CUresult gc_cond_create(CUcontext ctx, unsigned long long *h, CUgraph g, unsigned def, unsigned flags) {
 	READY(ctx, cond_create);

@@ -33,27 +33,10 @@ struct access_desc { struct loc location; int flags; };
 	X(get_access, "cuMemPoolGetAccess", CUresult (*)(int *, CUmemoryPool, struct loc *))              \
 	X(set_access, "cuMemPoolSetAccess", CUresult (*)(CUmemoryPool, const struct access_desc *, size_t))
 
-static struct {
-	IPC_SYMBOLS(GC_DL_DECLARE)
-} f;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-#define RESOLVE_OPTIONAL(field, sym, type) f.field = (__typeof__(type))dlsym(h, sym);
-
-static void resolve(void) {
-	void *h = gc_driver_lib();
-	if (h == NULL) return;
-	IPC_SYMBOLS(RESOLVE_OPTIONAL)
-}
+GC_DL_OPTIONAL_TABLE(f, IPC_SYMBOLS)
 
 // BIND makes ctx current, or returns: the driver's fn missing or the bind failing.
-#define BIND(ctx, fn)                           \
-	do {                                        \
-		pthread_once(&once, resolve);           \
-		if (f.fn == NULL) return NOT_SUPPORTED; \
-		CUresult r_ = gc_bind(ctx);             \
-		if (r_ != 0) return r_;                 \
-	} while (0)
+#define BIND(ctx, fn) GC_DL_BIND(f, ctx, fn)
 
 // copy_out hands back the driver's answer r after copying the handle it wrote.
 static CUresult copy_out(CUresult r, const struct ipc_handle *h, unsigned char out[GC_IPC_HANDLE_SIZE]) {
