@@ -23,6 +23,8 @@ set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 # Allocations through the virtual memory API, so that sessions can move (backend/cuda/sessionmem.go).
 export GPUSERVERD_MOVABLE_MEMORY=1
+# Memory handed over between the two workers on the one GPU (worker.HandoverEnv; off by default).
+export GPUSERVERD_HANDOVER=1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$PWD/migration-out}
 PLAN=${PLAN:-mig:1 mig:8 mig:32 migs:1 migs:8 cp:1 restart torch}

@@ -194,6 +194,9 @@ func TestMigrateMovesARunningSession(t *testing.T) {
 }
 
 func testMigrateMoves(t *testing.T, via string) {
+	if via == "handover" {
+		t.Setenv(HandoverEnv, "1")
+	}
 	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
 	fn, buf, out, stream := setUp(g)
 	fill(g, fn, out, 16, 7, stream)

@@ -61,6 +61,7 @@ func TestGuestKeepsRunningAcrossAMigration(t *testing.T) {
 }
 
 func testGuestAcrossAMigration(t *testing.T, copyVia string) {
+	t.Setenv("GPUSERVERD_HANDOVER", "1") // the servers' workers inherit it: "" copy hands over
 	a, b := twoServers(t)
 	prog := a.client(a.token("s-mig", sessiontoken.TierShared, 64<<20), "steady", "60", "30")
 	prog.Env = append(prog.Env, "GPUCLOUD_DEBUG=1", "GPUCLOUD_LANES=4") // says when lanes open
