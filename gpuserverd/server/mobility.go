@@ -218,7 +218,19 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 		return snap.Migration, nil
 	}
 	if err != nil {
-		if snap.HandedOff.IsZero() {
+		switch {
+		case !snap.HandedOff.IsZero():
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			// The request stopped waiting, not the worker: it may still hand the session off, so
+			// checkpoints leave it unbilled until the worker answers (or the session ends, billed
+			// up to its hand-off); billing it again at once could bill time past the hand-off
+			// that the new server bills too.
+			go func() {
+				if snap, err := se.waitControl(context.Background(), id, se.ended); err != nil && snap.HandedOff.IsZero() {
+					se.migrating.Store(false)
+				}
+			}()
+		default:
 			se.migrating.Store(false) // it runs on here: checkpoints bill it again
 		}
 		return snap.Migration, fmt.Errorf("migrate session %s to %s: %w", sid, req.Target, err)
