@@ -23,7 +23,8 @@ set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 # Allocations through the virtual memory API, so that sessions can move (backend/cuda/sessionmem.go).
 export GPUSERVERD_MOVABLE_MEMORY=1
-# Memory handed over between the two workers on the one GPU (worker.HandoverEnv; off by default).
+# Memory handed over between the two workers on the one GPU (worker.HandoverEnv; on by default,
+# named here so a run says what it measured).
 export GPUSERVERD_HANDOVER=1
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$PWD/migration-out}

@@ -185,6 +185,9 @@ func (s *Server) handOver(conn *net.UnixConn, o openSession) (*adoptedWorker, er
 	}
 	se := &session{claims: c, ordinals: o.Ordinals, pid: o.Pid, start: start, billedTo: billedTo, lanes: lanesHere,
 		adoptable: true, incoming: o.Incoming}
+	if h.Snapshot != nil {
+		se.last = *h.Snapshot
+	}
 	s.putOnBooks(se, h)
 	return &adoptedWorker{se: se, conn: conn, stats: r, arenasHere: arenasHere, memHere: memHere}, nil
 }

@@ -70,7 +70,15 @@ func (s *Server) Checkpoint(now time.Time) error {
 		if !now.After(se.billedTo) || se.migrating.Load() {
 			continue // a migrating session is billed when it ends, up to its hand-off
 		}
-		if err := s.record(se, now); err != nil {
+		// A running worker's time is billed only as far as it has reported: its view of a move
+		// or of its guest may be newer than the last report read here.
+		se.mu.Lock()
+		upTo := se.last.At
+		se.mu.Unlock()
+		if upTo.IsZero() || upTo.After(now) {
+			upTo = now
+		}
+		if err := s.record(se, upTo); err != nil {
 			s.mu.Lock()
 			s.metrics.usageErrors++
 			s.mu.Unlock()
@@ -137,8 +145,9 @@ func (s *Server) closeCut(list []openSession) {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	for _, o := range list {
-		if end, ok := s.recordedEnd(o); ok {
-			se := &session{claims: *o.Claims, start: o.Start, billedTo: o.BilledTo}
+		if end, from, ok := s.recordedEnd(o); ok {
+			se := &session{claims: *o.Claims, start: o.Start, billedTo: o.BilledTo, incoming: o.Incoming}
+			se.last.BillFrom = from
 			if err := s.record(se, end); err != nil {
 				s.log.Error("billing a session that ended while no gpuserverd ran", "session", o.SessionID, "err", err)
 			} else {
@@ -153,25 +162,33 @@ func (s *Server) closeCut(list []openSession) {
 	s.metrics.cut += uint64(len(list))
 }
 
-// recordedEnd reads (and removes) the end time o's worker left; it is held between o's last
-// record and now, so a bad file can neither bill backwards nor into the future.
-func (s *Server) recordedEnd(o openSession) (time.Time, bool) {
+// recordedEnd reads (and removes) the end time o's worker left, and for a restored session the
+// time it is billed from; the end is held between o's last record and now, so a bad file can
+// neither bill backwards nor into the future. A restored session's file without a valid second
+// line is refused: billing it from its worker's start would bill the old server's time again.
+func (s *Server) recordedEnd(o openSession) (end, from time.Time, ok bool) {
 	dir := s.adoptDir(workerChannel{})
 	if dir == "" || o.Pid <= 0 || o.Claims == nil {
-		return time.Time{}, false
+		return end, from, false
 	}
 	path := worker.EndedFile(dir, o.Pid)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return time.Time{}, false
+		return end, from, false
 	}
 	os.Remove(path)
-	end, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+	endText, fromText, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	end, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(endText))
 	if err != nil || !end.After(o.BilledTo) {
-		return time.Time{}, false
+		return time.Time{}, from, false
+	}
+	if o.Incoming {
+		if from, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(fromText)); err != nil {
+			return time.Time{}, time.Time{}, false
+		}
 	}
 	if now := time.Now(); end.After(now) {
 		end = now
 	}
-	return end, true
+	return end, from, true
 }

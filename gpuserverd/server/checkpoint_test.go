@@ -297,3 +297,63 @@ func TestRestartReadsTheWholeUsageLog(t *testing.T) {
 		t.Fatalf("session billed %v in %d records, want the 15 s it ran", sum, len(recs))
 	}
 }
+
+// A server bills a running session only as far as its worker's reports allow: up to the last
+// report's time, never past a move's pause (until the move fails) nor past the moment the
+// guest's stream broke (until it resumes), and a restored session not before its guest arrives.
+// Without these limits the chaos test billed the same time on two servers: a gpuserverd that
+// adopted a worker mid-move billed past the pause, and a worker whose guest had died lingered,
+// billed, beside the next program's session.
+func TestCheckpointsBillOnlyWhatTheWorkerReported(t *testing.T) {
+	s, _ := newServer(t)
+	t0 := time.Now().Add(-time.Minute).Truncate(time.Second)
+	at := func(d time.Duration) time.Time { return t0.Add(d * time.Second) }
+	report := func(se *session, snap worker.Snapshot) {
+		se.mu.Lock()
+		se.last = snap
+		se.mu.Unlock()
+	}
+	checkpoint := func(d time.Duration) {
+		t.Helper()
+		if err := s.Checkpoint(at(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(step string, w map[string]time.Duration) {
+		t.Helper()
+		got := billed(t, s)
+		for sid, d := range w {
+			if got[sid] != d*time.Second {
+				t.Fatalf("%s: session %s billed %v, want %v (all: %v)", step, sid, got[sid], d*time.Second, got)
+			}
+		}
+	}
+	moved := openTestSession(s, 101, "moved", t0)       // its move pauses, fails, then succeeds
+	gone := openTestSession(s, 102, "gone", t0)         // its guest dies
+	blip := openTestSession(s, 103, "blip", t0)         // its guest comes back
+	restored := openTestSession(s, 104, "restored", t0) // a migration's target
+	restored.incoming = true
+
+	report(moved, worker.Snapshot{At: at(5)})
+	report(gone, worker.Snapshot{At: at(10), AwaySince: at(4)})
+	report(blip, worker.Snapshot{At: at(10), AwaySince: at(4)})
+	report(restored, worker.Snapshot{At: at(10), BillFrom: at(3), AwaySince: at(3)})
+	checkpoint(10)
+	want("first checkpoint", map[string]time.Duration{"moved": 5, "gone": 4, "blip": 4, "restored": 0})
+
+	report(moved, worker.Snapshot{At: at(20), PausedAt: at(12)})
+	report(blip, worker.Snapshot{At: at(20)})
+	report(restored, worker.Snapshot{At: at(20), BillFrom: at(3)})
+	checkpoint(21)
+	want("paused, back, arrived", map[string]time.Duration{"moved": 12, "gone": 4, "blip": 20, "restored": 17})
+
+	report(moved, worker.Snapshot{At: at(30)}) // the move failed: it ran on here
+	checkpoint(30)
+	want("move failed", map[string]time.Duration{"moved": 30})
+
+	report(moved, worker.Snapshot{At: at(40), PausedAt: at(33), HandedOff: at(33)})
+	report(gone, worker.Snapshot{At: at(45), AwaySince: at(4)})
+	endTestSession(t, s, moved, at(41))
+	endTestSession(t, s, gone, at(45)) // its resume window ran out
+	want("ended", map[string]time.Duration{"moved": 33, "gone": 4})
+}

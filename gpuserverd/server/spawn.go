@@ -230,7 +230,11 @@ func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, cl
 		var snap worker.Snapshot
 		if json.Unmarshal(sc.Bytes(), &snap) == nil {
 			se.mu.Lock()
-			se.last = snap
+			// Reports may arrive out of order (each writer takes its snapshot, then its turn
+			// on the stream): an older one never replaces a newer.
+			if snap.At.IsZero() || !snap.At.Before(se.last.At) {
+				se.last = snap
+			}
 			se.mu.Unlock()
 			se.changed()
 		}
@@ -304,9 +308,8 @@ func (s *Server) record(se *session, end time.Time) error {
 		}
 		from = later(from, snap.BillFrom)
 	}
-	if !snap.HandedOff.IsZero() && end.After(snap.HandedOff) {
-		end = snap.HandedOff
-	}
+	// Nor past what the worker's reports allow: its hand-off, a move's pause, its guest's absence.
+	end = snap.BillableUntil(end)
 	// Billing counts whole milliseconds, so records are cut on millisecond boundaries: a piece
 	// shorter than that has nothing to bill (and billing would refuse it as empty); it stays
 	// unbilled and joins the next record, which starts where the last one ended.

@@ -34,6 +34,9 @@ type AdoptHello struct {
 	Memory map[int]uint64 `json:"memory"`
 	// Arena is the bytes the session's shared arena holds against the server's total.
 	Arena uint64 `json:"arena"`
+	// Snapshot is the session as it stands, so the server bills nothing its worker's state
+	// forbids (a move paused mid-way, a guest away) before the next report.
+	Snapshot *Snapshot `json:"snapshot,omitempty"`
 }
 
 // AdoptFDs is how many descriptors an adopting server sends: lanes, arena budget, memory ledger.
@@ -49,6 +52,7 @@ func AdoptSocketPath(dir string, pid int) string {
 
 // serverLink is the worker's side of its server: swapped whole when a new server adopts it.
 type serverLink struct {
+	wmu    sync.Mutex // held while a line goes out on the stats stream, so lines never interleave
 	mu     sync.Mutex
 	stats  io.Writer
 	arenas *net.UnixConn
@@ -67,6 +71,8 @@ func newServerLink(stats io.Writer, arenas, memory *net.UnixConn) *serverLink {
 // writeStats sends one snapshot line to whichever server is attached; a dead one is ignored.
 func (l *serverLink) writeStats(snap Snapshot) {
 	b, _ := json.Marshal(snap)
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
 	l.mu.Lock()
 	w := l.stats
 	l.mu.Unlock()
@@ -164,8 +170,26 @@ func (l *serverLink) orphaned() bool {
 	return l.lost != nil
 }
 
-// attach installs a new server's sockets and stats stream; it returns what to tell the server.
-func (l *serverLink) attach(stats io.Writer, arenas, memory *net.UnixConn, sessionID string) AdoptHello {
+// attach installs a new server's sockets and stats stream and sends the server its AdoptHello,
+// the stream's first line (no snapshot line can come before it), with the session's snapshot.
+func (l *serverLink) attach(stats io.Writer, arenas, memory *net.UnixConn, sessionID string, snap func() Snapshot) (AdoptHello, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	h := l.install(stats, arenas, memory, sessionID)
+	if snap != nil {
+		sn := snap()
+		h.Snapshot = &sn
+	}
+	b, _ := json.Marshal(h)
+	if _, err := stats.Write(append(b, '\n')); err != nil {
+		return h, fmt.Errorf("answering the adopting server: %w", err)
+	}
+	return h, nil
+}
+
+// install puts a new server's sockets and stats stream in place; it returns what to tell the
+// server.
+func (l *serverLink) install(stats io.Writer, arenas, memory *net.UnixConn, sessionID string) AdoptHello {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.arenas != nil {
@@ -232,10 +256,9 @@ func (s *Session) adopt(c *net.UnixConn, link *serverLink, adoptTimeout time.Dur
 	}
 	c.SetDeadline(time.Time{})
 	lanesUC, arenasUC, memUC := conns[0], conns[1], conns[2]
-	hello := link.attach(c, arenasUC, memUC, s.cfg.SessionID)
-	b, _ := json.Marshal(hello)
-	if _, err := c.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("answering the adopting server: %w", err)
+	hello, err := link.attach(c, arenasUC, memUC, s.cfg.SessionID, s.Stats.Snapshot)
+	if err != nil {
+		return err
 	}
 	s.log.Info("adopted by a new gpuserverd", "memory", hello.Memory, "arena", hello.Arena)
 	go func() {

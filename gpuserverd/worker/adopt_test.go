@@ -69,7 +69,7 @@ func TestServerLinkTalliesAcrossAServerLoss(t *testing.T) {
 	here2, there2 := seqpacketConns(t)
 	go ledgerServer(there2)
 	defer there2.Close()
-	h := link.attach(io.Discard, nil, here2, "s1")
+	h, _ := link.attach(io.Discard, nil, here2, "s1", nil)
 	if h.SessionID != "s1" || h.Pid != os.Getpid() || len(h.Memory) != 1 || h.Memory[0] != 12<<20 {
 		t.Fatalf("adoption hello %+v, want 12 MiB on device 0", h)
 	}
@@ -98,7 +98,7 @@ func TestServerLinkEndsWhenNotAdopted(t *testing.T) {
 	link2 := newServerLink(io.Discard, nil, nil)
 	ended2 := make(chan struct{})
 	link2.serverGone(200*time.Millisecond, func() { close(ended2) }, log)
-	link2.attach(io.Discard, nil, nil, "s2")
+	link2.attach(io.Discard, nil, nil, "s2", nil)
 	select {
 	case <-ended2:
 		t.Fatal("an adopted worker ended its session")

@@ -104,9 +104,7 @@ func (s *Session) control(c Control, fd int) {
 		r.Error = err.Error()
 	}
 	s.Stats.setControl(r)
-	if s.notify != nil {
-		s.notify()
-	}
+	s.tellServer()
 }
 
 // writeReady answers the migrating worker with MigrateReady: secret, or why the session could

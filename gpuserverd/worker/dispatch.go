@@ -159,9 +159,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 			// The server routes lanes by this key's name, among the sessions of an instance:
 			// tell it before the guest, which opens its lanes as soon as it has the reply.
 			s.Stats.setLaneKey(r.Key)
-			if s.notify != nil {
-				s.notify()
-			}
+			s.tellServer()
 		}
 		return r, nil
 	case *wire.ResumeOpen:
@@ -171,9 +169,7 @@ func (s *Session) handle(m wire.Message, h wire.Header, sl *slot) (wire.Message,
 		reply := s.resume.open(m.WindowMs)
 		if reply.Result == 0 {
 			s.Stats.setResumeKey(reply.Secret)
-			if s.notify != nil {
-				s.notify() // the server routes this guest's resumes by it from now on
-			}
+			s.tellServer() // the server routes this guest's resumes by it from now on
 		}
 		return reply, nil
 	case *wire.ShmOpen:

@@ -37,10 +37,8 @@ type memoryOffer struct {
 	Devices []string `json:"devices"` // each device index's GPU UUID ("": not in use)
 }
 
-// HandoverEnv opts a gpuserverd's workers into handing memory over on the same GPU ("1"). Off by
-// default: while the old worker waits past its pre-copy for the offer (handoverWait), the chaos
-// test (deploy/chaos, simulated backend, kills and drains) finds the same time billed by both
-// servers, which is not understood yet; scripts/gpu-migration.sh turns it on for the H100 runs.
+// HandoverEnv turns the same-GPU hand-over off for a gpuserverd's workers ("0": every move copies
+// through the stream). On by default.
 const HandoverEnv = "GPUSERVERD_HANDOVER"
 
 const (
@@ -95,7 +93,7 @@ func (s *Session) offerMemory(iw *imageWriter) (*handoverSource, error) {
 		}
 	}
 	s.exec.Unlock()
-	if !exports || os.Getenv(HandoverEnv) != "1" {
+	if !exports || os.Getenv(HandoverEnv) == "0" {
 		return nil, nil
 	}
 	name := "@gpucloud-handover-" + hex.EncodeToString(newSecret()[:16])

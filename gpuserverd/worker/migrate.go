@@ -234,7 +234,7 @@ func (s *Session) precopy(iw *imageWriter, r allocRef, buf []byte, prog *Migrati
 // handOff pauses the session, hands its memory over on handed (if not nil), sends the image and
 // what is not clean nor handed over, and on the new worker's MigrateReady redirects the guest
 // there.
-func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []byte, prog *MigrationProgress, handed *net.UnixConn) error {
+func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []byte, prog *MigrationProgress, handed *net.UnixConn) (err error) {
 	s.exec.Lock()
 	defer s.exec.Unlock()
 	paused := time.Now()
@@ -248,6 +248,16 @@ func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []b
 	img.Out += uint64(redirectSize(address))
 	img.Secret = nil // the new worker grants its own
 	img.HandOff = time.Now().UTC()
+	// The new server bills from the hand-off once it restores: this one stops billing there
+	// now, before the image leaves, and bills on only if the move fails.
+	s.Stats.pausing(img.HandOff)
+	s.tellServer()
+	defer func() {
+		if err != nil {
+			s.Stats.pausing(time.Time{})
+			s.tellServer()
+		}
+	}()
 	covered := make([][]backend.SharedMapping, len(img.Devices))
 	if handed != nil {
 		var err error

@@ -263,13 +263,23 @@ func TestMigrateRefusedByTargetLeavesTheSession(t *testing.T) {
 	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
 	_, _, out, _ := setUp(g)
 	toB, fromA := tcpPair(t)
+	pausedWhileTargetHeldImage := make(chan time.Time, 1)
 	go func() {
 		readImage(fromA)
+		// The old server must already know it may bill no further than the pause: the target
+		// bills from it as soon as it restores.
+		pausedWhileTargetHeldImage <- a.Stats.Snapshot().PausedAt
 		writeReady(fromA, nil, errors.New("no room"))
 	}()
 	err := a.Migrate(toB, "b:1", false)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("no room")) {
 		t.Fatalf("migration to a refusing target: %v", err)
+	}
+	if p := <-pausedWhileTargetHeldImage; p.IsZero() {
+		t.Fatal("the snapshot did not name the pause while the target held the image")
+	}
+	if p := a.Stats.Snapshot().PausedAt; !p.IsZero() {
+		t.Fatalf("the pause %v still bounds billing after the move failed", p)
 	}
 	if got := dtoh(g, out, 4); len(got) != 4 {
 		t.Fatal("the session stopped serving after a failed migration")

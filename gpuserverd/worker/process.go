@@ -73,6 +73,9 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	log = log.With("session", cfg.SessionID, "tenant", cfg.TenantID)
 	s := NewSession(cfg, b, conn, log)
 	s.resume = rc
+	if rc != nil {
+		rc.observe(s.guestGone, s.guestBack)
+	}
 	if restore != nil {
 		if err := restore(s); err != nil {
 			return fmt.Errorf("worker: %w", err)
@@ -151,11 +154,13 @@ func Main(ctx context.Context, log *slog.Logger) error {
 		// No server hears this end: leave it where the next one looks (EndedFile). A session
 		// handed to another server ended here at its hand-off, which the other bills from (the
 		// chaos test's drains billed such a session twice when its server was killed mid-move).
-		endAt := time.Now().UTC()
-		if !last.HandedOff.IsZero() {
-			endAt = last.HandedOff
-		}
+		endAt := last.BillableUntil(time.Now().UTC())
 		end := endAt.Format(time.RFC3339Nano)
+		if !last.BillFrom.IsZero() {
+			// A restored session: the next server bills it from here, not from the worker's start
+			// (before it, its time was the old server's).
+			end += "\n" + last.BillFrom.Format(time.RFC3339Nano)
+		}
 		if werr := os.WriteFile(EndedFile(cfg.AdoptDir, os.Getpid()), []byte(end), 0o600); werr != nil {
 			log.Error("recording the session's end for the next gpuserverd", "err", werr)
 		}
@@ -166,7 +171,7 @@ func Main(ctx context.Context, log *slog.Logger) error {
 
 // EndedFile is where a worker whose session ends while no gpuserverd is attached writes when it
 // ended, so the next gpuserverd bills the session to its real end rather than to its last
-// checkpoint.
+// checkpoint; a restored session's file has a second line, the time it is billed from.
 func EndedFile(adoptDir string, pid int) string {
 	return filepath.Join(adoptDir, fmt.Sprintf("%d.ended", pid))
 }
@@ -214,17 +219,21 @@ func restoreSource(cfg Config, uuids []string) (*resumeConn, func(*Session) erro
 	rc := newRestoredResumeConn(cfg.SessionID, img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
 	restore := func(s *Session) error {
 		s.resume = rc
+		rc.observe(s.guestGone, s.guestBack)
 		s.Stats.setResumeKey(secret)
 		return s.Restore(img, chunks, func(err error) {
+			if err == nil {
+				// Live here from the hand-off, but with the guest away until it resumes here
+				// (noted before the old worker hears Ready and redirects the guest, so its
+				// return cannot come first): a guest that never comes is billed by no one.
+				from := cmp.Or(img.HandOff, time.Now().UTC())
+				s.Stats.away(from) // first: no snapshot shows it live and attached
+				s.Stats.setBillFrom(from)
+				s.tellServer()
+			}
 			if back != nil {
 				writeReady(back, secret, err)
 				back.Close()
-			}
-			if err == nil {
-				s.Stats.setBillFrom(cmp.Or(img.HandOff, time.Now().UTC()))
-				if s.notify != nil {
-					s.notify()
-				}
 			}
 		})
 	}

@@ -60,6 +60,15 @@ type resumeConn struct {
 	keptFrom  uint64        // out when the ring began
 	incoming  chan resumeOffer
 	done      chan struct{} // closed by Close: a wait for the guest ends
+	// gone and back, when set, hear that the stream broke (at that time) and that the guest
+	// resumed it: billing stops at the break unless the guest comes back (Stats.away).
+	gone func(time.Time)
+	back func()
+}
+
+// observe sets what hears the guest go and come back; called before the stream is served.
+func (r *resumeConn) observe(gone func(time.Time), back func()) {
+	r.gone, r.back = gone, back
 }
 
 type resumeOffer struct {
@@ -140,6 +149,9 @@ func (r *resumeConn) resume(failed net.Conn, err error) bool {
 	if closed || window == 0 || errors.Is(err, os.ErrDeadlineExceeded) {
 		return false
 	}
+	if r.gone != nil {
+		r.gone(time.Now().UTC())
+	}
 	deadline := time.After(window)
 	for {
 		select {
@@ -151,6 +163,9 @@ func (r *resumeConn) resume(failed net.Conn, err error) bool {
 			if err := r.splice(o); err != nil {
 				o.conn.Close()
 				continue
+			}
+			if r.back != nil {
+				r.back()
 			}
 			return true
 		}
@@ -309,4 +324,24 @@ func (r *resumeConn) secretCopy() []byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]byte(nil), r.secret...)
+}
+
+// guestGone notes that the guest went away at t and tells the server at once, so it bills no
+// further until the guest is back.
+func (s *Session) guestGone(t time.Time) {
+	s.Stats.away(t)
+	s.tellServer()
+}
+
+// guestBack notes that the guest resumed: the time it was away is billed with what follows.
+func (s *Session) guestBack() {
+	s.Stats.back()
+	s.tellServer()
+}
+
+// tellServer sends the server a snapshot now (none where no server listens, as in tests).
+func (s *Session) tellServer() {
+	if s.notify != nil {
+		s.notify()
+	}
 }

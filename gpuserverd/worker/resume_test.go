@@ -36,6 +36,8 @@ func tcpPair(t testing.TB) (net.Conn, net.Conn) {
 func TestResumeSplicesTheStream(t *testing.T) {
 	guest, workerSide := tcpPair(t)
 	rc := newResumeConn(workerSide, "s1")
+	st := newStats()
+	rc.observe(st.away, st.back)
 	open := rc.open(60_000)
 	sent := make([]byte, resumeKeep+(8<<20)) // more than the ring: it wraps
 	for i := range sent {
@@ -51,6 +53,10 @@ func TestResumeSplicesTheStream(t *testing.T) {
 	guest.Close() // a reset: the worker's writes and reads fail and wait for a resume
 
 	time.Sleep(100 * time.Millisecond)
+	// While the guest is away its session is billed no further than the cut.
+	if away := st.Snapshot().AwaySince; away.IsZero() || time.Since(away) > 10*time.Second {
+		t.Fatalf("away since %v after the cut", away)
+	}
 	guest2, worker2 := tcpPair(t)
 	m := wire.Resume{Version: wire.Version, SessionID: "s1", Secret: open.Secret, Received: received}
 	if err := rc.offer(worker2, m.Append(nil)); err != nil {
@@ -75,6 +81,9 @@ func TestResumeSplicesTheStream(t *testing.T) {
 	}
 	if err := <-wrote; err != nil {
 		t.Fatalf("the write across the cut: %v", err)
+	}
+	if away := st.Snapshot().AwaySince; !away.IsZero() {
+		t.Fatalf("still away since %v after the guest resumed", away)
 	}
 	guest2.Write([]byte("hello"))
 	b := make([]byte, 5)

@@ -21,6 +21,8 @@ type Stats struct {
 	guestPID   uint32
 	migration  *MigrationProgress
 	handOff    time.Time // the session moved to another server at this time
+	pausedAt   time.Time // a migration paused the session here to hand it off (zero: none under way)
+	awaySince  time.Time // the guest's stream broke (or a restore awaits it) at this time (zero: attached)
 	billFrom   time.Time // a restored session: its server bills it from here
 	control    *ControlResult
 	resumeKey  string
@@ -42,6 +44,18 @@ type Snapshot struct {
 	Migration *MigrationProgress `json:"migration,omitempty"`
 	// HandedOff is when the session moved to another server: it is billed here up to then.
 	HandedOff time.Time `json:"handed_off,omitzero"`
+	// PausedAt is when a migration under way paused the session to hand it to another server,
+	// which bills it from then if the move succeeds: until the move's outcome, this server bills
+	// nothing past it (the server's view of a worker lags its reports, and a gpuserverd that
+	// adopted the worker mid-move knows of no move at all).
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	// AwaySince is when the guest's stream broke (a restored session: since it went live here),
+	// while the worker waits for the guest to resume: the time away is billed only once the guest
+	// is back, so a guest that never returns (its process died; another may already run) is
+	// billed up to the break.
+	AwaySince time.Time `json:"away_since,omitzero"`
+	// At is when the worker took this snapshot: it vouches for nothing later.
+	At time.Time `json:"at,omitzero"`
 	// BillFrom is set by a restored session (a checkpoint's restore, a migration's target): it
 	// is billed from then, and not before it is set.
 	BillFrom time.Time `json:"bill_from,omitzero"`
@@ -89,6 +103,29 @@ func (st *Stats) setMigration(p MigrationProgress) {
 func (st *Stats) handedOff(t time.Time) {
 	st.mu.Lock()
 	st.handOff = t
+	st.mu.Unlock()
+}
+
+// pausing notes that a migration paused the session at t (zero: the move failed, it runs on).
+func (st *Stats) pausing(t time.Time) {
+	st.mu.Lock()
+	st.pausedAt = t
+	st.mu.Unlock()
+}
+
+// away notes that the guest went away at t, unless it already was.
+func (st *Stats) away(t time.Time) {
+	st.mu.Lock()
+	if st.awaySince.IsZero() {
+		st.awaySince = t
+	}
+	st.mu.Unlock()
+}
+
+// back notes that the guest resumed its stream.
+func (st *Stats) back() {
+	st.mu.Lock()
+	st.awaySince = time.Time{}
 	st.mu.Unlock()
 }
 
@@ -145,7 +182,8 @@ func (st *Stats) end() {
 func (st *Stats) Snapshot() Snapshot {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.advance(time.Now())
+	now := time.Now()
+	st.advance(now)
 	avg := uint64(0)
 	if d := st.last.Sub(st.start).Seconds(); d > 0 {
 		avg = uint64(st.byteSecs / d)
@@ -155,5 +193,17 @@ func (st *Stats) Snapshot() Snapshot {
 		byDevice = maps.Clone(st.byDevice)
 	}
 	return Snapshot{MemoryBytes: st.current, MemoryPeakBytes: st.peak, MemoryAvgBytes: avg, BytesMoved: st.bytesMoved,
-		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, BillFrom: st.billFrom, Control: st.control, ResumeKey: st.resumeKey, LaneKey: st.laneKey}
+		DeviceBytes: byDevice, GuestPID: st.guestPID, Migration: st.migration, HandedOff: st.handOff, PausedAt: st.pausedAt, AwaySince: st.awaySince, At: now.UTC(),
+		BillFrom: st.billFrom, Control: st.control, ResumeKey: st.resumeKey, LaneKey: st.laneKey}
+}
+
+// BillableUntil is end, or the earliest time before it past which this server may not bill the
+// session yet: its hand-off to another server, a migration's pause, its guest's absence.
+func (sn Snapshot) BillableUntil(end time.Time) time.Time {
+	for _, t := range []time.Time{sn.HandedOff, sn.PausedAt, sn.AwaySince} {
+		if !t.IsZero() && t.Before(end) {
+			end = t
+		}
+	}
+	return end
 }
