@@ -113,6 +113,19 @@ func (b *moveBook) loadAway(path string, now time.Time) (int, error) {
 	return len(b.away), nil
 }
 
+// cameBack forgets the move of instance off this server: the instance is moving back here, so
+// its sessions here are no longer late ones to send after it (the chaos test's keeper, moved
+// away and back, had the session it brought back sent away again at once).
+func (b *moveBook) cameBack(instance string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.away[instance]; !ok {
+		return nil
+	}
+	delete(b.away, instance)
+	return b.saveAway()
+}
+
 // follow claims sid for a follow-up migration: its move, and whether the caller runs it (false:
 // no recent move, or one already running).
 func (b *moveBook) follow(sid string, now time.Time) (api.GPUServerMove, bool) {

@@ -188,6 +188,17 @@ func TestMovesOffThisServerAreKeptOnDisk(t *testing.T) {
 	if m, ok := again.follow("inst-1", now.Add(90*time.Second)); !ok || m.MoveID != "m1" || m.Token.Token != "tok" {
 		t.Fatalf("read back: %+v %v", m, ok)
 	}
+	// The instance moving back here ends its late sessions' following, on disk too.
+	if err := again.cameBack("inst-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.follow("inst-1", now.Add(91*time.Second)); ok {
+		t.Fatal("a session of an instance that moved back here still follows its old move")
+	}
+	var third moveBook
+	if n, err := third.loadAway(path, now.Add(92*time.Second)); n != 0 || err != nil {
+		t.Fatalf("read back after the instance came back: %d %v, want none", n, err)
+	}
 	for _, bad := range []struct{ content, want string }{
 		{"{", "unexpected end"},
 		{`[{"move":{"move_id":"m3","instance_id":"inst-3","target":"gs-b:7070"},"until":"2999-01-01T00:00:00Z"}]`, "move.token"},

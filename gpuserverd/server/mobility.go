@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -53,8 +54,10 @@ func (se *session) waitControl(ctx context.Context, id int64, ended <-chan struc
 		wake := se.update
 		se.mu.Unlock()
 		if snap.Control != nil && snap.Control.ID == id {
-			if snap.Control.Error != "" {
-				return snap, errors.New(snap.Control.Error)
+			if c := snap.Control; c.NotMovable {
+				return snap, fmt.Errorf("%w: %s", worker.ErrNotMovable, strings.TrimPrefix(c.Error, worker.ErrNotMovable.Error()+": "))
+			} else if c.Error != "" {
+				return snap, errors.New(c.Error)
 			}
 			return snap, nil
 		}
@@ -191,7 +194,13 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 		return nil, err
 	}
 	if !se.migrating.CompareAndSwap(false, true) {
-		return nil, fmt.Errorf("migrate: session %s is already moving", sid)
+		return nil, fmt.Errorf("migrate: session %s: %w: it is already moving", sid, worker.ErrNotMovable)
+	}
+	if p, moved, err := se.moveUnderWay(ctx, req.GuestAddress); err != nil || moved {
+		if !moved {
+			se.migrating.Store(false)
+		}
+		return p, err
 	}
 	conn, err := dialMigrateIn(ctx, req.Target, req.Token, sid)
 	if err != nil {
@@ -237,6 +246,38 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 	}
 	s.log.Info("session migrated", "session", sid, "target", req.Target, "pause_ms", snap.Migration.PauseMs)
 	return snap.Migration, nil
+}
+
+// moveUnderWay waits for a move the worker already runs (asked for by a gpuserverd killed
+// mid-move, whose worker this one adopted) to end: moved when it handed the session to address,
+// an error naming it when it goes elsewhere; neither when none runs (any more), so the caller
+// asks for its own.
+func (se *session) moveUnderWay(ctx context.Context, address string) (*worker.MigrationProgress, bool, error) {
+	for {
+		se.mu.Lock()
+		snap, wake := se.last, se.update
+		if wake == nil {
+			se.update = make(chan struct{})
+			wake = se.update
+		}
+		se.mu.Unlock()
+		p := snap.Migration
+		switch {
+		case !snap.HandedOff.IsZero() && p != nil && p.Target == address:
+			return p, true, nil
+		case p == nil || (p.State != "precopy" && p.State != "paused"):
+			return nil, false, nil
+		case p.Target != address:
+			return p, false, fmt.Errorf("migrate: %w: a move to %s is already under way", worker.ErrNotMovable, p.Target)
+		}
+		select {
+		case <-wake:
+		case <-se.ended:
+			return p, false, errors.New("migrate: the session ended during the move already under way")
+		case <-ctx.Done():
+			return p, false, fmt.Errorf("migrate: waiting for the move already under way: %w", ctx.Err())
+		}
+	}
 }
 
 // dialMigrateIn opens a migration to target: MigrateIn, answered by MigrateInReply.
@@ -294,6 +335,9 @@ func (s *Server) acceptMigration(ctx context.Context, conn net.Conn, p []byte, l
 	}
 	s.count("")
 	log.Info("taking in a migrating session", "session", c.SessionID)
+	if err := s.moves.cameBack(c.InstanceID); err != nil {
+		log.Error("forgetting the instance's earlier move off this server", "instance", c.InstanceID, "err", err)
+	}
 	if err := s.runWorkerOf(ctx, conn, c, ordinals, workerChannel{restore: "migrate"}, log); err != nil {
 		log.Error("worker", "session", c.SessionID, "err", err)
 	}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -56,10 +57,13 @@ func isControl(p []byte) (Control, bool, error) {
 
 // ControlResult is a finished control request's outcome, in the snapshots.
 type ControlResult struct {
-	ID    int64   `json:"id"`
-	Op    string  `json:"op"`
-	Error string  `json:"error,omitempty"`
-	Ms    float64 `json:"ms"`
+	ID    int64  `json:"id"`
+	Op    string `json:"op"`
+	Error string `json:"error,omitempty"`
+	// NotMovable: the session cannot move or be checkpointed as it is (ErrNotMovable), as
+	// opposed to a failure on the way; the admin API answers 409 for it, not 502.
+	NotMovable bool    `json:"not_movable,omitempty"`
+	Ms         float64 `json:"ms"`
 }
 
 // control runs c with its descriptor fd.
@@ -101,7 +105,7 @@ func (s *Session) control(c Control, fd int) {
 	}
 	r := ControlResult{ID: c.ID, Op: c.Op, Ms: float64(time.Since(start).Microseconds()) / 1000}
 	if err != nil {
-		r.Error = err.Error()
+		r.Error, r.NotMovable = err.Error(), errors.Is(err, ErrNotMovable)
 	}
 	s.Stats.setControl(r)
 	s.tellServer()

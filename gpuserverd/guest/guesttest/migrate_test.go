@@ -164,6 +164,17 @@ func TestMigrateRefusals(t *testing.T) {
 			t.Errorf("%s %v: %d %s, want a refusal naming %q", c.path, c.body, code, body, c.want)
 		}
 	}
+	// A session its worker cannot move (its guest did not ask to resume) is a conflict the
+	// operator can act on (409), named by the worker, not a failure on the way (502).
+	cmd := a.client(a.token("s-fixed", sessiontoken.TierShared, 64<<20), "probe", "hold", "1")
+	cmd.Env = append(cmd.Env, "GPUCLOUD_RESUME_S=0")
+	_, _, sendFixed := startHold(t, cmd)
+	code, body := a.post("/admin/sessions/s-fixed/migrate", map[string]string{"target": b.addr,
+		"token": b.token("s-fixed", sessiontoken.TierShared, 64<<20, onServerB)})
+	if code != http.StatusConflict || !strings.Contains(body, "did not ask to resume") {
+		t.Errorf("migrating a session that cannot move: %d %s, want 409 naming why", code, body)
+	}
+	sendFixed("go\n")
 	send("go\n")
 	if line, _ := r.ReadString('\n'); line != "INTACT\n" {
 		t.Fatalf("the session after refused migrations: %q", line)
