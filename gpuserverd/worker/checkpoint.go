@@ -213,6 +213,7 @@ func (s *Session) stopAfterCheckpoint() {
 	s.Stats.handedOff(time.Now().UTC())
 	s.resume.handOff()
 	s.drainAfterHandOff()
+	s.releaseAfterHandOff() // the image holds the memory now
 }
 
 // handOffDrain bounds how long a worker whose session went elsewhere waits for its guest to

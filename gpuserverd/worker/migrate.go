@@ -297,6 +297,7 @@ func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []b
 	s.handedOff = true
 	s.resume.handOff()
 	s.drainAfterHandOff()
+	s.releaseAfterHandOff()
 	prog.State = "done"
 	prog.PauseMs = float64(time.Since(paused).Microseconds()) / 1000
 	s.Stats.handedOff(img.HandOff)

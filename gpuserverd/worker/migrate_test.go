@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,6 +199,17 @@ func testMigrateMoves(t *testing.T, via string) {
 		t.Setenv(HandoverEnv, "1")
 	}
 	g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+	var ledgerMu sync.Mutex
+	held := int64(0) // what the old worker holds on its server's ledger of the instance
+	a.exec.Lock()
+	a.cfg.MemoryQuota = 1 << 30
+	a.SetMemoryLedger(func(_ int, delta int64) (bool, uint64, error) {
+		ledgerMu.Lock()
+		defer ledgerMu.Unlock()
+		held += delta
+		return true, uint64(held), nil
+	})
+	a.exec.Unlock()
 	fn, buf, out, stream := setUp(g)
 	fill(g, fn, out, 16, 7, stream)
 
@@ -244,6 +256,13 @@ func testMigrateMoves(t *testing.T, via string) {
 		t.Fatalf("a new allocation on the target: %+v", hr)
 	}
 	snap := a.Stats.Snapshot()
+	// The old worker lingers for its guest's close, but holds nothing here any more: a move of
+	// the instance back to this server must find its quota free.
+	ledgerMu.Lock()
+	if held != 0 || snap.MemoryBytes != 0 {
+		t.Errorf("the old worker still holds %d bytes on the ledger, %d in its figures", held, snap.MemoryBytes)
+	}
+	ledgerMu.Unlock()
 	if snap.Migration == nil || snap.Migration.State != "done" || snap.HandedOff.IsZero() || snap.Migration.Via != via {
 		t.Fatalf("the old worker's snapshot: %+v", snap.Migration)
 	}

@@ -233,7 +233,14 @@ func (s *Session) dev() (*device, error) {
 func (s *Session) close() {
 	s.closeNccl() // NCCL's communicators hold memory in the contexts
 	s.closeShm()
-	for _, d := range s.devs {
+	s.closeDevices()
+	s.Stats.end()
+}
+
+// closeDevices closes the session's contexts (once: a session that moved closed them at its
+// hand-off).
+func (s *Session) closeDevices() {
+	for i, d := range s.devs {
 		if d == nil {
 			continue
 		}
@@ -245,8 +252,23 @@ func (s *Session) close() {
 			s.log.Warn("closing context", "device", d.ordinal, "err", err)
 		}
 		s.Stats.memory(d.ordinal, -int64(d.used))
+		s.devs[i] = nil
 	}
-	s.Stats.end()
+}
+
+// releaseAfterHandOff gives back what a session that moved still held here: its contexts (their
+// memory is the new worker's now, copied or handed over: the new worker holds its own references
+// to handed-over memory) and their charge to the instance's quota on this server. The worker
+// itself lingers until its guest closes the old connection (up to handOffDrain); holding the
+// memory meanwhile refused a move of the instance back here for quota (the chaos test's keeper).
+// Caller holds exec.
+func (s *Session) releaseAfterHandOff() {
+	for _, d := range s.devs {
+		if d != nil {
+			s.giveBack(d, d.used)
+		}
+	}
+	s.closeDevices()
 }
 
 // reply writes one frame and flushes it unless more frames follow at once.
