@@ -170,6 +170,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed %d, %d cycles (%d guest sessions, %d cut by a kill); kills: apiserver %d, hostd %d, gpuserverd %d (and %d graceful restarts); cycles %.1f s, total %.1f s",
 		seed, cycles, guests.Load(), guestErrs.Load(), p.api.kills, p.hostd.kills, p.gs.kills, p.gs.stops,
 		cyclesTook.Seconds(), time.Since(t0).Seconds())
+	if os.Getenv("GPUCLOUD_CHAOS_KEEP_LOGS") != "" {
+		p.dumpLogs(t) // a passing run's logs too, to study what it tolerated (failed moves)
+	}
 }
 
 func envInt(t *testing.T, name string, def int) int {
