@@ -2,10 +2,7 @@ package guesttest
 
 import (
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"gpucloud/internal/sessiontoken"
 )
 
 var cusolverBuild buildOnce
@@ -38,13 +35,5 @@ func TestCusolverOnSim(t *testing.T) {
 // TestCusolverRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cusolverDnCreate
 // fails and says why.
 func TestCusolverRefusesForeignDriver(t *testing.T) {
-	dir := buildCusolver(t)
-	s := startServer(t)
-	cmd := s.client(s.token("s-foreign", sessiontoken.TierDedicated, 0), "solver_sim_test", "foreign")
-	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "solver_sim_test foreign: OK") ||
-		!strings.Contains(string(out), "is not gpucloud's guest library") {
-		t.Fatalf("over a foreign libcuda: %v\n%s", err, out)
-	}
+	refusesForeignDriver(t, buildCusolver(t), "solver_sim_test", "s-foreign")
 }
