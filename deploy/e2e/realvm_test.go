@@ -272,10 +272,8 @@ func buildVMExtras(t *testing.T, bin string) vmExtras {
 	x := vmExtras{decoy: filepath.Join(bin, "decoy", "libcudart.so.13"), probe: filepath.Join(bin, "rpath_probe")}
 	os.MkdirAll(filepath.Dir(x.decoy), 0o755)
 	for _, s := range [][]string{
-		{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-fPIC", "-shared", "-fvisibility=hidden", "-pthread",
-			"-I" + g + "/cudart/testshim", "-I" + g + "/include", "-Wl,-soname,libcudart.so.13", "-Wl,--version-script=" + g + "/cudart/libcudart.map",
-			"-o", filepath.Join(bin, "libcudart.so.13"), g + "/cudart/cudart.c", g + "/cudart/memory2.c", g + "/cudart/exec.c",
-			g + "/cudart/stubs_gen.c", g + "/cudart/families.c", g + "/cudart/graphedits.c", g + "/cudart/torch_props.c", g + "/cudart/ipc.c", "-L" + bin, "-lcuda", "-ldl"},
+		{"make", "-s", "-C", g + "/cudart", "BUILD=" + bin, "INC=-Itestshim -I../include", "LIBDIRS=-L" + bin,
+			"CFLAGS=-O2 -Wall -Wextra -Werror"},
 		{"make", "-s", "-C", g + "/loader", "BUILD=" + bin, "WERROR=-Werror"},
 		{"gcc", "-Wall", "-Werror", "-fPIC", "-shared", "-Wl,-soname,libcudart.so.13", "-o", x.decoy, g + "/loader/testdata/decoy_cudart.c"},
 		{"gcc", "-Wall", "-Werror", "-Wl,--disable-new-dtags,-rpath," + vmWheelLib, "-o", x.probe, g + "/loader/testdata/rpath_probe.c", x.decoy, "-ldl"},

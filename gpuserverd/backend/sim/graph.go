@@ -70,6 +70,21 @@ func (c *Context) captured(kind int, h backend.Handle, fn func() error) (bool, e
 	return true, nil
 }
 
+// inCapture runs fn, with c.mu held, on the capture in progress on stream h; what names the call
+// for the error when h is not capturing.
+func (c *Context) inCapture(h backend.Handle, what string, fn func(cp *capture) error) error {
+	if _, err := c.stream(h); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp, ok := c.fam.captures[h]
+	if !ok {
+		return fmt.Errorf("%s on stream %d, which is not capturing: %w", what, h, backend.ErrIllegalState)
+	}
+	return fn(cp)
+}
+
 // addNode appends a node to g. c.mu held.
 func (c *Context) addNode(g *graph, kind uint32, deps []backend.Handle, fn func() error) backend.Handle {
 	n := &graphNode{id: c.handle(), kind: kind, deps: deps, work: fn}

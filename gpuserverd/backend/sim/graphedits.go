@@ -38,24 +38,18 @@ func (c *Context) GraphAddHostNode(h backend.Handle, deps []backend.Handle, fn b
 }
 
 func (c *Context) StreamCaptureHostFunc(h backend.Handle, fn backend.HostFn) error {
-	if _, err := c.stream(h); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cp, ok := c.fam.captures[h]
-	switch {
-	case !ok:
-		return fmt.Errorf("host function captured on stream %d, which is not capturing: %w", h, backend.ErrIllegalState)
-	case cp.invalid:
-		return fmt.Errorf("stream %d: %w", h, backend.ErrStreamCaptureInvalidated)
-	case fn.Fn == 0:
-		return fmt.Errorf("host function without a function: %w", backend.ErrInvalidValue)
-	}
-	id := c.addNode(cp.g, nodeHost, cp.deps, nil)
-	cp.g.nodes[len(cp.g.nodes)-1].host = fn
-	cp.deps = []backend.Handle{id}
-	return nil
+	return c.inCapture(h, "host function captured", func(cp *capture) error {
+		switch {
+		case cp.invalid:
+			return fmt.Errorf("stream %d: %w", h, backend.ErrStreamCaptureInvalidated)
+		case fn.Fn == 0:
+			return fmt.Errorf("host function without a function: %w", backend.ErrInvalidValue)
+		}
+		id := c.addNode(cp.g, nodeHost, cp.deps, nil)
+		cp.g.nodes[len(cp.g.nodes)-1].host = fn
+		cp.deps = []backend.Handle{id}
+		return nil
+	})
 }
 
 func (c *Context) GraphHostNode(node backend.Handle) (backend.HostFn, error) {

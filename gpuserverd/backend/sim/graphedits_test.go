@@ -72,3 +72,38 @@ func TestGraphEdits(t *testing.T) {
 	noErr(t, err)
 	wantCode(t, func() error { _, err := c.GraphClone(a); return err }(), backend.ErrNotSupported)
 }
+
+// A captured host function and a change of the capture's dependencies need a stream that is
+// capturing: an unknown stream is an invalid handle, a stream not capturing an illegal state; a
+// host function chains after the capture's last node, and an invalidated capture takes none.
+func TestCaptureCallsNeedACapture(t *testing.T) {
+	_, bc := newCtx(t, 16<<20)
+	c := bc.(*Context)
+	s := ok(c.StreamCreate(0))
+	fn := backend.HostFn{Fn: 0x1000, Data: 7}
+	wantCode(t, c.StreamCaptureHostFunc(s+100, fn), backend.ErrInvalidHandle)
+	wantCode(t, c.StreamUpdateCaptureDependencies(s+100, nil, 0), backend.ErrInvalidHandle)
+	wantCode(t, c.StreamCaptureHostFunc(s, fn), backend.ErrIllegalState)
+	wantCode(t, c.StreamUpdateCaptureDependencies(s, nil, 0), backend.ErrIllegalState)
+
+	noErr(t, c.StreamBeginCapture(s, 1))
+	wantCode(t, c.StreamCaptureHostFunc(s, backend.HostFn{}), backend.ErrInvalidValue)
+	noErr(t, c.StreamCaptureHostFunc(s, fn))
+	noErr(t, c.StreamCaptureHostFunc(s, fn))
+	g := ok(c.StreamEndCapture(s))
+	ids, kinds := must2(t, c, g)
+	if !slices.Equal(kinds, []uint32{nodeHost, nodeHost}) {
+		t.Fatalf("node kinds %v, want two host nodes", kinds)
+	}
+	from, to, err := c.GraphEdges(g)
+	noErr(t, err)
+	if !slices.Equal(from, ids[:1]) || !slices.Equal(to, ids[1:]) {
+		t.Fatalf("edges %v -> %v, want %v -> %v", from, to, ids[:1], ids[1:])
+	}
+
+	noErr(t, c.StreamBeginCapture(s, 1))
+	ptr := ok(c.MemAlloc(4))
+	wantCode(t, c.MemcpyHtoD(ptr, []byte{1, 2, 3, 4}, s, true), backend.ErrStreamCaptureUnsupported)
+	wantCode(t, c.StreamCaptureHostFunc(s, fn), backend.ErrStreamCaptureInvalidated)
+	wantCode(t, func() error { _, err := c.StreamEndCapture(s); return err }(), backend.ErrStreamCaptureInvalidated)
+}

@@ -414,30 +414,23 @@ func (c *Context) StreamCaptureGraph(h backend.Handle) (backend.CaptureGraph, er
 }
 
 func (c *Context) StreamUpdateCaptureDependencies(h backend.Handle, deps []backend.Handle, flags uint32) error {
-	if _, err := c.stream(h); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cp, ok := c.fam.captures[h]
-	switch {
-	case !ok:
-		return fmt.Errorf("update of capture dependencies on stream %d, which is not capturing: %w", h, backend.ErrIllegalState)
-	case flags > 1:
-		return fmt.Errorf("capture dependency flags %#x: %w", flags, backend.ErrInvalidValue)
-	}
-	if err := nodesOf(cp.g, deps); err != nil {
-		return err
-	}
-	if flags == 1 {
-		cp.deps = nil
-	}
-	for _, d := range deps {
-		if !slices.Contains(cp.deps, d) {
-			cp.deps = append(cp.deps, d)
+	return c.inCapture(h, "update of capture dependencies", func(cp *capture) error {
+		if flags > 1 {
+			return fmt.Errorf("capture dependency flags %#x: %w", flags, backend.ErrInvalidValue)
 		}
-	}
-	return nil
+		if err := nodesOf(cp.g, deps); err != nil {
+			return err
+		}
+		if flags == 1 {
+			cp.deps = nil
+		}
+		for _, d := range deps {
+			if !slices.Contains(cp.deps, d) {
+				cp.deps = append(cp.deps, d)
+			}
+		}
+		return nil
+	})
 }
 
 // captureAlloc makes a stream-ordered allocation on a capturing stream an allocation node of the

@@ -97,15 +97,23 @@ EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t gra
     return ret(cuGraphAddKernelNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &k));
 }
 
+CUresult memset_node_params(const struct cudaMemsetParams *p, CUDA_MEMSET_NODE_PARAMS *m, CUcontext *ctx) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = ready();
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = cuCtxGetCurrent(ctx);
+    if (rc != CUDA_SUCCESS) return rc;
+    *m = (CUDA_MEMSET_NODE_PARAMS){.dst = (CUdeviceptr)(uintptr_t)p->dst, .pitch = p->pitch, .value = p->value,
+                                   .elementSize = p->elementSize, .width = p->width, .height = p->height};
+    return CUDA_SUCCESS;
+}
+
 EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t *node, cudaGraph_t graph, const cudaGraphNode_t *deps, size_t n,
                                           const struct cudaMemsetParams *p) {
-    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
-    READY();
+    CUDA_MEMSET_NODE_PARAMS m;
     CUcontext ctx;
-    CUresult rc = cuCtxGetCurrent(&ctx);
+    CUresult rc = memset_node_params(p, &m, &ctx);
     if (rc != CUDA_SUCCESS) return ret(rc);
-    CUDA_MEMSET_NODE_PARAMS m = {.dst = (CUdeviceptr)(uintptr_t)p->dst, .pitch = p->pitch, .value = p->value,
-                                 .elementSize = p->elementSize, .width = p->width, .height = p->height};
     return ret(cuGraphAddMemsetNode((CUgraphNode *)node, (CUgraph)graph, (const CUgraphNode *)deps, n, &m, ctx));
 }
 

@@ -41,13 +41,10 @@ EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGr
 
 EXPORT cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
                                                     const struct cudaMemsetParams *p) {
-    if (!p) return ret(CUDA_ERROR_INVALID_VALUE);
-    READY();
+    CUDA_MEMSET_NODE_PARAMS m;
     CUcontext ctx;
-    CUresult rc = cuCtxGetCurrent(&ctx);
+    CUresult rc = memset_node_params(p, &m, &ctx);
     if (rc != CUDA_SUCCESS) return ret(rc);
-    CUDA_MEMSET_NODE_PARAMS m = {.dst = (CUdeviceptr)(uintptr_t)p->dst, .pitch = p->pitch, .value = p->value,
-                                 .elementSize = p->elementSize, .width = p->width, .height = p->height};
     return ret(cuGraphExecMemsetNodeSetParams((CUgraphExec)exec, (CUgraphNode)node, &m, ctx));
 }
 

@@ -28,6 +28,9 @@ CUresult ready(void);
 CUresult function(const void *host, CUfunction *out);
 /* A runtime kernel node's parameters as the driver's (families.c). */
 CUresult kernel_node_params(const struct cudaKernelNodeParams *p, CUDA_KERNEL_NODE_PARAMS *k);
+/* A runtime memset node's parameters as the driver's, with the current device's primary context
+ * made current and given in *ctx, which the driver's memset node calls take (families.c). */
+CUresult memset_node_params(const struct cudaMemsetParams *p, CUDA_MEMSET_NODE_PARAMS *m, CUcontext *ctx);
 
 /* driver_fn finds a driver entry point by name through cuGetProcAddress, caching it in *slot:
  * NULL when the driver in use (the guest library, say) does not offer it. Functions found this

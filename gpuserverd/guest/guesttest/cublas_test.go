@@ -136,13 +136,5 @@ func TestCublasExportsWhatTorchImports(t *testing.T) {
 // TestCublasRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cublasCreate fails
 // and says why, rather than sending anything anywhere.
 func TestCublasRefusesForeignDriver(t *testing.T) {
-	dir := buildCublas(t)
-	s := startServer(t)
-	cmd := s.client(s.token("s-foreign", sessiontoken.TierDedicated, 0), "blas_sim_test", "foreign")
-	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "blas_sim_test foreign: OK") ||
-		!strings.Contains(string(out), "is not gpucloud's guest library") {
-		t.Fatalf("over a foreign libcuda: %v\n%s", err, out)
-	}
+	refusesForeignDriver(t, buildCublas(t), "blas_sim_test", "s-foreign")
 }

@@ -13,20 +13,18 @@ import (
 
 var cudartBuild buildOnce
 
-// buildCudart builds gpucloud's libcudart.so.13 and rt_sim_test into the build folder, against
-// cudart/testshim's stand-in for NVIDIA's cuda_runtime_api.h (CI has no CUDA toolkit).
+// buildCudart builds gpucloud's libcudart.so.13 (by cudart's Makefile, which lists its sources)
+// and rt_sim_test into the build folder, against cudart/testshim's stand-in for NVIDIA's
+// cuda_runtime_api.h (CI has no CUDA toolkit).
 func buildCudart(t *testing.T) string {
 	t.Helper()
 	return cudartBuild.do(t, func(dir string) error {
-		lib := filepath.Join(dir, "libcudart.so.13")
-		inc := []string{"-I../cudart/testshim", "-I../include"}
 		steps := [][]string{
-			append(append([]string{"gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-std=gnu11", "-fPIC", "-shared",
-				"-fvisibility=hidden", "-pthread"}, inc...), "-Wl,-soname,libcudart.so.13",
-				"-Wl,--version-script=../cudart/libcudart.map", "-o", lib, "../cudart/cudart.c", "../cudart/memory2.c",
-				"../cudart/exec.c", "../cudart/stubs_gen.c", "../cudart/families.c", "../cudart/graphedits.c", "../cudart/torch_props.c", "../cudart/ptsz.c", "../cudart/ipc.c", "-L"+dir, "-lcuda", "-ldl"),
-			append(append([]string{"gcc", "-Wall", "-Wextra", "-Werror"}, inc...), "-o",
-				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", "../cudart/rt_sim_families.c", "../cudart/rt_sim_graphs.c", lib, "-L"+dir, "-lcuda"),
+			{"make", "-s", "-C", "../cudart", "BUILD=" + dir, "INC=-Itestshim -I../include", "LIBDIRS=-L" + dir,
+				"CFLAGS=-O2 -Wall -Wextra -Werror"},
+			{"gcc", "-Wall", "-Wextra", "-Werror", "-I../cudart/testshim", "-I../include", "-o",
+				filepath.Join(dir, "rt_sim_test"), "../cudart/rt_sim_test.c", "../cudart/rt_sim_more.c", "../cudart/rt_sim_families.c",
+				"../cudart/rt_sim_graphs.c", filepath.Join(dir, "libcudart.so.13"), "-L" + dir, "-lcuda"},
 		}
 		return runSteps(steps)
 	})

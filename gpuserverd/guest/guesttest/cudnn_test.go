@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"gpucloud/internal/sessiontoken"
 )
 
 var cudnnBuild struct {
@@ -103,15 +101,7 @@ func TestCudnnByValueIDs(t *testing.T) {
 // TestCudnnRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cudnnCreate fails
 // and says why.
 func TestCudnnRefusesForeignDriver(t *testing.T) {
-	dir := buildCudnn(t)
-	s := startServer(t)
-	cmd := s.client(s.token("s-foreign", sessiontoken.TierDedicated, 0), "dnn_sim_test", "foreign")
-	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "dnn_sim_test foreign: OK") ||
-		!strings.Contains(string(out), "is not gpucloud's guest library") {
-		t.Fatalf("over a foreign libcuda: %v\n%s", err, out)
-	}
+	refusesForeignDriver(t, buildCudnn(t), "dnn_sim_test", "s-foreign")
 }
 
 // TestCudnnExportsTorchsNames: libcudnn.so.9 defines every cuDNN name PyTorch 2.11 imports

@@ -1,13 +1,8 @@
 package guesttest
 
 import (
-	"debug/elf"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"gpucloud/internal/sessiontoken"
 )
 
 var cusolverBuild buildOnce
@@ -40,53 +35,5 @@ func TestCusolverOnSim(t *testing.T) {
 // TestCusolverRefusesForeignDriver: over a libcuda.so.1 that is not gpucloud's, cusolverDnCreate
 // fails and says why.
 func TestCusolverRefusesForeignDriver(t *testing.T) {
-	dir := buildCusolver(t)
-	s := startServer(t)
-	cmd := s.client(s.token("s-foreign", sessiontoken.TierDedicated, 0), "solver_sim_test", "foreign")
-	cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+filepath.Join(dir, "foreign")+":"+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "solver_sim_test foreign: OK") ||
-		!strings.Contains(string(out), "is not gpucloud's guest library") {
-		t.Fatalf("over a foreign libcuda: %v\n%s", err, out)
-	}
-}
-
-// TestCusolverExportsTorchsNames: libcusolver.so.12 defines every cuSOLVER name PyTorch 2.11
-// imports (cusolver/torch-needs.txt, from its wheel) under NVIDIA's version node
-// libcusolver.so.12 (torch links it with RTLD_NOW), and exports nothing but cuSOLVER's names and
-// its marker.
-func TestCusolverExportsTorchsNames(t *testing.T) {
-	dir := buildCusolver(t)
-	f, err := elf.Open(filepath.Join(dir, "libcusolver.so.12"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.DynamicSymbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	have := map[string]string{}
-	for _, s := range syms {
-		if s.Section == elf.SHN_UNDEF {
-			continue
-		}
-		have[s.Name] = s.Version
-		if !strings.HasPrefix(s.Name, "cusolver") && s.Name != "gpucloud_cusolver_guest" && s.Name != "libcusolver.so.12" { // the version node
-			t.Errorf("exports %s, not a cuSOLVER name", s.Name)
-		}
-	}
-	needs, err := os.ReadFile("../cusolver/torch-needs.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := strings.Fields(string(needs))
-	if len(names) < 100 {
-		t.Fatalf("the list has %d names: not PyTorch's", len(names))
-	}
-	for _, name := range names {
-		if v, ok := have[name]; !ok || v != "libcusolver.so.12" {
-			t.Errorf("%s: exported %v, version %q", name, ok, v)
-		}
-	}
+	refusesForeignDriver(t, buildCusolver(t), "solver_sim_test", "s-foreign")
 }

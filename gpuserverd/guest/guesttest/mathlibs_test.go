@@ -14,16 +14,25 @@ import (
 )
 
 // The math libraries remoted through the generic library call (backend/libcall.go): each guest
-// library, its C test program and the names it must export (PyTorch's list, where there is one).
+// library, the names it must export, its C test program and a function it refuses.
 var mathLibs = []struct {
-	dir, soname, test string
-	torch             bool   // <dir>/torch-needs.txt: what PyTorch 2.11 imports from it (shared/cuda-surface)
-	refused           string // a refused function the test calls twice
+	exportedLib
+	test    string
+	refused string // a refused function the test calls twice
 }{
-	{"cusparse", "libcusparse.so.12", "sparse_sim_test", true, "cusparseSpVV"},
-	{"cufft", "libcufft.so.12", "fft_sim_test", true, "cufftXtSetCallback"},
-	{"curand", "libcurand.so.10", "rand_sim_test", false, "curandCreatePoissonDistribution"},
-	{"nvjpeg", "libnvjpeg.so.13", "jpeg_sim_test", false, "nvjpegDecodeBatched"},
+	{exportedLib{"cusparse", "libcusparse.so.12", 5}, "sparse_sim_test", "cusparseSpVV"},
+	{exportedLib{"cufft", "libcufft.so.12", 5}, "fft_sim_test", "cufftXtSetCallback"},
+	{exportedLib{"curand", "libcurand.so.10", 0}, "rand_sim_test", "curandCreatePoissonDistribution"},
+	{exportedLib{"nvjpeg", "libnvjpeg.so.13", 0}, "jpeg_sim_test", "nvjpegDecodeBatched"},
+}
+
+// exportedLib is a guest library whose exports TestMathLibsExportTheirHeaders checks: the
+// functions of NVIDIA's header (apigen/desc/<dir>.txt) and, where torchMin is not 0, the names of
+// <dir>/torch-needs.txt (what PyTorch 2.11 imports from it, shared/cuda-surface), a list that
+// holds torchMin names at the least.
+type exportedLib struct {
+	dir, soname string
+	torchMin    int
 }
 
 var mathBuild buildOnce
@@ -91,22 +100,29 @@ func refusesForeignDriver(t *testing.T, dir, prog, session string) {
 	}
 }
 
-// TestMathLibsExportTheirHeaders: each library exports, under NVIDIA's version node (its soname),
-// every function of NVIDIA's header (apigen/desc/<lib>.txt, extracted from it, and the few that
-// return no status) and every name PyTorch 2.11 imports from it, and nothing but its own names.
+// TestMathLibsExportTheirHeaders: each math library remoted through the generic library call,
+// and cuSOLVER, exports under NVIDIA's version node (its soname) every function of NVIDIA's header
+// (apigen/desc/<lib>.txt, extracted from it, and the few that return no status) and every name
+// PyTorch 2.11 imports from it (<dir>/torch-needs.txt, from its wheel: torch links it with
+// RTLD_NOW), and nothing but its own names.
 func TestMathLibsExportTheirHeaders(t *testing.T) {
 	dir := buildMathLibs(t)
+	// cuSOLVER's library, into the same folder.
+	buildCusolver(t)
 	noStatus := map[string][]string{ // functions of the headers that return something else than a status
 		"cusparse": {"cusparseGetErrorName", "cusparseGetErrorString", "cusparseGetMatType", "cusparseGetMatFillMode",
 			"cusparseGetMatDiagType", "cusparseGetMatIndexBase"},
 	}
+	libs := []exportedLib{{"cusolver", "libcusolver.so.12", 100}}
 	for _, l := range mathLibs {
-		have := definedSymbols(t, filepath.Join(dir, l.soname))
+		libs = append(libs, l.exportedLib)
+	}
+	for _, l := range libs {
 		want := append(readNames(t, "../../apigen/desc/"+l.dir+".txt", "fn "), noStatus[l.dir]...)
 		want = append(want, cplusplusOnly(t, l.dir)...)
-		if l.torch {
+		if l.torchMin > 0 {
 			torch := readNames(t, "../"+l.dir+"/torch-needs.txt", "")
-			if len(torch) < 5 {
+			if len(torch) < l.torchMin {
 				t.Fatalf("%s/torch-needs.txt: %d names: not PyTorch's list", l.dir, len(torch))
 			}
 			want = append(want, torch...)
@@ -114,18 +130,28 @@ func TestMathLibsExportTheirHeaders(t *testing.T) {
 		if len(want) < 25 {
 			t.Fatalf("%s: %d names: not NVIDIA's header", l.dir, len(want))
 		}
-		for _, n := range want {
-			if v, ok := have[n]; !ok {
-				t.Errorf("%s lacks %s", l.soname, n)
-			} else if v != l.soname {
-				t.Errorf("%s: %s has version %q, want %q", l.soname, n, v, l.soname)
-			}
-		}
 		prefix := strings.TrimSuffix(strings.TrimPrefix(l.soname, "lib"), soVersion(l.soname))
-		for n := range have {
-			if !strings.HasPrefix(n, prefix) && n != "gpucloud_"+l.dir+"_guest" && n != l.soname {
-				t.Errorf("%s exports %s, not one of its names", l.soname, n)
-			}
+		checkExports(t, filepath.Join(dir, l.soname), prefix, "gpucloud_"+l.dir+"_guest", want)
+	}
+}
+
+// checkExports: the library at path exports every name of want under NVIDIA's version node (its
+// file name, the soname), and nothing but names that start with prefix, its marker and the
+// version node itself.
+func checkExports(t *testing.T, path, prefix, marker string, want []string) {
+	t.Helper()
+	soname := filepath.Base(path)
+	have := definedSymbols(t, path)
+	for _, n := range want {
+		if v, ok := have[n]; !ok {
+			t.Errorf("%s lacks %s", soname, n)
+		} else if v != soname {
+			t.Errorf("%s: %s has version %q, want %q", soname, n, v, soname)
+		}
+	}
+	for n := range have {
+		if !strings.HasPrefix(n, prefix) && n != marker && n != soname {
+			t.Errorf("%s exports %s, not one of its names", soname, n)
 		}
 	}
 }
