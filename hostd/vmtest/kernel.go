@@ -34,7 +34,22 @@ func BuildGuest(ctx context.Context, cacheDir string) (Guest, error) {
 	g := Guest{Kernel: filepath.Join(cacheDir, "vmlinuz"), Initrd: filepath.Join(cacheDir, "initrd.gz")}
 	// The stamp names the modules the cached initramfs loads: a changed list rebuilds it.
 	stamp, want := filepath.Join(cacheDir, "guest-modules"), strings.Join(guestModules, " ")
-	if had, err := os.ReadFile(stamp); err == nil && string(had) == want && fileExists(g.Kernel) && fileExists(g.Initrd) {
+	built := func() bool {
+		had, err := os.ReadFile(stamp)
+		return err == nil && string(had) == want && fileExists(g.Kernel) && fileExists(g.Initrd)
+	}
+	if built() {
+		return g, nil
+	}
+	// Test packages run at once (go test runs each package's binary in parallel) and share the
+	// cache: one builds while the others wait, then finds it built (a fresh clone's CI had two
+	// unpack into the same tree at once and remove it under each other).
+	unlock, err := lockFile(ctx, filepath.Join(cacheDir, "build.lock"))
+	if err != nil {
+		return g, err
+	}
+	defer unlock()
+	if built() {
 		return g, nil
 	}
 	root := filepath.Join(cacheDir, "root")

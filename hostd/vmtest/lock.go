@@ -1,10 +1,13 @@
 package vmtest
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // LockSystemLibvirt holds a machine-wide lock on qemu:///system until the test ends. hostd owns
@@ -26,4 +29,32 @@ func LockSystemLibvirt(t testing.TB) {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	})
+}
+
+// lockFile holds an exclusive lock on path (created) until unlock, across processes; it gives up
+// when ctx ends.
+func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("vmtest: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("vmtest: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if err != syscall.EWOULDBLOCK {
+			f.Close()
+			return nil, fmt.Errorf("vmtest: locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("vmtest: waiting for %s: %w", path, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -47,6 +47,14 @@ func MiniImage(ctx context.Context, repo, cacheDir string, libs MiniLibs) (strin
 	if fileExists(filepath.Join(dir, MiniImageName+".qcow2")) {
 		return dir, nil
 	}
+	unlock, err := lockFile(ctx, filepath.Join(cacheDir, "build.lock")) // as BuildGuest
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(filepath.Join(dir, MiniImageName+".qcow2")) {
+		return dir, nil // another test process built it meanwhile
+	}
 	tmp := dir + ".tmp"
 	os.RemoveAll(tmp)
 	cmd := exec.CommandContext(ctx, filepath.Join(gi, "build-mini.sh"), append(args, "-o", tmp, "-c", filepath.Join(cacheDir, "debs"))...)

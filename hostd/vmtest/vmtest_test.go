@@ -2,6 +2,8 @@ package vmtest
 
 import (
 	"compress/gzip"
+	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // readNewc lists name -> contents of a gzip'd newc archive, checking magic and alignment.
@@ -149,5 +152,38 @@ func TestHashFilesKeysTheMiniImageCache(t *testing.T) {
 	}
 	if _, err := hashFiles([]string{filepath.Join(dir, "missing")}); err == nil {
 		t.Fatal("a missing input hashed")
+	}
+}
+
+// The build lock serializes test processes sharing the cache: a second locker waits until the
+// first unlocks, and gives up when its context ends.
+func TestBuildLockSerializes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cache", "build.lock")
+	unlock, err := lockFile(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := lockFile(ctx, path); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second lock while held: %v, want it to wait and give up", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		u, err := lockFile(context.Background(), path)
+		if err == nil {
+			u()
+		}
+		got <- err
+	}()
+	time.Sleep(150 * time.Millisecond)
+	select {
+	case err := <-got:
+		t.Fatalf("took the lock while it was held: %v", err)
+	default:
+	}
+	unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("after unlock: %v", err)
 	}
 }
