@@ -156,6 +156,9 @@ EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     if ((*pp = gc_shm_alloc(bytes)) != NULL) return GC_T(CUDA_SUCCESS);
     if (flags & CU_MEMHOSTALLOC_DEVICEMAP) return GC_T(gc_coh_alloc(pp, bytes, GC_COH_MAPPED_HOST));
+    /* Plain pinned memory: device addresses reserved, given device memory if a kernel may see it
+     * (coh_pinned.c); ordinary memory where even that cannot be had. */
+    if (gc_coh_alloc(pp, bytes, GC_COH_PINNED) == CUDA_SUCCESS) return GC_T(CUDA_SUCCESS);
     return GC_T(posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
 }
 

@@ -47,6 +47,7 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     uint64_t off;
     int kind;
+    (void)gc_coh_promote(p); /* plain pinned memory: its device side from now on */
     if (gc_coh_find(p, 0, &kind) && kind == GC_COH_MAPPED_HOST) { /* coherent: the same address, as on UVA */
         *pdptr = (CUdeviceptr)(uintptr_t)p;
         return GC_T(CUDA_SUCCESS);
