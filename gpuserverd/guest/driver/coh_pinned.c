@@ -21,10 +21,21 @@
 #include "driver/coherence_int.h"
 
 size_t gc_coh_lazy_total;
+/* The span of addresses lazy memory has had (never narrowed): a launch's words outside it are not
+ * looked up. */
+static uintptr_t lazy_lo = UINTPTR_MAX, lazy_hi;
+
+void gc_coh_lazy_span(uintptr_t addr, size_t len) {
+    uintptr_t lo = __atomic_load_n(&lazy_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&lazy_hi, __ATOMIC_RELAXED);
+    while (addr < lo && !__atomic_compare_exchange_n(&lazy_lo, &lo, addr, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+    while (addr + len > hi && !__atomic_compare_exchange_n(&lazy_hi, &hi, addr + len, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+}
 
 int gc_coh_lazy_any(void) { return __atomic_load_n(&gc_coh_lazy_total, __ATOMIC_ACQUIRE) != 0; }
 
+/* granularity: the current device's allocation properties and granularity (asked once a device). */
 static CUresult granularity(CUmemAllocationProp *prop, size_t *g) {
+    static size_t known[64];
     int dev;
     CUresult rc = gc_current_device(&dev);
     if (rc != CUDA_SUCCESS) return rc;
@@ -32,7 +43,10 @@ static CUresult granularity(CUmemAllocationProp *prop, size_t *g) {
     prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop->location.id = dev;
-    return cuMemGetAllocationGranularity(g, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (dev >= 0 && dev < 64 && (*g = __atomic_load_n(&known[dev], __ATOMIC_ACQUIRE)) != 0) return CUDA_SUCCESS;
+    rc = cuMemGetAllocationGranularity(g, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (rc == CUDA_SUCCESS && dev >= 0 && dev < 64) __atomic_store_n(&known[dev], *g, __ATOMIC_RELEASE);
+    return rc;
 }
 
 CUresult gc_coh_reserve(size_t len, CUdeviceptr *base, size_t *vlen) {
@@ -114,6 +128,7 @@ void gc_coh_promote_words(const void *p, size_t n) {
     for (size_t off = 0; off + 8 <= n; off += 8) { /* pointers lie 8-aligned from the parameters' start */
         uint64_t v;
         memcpy(&v, (const char *)p + off, 8);
-        if (v >= 4096) (void)gc_coh_promote((const void *)(uintptr_t)v);
+        if (v >= __atomic_load_n(&lazy_lo, __ATOMIC_ACQUIRE) && v < __atomic_load_n(&lazy_hi, __ATOMIC_ACQUIRE))
+            (void)gc_coh_promote((const void *)(uintptr_t)v);
     }
 }

@@ -196,7 +196,7 @@ CUresult gc_coh_alloc(void **out, size_t bytes, int kind) {
         c->next = gc_coh_allocs;
         gc_coh_allocs = c;
         __atomic_add_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
-        if (lazy) __atomic_add_fetch(&gc_coh_lazy_total, 1, __ATOMIC_RELEASE);
+        if (lazy) gc_coh_lazy_span(c->addr, c->len), __atomic_add_fetch(&gc_coh_lazy_total, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&gc_coh_mu);
     if (rc != CUDA_SUCCESS) {
