@@ -125,10 +125,11 @@ static void die(struct coh *c, size_t off, const char *what, CUresult rc) {
     abort();
 }
 
+CUresult gc_coh_lane(struct coh *c) { return c->lane ? CUDA_SUCCESS : cuStreamCreate(&c->lane, CU_STREAM_NON_BLOCKING); }
+
 void gc_coh_twin_locked(struct coh *c, size_t i) {
     size_t pg = gc_coh_page, off = i * pg;
-    CUresult rc = CUDA_SUCCESS;
-    if (!c->lane) rc = cuStreamCreate(&c->lane, CU_STREAM_NON_BLOCKING);
+    CUresult rc = gc_coh_lane(c);
     if (rc == CUDA_SUCCESS && !c->twin) {
         void *t = mmap(NULL, c->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (t == MAP_FAILED) rc = CUDA_ERROR_OUT_OF_MEMORY;

@@ -308,10 +308,16 @@ static CUresult copy_pages(struct coh *c, size_t a, size_t b, int to_device) {
     return rc;
 }
 
-/* push_run sends DIRTY pages [a, b) to the device from the library's view. */
+/* push_run sends DIRTY pages [a, b) to the device from the library's view. Host memory the
+ * device maps goes through the library's own stream: a kernel spinning on it in a blocking stream
+ * would hold a copy on the legacy stream back for ever (coh_twin.c). */
 static CUresult push_run(struct coh *c, size_t a, size_t b) {
     stats.pushes++, stats.pushed += (b - a) * gc_coh_page;
-    return copy_pages(c, a, b, 1);
+    if (!gc_coh_concurrent_kind(c)) return copy_pages(c, a, b, 1);
+    size_t lo = a * gc_coh_page, n = (b - a) * gc_coh_page;
+    CUresult rc = gc_coh_lane(c);
+    if (rc == CUDA_SUCCESS) rc = cuMemcpyHtoDAsync_v2(c->addr + lo, c->lib + lo, n, c->lane);
+    return rc == CUDA_SUCCESS ? cuStreamSynchronize(c->lane) : rc;
 }
 
 /* reopen_run gives pages [a, b) back the protection their state says. */

@@ -77,6 +77,8 @@ void gc_coh_twin_locked(struct coh *c, size_t i);
 CUresult gc_coh_end_twins_locked(struct coh *c);
 /* Whether any page is TWIN (read unlocked). */
 extern size_t gc_coh_twin_total;
+/* gc_coh_lane: c's own non-blocking stream, made the first time. In c's context. */
+CUresult gc_coh_lane(struct coh *c);
 /* release_twin frees what concurrent access kept for c (its stream, events, twins). */
 void gc_coh_release_twin(struct coh *c);
 
