@@ -15,6 +15,7 @@
 #include "guest.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -22,13 +23,45 @@
 
 size_t gc_coh_lazy_total;
 /* The span of addresses lazy memory has had (never narrowed): a launch's words outside it are not
- * looked up. */
+ * looked up. Inside it, the lazy allocations sorted by address (under gc_coh_mu) answer in a
+ * binary search: a launch's device pointers often lie among the reservations. */
 static uintptr_t lazy_lo = UINTPTR_MAX, lazy_hi;
+static struct coh **lazy;
+static size_t lazy_cap;
 
-void gc_coh_lazy_span(uintptr_t addr, size_t len) {
+static size_t lazy_index_locked(uintptr_t a) { /* the first lazy allocation above a */
+    size_t lo = 0, hi = gc_coh_lazy_total;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (lazy[mid]->addr <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+CUresult gc_coh_lazy_add_locked(struct coh *c) {
+    size_t n = gc_coh_lazy_total;
+    if (n == lazy_cap) {
+        size_t cap = lazy_cap ? 2 * lazy_cap : 64;
+        struct coh **l = realloc(lazy, cap * sizeof *l);
+        if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
+        lazy = l, lazy_cap = cap;
+    }
+    size_t i = lazy_index_locked(c->addr);
+    memmove(lazy + i + 1, lazy + i, (n - i) * sizeof *lazy);
+    lazy[i] = c;
+    __atomic_store_n(&gc_coh_lazy_total, n + 1, __ATOMIC_RELEASE);
     uintptr_t lo = __atomic_load_n(&lazy_lo, __ATOMIC_RELAXED), hi = __atomic_load_n(&lazy_hi, __ATOMIC_RELAXED);
-    while (addr < lo && !__atomic_compare_exchange_n(&lazy_lo, &lo, addr, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
-    while (addr + len > hi && !__atomic_compare_exchange_n(&lazy_hi, &hi, addr + len, 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {}
+    if (c->addr < lo) __atomic_store_n(&lazy_lo, c->addr, __ATOMIC_RELEASE);
+    if (c->addr + c->len > hi) __atomic_store_n(&lazy_hi, c->addr + c->len, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+void gc_coh_lazy_remove_locked(struct coh *c) {
+    size_t n = gc_coh_lazy_total, i = lazy_index_locked(c->addr);
+    if (i == 0 || lazy[i - 1] != c) return;
+    memmove(lazy + i - 1, lazy + i, (n - i) * sizeof *lazy);
+    __atomic_store_n(&gc_coh_lazy_total, n - 1, __ATOMIC_RELEASE);
 }
 
 int gc_coh_lazy_any(void) { return __atomic_load_n(&gc_coh_lazy_total, __ATOMIC_ACQUIRE) != 0; }
@@ -92,8 +125,8 @@ int gc_coh_promote(const void *p) {
     if (!__atomic_load_n(&gc_coh_lazy_total, __ATOMIC_ACQUIRE) || gc_coh_busy_thread) return 0;
     uintptr_t a = (uintptr_t)p;
     pthread_mutex_lock(&gc_coh_mu);
-    struct coh *c = gc_coh_allocs;
-    while (c && !(c->lazy && a >= c->addr && a - c->addr < c->len)) c = c->next;
+    size_t i = lazy_index_locked(a);
+    struct coh *c = i > 0 && a - lazy[i - 1]->addr < lazy[i - 1]->len ? lazy[i - 1] : NULL;
     int ok = c != NULL;
     if (c) {
         gc_coh_busy_thread++;
@@ -104,9 +137,9 @@ int gc_coh_promote(const void *p) {
         gc_coh_busy_thread--;
         if (rc == CUDA_SUCCESS) { /* every page the host's, pushed at the next hand-over */
             size_t n = c->len / gc_coh_page;
+            gc_coh_lazy_remove_locked(c);
             c->lazy = 0;
             c->host_pages = n;
-            __atomic_sub_fetch(&gc_coh_lazy_total, 1, __ATOMIC_RELEASE);
             __atomic_add_fetch(&gc_coh_host_pages_total, n, __ATOMIC_RELEASE);
             if (gc_trace_on()) gc_trace("plain pinned memory at %#lx (%zu bytes) is now the device's too", (unsigned long)c->addr, c->bytes);
         } else {

@@ -192,11 +192,11 @@ CUresult gc_coh_alloc(void **out, size_t bytes, int kind) {
     }
     pthread_mutex_lock(&gc_coh_mu);
     rc = install_handler_locked();
+    if (rc == CUDA_SUCCESS && lazy) rc = gc_coh_lazy_add_locked(c);
     if (rc == CUDA_SUCCESS) {
         c->next = gc_coh_allocs;
         gc_coh_allocs = c;
         __atomic_add_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
-        if (lazy) gc_coh_lazy_span(c->addr, c->len), __atomic_add_fetch(&gc_coh_lazy_total, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&gc_coh_mu);
     if (rc != CUDA_SUCCESS) {
@@ -224,7 +224,7 @@ int gc_coh_free(const void *p, int kind) {
     if (c) {
         __atomic_sub_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
         __atomic_sub_fetch(&gc_coh_twin_total, c->twin_pages, __ATOMIC_RELEASE);
-        if (c->lazy) __atomic_sub_fetch(&gc_coh_lazy_total, 1, __ATOMIC_RELEASE);
+        if (c->lazy) gc_coh_lazy_remove_locked(c);
     }
     pthread_mutex_unlock(&gc_coh_mu);
     if (!c) return 0;

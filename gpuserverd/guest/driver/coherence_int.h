@@ -87,9 +87,10 @@ void gc_coh_release_twin(struct coh *c);
  * gc_coh_free_device gives c's device side back, whichever it is. In c's context. */
 CUresult gc_coh_reserve(size_t len, CUdeviceptr *base, size_t *vlen);
 void gc_coh_free_device(struct coh *c);
-/* Plain pinned allocations not yet seen by a kernel (read unlocked); gc_coh_lazy_span records
- * where one lies. */
+/* Plain pinned allocations not yet seen by a kernel (read unlocked), added to and removed from
+ * the lookup of them under gc_coh_mu. */
 extern size_t gc_coh_lazy_total;
-void gc_coh_lazy_span(uintptr_t addr, size_t len);
+CUresult gc_coh_lazy_add_locked(struct coh *c);
+void gc_coh_lazy_remove_locked(struct coh *c);
 
 #endif

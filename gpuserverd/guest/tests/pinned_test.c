@@ -51,7 +51,16 @@ int main(void) {
     CHECK(cuMemcpyDtoH(back, dev, N * 4));
     for (int i = 0; i < N; i++) EXPECT(back[i] == (unsigned)i);
 
-    /* Its host pointer passed to a kernel: the kernel writes the program's memory. */
+    /* Its host pointer passed to a kernel: the kernel writes the program's memory. Only it gets
+     * device memory (the granularity's multiple), not its neighbours allocated around it. */
+    unsigned *before, *after;
+    CHECK(cuMemAllocHost((void **)&before, N * 4));
+    CHECK(cuMemAllocHost((void **)&after, N * 4));
+    size_t gran;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    size_t free2, free3;
+    CHECK(cuMemGetInfo(&free2, &total));
     unsigned seven = 7;
     int half = N / 2;
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
@@ -59,6 +68,11 @@ int main(void) {
     CHECK(cuLaunchKernel(fill, N / 2 / 256, 1, 1, 256, 1, 1, 0, NULL, fill_args, NULL));
     CHECK(cuCtxSynchronize());
     for (int i = 0; i < N; i++) EXPECT(p[i] == (i < N / 2 ? 7u : (unsigned)i));
+    CHECK(cuMemGetInfo(&free3, &total));
+    EXPECT(free2 - free3 == (N * 4 + gran - 1) / gran * gran);
+    before[0] = 1, after[N - 1] = 2; /* still ordinary memory */
+    CHECK(cuMemFreeHost(before));
+    CHECK(cuMemFreeHost(after));
     /* Copies with it now name its device side: still the program's bytes either way. */
     p[N - 1] = 99;
     CHECK(cuMemcpyHtoD(dev, p, N * 4));
