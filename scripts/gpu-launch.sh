@@ -10,7 +10,8 @@
 # scripts/gpu-launch-prep.sh (docs/benchmarks/gpu-remote-h100.md, "Launch path"). A VAR=VALUE
 # after the name is set in that gpuserverd's environment (a worker's switch, e.g.
 # new,GPUCLOUD_SHM_COPY=dtod): the same build measured several ways in one run. BACKEND=simulated (with
-# stand-ins for nvidia-smi and nvcc) tries the script on a machine without a GPU.
+# stand-ins for nvidia-smi and nvcc) tries the script on a machine without a GPU. TRANSPORT=tcp
+# measures the remote runs over TCP on loopback instead of shared memory.
 set -uo pipefail
 BUNDLE=${BUNDLE:?BUNDLE: the prepared folder}
 BUNDLE=$(cd "$BUNDLE" && pwd)
@@ -19,6 +20,9 @@ OUT=${OUT:-/tmp/gpu-launch}
 B=$OUT/build
 SOCK=/tmp/gpu-launch.sock
 ADMIN=127.0.0.1:7171
+TCP=127.0.0.1:7172
+TRANSPORT=${TRANSPORT:-shm}
+[[ $TRANSPORT == tcp ]] && ENDPOINT=$TCP || ENDPOINT=unix:$SOCK
 mkdir -p "$OUT" "$B"
 [[ $# -gt 0 ]] || { echo "usage: BUNDLE=dir bash gpu-launch.sh NAME..." >&2; exit 2; }
 for arg in "$@"; do
@@ -44,7 +48,7 @@ serve() {
 	[[ $1 == *,* ]] && IFS=, read -r -a vars <<<"${1#*,}"
 	data=$(mktemp -d)
 	rm -f "$SOCK"
-	env "${vars[@]}" "$BUNDLE/$name/gpuserverd" --backend "${BACKEND:-cuda}" --id gs-launch --listen 127.0.0.1:0 --listen-unix "$SOCK" \
+	env "${vars[@]}" "$BUNDLE/$name/gpuserverd" --backend "${BACKEND:-cuda}" --id gs-launch --listen "$TCP" --listen-unix "$SOCK" \
 		--admin "$ADMIN" --public-key "$(cat "$key")" --data-dir "$data" >"$OUT/server-$(file "$1").log" 2>&1 &
 	server=$!
 	for _ in $(seq 100); do [[ -S $SOCK ]] && return 0; sleep 0.05; done
@@ -57,7 +61,7 @@ for r in $(seq "$ROUNDS"); do
 	(cd "$B" && ./gpubench kernels.ptx launch) >"$OUT/native-$r.txt" || { echo "native gpubench failed"; status=1; }
 	for n in "$@"; do
 		serve "$n" || { status=1; continue; }
-		(cd "$B" && env LD_LIBRARY_PATH="$BUNDLE/${n%%,*}" GPUCLOUD_ENDPOINT="unix:$SOCK" GPUCLOUD_TOKEN="$token" \
+		(cd "$B" && env LD_LIBRARY_PATH="$BUNDLE/${n%%,*}" GPUCLOUD_ENDPOINT="$ENDPOINT" GPUCLOUD_TOKEN="$token" \
 			GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_SHM_MIB=256 timeout 60 ./gpubench kernels.ptx launch) >"$OUT/$(file "$n")-$r.txt" ||
 			{ echo "gpubench through $n failed (round $r)"; status=1; }
 		stop

@@ -87,6 +87,9 @@ int gc_gen_refused(const void *fn);
  * points *pbuf at extra's buffer; *plen is their length. gc.mu held (api_module.c). */
 CUresult gc_pack_params_locked(CUfunction f, void **params, void **extra, uint8_t packed[32768], const void **pbuf,
                                size_t *plen);
+/* Gives plain pinned memory named in a launch's parameters its device side (driver/coh_pinned.c),
+ * before the hand-over; gc.mu not held (api_module.c). */
+CUresult gc_promote_params(CUfunction f, void **params, void **extra);
 /* A call whose reply carries data: encodes nothing itself; sends head (and tail) and decodes the
  * reply of type want into reply while gc.mu is held, then runs keep(reply, arg) to copy out what
  * the reply points to before the buffer is reused (driver/families.c). */

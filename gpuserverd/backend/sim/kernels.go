@@ -43,6 +43,7 @@ func layout(sizes ...uint32) []backend.Param {
 //	spin(unsigned long long ns)                                       busy for ns nanoseconds
 //	cond_set(unsigned long long handle, const unsigned *p)            cudaGraphSetConditional(handle, *p)
 //	cond_countdown(unsigned *p, unsigned long long handle)            if (*p) --*p; cudaGraphSetConditional(handle, *p)
+//	latch_wait(unsigned *latch, unsigned *out, unsigned long long ns) waits for the host's writes (latch.go)
 //
 // Element-wise kernels cover i < min(n, threads launched), as a bounds-checked CUDA kernel does.
 var builtins = map[string]*kernel{
@@ -53,6 +54,7 @@ var builtins = map[string]*kernel{
 	"spin":           {params: layout(8), run: spin},
 	"cond_set":       {params: layout(8, 8), run: condSet},
 	"cond_countdown": {params: layout(8, 8), run: condCountdown},
+	"latch_wait":     {params: layout(8, 8, 8), run: latchWait},
 }
 
 func init() {

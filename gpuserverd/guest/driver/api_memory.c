@@ -146,16 +146,21 @@ ALIAS(cuMemGetAddressRange, cuMemGetAddressRange_v2);
 
 /* Host "pinned" memory comes from the shared arena when the session has one (the worker has
  * registered it with the driver: copies from and to it are one DMA). Otherwise, and when the
- * arena is full, it is ordinary page-aligned memory: over TCP every copy goes through the socket
- * anyway, and the server's staging buffers are the pinned ones; but memory the device must reach
- * itself (CU_MEMHOSTALLOC_DEVICEMAP) is then device memory kept coherent with the program's pages
- * at the same address (coherence.c), so that its device pointer is its host pointer, as on UVA. */
+ * arena is full, memory the device must reach itself (CU_MEMHOSTALLOC_DEVICEMAP) is device memory
+ * kept coherent with the program's pages at the same address (coherence.c), so that its device
+ * pointer is its host pointer, as on UVA; plain pinned memory is host memory at reserved device
+ * addresses, which becomes the same once a kernel may see it (coh_pinned.c). Copies with it go
+ * through the socket as any host memory's until then: the server's staging buffers are the
+ * pinned ones. */
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned flags) {
     if (!pp || bytes == 0) return GC_T(CUDA_ERROR_INVALID_VALUE);
     CUresult rc = gc_ensure_init();
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     if ((*pp = gc_shm_alloc(bytes)) != NULL) return GC_T(CUDA_SUCCESS);
     if (flags & CU_MEMHOSTALLOC_DEVICEMAP) return GC_T(gc_coh_alloc(pp, bytes, GC_COH_MAPPED_HOST));
+    /* Plain pinned memory: device addresses reserved, given device memory if a kernel may see it
+     * (coh_pinned.c); ordinary memory where even that cannot be had. */
+    if (gc_coh_alloc(pp, bytes, GC_COH_PINNED) == CUDA_SUCCESS) return GC_T(CUDA_SUCCESS);
     return GC_T(posix_memalign(pp, 4096, bytes) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
 }
 

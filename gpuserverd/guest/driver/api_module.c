@@ -412,12 +412,33 @@ CUresult gc_pack_params_locked(CUfunction f, void **params, void **extra, uint8_
     return rc;
 }
 
+CUresult gc_promote_params(CUfunction f, void **params, void **extra) {
+    if (!gc_coh_lazy_any()) return CUDA_SUCCESS;
+    if (extra) {
+        const void *buf = NULL;
+        size_t *size = NULL;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = extra[i + 1];
+        }
+        if (buf && size && *size <= 32768) gc_coh_promote_words(buf, *size);
+        return CUDA_SUCCESS;
+    }
+    if (!params) return CUDA_SUCCESS;
+    pthread_mutex_lock(&gc.mu);
+    CUresult rc = layout_locked(f);
+    pthread_mutex_unlock(&gc.mu);
+    for (uint32_t i = 0; rc == CUDA_SUCCESS && i < f->nparams; i++) gc_coh_promote_words(params[i], f->sizes[i]);
+    return rc;
+}
+
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     if (params && extra) return CUDA_ERROR_INVALID_VALUE;
     int dev;
     CUresult rc = gc_current_device(&dev);
+    if (rc == CUDA_SUCCESS) rc = gc_promote_params(f, params, extra); /* pinned memory a kernel may see */
     if (rc == CUDA_SUCCESS) rc = gc_coh_before(GW_TYPE_LAUNCH_KERNEL); /* managed memory goes to the device */
     if (rc != CUDA_SUCCESS) return rc;
     uint8_t packed[32768];

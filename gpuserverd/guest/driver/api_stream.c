@@ -1,6 +1,8 @@
 /* Streams and events. Recording an event and making a stream wait are asynchronous. */
 #include "guest.h"
 
+#include "driver/coherence.h"
+
 /* An event is the server's handle and, in the top byte, its device plus one (0: none known), so
  * that a call on an event of another device than the current one reaches the right context. */
 #define EVENT_PTR(h, dev) ((CUevent)(uintptr_t)((h) << 8 | (uint64_t)((dev) + 1) << 56))
@@ -23,6 +25,7 @@ EXPORT CUresult cuStreamCreate(CUstream *ps, unsigned flags) {
     uint64_t h;
     CUresult rc = gc_handle_call(GW_TYPE_STREAM_CREATE, b, b_n, &h);
     if (rc == CUDA_SUCCESS) *ps = gc_stream_ptr(h);
+    if (rc == CUDA_SUCCESS) gc_coh_stream_created(*ps, flags); /* work a CPU access to mapped memory may wait for */
     return GC_T(rc);
 }
 
@@ -36,7 +39,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
     struct gw_stream_destroy m = {.stream = gc_stream_handle(s)};
     GC_ENCODE(stream_destroy, m, b);
     CUresult rc = gc_call_status(GW_TYPE_STREAM_DESTROY, 0, b, b_n);
-    if (rc == CUDA_SUCCESS) gc_stream_forget_hints(s);
+    if (rc == CUDA_SUCCESS) gc_stream_forget_hints(s), gc_coh_stream_destroyed(s);
     return GC_T(rc);
 }
 ALIAS(cuStreamDestroy, cuStreamDestroy_v2);

@@ -37,43 +37,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "driver/coherence.h"
+#include "driver/coherence_int.h"
 
-enum { PAGE_DEVICE = 0, PAGE_CLEAN = 1, PAGE_DIRTY = 2 };
-enum { FETCH_MIN = 16, FETCH_MAX = 4096, DIRTY_CHUNK = 16, PLACE_TRIES = 4, WAIT_WARN_S = 10, MAX_SEGS = 256 };
+enum { FETCH_MIN = 16, FETCH_MAX = 4096, DIRTY_CHUNK = 16, PLACE_TRIES = 4, WAIT_WARN_S = 10 };
 
-/* A byte range of an adopted shadow that is a variable's: [off, off+n) from its addr. */
-struct seg {
-    size_t off, n;
-};
-
-struct coh {
-    uintptr_t addr;       /* the program's view: the device address, page aligned */
-    size_t len;           /* page-rounded length */
-    size_t bytes;         /* as asked */
-    CUdeviceptr dev_base; /* the device allocation holding [addr, addr+len) */
-    char *lib;            /* the library's view of the same pages */
-    unsigned char *state; /* per page */
-    size_t host_pages;    /* pages not DEVICE */
-    size_t next_fault, window;
-    uint64_t waited; /* the epoch whose work a fault last waited for */
-    CUcontext ctx;
-    CUstream attached; /* CU_MEM_ATTACH_SINGLE's stream; NULL: wait for the context */
-    int kind;
-    /* Adopted (a module's managed variables): the device memory is not ours to free, and only the
-     * segments' bytes are copied either way. */
-    int adopted;
-    int nsegs;
-    struct seg segs[MAX_SEGS];
-    struct coh *next;
-};
-
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct coh *allocs;
-static size_t host_pages_total; /* read unlocked by the fast path */
+pthread_mutex_t gc_coh_mu = PTHREAD_MUTEX_INITIALIZER;
+struct coh *gc_coh_allocs;
+size_t gc_coh_host_pages_total; /* read unlocked by the fast path */
 static uint64_t epoch;            /* handings to the device so far: a fault waits once per epoch */
-static size_t page;
-static __thread int in_coherence; /* this thread is doing coherence work: its own calls skip the hook */
+size_t gc_coh_page;
+__thread int gc_coh_busy_thread; /* this thread is doing coherence work: its own calls skip the hook */
 static struct sigaction prev_segv;
 /* What coherence did, printed at exit with GPUCLOUD_COHERENCE_STATS=1 (benchmarks, tuning). */
 static struct {
@@ -87,9 +60,9 @@ static void on_fault(int sig, siginfo_t *si, void *uc);
  * managed memory itself; without one coherence does. */
 int gc_coh_transport(void) { return !gc_shm_on(); }
 
-static struct coh *find_locked(uintptr_t p, size_t n) {
-    for (struct coh *c = allocs; c; c = c->next)
-        if (p >= c->addr && p - c->addr < c->len && (n == 0 || n <= c->len - (p - c->addr))) return c;
+struct coh *gc_coh_find_locked(uintptr_t p, size_t n) {
+    for (struct coh *c = gc_coh_allocs; c; c = c->next)
+        if (!c->lazy && p >= c->addr && p - c->addr < c->len && (n == 0 || n <= c->len - (p - c->addr))) return c;
     return NULL;
 }
 
@@ -121,7 +94,7 @@ static CUresult install_handler_locked(void) {
 
 /* place maps a shadow of len bytes at exactly addr: the program's view (PROT_READ) and the
  * library's; 0, or -1 with errno (EEXIST: the address is taken here). */
-static int place(uintptr_t addr, size_t len, char **lib) {
+int gc_coh_place(uintptr_t addr, size_t len, char **lib) {
     int fd = memfd_create("gpucloud-coherent", MFD_CLOEXEC);
     if (fd < 0) return -1;
     int err = 0;
@@ -152,8 +125,8 @@ static void say_once(int *said, const char *what) {
 
 CUresult gc_coh_alloc(void **out, size_t bytes, int kind) {
     if (!out || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-    if (bytes > SIZE_MAX - 2 * page) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t page = gc_coh_page ? gc_coh_page : (gc_coh_page = (size_t)sysconf(_SC_PAGESIZE));
+    if (bytes > SIZE_MAX / 2 - 2 * page) return CUDA_ERROR_OUT_OF_MEMORY;
     size_t len = (bytes + page - 1) / page * page;
     CUcontext ctx = NULL;
     CUresult rc = cuCtxGetCurrent(&ctx);
@@ -165,36 +138,42 @@ CUresult gc_coh_alloc(void **out, size_t bytes, int kind) {
         free(c), free(state);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    /* The device allocation is a page larger, so that its first page boundary starts len bytes of
+    /* Plain pinned memory gets only a reservation of device addresses now (coh_pinned.c); the
+     * rest a device allocation a page larger, so that its first page boundary starts len bytes of
      * it: the shadow needs page-aligned addresses, device allocations come 512-byte aligned. An
      * address taken here is kept aside while the next allocation is tried, then given back. */
+    int lazy = kind == GC_COH_PINNED;
     CUdeviceptr taken[PLACE_TRIES], base = 0;
+    size_t vlen = 0, taken_vlen[PLACE_TRIES];
     int ntaken = 0, placed = 0;
-    in_coherence++;
+    gc_coh_busy_thread++;
     while (ntaken < PLACE_TRIES) {
-        rc = cuMemAlloc_v2(&base, len + page);
+        rc = lazy ? gc_coh_reserve(len, &base, &vlen) : cuMemAlloc_v2(&base, len + page);
         if (rc != CUDA_SUCCESS) break;
         uintptr_t addr = (base + page - 1) / page * page;
-        if (place(addr, len, &c->lib) == 0) {
+        if (gc_coh_place(addr, len, &c->lib) == 0) {
             c->addr = addr;
             placed = 1;
             break;
         }
         int err = errno;
+        taken_vlen[ntaken] = vlen;
         taken[ntaken++] = base;
         if (err != EEXIST) {
             rc = err == ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_OUT_OF_MEMORY; /* no memfd, or no room */
             break;
         }
     }
-    for (int i = 0; i < ntaken; i++) (void)cuMemFree_v2(taken[i]);
-    if (placed) rc = cuMemsetD8_v2(c->addr, 0, len); /* the device's copy matches the zeroed shadow */
-    in_coherence--;
+    for (int i = 0; i < ntaken; i++) lazy ? (void)cuMemAddressFree(taken[i], taken_vlen[i]) : (void)cuMemFree_v2(taken[i]);
+    if (placed && !lazy) rc = cuMemsetD8_v2(c->addr, 0, len); /* the device's copy matches the zeroed shadow */
+    gc_coh_busy_thread--;
+    c->len = len, c->bytes = bytes, c->dev_base = base, c->state = state, c->ctx = ctx;
+    c->kind = lazy ? GC_COH_MAPPED_HOST : kind, c->vmm = c->lazy = lazy, c->vlen = vlen;
     if (!placed || rc != CUDA_SUCCESS) {
         static int said;
         if (placed) {
             munmap((void *)c->addr, len), munmap(c->lib, len);
-            in_coherence++, (void)cuMemFree_v2(base), in_coherence--;
+            gc_coh_busy_thread++, gc_coh_free_device(c), gc_coh_busy_thread--;
         } else if (ntaken == PLACE_TRIES) {
             say_once(&said, "managed or mapped host memory: the device's addresses are taken in this process "
                             "(CUDA_ERROR_NOT_SUPPORTED)");
@@ -203,49 +182,60 @@ CUresult gc_coh_alloc(void **out, size_t bytes, int kind) {
         free(c), free(state);
         return rc;
     }
-    c->len = len, c->bytes = bytes, c->dev_base = base, c->state = state, c->ctx = ctx, c->kind = kind;
     c->window = FETCH_MIN;
-    memset(state, PAGE_CLEAN, len / page);
-    c->host_pages = len / page;
-    pthread_mutex_lock(&mu);
-    rc = install_handler_locked();
-    if (rc == CUDA_SUCCESS) {
-        c->next = allocs;
-        allocs = c;
-        __atomic_add_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+    if (lazy) { /* ordinary host memory until a kernel may see it: no page is the device's */
+        mprotect((void *)c->addr, len, PROT_READ | PROT_WRITE);
+        memset(state, PAGE_DIRTY, len / page);
+    } else {
+        memset(state, PAGE_CLEAN, len / page);
+        c->host_pages = len / page;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_lock(&gc_coh_mu);
+    rc = install_handler_locked();
+    if (rc == CUDA_SUCCESS && lazy) rc = gc_coh_lazy_add_locked(c);
+    if (rc == CUDA_SUCCESS) {
+        c->next = gc_coh_allocs;
+        gc_coh_allocs = c;
+        __atomic_add_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&gc_coh_mu);
     if (rc != CUDA_SUCCESS) {
         munmap((void *)c->addr, len), munmap(c->lib, len);
-        in_coherence++, (void)cuMemFree_v2(base), in_coherence--;
+        gc_coh_busy_thread++, gc_coh_free_device(c), gc_coh_busy_thread--;
         free(c), free(state);
         return rc;
     }
-    if (gc_trace_on()) gc_trace("coherent %s memory: %zu bytes at %#lx", kind == GC_COH_MANAGED ? "managed" : "mapped host",
-                                bytes, (unsigned long)c->addr);
+    if (gc_trace_on())
+        gc_trace("coherent %s memory: %zu bytes at %#lx", kind == GC_COH_MANAGED ? "managed" : lazy ? "plain pinned" : "mapped host",
+                 bytes, (unsigned long)c->addr);
     *out = (void *)c->addr;
     return CUDA_SUCCESS;
 }
 
 int gc_coh_free(const void *p, int kind) {
-    pthread_mutex_lock(&mu);
-    struct coh **pp = &allocs, *c = NULL;
+    pthread_mutex_lock(&gc_coh_mu);
+    struct coh **pp = &gc_coh_allocs, *c = NULL;
     for (; *pp; pp = &(*pp)->next)
         if ((*pp)->addr == (uintptr_t)p && (*pp)->kind == kind && !(*pp)->adopted) {
             c = *pp;
             *pp = c->next;
             break;
         }
-    if (c) __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&mu);
+    if (c) {
+        __atomic_sub_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+        __atomic_sub_fetch(&gc_coh_twin_total, c->twin_pages, __ATOMIC_RELEASE);
+        if (c->lazy) gc_coh_lazy_remove_locked(c);
+    }
+    pthread_mutex_unlock(&gc_coh_mu);
     if (!c) return 0;
-    in_coherence++;
+    gc_coh_busy_thread++;
     CUcontext was = NULL;
     (void)cuCtxPushCurrent_v2(c->ctx);
-    (void)cuCtxSynchronize(); /* as cuMemFree waits for the device's work on it */
-    (void)cuMemFree_v2(c->dev_base);
+    if (!c->lazy) (void)cuCtxSynchronize(); /* as cuMemFree waits for the device's work on it */
+    gc_coh_release_twin(c);
+    gc_coh_free_device(c);
     (void)cuCtxPopCurrent_v2(&was);
-    in_coherence--;
+    gc_coh_busy_thread--;
     munmap((void *)c->addr, c->len);
     munmap(c->lib, c->len);
     free(c->state);
@@ -263,27 +253,27 @@ static int in_segment(const struct coh *c, size_t off, size_t n) {
 
 int gc_coh_find(const void *p, size_t n, int *kind) {
     /* The library's own copies (pushes and fetches, under mu) name only the library's view. */
-    if (in_coherence || !__atomic_load_n(&allocs, __ATOMIC_ACQUIRE)) return 0;
-    pthread_mutex_lock(&mu);
-    struct coh *c = find_locked((uintptr_t)p, n);
+    if (gc_coh_busy_thread || !__atomic_load_n(&gc_coh_allocs, __ATOMIC_ACQUIRE)) return 0;
+    pthread_mutex_lock(&gc_coh_mu);
+    struct coh *c = gc_coh_find_locked((uintptr_t)p, n);
     if (c && c->adopted && !in_segment(c, (uintptr_t)p - c->addr, n)) c = NULL; /* a neighbouring global */
     if (c && kind) *kind = c->kind;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&gc_coh_mu);
     return c != NULL;
 }
 
 CUresult gc_coh_attach(const void *p, CUstream s, unsigned flags) {
-    pthread_mutex_lock(&mu);
-    struct coh *c = find_locked((uintptr_t)p, 0);
+    pthread_mutex_lock(&gc_coh_mu);
+    struct coh *c = gc_coh_find_locked((uintptr_t)p, 0);
     if (c) c->attached = flags == CU_MEM_ATTACH_SINGLE ? s : NULL;
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&gc_coh_mu);
     return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 void gc_coh_prefault(const void *p, size_t n) {
     if (!p || !n || (!gc_coh_find(p, 0, NULL) && !gc_coh_find((const char *)p + n - 1, 0, NULL))) return;
     volatile const char *c = p;
-    for (size_t i = 0; i < n; i += page) (void)c[i];
+    for (size_t i = 0; i < n; i += gc_coh_page) (void)c[i];
     (void)c[n - 1];
 }
 
@@ -304,7 +294,7 @@ static CUresult each_run(struct coh *c, size_t lo, size_t hi, unsigned char st, 
 /* copy_pages copies pages [a, b) between the library's view and the device (to_device: that
  * way); an adopted shadow only its segments' bytes within them. */
 static CUresult copy_pages(struct coh *c, size_t a, size_t b, int to_device) {
-    size_t lo = a * page, hi = b * page;
+    size_t lo = a * gc_coh_page, hi = b * gc_coh_page;
     CUresult rc = CUDA_SUCCESS;
     for (int i = 0; rc == CUDA_SUCCESS && i < (c->adopted ? c->nsegs : 1); i++) {
         size_t x = lo, y = hi;
@@ -318,15 +308,21 @@ static CUresult copy_pages(struct coh *c, size_t a, size_t b, int to_device) {
     return rc;
 }
 
-/* push_run sends DIRTY pages [a, b) to the device from the library's view. */
+/* push_run sends DIRTY pages [a, b) to the device from the library's view. Host memory the
+ * device maps goes through the library's own stream: a kernel spinning on it in a blocking stream
+ * would hold a copy on the legacy stream back for ever (coh_twin.c). */
 static CUresult push_run(struct coh *c, size_t a, size_t b) {
-    stats.pushes++, stats.pushed += (b - a) * page;
-    return copy_pages(c, a, b, 1);
+    stats.pushes++, stats.pushed += (b - a) * gc_coh_page;
+    if (!gc_coh_concurrent_kind(c)) return copy_pages(c, a, b, 1);
+    size_t lo = a * gc_coh_page, n = (b - a) * gc_coh_page;
+    CUresult rc = gc_coh_lane(c);
+    if (rc == CUDA_SUCCESS) rc = cuMemcpyHtoDAsync_v2(c->addr + lo, c->lib + lo, n, c->lane);
+    return rc == CUDA_SUCCESS ? cuStreamSynchronize(c->lane) : rc;
 }
 
 /* reopen_run gives pages [a, b) back the protection their state says. */
 static CUresult reopen_run(struct coh *c, size_t a, size_t b) {
-    mprotect((void *)(c->addr + a * page), (b - a) * page, c->state[a] == PAGE_DIRTY ? PROT_READ | PROT_WRITE : PROT_READ);
+    mprotect((void *)(c->addr + a * gc_coh_page), (b - a) * gc_coh_page, c->state[a] == PAGE_DIRTY ? PROT_READ | PROT_WRITE : PROT_READ);
     return CUDA_SUCCESS;
 }
 
@@ -352,39 +348,55 @@ static int touches_no_memory(uint16_t type) {
 /* hand_locked hands c's host pages to the device: the DIRTY ones pushed, all DEVICE. Caller holds
  * mu and is in coherence. */
 static CUresult hand_locked(struct coh *c) {
+    CUresult trc = gc_coh_end_twins_locked(c); /* none left TWIN, or the call fails */
+    if (trc != CUDA_SUCCESS) return trc;
     if (!c->host_pages) return CUDA_SUCCESS;
     /* Closed first: a thread that writes from now on waits in the fault handler for this. */
     mprotect((void *)c->addr, c->len, PROT_NONE);
     CUcontext was = NULL;
     (void)cuCtxPushCurrent_v2(c->ctx);
-    CUresult rc = each_run(c, 0, c->len / page, PAGE_DIRTY, push_run);
+    CUresult rc = each_run(c, 0, c->len / gc_coh_page, PAGE_DIRTY, push_run);
     (void)cuCtxPopCurrent_v2(&was);
     if (rc != CUDA_SUCCESS) { /* the host's copy stays the truth, open as it was; the call fails */
-        (void)each_run(c, 0, c->len / page, PAGE_CLEAN, reopen_run);
-        (void)each_run(c, 0, c->len / page, PAGE_DIRTY, reopen_run);
+        (void)each_run(c, 0, c->len / gc_coh_page, PAGE_CLEAN, reopen_run);
+        (void)each_run(c, 0, c->len / gc_coh_page, PAGE_DIRTY, reopen_run);
         return rc;
     }
-    memset(c->state, PAGE_DEVICE, c->len / page);
-    __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+    memset(c->state, PAGE_DEVICE, c->len / gc_coh_page);
+    __atomic_sub_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
     c->host_pages = 0;
     c->window = FETCH_MIN;
     return CUDA_SUCCESS;
 }
 
 CUresult gc_coh_before(uint16_t type) {
-    if (in_coherence || !__atomic_load_n(&host_pages_total, __ATOMIC_ACQUIRE) || touches_no_memory(type))
-        return CUDA_SUCCESS;
+    if (gc_coh_busy_thread) return CUDA_SUCCESS;
     CUresult rc = CUDA_SUCCESS;
-    pthread_mutex_lock(&mu);
-    in_coherence++;
+    /* Pages the CPU shares with a running kernel (coh_twin.c): whatever the call, the CPU's
+     * writes reach the device first (a synchronization must not wait for a kernel that waits for
+     * them), and the pages go back to the device. */
+    if (__atomic_load_n(&gc_coh_twin_total, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&gc_coh_mu);
+        gc_coh_busy_thread++;
+        for (struct coh *c = gc_coh_allocs; c; c = c->next) {
+            CUresult trc = gc_coh_end_twins_locked(c);
+            if (rc == CUDA_SUCCESS) rc = trc;
+        }
+        gc_coh_busy_thread--;
+        pthread_mutex_unlock(&gc_coh_mu);
+    }
+    if (rc != CUDA_SUCCESS || !__atomic_load_n(&gc_coh_host_pages_total, __ATOMIC_ACQUIRE) || touches_no_memory(type))
+        return rc;
+    pthread_mutex_lock(&gc_coh_mu);
+    gc_coh_busy_thread++;
     epoch++;
     stats.handings++;
-    for (struct coh *c = allocs; c; c = c->next) {
+    for (struct coh *c = gc_coh_allocs; c; c = c->next) {
         CUresult hrc = hand_locked(c);
         if (rc == CUDA_SUCCESS) rc = hrc;
     }
-    in_coherence--;
-    pthread_mutex_unlock(&mu);
+    gc_coh_busy_thread--;
+    pthread_mutex_unlock(&gc_coh_mu);
     return rc;
 }
 
@@ -414,50 +426,56 @@ static void wait_device(struct coh *c) {
 /* fetch_run brings DEVICE pages [a, b) into the host (CLEAN); a failure ends the program rather
  * than letting it read a stale page. */
 static CUresult fetch_run(struct coh *c, size_t a, size_t b) {
-    stats.fetches++, stats.fetched += (b - a) * page;
+    stats.fetches++, stats.fetched += (b - a) * gc_coh_page;
     CUresult rc = copy_pages(c, a, b, 0);
     if (rc != CUDA_SUCCESS) {
         const char *name = "?";
         cuGetErrorName(rc, &name);
         fprintf(stderr, "gpucloud: the CPU touched managed or mapped host memory at %#lx, and fetching it from the "
-                        "device failed (%s); the program cannot go on\n", (unsigned long)(c->addr + a * page), name);
+                        "device failed (%s); the program cannot go on\n", (unsigned long)(c->addr + a * gc_coh_page), name);
         abort();
     }
     memset(c->state + a, PAGE_CLEAN, b - a);
-    mprotect((void *)(c->addr + a * page), (b - a) * page, PROT_READ);
+    mprotect((void *)(c->addr + a * gc_coh_page), (b - a) * gc_coh_page, PROT_READ);
     c->host_pages += b - a;
-    __atomic_add_fetch(&host_pages_total, b - a, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&gc_coh_host_pages_total, b - a, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
 
 /* dirty_run opens CLEAN pages [a, b) for writing. */
 static CUresult dirty_run(struct coh *c, size_t a, size_t b) {
     memset(c->state + a, PAGE_DIRTY, b - a);
-    mprotect((void *)(c->addr + a * page), (b - a) * page, PROT_READ | PROT_WRITE);
+    mprotect((void *)(c->addr + a * gc_coh_page), (b - a) * gc_coh_page, PROT_READ | PROT_WRITE);
     return CUDA_SUCCESS;
 }
 
 /* fetch_locked brings the DEVICE pages of c's fault window around page i into the host: CLEAN. */
 static void fetch_locked(struct coh *c, size_t i) {
-    size_t n = c->len / page;
+    CUcontext was = NULL;
+    (void)cuCtxPushCurrent_v2(c->ctx);
+    if (c->waited != epoch) { /* no work was handed to the device since the last wait */
+        /* Mapped host memory waits only a while: a kernel may be waiting for this very access. */
+        if (gc_coh_concurrent_kind(c) && !gc_coh_wait_bounded(c)) {
+            gc_coh_twin_locked(c, i);
+            (void)cuCtxPopCurrent_v2(&was);
+            return;
+        }
+        if (!gc_coh_concurrent_kind(c)) wait_device(c);
+        stats.waits++;
+        c->waited = epoch;
+    }
+    size_t n = c->len / gc_coh_page;
     c->window = i == c->next_fault ? (c->window * 2 > FETCH_MAX ? FETCH_MAX : c->window * 2) : FETCH_MIN;
     size_t lo = i / FETCH_MIN * FETCH_MIN, hi = lo + c->window < n ? lo + c->window : n;
     if (i >= hi) hi = i + 1;
     c->next_fault = hi;
-    CUcontext was = NULL;
-    (void)cuCtxPushCurrent_v2(c->ctx);
-    if (c->waited != epoch) { /* no work was handed to the device since the last wait */
-        wait_device(c);
-        stats.waits++;
-        c->waited = epoch;
-    }
     (void)each_run(c, lo, hi, PAGE_DEVICE, fetch_run);
     (void)cuCtxPopCurrent_v2(&was);
 }
 
 /* dirty_locked opens the CLEAN pages of a DIRTY_CHUNK around page i for writing. */
 static void dirty_locked(struct coh *c, size_t i) {
-    size_t n = c->len / page, lo = i / DIRTY_CHUNK * DIRTY_CHUNK, hi = lo + DIRTY_CHUNK < n ? lo + DIRTY_CHUNK : n;
+    size_t n = c->len / gc_coh_page, lo = i / DIRTY_CHUNK * DIRTY_CHUNK, hi = lo + DIRTY_CHUNK < n ? lo + DIRTY_CHUNK : n;
     (void)each_run(c, lo, hi, PAGE_CLEAN, dirty_run);
 }
 
@@ -473,9 +491,9 @@ static int holds_connection(void) {
 
 /* fault: whether the fault at p was one of ours (and is resolved: the access is retried). */
 static int fault(uintptr_t p) {
-    if (!__atomic_load_n(&allocs, __ATOMIC_ACQUIRE)) return 0;
-    pthread_mutex_lock(&mu);
-    struct coh *c = find_locked(p, 1);
+    if (!__atomic_load_n(&gc_coh_allocs, __ATOMIC_ACQUIRE)) return 0;
+    pthread_mutex_lock(&gc_coh_mu);
+    struct coh *c = gc_coh_find_locked(p, 1);
     if (c && holds_connection()) {
         /* The library itself read the program's memory mid-call (kernel parameters or a 2-D copy's
          * rows kept in managed memory): the fetch would wait for the call. Named, not hung. */
@@ -486,13 +504,15 @@ static int fault(uintptr_t p) {
     }
     if (c) {
         stats.faults++;
-        size_t i = (p - c->addr) / page;
-        in_coherence++;
+        size_t i = (p - c->addr) / gc_coh_page;
+        gc_coh_busy_thread++;
         if (c->state[i] == PAGE_DEVICE) fetch_locked(c, i); /* a write faults again, on the CLEAN page */
         else if (c->state[i] == PAGE_CLEAN) dirty_locked(c, i);
-        in_coherence--; /* DIRTY: another thread opened it meanwhile */
+        else if (c->state[i] == PAGE_TWIN) /* closed a moment while its changes were pushed */
+            mprotect((void *)(c->addr + i * gc_coh_page), gc_coh_page, PROT_READ | PROT_WRITE);
+        gc_coh_busy_thread--; /* DIRTY: another thread opened it meanwhile */
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&gc_coh_mu);
     return c != NULL;
 }
 
@@ -532,12 +552,12 @@ static CUresult add_seg_locked(struct coh *c, uintptr_t p, size_t n) {
  * (PROT_NONE), holding the part of [p, p+n) within them. */
 static CUresult adopt_run_locked(uintptr_t a, size_t len, CUcontext ctx, uintptr_t p, size_t n) {
     struct coh *c = calloc(1, sizeof *c);
-    unsigned char *state = calloc(len / page, 1); /* PAGE_DEVICE */
+    unsigned char *state = calloc(len / gc_coh_page, 1); /* PAGE_DEVICE */
     if (!c || !state) {
         free(c), free(state);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (place(a, len, &c->lib) != 0) {
+    if (gc_coh_place(a, len, &c->lib) != 0) {
         int err = errno;
         free(c), free(state);
         return err == EEXIST || err == ENOSYS ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_OUT_OF_MEMORY;
@@ -546,36 +566,36 @@ static CUresult adopt_run_locked(uintptr_t a, size_t len, CUcontext ctx, uintptr
     c->addr = a, c->len = len, c->bytes = len, c->state = state, c->ctx = ctx, c->kind = GC_COH_MANAGED;
     c->adopted = 1, c->window = FETCH_MIN;
     (void)add_seg_locked(c, p, n); /* no host pages to hand over: cannot fail */
-    c->next = allocs;
-    __atomic_store_n(&allocs, c, __ATOMIC_RELEASE);
+    c->next = gc_coh_allocs;
+    __atomic_store_n(&gc_coh_allocs, c, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;
 }
 
 CUresult gc_coh_adopt(CUdeviceptr dp, size_t n) {
     if (!dp || !n) return CUDA_ERROR_INVALID_VALUE;
-    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
-    uintptr_t p = (uintptr_t)dp, lo = p / page * page, hi = (p + n + page - 1) / page * page;
+    if (!gc_coh_page) gc_coh_page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t p = (uintptr_t)dp, lo = p / gc_coh_page * gc_coh_page, hi = (p + n + gc_coh_page - 1) / gc_coh_page * gc_coh_page;
     CUcontext ctx = NULL;
     CUresult rc = cuCtxGetCurrent(&ctx);
     if (rc == CUDA_SUCCESS && !ctx) rc = CUDA_ERROR_INVALID_CONTEXT;
     if (rc != CUDA_SUCCESS) return rc;
-    pthread_mutex_lock(&mu);
-    in_coherence++;
+    pthread_mutex_lock(&gc_coh_mu);
+    gc_coh_busy_thread++;
     rc = install_handler_locked();
     for (uintptr_t a = lo; rc == CUDA_SUCCESS && a < hi;) {
-        struct coh *c = find_locked(a, 1);
+        struct coh *c = gc_coh_find_locked(a, 1);
         if (c) { /* a neighbour adopted the page already (another variable of the module) */
             rc = c->adopted ? add_seg_locked(c, p, n) : CUDA_ERROR_INVALID_VALUE;
             a = c->addr + c->len;
             continue;
         }
-        uintptr_t b = a + page;
-        while (b < hi && !find_locked(b, 1)) b += page;
+        uintptr_t b = a + gc_coh_page;
+        while (b < hi && !gc_coh_find_locked(b, 1)) b += gc_coh_page;
         rc = adopt_run_locked(a, b - a, ctx, p, n);
         a = b;
     }
-    in_coherence--;
-    pthread_mutex_unlock(&mu);
+    gc_coh_busy_thread--;
+    pthread_mutex_unlock(&gc_coh_mu);
     if (rc != CUDA_SUCCESS) gc_coh_disown(dp, n); /* the pages adopted before the failure */
     if (rc == CUDA_SUCCESS && gc_trace_on()) gc_trace("managed variable: %zu bytes at %#lx", n, (unsigned long)p);
     return rc;
@@ -583,8 +603,8 @@ CUresult gc_coh_adopt(CUdeviceptr dp, size_t n) {
 
 void gc_coh_disown(CUdeviceptr dp, size_t n) {
     uintptr_t p = (uintptr_t)dp;
-    pthread_mutex_lock(&mu);
-    for (struct coh **pp = &allocs; *pp;) {
+    pthread_mutex_lock(&gc_coh_mu);
+    for (struct coh **pp = &gc_coh_allocs; *pp;) {
         struct coh *c = *pp;
         if (c->adopted && p < c->addr + c->len && p + n > c->addr) {
             uintptr_t x = p > c->addr ? p : c->addr;
@@ -592,7 +612,7 @@ void gc_coh_disown(CUdeviceptr dp, size_t n) {
                 if (c->segs[i].off == x - c->addr) c->segs[i--] = c->segs[--c->nsegs];
             if (c->nsegs == 0) {
                 *pp = c->next;
-                __atomic_sub_fetch(&host_pages_total, c->host_pages, __ATOMIC_RELEASE);
+                __atomic_sub_fetch(&gc_coh_host_pages_total, c->host_pages, __ATOMIC_RELEASE);
                 munmap((void *)c->addr, c->len), munmap(c->lib, c->len);
                 free(c->state), free(c);
                 continue;
@@ -600,5 +620,5 @@ void gc_coh_disown(CUdeviceptr dp, size_t n) {
         }
         pp = &c->next;
     }
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&gc_coh_mu);
 }

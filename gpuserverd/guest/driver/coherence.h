@@ -5,7 +5,9 @@
 
 #include "guest.h"
 
-enum { GC_COH_MANAGED = 1, GC_COH_MAPPED_HOST = 2 };
+/* GC_COH_PINNED is asked for plain pinned memory (cuMemAllocHost, cuMemHostAlloc without
+ * DEVICEMAP): it becomes mapped host memory once a kernel may see it (gc_coh_promote). */
+enum { GC_COH_MANAGED = 1, GC_COH_MAPPED_HOST = 2, GC_COH_PINNED = 3 };
 
 /* gc_coh_alloc gives bytes of coherent memory of kind at *out, an address that is the device's
  * and the program's alike; charged to the device quota. CUDA_ERROR_NOT_SUPPORTED where the
@@ -31,6 +33,19 @@ void gc_coh_prefault(const void *p, size_t n);
  * process. Needs a current context. gc_coh_disown undoes it (the module is unloaded). */
 CUresult gc_coh_adopt(CUdeviceptr p, size_t n);
 void gc_coh_disown(CUdeviceptr p, size_t n);
+/* gc_coh_promote: whether p lies in plain pinned memory, which from now on has a device side at
+ * its own address, kept coherent as mapped host memory is (the first time: backed and marked
+ * for the next hand-over). Cheap when there is no plain pinned memory. Outside gc.mu. */
+int gc_coh_promote(const void *p);
+/* gc_coh_promote_words calls gc_coh_promote on every 8-byte word at 8-byte offsets in [p, p+n): a launch's
+ * parameters, where a pointer to pinned memory makes it the device's too. */
+void gc_coh_promote_words(const void *p, size_t n);
+/* gc_coh_lazy_any: whether any plain pinned memory has no device side yet (a launch's fast path). */
+int gc_coh_lazy_any(void);
+/* gc_coh_stream_created / _destroyed keep the non-blocking streams, whose work a CPU access to
+ * mapped host memory waits a short while for (the legacy stream covers the others). */
+void gc_coh_stream_created(CUstream s, unsigned flags);
+void gc_coh_stream_destroyed(CUstream s);
 /* gc_managed_coherent: whether managed memory on device dev goes through coherence (managed.c);
  * gc_host_native_atomics: whether dev's atomics on host memory are the CPU's (api_device.c). */
 int gc_managed_coherent(int dev);

@@ -240,6 +240,7 @@ EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph graph, const 
     uint8_t dep[8 * MAX_DEPS];
     CUresult rc = gc_deps(deps, ndeps, dep, sizeof dep);
     if (rc != CUDA_SUCCESS) return GC_T(rc);
+    if ((rc = gc_promote_params(p->func, p->kernelParams, p->extra)) != CUDA_SUCCESS) return GC_T(rc);
     uint8_t packed[32768];
     const void *pbuf = packed;
     size_t plen = 0;

@@ -35,9 +35,10 @@ EXPORT CUresult cuMemHostUnregister(void *p) {
  * shared arena when the session has one (a process on the GPU's host, a VM's ivshmem channel),
  * which the worker registered device-mapped: the device address is the arena's (asked once) plus
  * the offset, and a kernel reads and writes the program's bytes there with no copy. Without an
- * arena, cuMemHostAlloc's DEVICEMAP memory is device memory kept coherent with the program's
- * pages (coherence.c) at the same address, which is then its device pointer; other host memory
- * is in another machine: refused (CUDA_ERROR_NOT_SUPPORTED), saying so once. */
+ * arena, cuMemHostAlloc's memory is device memory kept coherent with the program's pages
+ * (coherence.c; plain pinned memory from the first time a kernel may see it, coh_pinned.c) at the
+ * same address, which is then its device pointer; other host memory is in another machine:
+ * refused (CUDA_ERROR_NOT_SUPPORTED), saying so once. */
 static uint64_t arena_device_base;
 
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned flags) {
@@ -47,6 +48,7 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
     if (rc != CUDA_SUCCESS) return GC_T(rc);
     uint64_t off;
     int kind;
+    (void)gc_coh_promote(p); /* plain pinned memory: its device side from now on */
     if (gc_coh_find(p, 0, &kind) && kind == GC_COH_MAPPED_HOST) { /* coherent: the same address, as on UVA */
         *pdptr = (CUdeviceptr)(uintptr_t)p;
         return GC_T(CUDA_SUCCESS);
@@ -57,10 +59,9 @@ EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsign
             fprintf(stderr, "gpucloud: cuMemHostGetDevicePointer: mapped host memory is shared memory with gpuserverd "
                             "(a process on the GPU's host, a VM's ivshmem channel); %s\n",
                     gc_shm_on() || gc_ivshmem_on() ? "this memory is not in it (allocate it with cuMemHostAlloc)"
-                                                   : "over TCP only memory from cuMemHostAlloc with "
-                                                     "CU_MEMHOSTALLOC_DEVICEMAP (cudaHostAllocMapped) has one, kept "
-                                                     "coherent by software; registered or plain pinned memory has none "
-                                                     "(CUDA_ERROR_NOT_SUPPORTED)");
+                                                   : "over TCP only memory from cuMemHostAlloc / cuMemAllocHost "
+                                                     "(cudaHostAlloc, cudaMallocHost) has one, kept coherent by software; "
+                                                     "registered memory has none (CUDA_ERROR_NOT_SUPPORTED)");
         return GC_T(gc_shm_on() || gc_ivshmem_on() ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED);
     }
     uint64_t base;

@@ -39,6 +39,7 @@ static CUresult launch_ex(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
     }
     int dev;
     CUresult rc = gc_current_device(&dev);
+    if (rc == CUDA_SUCCESS) rc = gc_promote_params(f, params, extra); /* pinned memory a kernel may see */
     if (rc == CUDA_SUCCESS) rc = gc_coh_before(GW_TYPE_LAUNCH_KERNEL_EX); /* managed memory goes to the device */
     if (rc != CUDA_SUCCESS) return rc;
     uint8_t packed[32768];

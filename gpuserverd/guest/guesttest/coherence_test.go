@@ -51,3 +51,15 @@ func TestManagedMemoryIvshmem(t *testing.T) {
 		t.Fatalf("managed_test over ivshmem:%s: %v\n%s", path, err, tail(string(out)))
 	}
 }
+
+// Over TCP, plain pinned memory (cuMemAllocHost) gets a device side at its own address when a
+// kernel may see it, and a kernel that waits for the CPU (the simulated backend's latch_wait)
+// gets the CPU's writes while it runs, its own write to the same page kept
+// (tests/pinned_test.c).
+func TestPinnedOverTCP(t *testing.T) {
+	s := startServer(t)
+	out := s.run(s.token("pinned", sessiontoken.TierShared, 1<<30), "pinned_test")
+	if !strings.Contains(out, "pinned_test: OK") {
+		t.Fatalf("pinned_test over TCP:\n%s", out)
+	}
+}
