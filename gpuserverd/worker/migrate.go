@@ -297,9 +297,9 @@ func (s *Session) handOff(iw *imageWriter, out net.Conn, address string, buf []b
 	s.handedOff = true
 	s.resume.handOff()
 	s.drainAfterHandOff()
-	s.releaseAfterHandOff()
 	prog.State = "done"
 	prog.PauseMs = float64(time.Since(paused).Microseconds()) / 1000
+	s.releaseAfterHandOff() // after the guest was redirected: not part of its pause
 	s.Stats.handedOff(img.HandOff)
 	s.log.Info("session moved", "target", address, "via", prog.Via, "pause_ms", prog.PauseMs, "copied_bytes", prog.CopiedBytes, "handed_bytes", prog.HandedBytes)
 	return nil
