@@ -61,6 +61,9 @@ func TestNVMLSharedTier(t *testing.T) {
 	holdMemory(t, s, s.token("s-other", sessiontoken.TierShared, 256<<20), 16)
 	mine := s.token("s-mine", sessiontoken.TierShared, 512<<20)
 	nvmlRun(t, s, mine, "shared", "512")
+	// The run's CUDA session holds its 8 MiB until its worker has ended, a moment after the
+	// program exits (as a real GPU's memory stays used until the context is torn down).
+	waitFor(t, "the run's worker to end", func() bool { return len(s.workers()) == 1 })
 
 	// gpucloud-smi, nvidia-smi's common forms: the same view, the other instance's process unseen.
 	smi := func(args ...string) string {
