@@ -70,12 +70,13 @@ func (s *Server) Checkpoint(now time.Time) error {
 		if !now.After(se.billedTo) || se.migrating.Load() {
 			continue // a migrating session is billed when it ends, up to its hand-off
 		}
-		// A running worker's time is billed only as far as it has reported: its view of a move
-		// or of its guest may be newer than the last report read here.
+		// A session whose worker is moving it is billed only as far as the worker has
+		// reported: it may have paused (and the target begun billing) since its last report
+		// read here. Others are billed to now, as the reports come once a second.
 		se.mu.Lock()
-		upTo := se.last.At
+		upTo, p := se.last.At, se.last.Migration
 		se.mu.Unlock()
-		if upTo.IsZero() || upTo.After(now) {
+		if p == nil || (p.State != "precopy" && p.State != "paused") || upTo.IsZero() || upTo.After(now) {
 			upTo = now
 		}
 		if err := s.record(se, upTo); err != nil {

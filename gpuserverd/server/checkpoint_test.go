@@ -298,8 +298,8 @@ func TestRestartReadsTheWholeUsageLog(t *testing.T) {
 	}
 }
 
-// A server bills a running session only as far as its worker's reports allow: up to the last
-// report's time, never past a move's pause (until the move fails) nor past the moment the
+// A server bills a running session only as far as its worker's reports allow: while it moves, up
+// to the last report's time, never past a move's pause (until the move fails) nor past the moment the
 // guest's stream broke (until it resumes), and a restored session not before its guest arrives.
 // Without these limits the chaos test billed the same time on two servers: a gpuserverd that
 // adopted a worker mid-move billed past the pause, and a worker whose guest had died lingered,
@@ -334,24 +334,29 @@ func TestCheckpointsBillOnlyWhatTheWorkerReported(t *testing.T) {
 	restored := openTestSession(s, 104, "restored", t0) // a migration's target
 	restored.incoming = true
 
-	report(moved, worker.Snapshot{At: at(5)})
+	moving := func(state string) *worker.MigrationProgress {
+		return &worker.MigrationProgress{Target: "b:1", State: state}
+	}
+	steady := openTestSession(s, 105, "steady", t0) // reports once a second, no move: billed to the tick
+	report(steady, worker.Snapshot{At: at(5)})
+	report(moved, worker.Snapshot{At: at(5), Migration: moving("precopy")})
 	report(gone, worker.Snapshot{At: at(10), AwaySince: at(4)})
 	report(blip, worker.Snapshot{At: at(10), AwaySince: at(4)})
 	report(restored, worker.Snapshot{At: at(10), BillFrom: at(3), AwaySince: at(3)})
 	checkpoint(10)
-	want("first checkpoint", map[string]time.Duration{"moved": 5, "gone": 4, "blip": 4, "restored": 0})
+	want("first checkpoint", map[string]time.Duration{"moved": 5, "gone": 4, "blip": 4, "restored": 0, "steady": 10})
 
-	report(moved, worker.Snapshot{At: at(20), PausedAt: at(12)})
+	report(moved, worker.Snapshot{At: at(20), PausedAt: at(12), Migration: moving("paused")})
 	report(blip, worker.Snapshot{At: at(20)})
 	report(restored, worker.Snapshot{At: at(20), BillFrom: at(3)})
 	checkpoint(21)
-	want("paused, back, arrived", map[string]time.Duration{"moved": 12, "gone": 4, "blip": 20, "restored": 17})
+	want("paused, back, arrived", map[string]time.Duration{"moved": 12, "gone": 4, "blip": 21, "restored": 18, "steady": 21})
 
-	report(moved, worker.Snapshot{At: at(30)}) // the move failed: it ran on here
+	report(moved, worker.Snapshot{At: at(29), Migration: moving("failed")}) // it ran on here
 	checkpoint(30)
 	want("move failed", map[string]time.Duration{"moved": 30})
 
-	report(moved, worker.Snapshot{At: at(40), PausedAt: at(33), HandedOff: at(33)})
+	report(moved, worker.Snapshot{At: at(40), PausedAt: at(33), HandedOff: at(33), Migration: moving("done")})
 	report(gone, worker.Snapshot{At: at(45), AwaySince: at(4)})
 	endTestSession(t, s, moved, at(41))
 	endTestSession(t, s, gone, at(45)) // its resume window ran out

@@ -273,6 +273,9 @@ func (s *Server) supervise(ctx context.Context, se *session, stats io.Reader, cl
 		s.mu.Unlock()
 		return err
 	}
+	if dir := s.adoptDir(workerChannel{}); dir != "" && se.adoptable {
+		os.Remove(worker.EndedFile(dir, se.pid)) // billed here: no later server needs it
+	}
 	return nil
 }
 

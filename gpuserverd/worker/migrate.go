@@ -114,6 +114,7 @@ func (s *Session) Migrate(out net.Conn, address string, stream bool) (err error)
 		s.exec.Unlock()
 	}()
 	s.Stats.setMigration(*prog)
+	s.tellServer() // a move under way: the server bills no further than this worker reports
 
 	iw := newImageWriter(out)
 	buf := make([]byte, copyBuf)

@@ -145,15 +145,20 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	last := s.Stats.Snapshot()
 	link.writeStats(last)
 	switch {
-	case cfg.AdoptDir != "" && link.orphaned() && cfg.Restore != "" && last.BillFrom.IsZero():
+	case cfg.AdoptDir != "" && cfg.Restore != "" && last.BillFrom.IsZero():
 		// A restore that never went live was never this server's to bill (its source bills
 		// it): no end is left, so the next server closes it at its start (the chaos test's
 		// drains billed such a session twice).
-		log.Info("a restore that never went live ended while no gpuserverd ran")
-	case cfg.AdoptDir != "" && link.orphaned():
-		// No server hears this end: leave it where the next one looks (EndedFile). A session
-		// handed to another server ended here at its hand-off, which the other bills from (the
-		// chaos test's drains billed such a session twice when its server was killed mid-move).
+		if link.orphaned() {
+			log.Info("a restore that never went live ended while no gpuserverd ran")
+		}
+	case cfg.AdoptDir != "":
+		// The end, where the next server looks (EndedFile) if this one does not bill it: none
+		// is attached, or it is letting go of its workers for a restart at this very moment
+		// (the chaos test: a session ending as its server stopped was billed only to its last
+		// checkpoint). The server that bills the end removes the file. A session handed to
+		// another server ended here at its hand-off, which the other bills from (the chaos
+		// test's drains billed such a session twice when its server was killed mid-move).
 		endAt := last.BillableUntil(time.Now().UTC())
 		end := endAt.Format(time.RFC3339Nano)
 		if !last.BillFrom.IsZero() {
@@ -169,9 +174,10 @@ func Main(ctx context.Context, log *slog.Logger) error {
 	return err
 }
 
-// EndedFile is where a worker whose session ends while no gpuserverd is attached writes when it
-// ended, so the next gpuserverd bills the session to its real end rather than to its last
-// checkpoint; a restored session's file has a second line, the time it is billed from.
+// EndedFile is where a worker writes when its session ended, so that a gpuserverd that did not
+// see the end (none was attached, or it was letting go for a restart) bills the session to its
+// real end rather than to its last checkpoint; a restored session's file has a second line, the
+// time it is billed from. The server that bills the end removes it.
 func EndedFile(adoptDir string, pid int) string {
 	return filepath.Join(adoptDir, fmt.Sprintf("%d.ended", pid))
 }
