@@ -21,7 +21,7 @@
 # program whose kernel keeps its state in globals the driver places: globals.c, whose fat binary's
 # __device__ and __constant__ variables must come back with their contents, not their initial
 # values), CASE_S (the longest a case's program may run, s; default 120), CUDA_TEST_S (how long
-# the backend's GPU tests may run; default 120).
+# the backend's GPU tests may run; default 120; 0 runs only the one reading nvcc's images).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 # Allocations through the virtual memory API, so that sessions can move (backend/cuda/sessionmem.go).
@@ -64,7 +64,18 @@ cc -O2 -Wall -I"$CUDA_HOME/include" -o "$W/globals" "$T/globals.c" -L"$CUDA_HOME
 PROG_BIN=$W/migrate PROG_MOD=$W/migkernels.ptx
 
 step "the cuda backend's GPU tests (VMM allocations, checkpoint and restore)"
-(cd "$W" && timeout "$CUDA_TEST_S" "$ROOT/bin/cuda.test" -test.run 'TestGPU' -test.v 2>&1) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' | tee "$OUT/cuda-test.txt"
+# and the names of the globals module images hold, read from what nvcc made of globalkernels.cu
+mkdir -p "$W/images"
+nvcc -cubin -arch=sm_90 -o "$W/images/globalkernels.cubin" "$T/globalkernels.cu"
+nvcc -ptx -arch=compute_90 -o "$W/images/globalkernels.ptx" "$T/globalkernels.cu"
+nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+	-o "$W/images/globalkernels-compressed.fatbin" "$T/globalkernels.cu"
+cp "$W/globalkernels.fatbin" "$W/images/"
+mkdir -p "$OUT/images" && cp "$W"/images/* "$OUT/images/"
+tests='TestGPU|TestModuleGlobalNamesOfNvccImagesInDir'
+((CUDA_TEST_S > 0)) || tests=TestModuleGlobalNamesOfNvccImagesInDir
+(cd "$W" && GPUCLOUD_NVCC_IMAGES=$W/images timeout "$((CUDA_TEST_S > 0 ? CUDA_TEST_S : 30))" "$ROOT/bin/cuda.test" -test.run "$tests" -test.v 2>&1) |
+	grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' | tee "$OUT/cuda-test.txt"
 
 . "$ROOT/scripts/lib/gclib.sh"
 worker_libraries >/dev/null 2>&1 || true

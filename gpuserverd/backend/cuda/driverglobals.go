@@ -24,10 +24,14 @@ const maxGlobalContents = 256 << 20
 // driverGlobalContents reads the globals of module h the driver placed, by name (nil when it has
 // none); left is what maxGlobalContents leaves for them, less what they take.
 func (c *Context) driverGlobalContents(h backend.Handle, m *module, left *uint64) (map[string][]byte, error) {
-	names, err := moduleGlobalNames(m.image)
-	if err != nil {
-		return nil, fmt.Errorf("module %d: gpuserverd cannot name the globals the driver placed for it, whose contents a restore would lose (%v)", h, err)
+	if !m.named {
+		m.names, m.namesErr = moduleGlobalNames(m.image)
+		m.named = true
 	}
+	if m.namesErr != nil {
+		return nil, fmt.Errorf("module %d: gpuserverd cannot name the globals the driver placed for it, whose contents a restore would lose (%v)", h, m.namesErr)
+	}
+	names := m.names
 	var out map[string][]byte
 	for _, name := range names {
 		if _, ok := m.pinned[name]; ok {

@@ -27,6 +27,8 @@ const (
 	fatbinHeader    = 16
 	fatbinEntry     = 64
 	fatbinPTX       = 1
+	fatbinELF       = 2
+	fatbinELF2      = 0x10   // a cubin too, as cuobjdump counts them
 	fatbinLZ4       = 0x2000 // an entry's flag: its payload is an LZ4 block
 	fatbinZstd      = 0x8000 // an entry's flag: its payload is a zstd frame
 	maxGlobalsImage = 1 << 30
@@ -106,6 +108,7 @@ func fatbinGlobalNames(names map[string]bool, image []byte) error {
 // fatbinEntries adds the names of a container's entries: a header (kind, its own size, the
 // payload's padded size, its stored size, flags, its size uncompressed), then the payload.
 func fatbinEntries(names map[string]bool, body []byte) error {
+	read := 0
 	for at := 0; at < len(body); {
 		e := body[at:]
 		if len(e) < fatbinEntry {
@@ -118,7 +121,7 @@ func fatbinEntries(names map[string]bool, body []byte) error {
 			return fmt.Errorf("the entry at byte %d runs past the container", at)
 		}
 		payload := e[hdr : hdr+padded]
-		if flags&(fatbinLZ4|fatbinZstd) != 0 {
+		if flags&(fatbinLZ4|fatbinZstd) != 0 && (kind == fatbinPTX || kind == fatbinELF || kind == fatbinELF2) {
 			if stored == 0 || stored > padded || full > maxGlobalsImage {
 				return fmt.Errorf("the compressed entry at byte %d: %d bytes stored of %d, %d uncompressed", at, stored, padded, full)
 			}
@@ -127,15 +130,23 @@ func fatbinEntries(names map[string]bool, body []byte) error {
 				return fmt.Errorf("the entry at byte %d: %w", at, err)
 			}
 		}
-		if kind == fatbinPTX {
-			payload = bytes.TrimRight(payload, "\x00")
-			if err := ptxGlobalNames(names, payload); err != nil {
+		switch kind {
+		case fatbinPTX:
+			if err := ptxGlobalNames(names, bytes.TrimRight(payload, "\x00")); err != nil {
 				return fmt.Errorf("the PTX entry at byte %d: %w", at, err)
 			}
-		} else if err := addGlobalNames(names, payload); err != nil {
-			return fmt.Errorf("the entry (kind %d) at byte %d: %w", kind, at, err)
+			read++
+		case fatbinELF, fatbinELF2:
+			if err := elfGlobalNames(names, payload); err != nil {
+				return fmt.Errorf("the cubin entry at byte %d: %w", at, err)
+			}
+			read++
 		}
+		// Other kinds (LTO IR) are the same source as the PTX or cubin beside them.
 		at += int(hdr + padded)
+	}
+	if read == 0 && len(body) > 0 {
+		return errors.New("no PTX or cubin entry in it")
 	}
 	return nil
 }

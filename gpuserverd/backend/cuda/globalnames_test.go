@@ -2,7 +2,10 @@ package cuda
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -109,10 +112,60 @@ func FuzzModuleGlobalNames(f *testing.F) {
 	f.Add([]byte(ptxWithGlobals))
 	f.Add(fatbin(fatbinItem{kind: 1, data: []byte(".version 8.0\n.global .u32 x;\n")}))
 	f.Add(fatbin(fatbinItem{kind: 2, data: []byte{0xf0, 1, 2}, flags: fatbinLZ4, full: 20}))
+	for _, b64 := range []string{nvccCubin, nvccFatbinCompressed} {
+		image, _ := base64.StdEncoding.DecodeString(b64)
+		f.Add(image)
+	}
 	f.Fuzz(func(t *testing.T, image []byte) {
 		names, err := moduleGlobalNames(image)
 		if err == nil && slices.ContainsFunc(names, func(n string) bool { return n == "" || strings.ContainsAny(n, " \n") }) {
 			t.Fatalf("a bad name in %q", names)
 		}
 	})
+}
+
+// GPUCLOUD_NVCC_IMAGES, where set, holds images nvcc made from gputests/globalkernels.cu (the GPU
+// machine's run of scripts/gpu-migration.sh sets it): each is read as the checkpoint reads it.
+const nvccImagesEnv = "GPUCLOUD_NVCC_IMAGES"
+
+func TestModuleGlobalNamesOfNvccImagesInDir(t *testing.T) {
+	dir := os.Getenv(nvccImagesEnv)
+	if dir == "" {
+		t.Skip(nvccImagesEnv + " is not set")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no images in %s: %v", dir, err)
+	}
+	for _, f := range files {
+		image, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := moduleGlobalNames(image)
+		t.Logf("%s (%d bytes): %v %v", filepath.Base(f), len(image), names, err)
+		if err != nil || !slices.Contains(names, "counter") || !slices.Contains(names, "state") || !slices.Contains(names, "mult") {
+			t.Errorf("%s: names %v, %v; want counter, state and mult among them", f, names, err)
+		}
+	}
+}
+
+// The images nvcc made of gputests/globalkernels.cu (testdata/nvccimages.sh): a cubin and a fat
+// binary whose PTX and cubin are zstd-compressed name its three globals, __constant__ among them.
+func TestModuleGlobalNamesOfNvccImages(t *testing.T) {
+	for name, b64 := range map[string]string{"cubin": nvccCubin, "compressed fat binary": nvccFatbinCompressed} {
+		image, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := moduleGlobalNames(image)
+		if want := []string{"counter", "mult", "state"}; err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: names %v, %v; want %v", name, got, err, want)
+		}
+		for _, cut := range []int{17, len(image) / 2, len(image) - 1} {
+			if got, err := moduleGlobalNames(image[:cut]); err == nil {
+				t.Errorf("%s cut at %d: names %v, no error", name, cut, got)
+			}
+		}
+	}
 }
