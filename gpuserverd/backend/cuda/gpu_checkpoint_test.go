@@ -50,23 +50,7 @@ func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
 	if img.Reserved[1] == 0 || len(img.Regions) != 4 || img.NextHandle < e {
 		t.Fatalf("image: reserved %v, %d regions, next handle %d", img.Reserved, len(img.Regions), img.NextHandle)
 	}
-	contents := map[uint64][]byte{}
-	for _, r := range img.Regions {
-		buf := make([]byte, r.Bytes)
-		ok(t, c.MemcpyDtoH(buf, r.Addr, 0, false))
-		contents[r.Addr] = buf
-	}
-	ok(t, c.Close()) // the range is free again in this process, as in a fresh one
-
-	rc, err := b.RestoreContext(0, img)
-	if err != nil {
-		t.Fatalf("restore: %v", err)
-	}
-	r := rc.(*Context)
-	t.Cleanup(func() { r.Close() })
-	for a, buf := range contents {
-		ok(t, r.MemcpyHtoD(a, buf, 0, false))
-	}
+	r := closeAndRestore(t, b, c, img)
 	cfg := backend.LaunchConfig{Function: f, Grid: [3]uint32{n / 256, 1, 1}, Block: [3]uint32{256, 1, 1},
 		Params: packAxpy(dy, dx, 2, n), Stream: s}
 	ok(t, r.LaunchKernel(cfg))
@@ -231,6 +215,20 @@ func TestGPUDriverPlacedGlobalsComeBackWithTheirContents(t *testing.T) {
 		t.Fatalf("the image carries %d globals of the module (counter %d, state %d, mult %d bytes); its module was placed by: %s",
 			len(got), len(got["counter"]), len(got["state"]), len(got["mult"]), c.modules.m[m].placedBy)
 	}
+	r := closeAndRestore(t, b, c, img)
+	ok(t, r.LaunchKernel(cfg))
+	stepModel()
+	got := make([]byte, 257*8)
+	ok(t, r.MemcpyDtoH(got, out, 0, false))
+	if s, n := binary.LittleEndian.Uint64(got), binary.LittleEndian.Uint64(got[256*8:]); s != state || n != counter {
+		t.Fatalf("after 3 steps, a restore and 1 more: state[0] %#x, counter %d; want %#x and %d", s, n, state, counter)
+	}
+}
+
+// closeAndRestore reads the regions of c's image, closes c (its range is free again in this
+// process, as in a fresh one), restores the image and writes the regions back, as a worker does.
+func closeAndRestore(t *testing.T, b *Backend, c *Context, img *backend.ContextImage) *Context {
+	t.Helper()
 	contents := map[uint64][]byte{}
 	for _, r := range img.Regions {
 		buf := make([]byte, r.Bytes)
@@ -238,7 +236,6 @@ func TestGPUDriverPlacedGlobalsComeBackWithTheirContents(t *testing.T) {
 		contents[r.Addr] = buf
 	}
 	ok(t, c.Close())
-
 	rc, err := b.RestoreContext(0, img)
 	if err != nil {
 		t.Fatalf("restore: %v", err)
@@ -248,11 +245,5 @@ func TestGPUDriverPlacedGlobalsComeBackWithTheirContents(t *testing.T) {
 	for a, buf := range contents {
 		ok(t, r.MemcpyHtoD(a, buf, 0, false))
 	}
-	ok(t, r.LaunchKernel(cfg))
-	stepModel()
-	got := make([]byte, 257*8)
-	ok(t, r.MemcpyDtoH(got, out, 0, false))
-	if s, n := binary.LittleEndian.Uint64(got), binary.LittleEndian.Uint64(got[256*8:]); s != state || n != counter {
-		t.Fatalf("after 3 steps, a restore and 1 more: state[0] %#x, counter %d; want %#x and %d", s, n, state, counter)
-	}
+	return r
 }
