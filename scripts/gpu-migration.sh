@@ -17,8 +17,11 @@
 # same GPU takes its memory over: handed over, not copied), migs:G moves one copying its memory
 # through the connection as between two hosts (copy=stream: pre-copied while the program runs,
 # the rest in the pause), cp:G checkpoints and restores one, restart kills and restarts
-# gpuserverd, torch moves a training loop), CASE_S (the longest a case's program may run, s;
-# default 120).
+# gpuserverd, torch moves a training loop, glob moves and globcp checkpoints and restores a
+# program whose kernel keeps its state in globals the driver places: globals.c, whose fat binary's
+# __device__ and __constant__ variables must come back with their contents, not their initial
+# values), CASE_S (the longest a case's program may run, s; default 120), CUDA_TEST_S (how long
+# the backend's GPU tests may run; default 120; 0 runs only the one reading nvcc's images).
 set -uo pipefail
 export PATH=$PATH:/usr/local/cuda/bin
 # Allocations through the virtual memory API, so that sessions can move (backend/cuda/sessionmem.go).
@@ -30,6 +33,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$PWD/migration-out}
 PLAN=${PLAN:-mig:1 mig:8 mig:32 migs:1 migs:8 cp:1 restart torch}
 CASE_S=${CASE_S:-120}
+CUDA_TEST_S=${CUDA_TEST_S:-120}
 W=$(mktemp -d /tmp/gpu-migration.XXXXXX)
 T=$ROOT/gpuserverd/guest/gputests
 A_ADDR=127.0.0.1:7270 A_ADMIN=127.0.0.1:7271 B_ADDR=127.0.0.1:7280 B_ADMIN=127.0.0.1:7281
@@ -51,9 +55,27 @@ step "build the test program"
 CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 nvcc -ptx -arch=compute_90 -o "$W/migkernels.ptx" "$T/migkernels.cu" || exit 1
 cc -O2 -Wall -I"$CUDA_HOME/include" -o "$W/migrate" "$T/migrate.c" -L"$CUDA_HOME/lib64/stubs" -lcuda || exit 1
+# The globals program's module: a fat binary (sm_90 SASS and compute_90 PTX), whose globals only
+# the driver places.
+nvcc -fatbin -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+	-o "$W/globalkernels.fatbin" "$T/globalkernels.cu" || exit 1
+cc -O2 -Wall -I"$CUDA_HOME/include" -o "$W/globals" "$T/globals.c" -L"$CUDA_HOME/lib64/stubs" -lcuda || exit 1
+# The program and module prog and finish run (the globals cases switch them).
+PROG_BIN=$W/migrate PROG_MOD=$W/migkernels.ptx
 
 step "the cuda backend's GPU tests (VMM allocations, checkpoint and restore)"
-(cd "$W" && timeout 120 "$ROOT/bin/cuda.test" -test.run 'TestGPU' -test.v 2>&1) | grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' | tee "$OUT/cuda-test.txt"
+# and the names of the globals module images hold, read from what nvcc made of globalkernels.cu
+mkdir -p "$W/images"
+nvcc -cubin -arch=sm_90 -o "$W/images/globalkernels.cubin" "$T/globalkernels.cu"
+nvcc -ptx -arch=compute_90 -o "$W/images/globalkernels.ptx" "$T/globalkernels.cu"
+nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+	-o "$W/images/globalkernels-compressed.fatbin" "$T/globalkernels.cu"
+cp "$W/globalkernels.fatbin" "$W/images/"
+mkdir -p "$OUT/images" && cp "$W"/images/* "$OUT/images/"
+tests='TestGPU|TestModuleGlobalNamesOfNvccImagesInDir'
+((CUDA_TEST_S > 0)) || tests=TestModuleGlobalNamesOfNvccImagesInDir
+(cd "$W" && GPUCLOUD_NVCC_IMAGES=$W/images timeout "$((CUDA_TEST_S > 0 ? CUDA_TEST_S : 30))" "$ROOT/bin/cuda.test" -test.run "$tests" -test.v 2>&1) |
+	grep -E '^(=== RUN|--- |PASS|FAIL|ok|\s+\S+_test.go)' | tee "$OUT/cuda-test.txt"
 
 . "$ROOT/scripts/lib/gclib.sh"
 worker_libraries >/dev/null 2>&1 || true
@@ -90,7 +112,7 @@ field() { python3 -c "import json,sys; d=json.loads(sys.argv[1]); [d:=d.get(k, {
 prog() { # N(token index) GIB NAME: the program on A, in the background
 	# a resume window long enough for an 8 GiB checkpoint and restore (the default is 30 s)
 	env LD_LIBRARY_PATH="$ROOT/gpuserverd/guest/build" GPUCLOUD_CONFIG=/nonexistent GPUCLOUD_ENDPOINT=$A_ADDR GPUCLOUD_RESUME_S=120 \
-		GPUCLOUD_TOKEN="${TA[$1]}" timeout "$CASE_S" "$W/migrate" "$W/migkernels.ptx" "$2" 50 "$W/stop-$3" \
+		GPUCLOUD_TOKEN="${TA[$1]}" timeout "$CASE_S" "$PROG_BIN" "$PROG_MOD" "$2" 50 "$W/stop-$3" \
 		>"$L/$3.out" 2>"$L/$3.err" &
 	PROG=$!
 	for _ in $(seq 600); do grep -q READY "$L/$3.out" && return 0; kill -0 $PROG 2>/dev/null || break; sleep 0.1; done
@@ -108,7 +130,7 @@ finish() { # NAME: stops the program, checks it and replays its steps natively
 		RESULT="FAIL: $(grep -m1 -E 'FAIL|failed' "$L/$1.err" | cut -c1-150)"
 		return
 	fi
-	native=$(timeout 120 "$W/migrate" "$W/migkernels.ptx" 0 "$steps" 2>/dev/null | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
+	native=$(timeout 120 "$PROG_BIN" "$PROG_MOD" 0 "$steps" 2>/dev/null | sed -n 's/.*checksum=\([0-9a-f]*\).*/\1/p')
 	[[ $native == "$sum" ]] && RESULT="PASS ($steps steps, checksum = native's)" || RESULT="FAIL: checksum $sum, native $native"
 }
 
@@ -119,8 +141,8 @@ row "| case | session memory | pause (ms) | total (ms) | copied (GiB) | handed o
 row "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 n=0
 gib() { python3 -c "import sys; print(f'{int(sys.argv[1])/2**30:.2f}')" "$1" 2>/dev/null || echo -; }
-mig_case() { # G [stream]
-	local g=$1 copy=${2:-} name=mig-$1${2:+-$2} res moved what="migrate A->B (same GPU: memory handed over)"
+mig_case() { # G [stream [LABEL]]
+	local g=$1 copy=${2:-} name=mig-$1${2:+-$2}${3:+-glob} res moved what=${3:-"migrate A->B (same GPU: memory handed over)"}
 	[[ -n $copy ]] && what="migrate A->B, memory copied through the connection (copy=stream)"
 	step "live migration A -> B, $g GiB ${copy:+(copy=$copy)}"
 	prog $n "$g" "$name" || { row "| $what | $g GiB | | | | | | | FAIL: did not start |"; return; }
@@ -131,8 +153,8 @@ mig_case() { # G [stream]
 	row "| $what | $g GiB | $(field "$res" migration.pause_ms) | $(field "$res" migration.total_ms) | $(gib "$(field "$res" migration.copied_bytes)") | $(gib "$(field "$res" migration.handed_bytes)") | $(field "$res" migration.round) | ${GAP:--} | $RESULT; via $(field "$res" migration.via); guest redirected: $moved; $(field "$res" error | cut -c1-200) |"
 }
 
-cp_case() { # G
-	local g=$1 name=cp-$1 sid=mig-$((n + 1)) t0 t1 t2 cp rs path st restore_ms
+cp_case() { # G [LABEL]
+	local g=$1 name=cp-$1${2:+-glob} sid=mig-$((n + 1)) t0 t1 t2 cp rs path st restore_ms what=${2:-"checkpoint (stop) + restore on A"}
 	step "checkpoint (stop) and restore on A, $g GiB"
 	prog $n "$g" "$name" || { row "| checkpoint+restore | $g GiB | | | | | | | FAIL: did not start |"; return; }
 	t0=$(date +%s.%N)
@@ -155,7 +177,7 @@ cp_case() { # G
 	restore_ms=$(python3 -c "print(round(($t2-$t1)*1000))")
 	finish "$name"
 	rm -f "$path"
-	row "| checkpoint (stop) + restore on A | $g GiB | checkpoint $(field "$cp" ms), restore $restore_ms | $(python3 -c "print(round(($t2-$t0)*1000))") | file $(gib "$(field "$cp" bytes)") | - | - | ${GAP:--} | $RESULT; $(field "$cp" error | cut -c1-200) |"
+	row "| $what | $g GiB | checkpoint $(field "$cp" ms), restore $restore_ms | $(python3 -c "print(round(($t2-$t0)*1000))") | file $(gib "$(field "$cp" bytes)") | - | - | ${GAP:--} | $RESULT; $(field "$cp" error | cut -c1-200) |"
 }
 
 restart_case() {
@@ -169,6 +191,12 @@ restart_case() {
 	t1=$(date +%s.%N)
 	finish restart
 	row "| gpuserverd SIGKILL + restart | 1 GiB | - | $(python3 -c "print(round(($t1-$t0)*1000))") (server back) | - | - | - | ${GAP:--} | $RESULT |"
+}
+
+glob_case() { # mig or cp: the globals program moved A -> B, or checkpointed and restored
+	PROG_BIN=$W/globals PROG_MOD=$W/globalkernels.fatbin
+	if [[ $1 == mig ]]; then mig_case 0 "" "state in driver-placed globals (fat binary), migrate A->B"; else cp_case 0 "state in driver-placed globals (fat binary), checkpoint (stop) + restore on A"; fi
+	PROG_BIN=$W/migrate PROG_MOD=$W/migkernels.ptx
 }
 
 torch_case() {
@@ -211,6 +239,8 @@ for c in $PLAN; do
 	cp:*) cp_case "${c#cp:}" ;;
 	restart) restart_case ;;
 	torch) torch_case ;;
+	glob) glob_case mig ;;
+	globcp) glob_case cp ;;
 	*) echo "unknown case $c" ;;
 	esac
 	n=$((n + 1))

@@ -65,11 +65,15 @@ type Region struct {
 // Globals are those whose address the program asked for, which a restore must find there again;
 // Pinned (the cuda backend's) are globals the backend placed in the session's own memory (name ->
 // address, bytes), which a restore links the module to again: their memory is among the regions.
+// Contents are the globals the driver placed itself (name -> their bytes when imaged): the
+// program never asked where they live, so a restore writes each wherever the module's new load
+// puts it.
 type ModuleImage struct {
-	Handle  Handle               `json:"handle"`
-	Image   []byte               `json:"image"`
-	Globals map[string]uint64    `json:"globals,omitempty"`
-	Pinned  map[string][2]uint64 `json:"pinned,omitempty"`
+	Handle   Handle               `json:"handle"`
+	Image    []byte               `json:"image"`
+	Globals  map[string]uint64    `json:"globals,omitempty"`
+	Pinned   map[string][2]uint64 `json:"pinned,omitempty"`
+	Contents map[string][]byte    `json:"contents,omitempty"`
 }
 
 // FunctionImage is a function taken from a module by name.

@@ -535,3 +535,94 @@ func TestHandoverOfferChecks(t *testing.T) {
 		t.Fatalf("an image handed over on no socket: %v", err)
 	}
 }
+
+// counterModule keeps its state in a global the driver places (count_global: ++counter), whose
+// address the program never asks for, as a CUDA kernel keeping a count in a __device__ variable.
+const counterModule = "GPUSIM-MODULE 1\nkernel count_global\ndriverglobal counter 4\n"
+
+// countUp loads counterModule and runs count_global n times into a new 4-byte allocation, and
+// returns the function and the allocation.
+func countUp(g *streamGuest, n int) (fn backend.Handle, out uint64) {
+	g.t.Helper()
+	var hr wire.HandleReply
+	g.call(&wire.ModuleLoad{Image: []byte(counterModule)}, &hr)
+	g.call(&wire.ModuleGetFunction{Module: hr.Handle, Name: "count_global"}, &hr)
+	fn = backend.Handle(hr.Handle)
+	g.call(&wire.MemAlloc{Bytes: 4}, &hr)
+	out = hr.Handle
+	count(g, fn, out, n)
+	return fn, out
+}
+
+// count runs count_global n times and checks nothing: the caller reads out.
+func count(g *streamGuest, fn backend.Handle, out uint64, n int) {
+	for range n {
+		g.send(&wire.LaunchKernel{Function: uint64(fn), GridX: 1, GridY: 1, GridZ: 1, BlockX: 1, BlockY: 1, BlockZ: 1,
+			Params: u64(out)}, wire.FlagNoReply)
+	}
+}
+
+// A kernel's state in a driver-placed global survives a migration, by stream or handed over: the
+// new load places the global elsewhere with its initial value, and the image's contents carry
+// what the kernels left in it.
+func TestMigrateCarriesDriverPlacedGlobals(t *testing.T) {
+	for _, via := range []string{"stream", "handover"} {
+		t.Run(via, func(t *testing.T) {
+			g, a, _ := serveTCP(t, sim.New(1, 1<<30))
+			fn, out := countUp(g, 3)
+			toB, fromA := tcpPair(t)
+			bReady := make(chan *Session, 1)
+			go serveTarget(fromA, Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, slog.Default(), bReady)
+			if err := a.Migrate(toB, "b:1", via == "stream"); err != nil {
+				t.Fatal(err)
+			}
+			b := <-bReady
+			h, p := g.next()
+			var redirect wire.MigrateRedirect
+			if h.Type != wire.TypeMigrateRedirect || redirect.Decode(p) != nil {
+				t.Fatalf("got %s, want MigrateRedirect", h.Type)
+			}
+			g.secret = redirect.Secret
+			guestB, workerB := tcpPair(t)
+			g.resumeOn(b.resume, guestB, workerB)
+			count(g, fn, out, 2)
+			if got := binary.LittleEndian.Uint32(dtoh(g, out, 4)); got != 5 {
+				t.Fatalf("after 3 counts, a move and 2 more the counter reads %d, want 5", got)
+			}
+		})
+	}
+}
+
+// The same across a checkpoint and a restore into a fresh worker.
+func TestCheckpointCarriesDriverPlacedGlobals(t *testing.T) {
+	g, a, rcA := serveTCP(t, sim.New(1, 1<<30))
+	fn, out := countUp(g, 4)
+	var st wire.Status
+	g.call(&wire.Synchronize{}, &st)
+	var image bytes.Buffer
+	a.exec.Lock()
+	err := a.Checkpoint(&image)
+	a.exec.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcA.Close()
+	img, chunks, err := readImage(&image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, window := img.secretOrNew(false)
+	rc := newRestoredResumeConn("s1", img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
+	b := NewSession(Config{SessionID: "s1", Tier: "shared", Devices: []int{0}}, sim.New(1, 1<<30), rc, slog.Default())
+	b.resume = rc
+	if err := b.Restore(img, chunks, nil); err != nil {
+		t.Fatal(err)
+	}
+	go b.Serve(context.Background())
+	guestB, workerB := tcpPair(t)
+	g.resumeOn(rc, guestB, workerB)
+	count(g, fn, out, 1)
+	if got := binary.LittleEndian.Uint32(dtoh(g, out, 4)); got != 5 {
+		t.Fatalf("after 4 counts, a checkpoint, a restore and 1 more the counter reads %d, want 5", got)
+	}
+}

@@ -16,9 +16,10 @@ import (
 // (sessionmem.go), maps the allocations at their addresses, loads the modules from the images
 // the guest sent, finds functions by name, and makes streams, events and cuBLAS/cuBLASLt handles
 // again, each under its old handle, in the order they were first made. A module's globals come
-// back at their addresses where gpuserverd placed them (pinned.go); a session whose program asked
-// the address of one the driver placed is refused at its image, naming it, before anything is
-// written or sent. What the driver cannot rebuild is refused by name.
+// back at their addresses where gpuserverd placed them (pinned.go); those the driver placed come
+// back wherever it puts them, with the contents the image carries by name (driverglobals.go); a
+// session whose program asked the address of one the driver placed is refused at its image,
+// naming it, before anything is written or sent. What the driver cannot rebuild is refused by name.
 
 var (
 	_ backend.Checkpointer = (*Context)(nil)
@@ -45,9 +46,14 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 		img.Reserved = [2]uint64{c.mem.base, c.mem.size}
 		img.Regions = c.mem.regions()
 	}
+	left := uint64(maxGlobalContents)
 	for _, h := range slices.Sorted(maps.Keys(c.modules.m)) {
 		m := c.modules.m[h]
-		img.Modules = append(img.Modules, backend.ModuleImage{Handle: h, Image: m.image, Pinned: maps.Clone(m.pinned)})
+		contents, err := c.driverGlobalContents(h, m, &left)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint: %w: %w", err, backend.ErrNotSupported)
+		}
+		img.Modules = append(img.Modules, backend.ModuleImage{Handle: h, Image: m.image, Pinned: maps.Clone(m.pinned), Contents: contents})
 	}
 	for _, h := range slices.Sorted(maps.Keys(c.functions.m)) {
 		f := c.functions.m[h]
@@ -235,6 +241,9 @@ func (c *Context) restoreModule(h backend.Handle, m backend.ModuleImage) error {
 		c.modules.remove(tmp)
 	})
 	if err != nil {
+		return err
+	}
+	if err := c.restoreDriverGlobals(h, m.Contents); err != nil {
 		return err
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Globals)) {

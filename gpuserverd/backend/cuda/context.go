@@ -26,6 +26,11 @@ type module struct {
 	pinnedBy string // how the module was loaded with them there
 	globals  map[string][2]uint64
 	placedBy string
+	// names are the globals its image defines, found at its first checkpoint (driverglobals.go)
+	// and kept: a migration's pause reads no module image again.
+	names    []string
+	namesErr error
+	named    bool
 }
 
 type function struct {

@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"strings"
@@ -49,23 +50,7 @@ func TestGPUCheckpointRestoreSameAddresses(t *testing.T) {
 	if img.Reserved[1] == 0 || len(img.Regions) != 4 || img.NextHandle < e {
 		t.Fatalf("image: reserved %v, %d regions, next handle %d", img.Reserved, len(img.Regions), img.NextHandle)
 	}
-	contents := map[uint64][]byte{}
-	for _, r := range img.Regions {
-		buf := make([]byte, r.Bytes)
-		ok(t, c.MemcpyDtoH(buf, r.Addr, 0, false))
-		contents[r.Addr] = buf
-	}
-	ok(t, c.Close()) // the range is free again in this process, as in a fresh one
-
-	rc, err := b.RestoreContext(0, img)
-	if err != nil {
-		t.Fatalf("restore: %v", err)
-	}
-	r := rc.(*Context)
-	t.Cleanup(func() { r.Close() })
-	for a, buf := range contents {
-		ok(t, r.MemcpyHtoD(a, buf, 0, false))
-	}
+	r := closeAndRestore(t, b, c, img)
 	cfg := backend.LaunchConfig{Function: f, Grid: [3]uint32{n / 256, 1, 1}, Block: [3]uint32{256, 1, 1},
 		Params: packAxpy(dy, dx, 2, n), Stream: s}
 	ok(t, r.LaunchKernel(cfg))
@@ -194,4 +179,71 @@ func TestGPUExportMemoryCoversEveryMapping(t *testing.T) {
 	if len(got) != 2 || got[big] != 4<<20 || got[slab] != c.mem.gran {
 		t.Fatalf("exported %v; want %#x (4 MiB) and the slab %#x (%d bytes)", got, big, slab, c.mem.gran)
 	}
+}
+
+// A fat binary's globals, which the driver places (__device__ counter and state, __constant__
+// mult: gputests/globalkernels.cu), never asked for by the program, come back after a restore
+// with what the kernel left in them, wherever the new load put them. Needs a GPU (sm_90).
+func TestGPUDriverPlacedGlobalsComeBackWithTheirContents(t *testing.T) {
+	if !Movable {
+		t.Skip("needs GPUSERVERD_MOVABLE_MEMORY=1")
+	}
+	b := openGPU(t)
+	cc, err := b.NewContext(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cc.(*Context)
+	image, err := base64.StdEncoding.DecodeString(nvccFatbinCompressed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := must(c.ModuleLoadData(image))
+	f := must(c.ModuleGetFunction(m, "step"))
+	out := must(c.MemAlloc(257 * 8))
+	cfg := backend.LaunchConfig{Function: f, Grid: [3]uint32{1, 1, 1}, Block: [3]uint32{256, 1, 1}, Params: binary.LittleEndian.AppendUint64(nil, out)}
+	// The host's model of thread 0: state = state*mult[0] + counter, then counter++.
+	state, counter := uint64(1), uint64(0)
+	stepModel := func() { state, counter = state*6364136223846793005+counter, counter+1 }
+	for range 3 {
+		ok(t, c.LaunchKernel(cfg))
+		stepModel()
+	}
+	ok(t, c.Synchronize())
+	img := must(c.Image())
+	if got := img.Modules[0].Contents; len(got["counter"]) != 8 || len(got["state"]) != 256*8 || len(got["mult"]) != 4*8 {
+		t.Fatalf("the image carries %d globals of the module (counter %d, state %d, mult %d bytes); its module was placed by: %s",
+			len(got), len(got["counter"]), len(got["state"]), len(got["mult"]), c.modules.m[m].placedBy)
+	}
+	r := closeAndRestore(t, b, c, img)
+	ok(t, r.LaunchKernel(cfg))
+	stepModel()
+	got := make([]byte, 257*8)
+	ok(t, r.MemcpyDtoH(got, out, 0, false))
+	if s, n := binary.LittleEndian.Uint64(got), binary.LittleEndian.Uint64(got[256*8:]); s != state || n != counter {
+		t.Fatalf("after 3 steps, a restore and 1 more: state[0] %#x, counter %d; want %#x and %d", s, n, state, counter)
+	}
+}
+
+// closeAndRestore reads the regions of c's image, closes c (its range is free again in this
+// process, as in a fresh one), restores the image and writes the regions back, as a worker does.
+func closeAndRestore(t *testing.T, b *Backend, c *Context, img *backend.ContextImage) *Context {
+	t.Helper()
+	contents := map[uint64][]byte{}
+	for _, r := range img.Regions {
+		buf := make([]byte, r.Bytes)
+		ok(t, c.MemcpyDtoH(buf, r.Addr, 0, false))
+		contents[r.Addr] = buf
+	}
+	ok(t, c.Close())
+	rc, err := b.RestoreContext(0, img)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	r := rc.(*Context)
+	t.Cleanup(func() { r.Close() })
+	for a, buf := range contents {
+		ok(t, r.MemcpyHtoD(a, buf, 0, false))
+	}
+	return r
 }

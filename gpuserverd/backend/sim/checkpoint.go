@@ -37,13 +37,26 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 			"cannot put it at the same address: %w", held, backend.ErrNotSupported)
 	}
 	img := &backend.ContextImage{NextHandle: c.nextH, CacheConfig: c.cacheConfig}
-	globals := map[uint64]bool{}
+	globals, placed := map[uint64]bool{}, c.placedGlobals()
 	for _, h := range sortedKeys(c.modules) {
 		m := c.modules[h]
-		img.Modules = append(img.Modules, backend.ModuleImage{Handle: h, Image: m.image, Globals: m.globals})
-		for _, p := range m.globals {
-			globals[p] = true
+		mi := backend.ModuleImage{Handle: h, Image: m.image, Globals: map[string]uint64{}}
+		for name, p := range m.globals {
+			if !m.placed[name] {
+				mi.Globals[name], globals[p] = p, true
+				continue
+			}
+			// A driver-placed global is no region (a restore places it anew): its bytes go by name.
+			b, err := c.mem.view(p, m.sizes[name])
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: module %d global %q: %w", h, name, err)
+			}
+			if mi.Contents == nil {
+				mi.Contents = map[string][]byte{}
+			}
+			mi.Contents[name] = append([]byte(nil), b...)
 		}
+		img.Modules = append(img.Modules, mi)
 	}
 	for _, h := range sortedKeys(c.functions) {
 		img.Functions = append(img.Functions, backend.FunctionImage{Handle: h, Module: c.fnOrigin[h], Name: c.functions[h].name})
@@ -84,11 +97,26 @@ func (c *Context) Image() (*backend.ContextImage, error) {
 	c.mem.mu.Lock()
 	img.NextAddress = c.mem.next
 	for _, base := range c.mem.bases {
+		if placed[base] {
+			continue
+		}
 		a := c.mem.alloc[base]
 		img.Regions = append(img.Regions, backend.Region{Addr: base, Bytes: uint64(len(a.data)), Global: globals[base]})
 	}
 	c.mem.mu.Unlock()
 	return img, nil
+}
+
+// placedGlobals is the addresses of the driverglobals, which stand for globals NVIDIA's driver
+// places wherever it likes: they are none of the image's regions. Caller holds c.mu.
+func (c *Context) placedGlobals() map[uint64]bool {
+	placed := map[uint64]bool{}
+	for _, m := range c.modules {
+		for name := range m.placed {
+			placed[m.globals[name]] = true
+		}
+	}
+	return placed
 }
 
 // heldGlobals names the driverglobals whose address the program asked for ("" when none), as the
@@ -138,10 +166,16 @@ var _ backend.MemoryExporter = (*Context)(nil)
 // mapping. The test double cannot share memory between processes: each file holds a copy of its
 // allocation's bytes (an unlinked temporary file), which a restore reads back (takeShared).
 func (c *Context) ExportMemory() ([]backend.SharedMapping, error) {
+	c.mu.Lock()
+	placed := c.placedGlobals()
+	c.mu.Unlock()
 	c.mem.mu.Lock()
 	defer c.mem.mu.Unlock()
 	var out []backend.SharedMapping
 	for _, base := range c.mem.bases {
+		if placed[base] {
+			continue // the driver's memory, not the session's: it goes by name in the image
+		}
 		a := c.mem.alloc[base]
 		f, err := os.CreateTemp("", "gpusim-memory-*")
 		if err == nil {
@@ -189,20 +223,22 @@ func (b *Backend) RestoreContext(ordinal int, img *backend.ContextImage) (backen
 		return nil, fmt.Errorf("restore: %d bytes of device memory: %w", total, err)
 	}
 	c := newContext(b, ordinal)
-	if err := c.restore(img); err != nil {
-		placed := c.mem.used
-		c.Close() // gives back what was placed
+	if extra, err := c.restore(img); err != nil {
+		placed := c.mem.used - extra // the regions placed; extra was reserved on its own
+		c.Close()                    // gives back what was placed
 		b.release(ordinal, total-placed)
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *Context) restore(img *backend.ContextImage) (err error) {
+// restore rebuilds the context; extra is the bytes of the driverglobals it placed anew (reserved
+// apart from the regions').
+func (c *Context) restore(img *backend.ContextImage) (extra uint64, err error) {
 	shared := map[uint64]backend.SharedMapping{}
 	for _, m := range img.Shared {
 		if _, dup := shared[m.Addr]; dup || m.File == nil {
-			return fmt.Errorf("restore: memory handed over twice at %#x, or without its file: %w", m.Addr, backend.ErrInvalidValue)
+			return extra, fmt.Errorf("restore: memory handed over twice at %#x, or without its file: %w", m.Addr, backend.ErrInvalidValue)
 		}
 		shared[m.Addr] = m
 	}
@@ -223,12 +259,12 @@ func (c *Context) restore(img *backend.ContextImage) (err error) {
 	end := base
 	for _, r := range regions {
 		if r.Addr < end || r.Addr%alignment != 0 || r.Bytes > deviceStride || r.Addr+r.Bytes > base+deviceStride {
-			return fmt.Errorf("restore: region %#x of %d bytes overlaps another or lies outside the image's device block at %#x: %w",
+			return extra, fmt.Errorf("restore: region %#x of %d bytes overlaps another or lies outside the image's device block at %#x: %w",
 				r.Addr, r.Bytes, base, backend.ErrInvalidValue)
 		}
 		a := &allocation{base: r.Addr, data: make([]byte, r.Bytes)}
 		if err := takeShared(shared, a); err != nil {
-			return err
+			return extra, err
 		}
 		c.mem.insert(a)
 		c.mem.used += r.Bytes
@@ -238,21 +274,36 @@ func (c *Context) restore(img *backend.ContextImage) (err error) {
 	for _, m := range img.Modules {
 		kernels, sizes, managed, err := parseImage(m.Image)
 		if err != nil {
-			return fmt.Errorf("restore: module %d: %w", m.Handle, err)
+			return extra, fmt.Errorf("restore: module %d: %w", m.Handle, err)
 		}
 		mod := &module{image: m.Image, kernels: map[string]bool{}, globals: map[string]uint64{}, sizes: sizes,
 			placed: driverPlaced(m.Image), managed: map[uint64]bool{}}
 		for _, k := range kernels {
 			mod.kernels[k] = true
 		}
-		for name := range sizes {
+		for _, name := range slices.Sorted(maps.Keys(sizes)) {
+			if mod.placed[name] {
+				// As NVIDIA's driver does on a load: somewhere new, with its initial value, then
+				// what the program left in it.
+				p, err := c.placeGlobal(sizes[name], m.Contents[name])
+				if err != nil {
+					return extra, fmt.Errorf("restore: module %d global %s: %w", m.Handle, name, err)
+				}
+				mod.globals[name], extra = p, extra+sizes[name]
+				continue
+			}
 			p, ok := m.Globals[name]
 			if _, err := c.mem.view(p, sizes[name]); !ok || err != nil {
-				return fmt.Errorf("restore: module %d global %s has no region: %w", m.Handle, name, backend.ErrInvalidValue)
+				return extra, fmt.Errorf("restore: module %d global %s has no region: %w", m.Handle, name, backend.ErrInvalidValue)
 			}
 			mod.globals[name] = p
 			if _, ok := managed[name]; ok {
 				mod.managed[p] = true
+			}
+		}
+		for name := range m.Contents {
+			if !mod.placed[name] {
+				return extra, fmt.Errorf("restore: module %d has no driver-placed global %q for the image's contents: %w", m.Handle, name, backend.ErrInvalidValue)
 			}
 		}
 		c.modules[m.Handle] = mod
@@ -261,7 +312,7 @@ func (c *Context) restore(img *backend.ContextImage) (err error) {
 	for _, f := range img.Functions {
 		k, ok := builtins[f.Name]
 		if m := c.modules[f.Module]; !ok || m == nil || !m.kernels[f.Name] {
-			return fmt.Errorf("restore: function %d (%q of module %d): %w", f.Handle, f.Name, f.Module, backend.ErrNotFound)
+			return extra, fmt.Errorf("restore: function %d (%q of module %d): %w", f.Handle, f.Name, f.Module, backend.ErrNotFound)
 		}
 		c.functions[f.Handle] = k
 		c.fnOrigin[f.Handle] = f.Module
@@ -283,19 +334,37 @@ func (c *Context) restore(img *backend.ContextImage) (err error) {
 	c.nextH = img.NextHandle
 	for _, a := range img.FuncAttrs {
 		if err := c.FuncSetAttribute(a.Function, a.Attr, a.Value); err != nil {
-			return fmt.Errorf("restore: attribute %d of function %d: %w", a.Attr, a.Function, err)
+			return extra, fmt.Errorf("restore: attribute %d of function %d: %w", a.Attr, a.Function, err)
 		}
 	}
 	for k, v := range img.Limits {
 		if err := c.SetLimit(k, v); err != nil {
-			return fmt.Errorf("restore: limit %d: %w", k, err)
+			return extra, fmt.Errorf("restore: limit %d: %w", k, err)
 		}
 	}
 	c.cacheConfig = img.CacheConfig
 	if h := c.maxHandle(); h >= c.nextH {
-		return fmt.Errorf("restore: handle %d at or past the next handle %d: %w", h, c.nextH, backend.ErrInvalidValue)
+		return extra, fmt.Errorf("restore: handle %d at or past the next handle %d: %w", h, c.nextH, backend.ErrInvalidValue)
 	}
-	return nil
+	return extra, nil
+}
+
+// placeGlobal places a driverglobal at the next free address, zeroed, and writes contents (the
+// image's, if it carries them) into it.
+func (c *Context) placeGlobal(size uint64, contents []byte) (uint64, error) {
+	if contents != nil && uint64(len(contents)) != size {
+		return 0, fmt.Errorf("the image carries %d bytes of it, the module declares %d: %w", len(contents), size, backend.ErrInvalidValue)
+	}
+	if err := c.b.reserve(c.ordinal, size); err != nil {
+		return 0, err
+	}
+	p := c.mem.add(size)
+	b, err := c.mem.view(p, size)
+	if err != nil {
+		return 0, err
+	}
+	copy(b, contents)
+	return p, nil
 }
 
 // maxHandle is the highest handle the restored context holds.

@@ -141,3 +141,38 @@ func TestRestoreRefusesBadImages(t *testing.T) {
 		}
 	}
 }
+
+// A driverglobal stands for one NVIDIA's driver places: it is none of the image's regions, a
+// restore places it at a new address, and what it held comes back only as the image's contents.
+func TestRestorePlacesDriverGlobalsAnewWithTheirContents(t *testing.T) {
+	_, c := newCtx(t, 1<<20)
+	mod, _ := c.ModuleLoadData([]byte("GPUSIM-MODULE 1\nkernel count_global\ndriverglobal counter 4\n"))
+	at, _, _ := c.ModuleGetGlobal(mod, "counter") // only the test looks: the context stays movable
+	c.(*Context).modules[mod].held = nil
+	c.MemcpyHtoD(at, []byte{41, 0, 0, 0}, 0, false)
+	img, err := c.(backend.Checkpointer).Image()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(img.Regions) != 0 || string(img.Modules[0].Contents["counter"]) != "\x29\x00\x00\x00" {
+		t.Fatalf("regions %+v, contents %q: want no region and the counter's 4 bytes", img.Regions, img.Modules[0].Contents)
+	}
+	r, err := New(1, 1<<20).RestoreContext(0, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, n, err := r.ModuleGetGlobal(mod, "counter")
+	if err != nil || n != 4 || p == at {
+		t.Fatalf("restored counter at %#x (%d bytes), %v: want 4 bytes somewhere other than %#x", p, n, err, at)
+	}
+	got := make([]byte, 4)
+	r.MemcpyDtoH(got, p, 0, false)
+	if binary.LittleEndian.Uint32(got) != 41 {
+		t.Fatalf("restored counter %v, want 41", got)
+	}
+	img.Modules[0].Contents["counter"] = []byte{1}
+	if _, err := New(1, 1<<20).RestoreContext(0, img); err == nil {
+		t.Fatal("contents of the wrong size were written")
+	}
+}

@@ -44,6 +44,10 @@ func layout(sizes ...uint32) []backend.Param {
 //	cond_set(unsigned long long handle, const unsigned *p)            cudaGraphSetConditional(handle, *p)
 //	cond_countdown(unsigned *p, unsigned long long handle)            if (*p) --*p; cudaGraphSetConditional(handle, *p)
 //	latch_wait(unsigned *latch, unsigned *out, unsigned long long ns) waits for the host's writes (latch.go)
+//	count_global(unsigned *out)                                       *out = ++counter, its module's global
+//
+// count_global keeps its state in a module global the program need never ask the address of, as
+// a CUDA kernel using a __device__ variable does: "driverglobal counter 4" in its module.
 //
 // Element-wise kernels cover i < min(n, threads launched), as a bounds-checked CUDA kernel does.
 var builtins = map[string]*kernel{
@@ -55,6 +59,7 @@ var builtins = map[string]*kernel{
 	"cond_set":       {params: layout(8, 8), run: condSet},
 	"cond_countdown": {params: layout(8, 8), run: condCountdown},
 	"latch_wait":     {params: layout(8, 8, 8), run: latchWait},
+	"count_global":   {params: layout(8), run: countGlobal},
 }
 
 func init() {
@@ -123,6 +128,26 @@ func fill(c *Context, cfg backend.LaunchConfig, p args) error {
 	for i := uint64(0); i < 4*n; i += 4 {
 		binary.LittleEndian.PutUint32(out[i:], p.u32(8))
 	}
+	return nil
+}
+
+func countGlobal(c *Context, cfg backend.LaunchConfig, p args) error {
+	c.mu.Lock()
+	m := c.modules[c.fnOrigin[cfg.Function]]
+	c.mu.Unlock()
+	if m == nil || m.sizes["counter"] < 4 {
+		return fmt.Errorf("count_global: its module has no 4-byte global \"counter\": %w", backend.ErrIllegalAddress)
+	}
+	v, err := c.floats(m.globals["counter"], 1)
+	if err != nil {
+		return err
+	}
+	out, err := c.floats(p.u64(0), 1)
+	if err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint32(v, binary.LittleEndian.Uint32(v)+1)
+	copy(out, v)
 	return nil
 }
 

@@ -19,7 +19,9 @@ import (
 //	global counter 4           a device global of 4 bytes, zero-initialised
 //	driverglobal table 64      the same, standing for one NVIDIA's driver places itself (the cuda
 //	                           backend's cubin modules): once the program asks its address, a
-//	                           checkpoint of the session is refused, naming it
+//	                           checkpoint of the session is refused, naming it; otherwise a
+//	                           restore places it anew, zeroed, as a load of the module does, and
+//	                           writes it from the image's contents (checkpoint.go)
 //	global xxx 4 managed 10    a managed variable (__managed__) of 4 bytes, its first 8 bytes
 //	                           little-endian 10 (the initial value is optional)
 //
