@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -167,10 +166,14 @@ func (s *Session) applyImage() error {
 				di.Used, i, q, backend.ErrOutOfMemory)
 		}
 		if s.cfg.MemoryQuota > 0 && s.ledger != nil && di.Used > 0 {
-			ok, _, err := s.ledger(i, int64(di.Used))
-			if err != nil || !ok {
-				return errors.Join(fmt.Errorf("restore: the instance's memory quota has no room for %d bytes on device %d: %w",
-					di.Used, i, backend.ErrOutOfMemory), err)
+			ok, used, err := s.ledger(i, int64(di.Used))
+			switch {
+			case err != nil: // the server's ledger did not answer (it is restarting): try again later
+				return fmt.Errorf("restore: charging %d bytes on device %d to the instance's memory quota: %w (%w)",
+					di.Used, i, err, backend.ErrOutOfMemory)
+			case !ok:
+				return fmt.Errorf("restore: the instance's memory quota has no room for %d bytes on device %d (its sessions here hold %d of %d): %w",
+					di.Used, i, used, s.cfg.MemoryQuota, backend.ErrOutOfMemory)
 			}
 		}
 		ctx, err := rb.RestoreContext(s.cfg.Devices[i], di.Context)
