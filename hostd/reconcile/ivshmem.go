@@ -105,7 +105,10 @@ func (r *Reconciler) removeChannel(id string) error {
 	return nil
 }
 
-// leftoverChannels lists channel files of instances neither wanted nor defined.
+// leftoverChannels lists channel files of instances neither wanted nor defined: regular files of
+// hostd's own user, as createChannel makes them. Anything else with the prefix in the shared
+// directory (/dev/shm is everyone's) is not hostd's to remove: CI once had hostd try to remove
+// another test's directory named gpucloud-test-..., failing its pass.
 func (r *Reconciler) leftoverChannels(keep func(id string) bool) []string {
 	if r.cfg.Ivshmem == nil {
 		return nil
@@ -114,9 +117,19 @@ func (r *Reconciler) leftoverChannels(keep func(id string) bool) []string {
 	var ids []string
 	for _, e := range entries {
 		id, ok := strings.CutPrefix(e.Name(), channelPrefix)
-		if ok && virt.ValidID(id) == nil && !keep(id) {
-			ids = append(ids, id)
+		if !ok || !e.Type().IsRegular() || virt.ValidID(id) != nil || keep(id) {
+			continue
 		}
+		if fi, err := e.Info(); err != nil || !ownedByUs(fi) {
+			continue
+		}
+		ids = append(ids, id)
 	}
 	return ids
+}
+
+// ownedByUs says whether fi belongs to this process's effective user.
+func ownedByUs(fi os.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }

@@ -70,11 +70,18 @@ func TestIvshmemChannelLifecycle(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("channel files %v, want g1's alone", entries)
 	}
-	// A leftover of an instance hostd no longer knows is removed; the live one stays.
+	// A leftover of an instance hostd no longer knows is removed; the live one stays, and so
+	// does what is not a channel file (another program's directory with the prefix).
 	os.WriteFile(filepath.Join(dir, "gpucloud-gone"), nil, 0o600)
+	notOurs := filepath.Join(dir, "gpucloud-test-123")
+	os.MkdirAll(filepath.Join(notOurs, "inside"), 0o700)
 	if err := h.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(filepath.Join(notOurs, "inside")); err != nil {
+		t.Fatalf("hostd touched a directory that is no channel: %v", err)
+	}
+	os.RemoveAll(notOurs)
 	if _, err := os.Stat(filepath.Join(dir, "gpucloud-gone")); !os.IsNotExist(err) {
 		t.Fatalf("leftover channel: %v", err)
 	}

@@ -63,7 +63,7 @@ func startIvshmemServerIn(t *testing.T, dir string, extra ...string) (*gpuserver
 // tmpfsDir is a new directory in /dev/shm, removed after the test.
 func tmpfsDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("/dev/shm", "gpucloud-test-")
+	dir, err := os.MkdirTemp("/dev/shm", "guesttest-ivshmem-") // not hostd's gpucloud- prefix
 	if err != nil {
 		t.Fatal(err)
 	}
