@@ -76,7 +76,7 @@ func (s *Server) Checkpoint(now time.Time) error {
 		se.mu.Lock()
 		upTo, p := se.last.At, se.last.Migration
 		se.mu.Unlock()
-		if p == nil || (p.State != "precopy" && p.State != "paused") || upTo.IsZero() || upTo.After(now) {
+		if !p.UnderWay() || upTo.IsZero() || upTo.After(now) {
 			upTo = now
 		}
 		if err := s.record(se, upTo); err != nil {

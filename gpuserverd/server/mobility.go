@@ -43,16 +43,20 @@ func (se *session) changed() {
 	se.mu.Unlock()
 }
 
+// lastAndWake is the worker's last snapshot and a channel closed when the next one comes.
+func (se *session) lastAndWake() (worker.Snapshot, <-chan struct{}) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.update == nil {
+		se.update = make(chan struct{})
+	}
+	return se.last, se.update
+}
+
 // waitControl waits until the worker reports the outcome of control request id, or ctx ends.
 func (se *session) waitControl(ctx context.Context, id int64, ended <-chan struct{}) (worker.Snapshot, error) {
 	for {
-		se.mu.Lock()
-		snap := se.last
-		if se.update == nil {
-			se.update = make(chan struct{})
-		}
-		wake := se.update
-		se.mu.Unlock()
+		snap, wake := se.lastAndWake()
 		if snap.Control != nil && snap.Control.ID == id {
 			if c := snap.Control; c.NotMovable {
 				return snap, fmt.Errorf("%w: %s", worker.ErrNotMovable, strings.TrimPrefix(c.Error, worker.ErrNotMovable.Error()+": "))
@@ -254,18 +258,12 @@ func (s *Server) MigrateSession(ctx context.Context, sid string, req MigrateRequ
 // asks for its own.
 func (se *session) moveUnderWay(ctx context.Context, address string) (*worker.MigrationProgress, bool, error) {
 	for {
-		se.mu.Lock()
-		snap, wake := se.last, se.update
-		if wake == nil {
-			se.update = make(chan struct{})
-			wake = se.update
-		}
-		se.mu.Unlock()
+		snap, wake := se.lastAndWake()
 		p := snap.Migration
 		switch {
 		case !snap.HandedOff.IsZero() && p != nil && p.Target == address:
 			return p, true, nil
-		case p == nil || (p.State != "precopy" && p.State != "paused"):
+		case !p.UnderWay():
 			return nil, false, nil
 		case p.Target != address:
 			return p, false, fmt.Errorf("migrate: %w: a move to %s is already under way", worker.ErrNotMovable, p.Target)

@@ -41,6 +41,11 @@ type MigrationProgress struct {
 	Error       string  `json:"error,omitempty"`
 }
 
+// UnderWay says whether the migration has not ended yet (pre-copying or paused).
+func (p *MigrationProgress) UnderWay() bool {
+	return p != nil && (p.State == "precopy" || p.State == "paused")
+}
+
 const (
 	// maxPrecopyRounds bounds the rounds sent while the program runs: one that writes all its
 	// memory all the time would otherwise never be paused.

@@ -225,7 +225,6 @@ func restoreSource(cfg Config, uuids []string) (*resumeConn, func(*Session) erro
 	rc := newRestoredResumeConn(cfg.SessionID, img.In, img.Out, secret, time.Duration(window)*time.Millisecond)
 	restore := func(s *Session) error {
 		s.resume = rc
-		rc.observe(s.guestGone, s.guestBack)
 		s.Stats.setResumeKey(secret)
 		return s.Restore(img, chunks, func(err error) {
 			if err == nil {

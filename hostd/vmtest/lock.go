@@ -17,18 +17,11 @@ import (
 // across the test processes of one go test run.
 func LockSystemLibvirt(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(os.TempDir()+"/gpucloud-qemu-system.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := lockFile(context.Background(), filepath.Join(os.TempDir(), "gpucloud-qemu-system.lock"))
 	if err != nil {
-		t.Fatalf("vmtest: %v", err)
+		t.Fatalf("vmtest: lock qemu:///system for this test: %v", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("vmtest: %v", fmt.Errorf("lock qemu:///system for this test: %w", err))
-	}
-	t.Cleanup(func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	})
+	t.Cleanup(unlock)
 }
 
 // lockFile holds an exclusive lock on path (created) until unlock, across processes; it gives up
