@@ -244,15 +244,9 @@ func ptxGlobalNames(names map[string]bool, ptx []byte) error {
 			}
 		}
 		for i, part := range strings.Split(decl, ",") {
-			name := ""
+			var name string
 			if i == 0 {
-				ts := strings.Fields(part)
-				for j, t := range ts {
-					if !strings.HasPrefix(t, ".") && (j == 0 || ts[j-1] != ".align") {
-						name = ptxIdent.FindString(t)
-						break
-					}
-				}
+				name = declaredName(strings.Fields(part))
 			} else {
 				name = ptxIdent.FindString(strings.TrimSpace(part))
 			}

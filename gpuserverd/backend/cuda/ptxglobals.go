@@ -160,7 +160,6 @@ func ptxGlobalDefs(ptx []byte) (defs []ptxGlobal, why string) {
 		if strings.Contains(decl, ",") {
 			return fmt.Errorf("a .global statement declaring several variables")
 		}
-		var name string
 		var kept []string
 		for i, t := range toks {
 			switch {
@@ -171,11 +170,10 @@ func ptxGlobalDefs(ptx []byte) (defs []ptxGlobal, why string) {
 				if err != nil || a <= 0 || a > maxPinAlign {
 					return fmt.Errorf("a .global variable aligned to %q bytes (at most %d)", toks[i+1], maxPinAlign)
 				}
-			case name == "" && !strings.HasPrefix(t, ".") && (i == 0 || toks[i-1] != ".align"):
-				name = ptxIdent.FindString(t)
 			}
 			kept = append(kept, t)
 		}
+		name := declaredName(toks)
 		if name == "" {
 			return fmt.Errorf("a .global statement without a name at byte %d", start)
 		}
@@ -186,6 +184,17 @@ func ptxGlobalDefs(ptx []byte) (defs []ptxGlobal, why string) {
 		return nil, err.Error()
 	}
 	return defs, ""
+}
+
+// declaredName is the variable a PTX declaration's tokens name: the first that is no directive
+// (".global", ".u32" ...) nor an alignment's value; "" when there is none.
+func declaredName(toks []string) string {
+	for i, t := range toks {
+		if !strings.HasPrefix(t, ".") && (i == 0 || toks[i-1] != ".align") {
+			return ptxIdent.FindString(t)
+		}
+	}
+	return ""
 }
 
 func hasToken(toks []string, t string) bool {
